@@ -1,0 +1,5 @@
+"""``python -m bench`` runs the CLI."""
+
+from bench.cli import main
+
+main()

@@ -1,0 +1,200 @@
+"""The ``bench`` command line (typer)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+from rich.text import Text
+
+from bench.errors import BenchError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Benchmark LLM tool descriptions: tool selection, arguments and token "
+                       "cost per description variant and provider.")
+out = Console()
+err = Console(stderr=True)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    items: list[str] = []
+    for value in values or []:
+        items += [v.strip() for v in value.split(",") if v.strip()]
+    return items
+
+
+class _RateColumn(ProgressColumn):
+    """Completed rows per second (rich's own speed estimate)."""
+
+    def render(self, task) -> Text:  # noqa: ANN001 - rich's Task
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.2f} cases/s" if speed else "- cases/s")
+
+
+def _print_summary(run_id: str, variant_order: list[str]) -> None:
+    from bench.report.table import summary_table
+    from bench.runner import iter_rows
+    from bench.stats.summary import rows_frame, summarize
+
+    frame = rows_frame(iter_rows(run_id))
+    if frame.empty:
+        out.print(f"run {run_id}: no finished rows yet")
+        return
+    summary = summarize(frame, variant_order)
+    out.print(summary_table(summary, title=f"run {run_id}"))
+
+
+@app.command()
+def run(
+    dataset: Annotated[str, typer.Option(help="Dataset name under datasets/ or a .jsonl path.")]
+    = "ecommerce",
+    variants: Annotated[Optional[list[str]], typer.Option(
+        "--variants", "-v", help="Variants, comma-separated or repeated.")] = None,
+    provider: Annotated[Optional[list[str]], typer.Option(
+        "--provider", "-p", help="Provider id; repeat for several.")] = None,
+    trials: Annotated[int, typer.Option(min=1, help="Repetitions per case.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N cases.")] = None,
+    cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
+    model_path: Annotated[Optional[str], typer.Option(
+        help="GGUF for the local provider (default: $BENCH_LOCAL_MODEL, else SmolLM2-135M).")]
+    = None,
+    seed: Annotated[int, typer.Option(help="Base sampling seed.")] = 1234,
+    max_tokens: Annotated[int, typer.Option(min=16, help="Completion cap in tokens.")] = 512,
+    no_call_layout: Annotated[Optional[str], typer.Option(
+        help="Local provider: how 'no tool fits' is offered (see benchmarks/no_call_layout.py)."
+    )] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
+    resume: Annotated[Optional[str], typer.Option(
+        help="Finish an interrupted run; its stored settings are used.")] = None,
+) -> None:
+    """Run every case x variant x provider x trial, score it and print a per-variant table."""
+    from bench.runner import RunConfig, Runner
+
+    if resume:
+        runner = Runner.resume(resume)
+    else:
+        config = RunConfig(dataset=dataset, variants=_split(variants) or ["l3", "l10", "l30",
+                                                                          "l50"],
+                           providers=_split(provider) or ["local"], trials=trials, limit=limit,
+                           case_ids=_split(cases) or None, model_path=model_path, seed=seed,
+                           max_tokens=max_tokens, no_call_layout=no_call_layout)
+        runner = Runner(config, run_id=run_id)
+        if runner.store.exists():
+            raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
+    run_name = runner.store.run_id
+    runner.open_providers()
+    err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
+              f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
+              f"-> {runner.store.dir}")
+    columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=err) as progress:
+        task = progress.add_task("rows", total=len(runner.plan))
+
+        def hook(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            manifest = runner.run(progress=hook)
+        except KeyboardInterrupt:
+            progress.stop()
+            kept = sum(1 for _ in runner.store.rows())
+            err.print(f"interrupted: {kept} of {len(runner.plan)} rows kept in "
+                      f"{runner.store.results_path}; finish with: bench run --resume {run_name}")
+            raise typer.Exit(130) from None
+    _print_summary(run_name, runner.config.variants)
+    err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
+              f"({manifest['started_at']} -> {manifest['ended_at']})")
+
+
+@app.command()
+def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")]) -> None:
+    """Print the per-variant table of a stored run."""
+    from bench.runstore import RunStore
+    from bench.paths import runs_dir
+
+    manifest = RunStore(runs_dir(), run_id).read_manifest()
+    _print_summary(run_id, manifest["config"]["variants"])
+    out.print(f"status: {manifest['status']}, rows {manifest['rows_done']}/"
+              f"{manifest['rows_planned']}")
+
+
+@app.command("variants")
+def variants_cmd(
+    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")] = "ecommerce",
+    names: Annotated[Optional[list[str]], typer.Option(
+        "--variants", "-v", help="Variants to show (default: all).")] = None,
+    model_path: Annotated[Optional[str], typer.Option(help="GGUF whose tokenizer counts.")]
+    = None,
+) -> None:
+    """Print each variant's line count and token count (OpenAI o200k and the local model)."""
+    from bench.descriptions import available_variants, load_variant
+    from bench.descriptions.tokens import openai_tool_tokens
+
+    chosen = _split(names) or available_variants(toolset)
+    loaded = [load_variant(toolset, name) for name in chosen]
+    local_counts = _local_tool_tokens(loaded, model_path)
+    table = Table(title=f"toolset {toolset}", title_justify="left")
+    for column in ("variant", "tools", "lines/tool (mean)", "lines/tool (min-max)",
+                   "lines total", "o200k tokens", "local tokens"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for variant in loaded:
+        counts = list(variant.line_counts.values())
+        local = local_counts.get(variant.name)
+        table.add_row(variant.name, str(len(variant.tools)), f"{variant.mean_lines:.1f}",
+                      f"{min(counts)}-{max(counts)}", str(sum(counts)),
+                      str(openai_tool_tokens(variant.tools)),
+                      "-" if local is None else str(local))
+    out.print(table)
+    if not local_counts:
+        out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
+
+
+def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
+    """Tools-block tokens in the local model's tokenizer (vocabulary only, no weights)."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return {}
+    from bench.providers.local import (DEFAULT_NO_CALL_LAYOUT, NO_CALL_LAYOUTS,
+                                       resolve_model_path, tools_block)
+
+    path = resolve_model_path(model_path)
+    vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    layout = NO_CALL_LAYOUTS[DEFAULT_NO_CALL_LAYOUT]
+    try:
+        return {v.name: len(vocab.tokenize(tools_block(v.tools, layout).encode("utf-8"),
+                                           add_bos=False)) for v in variants}
+    finally:
+        vocab.close()
+
+
+def main() -> None:
+    """Console-script entry point: one-line errors and exit codes, never a traceback for
+    bad input (2: bad input, 130: interrupted)."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=sys.argv[1:], prog_name="bench", standalone_mode=False)
+    except BenchError as exc:
+        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""Labeled query datasets."""
+
+from bench.datasets.loader import Dataset, available_datasets, check_against_tools, load_dataset
+
+__all__ = ["Dataset", "available_datasets", "check_against_tools", "load_dataset"]

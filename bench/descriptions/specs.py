@@ -1,0 +1,91 @@
+"""Tool specs: the rich, structured source that templates render into variants (BRIEF §4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bench.errors import BenchError, pydantic_error_field
+from bench.models import Permission
+from bench.yamlio import line_of, load_yaml
+
+
+class SpecExample(BaseModel):
+    """A usage example: a user request and the arguments it should produce (or why no call)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    arguments: dict[str, Any] | None = None
+    note: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """One tool's spec, ``descriptions/<toolset>/specs/<tool>.yaml``.
+
+    ``input_schema`` is a JSON Schema (draft 2020-12) whose properties carry a one-line
+    ``description``; rendered variants move those into the prose from l10 up and send the
+    schema without them, so that description length is the one thing variants change.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    permission: Permission = "read"
+    summary: str
+    input_schema: dict[str, Any]
+    when_to_use: list[str] = Field(default_factory=list)
+    when_not_to_use: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    business_context: list[str] = Field(default_factory=list)
+    returns: str = ""
+    errors: list[str] = Field(default_factory=list)
+    examples: list[SpecExample] = Field(default_factory=list)
+    edge_cases: list[str] = Field(default_factory=list)
+
+
+def load_spec(path: Path) -> ToolSpec:
+    """Load and check one spec file.
+
+    Raises:
+        BenchError: invalid YAML, a missing or unknown field, or an ``input_schema`` that is not
+            a valid JSON Schema object (message names the file, line and field).
+    """
+    data, node = load_yaml(path)
+    if not isinstance(data, dict):
+        raise BenchError("a spec must be a YAML mapping", file=path, line=1)
+    try:
+        spec = ToolSpec.model_validate(data)
+    except ValidationError as exc:
+        field, msg = pydantic_error_field(exc)
+        loc = exc.errors()[0].get("loc", ())
+        raise BenchError(msg, file=path, line=line_of(node, loc), field=field) from None
+    try:
+        jsonschema.Draft202012Validator.check_schema(spec.input_schema)
+    except jsonschema.SchemaError as exc:
+        loc = ["input_schema", *exc.path]
+        field = ".".join(str(p) for p in loc)
+        raise BenchError(f"invalid JSON Schema: {exc.message}", file=path,
+                         line=line_of(node, loc), field=field) from None
+    if spec.input_schema.get("type") != "object":
+        raise BenchError("input_schema must have type 'object'", file=path,
+                         line=line_of(node, ["input_schema"]), field="input_schema.type")
+    if path.stem != spec.name:
+        raise BenchError(f"spec name '{spec.name}' differs from its file name '{path.stem}'",
+                         file=path, line=line_of(node, ["name"]), field="name")
+    return spec
+
+
+def load_specs(toolset_dir: Path) -> list[ToolSpec]:
+    """Load every ``specs/*.yaml`` of a toolset folder, sorted by tool name.
+
+    Raises:
+        BenchError: the folder has no specs, or any spec is invalid.
+    """
+    paths = sorted((toolset_dir / "specs").glob("*.yaml"))
+    if not paths:
+        raise BenchError("no tool specs found (expected specs/*.yaml)", file=toolset_dir)
+    return [load_spec(p) for p in paths]

@@ -1,0 +1,208 @@
+"""Description variants: rendered from specs by jinja2 templates, or hand-written files.
+
+A rendered variant ``lN`` uses ``descriptions/templates/lN.j2``; the template receives
+``spec`` (a :class:`~bench.descriptions.specs.ToolSpec` as a dict) and ``params`` (one dict per
+argument: name, type, required, enum, default, minimum, maximum, format, pattern, description)
+and returns the tool's description prose. A hand-written variant is
+``descriptions/<toolset>/variants/<name>.yaml`` with ``tools: [{name, description,
+input_schema, permission}]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jsonschema
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bench.descriptions.specs import ToolSpec, load_specs
+from bench.errors import BenchError, pydantic_error_field
+from bench.models import Tool
+from bench.paths import descriptions_dir
+from bench.yamlio import line_of, load_yaml
+
+DEFAULT_VARIANTS = ("l3", "l10", "l30", "l50")
+# Target description lines per tool of each rendered variant (the classic length ablation).
+LINE_TARGETS = {"l3": 3, "l10": 10, "l30": 30, "l50": 50}
+
+_SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAP_KEYS = ("properties", "$defs", "definitions", "patternProperties")
+
+
+class Variant(BaseModel):
+    """One complete rendering of a toolset's tools.
+
+    Attributes:
+        name: ``l3`` ... ``l50`` or a hand-written variant's file stem.
+        toolset: the toolset (folder under ``descriptions/``).
+        tools: the tools, in a stable order.
+        source: the template or file it came from (relative path, for the manifest).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    toolset: str
+    tools: tuple[Tool, ...]
+    source: str
+
+    @cached_property
+    def sha256(self) -> str:
+        """Hash of the canonical JSON of the tools (what the model is shown)."""
+        payload = json.dumps([t.model_dump() for t in self.tools], sort_keys=True,
+                             ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def line_counts(self) -> dict[str, int]:
+        """Non-empty description lines per tool name."""
+        return {t.name: count_lines(t.description) for t in self.tools}
+
+    @property
+    def mean_lines(self) -> float:
+        """Mean description lines per tool."""
+        counts = list(self.line_counts.values())
+        return sum(counts) / len(counts) if counts else 0.0
+
+
+def count_lines(text: str) -> int:
+    """Number of non-blank lines in ``text``."""
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def strip_descriptions(schema: Any) -> Any:
+    """Return a copy of a JSON Schema without ``description`` keywords (property names kept)."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "description":
+            continue
+        if key in _SCHEMA_MAP_KEYS and isinstance(value, dict):
+            out[key] = {k: strip_descriptions(v) for k, v in value.items()}
+        elif key in _SCHEMA_LIST_KEYS and isinstance(value, list):
+            out[key] = [strip_descriptions(v) for v in value]
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = strip_descriptions(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _params(spec: ToolSpec) -> list[dict[str, Any]]:
+    required = set(spec.input_schema.get("required", []))
+    params = []
+    for name, prop in spec.input_schema.get("properties", {}).items():
+        params.append({
+            "name": name,
+            "type": prop.get("type", "any"),
+            "required": name in required,
+            "enum": prop.get("enum"),
+            "default": prop.get("default"),
+            "minimum": prop.get("minimum"),
+            "maximum": prop.get("maximum"),
+            "format": prop.get("format"),
+            "pattern": prop.get("pattern"),
+            "description": prop.get("description", ""),
+        })
+    return params
+
+
+def _environment(templates: Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+        autoescape=False,  # plain-text prose for a model, not HTML
+    )
+    env.filters["tojson_compact"] = lambda v: json.dumps(v, ensure_ascii=False)
+    return env
+
+
+def render_tool(spec: ToolSpec, template: jinja2.Template) -> Tool:
+    """Render one spec with one template into a :class:`Tool` (schema without descriptions)."""
+    text = template.render(spec=spec.model_dump(), params=_params(spec))
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    description = "\n".join(lines)
+    return Tool(name=spec.name, description=description,
+                input_schema=strip_descriptions(spec.input_schema), permission=spec.permission)
+
+
+def available_variants(toolset: str, root: Path | None = None) -> list[str]:
+    """Names of the variants a toolset has: rendered templates, then hand-written files."""
+    root = root or descriptions_dir()
+    rendered = sorted((p.stem for p in (root / "templates").glob("*.j2")),
+                      key=lambda n: (len(n), n))
+    written = sorted(p.stem for p in (root / toolset / "variants").glob("*.yaml"))
+    return rendered + [w for w in written if w not in rendered]
+
+
+def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
+    data, node = load_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
+        raise BenchError("a variant file needs a 'tools' list", file=path, line=1, field="tools")
+    tools = []
+    for i, raw in enumerate(data["tools"]):
+        try:
+            tool = Tool.model_validate(raw)
+        except ValidationError as exc:
+            field, msg = pydantic_error_field(exc)
+            loc = ["tools", i, *exc.errors()[0].get("loc", ())]
+            raise BenchError(msg, file=path, line=line_of(node, loc),
+                             field=".".join(map(str, loc))) from None
+        try:
+            jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        except jsonschema.SchemaError as exc:
+            loc = ["tools", i, "input_schema", *exc.path]
+            raise BenchError(f"invalid JSON Schema: {exc.message}", file=path,
+                             line=line_of(node, loc), field=".".join(map(str, loc))) from None
+        tools.append(tool)
+    return Variant(name=name, toolset=toolset, tools=tuple(tools),
+                   source=str(path.relative_to(root.parent)) if root.parent in path.parents
+                   else str(path))
+
+
+def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
+    """Render or load the variant ``name`` of ``toolset``.
+
+    Raises:
+        BenchError: unknown toolset or variant (the message lists the available ones), or an
+            invalid spec, template or variant file.
+    """
+    root = root or descriptions_dir()
+    toolset_dir = root / toolset
+    if not toolset_dir.is_dir():
+        known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
+            if root.is_dir() else []
+        raise BenchError(f"unknown toolset '{toolset}' (known: {', '.join(known) or 'none'})",
+                         file=root)
+    written = toolset_dir / "variants" / f"{name}.yaml"
+    if written.is_file():
+        return _load_written(written, name, toolset, root)
+    template_path = root / "templates" / f"{name}.j2"
+    if not template_path.is_file():
+        raise BenchError(f"unknown variant '{name}' for toolset '{toolset}' "
+                         f"(available: {', '.join(available_variants(toolset, root))})")
+    specs = load_specs(toolset_dir)
+    env = _environment(root / "templates")
+    try:
+        template = env.get_template(f"{name}.j2")
+        tools = tuple(render_tool(spec, template) for spec in specs)
+    except jinja2.TemplateSyntaxError as exc:
+        raise BenchError(f"template error: {exc.message}", file=template_path,
+                         line=exc.lineno) from None
+    except jinja2.UndefinedError as exc:
+        raise BenchError(f"template error: {exc.message}", file=template_path) from None
+    return Variant(name=name, toolset=toolset, tools=tools,
+                   source=str(template_path.relative_to(root.parent)))

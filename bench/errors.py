@@ -1,0 +1,54 @@
+"""Errors that bench reports to users as one line, never as a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BenchError(Exception):
+    """A user-facing error: bad input, a missing file, an unknown name.
+
+    The CLI prints ``str(error)`` on one line and exits with ``exit_code`` (2 by default).
+
+    Args:
+        message: what is wrong and, where possible, how to fix it.
+        file: the file at fault (str or Path), if any.
+        line: 1-based line number in ``file``, if known.
+        field: dotted path of the offending field (e.g. ``expected.calls.0.name``), if known.
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.line = line
+        self.field = field
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        """Return ``file:line: field: message`` with the parts that are known."""
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "")
+        parts = [p for p in (where, f"field '{self.field}'" if self.field else "") if p]
+        prefix = ": ".join(parts)
+        text = f"{prefix}: {self.message}" if prefix else self.message
+        return " ".join(text.split("\n"))
+
+
+def pydantic_error_field(exc: Exception) -> tuple[str | None, str]:
+    """Return (dotted field path, message) of the first error of a pydantic ``ValidationError``."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None, str(exc)
+    first = errors()[0]
+    field = ".".join(str(p) for p in first.get("loc", ())) or None
+    return field, first.get("msg", str(exc))

@@ -1,0 +1,121 @@
+"""Provider-neutral data shapes shared by every stage (BRIEF §4, §5).
+
+Everything here is plain data: pydantic v2 models that validate the file formats and are
+serialised into ``results.jsonl``. No stage-specific logic lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Permission = Literal["read", "write", "sensitive"]
+
+
+class Tool(BaseModel):
+    """A canonical tool as the model sees it.
+
+    Attributes:
+        name: identifier the model calls (``^[a-zA-Z0-9_-]{1,64}$`` as OpenAI requires).
+        description: the prose of one variant (may span many lines).
+        input_schema: JSON Schema (draft 2020-12) of the arguments object.
+        permission: read / write / sensitive (used by the executor).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str
+    input_schema: dict[str, Any]
+    permission: Permission = "read"
+
+
+class Message(BaseModel):
+    """One chat message of a case (OpenAI-style roles)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class ExpectedCall(BaseModel):
+    """One expected tool call.
+
+    ``arguments`` maps each argument name to its list of acceptable values. ``None`` in the list
+    means the argument may be omitted. An entry may also be a matcher object: ``{"$regex": "..."}``
+    (Python ``re.search``, for SQL and free text) or ``{"$any": true}`` (any value of the right
+    schema type). An argument that the label does not list must not be sent.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+class Expected(BaseModel):
+    """What a correct answer does: make ``calls``, or make no call (``no_call``).
+
+    ``ordered`` says the calls must come in the listed order; otherwise they are matched as a
+    multiset.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: list[ExpectedCall] = Field(default_factory=list)
+    no_call: bool = False
+    ordered: bool = False
+
+    @model_validator(mode="after")
+    def _calls_xor_no_call(self) -> "Expected":
+        if self.no_call and self.calls:
+            raise ValueError("a case cannot expect both 'no_call' and 'calls'")
+        if not self.no_call and not self.calls:
+            raise ValueError("expected needs 'calls' (a non-empty list) or 'no_call': true")
+        return self
+
+
+class Case(BaseModel):
+    """One labeled query (a line of ``datasets/<name>/cases.jsonl``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    toolset: str
+    lang: Literal["zh", "en", "mixed"]
+    messages: list[Message] = Field(min_length=1)
+    expected: Expected
+    tags: list[str] = Field(default_factory=list)
+    notes: str | None = None
+
+    @property
+    def query(self) -> str:
+        """The last user message's text (what the table and reports show)."""
+        for message in reversed(self.messages):
+            if message.role == "user" and message.content:
+                return message.content
+        return ""
+
+
+class ToolCall(BaseModel):
+    """One tool call parsed from a provider's answer (BRIEF §4).
+
+    Attributes:
+        id: the provider's call id, or ``call_<index>`` when it gives none.
+        name: the tool name as received.
+        arguments: decoded arguments (dict); ``{}`` only when the model truly sent no arguments.
+        raw_arguments: the exact string or object received.
+        notes: decode notes (e.g. ``"truncated"``, ``"double_encoded"``).
+        valid: False when the arguments could not be decoded into an object.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: Any = None
+    notes: list[str] = Field(default_factory=list)
+    valid: bool = True

@@ -1,0 +1,130 @@
+"""Run directories: ``reports/runs/<run-id>/manifest.json`` and ``results.jsonl``.
+
+Writes are crash-safe: the manifest is replaced atomically (write a temporary file, fsync,
+``os.replace``); each result row is one line appended and fsynced. A line without its final
+newline is a half-written row: it is cut off when the run is reopened, never read as complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench.errors import BenchError
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MANIFEST = "manifest.json"
+RESULTS = "results.jsonl"
+
+
+def new_run_id() -> str:
+    """``YYYYmmdd-HHMMSS-xxxx`` (UTC time and 4 random hex digits)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented UTF-8 JSON to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, ensure_ascii=False, indent=2)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunStore:
+    """One run directory.
+
+    Args:
+        root: the runs folder (``reports/runs``).
+        run_id: the run's id; letters, digits, ``.``, ``_`` and ``-`` only (it becomes a
+            folder name, so nothing else may choose a path).
+
+    Raises:
+        BenchError: an invalid run id.
+    """
+
+    def __init__(self, root: Path, run_id: str) -> None:
+        if not RUN_ID_PATTERN.match(run_id) or run_id in (".", ".."):
+            raise BenchError(f"invalid run id '{run_id}' (letters, digits, '.', '_', '-')")
+        self.run_id = run_id
+        self.dir = root / run_id
+        self.manifest_path = self.dir / MANIFEST
+        self.results_path = self.dir / RESULTS
+
+    def exists(self) -> bool:
+        """True when the run has a manifest."""
+        return self.manifest_path.is_file()
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest as a dict.
+
+        Raises:
+            BenchError: no such run, or the manifest is not valid JSON.
+        """
+        if not self.exists():
+            raise BenchError(f"no run '{self.run_id}' (looked for {self.manifest_path})")
+        try:
+            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"manifest is not valid JSON: {exc.msg}", file=self.manifest_path,
+                             line=exc.lineno) from None
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Replace the manifest atomically."""
+        atomic_write_json(self.manifest_path, manifest)
+
+    def repair(self) -> int:
+        """Cut a half-written last row off ``results.jsonl``; return the bytes removed."""
+        if not self.results_path.is_file():
+            return 0
+        data = self.results_path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        with self.results_path.open("r+b") as handle:
+            handle.truncate(keep)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return len(data) - keep
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Complete result rows in file order (a last line without newline is skipped).
+
+        Raises:
+            BenchError: a complete line that is not valid JSON (names file and line).
+        """
+        if not self.results_path.is_file():
+            return
+        with self.results_path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith(b"\n"):
+                    return  # half-written by an interrupted run
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise BenchError(f"corrupt result row: {exc.msg}", file=self.results_path,
+                                     line=number) from None
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Append one row as one line, flushed and fsynced before returning."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+        with self.results_path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())

