@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -19,6 +20,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Benchmark LLM tool descriptions: tool selection, arguments and token "
                        "cost per description variant and provider.")
 out = Console()
+if not out.is_terminal and "COLUMNS" not in os.environ:
+    out = Console(width=200)  # logs and CI: keep the table's rows on one line each
 err = Console(stderr=True)
 
 
@@ -157,22 +160,17 @@ def variants_cmd(
 
 
 def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
-    """Tools-block tokens in the local model's tokenizer (vocabulary only, no weights)."""
+    """Tools-block tokens in the local model's tokenizer; {} without the 'local' extra."""
+    from bench.providers.local import find_default_model, tools_block_tokens
+
+    if model_path is None and find_default_model() is None and \
+            not os.environ.get("BENCH_LOCAL_MODEL"):
+        return {}
     try:
-        from llama_cpp import Llama
+        import llama_cpp  # noqa: F401
     except ImportError:
         return {}
-    from bench.providers.local import (DEFAULT_NO_CALL_LAYOUT, NO_CALL_LAYOUTS,
-                                       resolve_model_path, tools_block)
-
-    path = resolve_model_path(model_path)
-    vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
-    layout = NO_CALL_LAYOUTS[DEFAULT_NO_CALL_LAYOUT]
-    try:
-        return {v.name: len(vocab.tokenize(tools_block(v.tools, layout).encode("utf-8"),
-                                           add_bos=False)) for v in variants}
-    finally:
-        vocab.close()
+    return tools_block_tokens({v.name: v.tools for v in variants}, model_path)
 
 
 def main() -> None:

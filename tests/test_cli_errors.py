@@ -73,3 +73,17 @@ def test_resume_unknown_run(run_bench):
 @pytest.mark.parametrize("bad", ["../x", "a/b"])
 def test_run_id_is_not_a_path(run_bench, bad):
     assert_one_line_error(run_bench("run", "--run-id", bad, "--limit", "1"), "invalid run id")
+
+
+def test_variants_command_prints_lines_and_tokens(run_bench):
+    result = run_bench("variants", "--toolset", "ecommerce")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in result.stdout.splitlines() if line.startswith("│")}
+    assert list(rows) == ["l3", "l10", "l30", "l50"]
+    o200k = [int(rows[v][4]) for v in rows]
+    assert o200k == sorted(o200k) and o200k[0] > 0
+    lines = [float(rows[v][1]) for v in rows]
+    assert lines == sorted(lines)
+    local = rows["l3"][5]
+    assert local == "-" or int(local) > 0

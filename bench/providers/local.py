@@ -15,10 +15,12 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
@@ -70,6 +72,21 @@ NO_CALL_LAYOUTS: dict[str, NoCallLayout] = {layout.name: layout for layout in (
 )}
 # Chosen by benchmarks/no_call_layout.py on the ecommerce dataset (see the README's figures).
 DEFAULT_NO_CALL_LAYOUT = "empty-list"
+
+
+@contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Silence llama.cpp's native logging, which writes to file descriptor 2 directly."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def find_default_model() -> Path | None:
@@ -235,9 +252,10 @@ class LocalProvider(Provider):
         self.layout = NO_CALL_LAYOUTS[no_call_layout]
         self.n_ctx = n_ctx
         try:
-            self._llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_batch=512,
-                              n_threads=max(1, min(4, os.cpu_count() or 1)), seed=seed,
-                              verbose=False)
+            with quiet_native_stderr():
+                self._llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_batch=512,
+                                  n_threads=max(1, min(4, os.cpu_count() or 1)), seed=seed,
+                                  verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise BenchError(f"cannot load the model: {exc}", file=self.model_path) from None
         self._prepared: dict[str, tuple[str, Any, int]] = {}
@@ -320,3 +338,33 @@ class LocalProvider(Provider):
         llm, self._llm = getattr(self, "_llm", None), None
         if llm is not None:
             llm.close()
+
+
+def tools_block_tokens(tools_by_name: dict[str, Sequence[Tool]], model_path: str | None = None,
+                       layout: str = DEFAULT_NO_CALL_LAYOUT) -> dict[str, int]:
+    """Tokens of each tools block (as :class:`LocalProvider` shows it) in the model's tokenizer.
+
+    Loads only the GGUF's vocabulary (no weights), so it is quick.
+
+    Args:
+        tools_by_name: variant name -> its tools.
+        model_path: GGUF file (default as :func:`resolve_model_path`).
+        layout: the no-call layout whose tools block is counted.
+
+    Raises:
+        BenchError: llama-cpp-python or the model file is missing.
+    """
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise BenchError("counting local tokens needs llama-cpp-python: "
+                         "pip install -e '.[local]'") from None
+    path = resolve_model_path(model_path)
+    with quiet_native_stderr():
+        vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    try:
+        return {name: len(vocab.tokenize(tools_block(tools, NO_CALL_LAYOUTS[layout])
+                                         .encode("utf-8"), add_bos=False))
+                for name, tools in tools_by_name.items()}
+    finally:
+        vocab.close()

@@ -1,0 +1,57 @@
+"""Wilson intervals, the per-variant summary and its table."""
+
+import math
+
+import pytest
+
+from bench.report.table import format_rate, summary_table
+from bench.stats.intervals import wilson_interval
+from bench.stats.summary import rows_frame, summarize
+
+
+def test_wilson_matches_closed_form():
+    # Wilson (1927): (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)
+    k, n, z = 8, 10, 1.959963984540054
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low, high = wilson_interval(k, n)
+    assert low == pytest.approx(centre - half, abs=1e-9)
+    assert high == pytest.approx(centre + half, abs=1e-9)
+    assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == pytest.approx(1.0)
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+
+
+def row(case, variant, selection, arguments, no_call, latency, prompt=100, cached=0):
+    return {"case_id": case, "toolset": "t", "variant": variant, "provider": "local", "trial": 0,
+            "lang": "en", "latency_s": latency, "tool_definition_tokens": 50 if variant == "a"
+            else 90, "usage": {"prompt_tokens": prompt, "completion_tokens": 5,
+                               "cached_tokens": cached},
+            "metrics": {"selection_correct": selection, "arguments_correct": arguments,
+                        "schema_valid": True if arguments is not None else None,
+                        "no_call_correct": no_call}}
+
+
+def test_summary_denominators_follow_metric_applicability():
+    rows = [row("c1", "a", True, True, None, 3.0), row("c2", "a", False, False, None, 1.0),
+            row("c3", "a", True, None, True, 2.0), row("c1", "b", True, True, None, 1.0)]
+    summary = summarize(rows_frame(rows), ["a", "b"])
+    a = summary.set_index("variant").loc["a"]
+    assert (a["cases"], a["selection_k"], a["selection_n"]) == (3, 2, 3)
+    assert (a["arguments_k"], a["arguments_n"]) == (1, 2)
+    assert (a["no_call_k"], a["no_call_n"]) == (1, 1)
+    assert a["p50_latency_s"] == 2.0
+    assert a["cases_per_s"] == pytest.approx(1 / 1.5)  # the first (cold) row is excluded
+    assert a["tool_definition_tokens"] == 50
+    b = summary.set_index("variant").loc["b"]
+    assert b["no_call_n"] == 0 and math.isnan(b["no_call_rate"])
+
+
+def test_variant_order_is_kept_and_table_renders():
+    rows = [row("c1", "l10", True, True, None, 1.0), row("c1", "l3", False, False, None, 1.0)]
+    summary = summarize(rows_frame(rows), ["l3", "l10"])
+    assert list(summary["variant"]) == ["l3", "l10"]
+    table = summary_table(summary)
+    assert table.row_count == 2
+    assert format_rate(0.5, 0.2, 0.8, 4) == "50.0% [20.0-80.0]"
+    assert format_rate(float("nan"), 0, 0, 0) == "-"
