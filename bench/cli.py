@@ -6,7 +6,6 @@ import os
 import sys
 from typing import Annotated, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
@@ -174,24 +173,25 @@ def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]
 
 
 def main() -> None:
-    """Console-script entry point: one-line errors and exit codes, never a traceback for
-    bad input (2: bad input, 130: interrupted)."""
-    command = typer.main.get_command(app)
+    """Console-script entry point.
+
+    Exit codes: 0 done; 2 bad input (one ``error:`` line naming file, line and field, or a
+    usage error from the CLI parser); 130 interrupted. Bad input never shows a traceback.
+    """
     try:
-        code = command.main(args=sys.argv[1:], prog_name="bench", standalone_mode=False)
+        app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
     except BenchError as exc:
-        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("interrupted")
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code)
+    except OSError as exc:  # unreadable or unwritable files and folders
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(f"{where}{exc.strerror or exc}", 2)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> None:
+    err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 Permission = Literal["read", "write", "sensitive"]
+# Names that become folder or file names (toolsets, variants): no separators, no leading dot.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 
 
 class Tool(BaseModel):
@@ -67,8 +69,8 @@ class Expected(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     calls: list[ExpectedCall] = Field(default_factory=list)
-    no_call: bool = False
-    ordered: bool = False
+    no_call: StrictBool = False
+    ordered: StrictBool = False
 
     @model_validator(mode="after")
     def _calls_xor_no_call(self) -> "Expected":
@@ -85,7 +87,7 @@ class Case(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1)
-    toolset: str
+    toolset: str = Field(pattern=NAME_PATTERN)
     lang: Literal["zh", "en", "mixed"]
     messages: list[Message] = Field(min_length=1)
     expected: Expected

@@ -12,14 +12,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from importlib import metadata
 from typing import Any, Callable, Iterable, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.datasets import Dataset, check_against_tools, load_dataset
 from bench.descriptions import DEFAULT_VARIANTS, Variant, load_variant
-from bench.errors import BenchError
+from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.providers import Provider, make_provider
@@ -49,13 +50,28 @@ class RunConfig(BaseModel):
     dataset: str = "ecommerce"
     variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS))
     providers: list[str] = Field(default_factory=lambda: ["local"])
-    trials: int = Field(default=1, ge=1)
+    trials: int = Field(default=1, ge=1, le=1000)
     limit: int | None = Field(default=None, ge=1)
     case_ids: list[str] | None = None
     model_path: str | None = None
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
     no_call_layout: str | None = None
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("variants", "providers")
+    @classmethod
+    def _unique(cls, values: list[str]) -> list[str]:
+        if not values:
+            raise ValueError("needs at least one name")
+        return list(dict.fromkeys(values))  # a name given twice runs once
+
+    @field_validator("dataset")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        # a .jsonl path is stored absolute so that --resume works from any folder
+        return str(Path(value).resolve()) if value.endswith(".jsonl") else value
 
 
 @dataclass(frozen=True)
@@ -209,11 +225,19 @@ class Runner:
         """
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
-        runner = cls(RunConfig.model_validate(manifest["config"]), store=store, **kwargs)
-        if manifest["dataset"]["sha256"] != runner.dataset.sha256:
+        try:
+            config = RunConfig.model_validate(manifest["config"])
+        except ValidationError as exc:
+            field, msg = pydantic_error_field(exc)
+            raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
+                             field=f"config.{field}") from None
+        runner = cls(config, store=store, **kwargs)
+        if not isinstance(manifest["dataset"], dict) or \
+                manifest["dataset"].get("sha256") != runner.dataset.sha256:
             raise BenchError(f"cannot resume '{run_id}': dataset '{runner.config.dataset}' "
                              "changed since the run started", file=runner.dataset.path)
-        stored = {(v["toolset"], v["name"]): v["sha256"] for v in manifest["variants"]}
+        stored = {(v.get("toolset"), v.get("name")): v.get("sha256")
+                  for v in manifest["variants"] if isinstance(v, dict)}
         for variant in runner.variants:
             if stored.get((variant.toolset, variant.name)) != variant.sha256:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
@@ -258,7 +282,11 @@ class Runner:
         """
         for provider_id in self.config.providers:
             if provider_id not in self.providers:
-                self.providers[provider_id] = self._factory(provider_id, self.config)
+                provider = self._factory(provider_id, self.config)
+                self.providers[provider_id] = provider
+                for variant in self.variants:
+                    provider.prepare(variant.tools, variant_key=variant.sha256,
+                                     label=f"variant '{variant.name}' of '{variant.toolset}'")
 
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
@@ -266,11 +294,13 @@ class Runner:
         Rows are appended as they finish. On KeyboardInterrupt the manifest is marked
         ``interrupted`` (every finished row stays) and the interrupt is re-raised.
         """
-        self.open_providers()
         manifest = self._manifest or self._new_manifest()
-        manifest["providers"] = [p.describe() for p in self.providers.values()]
-        done = self.done_keys()
+        planned = {item.key for item in self.plan}
+        done = self.done_keys() & planned
         todo = [item for item in self.plan if item.key not in done]
+        if todo:
+            self.open_providers()
+            manifest["providers"] = [p.describe() for p in self.providers.values()]
         manifest.update(status="running", rows_done=len(done), ended_at=None)
         self.store.write_manifest(manifest)
         finished = len(done)
@@ -287,6 +317,11 @@ class Runner:
                     progress(finished, len(self.plan))
         except KeyboardInterrupt:
             manifest.update(status="interrupted", rows_done=finished, ended_at=_now())
+            self.store.write_manifest(manifest)
+            raise
+        except BaseException as exc:
+            manifest.update(status="failed", rows_done=finished, ended_at=_now(),
+                            error=f"{type(exc).__name__}: {exc}")
             self.store.write_manifest(manifest)
             raise
         finally:

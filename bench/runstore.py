@@ -18,9 +18,19 @@ from typing import Any, Iterator
 
 from bench.errors import BenchError
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
+MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_planned")
+ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
+              "usage", "latency_s")
+
+
+def _dumps(data: Any, indent: int | None = None) -> str:
+    """JSON text that is always valid UTF-8: lone surrogates from model output stay escaped."""
+    text = json.dumps(data, ensure_ascii=False, indent=indent,
+                      separators=None if indent else (",", ":"))
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def new_run_id() -> str:
@@ -34,10 +44,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False, indent=2)
+            handle.write(_dumps(data, indent=2))
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and manifests are shared alike
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -57,7 +68,7 @@ class RunStore:
     """
 
     def __init__(self, root: Path, run_id: str) -> None:
-        if not RUN_ID_PATTERN.match(run_id) or run_id in (".", ".."):
+        if not RUN_ID_PATTERN.fullmatch(run_id):
             raise BenchError(f"invalid run id '{run_id}' (letters, digits, '.', '_', '-')")
         self.run_id = run_id
         self.dir = root / run_id
@@ -77,10 +88,20 @@ class RunStore:
         if not self.exists():
             raise BenchError(f"no run '{self.run_id}' (looked for {self.manifest_path})")
         try:
-            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise BenchError(f"manifest is not UTF-8 ({exc.reason})",
+                             file=self.manifest_path) from None
         except json.JSONDecodeError as exc:
             raise BenchError(f"manifest is not valid JSON: {exc.msg}", file=self.manifest_path,
                              line=exc.lineno) from None
+        if not isinstance(manifest, dict):
+            raise BenchError("manifest must be a JSON object", file=self.manifest_path)
+        for field in MANIFEST_FIELDS:
+            if field not in manifest:
+                raise BenchError("manifest lacks this field", file=self.manifest_path,
+                                 field=field)
+        return manifest
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically."""
@@ -115,15 +136,26 @@ class RunStore:
                 if not line.strip():
                     continue
                 try:
-                    yield json.loads(line)
+                    row = json.loads(line)
+                except UnicodeDecodeError as exc:
+                    raise BenchError(f"corrupt result row: not UTF-8 ({exc.reason})",
+                                     file=self.results_path, line=number) from None
                 except json.JSONDecodeError as exc:
                     raise BenchError(f"corrupt result row: {exc.msg}", file=self.results_path,
                                      line=number) from None
+                if not isinstance(row, dict):
+                    raise BenchError("corrupt result row: not a JSON object",
+                                     file=self.results_path, line=number)
+                missing = [f for f in ROW_FIELDS if f not in row]
+                if missing:
+                    raise BenchError("corrupt result row: missing field", file=self.results_path,
+                                     line=number, field=missing[0])
+                yield row
 
     def append(self, row: dict[str, Any]) -> None:
         """Append one row as one line, flushed and fsynced before returning."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = _dumps(row) + "\n"
         with self.results_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()

@@ -5,26 +5,30 @@ import json
 import pytest
 
 from bench.errors import BenchError
-from bench.runstore import RunStore
+from bench.runstore import ROW_FIELDS, RunStore
+
+
+def row(key, **extra):
+    return {**{field: None for field in ROW_FIELDS}, "key": key, **extra}
 
 
 def test_rows_skip_and_repair_cuts_half_written_line(tmp_path):
     store = RunStore(tmp_path, "r1")
-    store.append({"key": "a", "n": 1})
-    store.append({"key": "b", "text": "上海 🚚"})
+    store.append(row("a", n=1))
+    store.append(row("b", text="上海 🚚"))
     with store.results_path.open("ab") as handle:
         handle.write(b'{"key": "c", "n":')  # a crash mid-write
     assert [r["key"] for r in store.rows()] == ["a", "b"]
     removed = store.repair()
     assert removed == len(b'{"key": "c", "n":')
     assert store.results_path.read_bytes().endswith(b"\n")
-    store.append({"key": "c"})
+    store.append(row("c"))
     assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
 
 
 def test_corrupt_complete_line_is_a_clear_error(tmp_path):
     store = RunStore(tmp_path, "r2")
-    store.append({"key": "a"})
+    store.append(row("a"))
     with store.results_path.open("a") as handle:
         handle.write("not json\n")
     with pytest.raises(BenchError) as info:
@@ -38,9 +42,48 @@ def test_manifest_is_replaced_atomically(tmp_path):
     store.write_manifest({"status": "complete"})
     assert json.loads(store.manifest_path.read_text())["status"] == "complete"
     assert [p.name for p in store.dir.iterdir()] == ["manifest.json"]  # no temp files left
+    assert store.manifest_path.stat().st_mode & 0o777 == 0o644
 
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "", "..", ".hidden"])
 def test_run_id_cannot_choose_a_path(tmp_path, bad):
     with pytest.raises(BenchError, match="invalid run id"):
         RunStore(tmp_path, bad)
+
+
+def test_rows_with_missing_fields_or_wrong_shape_are_named(tmp_path):
+    store = RunStore(tmp_path, "r4")
+    store.append(row("a"))
+    with store.results_path.open("a") as handle:
+        handle.write('[1, 2]\n')
+    with pytest.raises(BenchError, match="not a JSON object") as info:
+        list(store.rows())
+    assert info.value.line == 2
+    store.results_path.write_text('{"key": "a"}\n')
+    with pytest.raises(BenchError) as info:
+        list(store.rows())
+    assert info.value.field == "case_id"
+
+
+def test_lone_surrogate_from_a_model_is_stored_escaped(tmp_path):
+    store = RunStore(tmp_path, "r5")
+    store.append(row("a", raw='{"city": "\ud800"}'))
+    (stored,) = store.rows()
+    assert stored["raw"] == '{"city": "\ud800"}'
+    store.results_path.read_bytes().decode("utf-8")  # the file stays valid UTF-8
+
+
+def test_manifest_missing_fields_is_a_clear_error(tmp_path):
+    store = RunStore(tmp_path, "r6")
+    store.write_manifest({"run_id": "r6"})
+    with pytest.raises(BenchError) as info:
+        store.read_manifest()
+    assert info.value.field == "status"
+    store.manifest_path.write_text("[1]")
+    with pytest.raises(BenchError, match="must be a JSON object"):
+        store.read_manifest()
+
+
+def test_run_id_with_trailing_newline_is_rejected(tmp_path):
+    with pytest.raises(BenchError, match="invalid run id"):
+        RunStore(tmp_path, "fake1\n")

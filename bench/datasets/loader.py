@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+
+import jsonschema
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -63,11 +65,13 @@ def load_dataset(name: str, root: Path | None = None) -> Dataset:
     raw = path.read_bytes()
     cases: list[Case] = []
     lines: dict[str, int] = {}
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() would also split inside strings at U+2028 etc.
+    for number, raw_line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+        try:
+            line = raw_line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as exc:
+            raise BenchError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path,
+                             line=number) from None
         if not line.strip():
             continue
         try:
@@ -105,7 +109,7 @@ def _check_matchers(case: Case, path: Path, line: int) -> None:
             for value in values:
                 if isinstance(value, dict) and any(k.startswith("$") for k in value):
                     unknown = [k for k in value if k not in MATCHER_KEYS]
-                    if unknown or len(value) != 1:
+                    if unknown or len(value) != 1 or value.get("$any", True) is not True:
                         raise BenchError(f"unknown matcher {value} (use one of "
                                          f"{', '.join(MATCHER_KEYS)})",
                                          file=path, line=line, field=field)
@@ -128,7 +132,7 @@ def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -
     Raises:
         BenchError: naming the file, line and field of the first unknown tool or argument.
     """
-    by_name = {t.name: set(t.input_schema.get("properties", {})) for t in tools}
+    by_name = {t.name: t.input_schema.get("properties", {}) for t in tools}
     for case in dataset.cases:
         if case.toolset != toolset:
             continue
@@ -138,8 +142,20 @@ def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -
                 raise BenchError(f"unknown tool '{call.name}' (toolset '{toolset}' has: "
                                  f"{', '.join(sorted(by_name))})", file=dataset.path, line=line,
                                  field=f"expected.calls.{i}.name")
-            for arg in call.arguments:
+            for arg, acceptable in call.arguments.items():
+                field = f"expected.calls.{i}.arguments.{arg}"
                 if arg not in by_name[call.name]:
                     raise BenchError(f"tool '{call.name}' has no argument '{arg}'",
-                                     file=dataset.path, line=line,
-                                     field=f"expected.calls.{i}.arguments.{arg}")
+                                     file=dataset.path, line=line, field=field)
+                validator = jsonschema.Draft202012Validator(
+                    by_name[call.name][arg],
+                    format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+                for value in acceptable:
+                    if value is None or (isinstance(value, dict) and
+                                         any(k in MATCHER_KEYS for k in value)):
+                        continue
+                    error = next(iter(validator.iter_errors(value)), None)
+                    if error is not None:
+                        raise BenchError(f"acceptable value {value!r} breaks the tool's schema: "
+                                         f"{error.message}", file=dataset.path, line=line,
+                                         field=field)

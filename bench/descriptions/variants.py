@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.descriptions.specs import ToolSpec, load_specs
 from bench.errors import BenchError, pydantic_error_field
-from bench.models import Tool
+from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
 from bench.yamlio import line_of, load_yaml
 
@@ -152,7 +153,10 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
     data, node = load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
         raise BenchError("a variant file needs a 'tools' list", file=path, line=1, field="tools")
-    tools = []
+    if not data["tools"]:
+        raise BenchError("a variant needs at least one tool", file=path,
+                         line=line_of(node, ["tools"]), field="tools")
+    tools: list[Tool] = []
     for i, raw in enumerate(data["tools"]):
         try:
             tool = Tool.model_validate(raw)
@@ -167,6 +171,13 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
             loc = ["tools", i, "input_schema", *exc.path]
             raise BenchError(f"invalid JSON Schema: {exc.message}", file=path,
                              line=line_of(node, loc), field=".".join(map(str, loc))) from None
+        where = {"file": path, "line": line_of(node, ["tools", i])}
+        if tool.input_schema.get("type") != "object":
+            raise BenchError("input_schema must have type 'object'", **where,
+                             field=f"tools.{i}.input_schema.type")
+        if any(t.name == tool.name for t in tools):
+            raise BenchError(f"duplicate tool name '{tool.name}'", **where,
+                             field=f"tools.{i}.name")
         tools.append(tool)
     return Variant(name=name, toolset=toolset, tools=tuple(tools),
                    source=str(path.relative_to(root.parent)) if root.parent in path.parents
@@ -181,6 +192,10 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
             invalid spec, template or variant file.
     """
     root = root or descriptions_dir()
+    for kind, value in (("toolset", toolset), ("variant", name)):
+        if not re.fullmatch(NAME_PATTERN, value):
+            raise BenchError(f"invalid {kind} name '{value}' (letters, digits, '_' and '-'; "
+                             "it names a folder or file)")
     toolset_dir = root / toolset
     if not toolset_dir.is_dir():
         known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
@@ -202,7 +217,13 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
     except jinja2.TemplateSyntaxError as exc:
         raise BenchError(f"template error: {exc.message}", file=template_path,
                          line=exc.lineno) from None
-    except jinja2.UndefinedError as exc:
-        raise BenchError(f"template error: {exc.message}", file=template_path) from None
+    except jinja2.TemplateError as exc:
+        raise BenchError(f"template error: {exc.message or type(exc).__name__}",
+                         file=template_path) from None
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"template is not UTF-8 ({exc.reason})", file=template_path) from None
+    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
+        raise BenchError(f"template error: {type(exc).__name__}: {exc}",
+                         file=template_path) from None
     return Variant(name=name, toolset=toolset, tools=tools,
                    source=str(template_path.relative_to(root.parent)))

@@ -69,6 +69,18 @@ class Provider(ABC):
             BenchError: the provider cannot run (missing model, missing key).
         """
 
+    def prepare(self, tools: Sequence[Tool], *, variant_key: str, label: str) -> None:
+        """Check and cache what the provider needs for one variant before the run starts.
+
+        Args:
+            tools: the variant's tools.
+            variant_key: the variant's hash (cache key).
+            label: how to name the variant in errors.
+
+        Raises:
+            BenchError: the provider cannot use these tools (e.g. a schema it cannot express).
+        """
+
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the provider: model id, file hash, settings."""

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.parse import parse_json_tool_calls
+from bench.parse import ParsedAnswer, parse_json_tool_calls
 from bench.providers.base import Provider, ProviderResponse, Usage
 
 MODEL_ENV = "BENCH_LOCAL_MODEL"
@@ -266,14 +266,37 @@ class LocalProvider(Provider):
         """The GGUF file name without its extension."""
         return self.model_path.stem
 
-    def _prepare(self, tools: Sequence[Tool], variant_key: str) -> tuple[str, Any, int]:
+    def prepare(self, tools: Sequence[Tool], *, variant_key: str, label: str = "variant") -> None:
+        """Build the variant's grammar and count its tools block; see :meth:`Provider.prepare`.
+
+        Raises:
+            BenchError: llama.cpp's converter rejects a tool's JSON Schema (e.g. an unanchored
+                ``pattern``, a ``$ref`` it cannot resolve, ``not``), naming the tool.
+        """
+        self._prepare(tools, variant_key, label)
+
+    def _prepare(self, tools: Sequence[Tool], variant_key: str,
+                 label: str = "variant") -> tuple[str, Any, int]:
         if variant_key not in self._prepared:
             system = tools_block(tools, self.layout)
-            schema = json.dumps(answer_schema(tools, self.layout))
-            grammar = self._grammar_cls.from_string(json_schema_grammar(schema), verbose=False)
+            try:
+                grammar = self._grammar(tools)
+            except Exception:  # the converter raises AssertionError/ValueError/KeyError...
+                for tool in tools:  # name the tool whose schema it cannot express
+                    try:
+                        self._grammar([tool])
+                    except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+                        raise BenchError(
+                            f"{label}: the local model's JSON-Schema-to-grammar converter "
+                            f"rejects tool '{tool.name}': {type(exc).__name__}: {exc}") from None
+                raise
             tokens = len(self._llm.tokenize(system.encode("utf-8"), add_bos=False))
             self._prepared[variant_key] = (system, grammar, tokens)
         return self._prepared[variant_key]
+
+    def _grammar(self, tools: Sequence[Tool]) -> Any:
+        schema = json.dumps(answer_schema(tools, self.layout))
+        return self._grammar_cls.from_string(json_schema_grammar(schema), verbose=False)
 
     def tool_definition_tokens(self, tools: Sequence[Tool], variant_key: str) -> int:
         """Tokens of the tools block (with the answer-format lines) in the model's tokenizer."""
@@ -290,12 +313,19 @@ class LocalProvider(Provider):
         chat = _chat_messages(system, messages)
         before = list(self._llm._input_ids)  # tokens already in the KV cache
         started = time.perf_counter()
+        request = {"model": self.model_id, "tools": [t.name for t in tools],
+                   "tool_choice": "auto", "no_call_layout": self.layout.name,
+                   "n_messages": len(chat), "temperature": 0.0, "seed": self.seed + trial,
+                   "max_tokens": self.max_tokens}
         try:
             out = self._llm.create_chat_completion(
                 messages=chat, grammar=grammar, temperature=0.0, top_k=1, repeat_penalty=1.0,
                 seed=self.seed + trial, max_tokens=self.max_tokens)
-        except ValueError as exc:  # llama-cpp-python raises ValueError when the prompt is too long
-            raise BenchError(f"local model: {exc}") from None
+        except ValueError as exc:  # e.g. "Requested tokens (N) exceed context window of 8192"
+            # One case's failure is that case's result (an invalid answer), not the run's end.
+            return ProviderResponse(raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"),
+                                    finish_reason="error", latency_s=time.perf_counter() - started,
+                                    tool_definition_tokens=tool_tokens, request=request)
         latency = time.perf_counter() - started
         choice = out["choices"][0]
         text = choice["message"].get("content") or ""
@@ -317,10 +347,7 @@ class LocalProvider(Provider):
                         cached_tokens=min(cached, prompt_tokens)),
             latency_s=latency,
             tool_definition_tokens=tool_tokens,
-            request={"model": self.model_id, "tools": [t.name for t in tools],
-                     "tool_choice": "auto", "no_call_layout": self.layout.name,
-                     "n_messages": len(chat), "temperature": 0.0, "seed": self.seed + trial,
-                     "max_tokens": self.max_tokens},
+            request=request,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -360,8 +387,11 @@ def tools_block_tokens(tools_by_name: dict[str, Sequence[Tool]], model_path: str
         raise BenchError("counting local tokens needs llama-cpp-python: "
                          "pip install -e '.[local]'") from None
     path = resolve_model_path(model_path)
-    with quiet_native_stderr():
-        vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    try:
+        with quiet_native_stderr():
+            vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        raise BenchError(f"cannot load the model's vocabulary: {exc}", file=path) from None
     try:
         return {name: len(vocab.tokenize(tools_block(tools, NO_CALL_LAYOUTS[layout])
                                          .encode("utf-8"), add_bos=False))

@@ -33,6 +33,7 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     table.add_column("tool-def tokens", justify="right")
     table.add_column("mean prompt tokens", justify="right")
     table.add_column("p50 latency s", justify="right")
+    table.add_column("cases/s", justify="right")
     for record in summary.to_dict("records"):
         cells = [str(record["provider"]), str(record["variant"]), str(record["cases"])]
         for prefix, _ in COLUMNS:
@@ -42,5 +43,6 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
         cells.append("-" if tokens is None or pd.isna(tokens) else str(int(tokens)))
         cells.append(f"{record['mean_prompt_tokens']:.0f}")
         cells.append(f"{record['p50_latency_s']:.2f}")
+        cells.append(f"{record['cases_per_s']:.2f}")
         table.add_row(*cells)
     return table
