@@ -87,3 +87,25 @@ def test_variants_command_prints_lines_and_tokens(run_bench):
     assert lines == sorted(lines)
     local = rows["l3"][5]
     assert local == "-" or int(local) > 0
+
+
+def test_usage_errors_exit_2_without_traceback(run_bench):
+    for args in (("run", "--trials", "0"), ("run", "--bogus"), ("frobnicate",)):
+        result = run_bench(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_label_value_that_breaks_the_schema(run_bench, project):
+    cases = project / "datasets" / "ecommerce" / "cases.jsonl"
+    lines = cases.read_text(encoding="utf-8").splitlines()
+    index = next(i for i, l in enumerate(lines) if '"status": ["shipped"]' in l)
+    lines[index] = lines[index].replace('"status": ["shipped"]', '"status": ["SHIPPED"]', 1)
+    cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert_one_line_error(run_bench("run", "--limit", "1"), f"{cases}:{index + 1}:",
+                          "'SHIPPED' breaks the tool's schema", ".arguments.status")
+
+
+def test_variant_name_cannot_be_a_path(run_bench):
+    assert_one_line_error(run_bench("run", "--variants", "../templates/l3"),
+                          "invalid variant name")
