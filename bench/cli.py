@@ -90,7 +90,8 @@ def run(
         if runner.store.exists():
             raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
     run_name = runner.store.run_id
-    runner.open_providers()
+    if runner.pending():
+        runner.open_providers()  # fail on a missing model before any output
     err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
               f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
               f"-> {runner.store.dir}")

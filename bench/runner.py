@@ -248,9 +248,15 @@ class Runner:
     _manifest: dict[str, Any] | None = None
 
     def done_keys(self) -> set[str]:
-        """Keys of the rows already in ``results.jsonl``."""
+        """Keys of the planned rows already in ``results.jsonl`` (a half-written row is cut)."""
         self.store.repair()
-        return {row["key"] for row in self.store.rows()}
+        planned = {item.key for item in self.plan}
+        return {row["key"] for row in self.store.rows()} & planned
+
+    def pending(self) -> list[PlanItem]:
+        """Planned items without a finished row, in plan order."""
+        done = self.done_keys()
+        return [item for item in self.plan if item.key not in done]
 
     def _new_manifest(self) -> dict[str, Any]:
         return {
@@ -295,15 +301,14 @@ class Runner:
         ``interrupted`` (every finished row stays) and the interrupt is re-raised.
         """
         manifest = self._manifest or self._new_manifest()
-        planned = {item.key for item in self.plan}
-        done = self.done_keys() & planned
-        todo = [item for item in self.plan if item.key not in done]
+        todo = self.pending()
+        done = len(self.plan) - len(todo)
         if todo:
             self.open_providers()
             manifest["providers"] = [p.describe() for p in self.providers.values()]
-        manifest.update(status="running", rows_done=len(done), ended_at=None)
+        manifest.update(status="running", rows_done=done, ended_at=None)
         self.store.write_manifest(manifest)
-        finished = len(done)
+        finished = done
         if progress:
             progress(finished, len(self.plan))
         try:

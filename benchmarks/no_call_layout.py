@@ -17,6 +17,7 @@ Usage: python benchmarks/no_call_layout.py [--dataset ecommerce] [--variant l10]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from rich.console import Console
@@ -72,7 +73,10 @@ def main() -> None:
     dataset = load_dataset(args.dataset)
     cases = list(dataset.cases)[: args.limit] if args.limit else list(dataset.cases)
     variant = load_variant(dataset.toolsets[0], args.variant)
-    results = {name: measure(name, cases, variant) for name in NO_CALL_LAYOUTS}
+    results = {}
+    for name in NO_CALL_LAYOUTS:
+        results[name] = measure(name, cases, variant)
+        print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
 
     table = Table(title=f"no-call layouts: {args.dataset}, {args.variant}, {len(cases)} cases "
                         f"({sum(c.expected.no_call for c in cases)} expect no call)")
