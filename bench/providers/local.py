@@ -71,7 +71,7 @@ NO_CALL_LAYOUTS: dict[str, NoCallLayout] = {layout.name: layout for layout in (
                  "If the request needs no tool or no tool can do it, call reply_without_tool."),
 )}
 # Chosen by benchmarks/no_call_layout.py on the ecommerce dataset (see the README's figures).
-DEFAULT_NO_CALL_LAYOUT = "empty-list"
+DEFAULT_NO_CALL_LAYOUT = "reply-tool-last"
 
 
 @contextmanager
