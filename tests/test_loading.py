@@ -104,3 +104,15 @@ def test_spec_yaml_syntax_error_has_line(tmp_path):
     with pytest.raises(BenchError) as info:
         load_spec(spec)
     assert info.value.line is not None and "invalid YAML" in str(info.value)
+
+
+def test_no_dataset_query_is_a_description_example():
+    from pathlib import Path
+
+    from bench.descriptions.specs import load_specs
+
+    specs = load_specs(Path(__file__).resolve().parents[1] / "descriptions" / "ecommerce")
+    examples = {e.query.strip().casefold() for s in specs for e in s.examples}
+    leaked = [c.id for c in load_dataset("ecommerce").cases
+              if c.query.strip().casefold() in examples]
+    assert leaked == []  # the l50 examples must not hand the model the test answers
