@@ -49,7 +49,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], list[str], bool]:
         return {}, ["not_an_object"], False
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         return {}, ["malformed_json"], False
     notes: list[str] = []
     if isinstance(value, str):
@@ -84,6 +84,8 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return ParsedAnswer(error=f"malformed JSON answer: {exc.msg}", text=text)
+    except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
+        return ParsedAnswer(error=f"undecodable JSON answer: {type(exc).__name__}", text=text)
     if not isinstance(obj, dict) or not isinstance(obj.get("tool_calls"), list):
         return ParsedAnswer(error="answer has no 'tool_calls' list", text=text)
     calls: list[ToolCall] = []

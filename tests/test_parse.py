@@ -58,3 +58,10 @@ def test_decode_arguments_variants():
     assert decode_arguments("") == ({}, ["empty"], True)
     assert decode_arguments('{"a": ') == ({}, ["malformed_json"], False)
     assert decode_arguments("[1, 2]") == ({}, ["not_an_object"], False)
+
+
+def test_pathological_json_is_an_error_not_a_crash():
+    deep = '{"tool_calls": ' + "[" * 100000 + "]" * 100000 + "}"
+    assert parse_json_tool_calls(deep, "stop").error is not None
+    huge = '{"tool_calls": [{"name": "x", "arguments": {"n": ' + "9" * 5000 + "}}]}"
+    assert parse_json_tool_calls(huge, "stop").error is not None

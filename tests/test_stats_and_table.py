@@ -23,7 +23,7 @@ def test_wilson_matches_closed_form():
 
 
 def row(case, variant, selection, arguments, no_call, latency, prompt=100, cached=0):
-    return {"case_id": case, "toolset": "t", "variant": variant, "provider": "local", "trial": 0,
+    return {"key": f"{case}|{variant}", "case_id": case, "toolset": "t", "variant": variant, "provider": "local", "trial": 0,
             "lang": "en", "latency_s": latency, "tool_definition_tokens": 50 if variant == "a"
             else 90, "usage": {"prompt_tokens": prompt, "completion_tokens": 5,
                                "cached_tokens": cached},
@@ -55,3 +55,9 @@ def test_variant_order_is_kept_and_table_renders():
     assert table.row_count == 2
     assert format_rate(0.5, 0.2, 0.8, 4) == "50.0% [20.0-80.0]"
     assert format_rate(float("nan"), 0, 0, 0) == "-"
+
+
+def test_duplicate_rows_count_once():
+    rows = [row("c1", "a", True, True, None, 1.0)] * 3 + [row("c2", "a", False, False, None, 1.0)]
+    summary = summarize(rows_frame(rows))
+    assert (summary.loc[0, "selection_k"], summary.loc[0, "selection_n"]) == (1, 2)

@@ -31,7 +31,11 @@ def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     ``latency_s`` (float, seconds).
     """
     records = []
+    seen: set[str] = set()
     for row in rows:
+        if row["key"] in seen:  # a row copied twice counts once
+            continue
+        seen.add(row["key"])
         record = {k: row[k] for k in ("case_id", "toolset", "variant", "provider", "trial",
                                       "lang")}
         for _, key in RATE_METRICS:
