@@ -76,7 +76,7 @@ def test_interrupted_run_resumes_without_redoing_rows(run_bench, project):
             break
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=300)
     assert process.returncode == 130, stderr
     assert "bench run --resume intr" in stderr and "Traceback" not in stderr
     manifest = json.loads(results.with_name("manifest.json").read_text(encoding="utf-8"))

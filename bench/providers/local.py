@@ -298,14 +298,6 @@ class LocalProvider(Provider):
         schema = json.dumps(answer_schema(tools, self.layout))
         return self._grammar_cls.from_string(json_schema_grammar(schema), verbose=False)
 
-    def tool_definition_tokens(self, tools: Sequence[Tool], variant_key: str) -> int:
-        """Tokens of the tools block (with the answer-format lines) in the model's tokenizer."""
-        return self._prepare(tools, variant_key)[2]
-
-    def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` in the model's tokenizer (no BOS)."""
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False))
-
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                  variant_key: str, trial: int) -> ProviderResponse:
         """Generate one grammar-constrained answer; see :meth:`Provider.complete`."""
