@@ -60,7 +60,9 @@ class ExpectedCall(BaseModel):
 
 
 class Expected(BaseModel):
-    """What a correct answer does: make ``calls``, or make no call (``no_call``).
+    """What a correct answer does: make ``calls``, make no call (``no_call``: nothing fits), or
+    ask the user (``ask``: a fitting tool exists but required information is missing, so the
+    model should ask instead of guessing; scored as "made no call"). Exactly one of the three.
 
     ``ordered`` says the calls must come in the listed order; otherwise they are matched as a
     multiset.
@@ -70,14 +72,19 @@ class Expected(BaseModel):
 
     calls: list[ExpectedCall] = Field(default_factory=list)
     no_call: StrictBool = False
+    ask: StrictBool = False
     ordered: StrictBool = False
 
     @model_validator(mode="after")
-    def _calls_xor_no_call(self) -> "Expected":
-        if self.no_call and self.calls:
-            raise ValueError("a case cannot expect both 'no_call' and 'calls'")
-        if not self.no_call and not self.calls:
-            raise ValueError("expected needs 'calls' (a non-empty list) or 'no_call': true")
+    def _exactly_one_kind(self) -> "Expected":
+        kinds = [k for k, on in (("calls", bool(self.calls)), ("no_call", self.no_call),
+                                 ("ask", self.ask)) if on]
+        if len(kinds) > 1:
+            raise ValueError(f"a case expects exactly one of 'calls', 'no_call', 'ask'; "
+                             f"got {' and '.join(kinds)}")
+        if not kinds:
+            raise ValueError("expected needs 'calls' (a non-empty list), 'no_call': true "
+                             "or 'ask': true")
         return self
 
 

@@ -145,3 +145,17 @@ def test_value_matching_rules():
     assert value_acceptable({"x": [1, 2]}, [{"x": [1, 2.0]}])
     assert value_acceptable("anything", [{"$any": True}])
     assert not value_acceptable("x", [None])
+
+
+def test_ask_case_is_correct_only_without_a_call():
+    expected = Expected(ask=True)
+    tools = [Tool(name="get_order_status", description="d",
+                  input_schema={"type": "object", "properties": {"order_id": {"type": "string"}},
+                                "required": ["order_id"]})]
+    silent = score_case(expected, ParsedAnswer(calls=[]), tools)
+    guessed = score_case(expected, ParsedAnswer(calls=[
+        ToolCall(id="c0", name="get_order_status", arguments={"order_id": "123"})]), tools)
+    assert silent.ask_correct is True and silent.no_call_correct is None
+    assert guessed.ask_correct is False and guessed.selection_correct is False
+    with pytest.raises(ValueError):
+        Expected(ask=True, no_call=True)

@@ -12,6 +12,7 @@ COLUMNS = (
     ("arguments", "arguments"),
     ("schema_valid", "arg schema valid"),
     ("no_call", "no-call"),
+    ("ask", "ask"),
 )
 
 

@@ -57,6 +57,8 @@ class CaseScore(BaseModel):
         schema_valid: every call's arguments validate against its tool's JSON Schema (None when
             no call was made).
         no_call_correct: on a no-call case, no call was made (None on other cases).
+        ask_correct: on an ask case (information missing), no call was made (None on other
+            cases). Whether the prose really asks is not judged.
         hallucinated_tool: some call names a tool the variant does not have.
         error_codes: sorted distinct error codes.
         argument_errors: ``"tool.argument: expected -> got"`` strings for wrong values.
@@ -70,6 +72,7 @@ class CaseScore(BaseModel):
     argument_results: dict[str, bool] = Field(default_factory=dict)
     schema_valid: bool | None = None
     no_call_correct: bool | None = None
+    ask_correct: bool | None = None
     hallucinated_tool: bool = False
     error_codes: list[str] = Field(default_factory=list)
     argument_errors: list[str] = Field(default_factory=list)
@@ -202,7 +205,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     Returns:
         A :class:`CaseScore`; see its attributes for each metric's definition.
     """
-    is_no_call = expected.no_call
+    is_no_call = expected.no_call or expected.ask
     if answer.error is not None:
         return CaseScore(
             selection_correct=False,
@@ -211,7 +214,8 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
             selection_f1=None if is_no_call else 0.0,
             arguments_correct=None if is_no_call else False,
             schema_valid=False,
-            no_call_correct=False if is_no_call else None,
+            no_call_correct=False if expected.no_call else None,
+            ask_correct=False if expected.ask else None,
             error_codes=[UNPARSEABLE],
         )
     by_name = {t.name: t for t in tools}
@@ -230,7 +234,9 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
         if calls:
             codes.add(FALSE_CALL)
         return CaseScore(selection_correct=not calls, schema_valid=schema_valid,
-                         no_call_correct=not calls, hallucinated_tool=hallucinated,
+                         no_call_correct=(not calls) if expected.no_call else None,
+                         ask_correct=(not calls) if expected.ask else None,
+                         hallucinated_tool=hallucinated,
                          error_codes=sorted(codes))
 
     want = Counter(e.name for e in expected.calls)

@@ -19,6 +19,7 @@ RATE_METRICS = (
     ("arguments", "arguments_correct"),
     ("schema_valid", "schema_valid"),
     ("no_call", "no_call_correct"),
+    ("ask", "ask_correct"),
 )
 
 
