@@ -1,0 +1,301 @@
+"""Everything a report shows, gathered from stored runs (no rendering here).
+
+Rows are read through :class:`bench.runstore.RunStore`; rates and intervals come from
+``bench.stats``. The report's own rules are few and live here: a row's outcome (pass / fail /
+unparseable), how several runs are labelled, and what of each row the drill-down embeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.paths import runs_dir
+from bench.runstore import RunStore
+from bench.stats.summary import RATE_METRICS, rows_frame, summarize
+
+# Titles of the rate columns of bench.stats.summary (a prefix missing here shows its own name).
+METRIC_TITLES = {
+    "selection": "tool selection",
+    "arguments": "arguments",
+    "schema_valid": "arg schema valid",
+    "no_call": "no-call",
+    "ask": "ask",
+    "execution_success": "execution success",
+    "execution_match": "execution match",
+}
+OUTCOMES = ("pass", "fail", "unparseable")
+# Long model answers are cut in the embedded drill-down (the run's results.jsonl keeps all).
+TEXT_LIMIT = 4000
+
+
+@dataclass
+class LoadedRun:
+    """One stored run: its manifest and its rows (labels already made unique)."""
+
+    run_id: str
+    manifest: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+
+def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
+    """Read the named runs from ``reports/runs``.
+
+    When several runs share a (variant, provider) pair, each row's variant is relabelled
+    ``<run-id>/<variant>`` so the runs stay apart in every table and chart.
+
+    Raises:
+        BenchError: no run id, a run that does not exist, a corrupt manifest or row, or a run
+            without finished rows.
+    """
+    if not run_ids:
+        raise BenchError("name at least one run id (see reports/runs/)")
+    runs = []
+    for run_id in dict.fromkeys(run_ids):
+        store = RunStore(runs_dir(), run_id)
+        manifest = store.read_manifest()
+        rows = list(store.rows())
+        if not rows:
+            raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
+        runs.append(LoadedRun(run_id, manifest, rows))
+    pairs = [{(r["variant"], r["provider"]) for r in run.rows} for run in runs]
+    clash = len(runs) > 1 and sum(len(p) for p in pairs) > len(set().union(*pairs))
+    if clash:
+        for run in runs:
+            run.rows = [{**r, "variant": f"{run.run_id}/{r['variant']}",
+                         "key": f"{run.run_id}/{r['key']}"} for r in run.rows]
+            for variant in run.manifest.get("variants", []):
+                if isinstance(variant, dict):
+                    variant["label"] = f"{run.run_id}/{variant.get('name')}"
+    return runs
+
+
+def row_outcome(row: dict[str, Any]) -> str:
+    """``unparseable`` (the answer could not be decoded), ``pass`` (tool selection right and
+    no wrong argument: ``arguments_correct`` True or not applicable) or ``fail``."""
+    metrics = row.get("metrics") or {}
+    if (row.get("parsed") or {}).get("error") or "unparseable" in metrics.get("error_codes", []):
+        return "unparseable"
+    if metrics.get("selection_correct") and metrics.get("arguments_correct") is not False:
+        return "pass"
+    return "fail"
+
+
+def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
+    """Variant labels in the order the runs' configs list them."""
+    order: list[str] = []
+    for run in runs:
+        for variant in run.manifest.get("variants", []):
+            if isinstance(variant, dict):
+                label = variant.get("label") or variant.get("name")
+                if label not in order:
+                    order.append(label)
+    for run in runs:  # rows of variants the manifest does not list
+        for row in run.rows:
+            if row["variant"] not in order:
+                order.append(row["variant"])
+    return order
+
+
+def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
+    """Mean description lines per tool of each variant label (mean over its toolsets)."""
+    found: dict[str, list[float]] = {}
+    for run in runs:
+        for variant in run.manifest.get("variants", []):
+            if isinstance(variant, dict) and variant.get("mean_lines_per_tool") is not None:
+                label = variant.get("label") or variant.get("name")
+                found.setdefault(label, []).append(float(variant["mean_lines_per_tool"]))
+    return {label: sum(v) / len(v) for label, v in found.items()}
+
+
+def all_rows(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+    """Every row of every run, in run order."""
+    return [row for run in runs for row in run.rows]
+
+
+def headline(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+    """:func:`bench.stats.summary.summarize` over all rows, one row per (provider, variant),
+    plus ``mean_lines`` (description lines per tool) from the manifests."""
+    summary = summarize(rows_frame(all_rows(runs)), variant_order(runs))
+    lines = variant_lines(runs)
+    summary["mean_lines"] = summary["variant"].map(lines).astype(float)
+    return summary
+
+
+def shown_metrics(summary: pd.DataFrame) -> list[tuple[str, str]]:
+    """(prefix, title) of every rate in ``summary`` that applies to at least one row."""
+    shown = []
+    for prefix, _ in RATE_METRICS:
+        column = f"{prefix}_n"
+        if column in summary and summary[column].fillna(0).sum() > 0:
+            shown.append((prefix, METRIC_TITLES.get(prefix, prefix.replace("_", " "))))
+    return shown
+
+
+def group_summaries(runs: Sequence[LoadedRun], key: str) -> pd.DataFrame:
+    """Rates per tag or per expected tool, per (provider, variant).
+
+    Args:
+        key: ``"tag"`` (a row counts once for each of its case's tags) or ``"tool"`` (the
+            tools the case expects; ``(no call)`` for no-call and ask cases).
+
+    Returns:
+        :func:`bench.stats.summary.summarize` output with a leading ``group`` column.
+    """
+    buckets: dict[str, list[dict[str, Any]]] = {}
+    for row in all_rows(runs):
+        if key == "tag":
+            names = row.get("tags") or ["(untagged)"]
+        else:
+            calls = (row.get("expected") or {}).get("calls") or []
+            names = sorted({c.get("name", "?") for c in calls}) or ["(no call)"]
+        for name in names:
+            buckets.setdefault(str(name), []).append(row)
+    order = variant_order(runs)
+    parts = []
+    for name in sorted(buckets):
+        part = summarize(rows_frame(buckets[name]), order)
+        part.insert(0, "group", name)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters in results.jsonl]"
+
+
+def _optional_float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+@dataclass
+class Lookup:
+    """Interns repeated strings (variants, providers, codes, tools) as list indexes."""
+
+    values: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, value: str) -> int:
+        """The index of ``value`` (added when new)."""
+        if value not in self.index:
+            self.index[value] = len(self.values)
+            self.values.append(value)
+        return self.index[value]
+
+
+DRILLDOWN_FIELDS = ("case", "variant", "provider", "trial", "outcome", "codes", "tools", "raw",
+                    "calls", "parse_error", "text", "argument_errors", "execution", "latency_s",
+                    "tokens", "cost_usd", "run")
+
+
+def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+    """The drill-down data the page embeds: compact, strings interned, texts capped.
+
+    Returns:
+        ``{"fields": [...], "rows": [[...], ...], "cases": [[id, query, tags, expected], ...],
+        "variants", "providers", "codes", "tools", "tags", "outcomes", "runs": [str]}``;
+        each row is a list in ``fields`` order with indexes into those lists. Model output is
+        plain data here; the page shows it with ``textContent`` only.
+    """
+    variants, providers, codes, tools, tags = Lookup(), Lookup(), Lookup(), Lookup(), Lookup()
+    for name in variant_order(runs):
+        variants(name)
+    outcomes = Lookup(list(OUTCOMES), {o: i for i, o in enumerate(OUTCOMES)})
+    cases: dict[str, int] = {}
+    case_rows: list[list[Any]] = []
+    rows = []
+    for run_index, run in enumerate(runs):
+        for row in run.rows:
+            expected = row.get("expected") or {}
+            case_key = f"{run_index}|{row['case_id']}"
+            if case_key not in cases:
+                cases[case_key] = len(case_rows)
+                case_rows.append([row["case_id"], _cut(row.get("query")),
+                                  [tags(str(t)) for t in row.get("tags") or []],
+                                  expected])
+            parsed = row.get("parsed") or {}
+            metrics = row.get("metrics") or {}
+            calls = [[c.get("name"), c.get("arguments") if c.get("valid", True)
+                      else _cut(c.get("raw_arguments"))] for c in parsed.get("calls") or []]
+            raw = (row.get("response") or {}).get("raw")
+            text = parsed.get("text")
+            execution = {k: v for k, v in metrics.items() if k.startswith("execution")}
+            if row.get("execution") is not None:
+                execution["result"] = row["execution"]
+            names = {c.get("name") for c in expected.get("calls") or []} | \
+                {c[0] for c in calls}
+            usage = row.get("usage") or {}
+            rows.append([
+                cases[case_key], variants(row["variant"]), providers(row["provider"]),
+                row.get("trial", 0), outcomes(row_outcome(row)),
+                [codes(str(c)) for c in metrics.get("error_codes") or []],
+                sorted(tools(str(n)) for n in names if n is not None),
+                _cut(raw), calls, parsed.get("error"),
+                None if text == raw else _cut(text),
+                metrics.get("argument_errors") or [],
+                _cut(execution, 2000) if execution else None,
+                row.get("latency_s"),
+                [usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                 usage.get("cached_tokens")],
+                _optional_float(row.get("cost_usd")), run_index,
+            ])
+    return {"fields": list(DRILLDOWN_FIELDS), "rows": rows, "cases": case_rows,
+            "variants": variants.values, "providers": providers.values, "codes": codes.values,
+            "tools": tools.values, "tags": tags.values, "outcomes": outcomes.values,
+            "runs": [run.run_id for run in runs]}
+
+
+def run_metadata(run: LoadedRun) -> dict[str, Any]:
+    """What the report's metadata section lists for one run: identity, models, versions, git
+    commit, dates, row counts, token totals (tokens), cost (USD, when rows carry
+    ``cost_usd``) and cache counts (when the manifest has a ``cache`` object)."""
+    manifest = run.manifest
+    frame = pd.DataFrame([r.get("usage") or {} for r in run.rows])
+    tokens = {name: int(frame[name].fillna(0).sum()) for name in
+              ("prompt_tokens", "completion_tokens", "cached_tokens") if name in frame}
+    costs = [_optional_float(r.get("cost_usd")) for r in run.rows]
+    known_costs = [c for c in costs if c is not None]
+    dataset = manifest.get("dataset") if isinstance(manifest.get("dataset"), dict) else {}
+    return {
+        "run_id": run.run_id,
+        "status": manifest.get("status"),
+        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} cases, sha256 "
+                   f"{str(dataset.get('sha256', ''))[:12]})",
+        "command": " ".join(str(p) for p in manifest.get("command") or []),
+        "providers": [p for p in manifest.get("providers") or [] if isinstance(p, dict)],
+        "variants": [v for v in manifest.get("variants") or [] if isinstance(v, dict)],
+        "versions": manifest.get("versions") or {},
+        "git_commit": manifest.get("git_commit"),
+        "started_at": manifest.get("started_at"),
+        "ended_at": manifest.get("ended_at"),
+        "rows": f"{len(run.rows)} of {manifest.get('rows_planned', '?')} planned",
+        "tokens": tokens,
+        "cost_usd": sum(known_costs) if known_costs else None,
+        "cache": manifest.get("cache") if isinstance(manifest.get("cache"), dict) else None,
+    }
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def iter_failures(runs: Sequence[LoadedRun]) -> Iterable[dict[str, Any]]:
+    """Rows whose outcome is not ``pass``."""
+    return (row for row in all_rows(runs) if row_outcome(row) != "pass")
