@@ -1,0 +1,82 @@
+"""A compact Markdown summary of runs (for a pull-request comment or a CI step summary)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+from bench.report.data import LoadedRun, all_rows, headline, row_outcome, shown_metrics
+from bench.report.table import format_rate
+from bench.stats.codes import error_code_counts
+
+
+def md_cell(value: Any) -> str:
+    """Text safe in a GitHub Markdown table cell: HTML-escaped (GitHub renders inline HTML),
+    ``|`` escaped, newlines folded to spaces."""
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    return text.replace("|", "\\|").replace("`", "\\`")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int) -> list[str]:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | None = None,
+                    comparison_lines: Sequence[str] = ()) -> str:
+    """The summary: headline rates with 95% Wilson intervals per (provider, variant), pass /
+    fail / unparseable counts, error-code counts and, when given, the comparison's lines.
+
+    Args:
+        runs: loaded runs.
+        title: heading text.
+        report_path: where the HTML report is (mentioned at the end), or None.
+        comparison_lines: ready Markdown lines of a comparison section.
+
+    Returns:
+        Markdown text ending in a newline.
+    """
+    summary = headline(runs)
+    metrics = shown_metrics(summary)
+    lines = [f"### {md_cell(title)}", ""]
+    rows = []
+    outcomes: dict[tuple[str, str], dict[str, int]] = {}
+    for row in all_rows(runs):
+        counts = outcomes.setdefault((row["provider"], row["variant"]), {})
+        outcome = row_outcome(row)
+        counts[outcome] = counts.get(outcome, 0) + 1
+    for record in summary.to_dict("records"):
+        cells = [record["provider"], record["variant"], record["cases"]]
+        cells += [format_rate(record[f"{p}_rate"], record[f"{p}_low"], record[f"{p}_high"],
+                              record[f"{p}_n"]) for p, _ in metrics]
+        tokens = record["tool_definition_tokens"]
+        cells.append("-" if tokens != tokens or tokens is None else f"{int(tokens):,}")
+        if "cost_usd" in record:
+            cells.append(f"{record['cost_usd']:.4f}")
+        counts = outcomes.get((record["provider"], record["variant"]), {})
+        cells.append(f"{counts.get('pass', 0)} / {counts.get('fail', 0)} / "
+                     f"{counts.get('unparseable', 0)}")
+        rows.append(cells)
+    header = ["provider", "variant", "cases", *[f"{label} (95% CI)" for _, label in metrics],
+              "tool-def tokens", *(["cost USD"] if "cost_usd" in summary else []),
+              "pass / fail / unparseable"]
+    lines += _table(header, rows, right_from=2)
+    counts = error_code_counts(all_rows(runs))
+    codes = sorted({c for g in counts for c in g["counts"]})
+    if codes:
+        lines += ["", "<details><summary>error codes (rows with each code)</summary>", ""]
+        lines += _table(["provider", "variant", *codes],
+                        [[g["provider"], g["variant"], *[g["counts"].get(c, 0) for c in codes]]
+                         for g in counts], right_from=2)
+        lines += ["", "</details>"]
+    if comparison_lines:
+        lines += ["", *comparison_lines]
+    runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.get('status'))}, "
+                          f"commit `{md_cell(str(r.manifest.get('git_commit'))[:12])}`)"
+                          for r in runs)
+    lines += ["", f"Runs: {runs_text}."]
+    if report_path:
+        lines.append(f"Full report: `{md_cell(report_path)}`.")
+    return "\n".join(lines) + "\n"
