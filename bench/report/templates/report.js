@@ -1,5 +1,5 @@
 // Case drill-down: filters, search and pagination over the embedded JSON rows.
-// Model output is untrusted: it is only ever assigned to textContent, never to innerHTML.
+// Model output is untrusted: it is only ever assigned to textContent (never parsed as HTML).
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);

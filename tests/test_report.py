@@ -1,0 +1,176 @@
+"""bench report: HTML safety and content, Markdown, JUnit, the CLI (no browser here)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+from bench.errors import BenchError
+from bench.report.data import load_runs, row_outcome
+from bench.report.html import render_html, script_json
+from bench.report.junit import render_junit, xml_text
+from bench.report.markdown import md_cell, render_markdown
+from bench.stats.codes import error_code_counts
+from bench.stats.frontier import pareto_frontier
+from report_runs import HOSTILE, expected_answer, hostile_answer, make_run, mixed_answer
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the text of each <script>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        self._in_script = False if tag == "script" else self._in_script
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+@pytest.fixture
+def hostile_run(project):
+    make_run("hostile", hostile_answer, limit=6)
+    return project
+
+
+def test_script_json_escapes_everything_that_could_end_the_element():
+    data = {"a": "</script><!--<script>&amp;\u2028\u2029", "b": "\ud800"}
+    text = str(script_json(data))
+    for bad in ("<", ">", "&", "\u2028", "\u2029"):
+        assert bad not in text
+    text.encode("utf-8")  # a lone surrogate travels as an escape: the file stays UTF-8
+    assert json.loads(text) == data
+
+
+def test_hostile_model_output_is_inert_in_the_html_text(hostile_run):
+    html = render_html(load_runs(["hostile"]), "t")
+    for hostile in HOSTILE:
+        assert hostile not in html
+    parser = Elements()
+    parser.feed(html)
+    scripts = [attrs for tag, attrs in parser.tags if tag == "script"]
+    assert scripts == [{"type": "application/json", "id": "report-data"}, {}]
+    images = [attrs["src"] for tag, attrs in parser.tags if tag == "img"]
+    assert images and all(src.startswith("data:image/svg+xml;base64,") for src in images)
+    links = [attrs.get("href", "") for tag, attrs in parser.tags if tag == "a"]
+    assert links and all(href.startswith("#") for href in links)
+    handlers = [(tag, name) for tag, attrs in parser.tags for name in attrs
+                if name.startswith("on")]
+    assert handlers == []
+    # the data still carries the answers unchanged, for the page to show as text
+    payload = json.loads(parser.scripts[0])
+    raws = [row[payload["fields"].index("raw")] for row in payload["rows"]]
+    assert all(h in raws[0] for h in (HOSTILE[0], HOSTILE[2]))
+    assert not any(sink in parser.scripts[1] for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("))
+
+
+def test_page_allows_no_network_and_only_its_own_script(hostile_run):
+    html = render_html(load_runs(["hostile"]), "t")
+    parser = Elements()
+    parser.feed(html)
+    csp = next(a["content"] for t, a in parser.tags
+               if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "default-src 'none'" in csp and "img-src data:" in csp
+    assert "unsafe-inline" not in csp and "http" not in csp
+
+
+def test_report_shows_headline_charts_groups_and_metadata(project):
+    make_run("good", mixed_answer, limit=10)
+    html = render_html(load_runs(["good"]), "report <title>")
+    assert "report &lt;title&gt;" in html
+    for section in ("headline", "ablation", "groups", "errors", "cases", "metadata"):
+        assert f'id="{section}"' in html
+    assert html.count('class="chart"') == 3
+    assert "scripted &lt;b&gt;model&lt;/b&gt;" in html  # manifest text is escaped too
+    rows = load_runs(["good"])[0].rows
+    passed = {r["case_id"] for r in rows if row_outcome(r) == "pass"}
+    failed = {r["case_id"] for r in rows if row_outcome(r) == "fail"}
+    assert passed == {f"ecom-{i:04d}" for i in (2, 4, 6, 8, 10)}
+    assert failed == {f"ecom-{i:04d}" for i in (1, 3, 5, 7, 9)}
+
+
+def test_two_runs_with_the_same_variants_stay_apart(project):
+    make_run("a", expected_answer, variants=("l3",), limit=4)
+    make_run("b", hostile_answer, variants=("l3",), limit=4)
+    runs = load_runs(["a", "b"])
+    labels = {row["variant"] for run in runs for row in run.rows}
+    assert labels == {"a/l3", "b/l3"}
+    markdown = render_markdown(runs, "t")
+    assert "| local | a/l3 | 4 |" in markdown and "| local | b/l3 | 4 |" in markdown
+
+
+def test_pareto_frontier_keeps_only_undominated_points():
+    costs = [100, 200, 300, 400, 150, float("nan")]
+    accs = [0.5, 0.7, 0.7, 0.9, 0.4, 0.99]
+    assert pareto_frontier(costs, accs) == [True, True, False, True, False, False]
+    with pytest.raises(ValueError):
+        pareto_frontier([1], [])
+
+
+def test_error_code_counts_count_rows_once_per_code():
+    rows = [{"key": "1", "provider": "p", "variant": "v",
+             "metrics": {"error_codes": ["wrong_tool", "missing_call"]}},
+            {"key": "1", "provider": "p", "variant": "v", "metrics": {"error_codes": ["x"]}},
+            {"key": "2", "provider": "p", "variant": "v", "metrics": {"error_codes": []}}]
+    assert error_code_counts(rows) == [{"provider": "p", "variant": "v", "rows": 2,
+                                        "counts": {"wrong_tool": 1, "missing_call": 1}}]
+
+
+def test_markdown_summary_escapes_and_counts(hostile_run):
+    runs = load_runs(["hostile"])
+    text = render_markdown(runs, "<b>title</b> | x")
+    assert "&lt;b&gt;title&lt;/b&gt; \\| x" in text
+    assert "| local | l3 | 6 |" in text
+    assert md_cell("a|b\n<i>") == "a\\|b &lt;i&gt;"
+    outcomes = [row_outcome(r) for r in runs[0].rows if r["variant"] == "l3"]
+    counts = f"{outcomes.count('pass')} / {outcomes.count('fail')} / {outcomes.count('unparseable')}"
+    assert counts in text.splitlines()[4]
+
+
+def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
+    runs = load_runs(["hostile"])
+    root = ET.fromstring(render_junit(runs, "t").encode("utf-8"))
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(runs[0].rows) == 12
+    assert {s.get("name") for s in root.findall("testsuite")} == {"local · l3", "local · l10"}
+    failures = [c.find("failure") for c in cases]
+    assert all(f is not None for f in failures)  # every hostile answer is wrong
+    row = next(r for r in runs[0].rows if r["variant"] == "l3")
+    first = next(c for c in cases if c.get("classname") == "bench.local.l3")
+    assert first.find("failure").get("message") == ", ".join(row["metrics"]["error_codes"])
+    assert root.get("failures") == "12"
+    assert xml_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
+
+
+def test_cli_writes_each_format_and_rejects_bad_input(hostile_run, run_bench):
+    for fmt, file in (("html", "index.html"), ("md", "summary.md"), ("junit", "junit.xml")):
+        result = run_bench("report", "hostile", "--format", fmt, "--name", "r1")
+        assert result.returncode == 0, result.stderr
+        assert (hostile_run / "reports" / "r1" / file).is_file()
+    printed = run_bench("report", "hostile", "--format", "md", "--output", "-")
+    assert printed.stdout.startswith("### bench report: hostile")
+    for args, message in ((["nope"], "no run 'nope'"),
+                          (["hostile", "--name", "../up"], "invalid report name"),
+                          (["hostile", "--format", "pdf"], "pdf")):
+        result = run_bench("report", *args)
+        assert result.returncode == 2 and message in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_load_runs_errors_are_bench_errors(project):
+    with pytest.raises(BenchError, match="at least one run"):
+        load_runs([])
