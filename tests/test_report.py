@@ -7,7 +7,9 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
+from typer.testing import CliRunner
 
+from bench.cli import app
 from bench.errors import BenchError
 from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json
@@ -157,18 +159,24 @@ def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
 
 
 def test_cli_writes_each_format_and_rejects_bad_input(hostile_run, run_bench):
-    for fmt, file in (("html", "index.html"), ("md", "summary.md"), ("junit", "junit.xml")):
-        result = run_bench("report", "hostile", "--format", fmt, "--name", "r1")
-        assert result.returncode == 0, result.stderr
+    result = run_bench("report", "hostile", "--name", "r1")
+    assert result.returncode == 0, result.stderr
+    assert (hostile_run / "reports" / "r1" / "index.html").is_file()
+    missing = run_bench("report", "hostile", "nope")
+    assert missing.returncode == 2 and "no run 'nope'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    # the other paths in process (each subprocess pays seconds of pandas/scipy imports)
+    cli = CliRunner()
+    for fmt, file in (("md", "summary.md"), ("junit", "junit.xml")):
+        assert cli.invoke(app, ["report", "hostile", "--format", fmt, "--name", "r1"]).exit_code == 0
         assert (hostile_run / "reports" / "r1" / file).is_file()
-    printed = run_bench("report", "hostile", "--format", "md", "--output", "-")
+    printed = cli.invoke(app, ["report", "hostile", "-f", "md", "--name", "r1", "-o", "-"])
     assert printed.stdout.startswith("### bench report: hostile")
-    for args, message in ((["nope"], "no run 'nope'"),
-                          (["hostile", "--name", "../up"], "invalid report name"),
-                          (["hostile", "--format", "pdf"], "pdf")):
-        result = run_bench("report", *args)
-        assert result.returncode == 2 and message in result.stderr
-        assert "Traceback" not in result.stderr
+    assert "Full report: `" in printed.stdout  # the HTML written above is referenced
+    assert cli.invoke(app, ["report", "hostile", "--format", "pdf"]).exit_code == 2
+    bad_name = cli.invoke(app, ["report", "hostile", "--name", "../up"])
+    assert isinstance(bad_name.exception, BenchError) and "invalid report name" in str(
+        bad_name.exception)
 
 
 def test_load_runs_errors_are_bench_errors(project):
