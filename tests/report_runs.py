@@ -23,12 +23,15 @@ HOSTILE = (SCRIPT, IMG, LINK, END_SCRIPT, "line\u2028sep\u2029para")
 
 
 def hostile_answer(case: Case) -> str:
-    """A call to the case's expected tool (or a made-up one) whose arguments are hostile."""
+    """Calls with hostile arguments and a hostile made-up tool name; for case numbers divisible
+    by 3, hostile prose that cannot be parsed."""
+    if int("".join(ch for ch in case.id if ch.isdigit()) or 0) % 3 == 0:
+        return "Sure! " + SCRIPT + IMG + LINK + END_SCRIPT
     name = case.expected.calls[0].name if case.expected.calls else "reply_without_tool"
     arguments = {"keyword": SCRIPT + IMG, "order_id": LINK, "note": END_SCRIPT + HOSTILE[4]}
     calls = [{"name": name, "arguments": arguments},
              {"name": IMG.replace('"', "'"), "arguments": {}}]  # a hallucinated tool name
-    return json.dumps({"tool_calls": calls}) + " " + SCRIPT + LINK  # trailing prose
+    return json.dumps({"tool_calls": calls})
 
 
 class ScriptedProvider(Provider):

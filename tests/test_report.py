@@ -75,8 +75,12 @@ def test_hostile_model_output_is_inert_in_the_html_text(hostile_run):
     assert handlers == []
     # the data still carries the answers unchanged, for the page to show as text
     payload = json.loads(parser.scripts[0])
-    raws = [row[payload["fields"].index("raw")] for row in payload["rows"]]
-    assert all(h in raws[0] for h in (HOSTILE[0], HOSTILE[2]))
+    fields = payload["fields"]
+    first = payload["rows"][0]  # ecom-0001: parsed calls with hostile arguments
+    assert first[fields.index("calls")][0][1]["order_id"] == HOSTILE[2]
+    assert first[fields.index("calls")][1][0] == HOSTILE[1].replace('"', "'")
+    prose = payload["rows"][2]  # ecom-0003: hostile prose, unparseable
+    assert all(h in prose[fields.index("raw")] for h in HOSTILE[:4])
     assert not any(sink in parser.scripts[1] for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("))
 
 
