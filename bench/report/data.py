@@ -148,19 +148,21 @@ def group_summaries(runs: Sequence[LoadedRun], key: str) -> pd.DataFrame:
     Returns:
         :func:`bench.stats.summary.summarize` output with a leading ``group`` column.
     """
-    buckets: dict[str, list[dict[str, Any]]] = {}
-    for row in all_rows(runs):
+    rows = list({row["key"]: row for row in reversed(all_rows(runs))}.values())[::-1]
+    frame = rows_frame(rows)  # one frame; groups are row masks over it
+    members: dict[str, list[int]] = {}
+    for position, row in enumerate(rows):
         if key == "tag":
             names = row.get("tags") or ["(untagged)"]
         else:
             calls = (row.get("expected") or {}).get("calls") or []
             names = sorted({c.get("name", "?") for c in calls}) or ["(no call)"]
         for name in names:
-            buckets.setdefault(str(name), []).append(row)
+            members.setdefault(str(name), []).append(position)
     order = variant_order(runs)
     parts = []
-    for name in sorted(buckets):
-        part = summarize(rows_frame(buckets[name]), order)
+    for name in sorted(members):
+        part = summarize(frame.iloc[members[name]], order)
         part.insert(0, "group", name)
         parts.append(part)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -25,8 +25,8 @@ from bench.report.data import (LoadedRun, all_rows, drilldown, group_summaries, 
 from bench.report.table import format_rate
 from bench.stats.codes import error_code_counts
 
-_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
-                   "\u2029": "\\u2029"}
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                 "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def script_json(data: Any) -> Markup:
@@ -40,7 +40,7 @@ def script_json(data: Any) -> Markup:
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                       default=str)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return Markup("".join(_SCRIPT_ESCAPES.get(ch, ch) for ch in text))
+    return Markup(text.translate(_SCRIPT_ESCAPES))
 
 
 def svg_data_uri(svg: str) -> str:

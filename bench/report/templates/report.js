@@ -71,18 +71,37 @@
     parent.appendChild(el("h4", title));
     parent.appendChild(el("pre", pretty(content)));
   }
+  // Expected calls, one argument per line: "name: value | value | (may be omitted)".
+  function expectedText(expected) {
+    if (expected.no_call) return "no call (no tool fits)";
+    if (expected.ask) return "no call (information is missing: ask the user)";
+    return (expected.calls || []).map(function (call) {
+      var lines = [call.name];
+      Object.keys(call.arguments || {}).forEach(function (name) {
+        var values = call.arguments[name].map(function (v) {
+          return v === null ? "(may be omitted)" : JSON.stringify(v);
+        });
+        lines.push("  " + name + ": " + values.join(" | "));
+      });
+      return lines.join("\n");
+    }).join("\n") + (expected.ordered ? "\n(in this order)" : "");
+  }
+  function callsText(calls) {
+    return calls.map(function (call) {
+      return call[0] + " " + (typeof call[1] === "string" ? call[1] : JSON.stringify(call[1]));
+    }).join("\n");
+  }
   function detail(row) {
     var c = data.cases[row[F.case]];
     var box = el("div", null, "detail");
     block(box, "query", c[1]);
     block(box, "tags", c[2].map(function (i) { return data.tags[i]; }).join(", "));
-    block(box, "expected", c[3]);
+    block(box, "expected calls", expectedText(c[3]));
     block(box, "raw response", row[F.raw]);
     block(box, "parse error", row[F.parse_error]);
     block(box, "model text", row[F.text]);
-    block(box, "parsed calls", row[F.calls].map(function (call) {
-      return {name: call[0], arguments: call[1]};
-    }));
+    block(box, "parsed calls", row[F.calls].length ? callsText(row[F.calls]) :
+          (row[F.parse_error] ? null : "(no call)"));
     block(box, "executor result", row[F.execution]);
     block(box, "error codes", row[F.codes].map(function (i) { return data.codes[i]; }).join(", "));
     block(box, "argument errors", row[F.argument_errors].join("\n"));
