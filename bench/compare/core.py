@@ -6,7 +6,8 @@ pair set:
 
 - McNemar's exact test: under "no difference" the discordant pairs split 50/50, so the
   p-value is a two-sided exact binomial test of (B right, A wrong) among all discordant pairs
-  (McNemar 1947; exact form via ``scipy.stats.binomtest``).
+  (McNemar 1947). Being exact it is conservative: its false-positive rate is at most alpha,
+  and below it when there are few discordant pairs.
 - The difference ``rate_B - rate_A`` with a paired percentile bootstrap interval that resamples
   cases (all trials of a case together), so trials of one case are not treated as independent.
 - Holm's step-down correction across every (group, metric) test of the comparison (Holm 1979,
@@ -34,7 +35,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.optimize import brentq
-from scipy.stats import binomtest, norm
+from scipy.stats import binom, norm
 
 from bench.stats.frame import ACCURACY_METRICS, metric_columns, results_frame
 
@@ -151,12 +152,27 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts (1.0 without any)."""
-    discordant = a_only + b_only
-    if discordant == 0:
-        return 1.0
-    return float(binomtest(b_only, discordant, 0.5).pvalue)
+def mcnemar_exact(a_only, b_only):
+    """Two-sided exact McNemar p-value(s) from the discordant counts (McNemar 1947).
+
+    Under "no difference" the discordant pairs split 50/50, so the p-value is the exact
+    two-sided binomial test of ``b_only`` successes in ``a_only + b_only`` trials at 0.5; for
+    p = 0.5 the binomial is symmetric and that test equals ``min(1, 2·P(X <= min(a, b)))``
+    (the same value ``scipy.stats.binomtest(b, a + b).pvalue`` gives; computed with
+    ``scipy.stats.binom.cdf`` so that arrays of counts are handled at once).
+
+    Args:
+        a_only: pairs where only A is right (int or int array).
+        b_only: pairs where only B is right (same shape).
+
+    Returns:
+        float (or float array) in [0, 1]; 1.0 where there is no discordant pair.
+    """
+    a = np.asarray(a_only, dtype=float)
+    b = np.asarray(b_only, dtype=float)
+    p = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(a, b), a + b, 0.5))
+    p = np.where(a + b > 0, p, 1.0)
+    return float(p) if p.ndim == 0 else p
 
 
 def minimum_detectable_difference(n: int, discordant_share: float, alpha: float = 0.05,
