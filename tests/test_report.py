@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from bench.errors import BenchError
+from bench.report.comparison import choose_comparison
 from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json
 from bench.report.junit import render_junit, xml_text
@@ -100,7 +101,15 @@ def test_report_shows_headline_charts_groups_and_metadata(project):
     assert "report &lt;title&gt;" in html
     for section in ("headline", "ablation", "groups", "errors", "cases", "metadata"):
         assert f'id="{section}"' in html
-    assert html.count('class="chart"') == 3
+    for chart in ("chart-lines", "chart-tokens", "chart-pareto"):
+        assert f'id="{chart}"' in html
+    assert html.count('alt="confusion matrix local · l') == 2  # one per variant
+    # two variants: the comparison section; the same answers under both, so nothing flips
+    assert 'id="comparison"' not in html  # no comparison passed in
+    with_comparison = render_html(load_runs(["good"]), "t",
+                                  choose_comparison(load_runs(["good"])))
+    assert "Comparison: l3 (A) vs l10 (B)" in with_comparison
+    assert "Flipped cases (0)" in with_comparison
     assert "scripted &lt;b&gt;model&lt;/b&gt;" in html  # manifest text is escaped too
     rows = load_runs(["good"])[0].rows
     passed = {r["case_id"] for r in rows if row_outcome(r) == "pass"}
@@ -117,6 +126,25 @@ def test_two_runs_with_the_same_variants_stay_apart(project):
     assert labels == {"a/l3", "b/l3"}
     markdown = render_markdown(runs, "t")
     assert "| local | a/l3 | 4 |" in markdown and "| local | b/l3 | 4 |" in markdown
+
+
+def test_two_runs_are_compared_variant_by_variant_with_their_flips(project):
+    make_run("right", expected_answer, limit=6)
+    make_run("half", mixed_answer, limit=6)
+    runs = load_runs(["right", "half"])
+    comparison = choose_comparison(runs)
+    assert (comparison.label_a, comparison.label_b) == ("right", "half")
+    lost = {(f.case_id, f.group) for f in comparison.flips
+            if f.metric == "selection_correct" and f.direction == "lost"}
+    odd = {"ecom-0001", "ecom-0003", "ecom-0005"}  # 'half' makes no call on these
+    assert lost == {(case, f"local/{v}") for case in odd for v in ("l3", "l10")}
+    html = render_html(runs, "t", comparison)
+    assert f"Flipped cases ({len(comparison.flips)})" in html
+    assert html.count("A right, B wrong") == sum(f.direction == "lost" for f in comparison.flips)
+    markdown = render_markdown(runs, "t", comparison=comparison)
+    assert "**Comparison: right (A) vs half (B)**" in markdown
+    with pytest.raises(BenchError, match="no variant 'l99'"):
+        choose_comparison(runs, ["right/l3", "l99"])
 
 
 def test_pareto_frontier_keeps_only_undominated_points():

@@ -77,7 +77,7 @@ def test_page_loads_clean_with_charts_and_no_network(page, tmp_path):
     assert page.problems == []
     assert all(url.startswith(("file:", "data:")) for url in page.requests)
     widths = page.eval_on_selector_all("img.chart", "imgs => imgs.map(i => i.naturalWidth)")
-    assert len(widths) == 3 and min(widths) > 200
+    assert len(widths) == 5 and min(widths) > 200  # 3 ablation charts, 2 confusion matrices
     assert page.inner_text("#count") == "60 of 60 rows match"
     assert page.inner_text("#page") == "page 1 of 2"
     artifacts = Path(os.environ.get("BENCH_ARTIFACTS") or tmp_path)
@@ -118,7 +118,7 @@ def test_hostile_output_shows_as_text_and_never_runs(page):
     details = page.eval_on_selector_all(".detail pre", "els => els.map(e => e.textContent)")
     assert any(SCRIPT in text for text in details)  # shown literally
     assert page.evaluate("typeof window.__pwned") == "undefined"
-    assert page.locator("img").count() == 3  # only the charts
+    assert page.locator("img").count() == page.locator("img.chart").count() == 5  # charts only
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("main script, .detail *:is(script, img, a, iframe)").count() == 0
     assert page.problems == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -31,7 +31,19 @@ STYLE = {
     "grid.alpha": 0.3,
 }
 # (metric prefix in bench.stats.summary.summarize output, axis label)
-ABLATION_METRICS = (("selection", "tool selection"), ("arguments", "arguments"))
+ABLATION_METRICS = (("selection_correct", "tool selection"), ("arguments_correct", "arguments"))
+
+
+def bounds(record: Any, metric: str) -> tuple[Any, Any]:
+    """The interval of ``metric`` in an aggregate record or frame: the case-clustered
+    bootstrap one (``<m>_boot_low/_high``, present with trials > 1) when it is there, else
+    Wilson's (``<m>_low/_high``)."""
+    boot = f"{metric}_boot_low"
+    if boot in record:
+        low, high = record[boot], record[f"{metric}_boot_high"]
+        if not isinstance(low, float) or not math.isnan(low):
+            return low, high
+    return record[f"{metric}_low"], record[f"{metric}_high"]
 
 
 def _svg(fig: plt.Figure) -> str:
@@ -51,12 +63,13 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
     """Accuracy against description size, one line per provider with its 95% interval band.
 
     Args:
-        summary: :func:`bench.stats.summary.summarize` output plus ``x_column``; one row per
+        summary: :func:`bench.report.data.headline` output (rates of
+            :func:`bench.stats.aggregate.aggregate`) with ``x_column``; one row per
             (provider, variant).
         x_column: the size column, e.g. ``mean_lines`` (lines per tool) or
             ``tool_definition_tokens`` (tokens).
         x_label: the x axis title.
-        metrics: (prefix, title) pairs; one panel each, y in percent.
+        metrics: (metric, title) pairs; one panel each, y in percent.
 
     Returns:
         SVG text. Rows with a missing x value or rate are left out.
@@ -71,7 +84,8 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
                     continue
                 x = group[x_column].astype(float).to_numpy()
                 line, = ax.plot(x, group[f"{prefix}_rate"] * 100, marker="o", label=provider)
-                ax.fill_between(x, group[f"{prefix}_low"] * 100, group[f"{prefix}_high"] * 100,
+                low, high = bounds(group, prefix)
+                ax.fill_between(x, low * 100, high * 100,
                                 color=line.get_color(), alpha=0.15, linewidth=0)
                 for xi, yi, name in zip(x, group[f"{prefix}_rate"] * 100, group["variant"]):
                     ax.annotate(str(name), (xi, yi), textcoords="offset points",
@@ -85,14 +99,14 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
         return _svg(fig)
 
 
-def pareto_chart(summary: pd.DataFrame, metric: str = "selection",
+def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
                  metric_label: str = "tool selection") -> str:
     """Accuracy against tool-definition tokens for every (provider, variant), with the
     Pareto frontier (:func:`bench.stats.frontier.pareto_frontier`) drawn as a step line.
 
     Args:
-        summary: :func:`bench.stats.summary.summarize` output.
-        metric: the rate prefix to plot.
+        summary: :func:`bench.report.data.headline` output.
+        metric: the metric to plot (``<metric>_rate`` and its interval columns).
         metric_label: y axis title.
 
     Returns:
@@ -105,9 +119,10 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection",
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(5.6, 3.4))
         for provider, group in data.groupby("provider", sort=False):
+            low, high = bounds(group, metric)
             ax.errorbar(group["tool_definition_tokens"].astype(float), group[f"{metric}_rate"] * 100,
-                        yerr=[(group[f"{metric}_rate"] - group[f"{metric}_low"]) * 100,
-                              (group[f"{metric}_high"] - group[f"{metric}_rate"]) * 100],
+                        yerr=np.clip([(group[f"{metric}_rate"] - low) * 100,  # rounding: >= 0
+                                      (high - group[f"{metric}_rate"]) * 100], 0, None),
                         fmt="o", capsize=3, label=provider)
         for x, y, name in zip(tokens, rates, data["variant"]):
             ax.annotate(str(name), (x, y * 100), textcoords="offset points", xytext=(4, 4),
@@ -154,5 +169,7 @@ def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str
         ax.set_title(title)
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        bar = fig.colorbar(image, ax=ax, shrink=0.8)
+        bar.locator = matplotlib.ticker.MaxNLocator(integer=True)  # counts
+        bar.update_ticks()
         return _svg(fig)

@@ -45,6 +45,9 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option(
         "--format", "-f", help="html (one self-contained page), md (a summary for a PR "
                                "comment) or junit (one testcase per row).")] = ReportFormat.html,
+    compare: Annotated[Optional[str], typer.Option(
+        help="Compare these two variants, e.g. l3,l30 (default: the two runs, or the two "
+             "variants, when the report has exactly two).")] = None,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", help="Write here instead of reports/<name>/; '-' prints to stdout.")]
     = None,
@@ -52,18 +55,23 @@ def report(
     """Write a report of one or more stored runs (HTML by default)."""
     from bench.report.data import load_runs
 
+    from bench.report.comparison import choose_comparison
+
     runs = load_runs(run_ids)
+    pair = [p.strip() for p in compare.split(",")] if compare else None
+    comparison = None if fmt is ReportFormat.junit else choose_comparison(runs, pair)
     title_ids = [run.run_id for run in runs]
     name = name or "+".join(title_ids)
     path = report_path(name, fmt)
     title = f"bench report: {', '.join(title_ids)}"
     if fmt is ReportFormat.html:
         from bench.report.html import render_html
-        text = render_html(runs, title)
+        text = render_html(runs, title, comparison)
     elif fmt is ReportFormat.md:
         from bench.report.markdown import render_markdown
         html_path = report_path(name, ReportFormat.html)
-        text = render_markdown(runs, title, str(html_path) if html_path.exists() else None)
+        text = render_markdown(runs, title, str(html_path) if html_path.exists() else None,
+                               comparison)
     else:
         from bench.report.junit import render_junit
         text = render_junit(runs, title)

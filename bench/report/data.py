@@ -18,18 +18,24 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.paths import runs_dir
 from bench.runstore import RunStore
-from bench.stats.summary import RATE_METRICS, rows_frame, summarize
+from bench.stats.aggregate import aggregate
+from bench.stats.frame import results_frame
+from bench.stats.summary import summarize
 
-# Titles of the rate columns of bench.stats.summary (a prefix missing here shows its own name).
-METRIC_TITLES = {
-    "selection": "tool selection",
-    "arguments": "arguments",
-    "schema_valid": "arg schema valid",
-    "no_call": "no-call",
-    "ask": "ask",
+# Rates the report shows (bench.stats.frame metric names), in display order; a metric shows
+# when at least one row carries it (execution outcomes only after the executor ran).
+RATE_TITLES = {
+    "selection_correct": "tool selection",
+    "arguments_correct": "arguments",
+    "arguments_correct_lenient": "arguments (lenient)",
     "execution_success": "execution success",
     "execution_match": "execution match",
+    "no_call_correct": "no-call",
+    "ask_correct": "ask",
+    "schema_valid": "arg schema valid",
 }
+# The rates of the per-tool and per-tag tables.
+GROUP_RATES = ("selection_correct", "arguments_correct", "execution_success")
 OUTCOMES = ("pass", "fail", "unparseable")
 # Long model answers are cut in the embedded drill-down (the run's results.jsonl keeps all).
 TEXT_LIMIT = 4000
@@ -37,11 +43,16 @@ TEXT_LIMIT = 4000
 
 @dataclass
 class LoadedRun:
-    """One stored run: its manifest and its rows (labels already made unique)."""
+    """One stored run: its manifest, its rows with unique variant labels (``rows``) and as
+    stored (``source_rows``; the same list unless :func:`load_runs` relabelled)."""
 
     run_id: str
     manifest: dict[str, Any]
     rows: list[dict[str, Any]]
+    source_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.source_rows = self.source_rows or self.rows
 
 
 def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
@@ -68,6 +79,7 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
     clash = len(runs) > 1 and sum(len(p) for p in pairs) > len(set().union(*pairs))
     if clash:
         for run in runs:
+            run.source_rows = run.rows
             run.rows = [{**r, "variant": f"{run.run_id}/{r['variant']}",
                          "key": f"{run.run_id}/{r['key']}"} for r in run.rows]
             for variant in run.manifest.get("variants", []):
@@ -115,57 +127,75 @@ def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
 
 
 def all_rows(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
-    """Every row of every run, in run order."""
+    """Every row of every run, in run order (variants relabelled as :func:`load_runs` says)."""
     return [row for run in runs for row in run.rows]
 
 
-def headline(runs: Sequence[LoadedRun]) -> pd.DataFrame:
-    """:func:`bench.stats.summary.summarize` over all rows, one row per (provider, variant),
-    plus ``mean_lines`` (description lines per tool) from the manifests."""
-    summary = summarize(rows_frame(all_rows(runs)), variant_order(runs))
-    lines = variant_lines(runs)
-    summary["mean_lines"] = summary["variant"].map(lines).astype(float)
-    return summary
+def frame_of(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+    """The results frame (:func:`bench.stats.frame.results_frame`) of all rows."""
+    return results_frame(all_rows(runs))
 
 
-def shown_metrics(summary: pd.DataFrame) -> list[tuple[str, str]]:
-    """(prefix, title) of every rate in ``summary`` that applies to at least one row."""
-    shown = []
-    for prefix, _ in RATE_METRICS:
-        column = f"{prefix}_n"
-        if column in summary and summary[column].fillna(0).sum() > 0:
-            shown.append((prefix, METRIC_TITLES.get(prefix, prefix.replace("_", " "))))
-    return shown
+def _in_variant_order(table: pd.DataFrame, order: Sequence[str],
+                      leading: Sequence[str] = ()) -> pd.DataFrame:
+    rank = {name: i for i, name in enumerate(order)}
+    keys = [*leading, "provider", "variant"]
+    return table.sort_values(
+        keys, key=lambda s: s.map(rank).fillna(len(rank)) if s.name == "variant" else s,
+        kind="stable").reset_index(drop=True)
 
 
-def group_summaries(runs: Sequence[LoadedRun], key: str) -> pd.DataFrame:
-    """Rates per tag or per expected tool, per (provider, variant).
+def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (provider, variant): rates of :data:`RATE_TITLES` from
+    :func:`bench.stats.aggregate.aggregate` (``<metric>_k/_n/_rate/_low/_high``, fractions;
+    ``_boot_low/_boot_high`` with trials > 1), tokens, latency and throughput from
+    :func:`bench.stats.summary.summarize`, and ``mean_lines`` (description lines per tool,
+    from the manifests)."""
+    frame = frame_of(runs) if frame is None else frame
+    rates = aggregate(frame, ("provider", "variant"), metrics=list(RATE_TITLES))
+    usage = summarize(frame)[["provider", "variant", "tool_definition_tokens",
+                              "mean_prompt_tokens", "mean_cached_tokens", "p50_latency_s",
+                              "cases_per_s"]]
+    table = rates.merge(usage, on=["provider", "variant"], how="left")
+    table["mean_lines"] = table["variant"].map(variant_lines(runs)).astype(float)
+    costs = cost_by_group(all_rows(runs))
+    if costs:
+        table["cost_usd"] = [costs.get((p, v)) for p, v in zip(table["provider"],
+                                                                table["variant"])]
+    return _in_variant_order(table, variant_order(runs))
 
-    Args:
-        key: ``"tag"`` (a row counts once for each of its case's tags) or ``"tool"`` (the
-            tools the case expects; ``(no call)`` for no-call and ask cases).
 
-    Returns:
-        :func:`bench.stats.summary.summarize` output with a leading ``group`` column.
-    """
-    rows = list({row["key"]: row for row in reversed(all_rows(runs))}.values())[::-1]
-    frame = rows_frame(rows)  # one frame; groups are row masks over it
-    members: dict[str, list[int]] = {}
-    for position, row in enumerate(rows):
-        if key == "tag":
-            names = row.get("tags") or ["(untagged)"]
-        else:
-            calls = (row.get("expected") or {}).get("calls") or []
-            names = sorted({c.get("name", "?") for c in calls}) or ["(no call)"]
-        for name in names:
-            members.setdefault(str(name), []).append(position)
-    order = variant_order(runs)
-    parts = []
-    for name in sorted(members):
-        part = summarize(frame.iloc[members[name]], order)
-        part.insert(0, "group", name)
-        parts.append(part)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+def cost_by_group(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Total ``cost_usd`` (USD) of the rows per (provider, variant); {} when no row has a
+    cost (providers without a price, or runs from before costs were recorded)."""
+    totals: dict[tuple[str, str], float] = {}
+    seen: set[str] = set()
+    for row in rows:
+        cost = _optional_float(row.get("cost_usd"))
+        if cost is None or row["key"] in seen:
+            continue
+        seen.add(row["key"])
+        pair = (row["provider"], row["variant"])
+        totals[pair] = totals.get(pair, 0.0) + cost
+    return totals
+
+
+def shown_metrics(table: pd.DataFrame, metrics: Sequence[str] = tuple(RATE_TITLES)
+                  ) -> list[tuple[str, str]]:
+    """(metric, title) of each of ``metrics`` that applies to at least one row of ``table``."""
+    return [(m, RATE_TITLES[m]) for m in metrics
+            if f"{m}_n" in table and table[f"{m}_n"].fillna(0).sum() > 0]
+
+
+def group_rates(runs: Sequence[LoadedRun], by: str,
+                frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rates per ``by`` group (``"tool"``: each tool the case expects, ``(no call)`` for
+    no-call and ask cases; ``"tag"``: each tag), provider and variant, from
+    :func:`bench.stats.aggregate.aggregate`."""
+    frame = frame_of(runs) if frame is None else frame
+    table = aggregate(frame, (by, "provider", "variant"), metrics=list(GROUP_RATES))
+    return _in_variant_order(table.rename(columns={by: "group"}), variant_order(runs),
+                             leading=["group"])
 
 
 def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:

@@ -20,9 +20,13 @@ import pandas as pd
 from markupsafe import Markup
 
 from bench.report import charts
-from bench.report.data import (LoadedRun, all_rows, drilldown, group_summaries, headline,
-                               now_utc, run_metadata, shown_metrics, variant_order)
+from bench.compare.core import Comparison
+from bench.report.comparison import comparison_view
+from bench.report.data import (GROUP_RATES, LoadedRun, all_rows, drilldown, frame_of,
+                               group_rates, headline, now_utc, run_metadata, shown_metrics,
+                               variant_order)
 from bench.report.table import format_rate
+from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
 
 _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -52,8 +56,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("bench.report", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["rate"] = lambda r, p: format_rate(r[f"{p}_rate"], r[f"{p}_low"],
-                                                   r[f"{p}_high"], r[f"{p}_n"])
+    env.filters["rate"] = lambda r, p: format_rate(r[f"{p}_rate"], *charts.bounds(r, p),
+                                                   r[f"{p}_n"])
     env.filters["frac"] = lambda r, p: f"{r[f'{p}_k']}/{r[f'{p}_n']}" if r[f"{p}_n"] else ""
     env.filters["num"] = _number
     return env
@@ -75,11 +79,11 @@ def _asset(name: str) -> str:
 
 
 def pivot_groups(groups: pd.DataFrame) -> dict[str, Any]:
-    """Lay out :func:`bench.report.data.group_summaries` output as a grid for the page.
+    """Lay out :func:`bench.report.data.group_rates` output as a grid for the page.
 
     Returns:
-        ``{"columns": ["provider · variant", ...], "rows": [{"group": str, "cases": int,
-        "cells": [summary record or None per column]}]}``.
+        ``{"columns": ["variant" or "provider · variant", ...], "rows": [{"group": str,
+        "cases": int, "cells": [aggregate record or None per column]}]}``.
     """
     if groups.empty:
         return {"columns": [], "rows": []}
@@ -94,19 +98,82 @@ def pivot_groups(groups: pd.DataFrame) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
+MAX_CONFUSION_CHARTS = 8
+MAX_CONFUSION_COLUMNS = 12
+
+
+def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str, str]]:
+    """Heatmaps of :func:`bench.stats.aggregate.selection_confusion`, one per (provider,
+    variant), or one per provider when there would be more than
+    :data:`MAX_CONFUSION_CHARTS`. Chosen tools beyond the most frequent
+    :data:`MAX_CONFUSION_COLUMNS` (made-up names can be many) are summed into one column.
+
+    Returns:
+        ``[{"label": str, "uri": data URI}]``.
+    """
+    if frame.empty:
+        return []
+    keys = ["provider", "variant"]
+    if frame.groupby(keys).ngroups > MAX_CONFUSION_CHARTS:
+        keys = ["provider"]
+    rank = {name: i for i, name in enumerate(order)}
+    groups = sorted(frame.groupby(keys, sort=False),
+                    key=lambda item: tuple(rank.get(k, -1) if i else k
+                                           for i, k in enumerate(item[0])))
+    out = []
+    for key, part in groups:
+        matrix = selection_confusion(part)
+        if matrix.shape[1] > MAX_CONFUSION_COLUMNS:
+            keep = list(matrix.sum().sort_values(ascending=False).index[
+                :MAX_CONFUSION_COLUMNS - 1])
+            rest = [c for c in matrix.columns if c not in keep]
+            matrix = matrix[[c for c in matrix.columns if c in keep]].assign(
+                **{f"(other {len(rest)})": matrix[rest].sum(axis=1)})
+        label = " · ".join(str(k) for k in key) + (" (all variants)" if len(keys) == 1 else "")
+        out.append({"label": label, "uri": svg_data_uri(charts.heatmap(
+            matrix, label, "chosen tool", "expected tool"))})
+    return out
+
+
+def top_errors_table(frame: pd.DataFrame, order: Sequence[str], limit: int = 20
+                     ) -> dict[str, Any] | None:
+    """The ``limit`` most frequent argument errors over all rows
+    (:func:`bench.stats.aggregate.top_argument_errors`) with their count per (provider,
+    variant); None when there is none."""
+    top = top_argument_errors(frame, limit=limit)
+    if top.empty:
+        return None
+    per_group = top_argument_errors(frame, limit=10**9, by=("provider", "variant"))
+    per_group = per_group[per_group["argument_error"].isin(set(top["argument_error"]))]
+    pairs = sorted(set(zip(per_group["provider"], per_group["variant"])),
+                   key=lambda pv: (pv[0], order.index(pv[1]) if pv[1] in order else 10**6))
+    counts = {(r["provider"], r["variant"], r["argument_error"]): r["count"]
+              for r in per_group.to_dict("records")}
+    several = len({p for p, _ in pairs}) > 1
+    columns = ["argument error (tool.argument: expected -> got)", "rows"] + \
+        [f"{p} · {v}" if several else v for p, v in pairs]
+    rows = [[r["argument_error"], r["count"], *[counts.get((p, v, r["argument_error"]), 0)
+                                                  for p, v in pairs]]
+            for r in top.to_dict("records")]
+    return {"columns": columns, "rows": rows}
+
+
 def render_html(runs: Sequence[LoadedRun], title: str,
-                comparison: dict[str, Any] | None = None) -> str:
+                comparison: Comparison | None = None) -> str:
     """The report page for ``runs`` as one HTML string (no external resources).
 
     Args:
         runs: loaded runs (see :func:`bench.report.data.load_runs`).
         title: the page title (escaped).
-        comparison: a JSON-like comparison of two variants to show, or None.
+        comparison: the comparison to show (see
+            :func:`bench.report.comparison.choose_comparison`), or None.
 
     Returns:
         HTML text, UTF-8 ready.
     """
-    summary = headline(runs)
+    frame = frame_of(runs)
+    order = variant_order(runs)
+    summary = headline(runs, frame)
     metrics = shown_metrics(summary)
     chart_uris = {
         "lines": svg_data_uri(charts.ablation_chart(summary, "mean_lines",
@@ -115,32 +182,31 @@ def render_html(runs: Sequence[LoadedRun], title: str,
                                                      "tool-definition tokens")),
         "pareto": svg_data_uri(charts.pareto_chart(summary)),
     }
-    by_tool = group_summaries(runs, "tool")
-    by_tag = group_summaries(runs, "tag")
+    by_tool = group_rates(runs, "tool", frame)
+    by_tag = group_rates(runs, "tag", frame)
     script, style = _asset("report.js"), _asset("report.css")
     counts = error_code_counts(all_rows(runs))
-    order = {name: i for i, name in enumerate(variant_order(runs))}
-    counts.sort(key=lambda g: (g["provider"], order.get(g["variant"], len(order))))
-    cost_column = "cost_usd" if "cost_usd" in summary else None
+    rank = {name: i for i, name in enumerate(order)}
+    counts.sort(key=lambda g: (g["provider"], rank.get(g["variant"], len(rank))))
     return _environment().get_template("report.html.j2").render(
         title=title,
         generated_at=now_utc(),
         run_ids=[run.run_id for run in runs],
         summary=summary.to_dict("records"),
         metrics=metrics,
-        cost_column=cost_column,
+        cost_column="cost_usd" if "cost_usd" in summary else None,
+        bootstrap=any(c.endswith("_boot_low") for c in summary.columns),
         charts=chart_uris,
         by_tool=pivot_groups(by_tool),
         by_tag=pivot_groups(by_tag),
-        group_metrics=[m for m in metrics if m[0] in ("selection", "arguments",
-                                                      "execution_success")],
-        comparison=comparison,
+        group_metrics=shown_metrics(by_tool, GROUP_RATES),
+        comparison=comparison_view(comparison) if comparison else None,
         metadata=[run_metadata(run) for run in runs],
-        rows_json=script_json(drilldown(runs)),
         error_codes=sorted({code for g in counts for code in g["counts"]}),
         error_counts=counts,
-        confusion=None,
-        top_errors=None,
+        confusion=confusion_charts(frame, order),
+        top_errors=top_errors_table(frame, order),
+        rows_json=script_json(drilldown(runs)),
         style=Markup(style),  # package files, not data
         script=Markup(script),
         style_hash=_sha256_b64(style),

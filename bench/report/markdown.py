@@ -5,6 +5,9 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
+from bench.compare.core import Comparison
+from bench.report.charts import bounds
+from bench.report.comparison import comparison_view
 from bench.report.data import LoadedRun, all_rows, headline, row_outcome, shown_metrics
 from bench.report.table import format_rate
 from bench.stats.codes import error_code_counts
@@ -25,7 +28,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int
 
 
 def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | None = None,
-                    comparison_lines: Sequence[str] = ()) -> str:
+                    comparison: Comparison | None = None) -> str:
     """The summary: headline rates with 95% Wilson intervals per (provider, variant), pass /
     fail / unparseable counts, error-code counts and, when given, the comparison's lines.
 
@@ -33,7 +36,7 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
         runs: loaded runs.
         title: heading text.
         report_path: where the HTML report is (mentioned at the end), or None.
-        comparison_lines: ready Markdown lines of a comparison section.
+        comparison: a comparison to summarise (tests and the number of flipped cases).
 
     Returns:
         Markdown text ending in a newline.
@@ -49,8 +52,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
         counts[outcome] = counts.get(outcome, 0) + 1
     for record in summary.to_dict("records"):
         cells = [record["provider"], record["variant"], record["cases"]]
-        cells += [format_rate(record[f"{p}_rate"], record[f"{p}_low"], record[f"{p}_high"],
-                              record[f"{p}_n"]) for p, _ in metrics]
+        cells += [format_rate(record[f"{p}_rate"], *bounds(record, p), record[f"{p}_n"])
+                  for p, _ in metrics]
         tokens = record["tool_definition_tokens"]
         cells.append("-" if tokens != tokens or tokens is None else f"{int(tokens):,}")
         if "cost_usd" in record:
@@ -71,8 +74,16 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
                         [[g["provider"], g["variant"], *[g["counts"].get(c, 0) for c in codes]]
                          for g in counts], right_from=2)
         lines += ["", "</details>"]
-    if comparison_lines:
-        lines += ["", *comparison_lines]
+    if comparison is not None:
+        view = comparison_view(comparison)
+        keep = [0, 1, 3, 4, 5, 8, 10]  # group, metric, A, B, B-A [CI], p (Holm), verdict
+        lines += ["", f"**Comparison: {md_cell(view['title'])}** ({md_cell(view['settings'])})",
+                  ""]
+        lines += _table([view["tests"]["columns"][i] for i in keep],
+                        [[row[i] for i in keep] for row in view["tests"]["rows"]], right_from=2)
+        lost = sum(f.direction == "lost" for f in comparison.flips)
+        lines += ["", f"Flipped (case, trial, metric) pairs: {lost} right in A but wrong in B, "
+                      f"{len(comparison.flips) - lost} wrong in A but right in B."]
     runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.get('status'))}, "
                           f"commit `{md_cell(str(r.manifest.get('git_commit'))[:12])}`)"
                           for r in runs)
