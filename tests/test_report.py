@@ -16,6 +16,7 @@ from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json
 from bench.report.junit import render_junit, xml_text
 from bench.report.markdown import md_cell, render_markdown
+from bench.runstore import RunStore
 from bench.stats.codes import error_code_counts
 from bench.stats.frontier import pareto_frontier
 from report_runs import HOSTILE, expected_answer, hostile_answer, make_run, mixed_answer
@@ -214,3 +215,25 @@ def test_cli_writes_each_format_and_rejects_bad_input(hostile_run, run_bench):
 def test_load_runs_errors_are_bench_errors(project):
     with pytest.raises(BenchError, match="at least one run"):
         load_runs([])
+
+
+def test_cost_execution_and_cache_show_when_rows_carry_them(project):
+    make_run("plain", mixed_answer, variants=("l3",), limit=4)
+    plain = render_html(load_runs(["plain"]), "t")
+    assert "execution success" not in plain and "<th>cost USD</th>" not in plain
+    # what the executor and throughput branches add: per-row execution outcomes and cost,
+    # and cache counts in the manifest
+    store = RunStore(project / "reports" / "runs", "plain")
+    rows = list(store.rows())
+    store.results_path.unlink()
+    for index, row in enumerate(rows):
+        row["metrics"]["execution_success"] = index % 2 == 0
+        row["cost_usd"] = 0.25
+        store.append(row)
+    manifest = store.read_manifest()
+    manifest["cache"] = {"hits": 3, "misses": 1, "writes": 1}
+    store.write_manifest(manifest)
+    html = render_html(load_runs(["plain"]), "t")
+    assert "<th>execution success</th>" in html and "50.0% [15.0-85.0]" in html
+    assert "<th>cost USD</th>" in html and "<td>1.0000</td>" in html  # 4 rows x 0.25 USD
+    assert '<span class="kv">hits: 3</span>' in html

@@ -233,7 +233,7 @@ class Lookup:
 
 DRILLDOWN_FIELDS = ("case", "variant", "provider", "trial", "outcome", "codes", "tools", "raw",
                     "calls", "parse_error", "text", "argument_errors", "execution", "latency_s",
-                    "tokens", "cost_usd", "run")
+                    "tokens", "cost_usd", "run", "cache")
 
 
 def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
@@ -268,8 +268,9 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
             raw = (row.get("response") or {}).get("raw")
             text = parsed.get("text")
             execution = {k: v for k, v in metrics.items() if k.startswith("execution")}
-            if row.get("execution") is not None:
-                execution["result"] = row["execution"]
+            for name in ("execution", "executor"):  # the executor's per-call results
+                if row.get(name) is not None:
+                    execution["result"] = row[name]
             names = {c.get("name") for c in expected.get("calls") or []} | \
                 {c[0] for c in calls}
             usage = row.get("usage") or {}
@@ -286,6 +287,7 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
                 [usage.get("prompt_tokens"), usage.get("completion_tokens"),
                  usage.get("cached_tokens")],
                 _optional_float(row.get("cost_usd")), run_index,
+                row.get("cache") if isinstance(row.get("cache"), str) else None,
             ])
     return {"fields": list(DRILLDOWN_FIELDS), "rows": rows, "cases": case_rows,
             "variants": variants.values, "providers": providers.values, "codes": codes.values,
@@ -296,7 +298,8 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
 def run_metadata(run: LoadedRun) -> dict[str, Any]:
     """What the report's metadata section lists for one run: identity, models, versions, git
     commit, dates, row counts, token totals (tokens), cost (USD, when rows carry
-    ``cost_usd``) and cache counts (when the manifest has a ``cache`` object)."""
+    ``cost_usd``), cache counts (the manifest's ``cache`` object), what the run was billed
+    (its ``spent`` object) and providers it skipped, where the manifest records them."""
     manifest = run.manifest
     frame = pd.DataFrame([r.get("usage") or {} for r in run.rows])
     tokens = {name: int(frame[name].fillna(0).sum()) for name in
@@ -320,6 +323,8 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
         "tokens": tokens,
         "cost_usd": sum(known_costs) if known_costs else None,
         "cache": manifest.get("cache") if isinstance(manifest.get("cache"), dict) else None,
+        "spent": manifest.get("spent") if isinstance(manifest.get("spent"), dict) else None,
+        "skipped": [p for p in manifest.get("providers_skipped") or [] if isinstance(p, dict)],
     }
 
 

@@ -108,7 +108,8 @@
     var tokens = row[F.tokens];
     var facts = "run " + data.runs[row[F.run]] + " · latency " + row[F.latency_s] + " s · tokens prompt " +
       tokens[0] + ", completion " + tokens[1] + ", cached " + tokens[2] +
-      (row[F.cost_usd] === null ? "" : " · cost " + row[F.cost_usd] + " USD");
+      (row[F.cost_usd] === null ? "" : " · cost " + row[F.cost_usd] + " USD") +
+      (row[F.cache] === null ? "" : " · cache " + row[F.cache]);
     box.appendChild(el("p", facts, "note"));
     return box;
   }
