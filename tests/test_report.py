@@ -237,3 +237,5 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     assert "<th>execution success</th>" in html and "50.0% [15.0-85.0]" in html
     assert "<th>cost USD</th>" in html and "<td>1.0000</td>" in html  # 4 rows x 0.25 USD
     assert '<span class="kv">hits: 3</span>' in html
+    markdown = render_markdown(load_runs(["plain"]), "t")
+    assert "| cost USD |" in markdown.splitlines()[2] and "| 1.0000 |" in markdown

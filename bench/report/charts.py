@@ -78,7 +78,7 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
         fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2),
                                  squeeze=False)
         for ax, (prefix, title) in zip(axes[0], metrics):
-            for provider, group in summary.groupby("provider", sort=False):
+            for index, (provider, group) in enumerate(summary.groupby("provider", sort=False)):
                 group = group.dropna(subset=[x_column, f"{prefix}_rate"]).sort_values(x_column)
                 if group.empty:
                     continue
@@ -87,9 +87,10 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
                 low, high = bounds(group, prefix)
                 ax.fill_between(x, low * 100, high * 100,
                                 color=line.get_color(), alpha=0.15, linewidth=0)
-                for xi, yi, name in zip(x, group[f"{prefix}_rate"] * 100, group["variant"]):
-                    ax.annotate(str(name), (xi, yi), textcoords="offset points",
-                                xytext=(4, 4), fontsize=7)
+                if index == 0:  # variant names once: the providers share them
+                    for xi, yi, name in zip(x, group[f"{prefix}_rate"] * 100, group["variant"]):
+                        ax.annotate(str(name), (xi, yi), textcoords="offset points",
+                                    xytext=(4, 4), fontsize=7)
             ax.set_title(title)
             ax.set_xlabel(x_label)
             _percent_axis(ax)

@@ -57,7 +57,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
         tokens = record["tool_definition_tokens"]
         cells.append("-" if tokens != tokens or tokens is None else f"{int(tokens):,}")
         if "cost_usd" in record:
-            cells.append(f"{record['cost_usd']:.4f}")
+            cost = record["cost_usd"]
+            cells.append("-" if cost is None or cost != cost else f"{cost:.4f}")
         counts = outcomes.get((record["provider"], record["variant"]), {})
         cells.append(f"{counts.get('pass', 0)} / {counts.get('fail', 0)} / "
                      f"{counts.get('unparseable', 0)}")
