@@ -53,6 +53,12 @@ def _svg(fig: plt.Figure) -> str:
     return buffer.getvalue()
 
 
+def _short(label: Any, limit: int = 28) -> str:
+    """A tick label cut to ``limit`` characters (made-up tool names can be long)."""
+    text = " ".join(str(label).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _percent_axis(ax: plt.Axes) -> None:
     ax.set_ylim(0, 100)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(decimals=0))
@@ -132,7 +138,8 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
         if points:
             xs, ys = zip(*points)
             ax.step(xs, np.array(ys) * 100, where="post", color="black", linewidth=1,
-                    linestyle="--", label="Pareto frontier")
+                    linestyle="--", marker="o", markersize=11, markerfacecolor="none",
+                    label="Pareto frontier (ringed)")
         ax.set_xlabel("tool-definition tokens")
         ax.set_ylabel(f"{metric_label} (95% CI)")
         _percent_axis(ax)
@@ -159,8 +166,8 @@ def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str
             return _svg(fig)
         values = matrix.to_numpy(dtype=float)
         image = ax.imshow(values, cmap="Blues", aspect="auto")
-        ax.set_xticks(range(cols), [str(c) for c in matrix.columns], rotation=40, ha="right")
-        ax.set_yticks(range(rows), [str(r) for r in matrix.index])
+        ax.set_xticks(range(cols), [_short(c) for c in matrix.columns], rotation=40, ha="right")
+        ax.set_yticks(range(rows), [_short(r) for r in matrix.index])
         peak = values.max() if values.size else 0
         for i in range(rows):
             for j in range(cols):
