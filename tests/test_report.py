@@ -239,3 +239,13 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     assert '<span class="kv">hits: 3</span>' in html
     markdown = render_markdown(load_runs(["plain"]), "t")
     assert "| cost USD |" in markdown.splitlines()[2] and "| 1.0000 |" in markdown
+
+
+def test_trials_name_junit_cases_and_switch_to_bootstrap_intervals(project):
+    make_run("trials", mixed_answer, variants=("l3",), limit=3, trials=2)
+    runs = load_runs(["trials"])
+    root = ET.fromstring(render_junit(runs, "t").encode("utf-8"))
+    names = sorted(c.get("name") for c in root.iter("testcase"))
+    assert names == [f"ecom-000{i}#{t}" for i in (1, 2, 3) for t in (0, 1)]
+    html = render_html(runs, "t")
+    assert "95% case-clustered bootstrap intervals (several trials per case)" in html
