@@ -53,6 +53,12 @@ def _svg(fig: plt.Figure) -> str:
     return buffer.getvalue()
 
 
+def _series(summary: pd.DataFrame) -> str:
+    """The column that names a chart's lines: ``series`` (run and provider, when a report
+    holds several runs) if present, else ``provider``."""
+    return "series" if "series" in summary else "provider"
+
+
 def _short(label: Any, limit: int = 28) -> str:
     """A tick label cut to ``limit`` characters (made-up tool names can be long)."""
     text = " ".join(str(label).split())
@@ -84,7 +90,8 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
         fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2),
                                  squeeze=False)
         for ax, (prefix, title) in zip(axes[0], metrics):
-            for index, (provider, group) in enumerate(summary.groupby("provider", sort=False)):
+            for index, (provider, group) in enumerate(summary.groupby(_series(summary),
+                                                                      sort=False)):
                 group = group.dropna(subset=[x_column, f"{prefix}_rate"]).sort_values(x_column)
                 if group.empty:
                     continue
@@ -101,7 +108,8 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
             ax.set_xlabel(x_label)
             _percent_axis(ax)
         axes[0][0].set_ylabel("accuracy (95% CI band)")
-        axes[0][-1].legend(title="provider", fontsize=7, loc="upper left",
+        axes[0][-1].legend(title="run · provider" if "series" in summary else "provider",
+                           fontsize=7, loc="upper left",
                            bbox_to_anchor=(1.02, 1))
         return _svg(fig)
 
@@ -125,7 +133,7 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
     front = pareto_frontier(tokens, rates)
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(5.6, 3.4))
-        for provider, group in data.groupby("provider", sort=False):
+        for provider, group in data.groupby(_series(data), sort=False):
             low, high = bounds(group, metric)
             ax.errorbar(group["tool_definition_tokens"].astype(float), group[f"{metric}_rate"] * 100,
                         yerr=np.clip([(group[f"{metric}_rate"] - low) * 100,  # rounding: >= 0

@@ -150,7 +150,8 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     :func:`bench.stats.aggregate.aggregate` (``<metric>_k/_n/_rate/_low/_high``, fractions;
     ``_boot_low/_boot_high`` with trials > 1), tokens, latency and throughput from
     :func:`bench.stats.summary.summarize`, and ``mean_lines`` (description lines per tool,
-    from the manifests)."""
+    from the manifests); with several runs also ``series`` (``"<run-id> · <provider>"``, what
+    the charts draw one line for)."""
     frame = frame_of(runs) if frame is None else frame
     rates = aggregate(frame, ("provider", "variant"), metrics=list(RATE_TITLES))
     usage = summarize(frame)[["provider", "variant", "tool_definition_tokens",
@@ -158,6 +159,10 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
                               "cases_per_s"]]
     table = rates.merge(usage, on=["provider", "variant"], how="left")
     table["mean_lines"] = table["variant"].map(variant_lines(runs)).astype(float)
+    if len(runs) > 1:  # one chart line per run and provider
+        run_of = {(r["provider"], r["variant"]): run.run_id for run in runs for r in run.rows}
+        table["series"] = [f"{run_of.get((p, v), '?')} · {p}" for p, v in
+                           zip(table["provider"], table["variant"])]
     costs = cost_by_group(all_rows(runs))
     if costs:
         table["cost_usd"] = [costs.get((p, v)) for p, v in zip(table["provider"],
