@@ -85,6 +85,7 @@ def browser_timings(path: Path, chromium: str) -> None:
 
 
 def main() -> None:
+    """Parse the options, build the run, render it and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=Path("reports/runs/full-1"),
                         help="a run folder whose rows are repeated")

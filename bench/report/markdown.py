@@ -20,8 +20,10 @@ def md_cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("`", "\\`")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int) -> list[str]:
-    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int,
+           right_to: int | None = None) -> list[str]:
+    right = range(right_from, len(header) if right_to is None else right_to)
+    align = ["---:" if i in right else "---" for i in range(len(header))]
     lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return lines
@@ -81,7 +83,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
         lines += ["", f"**Comparison: {md_cell(view['title'])}** ({md_cell(view['settings'])})",
                   ""]
         lines += _table([view["tests"]["columns"][i] for i in keep],
-                        [[row[i] for i in keep] for row in view["tests"]["rows"]], right_from=2)
+                        [[row[i] for i in keep] for row in view["tests"]["rows"]], right_from=2,
+                        right_to=len(keep) - 1)
         lost = sum(f.direction == "lost" for f in comparison.flips)
         lines += ["", f"Flipped (case, trial, metric) pairs: {lost} right in A but wrong in B, "
                       f"{len(comparison.flips) - lost} wrong in A but right in B."]
