@@ -221,6 +221,14 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
                 if expected[i].name == predicted[i].name]
     if not expected or not predicted:
         return []
+    names_e = [e.name for e in expected]
+    names_p = [p.name for p in predicted]
+    if len(set(names_e)) == len(names_e) and len(set(names_p)) == len(names_p):
+        # Every name occurs at most once on each side: pairing equal names is the optimal
+        # assignment (breaking an equal-name pair costs a name mismatch, 10, more than any
+        # argument cost, at most 1), so the solver is not needed.
+        where = {name: index for index, name in enumerate(names_p)}
+        return [(i, where[name]) for i, name in enumerate(names_e) if name in where]
     cost = np.array([[_pair_cost(p, e) for p in predicted] for e in expected])
     rows, cols = linear_sum_assignment(cost)
     return [(int(r), int(c)) for r, c in zip(rows, cols)
@@ -231,6 +239,60 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
 def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(
         json.loads(schema_json), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+_SCHEMA_KEYS: dict[int, tuple[dict[str, Any], str]] = {}
+
+
+def _schema_key(tool: Tool) -> str:
+    """The tool schema's canonical JSON, cached by the identity of the schema object (no
+    re-serialising per call); a reused id with another schema object is detected."""
+    schema = tool.input_schema
+    cached = _SCHEMA_KEYS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_SCHEMA_KEYS) > 1024:
+            _SCHEMA_KEYS.clear()
+        cached = (schema, json.dumps(schema, sort_keys=True))
+        _SCHEMA_KEYS[id(schema)] = cached
+    return cached[1]
+
+
+def _classify(validator: jsonschema.Draft202012Validator, arguments: Any
+              ) -> tuple[bool, frozenset[str]]:
+    codes: set[str] = set()
+    valid = True
+    for error in validator.iter_errors(arguments):
+        valid = False
+        if error.validator == "required":
+            codes.add(MISSING_REQUIRED)
+        elif error.validator == "type":
+            codes.add(TYPE_ERROR)
+        elif error.validator == "enum" and isinstance(error.instance, str) and any(
+                isinstance(e, str) and e.casefold() == error.instance.casefold()
+                for e in error.validator_value):
+            codes.add(ENUM_CASE)
+    return valid, frozenset(codes)
+
+
+@lru_cache(maxsize=65536)
+def _validation_of(schema_json: str, arguments_json: str) -> tuple[bool, frozenset[str]]:
+    return _classify(_validator(schema_json), json.loads(arguments_json))
+
+
+def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
+    """(valid, codes among missing_required / type_error / enum_case) of one call's arguments
+    against its tool's JSON Schema.
+
+    Memoised on the schema and the arguments' canonical JSON: a model repeats the same call
+    across trials, variants and cases, and validation is the costliest step of scoring.
+    Arguments JSON cannot represent exactly (non-finite floats) are validated directly.
+    """
+    schema_json = _schema_key(tool)
+    try:
+        key = json.dumps(arguments, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return _classify(_validator(schema_json), arguments)
+    return _validation_of(schema_json, key)
 
 
 def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
@@ -360,17 +422,9 @@ def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
         props = tool.input_schema.get("properties", {})
         if isinstance(props, dict) and any(k not in props for k in call.arguments):
             codes.add(HALLUCINATED_ARGUMENT)
-        validator = _validator(json.dumps(tool.input_schema, sort_keys=True))
-        for error in validator.iter_errors(call.arguments):
-            valid = False
-            if error.validator == "required":
-                codes.add(MISSING_REQUIRED)
-            elif error.validator == "type":
-                codes.add(TYPE_ERROR)
-            elif error.validator == "enum" and isinstance(error.instance, str) and any(
-                    isinstance(e, str) and e.casefold() == error.instance.casefold()
-                    for e in error.validator_value):
-                codes.add(ENUM_CASE)
+        call_valid, call_codes = _validation(tool, call.arguments)
+        valid = valid and call_valid
+        codes |= call_codes
     if not valid:
         codes.add(SCHEMA_INVALID)
     return valid, codes

@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bench.stats.frame import BINARY_METRICS, NO_CALL, UNPARSEABLE, metric_columns
-from bench.stats.intervals import (cluster_bootstrap_interval, pass_at_k, pass_hat_k,
-                                   wilson_arrays)
+from bench.stats.intervals import pass_at_k, pass_hat_k, wilson_arrays
 
 # Grouping names users pass (``--by tool,tag``) -> frame column; tool and tag explode rows.
 GROUPINGS = {"variant": "variant", "provider": "provider", "tool": "tool", "tag": "tag",
@@ -77,16 +76,43 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant"),
             out[f"{metric}_rate"] = np.where(n > 0, k / np.maximum(n, 1), np.nan)
         out[f"{metric}_low"] = low
         out[f"{metric}_high"] = high
-    if len(expanded) and expanded.groupby([*columns, "case_id"]).size().max() > 1:
-        for metric in present:
-            bounds = []
-            for _, group in expanded.groupby(columns, sort=True, dropna=False):
-                per_case = group.groupby("case_id")[metric].agg(["sum", "count"])
-                bounds.append(cluster_bootstrap_interval(per_case["sum"], per_case["count"],
-                                                         confidence, n_boot, seed))
-            out[f"{metric}_boot_low"] = [b[0] for b in bounds]
-            out[f"{metric}_boot_high"] = [b[1] for b in bounds]
+    if present and expanded.groupby([*columns, "case_id"]).size().max() > 1:
+        _add_bootstrap(out, expanded, columns, present, confidence, n_boot, seed)
     return out
+
+
+def _add_bootstrap(out: pd.DataFrame, expanded: pd.DataFrame, columns: list[str],
+                   metrics: list[str], confidence: float, n_boot: int, seed: int) -> None:
+    """Add ``<m>_boot_low/high`` columns: one case-clustered bootstrap per group, the same
+    resampled cases for every metric (see :func:`bench.stats.intervals.cluster_bootstrap_interval`
+    for the method).
+    """
+    values = expanded[metrics]
+    successes = values.fillna(False).astype(int)
+    applicable = values.notna().astype(int)
+    keys = [expanded[c] for c in columns] + [expanded["case_id"]]
+    k_case = successes.groupby(keys, sort=True, dropna=False).sum()
+    n_case = applicable.groupby(keys, sort=True, dropna=False).sum()
+    level = list(range(len(columns)))
+    bounds = {m: ([], []) for m in metrics}
+    rng = np.random.default_rng(seed)
+    tail = (1 - confidence) / 2 * 100
+    for (_, k_group), (_, n_group) in zip(k_case.groupby(level=level, sort=True),
+                                          n_case.groupby(level=level, sort=True)):
+        k_arr, n_arr = k_group.to_numpy(float), n_group.to_numpy(float)
+        draws = rng.integers(0, len(k_arr), size=(n_boot, len(k_arr)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rates = k_arr[draws].sum(axis=1) / n_arr[draws].sum(axis=1)
+        for index, metric in enumerate(metrics):
+            column = rates[:, index]
+            column = column[~np.isnan(column)]
+            low, high = np.percentile(column, [tail, 100 - tail]) if len(column) else (
+                np.nan, np.nan)
+            bounds[metric][0].append(float(low))
+            bounds[metric][1].append(float(high))
+    for metric, (lows, highs) in bounds.items():
+        out[f"{metric}_boot_low"] = lows
+        out[f"{metric}_boot_high"] = highs
 
 
 def pass_k_table(frame: pd.DataFrame, metric: str = "selection_correct",

@@ -72,7 +72,9 @@ def cluster_bootstrap_interval(successes_per_case, n_per_case, confidence: float
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(k), size=(n_boot, len(k)))
-    rates = k[draws].sum(axis=1) / np.maximum(n[draws].sum(axis=1), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = k[draws].sum(axis=1) / n[draws].sum(axis=1)
+    rates = rates[~np.isnan(rates)]  # a resample of only non-applicable cases has no rate
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(rates, [tail, 100 - tail])
     return float(low), float(high)
