@@ -249,3 +249,13 @@ def test_trials_name_junit_cases_and_switch_to_bootstrap_intervals(project):
     assert names == [f"ecom-000{i}#{t}" for i in (1, 2, 3) for t in (0, 1)]
     html = render_html(runs, "t")
     assert "95% case-clustered bootstrap intervals (several trials per case)" in html
+
+
+def test_runs_without_shared_cases_get_no_comparison_unless_asked(project):
+    make_run("first", mixed_answer, variants=("l3",), limit=2)
+    make_run("other", mixed_answer, variants=("l3",), limit=None,
+             case_ids=["ecom-0005", "ecom-0006"])
+    runs = load_runs(["first", "other"])
+    assert choose_comparison(runs) is None
+    with pytest.raises(BenchError, match="share no"):
+        choose_comparison(runs, ["first/l3", "other/l3"])

@@ -29,8 +29,8 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
     - Otherwise: None (nothing to compare).
 
     Raises:
-        BenchError: ``pair`` names an unknown variant or not two of them, or A and B share no
-            (case, trial) pair.
+        BenchError: ``pair`` names an unknown variant or not two of them, or the two it names
+            share no (case, trial) pair (without ``pair``, such inputs give None).
     """
     group_by: tuple[str, ...] = ("provider",)
     rows = all_rows(runs)
@@ -64,6 +64,8 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
         return compare_rows(rows_a, rows_b, label_a=label_a, label_b=label_b,
                             group_by=group_by, n_boot=n_boot, seed=seed)
     except ValueError as exc:
+        if not pair:  # a comparison nobody asked for must not stop the report
+            return None
         raise BenchError(f"comparison of {label_a} and {label_b}: {exc}") from None
 
 
