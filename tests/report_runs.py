@@ -56,11 +56,11 @@ class ScriptedProvider(Provider):
 
 
 def make_run(run_id: str, script: Callable[[Case], str], *, variants: Sequence[str] = ("l3",
-             "l10"), providers: Sequence[str] = ("local",), limit: int = 12,
-             trials: int = 1) -> None:
+             "l10"), providers: Sequence[str] = ("local",), limit: int | None = 12,
+             trials: int = 1, case_ids: Sequence[str] | None = None) -> None:
     """Run the project's ``ecommerce`` cases through :class:`ScriptedProvider` (BENCH_HOME)."""
     config = RunConfig(variants=list(variants), providers=list(providers), limit=limit,
-                       trials=trials)
+                       trials=trials, case_ids=list(case_ids) if case_ids else None)
     holder: dict[str, Runner] = {}
 
     def factory(provider_id: str, _config: RunConfig) -> Provider:
