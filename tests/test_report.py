@@ -205,7 +205,7 @@ def test_cli_writes_each_format_and_rejects_bad_input(hostile_run, run_bench):
         assert (hostile_run / "reports" / "r1" / file).is_file()
     printed = cli.invoke(app, ["report", "hostile", "-f", "md", "--name", "r1", "-o", "-"])
     assert printed.stdout.startswith("### bench report: hostile")
-    assert "Full report: `" in printed.stdout  # the HTML written above is referenced
+    assert "Full report: `reports/r1/index.html`" in printed.stdout  # the HTML written above
     assert cli.invoke(app, ["report", "hostile", "--format", "pdf"]).exit_code == 2
     bad_name = cli.invoke(app, ["report", "hostile", "--name", "../up"])
     assert isinstance(bad_name.exception, BenchError) and "invalid report name" in str(

@@ -70,7 +70,8 @@ def report(
     elif fmt is ReportFormat.md:
         from bench.report.markdown import render_markdown
         html_path = report_path(name, ReportFormat.html)
-        text = render_markdown(runs, title, str(html_path) if html_path.exists() else None,
+        shown = html_path.relative_to(runs_dir().parent.parent)  # reports/<name>/index.html
+        text = render_markdown(runs, title, str(shown) if html_path.exists() else None,
                                comparison)
     else:
         from bench.report.junit import render_junit
