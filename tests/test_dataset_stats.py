@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import json
 
-from bench.datasets.loader import load_dataset
-from bench.datasets.stats import counts_markdown, dataset_counts, main
+import pytest
+
+from bench.datasets.loader import available_datasets, load_dataset
+from bench.datasets.stats import (BEGIN, counts_markdown, dataset_counts, datasheet_counts, main,
+                                  replace_counts_block)
+from bench.errors import BenchError
+from bench.paths import datasets_dir
+
+GENERATED = [name for name in available_datasets()
+             if BEGIN in (datasets_dir() / name / "README.md").read_text(encoding="utf-8")]
 
 
 def _case(i, lang, expected, tags, turns=1):
@@ -56,3 +64,20 @@ def test_markdown_has_one_row_per_tool(tmp_path):
 def test_main_rejects_unknown_dataset(capsys):
     assert main(["no-such-dataset"]) == 2
     assert "unknown dataset" in capsys.readouterr().err
+
+
+def test_replace_counts_block_needs_both_markers(tmp_path):
+    with pytest.raises(BenchError, match="no counts block"):
+        replace_counts_block("# datasheet without markers\n", "x", tmp_path / "README.md")
+
+
+def test_datasheets_with_markers_exist():
+    assert {"analytics", "logistics"} <= set(GENERATED)
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_datasheet_counts_are_up_to_date(name):
+    """The counts in the datasheet equal what the script generates from cases.jsonl now."""
+    readme = (datasets_dir() / name / "README.md").read_text(encoding="utf-8")
+    assert datasheet_counts(load_dataset(name)) in readme, (
+        f"run: python -m bench.datasets.stats {name} --write")
