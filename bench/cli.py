@@ -54,7 +54,8 @@ def _print_summary(run_id: str, variant_order: list[str]) -> None:
 
 @app.command()
 def run(
-    dataset: Annotated[str, typer.Option(help="Dataset name under datasets/ or a .jsonl path.")]
+    dataset: Annotated[str, typer.Option(
+        help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split].")]
     = "ecommerce",
     variants: Annotated[Optional[list[str]], typer.Option(
         "--variants", "-v", help="Variants, comma-separated or repeated.")] = None,
