@@ -81,7 +81,8 @@ def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
     for column, justify in (("group", "left"), ("metric", "left"), ("pairs", "right"),
                             ("A", "right"), ("B", "right"),
                             (f"B-A points [{level}% CI]", "right"), ("A only/B only", "right"),
-                            ("p (McNemar)", "right"), ("p (Holm)", "right"),
+                            ("p (McNemar mid-p)" if comparison.mid_p else "p (McNemar exact)",
+                             "right"), ("p (Holm)", "right"),
                             (f"MDD {round(comparison.power * 100)}% power", "right"),
                             ("verdict", "left")):
         table.add_column(column, justify=justify)
@@ -167,6 +168,9 @@ def compare(
         min=0.0, max=1.0, help="Regressions no larger than this fraction pass (0.02 = 2 points).")]
     = 0.0,
     n_boot: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+    mid_p: Annotated[bool, typer.Option(
+        "--mid-p", help="McNemar mid-p values (closer to alpha, not guaranteed below it).")]
+    = False,
     seed: Annotated[int, typer.Option(help="Bootstrap seed (and sampling seed when running).")]
     = 1234,
     show: Annotated[int, typer.Option(min=0, help="Flipped cases shown per direction.")] = 10,
@@ -211,7 +215,8 @@ def compare(
     try:
         comparison = compare_rows(rows_a, rows_b, label_a=label_a, label_b=label_b,
                                   metrics=_split(metrics) or None, group_by=group_by,
-                                  alpha=alpha, margin=margin, n_boot=n_boot, seed=seed)
+                                  alpha=alpha, margin=margin, n_boot=n_boot, seed=seed,
+                                  mid_p=mid_p)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
     out = _console()
