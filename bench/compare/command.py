@@ -98,6 +98,8 @@ def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
 
 def print_flips(console: Console, comparison, metrics: list[str], show: int) -> None:  # noqa: ANN001
     """Print flipped cases of ``metrics`` both ways, at most ``show`` per direction."""
+    if show == 0:
+        return
     for metric in metrics:
         for direction, title in (("lost", f"right in {comparison.label_a}, wrong in "
                                           f"{comparison.label_b}"),
