@@ -18,6 +18,8 @@ GROUPINGS = {"variant": "variant", "provider": "provider", "tool": "tool", "tag"
 
 
 def _expand(frame: pd.DataFrame, by: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    if not by:  # one group holding every row
+        return frame.assign(group="all"), ["group"]
     columns = []
     for name in by:
         if name not in GROUPINGS:
