@@ -98,9 +98,9 @@ def main() -> None:
                      "usage": {"prompt_tokens": 1000, "completion_tokens": 50,
                                "cached_tokens": 900},
                      "tool_definition_tokens": 800, "latency_s": 1.0})
-    scored = time.perf_counter()
+    scored, cpu_scored = time.perf_counter(), time.process_time()
     frame = results_frame(rows)
-    framed = time.perf_counter()
+    framed, cpu_framed = time.perf_counter(), time.process_time()
     aggregate(frame, by=["provider", "variant"])
     aggregate(frame, by=["tool"])
     aggregate(frame, by=["tag"])
@@ -112,10 +112,12 @@ def main() -> None:
     cache = _validation_of.cache_info()
     print(f"rows: {len(rows):,} ({len(cases)} cases x {len(variants)} variants x "
           f"{len(providers)} providers x {trials} trials)")
-    print(f"score (strict + lenient, schema validation): {scored - started:.2f} s "
-          f"({(scored - started) / len(rows) * 1e6:.0f} us/row)")
-    print(f"results frame: {framed - scored:.2f} s")
-    print(f"aggregates (4 groupings, pass@1, top errors, confusion): {done - framed:.2f} s")
+    print(f"score (strict + lenient, schema validation): {scored - started:.2f} s wall, "
+          f"{cpu_scored - cpu_started:.2f} s CPU "
+          f"({(cpu_scored - cpu_started) / len(rows) * 1e6:.0f} us CPU/row)")
+    print(f"results frame: {framed - scored:.2f} s wall, {cpu_framed - cpu_scored:.2f} s CPU")
+    print(f"aggregates (4 groupings, pass@1, top errors, confusion): {done - framed:.2f} s "
+          f"wall, {cpu_done - cpu_framed:.2f} s CPU")
     print(f"total: {done - started:.2f} s wall, {cpu_done - cpu_started:.2f} s CPU "
           f"(load average before: {load:.1f} on {os.cpu_count()} cores)")
     print(f"schema validations: {cache.misses:,} distinct (tool, arguments) validated, "

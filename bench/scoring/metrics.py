@@ -305,49 +305,66 @@ def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
     return [e.message for e in validator.iter_errors(call.arguments)]
 
 
-def _schema_types(schema: dict[str, Any]) -> set[str]:
+_NUMERIC = frozenset({"integer", "number"})
+_CONTAINER = frozenset({"array", "object"})
+
+
+def _schema_types(schema: dict[str, Any]) -> frozenset[str]:
     kind = schema.get("type")
     if isinstance(kind, str):
-        return {kind}
-    return {k for k in kind if isinstance(k, str)} if isinstance(kind, list) else set()
+        return frozenset((kind,))
+    return frozenset(k for k in kind if isinstance(k, str)) if isinstance(kind, list) \
+        else frozenset()
 
 
-def _repair_value(value: Any, schema: Any, path: str, repairs: list[str]) -> Any:
-    """Repair one value against its (sub)schema; append ``"<path>: <repair>"`` per repair."""
-    if not isinstance(schema, dict):
-        return value
-    types = _schema_types(schema)
-    if isinstance(value, str):
-        if types & {"integer", "number"} and "string" not in types:
+def _repair_string(value: str, schema: dict[str, Any], path: Any, repairs: list[str]) -> Any:
+    kind = schema.get("type")
+    if kind == "string":  # the common case: only the enum case can need a repair
+        types: frozenset[str] = frozenset(("string",))
+    else:
+        types = _schema_types(schema)
+    if "string" not in types:
+        if types & _NUMERIC:
             try:
                 number = json.loads(value.strip())
             except (ValueError, RecursionError):
                 number = None
             if isinstance(number, (int, float)) and not isinstance(number, bool) and (
                     "number" in types or float(number).is_integer()):
-                repairs.append(f"{path}: {REPAIR_STRING_NUMBER}")
+                repairs.append(f"{path()}: {REPAIR_STRING_NUMBER}")
                 return int(number) if "number" not in types else number
-        if types & {"array", "object"} and "string" not in types:
+        if types & _CONTAINER:
             try:
                 decoded = json.loads(value)
             except (ValueError, RecursionError):
                 decoded = None
             if isinstance(decoded, (list, dict)):
-                repairs.append(f"{path}: {REPAIR_JSON_STRING}")
+                repairs.append(f"{path()}: {REPAIR_JSON_STRING}")
                 return _repair_value(decoded, schema, path, repairs)
-        enum = schema.get("enum")
-        if isinstance(enum, list) and value not in enum:
-            folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
-            if len(folded) == 1:
-                repairs.append(f"{path}: {REPAIR_ENUM_CASE}")
-                return folded[0]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
+        if len(folded) == 1:
+            repairs.append(f"{path()}: {REPAIR_ENUM_CASE}")
+            return folded[0]
+    return value
+
+
+def _repair_value(value: Any, schema: Any, path: Any, repairs: list[str]) -> Any:
+    """Repair one value against its (sub)schema; append ``"<path>: <repair>"`` per repair.
+
+    ``path`` is a zero-argument callable giving the value's path (built only when needed).
+    """
+    if not isinstance(schema, dict):
         return value
+    if isinstance(value, str):
+        return _repair_string(value, schema, path, repairs)
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
         props = schema["properties"]
-        return {k: _repair_value(v, props.get(k), f"{path}.{k}", repairs)
+        return {k: _repair_value(v, props.get(k), lambda k=k: f"{path()}.{k}", repairs)
                 for k, v in value.items()}
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_repair_value(v, schema["items"], f"{path}[{i}]", repairs)
+        return [_repair_value(v, schema["items"], lambda i=i: f"{path()}[{i}]", repairs)
                 for i, v in enumerate(value)]
     return value
 
@@ -375,7 +392,7 @@ def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
     props = input_schema.get("properties") if isinstance(input_schema, dict) else None
     if not isinstance(props, dict):
         return dict(arguments), repairs
-    repaired = {k: _repair_value(v, props.get(k), f"{tool_name}.{k}", repairs)
+    repaired = {k: _repair_value(v, props.get(k), lambda k=k: f"{tool_name}.{k}", repairs)
                 for k, v in arguments.items()}
     return repaired, repairs
 
