@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -22,6 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.errors import BenchError
+
+if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
+    from bench.compare.core import Comparison
 
 _VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green",
                   "within margin": "yellow", "no significant difference": "dim"}
@@ -72,7 +75,7 @@ def _p(value: float) -> str:
     return f"{value:.3g}" if value >= 0.001 else "<0.001"
 
 
-def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
+def comparison_table(comparison: Comparison) -> Table:
     """A rich Table of a :class:`~bench.compare.core.Comparison`, one row per test."""
     level = round(comparison.confidence * 100)
     table = Table(title=f"{comparison.label_a} (A) vs {comparison.label_b} (B), paired; "
@@ -96,7 +99,8 @@ def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
     return table
 
 
-def print_flips(console: Console, comparison, metrics: list[str], show: int) -> None:  # noqa: ANN001
+def print_flips(console: Console, comparison: Comparison, metrics: list[str],
+                show: int) -> None:
     """Print flipped cases of ``metrics`` both ways, at most ``show`` per direction."""
     if show == 0:
         return
