@@ -527,10 +527,12 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     if is_no_call:
         if calls:
             codes.add(FALSE_CALL)
-        return CaseScore(selection_correct=not calls,
-                         no_call_correct=(not calls) if expected.no_call else None,
-                         ask_correct=(not calls) if expected.ask else None,
-                         enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
+        # model_construct: every value is built here with its declared type (no re-validation)
+        return CaseScore.model_construct(
+            selection_correct=not calls,
+            no_call_correct=(not calls) if expected.no_call else None,
+            ask_correct=(not calls) if expected.ask else None,
+            enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
 
     want = Counter(e.name for e in expected.calls)
     got = Counter(c.name for c in calls)
@@ -555,7 +557,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     codes |= arg_codes
     lenient_ok = arguments_ok if not repairs else _arguments_score(expected, lenient,
                                                                    selection)[0]
-    return CaseScore(
+    return CaseScore.model_construct(
         selection_correct=selection,
         selection_precision=precision,
         selection_recall=recall,
