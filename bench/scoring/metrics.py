@@ -482,6 +482,19 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
     return selection and all_ok and len(pairs) == len(expected.calls), results, codes, arg_errors
 
 
+def _built_score(**fields: Any) -> CaseScore:
+    """A CaseScore from values built here with their declared types: no re-validation, and every
+    field passed explicitly (pydantic's default factories are slow to resolve per instance)."""
+    values = {"selection_precision": None, "selection_recall": None, "selection_f1": None,
+              "arguments_correct": None, "arguments_correct_lenient": None,
+              "argument_results": {}, "schema_valid": None, "schema_valid_lenient": None,
+              "no_call_correct": None, "ask_correct": None, "hallucinated_tool": False,
+              "hallucinated_argument": False, "missing_required": False,
+              "enum_case_error": False, "type_error": False, "lenient_repairs": [],
+              "error_codes": [], "argument_errors": [], **fields}
+    return CaseScore.model_construct(**values)
+
+
 def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
     """Score one parsed answer against one case's label, strictly and leniently.
 
@@ -527,8 +540,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     if is_no_call:
         if calls:
             codes.add(FALSE_CALL)
-        # model_construct: every value is built here with its declared type (no re-validation)
-        return CaseScore.model_construct(
+        return _built_score(
             selection_correct=not calls,
             no_call_correct=(not calls) if expected.no_call else None,
             ask_correct=(not calls) if expected.ask else None,
@@ -557,7 +569,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     codes |= arg_codes
     lenient_ok = arguments_ok if not repairs else _arguments_score(expected, lenient,
                                                                    selection)[0]
-    return CaseScore.model_construct(
+    return _built_score(
         selection_correct=selection,
         selection_precision=precision,
         selection_recall=recall,
