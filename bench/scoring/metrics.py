@@ -274,25 +274,31 @@ def _classify(validator: jsonschema.Draft202012Validator, arguments: Any
     return valid, frozenset(codes)
 
 
-@lru_cache(maxsize=65536)
-def _validation_of(schema_json: str, arguments_json: str) -> tuple[bool, frozenset[str]]:
-    return _classify(_validator(schema_json), json.loads(arguments_json))
+_VALIDATION_MEMO: dict[tuple[str, str], tuple[bool, frozenset[str]]] = {}
+_VALIDATION_MEMO_SIZE = 65536
+validation_memo_stats = {"hits": 0, "misses": 0}
 
 
 def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
     """(valid, codes among missing_required / type_error / enum_case) of one call's arguments
     against its tool's JSON Schema.
 
-    Memoised on the schema and the arguments' canonical JSON: a model repeats the same call
-    across trials, variants and cases, and validation is the costliest step of scoring.
-    Arguments JSON cannot represent exactly (non-finite floats) are validated directly.
+    Memoised on the schema and ``repr(arguments)`` (distinct JSON values have distinct reprs:
+    ``1``, ``1.0``, ``True`` and ``"1"`` differ): a model repeats the same call across trials,
+    variants and cases, and validation is the costliest step of scoring. The memo is cleared
+    when it reaches 65,536 entries.
     """
-    schema_json = _schema_key(tool)
-    try:
-        key = json.dumps(arguments, sort_keys=True, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return _classify(_validator(schema_json), arguments)
-    return _validation_of(schema_json, key)
+    key = (_schema_key(tool), repr(arguments))
+    found = _VALIDATION_MEMO.get(key)
+    if found is not None:
+        validation_memo_stats["hits"] += 1
+        return found
+    validation_memo_stats["misses"] += 1
+    found = _classify(_validator(key[0]), arguments)
+    if len(_VALIDATION_MEMO) >= _VALIDATION_MEMO_SIZE:
+        _VALIDATION_MEMO.clear()
+    _VALIDATION_MEMO[key] = found
+    return found
 
 
 def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
