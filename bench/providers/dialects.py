@@ -9,7 +9,8 @@ Schema dialects:
 - Gemini ``FunctionDeclaration.parameters`` (a subset of the OpenAPI 3.0 Schema object,
   google-genai ``types.Schema``): only :data:`GEMINI_KEYWORDS` survive; ``const`` becomes a
   one-value ``enum``, ``oneOf`` becomes ``anyOf``, a type list with ``null`` becomes
-  ``nullable: true``, non-string enums and unknown formats are dropped.
+  ``nullable: true``, non-string enums and unknown formats are dropped; type names are
+  upper-cased (``OBJECT``), the spelling google-genai sends.
 """
 
 from __future__ import annotations
@@ -255,6 +256,8 @@ def _gemini_node(node: Any, path: str, changes: list[str]) -> Any:
             out[key] = value
         else:
             out[key] = value
+    if isinstance(out.get("type"), str):
+        out["type"] = out["type"].upper()  # the Type enum's spelling, as google-genai sends it
     return out
 
 
