@@ -28,7 +28,8 @@ from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML")
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
+            "google-genai")
 
 
 class RunConfig(BaseModel):
