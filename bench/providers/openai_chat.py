@@ -16,9 +16,10 @@ from typing import Any, Mapping, Sequence
 
 from bench.models import Message, Tool
 from bench.parse import CallDelta, ParsedAnswer, RawCall, answer_from_calls, assemble_call_deltas
-from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
-from bench.providers.dialects import history, openai_strict_schema, optional_properties
-from bench.providers.errors import ProviderError, ProviderUnavailable, error_from_exception
+from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
+                                  send_with_sdk)
+from bench.providers.dialects import openai_strict_schema, optional_properties
+from bench.providers.errors import ProviderUnavailable
 
 COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
 
@@ -88,10 +89,7 @@ class OpenAIChatProvider(HTTPProvider):
         Raises:
             ProviderError: class ``validation`` for an unpaired tool result.
         """
-        try:
-            turns = history(messages)
-        except ValueError as exc:
-            raise ProviderError(str(exc), error_class="validation") from None
+        turns = self.turns(messages)
         out: list[dict[str, Any]] = []
         for turn in turns:
             if turn.role == "tool":
@@ -131,16 +129,7 @@ class OpenAIChatProvider(HTTPProvider):
 
     def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Chat Completions call (streamed when ``body["stream"]``); see the CONTRACT."""
-        try:
-            if body.get("stream"):
-                stream = self._client.chat.completions.create(**body)
-                with stream:
-                    assembled = assemble_chat_stream(chunk.to_dict() for chunk in stream)
-                return assembled, stream.response.headers
-            raw = self._client.chat.completions.with_raw_response.create(**body)
-            return raw.http_response.json(), raw.headers
-        except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
-            raise error_from_exception(exc) from exc
+        return send_with_sdk(self._client.chat.completions, body, assemble_chat_stream)
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
@@ -148,9 +137,8 @@ class OpenAIChatProvider(HTTPProvider):
         summary = self.summarize_request(request) if request is not None else {}
         choices = body.get("choices") if isinstance(body, Mapping) else None
         if not choices or not isinstance(choices[0], Mapping):
-            return ProviderResponse(raw=body, parsed=ParsedAnswer(error="response has no "
-                                                                  "choices"),
-                                    latency_s=latency_s, request=summary)
+            return self.no_answer(body, "response has no choices", latency_s=latency_s,
+                                  summary=summary)
         choice = choices[0]
         message = choice.get("message") or {}
         finish = choice.get("finish_reason")
