@@ -7,12 +7,15 @@ replay and batch mode rely on:
   ``/v1/responses``, ``/v1/messages``, ``/v1beta/models/<model>:generateContent``.
 - ``build_request(messages, tools, *, trial) -> dict``: the exact JSON body for ``endpoint``
   (what one line of an OpenAI Batch file's ``body`` or an Anthropic Message Batch's ``params``
-  holds). Deterministic: same inputs, same dict. Raises :class:`~bench.providers.errors.
+  holds). Deterministic: same inputs, same dict; treat it as read-only (the converted tool
+  entries are shared between requests of a variant). Raises :class:`~bench.providers.errors.
   ProviderError` (class ``validation``) when the request cannot be built.
 - ``parse_body(body, *, latency_s, request=None) -> ProviderResponse``: parse one raw JSON
   response body (a dict, as the provider sent it). Never raises on model output: undecodable
   calls become invalid calls / ``parsed.error``. ``request`` is the body that was sent (its
-  summary goes to ``ProviderResponse.request``).
+  summary goes to ``ProviderResponse.request``). With ``strict=True`` it maps the ``null``
+  sent for an optional argument back to "omitted", which needs the variant's tools converted
+  first (``prepare()`` or ``build_request()``).
 - ``send(body) -> (response_body, headers)``: one SDK call, no retries (``max_retries=0``);
   raises :class:`~bench.providers.errors.ProviderError` with an ``error_class`` and
   ``retry_after_s``. Retrying is the caller's job.
