@@ -119,3 +119,18 @@ def test_gemini_schema_multi_type_becomes_any_of():
     assert "$schema" not in converted
     assert "t$: dropped '$schema' (not in Gemini's schema subset)" in changes
     assert "t$.w: oneOf -> anyOf" in changes
+
+
+def test_local_threads_option_env_and_default(monkeypatch):
+    import os
+
+    from bench.errors import BenchError
+    from bench.providers.local import resolve_threads
+
+    monkeypatch.delenv("BENCH_THREADS", raising=False)
+    assert resolve_threads(None) == max(1, min(4, os.cpu_count() or 1))
+    monkeypatch.setenv("BENCH_THREADS", "3")
+    assert resolve_threads(None) == 3 and resolve_threads(1) == 1
+    monkeypatch.setenv("BENCH_THREADS", "many")
+    with pytest.raises(BenchError, match="BENCH_THREADS"):
+        resolve_threads(None)
