@@ -10,6 +10,9 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+import threading
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,11 +27,22 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.providers import Provider, make_provider
+from bench.providers.cache import (CACHE_MODES, ResponseCache, messages_digest, request_key,
+                                   tools_digest)
+from bench.providers.errors import ProviderError
+from bench.providers.pricing import Pricing
+from bench.providers.ratelimit import DEFAULT_ATTEMPTS, GateClosed, ProviderGate, call_with_retries
+from bench.providers.replay import ReplayMiss
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML")
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic", "tenacity")
+DEFAULT_CONCURRENCY = 4
+DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
+# Settings a resumed run may change (they decide how, not what, is computed).
+RESUME_OVERRIDES = ("concurrency", "max_usd", "max_total_tokens", "cache", "cache_path",
+                    "pricing", "attempts")
 
 
 class RunConfig(BaseModel):
@@ -45,6 +59,16 @@ class RunConfig(BaseModel):
         seed: base sampling seed.
         max_tokens: completion cap in tokens.
         no_call_layout: the local provider's "no tool fits" layout (None: its default).
+        concurrency: requests in flight per provider (a provider may allow fewer: ``local``
+            runs one at a time).
+        attempts: the most attempts per request (429, 5xx and timeouts are retried).
+        max_usd: stop the run (status ``budget_exhausted``, resumable) once the billed cost
+            reaches this many USD; None: no limit.
+        max_total_tokens: the same for prompt + completion tokens billed.
+        cache: response cache mode, one of ``off``, ``read``, ``write``, ``readwrite``.
+        cache_path: the cache's SQLite file (None: ``reports/cache/responses.sqlite``).
+        pricing: a pricing YAML overriding the built-in table (None: built-in, plus
+            ``$BENCH_HOME/pricing.yaml`` when present).
     """
 
     dataset: str = "ecommerce"
@@ -57,8 +81,27 @@ class RunConfig(BaseModel):
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
     no_call_layout: str | None = None
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=1024)
+    attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=100)
+    max_usd: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    cache: str = "off"
+    cache_path: str | None = None
+    pricing: str | None = None
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_mode(cls, value: str) -> str:
+        if value not in CACHE_MODES:
+            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}")
+        return value
+
+    @field_validator("cache_path", "pricing")
+    @classmethod
+    def _absolute_file(cls, value: str | None) -> str | None:
+        return str(Path(value).resolve()) if value else value
 
     @field_validator("variants", "providers")
     @classmethod
@@ -161,8 +204,35 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def build_row(item: PlanItem, run_id: str, response: Any) -> dict[str, Any]:
-    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics."""
+@dataclass(frozen=True)
+class Outcome:
+    """What executing one plan item produced.
+
+    Attributes:
+        response: the provider's answer (fresh, cached or replayed).
+        attempts: requests sent (0 for a cache hit).
+        cache: ``hit``, ``miss`` (asked the provider, cache on) or None (cache off).
+    """
+
+    response: Any
+    attempts: int
+    cache: str | None
+
+
+def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
+              billed_usd: float | None = None, attempts: int = 1,
+              cache: str | None = None) -> dict[str, Any]:
+    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
+
+    Args:
+        item: the plan item.
+        run_id: the run's id.
+        response: a :class:`~bench.providers.ProviderResponse`.
+        cost_usd: what the request's tokens cost at list price (USD), None without a price.
+        billed_usd: what this run paid for it (0 for cache hits and replays), USD.
+        attempts: requests sent for it (retries included; 0 for a cache hit).
+        cache: ``hit``, ``miss`` or None (cache off).
+    """
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
     return {
         "key": item.key,
@@ -176,11 +246,17 @@ def build_row(item: PlanItem, run_id: str, response: Any) -> dict[str, Any]:
         "tags": item.case.tags,
         "query": item.case.query,
         "expected": item.case.expected.model_dump(),
-        "request": {**response.request, "variant_sha256": item.variant.sha256},
+        "request": {**response.request, "variant_sha256": item.variant.sha256,
+                    "messages_sha256": messages_digest(item.case.messages),
+                    "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
         "response": {"raw": response.raw, "finish_reason": response.finish_reason},
         "parsed": response.parsed.model_dump(),
         "metrics": score.model_dump(),
         "usage": response.usage.model_dump(),
+        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
+        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
+        "attempts": attempts,
+        "cache": cache,
         "tool_definition_tokens": response.tool_definition_tokens,
         "latency_s": round(response.latency_s, 6),
         "finished_at": _now(),
@@ -215,18 +291,40 @@ class Runner:
         self.command = list(command) if command is not None else list(sys.argv)
         self._factory = provider_factory or _default_factory
         self.providers: dict[str, Provider] = {}
+        self.pricing = Pricing(config.pricing)
+        self.cache_path = Path(config.cache_path) if config.cache_path else \
+            runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
+        self.cache: ResponseCache | None = None
+        self.gates: dict[str, ProviderGate] = {}
 
     @classmethod
-    def resume(cls, run_id: str, **kwargs: Any) -> "Runner":
+    def resume(cls, run_id: str, overrides: dict[str, Any] | None = None,
+               **kwargs: Any) -> "Runner":
         """Reopen run ``run_id`` with its stored config; finished rows are kept.
 
+        Args:
+            run_id: the run to finish.
+            overrides: new values for :data:`RESUME_OVERRIDES` settings (e.g. a higher
+                ``max_usd`` after the run stopped with ``budget_exhausted``); None values
+                keep the stored ones.
+
         Raises:
-            BenchError: no such run, or its dataset or variants changed since it started.
+            BenchError: no such run, an override that is not allowed, or its dataset or
+                variants changed since it started.
         """
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
+        changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+        refused = sorted(set(changes) - set(RESUME_OVERRIDES))
+        if refused:
+            raise BenchError(f"cannot change {', '.join(refused)} when resuming '{run_id}' "
+                             "(it would change what the run measures); start a new run")
         try:
-            config = RunConfig.model_validate(manifest["config"])
+            stored_config = manifest["config"]
+            if not isinstance(stored_config, dict):
+                raise BenchError("config must be an object", file=store.manifest_path,
+                                 field="config")
+            config = RunConfig.model_validate({**stored_config, **changes})
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
             raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
@@ -242,6 +340,7 @@ class Runner:
             if stored.get((variant.toolset, variant.name)) != variant.sha256:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
                                  f"'{variant.toolset}' changed since the run started")
+        manifest["config"] = runner.config.model_dump()
         runner._manifest = manifest
         return runner
 
@@ -284,57 +383,262 @@ class Runner:
         """Start every provider of the run (loads models; fails early on missing ones).
 
         Raises:
-            BenchError: a provider cannot start.
+            BenchError: a provider cannot start, or ``--max-usd`` is set and a provider has no
+                price.
         """
         for provider_id in self.config.providers:
             if provider_id not in self.providers:
+                if self.config.max_usd is not None and self._price_id(provider_id) and \
+                        self.pricing.price(provider_id) is None:
+                    raise BenchError(f"--max-usd needs a price for '{provider_id}': add its model "
+                                     "to a pricing file and pass --pricing FILE")
                 provider = self._factory(provider_id, self.config)
                 self.providers[provider_id] = provider
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
                                      label=f"variant '{variant.name}' of '{variant.toolset}'")
 
+    @staticmethod
+    def _price_id(provider_id: str) -> bool:
+        """False for providers that are priced by what they recorded (replay)."""
+        return not provider_id.startswith("replay:")
+
+    def concurrency(self, provider_id: str) -> int:
+        """Requests in flight for a provider: ``--concurrency`` capped by the provider's own
+        ``max_concurrency`` (1 for ``local``, whose model runs one request at a time)."""
+        provider = self.providers.get(provider_id)
+        cap = getattr(provider, "max_concurrency", None)
+        if cap is None and provider_id == "local":
+            cap = 1
+        return max(1, min(self.config.concurrency, cap or self.config.concurrency))
+
+    def _cost(self, item: PlanItem, outcome: Outcome) -> tuple[float | None, float | None]:
+        """(list-price cost, billed cost) of one answer in USD."""
+        response = outcome.response
+        priced_as = response.request.get("replayed_from", item.provider_id) \
+            if item.provider_id.startswith("replay:") else item.provider_id
+        price = self.pricing.price(priced_as, batch=bool(response.request.get("batch")))
+        if price is None:
+            return None, None
+        usage = response.usage
+        cost = price.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+        fresh = outcome.cache != "hit" and not item.provider_id.startswith("replay:")
+        return cost, cost if fresh else 0.0
+
+    def _cache_identity(self, provider: Provider, item: PlanItem) -> dict[str, Any]:
+        """What makes a provider's answer differ besides messages, tools and trial.
+
+        HTTP adapters expose ``build_request`` (the exact JSON body: model, tool_choice,
+        sampling parameters, the dialect's tools) and ``base_url``; other providers are keyed
+        by what they :meth:`~Provider.describe` (model file hash, seed, layout), without
+        machine-specific paths.
+        """
+        build = getattr(provider, "build_request", None)
+        if callable(build):
+            return {"body": build(item.case.messages, item.variant.tools, trial=item.trial),
+                    "base_url": str(getattr(provider, "base_url", "") or "")}
+        described = dict(provider.describe())
+        described.pop("model_path", None)
+        return described
+
+    def execute(self, item: PlanItem) -> Outcome:
+        """Answer one plan item: from the cache when allowed, else from the provider through
+        its gate with retries; store fresh answers in the cache when allowed.
+
+        Raises:
+            ProviderError: a permanent error, or retries exhausted.
+            GateClosed: the run is stopping.
+        """
+        provider = self.providers[item.provider_id]
+        cache = self.cache if not item.provider_id.startswith("replay:") else None
+        key = None
+        if cache is not None:
+            key = request_key(item.provider_id, self._cache_identity(provider, item),
+                              item.case.messages, item.variant.tools, item.trial)
+            hit = cache.get(key)
+            if hit is not None:
+                return Outcome(hit, 0, "hit")
+        response, attempts = call_with_retries(
+            lambda: provider.complete(item.case.messages, item.variant.tools,
+                                      variant_key=item.variant.sha256, trial=item.trial),
+            self.gates[item.provider_id], attempts=self.config.attempts)
+        if cache is not None and key is not None:
+            cache.put(key, response, provider_id=item.provider_id,
+                      base_url=getattr(provider, "base_url", None),
+                      messages=item.case.messages, tools=item.variant.tools, trial=item.trial)
+        return Outcome(response, attempts, "miss" if cache is not None else None)
+
+    def _spent(self) -> tuple[float, int]:
+        """(billed USD, billed prompt + completion tokens) of the rows already written."""
+        planned = {item.key for item in self.plan}
+        usd, tokens, seen = 0.0, 0, set()
+        for row in self.store.rows():
+            if row["key"] in planned and row["key"] not in seen:
+                seen.add(row["key"])
+                usd += row.get("billed_usd") or 0.0
+                if row.get("billed_usd") != 0.0 and row.get("cache") != "hit":
+                    usage = row.get("usage") or {}
+                    tokens += int(usage.get("prompt_tokens", 0)) + \
+                        int(usage.get("completion_tokens", 0))
+        return usd, tokens
+
+    def _budget_left(self, usd: float, tokens: int) -> bool:
+        if self.config.max_usd is not None and usd >= self.config.max_usd:
+            return False
+        if self.config.max_total_tokens is not None and tokens >= self.config.max_total_tokens:
+            return False
+        return True
+
+    def _error(self, item: PlanItem, exc: BaseException) -> BaseException:
+        """The user-facing error for a failed item (names case, variant, provider, trial)."""
+        where = (f"case '{item.case.id}', variant '{item.variant.name}', trial {item.trial}")
+        if isinstance(exc, ReplayMiss):
+            recorded = ", ".join(exc.recorded_providers) or "none"
+            return BenchError(
+                f"{item.provider_id}: no recorded answer for {where} (the source holds answers "
+                f"from: {recorded}); record it with: bench run --provider <provider> "
+                f"--dataset {self.config.dataset} --variants {item.variant.name} "
+                f"--cases {item.case.id} --trials {item.trial + 1} --cache write "
+                f"(or replay a run that has it: replay:<run-id>)")
+        if isinstance(exc, ProviderError):
+            status = f" HTTP {exc.status}" if exc.status else ""
+            request = f" (request id {exc.request_id})" if exc.request_id else ""
+            tried = " after retries" if exc.retryable else ""
+            return BenchError(
+                f"{item.provider_id}: {exc.error_class}{status} error{tried} on {where}: "
+                f"{exc}{request}; finished rows are kept, continue with: "
+                f"bench run --resume {self.store.run_id}")
+        return exc
+
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
 
-        Rows are appended as they finish. On KeyboardInterrupt the manifest is marked
-        ``interrupted`` (every finished row stays) and the interrupt is re-raised.
+        Each provider gets ``concurrency(provider)`` worker threads behind its gate; rows are
+        scored and appended by this thread as answers arrive, in any order (each row carries
+        its own key). The run ends with status ``complete``, ``budget_exhausted`` (a budget
+        was reached: nothing new is sent, requests in flight are finished and kept; resume
+        with a higher budget), ``interrupted`` (KeyboardInterrupt, re-raised) or ``failed``.
+
+        Raises:
+            BenchError: a provider error that retries could not fix, or a replay miss (rows
+                finished before it are kept; the run can be resumed).
         """
         manifest = self._manifest or self._new_manifest()
         todo = self.pending()
         done = len(self.plan) - len(todo)
+        previous_cache = manifest.get("cache") or {}
         if todo:
             self.open_providers()
             manifest["providers"] = [p.describe() for p in self.providers.values()]
-        manifest.update(status="running", rows_done=done, ended_at=None)
+        if self.config.cache != "off":
+            self.cache = ResponseCache(self.cache_path, self.config.cache)  # type: ignore[arg-type]
+        self.gates = {pid: ProviderGate(self.concurrency(pid)) for pid in self.providers}
+        manifest.update(status="running", rows_done=done, ended_at=None,
+                        pricing=self.pricing.describe())
+        manifest.pop("error", None)
         self.store.write_manifest(manifest)
+        spent_usd, spent_tokens = self._spent()
         finished = done
         if progress:
             progress(finished, len(self.plan))
+        queues = {pid: deque(i for i in todo if i.provider_id == pid) for pid in self.providers}
+        pools = {pid: ThreadPoolExecutor(max_workers=self.concurrency(pid),
+                                         thread_name_prefix=f"bench-{i}")
+                 for i, pid in enumerate(self.providers)}
+        outstanding: dict[Future, PlanItem] = {}
+        per_provider = {pid: 0 for pid in self.providers}
+        status, failure = "complete", None
+
+        def dispatch() -> None:
+            nonlocal status
+            for pid, queue in queues.items():
+                # twice the workers queued: workers never idle, memory stays flat
+                while queue and per_provider[pid] < 2 * self.concurrency(pid):
+                    if not self._budget_left(spent_usd, spent_tokens):
+                        status = "budget_exhausted"
+                        return
+                    item = queue.popleft()
+                    outstanding[pools[pid].submit(self.execute, item)] = item
+                    per_provider[pid] += 1
+
+        def stop_everything() -> None:
+            for queue in queues.values():
+                queue.clear()
+            for gate in self.gates.values():
+                gate.close()
+
         try:
-            for item in todo:
-                provider = self.providers[item.provider_id]
-                response = provider.complete(item.case.messages, item.variant.tools,
-                                             variant_key=item.variant.sha256, trial=item.trial)
-                self.store.append(build_row(item, self.store.run_id, response))
-                finished += 1
-                if progress:
-                    progress(finished, len(self.plan))
+            dispatch()
+            while outstanding:
+                try:
+                    finished_now, _ = wait(list(outstanding), return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:
+                    status = "interrupted"
+                    stop_everything()
+                    continue  # collect what is in flight (it is written), then stop
+                for future in finished_now:
+                    item = outstanding.pop(future)
+                    per_provider[item.provider_id] -= 1
+                    try:
+                        outcome = future.result()
+                    except GateClosed:
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - reported after draining
+                        if failure is None:
+                            failure = self._error(item, exc)
+                            status = "failed"
+                            stop_everything()
+                        continue
+                    cost, billed = self._cost(item, outcome)
+                    self.store.append(build_row(item, self.store.run_id, outcome.response,
+                                                cost_usd=cost, billed_usd=billed,
+                                                attempts=outcome.attempts, cache=outcome.cache))
+                    if billed:
+                        spent_usd += billed
+                    if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
+                        usage = outcome.response.usage
+                        spent_tokens += usage.prompt_tokens + usage.completion_tokens
+                    finished += 1
+                    if progress:
+                        progress(finished, len(self.plan))
+                if status == "complete":
+                    dispatch()
         except KeyboardInterrupt:
-            manifest.update(status="interrupted", rows_done=finished, ended_at=_now())
-            self.store.write_manifest(manifest)
+            status = "interrupted"
             raise
         except BaseException as exc:
-            manifest.update(status="failed", rows_done=finished, ended_at=_now(),
-                            error=f"{type(exc).__name__}: {exc}")
-            self.store.write_manifest(manifest)
+            status = "failed"
+            manifest["error"] = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            stop_everything()
+            for pool in pools.values():
+                pool.shutdown(wait=True, cancel_futures=True)
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()
-        manifest.update(status="complete", rows_done=finished, ended_at=_now())
-        self.store.write_manifest(manifest)
+            if failure is not None:
+                status = "failed"
+                manifest["error"] = str(failure)
+            manifest.update(status=status, rows_done=finished, ended_at=_now(),
+                            spent={"billed_usd": round(spent_usd, 6),
+                                   "billed_tokens": spent_tokens},
+                            budget={"max_usd": self.config.max_usd,
+                                    "max_total_tokens": self.config.max_total_tokens},
+                            rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
+            if self.cache is not None or previous_cache:
+                now = self.cache.stats() if self.cache is not None else {}
+                manifest["cache"] = {
+                    **previous_cache, **now,
+                    **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
+                       for k in ("hits", "misses", "writes")}}
+            if self.cache is not None:
+                self.cache.close()
+            self.store.write_manifest(manifest)
+        if failure is not None:
+            raise failure
+        if status == "interrupted":
+            raise KeyboardInterrupt
         return manifest
 
 

@@ -25,7 +25,10 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
         from bench.providers.local import LocalProvider
         return LocalProvider(**options)
     kind = provider_id.split(":", 1)[0]
-    if kind in ("openai", "anthropic", "gemini", "openai-compat", "replay"):
+    if kind == "replay":
+        from bench.providers.replay import ReplayProvider
+        return ReplayProvider(provider_id)
+    if kind in ("openai", "anthropic", "gemini", "openai-compat"):
         raise BenchError(f"provider '{provider_id}': the {kind} adapter is not built yet; "
                          "only 'local' is available in this version")
     raise BenchError(f"unknown provider '{provider_id}' (use local, openai:<model>, "

@@ -29,7 +29,7 @@ def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     Columns: ``case_id, toolset, variant, provider, trial, lang`` (str/int), one column per
     metric of :data:`RATE_METRICS` (object: True/False/None), ``prompt_tokens``,
     ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens`` (int, tokens),
-    ``latency_s`` (float, seconds).
+    ``latency_s`` (float, seconds), ``cost_usd`` (float USD at list price; NaN without a price).
     """
     records = []
     seen: set[str] = set()
@@ -44,6 +44,7 @@ def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         record.update({f"{k}": v for k, v in row["usage"].items()})
         record["tool_definition_tokens"] = row.get("tool_definition_tokens")
         record["latency_s"] = row["latency_s"]
+        record["cost_usd"] = row.get("cost_usd")
         records.append(record)
     return pd.DataFrame.from_records(records)
 
@@ -59,8 +60,9 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     Columns: ``provider, variant, cases`` then for each metric prefix ``<p>_k, <p>_n, <p>_rate,
     <p>_low, <p>_high`` (fractions), then ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
-    (seconds) and ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache).
+    (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
+    it fills the prefix cache), ``cost_usd`` (USD at list price, summed over the group's rows;
+    NaN when a row has no price) and ``cost_per_case_usd`` (that sum / rows).
     """
     out = []
     for (provider, variant), group in frame.groupby(["provider", "variant"], sort=False):
@@ -78,6 +80,9 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record["p50_latency_s"] = float(group["latency_s"].median())
         warm = group["latency_s"].iloc[1:] if len(group) > 1 else group["latency_s"]
         record["cases_per_s"] = float(1.0 / warm.mean()) if warm.mean() > 0 else float("nan")
+        costs = pd.to_numeric(group["cost_usd"], errors="coerce")
+        record["cost_usd"] = float(costs.sum()) if costs.notna().all() else float("nan")
+        record["cost_per_case_usd"] = record["cost_usd"] / len(group)
         out.append(record)
     summary = pd.DataFrame.from_records(out)
     if variant_order and not summary.empty:
