@@ -71,6 +71,20 @@ def run(
     no_call_layout: Annotated[Optional[str], typer.Option(
         help="Local provider: how 'no tool fits' is offered (see benchmarks/no_call_layout.py)."
     )] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help=(
+        "Local model CPU threads (default $BENCH_THREADS, else min(4, cores)).")
+    )] = None,
+    tool_choice: Annotated[str, typer.Option(
+        help="HTTP providers: auto, required, none, or a tool name.")] = "auto",
+    parallel_tool_calls: Annotated[Optional[bool], typer.Option(
+        "--parallel-tool-calls/--no-parallel-tool-calls",
+        help="HTTP providers: allow several calls per answer (default: provider's).")] = None,
+    openai_strict: Annotated[bool, typer.Option(
+        help="OpenAI strict mode: schemas rewritten, every change logged.")] = False,
+    stream: Annotated[bool, typer.Option(help="HTTP providers: stream answers (SSE).")]
+    = False,
+    request_timeout: Annotated[float, typer.Option(min=0.001, help="HTTP timeout, seconds.")]
+    = 60.0,
     run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
     resume: Annotated[Optional[str], typer.Option(
         help="Finish an interrupted run; its stored settings are used.")] = None,
@@ -105,6 +119,10 @@ def run(
                            providers=_split(provider) or ["local"], trials=trials, limit=limit,
                            case_ids=_split(cases) or None, model_path=model_path, seed=seed,
                            max_tokens=max_tokens, no_call_layout=no_call_layout,
+                           threads=threads, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, openai_strict=openai_strict,
+                           stream=stream, request_timeout_s=request_timeout,
+
                            **{k: v for k, v in throughput.items() if v is not None})
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():
@@ -112,6 +130,10 @@ def run(
     run_name = runner.store.run_id
     if runner.pending():
         runner.open_providers()  # fail on a missing model before any output
+        for skipped, reason in runner.skipped.items():
+            err.print(f"provider {skipped} skipped: {reason}")
+        if not runner.providers:
+            raise BenchError("every provider was skipped; nothing to run")
     err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
               f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
               f"-> {runner.store.dir}")

@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -26,10 +27,12 @@ from bench.descriptions import DEFAULT_VARIANTS, Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
-from bench.providers import Provider, make_provider
+from bench.parse import ParsedAnswer
+from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
+                             make_provider)
 from bench.providers.cache import (CACHE_MODES, ResponseCache, messages_digest, request_key,
                                    tools_digest)
-from bench.providers.errors import ProviderError
+from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import DEFAULT_ATTEMPTS, GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
@@ -59,6 +62,12 @@ class RunConfig(BaseModel):
         seed: base sampling seed.
         max_tokens: completion cap in tokens.
         no_call_layout: the local provider's "no tool fits" layout (None: its default).
+        threads: CPU threads of the local model (None: ``$BENCH_THREADS`` or min(4, cores)).
+        tool_choice: HTTP providers: ``auto``, ``required``, ``none`` or a tool name.
+        parallel_tool_calls: HTTP providers: allow several calls per answer (None: default).
+        openai_strict: OpenAI strict mode for tool schemas.
+        stream: HTTP providers: receive answers as server-sent events.
+        request_timeout_s: HTTP providers: per-request timeout in seconds.
         concurrency: requests in flight per provider (a provider may allow fewer: ``local``
             runs one at a time).
         attempts: the most attempts per request (429, 5xx and timeouts are retried).
@@ -81,6 +90,13 @@ class RunConfig(BaseModel):
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
     no_call_layout: str | None = None
+    # provider settings (bench.providers; issue 5)
+    threads: int | None = Field(default=None, ge=1)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None
+    openai_strict: bool = False
+    stream: bool = False
+    request_timeout_s: float = Field(default=60.0, gt=0)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=1024)
     attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=100)
     max_usd: float | None = Field(default=None, gt=0)
@@ -249,7 +265,8 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         "request": {**response.request, "variant_sha256": item.variant.sha256,
                     "messages_sha256": messages_digest(item.case.messages),
                     "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
-        "response": {"raw": response.raw, "finish_reason": response.finish_reason},
+        "response": {"raw": response.raw, "finish_reason": response.finish_reason,
+                     "request_id": getattr(response, "request_id", None)},
         "parsed": response.parsed.model_dump(),
         "metrics": score.model_dump(),
         "usage": response.usage.model_dump(),
@@ -291,6 +308,7 @@ class Runner:
         self.command = list(command) if command is not None else list(sys.argv)
         self._factory = provider_factory or _default_factory
         self.providers: dict[str, Provider] = {}
+        self.skipped: dict[str, str] = {}  # provider id -> why it cannot run (no key...)
         self.pricing = Pricing(config.pricing)
         self.cache_path = Path(config.cache_path) if config.cache_path else \
             runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
@@ -382,17 +400,24 @@ class Runner:
     def open_providers(self) -> None:
         """Start every provider of the run (loads models; fails early on missing ones).
 
+        A provider that raises :class:`ProviderUnavailable` (no API key, optional SDK missing)
+        is recorded in :attr:`skipped` with its reason; the others run.
+
         Raises:
-            BenchError: a provider cannot start, or ``--max-usd`` is set and a provider has no
-                price.
+            BenchError: a provider cannot start for another reason, or ``--max-usd`` is set
+                and a provider has no price.
         """
         for provider_id in self.config.providers:
-            if provider_id not in self.providers:
+            if provider_id not in self.providers and provider_id not in self.skipped:
                 if self.config.max_usd is not None and self._price_id(provider_id) and \
                         self.pricing.price(provider_id) is None:
                     raise BenchError(f"--max-usd needs a price for '{provider_id}': add its model "
                                      "to a pricing file and pass --pricing FILE")
-                provider = self._factory(provider_id, self.config)
+                try:
+                    provider = self._factory(provider_id, self.config)
+                except ProviderUnavailable as exc:
+                    self.skipped[provider_id] = exc.reason
+                    continue
                 self.providers[provider_id] = provider
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
@@ -425,46 +450,80 @@ class Runner:
         fresh = outcome.cache != "hit" and not item.provider_id.startswith("replay:")
         return cost, cost if fresh else 0.0
 
-    def _cache_identity(self, provider: Provider, item: PlanItem) -> dict[str, Any]:
+    def _cache_identity(self, provider: Provider, item: PlanItem,
+                        body: dict[str, Any] | None) -> dict[str, Any]:
         """What makes a provider's answer differ besides messages, tools and trial.
 
-        HTTP adapters expose ``build_request`` (the exact JSON body: model, tool_choice,
-        sampling parameters, the dialect's tools) and ``base_url``; other providers are keyed
-        by what they :meth:`~Provider.describe` (model file hash, seed, layout), without
-        machine-specific paths.
+        HTTP adapters are keyed by the exact JSON body (model, tool_choice, sampling
+        parameters, the dialect's tools) and base URL; other providers by what they
+        :meth:`~Provider.describe` (model file hash, seed, layout), without machine paths.
         """
-        build = getattr(provider, "build_request", None)
-        if callable(build):
-            return {"body": build(item.case.messages, item.variant.tools, trial=item.trial),
-                    "base_url": str(getattr(provider, "base_url", "") or "")}
+        if body is not None:
+            return {"body": body, "base_url": str(getattr(provider, "options", None)
+                                                  and provider.options.base_url or "")}
         described = dict(provider.describe())
-        described.pop("model_path", None)
+        for machine_specific in ("model_path", "threads"):
+            described.pop(machine_specific, None)
         return described
+
+    def _ask(self, provider: Provider, item: PlanItem,
+             body: dict[str, Any] | None) -> ProviderResponse:
+        """One request: HTTP adapters get ``send(body)`` + ``parse_body`` (so the body built
+        for the cache key is built once, and the gate sees the response headers); other
+        providers get ``complete``."""
+        if body is None:
+            return provider.complete(item.case.messages, item.variant.tools,
+                                     variant_key=item.variant.sha256, trial=item.trial)
+        assert isinstance(provider, HTTPProvider)
+        started = time.perf_counter()
+        answer, headers = provider.send(body)
+        latency = time.perf_counter() - started
+        self.gates[item.provider_id].observe(headers)
+        response = provider.parse_body(answer, latency_s=latency, request=body)
+        response.request_id = request_id_from(headers) or response.request_id
+        return response
 
     def execute(self, item: PlanItem) -> Outcome:
         """Answer one plan item: from the cache when allowed, else from the provider through
         its gate with retries; store fresh answers in the cache when allowed.
 
+        A ``validation`` error (the provider rejects this one request, e.g. HTTP 400 for a
+        prompt over the context window) becomes this item's answer: an invalid answer naming
+        the error, as the local provider does for a context overflow.
+
         Raises:
-            ProviderError: a permanent error, or retries exhausted.
+            ProviderError: a permanent error (401/403/404...), or retries exhausted.
             GateClosed: the run is stopping.
         """
         provider = self.providers[item.provider_id]
         cache = self.cache if not item.provider_id.startswith("replay:") else None
-        key = None
-        if cache is not None:
-            key = request_key(item.provider_id, self._cache_identity(provider, item),
-                              item.case.messages, item.variant.tools, item.trial)
-            hit = cache.get(key)
-            if hit is not None:
-                return Outcome(hit, 0, "hit")
-        response, attempts = call_with_retries(
-            lambda: provider.complete(item.case.messages, item.variant.tools,
-                                      variant_key=item.variant.sha256, trial=item.trial),
-            self.gates[item.provider_id], attempts=self.config.attempts)
+        body = None
+        try:
+            if isinstance(provider, HTTPProvider):
+                body = provider.build_request(item.case.messages, item.variant.tools,
+                                              trial=item.trial)
+            key = None
+            if cache is not None:
+                key = request_key(item.provider_id, self._cache_identity(provider, item, body),
+                                  item.case.messages, item.variant.tools, item.trial)
+                hit = cache.get(key)
+                if hit is not None:
+                    return Outcome(hit, 0, "hit")
+            response, attempts = call_with_retries(lambda: self._ask(provider, item, body),
+                                                   self.gates[item.provider_id],
+                                                   attempts=self.config.attempts)
+        except ProviderError as exc:
+            if exc.error_class != "validation":
+                raise
+            error = ProviderResponse(raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"),
+                                     finish_reason="error", latency_s=0.0,
+                                     request={"error_class": exc.error_class,
+                                              "status": exc.status},
+                                     request_id=exc.request_id)
+            return Outcome(error, 1, None)
         if cache is not None and key is not None:
             cache.put(key, response, provider_id=item.provider_id,
-                      base_url=getattr(provider, "base_url", None),
+                      base_url=body and getattr(provider, "options").base_url,
                       messages=item.case.messages, tools=item.variant.tools, trial=item.trial)
         return Outcome(response, attempts, "miss" if cache is not None else None)
 
@@ -530,6 +589,9 @@ class Runner:
         if todo:
             self.open_providers()
             manifest["providers"] = [p.describe() for p in self.providers.values()]
+            manifest["providers_skipped"] = [{"provider": k, "reason": v}
+                                             for k, v in self.skipped.items()]
+            todo = [item for item in todo if item.provider_id not in self.skipped]
         if self.config.cache != "off":
             self.cache = ResponseCache(self.cache_path, self.config.cache)  # type: ignore[arg-type]
         self.gates = {pid: ProviderGate(self.concurrency(pid)) for pid in self.providers}
@@ -620,6 +682,8 @@ class Runner:
             if failure is not None:
                 status = "failed"
                 manifest["error"] = str(failure)
+            if status == "complete" and self.skipped:
+                status = "partial"  # a skipped provider's rows are missing; --resume runs them
             manifest.update(status=status, rows_done=finished, ended_at=_now(),
                             spent={"billed_usd": round(spent_usd, 6),
                                    "billed_tokens": spent_tokens},
@@ -646,9 +710,15 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
     options: dict[str, Any] = {}
     if provider_id == "local":
         options = {"model_path": config.model_path, "seed": config.seed,
-                   "max_tokens": config.max_tokens}
+                   "max_tokens": config.max_tokens, "threads": config.threads}
         if config.no_call_layout:
             options["no_call_layout"] = config.no_call_layout
+    else:
+        options = {"seed": config.seed, "max_tokens": config.max_tokens,
+                   "tool_choice": config.tool_choice,
+                   "parallel_tool_calls": config.parallel_tool_calls,
+                   "strict": config.openai_strict, "stream": config.stream,
+                   "timeout_s": config.request_timeout_s}
     return make_provider(provider_id, **options)
 
 

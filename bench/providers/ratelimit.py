@@ -15,12 +15,12 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from tenacity import (RetryCallState, Retrying, retry_if_exception, stop_after_attempt,
                       wait_random_exponential)
 
-from bench.providers.errors import ProviderError
+from bench.providers.errors import ProviderError, rate_limit_reset_s
 
 T = TypeVar("T")
 DEFAULT_ATTEMPTS = 6
@@ -125,6 +125,21 @@ class ProviderGate:
                 self.paused_until = until
             self._cond.notify_all()
             return pause
+
+    def observe(self, headers: Any) -> float | None:
+        """Read a successful response's rate-limit headers: when a window is exhausted
+        (``remaining`` 0), pause new requests until it resets; return the pause (s) or None.
+        """
+        wait = rate_limit_reset_s(headers)
+        if not wait:
+            return None
+        wait = min(wait, PAUSE_MAX_S)
+        with self._cond:
+            until = self._clock() + wait
+            if until > self.paused_until:
+                self.stats.paused_s += until - max(self._clock(), self.paused_until)
+                self.paused_until = until
+        return wait
 
     def close(self) -> None:
         """Wake every waiting worker with :class:`GateClosed` (the run is stopping)."""
