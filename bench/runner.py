@@ -280,6 +280,31 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
     }
 
 
+@dataclass
+class Spend:
+    """What a run has been billed: USD, prompt + completion tokens, and requests."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    requests: int = 0
+
+    def add(self, usd: float, tokens: int) -> None:
+        """Count one billed request."""
+        self.usd += usd
+        self.tokens += tokens
+        self.requests += 1
+
+    @property
+    def mean_usd(self) -> float:
+        """Mean USD per billed request (0 before the first)."""
+        return self.usd / self.requests if self.requests else 0.0
+
+    @property
+    def mean_tokens(self) -> float:
+        """Mean tokens per billed request (0 before the first)."""
+        return self.tokens / self.requests if self.requests else 0.0
+
+
 ProgressHook = Callable[[int, int], None]
 
 
@@ -527,26 +552,38 @@ class Runner:
                       messages=item.case.messages, tools=item.variant.tools, trial=item.trial)
         return Outcome(response, attempts, "miss" if cache is not None else None)
 
-    def _spent(self) -> tuple[float, int]:
-        """(billed USD, billed prompt + completion tokens) of the rows already written."""
+    def _spent(self) -> Spend:
+        """What the rows already written were billed (a resumed run keeps its spend)."""
         planned = {item.key for item in self.plan}
-        usd, tokens, seen = 0.0, 0, set()
+        spend, seen = Spend(), set()
         for row in self.store.rows():
             if row["key"] in planned and row["key"] not in seen:
                 seen.add(row["key"])
-                usd += row.get("billed_usd") or 0.0
                 if row.get("billed_usd") != 0.0 and row.get("cache") != "hit":
                     usage = row.get("usage") or {}
-                    tokens += int(usage.get("prompt_tokens", 0)) + \
-                        int(usage.get("completion_tokens", 0))
-        return usd, tokens
+                    spend.add(row.get("billed_usd") or 0.0,
+                              int(usage.get("prompt_tokens", 0))
+                              + int(usage.get("completion_tokens", 0)))
+        return spend
 
-    def _budget_left(self, usd: float, tokens: int) -> bool:
-        if self.config.max_usd is not None and usd >= self.config.max_usd:
-            return False
-        if self.config.max_total_tokens is not None and tokens >= self.config.max_total_tokens:
-            return False
-        return True
+    def _budget(self, spend: Spend, in_flight: int) -> str:
+        """``send``, ``wait`` or ``stop``: may one more request start now?
+
+        ``stop`` once a limit is reached. ``wait`` while the requests in flight, at the mean
+        cost so far, would reach it with one more (so concurrency overshoots by at most the
+        requests already in flight when the last estimate was wrong).
+        """
+        decision = "send"
+        for limit, used, mean in ((self.config.max_usd, spend.usd, spend.mean_usd),
+                                  (self.config.max_total_tokens, spend.tokens,
+                                   spend.mean_tokens)):
+            if limit is None:
+                continue
+            if used >= limit:
+                return "stop"
+            if in_flight and used + (in_flight + 1) * mean > limit:
+                decision = "wait"
+        return decision
 
     def _error(self, item: PlanItem, exc: BaseException) -> BaseException:
         """The user-facing error for a failed item (names case, variant, provider, trial)."""
@@ -599,7 +636,7 @@ class Runner:
                         pricing=self.pricing.describe())
         manifest.pop("error", None)
         self.store.write_manifest(manifest)
-        spent_usd, spent_tokens = self._spent()
+        spend = self._spent()
         finished = done
         if progress:
             progress(finished, len(self.plan))
@@ -616,7 +653,10 @@ class Runner:
             for pid, queue in queues.items():
                 # twice the workers queued: workers never idle, memory stays flat
                 while queue and per_provider[pid] < 2 * self.concurrency(pid):
-                    if not self._budget_left(spent_usd, spent_tokens):
+                    decision = self._budget(spend, len(outstanding))
+                    if decision == "wait":
+                        return
+                    if decision == "stop":
                         status = "budget_exhausted"
                         return
                     item = queue.popleft()
@@ -655,11 +695,9 @@ class Runner:
                     self.store.append(build_row(item, self.store.run_id, outcome.response,
                                                 cost_usd=cost, billed_usd=billed,
                                                 attempts=outcome.attempts, cache=outcome.cache))
-                    if billed:
-                        spent_usd += billed
                     if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
                         usage = outcome.response.usage
-                        spent_tokens += usage.prompt_tokens + usage.completion_tokens
+                        spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
                     finished += 1
                     if progress:
                         progress(finished, len(self.plan))
@@ -685,8 +723,9 @@ class Runner:
             if status == "complete" and self.skipped:
                 status = "partial"  # a skipped provider's rows are missing; --resume runs them
             manifest.update(status=status, rows_done=finished, ended_at=_now(),
-                            spent={"billed_usd": round(spent_usd, 6),
-                                   "billed_tokens": spent_tokens},
+                            spent={"billed_usd": round(spend.usd, 6),
+                                   "billed_tokens": spend.tokens,
+                                   "billed_requests": spend.requests},
                             budget={"max_usd": self.config.max_usd,
                                     "max_total_tokens": self.config.max_total_tokens},
                             rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
