@@ -645,6 +645,7 @@ class Runner:
                                          thread_name_prefix=f"bench-{i}")
                  for i, pid in enumerate(self.providers)}
         outstanding: dict[Future, PlanItem] = {}
+        rows = self.store.writer()
         per_provider = {pid: 0 for pid in self.providers}
         status, failure = "complete", None
 
@@ -692,9 +693,9 @@ class Runner:
                             stop_everything()
                         continue
                     cost, billed = self._cost(item, outcome)
-                    self.store.append(build_row(item, self.store.run_id, outcome.response,
-                                                cost_usd=cost, billed_usd=billed,
-                                                attempts=outcome.attempts, cache=outcome.cache))
+                    rows.append(build_row(item, self.store.run_id, outcome.response,
+                                          cost_usd=cost, billed_usd=billed,
+                                          attempts=outcome.attempts, cache=outcome.cache))
                     if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
                         usage = outcome.response.usage
                         spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
@@ -714,6 +715,7 @@ class Runner:
             stop_everything()
             for pool in pools.values():
                 pool.shutdown(wait=True, cancel_futures=True)
+            rows.close()
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()
