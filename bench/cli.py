@@ -102,13 +102,18 @@ def run(
         help="Pricing YAML overriding bench/data/pricing.yaml.")] = None,
     attempts: Annotated[Optional[int], typer.Option(
         min=1, help="Most attempts per request (429/5xx/timeouts retried; default 6).")] = None,
+    batch: Annotated[Optional[bool], typer.Option(
+        "--batch/--no-batch", help="OpenAI/Anthropic via their batch APIs (resumable).")] = None,
+    batch_poll_s: Annotated[Optional[float], typer.Option(
+        min=0.0, help="Seconds between batch status polls (default 30).")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
 
     throughput = {"concurrency": concurrency, "max_usd": max_usd, "cache": cache,
                   "max_total_tokens": max_total_tokens, "cache_path": cache_path,
-                  "pricing": pricing, "attempts": attempts}
+                  "pricing": pricing, "attempts": attempts, "batch": batch,
+                  "batch_poll_s": batch_poll_s}
     if cache is not None and cache not in ("off", "read", "write", "readwrite"):
         raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
     if resume:

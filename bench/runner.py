@@ -30,6 +30,8 @@ from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.parse import ParsedAnswer
 from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
                              make_provider)
+from bench.providers.batch import CHUNK as BATCH_CHUNK
+from bench.providers.batch import BatchLedger, batch_kind, custom_id, poll, results, submit
 from bench.providers.cache import (CACHE_MODES, ResponseCache, messages_digest, request_key,
                                    tools_digest)
 from bench.providers.errors import ProviderError, request_id_from
@@ -45,7 +47,7 @@ DEFAULT_CONCURRENCY = 4
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).
 RESUME_OVERRIDES = ("concurrency", "max_usd", "max_total_tokens", "cache", "cache_path",
-                    "pricing", "attempts")
+                    "pricing", "attempts", "batch", "batch_poll_s")
 
 
 class RunConfig(BaseModel):
@@ -78,6 +80,9 @@ class RunConfig(BaseModel):
         cache_path: the cache's SQLite file (None: ``reports/cache/responses.sqlite``).
         pricing: a pricing YAML overriding the built-in table (None: built-in, plus
             ``$BENCH_HOME/pricing.yaml`` when present).
+        batch: send OpenAI and Anthropic requests through their batch APIs (half price,
+            answers within 24 h); other providers run interactively.
+        batch_poll_s: seconds between batch status polls.
     """
 
     dataset: str = "ecommerce"
@@ -104,6 +109,8 @@ class RunConfig(BaseModel):
     cache: str = "off"
     cache_path: str | None = None
     pricing: str | None = None
+    batch: bool = False
+    batch_poll_s: float = Field(default=30.0, ge=0)
 
     model_config = ConfigDict(extra="forbid")
 
@@ -339,6 +346,8 @@ class Runner:
             runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
         self.cache: ResponseCache | None = None
         self.gates: dict[str, ProviderGate] = {}
+        self.batch_errors: list[dict[str, Any]] = []
+        self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
 
     @classmethod
     def resume(cls, run_id: str, overrides: dict[str, Any] | None = None,
@@ -508,6 +517,39 @@ class Runner:
         response.request_id = request_id_from(headers) or response.request_id
         return response
 
+    def _cache_key(self, provider: Provider, item: PlanItem,
+                   body: dict[str, Any] | None) -> str | None:
+        """The item's cache key, or None when the cache is off or the provider is replay."""
+        if self.cache is None or item.provider_id.startswith("replay:"):
+            return None
+        return request_key(item.provider_id, self._cache_identity(provider, item, body),
+                           item.case.messages, item.variant.tools, item.trial)
+
+    def _cache_lookup(self, provider: Provider, item: PlanItem,
+                      body: dict[str, Any] | None) -> ProviderResponse | None:
+        """The cached answer (counts a hit or a miss), or None."""
+        key = self._cache_key(provider, item, body)
+        return self.cache.get(key) if key is not None and self.cache is not None else None
+
+    def _cache_store(self, provider: Provider, item: PlanItem, body: dict[str, Any] | None,
+                     response: ProviderResponse) -> None:
+        """Store a fresh answer when the cache writes."""
+        key = self._cache_key(provider, item, body)
+        if key is not None and self.cache is not None:
+            options = getattr(provider, "options", None)
+            self.cache.put(key, response, provider_id=item.provider_id,
+                           base_url=getattr(options, "base_url", None),
+                           messages=item.case.messages, tools=item.variant.tools,
+                           trial=item.trial)
+
+    @staticmethod
+    def _invalid(exc: ProviderError) -> Outcome:
+        """A ``validation`` error as the item's answer: invalid, naming the error."""
+        return Outcome(ProviderResponse(
+            raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"), finish_reason="error",
+            latency_s=0.0, request={"error_class": exc.error_class, "status": exc.status},
+            request_id=exc.request_id), 1, None)
+
     def execute(self, item: PlanItem) -> Outcome:
         """Answer one plan item: from the cache when allowed, else from the provider through
         its gate with retries; store fresh answers in the cache when allowed.
@@ -521,36 +563,24 @@ class Runner:
             GateClosed: the run is stopping.
         """
         provider = self.providers[item.provider_id]
-        cache = self.cache if not item.provider_id.startswith("replay:") else None
         body = None
         try:
             if isinstance(provider, HTTPProvider):
                 body = provider.build_request(item.case.messages, item.variant.tools,
                                               trial=item.trial)
-            key = None
-            if cache is not None:
-                key = request_key(item.provider_id, self._cache_identity(provider, item, body),
-                                  item.case.messages, item.variant.tools, item.trial)
-                hit = cache.get(key)
-                if hit is not None:
-                    return Outcome(hit, 0, "hit")
+            hit = self._cache_lookup(provider, item, body)
+            if hit is not None:
+                return Outcome(hit, 0, "hit")
             response, attempts = call_with_retries(lambda: self._ask(provider, item, body),
                                                    self.gates[item.provider_id],
                                                    attempts=self.config.attempts)
         except ProviderError as exc:
             if exc.error_class != "validation":
                 raise
-            error = ProviderResponse(raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"),
-                                     finish_reason="error", latency_s=0.0,
-                                     request={"error_class": exc.error_class,
-                                              "status": exc.status},
-                                     request_id=exc.request_id)
-            return Outcome(error, 1, None)
-        if cache is not None and key is not None:
-            cache.put(key, response, provider_id=item.provider_id,
-                      base_url=body and getattr(provider, "options").base_url,
-                      messages=item.case.messages, tools=item.variant.tools, trial=item.trial)
-        return Outcome(response, attempts, "miss" if cache is not None else None)
+            return self._invalid(exc)
+        self._cache_store(provider, item, body, response)
+        caching = self.cache is not None and not item.provider_id.startswith("replay:")
+        return Outcome(response, attempts, "miss" if caching else None)
 
     def _spent(self) -> Spend:
         """What the rows already written were billed (a resumed run keeps its spend)."""
@@ -606,6 +636,93 @@ class Runner:
                 f"bench run --resume {self.store.run_id}")
         return exc
 
+    def _run_batches(self, todo: list[PlanItem], record: Callable[[PlanItem, Outcome], None],
+                     spend: Spend) -> tuple[list[PlanItem], str | None]:
+        """Batch mode: answer the items of batch-capable providers through their batch APIs.
+
+        Collects batches recorded by an earlier, interrupted session first (never submits an
+        item twice), then submits the remaining items in chunks of :data:`batch.CHUNK`
+        (cache hits and requests that cannot be built are recorded directly), saves each batch
+        id before polling, polls every ``batch_poll_s`` seconds and records every answer.
+        Requests a batch reports as failed stay pending (listed in ``self.batch_errors``);
+        resuming submits them again.
+
+        Returns:
+            (the items left for the interactive path, ``"budget_exhausted"`` or None).
+
+        Raises:
+            ProviderError: a submit, poll or download request failed (the batch ids are
+                saved: resuming picks them up).
+        """
+        ledger = BatchLedger(self.store.dir)
+        by_key = {item.key: item for item in todo}
+        in_batch = {entry["key"] for job in ledger.open_jobs()
+                    for entry in job.requests.values()}
+        left, status = [], None
+        for provider_id, provider in self.providers.items():
+            kind = batch_kind(provider)
+            mine = [i for i in todo if i.provider_id == provider_id]
+            if kind is None:
+                left += mine
+                continue
+            assert isinstance(provider, HTTPProvider)
+            chunk: dict[str, dict[str, Any]] = {}
+            for item in [i for i in mine if i.key not in in_batch] + [None]:
+                if item is not None:
+                    body = None
+                    try:
+                        body = provider.build_request(item.case.messages, item.variant.tools,
+                                                      trial=item.trial)
+                        hit = self._cache_lookup(provider, item, body)
+                    except ProviderError as exc:
+                        record(item, self._invalid(exc))
+                        continue
+                    if hit is not None:
+                        record(item, Outcome(hit, 0, "hit"))
+                        continue
+                    chunk[custom_id(item.key)] = {"key": item.key, "body": body}
+                if chunk and (item is None or len(chunk) >= BATCH_CHUNK):
+                    if self._budget(spend, 0) == "stop":
+                        status = "budget_exhausted"
+                        break
+                    ledger.jobs.append(submit(provider, kind, chunk))
+                    ledger.save()  # before polling: a crash from here on is resumable
+                    if self.config.max_usd or self.config.max_total_tokens:
+                        self._collect(ledger, by_key, record)  # budgets see each chunk's cost
+                    chunk = {}
+        self._collect(ledger, by_key, record)
+        return left, status
+
+    def _collect(self, ledger: BatchLedger, by_key: dict[str, PlanItem],
+                 record: Callable[[PlanItem, Outcome], None]) -> None:
+        """Poll every open batch until it ends, then record its answers."""
+        while True:
+            pending = [job for job in ledger.open_jobs() if job.provider in self.providers]
+            if not pending:
+                return
+            for job in pending:
+                provider = self.providers[job.provider]
+                assert isinstance(provider, HTTPProvider)
+                if not poll(provider, job):
+                    continue
+                for cid, body, error in results(provider, job):
+                    entry = job.requests.get(cid)
+                    item = by_key.pop(entry["key"], None) if entry else None
+                    if item is None:
+                        continue  # unknown id, or a row already written
+                    if body is None:
+                        self.batch_errors.append({"key": item.key, "batch": job.batch_id,
+                                                  "error": error})
+                        continue
+                    response = provider.parse_body(body, latency_s=0.0, request=entry["body"])
+                    response.request["batch"] = job.batch_id
+                    self._cache_store(provider, item, entry["body"], response)
+                    record(item, Outcome(response, 1, "miss" if self.cache else None))
+                job.status = "collected"
+                ledger.save()
+            if any(job.status != "collected" for job in pending):
+                self._sleep(self.config.batch_poll_s)
+
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
 
@@ -640,7 +757,7 @@ class Runner:
         finished = done
         if progress:
             progress(finished, len(self.plan))
-        queues = {pid: deque(i for i in todo if i.provider_id == pid) for pid in self.providers}
+        queues: dict[str, deque[PlanItem]] = {}
         pools = {pid: ThreadPoolExecutor(max_workers=self.concurrency(pid),
                                          thread_name_prefix=f"bench-{i}")
                  for i, pid in enumerate(self.providers)}
@@ -648,6 +765,19 @@ class Runner:
         rows = self.store.writer()
         per_provider = {pid: 0 for pid in self.providers}
         status, failure = "complete", None
+
+        def record(item: PlanItem, outcome: Outcome) -> None:
+            nonlocal finished
+            cost, billed = self._cost(item, outcome)
+            rows.append(build_row(item, self.store.run_id, outcome.response,
+                                  cost_usd=cost, billed_usd=billed,
+                                  attempts=outcome.attempts, cache=outcome.cache))
+            if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
+                usage = outcome.response.usage
+                spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
+            finished += 1
+            if progress:
+                progress(finished, len(self.plan))
 
         def dispatch() -> None:
             nonlocal status
@@ -671,7 +801,13 @@ class Runner:
                 gate.close()
 
         try:
-            dispatch()
+            if self.config.batch:
+                todo, batch_status = self._run_batches(todo, record, spend)
+                status = batch_status or status
+            queues.update({pid: deque(i for i in todo if i.provider_id == pid)
+                           for pid in self.providers})
+            if status == "complete":
+                dispatch()
             while outstanding:
                 try:
                     finished_now, _ = wait(list(outstanding), return_when=FIRST_COMPLETED)
@@ -692,18 +828,15 @@ class Runner:
                             status = "failed"
                             stop_everything()
                         continue
-                    cost, billed = self._cost(item, outcome)
-                    rows.append(build_row(item, self.store.run_id, outcome.response,
-                                          cost_usd=cost, billed_usd=billed,
-                                          attempts=outcome.attempts, cache=outcome.cache))
-                    if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
-                        usage = outcome.response.usage
-                        spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
-                    finished += 1
-                    if progress:
-                        progress(finished, len(self.plan))
+                    record(item, outcome)
                 if status == "complete":
                     dispatch()
+            if self.batch_errors and failure is None:
+                first = self.batch_errors[0]
+                failure = BenchError(
+                    f"{len(self.batch_errors)} batch request(s) failed (first: {first['key']}: "
+                    f"{first['error']}); finished rows are kept, submit the rest again with: "
+                    f"bench run --resume {self.store.run_id}")
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -731,6 +864,8 @@ class Runner:
                             budget={"max_usd": self.config.max_usd,
                                     "max_total_tokens": self.config.max_total_tokens},
                             rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
+            if self.batch_errors:
+                manifest["batch_errors"] = self.batch_errors[:100]
             if self.cache is not None or previous_cache:
                 now = self.cache.stats() if self.cache is not None else {}
                 manifest["cache"] = {
