@@ -600,8 +600,9 @@ class Runner:
         """``send``, ``wait`` or ``stop``: may one more request start now?
 
         ``stop`` once a limit is reached. ``wait`` while the requests in flight, at the mean
-        cost so far, would reach it with one more (so concurrency overshoots by at most the
-        requests already in flight when the last estimate was wrong).
+        cost so far, would reach it with one more, and while the first request is in flight
+        (it gives the first estimate). A run overshoots a limit only by requests that cost
+        more than the running mean.
         """
         decision = "send"
         for limit, used, mean in ((self.config.max_usd, spend.usd, spend.mean_usd),
@@ -611,8 +612,8 @@ class Runner:
                 continue
             if used >= limit:
                 return "stop"
-            if in_flight and used + (in_flight + 1) * mean > limit:
-                decision = "wait"
+            if in_flight and (not spend.requests or used + (in_flight + 1) * mean > limit):
+                decision = "wait"  # the first request alone gives the estimate
         return decision
 
     def _error(self, item: PlanItem, exc: BaseException) -> BaseException:
