@@ -42,7 +42,8 @@ from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic", "tenacity")
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
+            "google-genai", "tenacity")
 DEFAULT_CONCURRENCY = 4
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).

@@ -126,7 +126,8 @@ def resolve_threads(threads: int | None) -> int:
     """CPU threads for llama.cpp: ``threads``, else ``$BENCH_THREADS``, else min(4, cores).
 
     Two llama.cpp processes that each take every core of a 2-core machine slow each other down
-    about 40x (measured while developing bench), so the count is explicit and capped.
+    badly (about 40x as observed on the project's machine), so the count is explicit and
+    capped.
 
     Raises:
         BenchError: ``$BENCH_THREADS`` is not a positive integer.
