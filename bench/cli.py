@@ -54,7 +54,8 @@ def _print_summary(run_id: str, variant_order: list[str]) -> None:
 
 @app.command()
 def run(
-    dataset: Annotated[str, typer.Option(help="Dataset name under datasets/ or a .jsonl path.")]
+    dataset: Annotated[str, typer.Option(
+        help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split].")]
     = "ecommerce",
     variants: Annotated[Optional[list[str]], typer.Option(
         "--variants", "-v", help="Variants, comma-separated or repeated.")] = None,
@@ -209,6 +210,10 @@ def variants_cmd(
         out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
 
 
+from bench.compare.command import compare  # noqa: E402 - typer needs the function object
+app.command()(compare)
+
+
 def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
     """Tools-block tokens in the local model's tokenizer; {} without the 'local' extra."""
     from bench.providers.local import find_default_model, tools_block_tokens
@@ -221,6 +226,10 @@ def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]
     except ImportError:
         return {}
     return tools_block_tokens({v.name: v.tools for v in variants}, model_path)
+
+
+from bench.report.command import report  # noqa: E402
+app.command()(report)
 
 
 def main() -> None:

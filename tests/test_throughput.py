@@ -305,7 +305,7 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
     assert table.price("openai:gpt-4o-mini-2024-07-18") == table.price("openai:gpt-4o-mini")
     assert table.price("openai:gpt-4o-mini") != table.price("openai:gpt-4o")
     assert table.price("openai-compat:anything@http://x") is None
-    assert table.price("local").cost(1000, 100) == 0.0
+    assert table.price("local") is None  # in process: no USD, rows carry no cost
     mini = table.price("openai:gpt-4o-mini")
     assert mini.cost(1_000_000, 0) == pytest.approx(0.15)
     assert table.price("openai:gpt-4o-mini", batch=True).input == pytest.approx(mini.input / 2)

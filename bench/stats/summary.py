@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
 
 # (column prefix, metric key in a row's "metrics")
@@ -24,29 +25,9 @@ RATE_METRICS = (
 
 
 def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Flatten result rows into one DataFrame, one row per result row.
-
-    Columns: ``case_id, toolset, variant, provider, trial, lang`` (str/int), one column per
-    metric of :data:`RATE_METRICS` (object: True/False/None), ``prompt_tokens``,
-    ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens`` (int, tokens),
-    ``latency_s`` (float, seconds), ``cost_usd`` (float USD at list price; NaN without a price).
-    """
-    records = []
-    seen: set[str] = set()
-    for row in rows:
-        if row["key"] in seen:  # a row copied twice counts once
-            continue
-        seen.add(row["key"])
-        record = {k: row[k] for k in ("case_id", "toolset", "variant", "provider", "trial",
-                                      "lang")}
-        for _, key in RATE_METRICS:
-            record[key] = row["metrics"].get(key)
-        record.update({f"{k}": v for k, v in row["usage"].items()})
-        record["tool_definition_tokens"] = row.get("tool_definition_tokens")
-        record["latency_s"] = row["latency_s"]
-        record["cost_usd"] = row.get("cost_usd")
-        records.append(record)
-    return pd.DataFrame.from_records(records)
+    """Result rows as a DataFrame: :func:`bench.stats.frame.results_frame` (column schema
+    documented there)."""
+    return results_frame(rows)
 
 
 def _rate(values: pd.Series) -> tuple[int, int]:
@@ -61,15 +42,17 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     <p>_low, <p>_high`` (fractions), then ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache), ``cost_usd`` (USD at list price, summed over the group's rows;
-    NaN when a row has no price) and ``cost_per_case_usd`` (that sum / rows).
+    it fills the prefix cache), and, when any row carries a cost, ``cost_usd`` (USD at list
+    price, summed over the group's rows; NaN when a row has no price) and
+    ``cost_per_case_usd`` (that sum / rows).
     """
     out = []
+    has_cost = "cost_usd" in frame and bool(frame["cost_usd"].notna().any())
     for (provider, variant), group in frame.groupby(["provider", "variant"], sort=False):
         record: dict[str, Any] = {"provider": provider, "variant": variant,
                                   "cases": int(group["case_id"].nunique())}
         for prefix, key in RATE_METRICS:
-            k, n = _rate(group[key])
+            k, n = _rate(group[key]) if key in group else (0, 0)
             low, high = wilson_interval(k, n)
             record.update({f"{prefix}_k": k, f"{prefix}_n": n,
                            f"{prefix}_rate": k / n if n else float("nan"),
@@ -80,9 +63,10 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record["p50_latency_s"] = float(group["latency_s"].median())
         warm = group["latency_s"].iloc[1:] if len(group) > 1 else group["latency_s"]
         record["cases_per_s"] = float(1.0 / warm.mean()) if warm.mean() > 0 else float("nan")
-        costs = pd.to_numeric(group["cost_usd"], errors="coerce")
-        record["cost_usd"] = float(costs.sum()) if costs.notna().all() else float("nan")
-        record["cost_per_case_usd"] = record["cost_usd"] / len(group)
+        if has_cost:
+            costs = group["cost_usd"]
+            record["cost_usd"] = float(costs.sum()) if costs.notna().all() else float("nan")
+            record["cost_per_case_usd"] = record["cost_usd"] / len(group)
         out.append(record)
     summary = pd.DataFrame.from_records(out)
     if variant_order and not summary.empty:
