@@ -63,6 +63,9 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
     if provider_id == "local":
         from bench.providers.local import LocalProvider
         return LocalProvider(**options)
+    if provider_id.startswith("replay:"):
+        from bench.providers.replay import ReplayProvider
+        return ReplayProvider(provider_id)
     kind, model, base_url = split_provider_id(provider_id)
     if base_url is not None:
         options = {**options, "base_url": base_url}

@@ -23,7 +23,9 @@ dependency.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
+from datetime import datetime
 from typing import Any, Literal
 
 from bench.errors import BenchError
@@ -88,7 +90,8 @@ def classify_status(status: int) -> ErrorClass:
 
 
 def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date).
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date),
+    else from the rate-limit reset headers (:func:`rate_limit_reset_s`).
 
     Args:
         headers: a case-insensitive mapping (httpx headers) or a plain dict.
@@ -108,7 +111,7 @@ def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None
             pass
     value = lowered.get("retry-after")
     if not value:
-        return None
+        return rate_limit_reset_s(lowered, now=now)
     try:
         return max(0.0, float(value))
     except ValueError:
@@ -116,8 +119,53 @@ def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
-        return None
+        return rate_limit_reset_s(lowered, now=now)
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _duration_s(text: str) -> float | None:
+    """``"1.5"``, ``"20ms"``, ``"6m0s"``, ``"1h2m3.5s"`` (OpenAI's reset headers) in seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(number) * units[unit] for number, unit in parts)
+
+
+def rate_limit_reset_s(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds until an exhausted rate-limit window resets, from rate-limit headers, or None.
+
+    Reads OpenAI's ``x-ratelimit-remaining-{requests,tokens}`` / ``x-ratelimit-reset-*``
+    (durations such as ``6m0s``) and Anthropic's ``anthropic-ratelimit-{requests,tokens}-
+    remaining`` / ``-reset`` (RFC 3339 times); only a window whose ``remaining`` is 0 counts.
+
+    Args:
+        headers: response headers (any mapping; names are matched case-insensitively).
+        now: the current Unix time in seconds (tests); default ``time.time()``.
+    """
+    if headers is None:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    now = time.time() if now is None else now
+    waits = []
+    for kind in ("requests", "tokens"):
+        if lowered.get(f"x-ratelimit-remaining-{kind}", "").strip() == "0":
+            reset = _duration_s(lowered.get(f"x-ratelimit-reset-{kind}", ""))
+            if reset is not None:
+                waits.append(reset)
+        if lowered.get(f"anthropic-ratelimit-{kind}-remaining", "").strip() == "0":
+            try:
+                when = datetime.fromisoformat(
+                    lowered.get(f"anthropic-ratelimit-{kind}-reset", "").replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            waits.append(max(0.0, when.timestamp() - now))
+    return max(waits) if waits else None
 
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id")

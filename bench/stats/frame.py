@@ -20,7 +20,8 @@ Column schema (dtype in brackets):
 - ``selection_precision``, ``selection_recall``, ``selection_f1`` [float, NaN on no-call/ask].
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
 - ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens``
-  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds].
+  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float,
+  USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows].
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ _LIST_COLUMNS = ("error_codes", "argument_errors", "lenient_repairs")
 _OBJECT_COLUMNS = ("tags", "expected_tools", "predicted_tools", *_LIST_COLUMNS)
 _ALL_COLUMNS = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
                 "predicted_tools", *BINARY_METRICS, *FRACTION_METRICS, *_LIST_COLUMNS, *_USAGE,
-                "tool_definition_tokens", "latency_s")
+                "tool_definition_tokens", "latency_s", "cost_usd")
+_NUMERIC = (*_USAGE, "tool_definition_tokens", "latency_s", "cost_usd")
 
 
 def _names(calls: Any) -> tuple[str, ...]:
@@ -122,6 +124,7 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
             columns[name].append(usage.get(name))
         columns["tool_definition_tokens"].append(row.get("tool_definition_tokens"))
         columns["latency_s"].append(row.get("latency_s"))
+        columns["cost_usd"].append(row.get("cost_usd"))
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
     data: dict[str, Any] = {}
@@ -129,7 +132,7 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if name in BINARY_METRICS:
             if name in present:
                 data[name] = pd.array(values, dtype="boolean")
-        elif name in (*_USAGE, "tool_definition_tokens", "latency_s"):
+        elif name in _NUMERIC:
             data[name] = pd.to_numeric(pd.Series(values, dtype=object),
                                        errors="coerce").astype(float).to_numpy()
         elif name == "trial":
