@@ -24,6 +24,13 @@ def _clean(text: str | None) -> str:
     return inspect.cleandoc(text) if text else ""
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def import_mcp(command: Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:
     """Start ``command`` as an MCP stdio server and read its tools.
 
@@ -67,8 +74,9 @@ def import_mcp(command: Sequence[str], *, timeout: float = 30.0) -> ImportedTool
         raise BenchError(f"cannot start MCP server '{command[0]}': {exc.strerror or exc}") \
             from None
     except Exception as exc:  # the SDK raises McpError, ExceptionGroup, ValidationError...
-        raise BenchError(f"MCP server '{command[0]}' failed: "
-                         f"{type(exc).__name__}: {exc}".split("\n")[0]) from None
+        leaf = _leaf(exc)
+        raise BenchError(f"MCP server '{command[0]}' failed: {type(leaf).__name__}: "
+                         f"{leaf}".split("\n")[0]) from None
 
     imported = ImportedToolset()
     for index, tool in enumerate(listed):
