@@ -9,8 +9,6 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from bench.importers.common import ImportedToolset, write_cases, write_variant
-
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
                          "BFCL, OpenAI or Anthropic tool lists, or a live MCP server.")
 out = Console()
@@ -25,7 +23,7 @@ def _default_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", path.stem).strip("_-")[:64] or "imported"
 
 
-def _report(imported: ImportedToolset, variant_path: Path) -> None:
+def _report(imported, variant_path: Path) -> None:  # noqa: ANN001 - ImportedToolset
     for note in imported.notes:
         out.print(f"note: {note}", soft_wrap=True, markup=False)
     if imported.renamed:
@@ -47,6 +45,7 @@ def import_bfcl_cmd(
 ) -> None:
     """BFCL questions + possible answers -> datasets/NAME/cases.jsonl and a toolset variant."""
     from bench.importers.bfcl import import_bfcl
+    from bench.importers.common import write_cases, write_variant
 
     imported, cases = import_bfcl(questions, answers, toolset=name)
     header = (f"Imported by `bench import bfcl` from {', '.join(p.name for p in questions)}.\n"
@@ -60,6 +59,7 @@ def import_bfcl_cmd(
 
 
 def _import_list(path: Path, fmt: str, name: str | None, variant: str, force: bool) -> None:
+    from bench.importers.common import write_variant
     from bench.importers.toollists import import_tool_list
 
     imported = import_tool_list(path, fmt)  # type: ignore[arg-type]
@@ -98,6 +98,7 @@ def import_mcp_cmd(
     force: ForceOption = False,
 ) -> None:
     """Start an MCP server over stdio, call tools/list, write its tools as a variant."""
+    from bench.importers.common import write_variant
     from bench.importers.mcp_server import import_mcp
 
     imported = import_mcp(command, timeout=timeout)
