@@ -90,6 +90,9 @@ def test_closed_set_without_enum():
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=example,
                                                                   schema=schema))
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=listed))
+    examples = GOOD_DESCRIPTION + '\n- "Paid ones" -> {"status": "paid", "keyword": "x"}'
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=examples,
+                                                                  schema=schema))
 
 
 def test_number_without_bounds():

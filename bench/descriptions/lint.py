@@ -177,8 +177,10 @@ def _mentioned(name: str, text: str) -> bool:
 
 def _param_text(name: str, sub: dict[str, Any], description: str) -> str:
     """What the model reads about one parameter: its schema description and prose lines
-    naming it."""
-    lines = [ln for ln in description.splitlines() if _mentioned(name, ln)]
+    naming it (example lines, with ``{`` or ``->``, left out: their quoted values are
+    examples, not the allowed set)."""
+    lines = [ln for ln in description.splitlines() if _mentioned(name, ln)
+             and not re.search(r"\{|->|=>", ln)]
     return " ".join([str(sub.get("description") or "")] + lines)
 
 
