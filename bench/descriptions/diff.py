@@ -98,8 +98,13 @@ def _param_changes(path: str, a: dict, b: dict, req_a: bool, req_b: bool) -> lis
                                                              else "removed")))
         else:
             if removed:
+                folded = {str(v).casefold(): v for v in added}
+                recased = [f"{v!r} -> {folded[str(v).casefold()]!r}" for v in removed
+                           if str(v).casefold() in folded]
                 changes.append(Change("enum_removed", path, removed, None,
-                                      f"values removed: {', '.join(map(repr, removed))}"))
+                                      f"values removed: {', '.join(map(repr, removed))}"
+                                      + (f" (only the case changed: {', '.join(recased)})"
+                                         if recased else "")))
             if added:
                 changes.append(Change("enum_added", path, None, added,
                                       f"values added: {', '.join(map(repr, added))}"))
