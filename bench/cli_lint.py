@@ -75,13 +75,16 @@ def _print(findings, linted) -> None:  # noqa: ANN001 - plain data
     if findings:
         out.print(table)
     counts = Counter((f.toolset, f.variant, f.code) for f in findings)
-    summary = Table(title="findings per rule and variant", title_justify="left")
-    summary.add_column("rule")
-    for ts, v in linted:
-        summary.add_column(f"{ts}/{v}", justify="right")
+    summary = Table(title="findings per variant and rule (" + ", ".join(
+        f"{r.code} {r.name}" for r in RULES.values()) + ")", title_justify="left")
+    summary.add_column("variant")
     for rule in RULES.values():
-        summary.add_row(f"{rule.code} {rule.name} ({rule.severity})",
-                        *[str(counts.get((ts, v, rule.code), 0)) for ts, v in linted])
+        summary.add_column(rule.code + ("!" if rule.severity == "error" else ""),
+                           justify="right")
+    summary.add_column("total", justify="right")
+    for ts, v in linted:
+        row = [counts.get((ts, v, rule.code), 0) for rule in RULES.values()]
+        summary.add_row(f"{ts}/{v}", *map(str, row), str(sum(row)))
     out.print(summary)
     errors = sum(1 for f in findings if f.severity == "error")
     out.print(f"{len(findings)} findings, {errors} errors in {len(linted)} variants")
