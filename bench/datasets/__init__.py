@@ -1,7 +1,5 @@
 """Labeled query datasets."""
 
-from bench.datasets.loader import (Dataset, LabelProblem, available_datasets, check_against_tools,
-                                   iter_label_problems, load_dataset)
+from bench.datasets.loader import Dataset, available_datasets, check_against_tools, load_dataset
 
-__all__ = ["Dataset", "LabelProblem", "available_datasets", "check_against_tools",
-           "iter_label_problems", "load_dataset"]
+__all__ = ["Dataset", "available_datasets", "check_against_tools", "load_dataset"]

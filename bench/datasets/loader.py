@@ -9,7 +9,7 @@ import re
 import jsonschema
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from pydantic import ValidationError
 
@@ -132,56 +132,9 @@ def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -
     Raises:
         BenchError: naming the file, line and field of the first unknown tool or argument.
     """
+    from bench.datasets.labels import iter_label_problems  # labels imports this module
+
     problem = next(iter_label_problems(dataset, toolset, tools), None)
     if problem is not None:
         raise BenchError(problem.message, file=dataset.path, line=problem.line,
                          field=problem.field)
-
-
-@dataclass(frozen=True)
-class LabelProblem:
-    """A case label that does not fit a toolset: unknown tool or argument, or an acceptable
-    value its schema rejects. ``line`` is the case's 1-based line in the dataset file."""
-
-    case_id: str
-    line: int
-    field: str
-    message: str
-
-
-def iter_label_problems(dataset: Dataset, toolset: str,
-                        tools: Sequence[Tool]) -> Iterator[LabelProblem]:
-    """Yield every label problem of the cases of ``toolset`` against ``tools``, in file order.
-
-    Literal acceptable values are validated against the argument's JSON Schema (formats
-    checked); ``null`` (may be omitted) and matchers (``$regex``, ``$any``) are skipped.
-    """
-    by_name = {t.name: t.input_schema.get("properties", {}) for t in tools}
-    for case in dataset.cases:
-        if case.toolset != toolset:
-            continue
-        line = dataset.lines[case.id]
-        for i, call in enumerate(case.expected.calls):
-            if call.name not in by_name:
-                yield LabelProblem(case.id, line, f"expected.calls.{i}.name",
-                                   f"unknown tool '{call.name}' (toolset '{toolset}' has: "
-                                   f"{', '.join(sorted(by_name))})")
-                continue
-            for arg, acceptable in call.arguments.items():
-                field = f"expected.calls.{i}.arguments.{arg}"
-                if arg not in by_name[call.name]:
-                    yield LabelProblem(case.id, line, field,
-                                       f"tool '{call.name}' has no argument '{arg}'")
-                    continue
-                validator = jsonschema.Draft202012Validator(
-                    by_name[call.name][arg],
-                    format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-                for value in acceptable:
-                    if value is None or (isinstance(value, dict) and
-                                         any(k in MATCHER_KEYS for k in value)):
-                        continue
-                    error = next(iter(validator.iter_errors(value)), None)
-                    if error is not None:
-                        yield LabelProblem(case.id, line, field,
-                                           f"acceptable value {value!r} breaks the tool's "
-                                           f"schema: {error.message}")

@@ -19,7 +19,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Sequence
 
-from bench.datasets import Dataset, LabelProblem, iter_label_problems
+from bench.datasets import Dataset
+from bench.datasets.labels import LabelProblem, iter_label_problems
 from bench.models import Tool
 
 # Keywords compared one by one (the rest of a parameter's schema is compared as a whole).
