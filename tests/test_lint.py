@@ -90,6 +90,9 @@ def test_closed_set_without_enum():
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=example,
                                                                   schema=schema))
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=listed))
+    choice = GOOD_DESCRIPTION + "\n- Send at least one of status, keyword."
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=choice,
+                                                                  schema=schema))
     examples = GOOD_DESCRIPTION + '\n- "Paid ones" -> {"status": "paid", "keyword": "x"}'
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=examples,
                                                                   schema=schema))

@@ -112,10 +112,17 @@ _LEAKS = (
 )
 
 
-def _closed_set(text: str) -> bool:
-    """True when ``text`` lists the allowed values ('one of', 'a' / 'b'), not examples."""
-    return any(not _EXAMPLE.search(text[max(0, m.start() - 25):m.start()])
-               for m in _CLOSED_SET.finditer(text))
+def _closed_set(text: str, params: Sequence[str] = ()) -> bool:
+    """True when ``text`` lists the allowed values ('one of', 'a' / 'b'): not examples
+    ('e.g. "x" or "y"'), and not a choice among parameters ('at least one of a, b')."""
+    for match in _CLOSED_SET.finditer(text):
+        before, after = text[max(0, match.start() - 25):match.start()], text[match.end():][:80]
+        if _EXAMPLE.search(before) or re.search(r"\b(?:at least|at most|exactly)\s*$", before):
+            continue
+        if any(_mentioned(p, after) for p in params):
+            continue
+        return True
+    return False
 
 
 def _words(text: str) -> list[str]:
@@ -222,7 +229,7 @@ def _rule_params(description: str, schema: dict) -> Iterator[tuple[str, str | No
             yield ("param-no-description", name, f"parameter '{name}' is described nowhere",
                    "say what the value means, its format and an example")
         if "string" in _types(sub) and "enum" not in sub and "const" not in sub and \
-                _closed_set(text):
+                _closed_set(text, [p for p in schema.get("properties", {}) if p != name]):
             yield ("closed-set-no-enum", name, f"'{name}' reads as a closed set of values but "
                    "has no enum", "list the values in the schema's enum (exact case)")
         if not required and "default" not in sub and not _DEFAULT.search(text):
