@@ -93,6 +93,9 @@ def test_closed_set_without_enum():
     choice = GOOD_DESCRIPTION + "\n- Send at least one of status, keyword."
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=choice,
                                                                   schema=schema))
+    other = GOOD_DESCRIPTION + "\n- page: one status page at a time; one of 'a', 'b'."
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=other,
+                                                                  schema=schema))
     examples = GOOD_DESCRIPTION + '\n- "Paid ones" -> {"status": "paid", "keyword": "x"}'
     assert ("closed-set-no-enum", "status") not in rules_for(tool(description=examples,
                                                                   schema=schema))

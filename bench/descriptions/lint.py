@@ -182,12 +182,21 @@ def _mentioned(name: str, text: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
 
 
-def _param_text(name: str, sub: dict[str, Any], description: str) -> str:
+_PARAM_LINE = re.compile(r"\s*(?:[-*•]\s*)?`?([A-Za-z_][\w.]*)`?\s*[(:：]")
+
+
+def _param_text(name: str, sub: dict[str, Any], description: str,
+                params: Sequence[str] = ()) -> str:
     """What the model reads about one parameter: its schema description and prose lines
-    naming it (example lines, with ``{`` or ``->``, left out: their quoted values are
-    examples, not the allowed set)."""
+    naming it. Left out: example lines (with ``{`` or ``->``: their quoted values are
+    examples, not the allowed set) and lines that define another parameter (``- other: ...``).
+    """
+    def about_other(line: str) -> bool:
+        head = _PARAM_LINE.match(line)
+        return bool(head) and head.group(1) != name and head.group(1) in params
+
     lines = [ln for ln in description.splitlines() if _mentioned(name, ln)
-             and not re.search(r"\{|->|=>", ln)]
+             and not re.search(r"\{|->|=>", ln) and not about_other(ln)]
     return " ".join([str(sub.get("description") or "")] + lines)
 
 
@@ -223,8 +232,9 @@ def _rule_texts(tool_name: str, description: str, schema: dict, cfg: LintConfig
 
 
 def _rule_params(description: str, schema: dict) -> Iterator[tuple[str, str | None, str, str]]:
+    names = list(schema.get("properties") or {})
     for name, sub, required in _top_params(schema):
-        text = _param_text(name, sub, description)
+        text = _param_text(name, sub, description, names)
         if not sub.get("description") and not _mentioned(name, description):
             yield ("param-no-description", name, f"parameter '{name}' is described nowhere",
                    "say what the value means, its format and an example")
