@@ -13,6 +13,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.table import Table
 from rich.text import Text
 
+from bench.cli_import import import_app
+from bench.cli_lint import lint
+from bench.cli_variants import variants_app
 from bench.errors import BenchError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -179,53 +182,11 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
               f"{manifest['rows_planned']}")
 
 
-@app.command("variants")
-def variants_cmd(
-    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")] = "ecommerce",
-    names: Annotated[Optional[list[str]], typer.Option(
-        "--variants", "-v", help="Variants to show (default: all).")] = None,
-    model_path: Annotated[Optional[str], typer.Option(help="GGUF whose tokenizer counts.")]
-    = None,
-) -> None:
-    """Print each variant's line count and token count (OpenAI o200k and the local model)."""
-    from bench.descriptions import available_variants, load_variant
-    from bench.descriptions.tokens import openai_tool_tokens
-
-    chosen = _split(names) or available_variants(toolset)
-    loaded = [load_variant(toolset, name) for name in chosen]
-    local_counts = _local_tool_tokens(loaded, model_path)
-    table = Table(title=f"toolset {toolset}", title_justify="left")
-    for column in ("variant", "tools", "lines/tool (mean)", "lines/tool (min-max)",
-                   "lines total", "o200k tokens", "local tokens"):
-        table.add_column(column, justify="left" if column == "variant" else "right")
-    for variant in loaded:
-        counts = list(variant.line_counts.values())
-        local = local_counts.get(variant.name)
-        table.add_row(variant.name, str(len(variant.tools)), f"{variant.mean_lines:.1f}",
-                      f"{min(counts)}-{max(counts)}", str(sum(counts)),
-                      str(openai_tool_tokens(variant.tools)),
-                      "-" if local is None else str(local))
-    out.print(table)
-    if not local_counts:
-        out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
-
-
 from bench.compare.command import compare  # noqa: E402 - typer needs the function object
 app.command()(compare)
-
-
-def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
-    """Tools-block tokens in the local model's tokenizer; {} without the 'local' extra."""
-    from bench.providers.local import find_default_model, tools_block_tokens
-
-    if model_path is None and find_default_model() is None and \
-            not os.environ.get("BENCH_LOCAL_MODEL"):
-        return {}
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return {}
-    return tools_block_tokens({v.name: v.tools for v in variants}, model_path)
+app.add_typer(variants_app, name="variants")
+app.add_typer(import_app, name="import")
+app.command("lint")(lint)
 
 
 from bench.report.command import report  # noqa: E402

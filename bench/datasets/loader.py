@@ -242,30 +242,9 @@ def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -
     Raises:
         BenchError: naming the file, line and field of the first unknown tool or argument.
     """
-    by_name = {t.name: t.input_schema.get("properties", {}) for t in tools}
-    for case in dataset.cases:
-        if case.toolset != toolset:
-            continue
-        line = dataset.lines[case.id]
-        for i, call in enumerate(case.expected.calls):
-            if call.name not in by_name:
-                raise BenchError(f"unknown tool '{call.name}' (toolset '{toolset}' has: "
-                                 f"{', '.join(sorted(by_name))})", file=dataset.path, line=line,
-                                 field=f"expected.calls.{i}.name")
-            for arg, acceptable in call.arguments.items():
-                field = f"expected.calls.{i}.arguments.{arg}"
-                if arg not in by_name[call.name]:
-                    raise BenchError(f"tool '{call.name}' has no argument '{arg}'",
-                                     file=dataset.path, line=line, field=field)
-                validator = jsonschema.Draft202012Validator(
-                    by_name[call.name][arg],
-                    format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-                for value in acceptable:
-                    if value is None or (isinstance(value, dict) and
-                                         any(k in MATCHER_KEYS for k in value)):
-                        continue
-                    error = next(iter(validator.iter_errors(value)), None)
-                    if error is not None:
-                        raise BenchError(f"acceptable value {value!r} breaks the tool's schema: "
-                                         f"{error.message}", file=dataset.path, line=line,
-                                         field=field)
+    from bench.datasets.labels import iter_label_problems  # labels imports this module
+
+    problem = next(iter_label_problems(dataset, toolset, tools), None)
+    if problem is not None:
+        raise BenchError(problem.message, file=dataset.path, line=problem.line,
+                         field=problem.field)

@@ -141,10 +141,12 @@ def render_tool(spec: ToolSpec, template: jinja2.Template) -> Tool:
 
 
 def available_variants(toolset: str, root: Path | None = None) -> list[str]:
-    """Names of the variants a toolset has: rendered templates, then hand-written files."""
+    """Names of the variants a toolset has: rendered templates (when it has specs), then
+    hand-written files (an imported toolset has only these)."""
     root = root or descriptions_dir()
+    has_specs = any((root / toolset / "specs").glob("*.yaml"))
     rendered = sorted((p.stem for p in (root / "templates").glob("*.j2")),
-                      key=lambda n: (len(n), n))
+                      key=lambda n: (len(n), n)) if has_specs else []
     written = sorted(p.stem for p in (root / toolset / "variants").glob("*.yaml"))
     return rendered + [w for w in written if w not in rendered]
 

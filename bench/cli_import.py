@@ -1,0 +1,107 @@
+"""``bench import``: bring tools (and BFCL cases) from other formats into bench."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
+                         "BFCL, OpenAI or Anthropic tool lists, or a live MCP server.")
+out = Console()
+
+NameOption = Annotated[Optional[str], typer.Option(
+    "--name", help="Toolset name (folder under descriptions/); default: the file's stem.")]
+VariantOption = Annotated[str, typer.Option(help="Name of the hand-written variant file.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace existing files.")]
+
+
+def _default_name(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", path.stem).strip("_-")[:64] or "imported"
+
+
+def _report(imported, variant_path: Path) -> None:  # noqa: ANN001 - ImportedToolset
+    for note in imported.notes:
+        out.print(f"note: {note}", soft_wrap=True, markup=False)
+    if imported.renamed:
+        out.print(f"renamed {len(imported.renamed)} tools to valid names (e.g. "
+                  f"{next(iter(imported.renamed))} -> {next(iter(imported.renamed.values()))})",
+                  markup=False)
+    out.print(f"wrote {len(imported.tools)} tools -> {variant_path}", markup=False)
+
+
+@import_app.command("bfcl")
+def import_bfcl_cmd(
+    questions: Annotated[list[Path], typer.Argument(help="BFCL question files (JSON Lines).")],
+    name: Annotated[str, typer.Option("--name", help="Dataset and toolset name.")],
+    answers: Annotated[Optional[list[Path]], typer.Option(
+        "--answers", help="Possible-answer files (default: possible_answer/<same name> beside "
+                          "each question file; irrelevance categories need none).")] = None,
+    variant: VariantOption = "bfcl",
+    force: ForceOption = False,
+) -> None:
+    """BFCL questions + possible answers -> datasets/NAME/cases.jsonl and a toolset variant."""
+    from bench.importers.bfcl import import_bfcl
+    from bench.importers.common import write_cases, write_variant
+
+    imported, cases = import_bfcl(questions, answers, toolset=name)
+    header = (f"Imported by `bench import bfcl` from {', '.join(p.name for p in questions)}.\n"
+              "Source: Berkeley Function Calling Leaderboard (gorilla), Apache-2.0; cite the "
+              "BFCL authors.")
+    cases_path = write_cases(name, cases, force=force)
+    variant_path = write_variant(name, variant, imported, header=header, force=force)
+    _report(imported, variant_path)
+    out.print(f"wrote {len(cases)} cases -> {cases_path}", markup=False)
+    out.print(f"run it: bench run --dataset {name} --variants {variant}", markup=False)
+
+
+def _import_list(path: Path, fmt: str, name: str | None, variant: str, force: bool) -> None:
+    from bench.importers.common import write_variant
+    from bench.importers.toollists import import_tool_list
+
+    imported = import_tool_list(path, fmt)  # type: ignore[arg-type]
+    header = f"Imported by `bench import {fmt}` from {path.name}."
+    _report(imported, write_variant(name or _default_name(path), variant, imported,
+                                    header=header, force=force))
+
+
+@import_app.command("openai")
+def import_openai_cmd(
+    file: Annotated[Path, typer.Argument(help="JSON list of OpenAI tools (Chat Completions "
+                                              "or Responses shape).")],
+    name: NameOption = None, variant: VariantOption = "original", force: ForceOption = False,
+) -> None:
+    """An OpenAI tools list -> descriptions/NAME/variants/VARIANT.yaml."""
+    _import_list(file, "openai", name, variant, force)
+
+
+@import_app.command("anthropic")
+def import_anthropic_cmd(
+    file: Annotated[Path, typer.Argument(help="JSON list of Anthropic tools.")],
+    name: NameOption = None, variant: VariantOption = "original", force: ForceOption = False,
+) -> None:
+    """An Anthropic tools list -> descriptions/NAME/variants/VARIANT.yaml."""
+    _import_list(file, "anthropic", name, variant, force)
+
+
+@import_app.command("mcp")
+def import_mcp_cmd(
+    command: Annotated[list[str], typer.Argument(
+        help="The server command, after '--' (e.g. -- python server.py).")],
+    name: Annotated[str, typer.Option("--name", help="Toolset name.")],
+    variant: VariantOption = "original",
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds allowed for tools/list.")]
+    = 30.0,
+    force: ForceOption = False,
+) -> None:
+    """Start an MCP server over stdio, call tools/list, write its tools as a variant."""
+    from bench.importers.common import write_variant
+    from bench.importers.mcp_server import import_mcp
+
+    imported = import_mcp(command, timeout=timeout)
+    # Only the program name: a command line can carry tokens, and secrets never reach disk.
+    header = f"Imported by `bench import mcp` from the tools/list of {Path(command[0]).name}."
+    _report(imported, write_variant(name, variant, imported, header=header, force=force))

@@ -1,0 +1,90 @@
+"""``bench lint``: check tool descriptions and schemas (rules in bench.descriptions.lint)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+out = Console()
+if not out.is_terminal and "COLUMNS" not in os.environ:
+    out = Console(width=200)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def lint(
+    toolset: Annotated[Optional[list[str]], typer.Option(
+        help="Toolsets to lint (default: every folder under descriptions/).")] = None,
+    variant: Annotated[Optional[list[str]], typer.Option(
+        "--variant", "-v", help="Variants to lint (default: all of each toolset).")] = None,
+    min_lines: Annotated[int, typer.Option(min=0, help="Description budget: fewest lines.")]
+    = 15,
+    max_lines: Annotated[int, typer.Option(min=1, help="Description budget: most lines.")]
+    = 30,
+    overlap: Annotated[float, typer.Option(min=0.0, max=1.0, help="TF-IDF cosine from which "
+                                           "two tools' descriptions overlap.")] = 0.5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Lint descriptions and schemas: rule code, severity, tool/parameter, fix hint.
+
+    Exit code 1 when any finding has severity 'error'.
+    """
+    from bench.descriptions import available_variants, load_variant
+    from bench.descriptions.lint import RULES, LintConfig, lint_variant
+    from bench.paths import descriptions_dir
+
+    root = descriptions_dir()
+    toolsets = _split(toolset) or sorted(
+        p.name for p in root.iterdir() if p.is_dir() and p.name != "templates")
+    config = LintConfig(min_lines=min_lines, max_lines=max_lines, overlap=overlap)
+    findings = []
+    linted: list[tuple[str, str]] = []
+    for name in toolsets:
+        for v in _split(variant) or available_variants(name):
+            findings += lint_variant(load_variant(name, v), config)
+            linted.append((name, v))
+    if as_json:
+        print(json.dumps({"findings": [f.to_dict() for f in findings],
+                          "rules": {r.code: r.__dict__ for r in RULES.values()}},
+                         ensure_ascii=False, indent=2))
+    else:
+        _print(findings, linted)
+    if any(f.severity == "error" for f in findings):
+        raise typer.Exit(1)
+
+
+def _print(findings, linted) -> None:  # noqa: ANN001 - plain data
+    from bench.descriptions.lint import RULES
+
+    table = Table(show_header=True)
+    for column in ("code", "rule", "severity", "variant", "tool", "parameter", "message",
+                   "fix"):
+        table.add_column(column)
+    for f in findings:
+        table.add_row(f.code, f.rule, f.severity, f"{f.toolset}/{f.variant}", f.tool,
+                      f.param or "", escape(f.message), escape(f.hint))
+    if findings:
+        out.print(table)
+    counts = Counter((f.toolset, f.variant, f.code) for f in findings)
+    summary = Table(title="findings per variant and rule (" + ", ".join(
+        f"{r.code} {r.name}" for r in RULES.values()) + ")", title_justify="left")
+    summary.add_column("variant")
+    for rule in RULES.values():
+        summary.add_column(rule.code + ("!" if rule.severity == "error" else ""),
+                           justify="right")
+    summary.add_column("total", justify="right")
+    for ts, v in linted:
+        row = [counts.get((ts, v, rule.code), 0) for rule in RULES.values()]
+        summary.add_row(f"{ts}/{v}", *map(str, row), str(sum(row)))
+    out.print(summary)
+    errors = sum(1 for f in findings if f.severity == "error")
+    out.print(f"{len(findings)} findings, {errors} errors in {len(linted)} variants")

@@ -1,0 +1,188 @@
+"""``bench variants``: list a toolset's variants with their token cost per provider family,
+and ``bench variants diff A B``."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bench.errors import BenchError
+
+variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
+                           help="List variants (lines, tokens per provider) or diff two.")
+out = Console()
+if not out.is_terminal and "COLUMNS" not in os.environ:
+    out = Console(width=200)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
+    """Tools-block tokens in the local model's tokenizer; {} without the 'local' extra."""
+    from bench.providers.local import find_default_model, tools_block_tokens
+
+    if model_path is None and find_default_model() is None and \
+            not os.environ.get("BENCH_LOCAL_MODEL"):
+        return {}
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return {}
+    return tools_block_tokens({v.name: v.tools for v in variants}, model_path)
+
+
+@variants_app.callback()
+def variants_list(
+    ctx: typer.Context,
+    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")] = "ecommerce",
+    names: Annotated[Optional[list[str]], typer.Option(
+        "--variants", "-v", help="Variants to show (default: all).")] = None,
+    model_path: Annotated[Optional[str], typer.Option(help="GGUF whose tokenizer counts.")]
+    = None,
+    anthropic_model: Annotated[str, typer.Option(
+        help="Claude model for the token count and its documented overhead.")]
+    = "claude-sonnet-4-5",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Each variant's line count and tool-definition tokens per provider family.
+
+    OpenAI: o200k_base / cl100k_base (estimates). Anthropic: the token-count endpoint when
+    ANTHROPIC_API_KEY is set, else an estimate plus the documented tool-use system prompt.
+    Local: the embedded model's tokenizer over its exact tools block.
+    """
+    if ctx.invoked_subcommand:
+        return
+    from bench.descriptions import available_variants, load_variant
+    from bench.descriptions.cost import anthropic_cost, openai_costs
+
+    chosen = _split(names) or available_variants(toolset)
+    loaded = [load_variant(toolset, name) for name in chosen]
+    local = _local_tool_tokens(loaded, model_path)
+    rows = []
+    for variant in loaded:
+        counts = list(variant.line_counts.values())
+        costs = openai_costs(variant.tools) + [anthropic_cost(variant.tools, anthropic_model)]
+        rows.append({"variant": variant.name, "tools": len(variant.tools),
+                     "mean_lines": round(variant.mean_lines, 1),
+                     "lines_min": min(counts), "lines_max": max(counts),
+                     "lines_total": sum(counts), "local_tokens": local.get(variant.name),
+                     "costs": [dict(c.__dict__, total=c.total) for c in costs]})
+    if as_json:
+        print(json.dumps({"toolset": toolset, "variants": rows}, ensure_ascii=False, indent=2))
+        return
+    anth = rows[0]["costs"][-1] if rows else None
+    anth_head = "anthropic " + ("count_tokens" if anth and not anth["estimate"]
+                                else "estimate*")
+    table = Table(title=f"toolset {toolset}", title_justify="left")
+    for column in ("variant", "tools", "lines/tool (mean)", "lines/tool (min-max)",
+                   "lines total", "openai o200k*", "openai cl100k*", anth_head, "local tokens"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for row in rows:
+        o200k, cl100k, claude = row["costs"]
+        claude_text = str(claude["tokens"]) + (f" +{claude['overhead']}" if claude["overhead"]
+                                               else "")
+        table.add_row(row["variant"], str(row["tools"]), f"{row['mean_lines']:.1f}",
+                      f"{row['lines_min']}-{row['lines_max']}", str(row["lines_total"]),
+                      str(o200k["tokens"]), str(cl100k["tokens"]), claude_text,
+                      "-" if row["local_tokens"] is None else str(row["local_tokens"]))
+    out.print(table)
+    out.print("* estimate. OpenAI: its own tool rendering is not published; counted over the "
+              "tools JSON. Anthropic: " + escape(anth["method"] if anth else ""), soft_wrap=True)
+    if anth and anth["overhead"]:
+        out.print(f"  '+N' = tokens of the tool-use system prompt Anthropic adds for "
+                  f"{anthropic_model} (tool_choice auto).", soft_wrap=True)
+    if not local:
+        out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
+
+
+@variants_app.command("diff")
+def variants_diff(
+    a: Annotated[str, typer.Argument(help="The variant before (e.g. l30).")],
+    b: Annotated[str, typer.Argument(help="The variant after (e.g. variant_a).")],
+    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")] = "ecommerce",
+    dataset: Annotated[Optional[list[str]], typer.Option(
+        help="Datasets whose labels are re-checked (default: every dataset using the "
+             "toolset).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per tool what changed from A to B, and which cases' expected arguments B breaks.
+
+    Exit code 1 when B makes any case's label invalid.
+    """
+    from bench.datasets import available_datasets, load_dataset
+    from bench.descriptions import load_variant
+    from bench.descriptions.diff import diff_to_json, diff_variants, label_breaks
+
+    va, vb = load_variant(toolset, a), load_variant(toolset, b)
+    diffs = diff_variants(va.tools, vb.tools)
+    names = _split(dataset)
+    if names:
+        datasets = [load_dataset(n) for n in names]
+    else:
+        datasets = []
+        for name in available_datasets():
+            try:
+                loaded = load_dataset(name)
+            except BenchError:
+                continue  # a broken, unrelated dataset must not hide this diff
+            if toolset in loaded.toolsets:
+                datasets.append(loaded)
+    broken = []
+    for ds in datasets:
+        new, still = label_breaks(ds, toolset, va.tools, vb.tools)
+        broken += [(ds, p, True) for p in new] + [(ds, p, False) for p in still]
+    if as_json:
+        print(json.dumps({
+            "toolset": toolset, "a": a, "b": b, "tools": diff_to_json(diffs),
+            "datasets": [d.name for d in datasets],
+            "broken_labels": [dict(dataset=ds.name, file=str(ds.path), new=new, **p.__dict__)
+                              for ds, p, new in broken]}, ensure_ascii=False, indent=2,
+            default=str))
+    else:
+        _print_diff(toolset, a, b, diffs, datasets, broken)
+    if any(new for _, _, new in broken):
+        raise typer.Exit(1)
+
+
+def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001 - plain data
+    out.print(f"[bold]{escape(toolset)}: {escape(a)} -> {escape(b)}[/bold]: "
+              f"{len(diffs)} tools changed")
+    table = Table(show_header=True, title_justify="left")
+    for column in ("tool", "change", "parameter", "detail"):
+        table.add_column(column)
+    for tool_diff in diffs:
+        for change in tool_diff.changes:
+            detail = change.detail
+            if change.kind == "tool_renamed":
+                detail = f"{change.before} -> {change.after}"
+            elif change.kind == "param_description":
+                detail = f"{change.before!r} -> {change.after!r}"
+            table.add_row(tool_diff.name, change.kind, change.param or "", escape(str(detail)))
+    if diffs:
+        out.print(table)
+    for tool_diff in diffs:
+        if tool_diff.description_diff:
+            out.print(f"[bold]{escape(tool_diff.name)}[/bold] description:")
+            for line in tool_diff.description_diff[:40]:
+                style = "green" if line.startswith("+") else "red"
+                out.print(f"  [{style}]{escape(line)}[/{style}]", soft_wrap=True)
+    checked = ", ".join(d.name for d in datasets) or "none"
+    new = [(ds, p) for ds, p, is_new in broken if is_new]
+    out.print(f"labels checked against {escape(b)} in datasets: {escape(checked)}; "
+              f"{len(new)} newly invalid")
+    if broken:
+        table = Table(show_header=True)
+        for column in ("case", "where", "field", "problem", "new"):
+            table.add_column(column)
+        for ds, problem, is_new in broken:
+            table.add_row(problem.case_id, f"{ds.path.name}:{problem.line}", problem.field,
+                          escape(problem.message), "yes" if is_new else "already")
+        out.print(table)

@@ -1,0 +1,64 @@
+"""Every label problem of a dataset against a toolset's tools (not only the first).
+
+Used by :func:`bench.datasets.loader.check_against_tools` (which stops at the first) and by
+``bench variants diff`` (which compares the problems under two variants).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import jsonschema
+
+from bench.datasets.loader import MATCHER_KEYS, Dataset
+from bench.models import Tool
+
+
+@dataclass(frozen=True)
+class LabelProblem:
+    """A case label that does not fit a toolset: unknown tool or argument, or an acceptable
+    value its schema rejects. ``line`` is the case's 1-based line in the dataset file."""
+
+    case_id: str
+    line: int
+    field: str
+    message: str
+
+
+def iter_label_problems(dataset: Dataset, toolset: str,
+                        tools: Sequence[Tool]) -> Iterator[LabelProblem]:
+    """Yield every label problem of the cases of ``toolset`` against ``tools``, in file order.
+
+    Literal acceptable values are validated against the argument's JSON Schema (formats
+    checked); ``null`` (may be omitted) and matchers (``$regex``, ``$any``) are skipped.
+    """
+    by_name = {t.name: t.input_schema.get("properties", {}) for t in tools}
+    for case in dataset.cases:
+        if case.toolset != toolset:
+            continue
+        line = dataset.lines[case.id]
+        for i, call in enumerate(case.expected.calls):
+            if call.name not in by_name:
+                yield LabelProblem(case.id, line, f"expected.calls.{i}.name",
+                                   f"unknown tool '{call.name}' (toolset '{toolset}' has: "
+                                   f"{', '.join(sorted(by_name))})")
+                continue
+            for arg, acceptable in call.arguments.items():
+                field = f"expected.calls.{i}.arguments.{arg}"
+                if arg not in by_name[call.name]:
+                    yield LabelProblem(case.id, line, field,
+                                       f"tool '{call.name}' has no argument '{arg}'")
+                    continue
+                validator = jsonschema.Draft202012Validator(
+                    by_name[call.name][arg],
+                    format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+                for value in acceptable:
+                    if value is None or (isinstance(value, dict) and
+                                         any(k in MATCHER_KEYS for k in value)):
+                        continue
+                    error = next(iter(validator.iter_errors(value)), None)
+                    if error is not None:
+                        yield LabelProblem(case.id, line, field,
+                                           f"acceptable value {value!r} breaks the tool's "
+                                           f"schema: {error.message}")

@@ -1,0 +1,376 @@
+"""``bench lint``: rules for tool descriptions and their JSON Schemas.
+
+Each rule has a stable code and name, a severity (``error`` fails ``bench lint``; ``warning``
+does not) and a fix hint. Rendered variants move parameter descriptions from the schema into
+the prose, so parameter rules look at both: a parameter counts as described when its schema has
+a ``description`` or the tool's prose names it.
+
+Provider rules cite their sources:
+
+- OpenAI strict mode (function calling with ``strict: true`` uses the Structured Outputs
+  subset): every object needs ``additionalProperties: false``, every property must be listed in
+  ``required`` (optional ones become nullable), the root may not be ``anyOf``, at most 10 levels
+  of nesting, and ``allOf``, ``not``, ``dependentRequired``, ``dependentSchemas``, ``if``,
+  ``then``, ``else`` are not supported.
+  https://platform.openai.com/docs/guides/structured-outputs#supported-schemas
+- Gemini ``FunctionDeclaration.parameters`` is a ``Schema`` object, a subset of OpenAPI 3.0:
+  the fields in :data:`GEMINI_SCHEMA_FIELDS`; ``type`` is a single name (``nullable`` instead
+  of a type list) and ``enum`` lists strings. https://ai.google.dev/api/caching#Schema
+  (Gemini also accepts full JSON Schema in ``parametersJsonSchema``; the rule checks the
+  ``parameters`` field, the one every SDK version sends.)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator, Sequence
+
+from bench.descriptions.variants import Variant, count_lines
+
+ERROR, WARNING = "error", "warning"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A lint rule: stable ``code`` and ``name``, ``severity``, one-line ``summary``."""
+
+    code: str
+    name: str
+    severity: str
+    summary: str
+
+
+RULES: dict[str, Rule] = {r.name: r for r in (
+    Rule("BL001", "no-purpose", ERROR, "the description does not say what the tool does"),
+    Rule("BL002", "no-when-to-use", WARNING, "the description does not say when to use it"),
+    Rule("BL003", "param-no-description", WARNING, "a parameter is described nowhere"),
+    Rule("BL004", "closed-set-no-enum", WARNING, "a closed set of values without `enum`"),
+    Rule("BL005", "number-no-bounds", WARNING, "a number without minimum or maximum"),
+    Rule("BL006", "default-not-stated", WARNING, "an optional parameter's default is not stated"),
+    Rule("BL007", "implementation-leak", WARNING, "URLs, file paths or internal endpoints"),
+    Rule("BL008", "repeats-name", ERROR, "the description only repeats the tool's name"),
+    Rule("BL009", "length-budget", WARNING, "description lines outside the budget"),
+    Rule("BL010", "overlapping-tools", WARNING, "two tools' descriptions overlap strongly"),
+    Rule("BL011", "openai-strict", WARNING, "OpenAI strict mode rejects the schema as is"),
+    Rule("BL012", "gemini-schema", WARNING, "Gemini's Schema subset rejects the schema"),
+)}
+
+
+@dataclass(frozen=True)
+class LintConfig:
+    """Thresholds. ``min_lines``/``max_lines``: description budget in non-blank lines;
+    ``overlap``: TF-IDF cosine at or above which two tools overlap (0-1)."""
+
+    min_lines: int = 15
+    max_lines: int = 30
+    overlap: float = 0.5
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule violation; ``param`` is a parameter path (``address.city``) or None."""
+
+    code: str
+    rule: str
+    severity: str
+    toolset: str
+    variant: str
+    tool: str
+    param: str | None
+    message: str
+    hint: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json``."""
+        return asdict(self)
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9']*|[0-9]+|[\u3400-\u9fff]")
+_STOP = set("a an the this that these it its is are be to of for in on at by with and or "
+            "from as tool function use used using can will".split())
+_WHEN = re.compile(r"\buse (?:this|it|when|for|only|to|if)\b|\bwhen (?:the )?(?:user|customer|"
+                   r"you)\b|\bdo not use\b|\bdon'?t use\b|\bnot for\b|\bonly (?:when|if|for)\b|"
+                   r"\bcall (?:this|it) (?:when|if)\b|\binstead\b|用于|当用户|适用|不要用|请勿|"
+                   r"不适用", re.IGNORECASE)
+_DEFAULT = re.compile(r"\bdefaults?\b|\bif omitted\b|\bif not (?:given|set|provided)\b|"
+                      r"\bwhen omitted\b|默认|缺省", re.IGNORECASE)
+_CLOSED_SET = re.compile(r"\bone of\b|\beither\b|(['\"`])[^'\"`\s]{1,30}\1\s*(?:,|/|\||or)\s*"
+                         r"(['\"`])[^'\"`\s]{1,30}\2|之一", re.IGNORECASE)
+_EXAMPLE = re.compile(r"e\.g\.|\bfor example\b|\bsuch as\b|\blike\b|例如|比如", re.IGNORECASE)
+_LEAKS = (
+    ("URL", re.compile(r"\b(?:https?|ftp|s3|gs)://\S+", re.IGNORECASE)),
+    ("host", re.compile(r"\blocalhost\b|\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[\w-]+\.(?:internal|"
+                        r"local|corp|lan)\b|svc\.cluster\b")),
+    ("endpoint", re.compile(r"\b(?:GET|POST|PUT|PATCH|DELETE)\s+/\S*")),
+    ("path", re.compile(r"(?<![\w/.])(?:/[A-Za-z_][\w.-]*){2,}/?|\b[A-Za-z]:\\[\w\\.-]+|"
+                        r"(?<![\w/])~/[\w./-]+")),
+    ("source file", re.compile(r"\b[\w-]+\.(?:py|js|ts|java|go|rb|php|sql|sh|yaml|yml|ini|"
+                               r"conf|env)\b")),
+)
+
+
+def _closed_set(text: str, params: Sequence[str] = ()) -> bool:
+    """True when ``text`` lists the allowed values ('one of', 'a' / 'b'): not examples
+    ('e.g. "x" or "y"'), and not a choice among parameters ('at least one of a, b')."""
+    for match in _CLOSED_SET.finditer(text):
+        before, after = text[max(0, match.start() - 25):match.start()], text[match.end():][:80]
+        if _EXAMPLE.search(before) or re.search(r"\b(?:at least|at most|exactly)\s*$", before):
+            continue
+        if any(_mentioned(p, after) for p in params):
+            continue
+        return True
+    return False
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _name_words(name: str) -> set[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return {_stem(w) for w in _words(re.sub(r"[_.\-]", " ", spaced))}
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?。！？])\s|\n|[。！？]", text.strip(), maxsplit=1)[0]
+
+
+def _top_params(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    required = set(schema.get("required", []))
+    for name, sub in (schema.get("properties") or {}).items():
+        if isinstance(sub, dict):
+            yield name, sub, name in required
+
+
+def walk_schema(schema: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every subschema of ``schema`` with its path (``""`` is the root; ``a.b``, ``a[]``,
+    ``anyOf[0]``, ``$defs.X``)."""
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    join = (lambda k: f"{path}.{k}") if path else (lambda k: k)
+    for key in ("properties", "$defs", "definitions", "patternProperties"):
+        if isinstance(schema.get(key), dict):
+            for name, sub in schema[key].items():
+                yield from walk_schema(sub, join(name) if key == "properties"
+                                       else join(f"{key}.{name}"))
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        if isinstance(schema.get(key), list):
+            for i, sub in enumerate(schema[key]):
+                yield from walk_schema(sub, f"{path}{key}[{i}]" if not path
+                                       else f"{path}.{key}[{i}]")
+    if isinstance(schema.get("items"), dict):
+        yield from walk_schema(schema["items"], f"{path}[]")
+    for key in ("additionalProperties", "not", "if", "then", "else"):
+        if isinstance(schema.get(key), dict):
+            yield from walk_schema(schema[key], join(key))
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    value = schema.get("type")
+    return set(value) if isinstance(value, list) else {value} if isinstance(value, str) else set()
+
+
+def _mentioned(name: str, text: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
+
+
+_PARAM_LINE = re.compile(r"\s*(?:[-*•]\s*)?`?([A-Za-z_][\w.]*)`?\s*[(:：]")
+
+
+def _param_text(name: str, sub: dict[str, Any], description: str,
+                params: Sequence[str] = ()) -> str:
+    """What the model reads about one parameter: its schema description and prose lines
+    naming it. Left out: example lines (with ``{`` or ``->``: their quoted values are
+    examples, not the allowed set) and lines that define another parameter (``- other: ...``).
+    """
+    def about_other(line: str) -> bool:
+        head = _PARAM_LINE.match(line)
+        return bool(head) and head.group(1) != name and head.group(1) in params
+
+    lines = [ln for ln in description.splitlines() if _mentioned(name, ln)
+             and not re.search(r"\{|->|=>", ln) and not about_other(ln)]
+    return " ".join([str(sub.get("description") or "")] + lines)
+
+
+def _rule_texts(tool_name: str, description: str, schema: dict, cfg: LintConfig
+                ) -> Iterator[tuple[str, str | None, str, str]]:
+    """(rule, param, message, hint) of the per-tool prose rules."""
+    words = _words(description)
+    content = [w for w in words if w not in _STOP]
+    if content and {_stem(w) for w in content} <= _name_words(tool_name):
+        yield ("repeats-name", None, f"'{description.strip()}' only restates '{tool_name}'",
+               "say what the tool returns or changes, for which object, and its limits")
+    if len(_words(_first_sentence(description))) < 3:
+        yield ("no-purpose", None, "no first sentence saying what the tool does",
+               "start with one sentence: what the tool does and what it returns")
+    if description.strip() and not _WHEN.search(description):
+        yield ("no-when-to-use", None, "no 'use when' / 'do not use' guidance",
+               "add when to use it and when to use which other tool instead")
+    lines = count_lines(description)
+    if not cfg.min_lines <= lines <= cfg.max_lines:
+        yield ("length-budget", None, f"{lines} description lines (budget {cfg.min_lines}-"
+               f"{cfg.max_lines})", "shorten to the essentials" if lines > cfg.max_lines
+               else "add parameters, constraints, business context and an example")
+    texts = [(None, description)] + [(p, str(s.get("description") or ""))
+                                     for p, s in walk_schema(schema) if p]
+    for param, text in texts:
+        for kind, pattern in _LEAKS:
+            match = pattern.search(text)
+            if match:
+                yield ("implementation-leak", param, f"{kind} '{match.group(0)[:60]}' in the "
+                       "description", "describe behaviour the model needs; keep hosts, paths "
+                       "and endpoints in code")
+                break
+
+
+def _rule_params(description: str, schema: dict) -> Iterator[tuple[str, str | None, str, str]]:
+    names = list(schema.get("properties") or {})
+    for name, sub, required in _top_params(schema):
+        text = _param_text(name, sub, description, names)
+        if not sub.get("description") and not _mentioned(name, description):
+            yield ("param-no-description", name, f"parameter '{name}' is described nowhere",
+                   "say what the value means, its format and an example")
+        if "string" in _types(sub) and "enum" not in sub and "const" not in sub and \
+                _closed_set(text, [p for p in schema.get("properties", {}) if p != name]):
+            yield ("closed-set-no-enum", name, f"'{name}' reads as a closed set of values but "
+                   "has no enum", "list the values in the schema's enum (exact case)")
+        if not required and "default" not in sub and not _DEFAULT.search(text):
+            yield ("default-not-stated", name, f"optional '{name}' has no stated default",
+                   "add 'default' to the schema or say what happens when it is omitted")
+    for path, sub in walk_schema(schema):
+        if path and _types(sub) & {"integer", "number"} and not any(
+                k in sub for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
+            yield ("number-no-bounds", path, f"number '{path}' has no minimum or maximum",
+                   "add minimum/maximum (e.g. page >= 1, limit <= 100)")
+
+
+_OPENAI_UNSUPPORTED = ("allOf", "not", "dependentRequired", "dependentSchemas", "if", "then",
+                       "else")
+OPENAI_MAX_DEPTH = 10
+GEMINI_SCHEMA_FIELDS = frozenset((
+    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
+    "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
+    "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum",
+    "maximum"))
+
+
+def openai_strict_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, problem) of every reason OpenAI strict mode rejects ``schema`` (see module doc)."""
+    problems = []
+    if "anyOf" in schema:
+        problems.append(("", "the root is anyOf"))
+    for path, sub in walk_schema(schema):
+        where = path or "(root)"
+        for key in _OPENAI_UNSUPPORTED:
+            if key in sub:
+                problems.append((where, f"'{key}' is not supported"))
+        if "object" in _types(sub) or "properties" in sub:
+            if sub.get("additionalProperties") is not False:
+                problems.append((where, "additionalProperties is not false"))
+            missing = [p for p in (sub.get("properties") or {}) if p not in
+                       set(sub.get("required", []))]
+            if missing:
+                problems.append((where, f"not in required: {', '.join(missing)}"))
+        depth = path.count(".") + path.count("[]") + 1 if path else 0
+        if depth > OPENAI_MAX_DEPTH:
+            problems.append((where, f"nested deeper than {OPENAI_MAX_DEPTH} levels"))
+    return problems
+
+
+def gemini_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, problem) of every field Gemini's ``Schema`` object rejects (see module doc)."""
+    problems = []
+    for path, sub in walk_schema(schema):
+        where = path or "(root)"
+        unknown = sorted(k for k in sub if k not in GEMINI_SCHEMA_FIELDS)
+        if unknown:
+            problems.append((where, f"unsupported: {', '.join(unknown)}"))
+        if isinstance(sub.get("type"), list):
+            problems.append((where, "type is a list (use one type and nullable)"))
+        if any(not isinstance(v, str) for v in sub.get("enum", []) or []):
+            problems.append((where, "enum values must be strings"))
+    return problems
+
+
+def _tokens(text: str) -> list[str]:
+    """TF-IDF terms: lower-case words of two letters or more (stop words out), CJK bigrams."""
+    terms = [w for w in _words(text) if len(w) > 1 and w not in _STOP and not w.isdigit()]
+    cjk = re.findall(r"[\u3400-\u9fff]+", text)
+    terms += [run[i:i + 2] for run in cjk for i in range(len(run) - 1)]
+    return terms
+
+
+def tfidf_cosine(texts: Sequence[str]) -> list[list[float]]:
+    """Pairwise cosine similarity of TF-IDF vectors (raw term counts, smoothed idf
+    ``ln((1+n)/(1+df)) + 1``, L2-normalised: scikit-learn's ``TfidfVectorizer`` defaults, which
+    are used when scikit-learn is installed)."""
+    try:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+    except ImportError:
+        TfidfVectorizer = None
+    if TfidfVectorizer is not None:
+        matrix = TfidfVectorizer(analyzer=_tokens).fit_transform(texts)
+        return (matrix @ matrix.T).toarray().tolist()
+    docs = [Counter(_tokens(t)) for t in texts]
+    n = len(docs)
+    df = Counter(term for doc in docs for term in doc)
+    idf = {term: math.log((1 + n) / (1 + count)) + 1 for term, count in df.items()}
+    vectors = []
+    for doc in docs:
+        vec = {term: tf * idf[term] for term, tf in doc.items()}
+        norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
+        vectors.append({term: v / norm for term, v in vec.items()})
+    return [[sum(w * b.get(t, 0.0) for t, w in a.items()) for b in vectors] for a in vectors]
+
+
+def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Finding]:
+    """All findings for one variant, in tool order then rule code.
+
+    Returns:
+        findings (empty when clean).
+    """
+    findings: list[Finding] = []
+
+    def add(rule_name: str, tool: str, param: str | None, message: str, hint: str) -> None:
+        rule = RULES[rule_name]
+        findings.append(Finding(rule.code, rule.name, rule.severity, variant.toolset,
+                                variant.name, tool, param, message, hint))
+
+    for tool in variant.tools:
+        for rule_name, param, message, hint in _rule_texts(tool.name, tool.description,
+                                                           tool.input_schema, config):
+            add(rule_name, tool.name, param, message, hint)
+        for rule_name, param, message, hint in _rule_params(tool.description, tool.input_schema):
+            add(rule_name, tool.name, param, message, hint)
+        strict = openai_strict_problems(tool.input_schema)
+        if strict:
+            add("openai-strict", tool.name, None, "; ".join(f"{p}: {m}" for p, m in strict[:4])
+                + (f"; +{len(strict) - 4} more" if len(strict) > 4 else ""),
+                "send additionalProperties: false, list every property in required and make "
+                "optional ones nullable (type [T, 'null'])")
+        gemini = gemini_problems(tool.input_schema)
+        if gemini:
+            add("gemini-schema", tool.name, None, "; ".join(f"{p}: {m}" for p, m in gemini[:4])
+                + (f"; +{len(gemini) - 4} more" if len(gemini) > 4 else ""),
+                "inline $ref, drop unsupported keywords (state them in prose) or send the "
+                "schema as parametersJsonSchema")
+    tools = list(variant.tools)
+    if len(tools) > 1:
+        sims = tfidf_cosine([t.description for t in tools])
+        for i in range(len(tools)):
+            for j in range(i + 1, len(tools)):
+                if sims[i][j] >= config.overlap:
+                    add("overlapping-tools", tools[i].name, None,
+                        f"description overlaps '{tools[j].name}' (TF-IDF cosine "
+                        f"{sims[i][j]:.2f} >= {config.overlap})",
+                        "say in each when to use the other one instead, and what differs")
+    order = {t.name: i for i, t in enumerate(tools)}
+    return sorted(findings, key=lambda f: (order.get(f.tool, 0), f.code, f.param or ""))

@@ -1,0 +1,123 @@
+"""BFCL importer: the shared BFCL sample becomes a loadable dataset and toolset."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.datasets import check_against_tools, load_dataset
+from bench.descriptions import load_variant
+from bench.importers.bfcl import bfcl_schema, import_bfcl
+
+REPO = Path(__file__).resolve().parent.parent
+_CANDIDATES = [Path(os.environ.get("BFCL_SAMPLE", "/nonexistent")),
+               REPO.parent / "shared" / "bfcl-sample", REPO.parent.parent / "shared" / "bfcl-sample"]
+
+
+@pytest.fixture(scope="module")
+def sample() -> Path:
+    """The read-only BFCL sample (never copied into the repo)."""
+    for path in _CANDIDATES:
+        if (path / "BFCL_v4_simple_python.json").is_file():
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("BFCL sample not found (set BFCL_SAMPLE)")
+    pytest.skip("BFCL sample not found (set BFCL_SAMPLE)")
+
+
+def _files(sample: Path) -> list[Path]:
+    return sorted(sample.glob("BFCL_v4_*.json"))
+
+
+def test_cli_imports_the_sample_into_a_loadable_dataset_and_toolset(run_bench, project, sample):
+    result = run_bench("import", "bfcl", *map(str, _files(sample)), "--name", "bfcl")
+    assert result.returncode == 0, result.stderr
+    dataset = load_dataset("bfcl")
+    variant = load_variant("bfcl", "bfcl")
+    check_against_tools(dataset, "bfcl", variant.tools)  # every label fits its schema
+    by_tag: dict[str, int] = {}
+    for case in dataset.cases:
+        by_tag[case.tags[0]] = by_tag.get(case.tags[0], 0) + 1
+    assert by_tag == {"no_call": 24, "multiple": 20, "parallel": 20, "simple": 40}
+    assert all(c.expected.no_call for c in dataset.cases if c.tags[0] == "no_call")
+    assert "Apache-2.0" in (project / "descriptions/bfcl/variants/bfcl.yaml").read_text()
+    again = run_bench("import", "bfcl", *map(str, _files(sample)), "--name", "bfcl")
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_possible_answers_map_to_acceptable_values(sample):
+    toolset, cases = import_bfcl(_files(sample), toolset="bfcl")
+    by_id = {c["id"]: c for c in cases}
+    simple = by_id["simple_python_0"]["expected"]["calls"][0]
+    assert simple == {"name": "calculate_triangle_area",
+                      "arguments": {"base": [10], "height": [5], "unit": ["units", None]}}
+    parallel = by_id["parallel_0"]["expected"]["calls"]
+    assert [c["arguments"]["artist"] for c in parallel] == [["Taylor Swift"], ["Maroon 5"]]
+    nested = by_id["simple_python_260"]["expected"]["calls"][0]["arguments"]
+    assert nested["area"] == [{"width": 20, "height": 12}]
+    hcf = by_id["simple_python_20"]["expected"]["calls"][0]
+    assert hcf["name"] == "math_hcf" and toolset.renamed["math.hcf"] == "math_hcf"
+    tools = {t.name: t for t in toolset.tools}
+    assert tools["calculate_triangle_area"].input_schema["type"] == "object"
+    body_mass = tools["determine_body_mass_index"].input_schema["properties"]
+    assert body_mass["weight"]["type"] == "number"  # BFCL 'float'
+    # one name, two different definitions: both kept, the case points at its own
+    assert "currency_converter" in tools and "currency_converter_2" in tools
+
+
+def test_bfcl_types_map_to_json_schema():
+    schema = bfcl_schema({"type": "dict", "properties": {
+        "point": {"type": "tuple", "items": {"type": "float"}},
+        "value": {"type": "any", "description": "anything"},
+        "flag": {"type": "boolean", "optional": True},
+        "table": {"type": "HashMap"}}, "required": ["point"]}, "x")
+    assert schema == {"type": "object", "properties": {
+        "point": {"type": "array", "items": {"type": "number"}},
+        "value": {"description": "anything"}, "flag": {"type": "boolean"},
+        "table": {"type": "object"}}, "required": ["point"]}
+
+
+def _write(path: Path, entries: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    return path
+
+
+FN = {"name": "a.b", "description": "Do x.", "parameters": {
+    "type": "dict", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
+
+
+def test_missing_answers_are_an_error_naming_file_and_id(run_bench, tmp_path):
+    questions = _write(tmp_path / "BFCL_v4_simple.json",
+                       [{"id": "simple_1", "question": [[{"role": "user", "content": "x"}]],
+                         "function": [FN]}])
+    result = run_bench("import", "bfcl", str(questions), "--name", "t")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "no possible answer for 'simple_1'" in result.stderr
+    assert f"{questions}:1" in result.stderr
+
+
+def test_multi_turn_entries_are_rejected(tmp_path):
+    from bench.errors import BenchError
+
+    questions = _write(tmp_path / "q.json", [{"id": "irrelevance_1", "question": [
+        [{"role": "user", "content": "x"}], [{"role": "user", "content": "y"}]],
+        "function": [FN]}])
+    with pytest.raises(BenchError, match="multi-turn"):
+        import_bfcl([questions], toolset="t")
+
+
+def test_explicit_answers_file_and_nested_expansion(tmp_path):
+    fn = {"name": "paint", "description": "Paint.", "parameters": {"type": "dict", "properties": {
+        "area": {"type": "dict", "properties": {"w": {"type": "integer"},
+                                                "h": {"type": "integer"}}}}}}
+    questions = _write(tmp_path / "q.json", [{"id": "simple_7", "question": [[
+        {"role": "user", "content": "paint 2 by 3 or 3 by 2"}]], "function": [fn]}])
+    answers = _write(tmp_path / "a.json", [{"id": "simple_7", "ground_truth": [
+        {"paint": {"area": [{"w": [2, 3], "h": [3, ""]}]}}]}])
+    _, cases = import_bfcl([questions], [answers], toolset="t")
+    assert cases[0]["expected"]["calls"][0]["arguments"]["area"] == [
+        {"w": 2, "h": 3}, {"w": 2}, {"w": 3, "h": 3}, {"w": 3}]

@@ -1,0 +1,194 @@
+"""bench lint: every rule has a failing and a passing example; the command's exit code and
+JSON output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from bench.descriptions.lint import RULES, LintConfig, lint_variant
+from bench.descriptions.variants import Variant
+from bench.models import Tool
+
+GOOD_DESCRIPTION = "\n".join([
+    "Search the customer's orders by product words, status and date; returns up to 20 orders.",
+    "Use it when the customer describes an order without its number; do not use it for",
+    "delivery tracking (use track_shipment instead).",
+    "- keyword: words from the product title.",
+    "- status: order status; default: any status.",
+    "- page: result page, 1-based; default 1.",
+])
+GOOD_SCHEMA = {"type": "object", "properties": {
+    "keyword": {"type": "string"},
+    "status": {"type": "string", "enum": ["paid", "shipped"]},
+    "page": {"type": "integer", "minimum": 1, "maximum": 50, "default": 1}},
+    "required": ["keyword"]}
+LOOSE = LintConfig(min_lines=1, max_lines=100)
+
+
+def rules_for(*tools: Tool, config: LintConfig = LOOSE) -> set[tuple[str, str | None]]:
+    variant = Variant(name="v", toolset="t", tools=tuple(tools), source="test")
+    return {(f.rule, f.param) for f in lint_variant(variant, config)}
+
+
+def tool(name="search_orders", description=GOOD_DESCRIPTION, schema=None) -> Tool:
+    return Tool(name=name, description=description, input_schema=schema or GOOD_SCHEMA)
+
+
+def names(found) -> set[str]:
+    return {rule for rule, _ in found}
+
+
+def test_good_tool_is_clean_of_description_rules():
+    assert names(rules_for(tool())) <= {"openai-strict", "gemini-schema"}
+
+
+@pytest.mark.parametrize("bad, good", [
+    ("Orders.", GOOD_DESCRIPTION),
+    ("", GOOD_DESCRIPTION),
+])
+def test_no_purpose(bad, good):
+    assert "no-purpose" in names(rules_for(tool(description=bad)))
+    assert "no-purpose" not in names(rules_for(tool(description=good)))
+
+
+def test_repeats_name():
+    assert "repeats-name" in names(rules_for(tool(description="Search orders.")))
+    assert "repeats-name" in names(rules_for(tool(name="getWeather",
+                                                  description="Gets the weather.")))
+    assert "repeats-name" not in names(rules_for(tool()))
+
+
+def test_no_when_to_use():
+    bad = "Search the customer's orders by words and status; returns up to 20 orders."
+    assert "no-when-to-use" in names(rules_for(tool(description=bad)))
+    assert "no-when-to-use" not in names(rules_for(tool()))
+    chinese = "按商品关键词搜索客户的订单并返回最多20条。用户描述订单但没有订单号时用于查找。"
+    assert "no-when-to-use" not in names(rules_for(tool(description=chinese)))
+
+
+def test_param_no_description():
+    schema = dict(GOOD_SCHEMA, properties=dict(GOOD_SCHEMA["properties"],
+                                               channel={"type": "string", "enum": ["web"]}),)
+    assert ("param-no-description", "channel") in rules_for(tool(schema=schema))
+    described = dict(schema, properties=dict(schema["properties"], channel={
+        "type": "string", "enum": ["web"], "description": "Sales channel."}))
+    assert ("param-no-description", "channel") not in rules_for(tool(schema=described))
+
+
+def test_closed_set_without_enum():
+    props = dict(GOOD_SCHEMA["properties"], status={"type": "string"})
+    schema = dict(GOOD_SCHEMA, properties=props)
+    listed = GOOD_DESCRIPTION.replace("order status; default: any status",
+                                      "one of 'paid', 'shipped'; default: any status")
+    assert ("closed-set-no-enum", "status") in rules_for(tool(description=listed,
+                                                              schema=schema))
+    example = GOOD_DESCRIPTION.replace("order status; default: any status",
+                                       "e.g. 'paid' or 'shipped'; default: any status")
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=example,
+                                                                  schema=schema))
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=listed))
+    choice = GOOD_DESCRIPTION + "\n- Send at least one of status, keyword."
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=choice,
+                                                                  schema=schema))
+    other = GOOD_DESCRIPTION + "\n- page: one status page at a time; one of 'a', 'b'."
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=other,
+                                                                  schema=schema))
+    examples = GOOD_DESCRIPTION + '\n- "Paid ones" -> {"status": "paid", "keyword": "x"}'
+    assert ("closed-set-no-enum", "status") not in rules_for(tool(description=examples,
+                                                                  schema=schema))
+
+
+def test_number_without_bounds():
+    props = dict(GOOD_SCHEMA["properties"], page={"type": "integer", "default": 1})
+    assert ("number-no-bounds", "page") in rules_for(tool(schema=dict(GOOD_SCHEMA,
+                                                                      properties=props)))
+    assert ("number-no-bounds", "page") not in rules_for(tool())
+
+
+def test_default_not_stated():
+    silent = GOOD_DESCRIPTION.replace("order status; default: any status", "order status")
+    assert ("default-not-stated", "status") in rules_for(tool(description=silent))
+    assert ("default-not-stated", "status") not in rules_for(tool())
+    with_keyword = dict(GOOD_SCHEMA, properties=dict(GOOD_SCHEMA["properties"], status={
+        "type": "string", "enum": ["paid", "shipped"], "default": "paid"}))
+    assert ("default-not-stated", "status") not in rules_for(tool(description=silent,
+                                                                  schema=with_keyword))
+
+
+@pytest.mark.parametrize("leak", ["Calls https://orders.internal.example/api.",
+                                  "Backed by POST /v2/orders/search.",
+                                  "Reads /var/lib/shop/orders.db.",
+                                  "Implemented in order_search.py.",
+                                  "Talks to orders-db.internal on port 5432."])
+def test_implementation_leak(leak):
+    assert "implementation-leak" in names(rules_for(tool(description=GOOD_DESCRIPTION + "\n"
+                                                         + leak)))
+
+
+def test_no_leak_in_dates_and_and_or():
+    text = GOOD_DESCRIPTION + "\nDates as 2026/11/01; status and/or keyword narrow the search."
+    assert "implementation-leak" not in names(rules_for(tool(description=text)))
+
+
+def test_length_budget():
+    default = LintConfig()
+    assert "length-budget" in names(rules_for(tool(), config=default))  # 6 lines < 15
+    long = "\n".join([GOOD_DESCRIPTION] + [f"- note {i}: detail." for i in range(12)])
+    assert "length-budget" not in names(rules_for(tool(description=long), config=default))
+    assert "length-budget" in names(rules_for(tool(description=long),
+                                              config=LintConfig(max_lines=10)))
+
+
+def test_overlapping_tools():
+    twin = tool(name="find_orders", description=GOOD_DESCRIPTION.replace("Search", "Find"))
+    assert ("overlapping-tools", None) in rules_for(tool(), twin)
+    other = tool(name="get_weather", description="Current weather and a 3-day forecast for a "
+                 "city.\nUse it when the customer asks about weather at the delivery address.")
+    assert ("overlapping-tools", None) not in rules_for(tool(), other)
+
+
+def test_openai_strict():
+    assert "openai-strict" in names(rules_for(tool()))  # optional params, no additionalProps
+    strict = {"type": "object", "additionalProperties": False, "required": ["keyword", "page"],
+              "properties": {"keyword": {"type": "string"},
+                             "page": {"type": ["integer", "null"], "minimum": 1,
+                                      "maximum": 50}}}
+    assert "openai-strict" not in names(rules_for(tool(schema=strict)))
+    with_allof = dict(strict, allOf=[{"required": ["keyword"]}])
+    assert "openai-strict" in names(rules_for(tool(schema=with_allof)))
+
+
+def test_gemini_schema():
+    assert "gemini-schema" not in names(rules_for(tool()))
+    ref = {"type": "object", "$defs": {"A": {"type": "string"}},
+           "properties": {"a": {"$ref": "#/$defs/A"}}}
+    assert "gemini-schema" in names(rules_for(tool(schema=ref)))
+    nullable_list = {"type": "object", "properties": {"a": {"type": ["string", "null"]}}}
+    assert "gemini-schema" in names(rules_for(tool(schema=nullable_list)))
+    numeric_enum = {"type": "object", "properties": {"a": {"type": "integer", "enum": [1, 2]}}}
+    assert "gemini-schema" in names(rules_for(tool(schema=numeric_enum)))
+
+
+def test_rule_codes_are_stable_and_unique():
+    codes = [r.code for r in RULES.values()]
+    assert codes == [f"BL{i:03d}" for i in range(1, 13)]
+
+
+def test_lint_command_exit_code_and_json(run_bench, project):
+    folder = project / "descriptions" / "linted" / "variants"
+    folder.mkdir(parents=True)
+    (folder / "ok.yaml").write_text(yaml.safe_dump({"tools": [tool().model_dump()]}))
+    result = run_bench("lint", "--toolset", "linted", "--min-lines", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "findings per variant and rule" in result.stdout and "linted/ok" in result.stdout
+    (folder / "bad.yaml").write_text(yaml.safe_dump({"tools": [
+        tool(description="Search orders.").model_dump()]}))
+    result = run_bench("lint", "--toolset", "linted", "--variant", "bad", "--json")
+    assert result.returncode == 1
+    findings = json.loads(result.stdout)["findings"]
+    repeated = next(f for f in findings if f["rule"] == "repeats-name")
+    assert repeated["code"] == "BL008" and repeated["severity"] == "error"
+    assert repeated["tool"] == "search_orders" and repeated["hint"]
