@@ -160,6 +160,10 @@ def variants_cmd(
         out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
 
 
+from bench.compare.command import compare  # noqa: E402 - typer needs the function object
+app.command()(compare)
+
+
 def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
     """Tools-block tokens in the local model's tokenizer; {} without the 'local' extra."""
     from bench.providers.local import find_default_model, tools_block_tokens
