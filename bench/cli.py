@@ -72,27 +72,74 @@ def run(
     no_call_layout: Annotated[Optional[str], typer.Option(
         help="Local provider: how 'no tool fits' is offered (see benchmarks/no_call_layout.py)."
     )] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help=(
+        "Local model CPU threads (default $BENCH_THREADS, else min(4, cores)).")
+    )] = None,
+    tool_choice: Annotated[str, typer.Option(
+        help="HTTP providers: auto, required, none, or a tool name.")] = "auto",
+    parallel_tool_calls: Annotated[Optional[bool], typer.Option(
+        "--parallel-tool-calls/--no-parallel-tool-calls",
+        help="HTTP providers: allow several calls per answer (default: provider's).")] = None,
+    openai_strict: Annotated[bool, typer.Option(
+        help="OpenAI strict mode: schemas rewritten, every change logged.")] = False,
+    stream: Annotated[bool, typer.Option(help="HTTP providers: stream answers (SSE).")]
+    = False,
+    request_timeout: Annotated[float, typer.Option(min=0.001, help="HTTP timeout, seconds.")]
+    = 60.0,
     run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
     resume: Annotated[Optional[str], typer.Option(
         help="Finish an interrupted run; its stored settings are used.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(
+        min=1, help="Requests in flight per provider (default 4; local always 1).")] = None,
+    max_usd: Annotated[Optional[float], typer.Option(
+        min=0.0, help="Stop (resumably) once the run has billed this many USD.")] = None,
+    max_total_tokens: Annotated[Optional[int], typer.Option(
+        min=1, help="Stop (resumably) once the run has billed this many tokens.")] = None,
+    cache: Annotated[Optional[str], typer.Option(
+        help="Response cache: off, read, write or readwrite (default off).")] = None,
+    cache_path: Annotated[Optional[str], typer.Option(
+        help="Cache file (default reports/cache/responses.sqlite).")] = None,
+    pricing: Annotated[Optional[str], typer.Option(
+        help="Pricing YAML overriding bench/data/pricing.yaml.")] = None,
+    attempts: Annotated[Optional[int], typer.Option(
+        min=1, help="Most attempts per request (429/5xx/timeouts retried; default 6).")] = None,
+    batch: Annotated[Optional[bool], typer.Option(
+        "--batch/--no-batch", help="OpenAI/Anthropic via their batch APIs (resumable).")] = None,
+    batch_poll_s: Annotated[Optional[float], typer.Option(
+        min=0.0, help="Seconds between batch status polls (default 30).")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
 
+    throughput = {"concurrency": concurrency, "max_usd": max_usd, "cache": cache,
+                  "max_total_tokens": max_total_tokens, "cache_path": cache_path,
+                  "pricing": pricing, "attempts": attempts, "batch": batch,
+                  "batch_poll_s": batch_poll_s}
+    if cache is not None and cache not in ("off", "read", "write", "readwrite"):
+        raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
     if resume:
-        runner = Runner.resume(resume)
+        runner = Runner.resume(resume, overrides=throughput)
     else:
         config = RunConfig(dataset=dataset, variants=_split(variants) or ["l3", "l10", "l30",
                                                                           "l50"],
                            providers=_split(provider) or ["local"], trials=trials, limit=limit,
                            case_ids=_split(cases) or None, model_path=model_path, seed=seed,
-                           max_tokens=max_tokens, no_call_layout=no_call_layout)
+                           max_tokens=max_tokens, no_call_layout=no_call_layout,
+                           threads=threads, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, openai_strict=openai_strict,
+                           stream=stream, request_timeout_s=request_timeout,
+
+                           **{k: v for k, v in throughput.items() if v is not None})
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():
             raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
     run_name = runner.store.run_id
     if runner.pending():
         runner.open_providers()  # fail on a missing model before any output
+        for skipped, reason in runner.skipped.items():
+            err.print(f"provider {skipped} skipped: {reason}")
+        if not runner.providers:
+            raise BenchError("every provider was skipped; nothing to run")
     err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
               f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
               f"-> {runner.store.dir}")
@@ -113,6 +160,9 @@ def run(
                       f"{runner.store.results_path}; finish with: bench run --resume {run_name}")
             raise typer.Exit(130) from None
     _print_summary(run_name, runner.config.variants)
+    if manifest["status"] == "budget_exhausted":
+        err.print(f"budget reached ({manifest['spent']}); continue with: bench run --resume "
+                  f"{run_name} --max-usd N / --max-total-tokens N")
     err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
               f"({manifest['started_at']} -> {manifest['ended_at']})")
 

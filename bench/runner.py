@@ -10,6 +10,10 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,12 +27,27 @@ from bench.descriptions import DEFAULT_VARIANTS, Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
-from bench.providers import Provider, make_provider
+from bench.parse import ParsedAnswer
+from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
+                             make_provider)
+from bench.providers.batch import CHUNK as BATCH_CHUNK
+from bench.providers.batch import BatchLedger, batch_kind, custom_id, poll, results, submit
+from bench.providers.cache import (CACHE_MODES, ResponseCache, messages_digest, request_key,
+                                   tools_digest)
+from bench.providers.errors import ProviderError, request_id_from
+from bench.providers.pricing import Pricing
+from bench.providers.ratelimit import DEFAULT_ATTEMPTS, GateClosed, ProviderGate, call_with_retries
+from bench.providers.replay import ReplayMiss
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML")
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic", "tenacity")
+DEFAULT_CONCURRENCY = 4
+DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
+# Settings a resumed run may change (they decide how, not what, is computed).
+RESUME_OVERRIDES = ("concurrency", "max_usd", "max_total_tokens", "cache", "cache_path",
+                    "pricing", "attempts", "batch", "batch_poll_s")
 
 
 class RunConfig(BaseModel):
@@ -45,6 +64,25 @@ class RunConfig(BaseModel):
         seed: base sampling seed.
         max_tokens: completion cap in tokens.
         no_call_layout: the local provider's "no tool fits" layout (None: its default).
+        threads: CPU threads of the local model (None: ``$BENCH_THREADS`` or min(4, cores)).
+        tool_choice: HTTP providers: ``auto``, ``required``, ``none`` or a tool name.
+        parallel_tool_calls: HTTP providers: allow several calls per answer (None: default).
+        openai_strict: OpenAI strict mode for tool schemas.
+        stream: HTTP providers: receive answers as server-sent events.
+        request_timeout_s: HTTP providers: per-request timeout in seconds.
+        concurrency: requests in flight per provider (a provider may allow fewer: ``local``
+            runs one at a time).
+        attempts: the most attempts per request (429, 5xx and timeouts are retried).
+        max_usd: stop the run (status ``budget_exhausted``, resumable) once the billed cost
+            reaches this many USD; None: no limit.
+        max_total_tokens: the same for prompt + completion tokens billed.
+        cache: response cache mode, one of ``off``, ``read``, ``write``, ``readwrite``.
+        cache_path: the cache's SQLite file (None: ``reports/cache/responses.sqlite``).
+        pricing: a pricing YAML overriding the built-in table (None: built-in, plus
+            ``$BENCH_HOME/pricing.yaml`` when present).
+        batch: send OpenAI and Anthropic requests through their batch APIs (half price,
+            answers within 24 h); other providers run interactively.
+        batch_poll_s: seconds between batch status polls.
     """
 
     dataset: str = "ecommerce"
@@ -57,8 +95,36 @@ class RunConfig(BaseModel):
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
     no_call_layout: str | None = None
+    # provider settings (bench.providers; issue 5)
+    threads: int | None = Field(default=None, ge=1)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None
+    openai_strict: bool = False
+    stream: bool = False
+    request_timeout_s: float = Field(default=60.0, gt=0)
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=1024)
+    attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=100)
+    max_usd: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    cache: str = "off"
+    cache_path: str | None = None
+    pricing: str | None = None
+    batch: bool = False
+    batch_poll_s: float = Field(default=30.0, ge=0)
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_mode(cls, value: str) -> str:
+        if value not in CACHE_MODES:
+            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}")
+        return value
+
+    @field_validator("cache_path", "pricing")
+    @classmethod
+    def _absolute_file(cls, value: str | None) -> str | None:
+        return str(Path(value).resolve()) if value else value
 
     @field_validator("variants", "providers")
     @classmethod
@@ -161,8 +227,35 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def build_row(item: PlanItem, run_id: str, response: Any) -> dict[str, Any]:
-    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics."""
+@dataclass(frozen=True)
+class Outcome:
+    """What executing one plan item produced.
+
+    Attributes:
+        response: the provider's answer (fresh, cached or replayed).
+        attempts: requests sent (0 for a cache hit).
+        cache: ``hit``, ``miss`` (asked the provider, cache on) or None (cache off).
+    """
+
+    response: Any
+    attempts: int
+    cache: str | None
+
+
+def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
+              billed_usd: float | None = None, attempts: int = 1,
+              cache: str | None = None) -> dict[str, Any]:
+    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
+
+    Args:
+        item: the plan item.
+        run_id: the run's id.
+        response: a :class:`~bench.providers.ProviderResponse`.
+        cost_usd: what the request's tokens cost at list price (USD), None without a price.
+        billed_usd: what this run paid for it (0 for cache hits and replays), USD.
+        attempts: requests sent for it (retries included; 0 for a cache hit).
+        cache: ``hit``, ``miss`` or None (cache off).
+    """
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
     return {
         "key": item.key,
@@ -176,15 +269,47 @@ def build_row(item: PlanItem, run_id: str, response: Any) -> dict[str, Any]:
         "tags": item.case.tags,
         "query": item.case.query,
         "expected": item.case.expected.model_dump(),
-        "request": {**response.request, "variant_sha256": item.variant.sha256},
-        "response": {"raw": response.raw, "finish_reason": response.finish_reason},
+        "request": {**response.request, "variant_sha256": item.variant.sha256,
+                    "messages_sha256": messages_digest(item.case.messages),
+                    "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
+        "response": {"raw": response.raw, "finish_reason": response.finish_reason,
+                     "request_id": getattr(response, "request_id", None)},
         "parsed": response.parsed.model_dump(),
         "metrics": score.model_dump(),
         "usage": response.usage.model_dump(),
+        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
+        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
+        "attempts": attempts,
+        "cache": cache,
         "tool_definition_tokens": response.tool_definition_tokens,
         "latency_s": round(response.latency_s, 6),
         "finished_at": _now(),
     }
+
+
+@dataclass
+class Spend:
+    """What a run has been billed: USD, prompt + completion tokens, and requests."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    requests: int = 0
+
+    def add(self, usd: float, tokens: int) -> None:
+        """Count one billed request."""
+        self.usd += usd
+        self.tokens += tokens
+        self.requests += 1
+
+    @property
+    def mean_usd(self) -> float:
+        """Mean USD per billed request (0 before the first)."""
+        return self.usd / self.requests if self.requests else 0.0
+
+    @property
+    def mean_tokens(self) -> float:
+        """Mean tokens per billed request (0 before the first)."""
+        return self.tokens / self.requests if self.requests else 0.0
 
 
 ProgressHook = Callable[[int, int], None]
@@ -215,18 +340,43 @@ class Runner:
         self.command = list(command) if command is not None else list(sys.argv)
         self._factory = provider_factory or _default_factory
         self.providers: dict[str, Provider] = {}
+        self.skipped: dict[str, str] = {}  # provider id -> why it cannot run (no key...)
+        self.pricing = Pricing(config.pricing)
+        self.cache_path = Path(config.cache_path) if config.cache_path else \
+            runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
+        self.cache: ResponseCache | None = None
+        self.gates: dict[str, ProviderGate] = {}
+        self.batch_errors: list[dict[str, Any]] = []
+        self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
 
     @classmethod
-    def resume(cls, run_id: str, **kwargs: Any) -> "Runner":
+    def resume(cls, run_id: str, overrides: dict[str, Any] | None = None,
+               **kwargs: Any) -> "Runner":
         """Reopen run ``run_id`` with its stored config; finished rows are kept.
 
+        Args:
+            run_id: the run to finish.
+            overrides: new values for :data:`RESUME_OVERRIDES` settings (e.g. a higher
+                ``max_usd`` after the run stopped with ``budget_exhausted``); None values
+                keep the stored ones.
+
         Raises:
-            BenchError: no such run, or its dataset or variants changed since it started.
+            BenchError: no such run, an override that is not allowed, or its dataset or
+                variants changed since it started.
         """
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
+        changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+        refused = sorted(set(changes) - set(RESUME_OVERRIDES))
+        if refused:
+            raise BenchError(f"cannot change {', '.join(refused)} when resuming '{run_id}' "
+                             "(it would change what the run measures); start a new run")
         try:
-            config = RunConfig.model_validate(manifest["config"])
+            stored_config = manifest["config"]
+            if not isinstance(stored_config, dict):
+                raise BenchError("config must be an object", file=store.manifest_path,
+                                 field="config")
+            config = RunConfig.model_validate({**stored_config, **changes})
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
             raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
@@ -242,6 +392,7 @@ class Runner:
             if stored.get((variant.toolset, variant.name)) != variant.sha256:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
                                  f"'{variant.toolset}' changed since the run started")
+        manifest["config"] = runner.config.model_dump()
         runner._manifest = manifest
         return runner
 
@@ -283,58 +434,452 @@ class Runner:
     def open_providers(self) -> None:
         """Start every provider of the run (loads models; fails early on missing ones).
 
+        A provider that raises :class:`ProviderUnavailable` (no API key, optional SDK missing)
+        is recorded in :attr:`skipped` with its reason; the others run.
+
         Raises:
-            BenchError: a provider cannot start.
+            BenchError: a provider cannot start for another reason, or ``--max-usd`` is set
+                and a provider has no price.
         """
         for provider_id in self.config.providers:
-            if provider_id not in self.providers:
-                provider = self._factory(provider_id, self.config)
+            if provider_id not in self.providers and provider_id not in self.skipped:
+                if self.config.max_usd is not None and self._price_id(provider_id) and \
+                        self.pricing.price(provider_id) is None:
+                    raise BenchError(f"--max-usd needs a price for '{provider_id}': add its model "
+                                     "to a pricing file and pass --pricing FILE")
+                try:
+                    provider = self._factory(provider_id, self.config)
+                except ProviderUnavailable as exc:
+                    self.skipped[provider_id] = exc.reason
+                    continue
                 self.providers[provider_id] = provider
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
                                      label=f"variant '{variant.name}' of '{variant.toolset}'")
 
+    @staticmethod
+    def _price_id(provider_id: str) -> bool:
+        """False for providers that are priced by what they recorded (replay)."""
+        return not provider_id.startswith("replay:")
+
+    def concurrency(self, provider_id: str) -> int:
+        """Requests in flight for a provider: ``--concurrency`` capped by the provider's own
+        ``max_concurrency`` (1 for ``local``, whose model runs one request at a time)."""
+        provider = self.providers.get(provider_id)
+        cap = getattr(provider, "max_concurrency", None)
+        if cap is None and provider_id == "local":
+            cap = 1
+        return max(1, min(self.config.concurrency, cap or self.config.concurrency))
+
+    def _cost(self, item: PlanItem, outcome: Outcome) -> tuple[float | None, float | None]:
+        """(list-price cost, billed cost) of one answer in USD."""
+        response = outcome.response
+        priced_as = response.request.get("replayed_from", item.provider_id) \
+            if item.provider_id.startswith("replay:") else item.provider_id
+        price = self.pricing.price(priced_as, batch=bool(response.request.get("batch")))
+        if price is None:
+            return None, None
+        usage = response.usage
+        cost = price.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+        fresh = outcome.cache != "hit" and not item.provider_id.startswith("replay:")
+        return cost, cost if fresh else 0.0
+
+    def _cache_identity(self, provider: Provider, item: PlanItem,
+                        body: dict[str, Any] | None) -> dict[str, Any]:
+        """What makes a provider's answer differ besides messages, tools and trial.
+
+        HTTP adapters are keyed by the exact JSON body (model, tool_choice, sampling
+        parameters, the dialect's tools) and base URL; other providers by what they
+        :meth:`~Provider.describe` (model file hash, seed, layout), without machine paths.
+        """
+        if body is not None:
+            return {"body": body, "base_url": str(getattr(provider, "options", None)
+                                                  and provider.options.base_url or "")}
+        described = dict(provider.describe())
+        for machine_specific in ("model_path", "threads"):
+            described.pop(machine_specific, None)
+        return described
+
+    def _ask(self, provider: Provider, item: PlanItem,
+             body: dict[str, Any] | None) -> ProviderResponse:
+        """One request: HTTP adapters get ``send(body)`` + ``parse_body`` (so the body built
+        for the cache key is built once, and the gate sees the response headers); other
+        providers get ``complete``."""
+        if body is None:
+            return provider.complete(item.case.messages, item.variant.tools,
+                                     variant_key=item.variant.sha256, trial=item.trial)
+        assert isinstance(provider, HTTPProvider)
+        started = time.perf_counter()
+        answer, headers = provider.send(body)
+        latency = time.perf_counter() - started
+        self.gates[item.provider_id].observe(headers)
+        response = provider.parse_body(answer, latency_s=latency, request=body)
+        response.request_id = request_id_from(headers) or response.request_id
+        return response
+
+    def _cache_key(self, provider: Provider, item: PlanItem,
+                   body: dict[str, Any] | None) -> str | None:
+        """The item's cache key, or None when the cache is off or the provider is replay."""
+        if self.cache is None or item.provider_id.startswith("replay:"):
+            return None
+        return request_key(item.provider_id, self._cache_identity(provider, item, body),
+                           item.case.messages, item.variant.tools, item.trial)
+
+    def _cache_lookup(self, provider: Provider, item: PlanItem,
+                      body: dict[str, Any] | None) -> ProviderResponse | None:
+        """The cached answer (counts a hit or a miss), or None."""
+        key = self._cache_key(provider, item, body)
+        return self.cache.get(key) if key is not None and self.cache is not None else None
+
+    def _cache_store(self, provider: Provider, item: PlanItem, body: dict[str, Any] | None,
+                     response: ProviderResponse) -> None:
+        """Store a fresh answer when the cache writes."""
+        key = self._cache_key(provider, item, body)
+        if key is not None and self.cache is not None:
+            options = getattr(provider, "options", None)
+            self.cache.put(key, response, provider_id=item.provider_id,
+                           base_url=getattr(options, "base_url", None),
+                           messages=item.case.messages, tools=item.variant.tools,
+                           trial=item.trial)
+
+    @staticmethod
+    def _invalid(exc: ProviderError) -> Outcome:
+        """A ``validation`` error as the item's answer: invalid, naming the error."""
+        return Outcome(ProviderResponse(
+            raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"), finish_reason="error",
+            latency_s=0.0, request={"error_class": exc.error_class, "status": exc.status},
+            request_id=exc.request_id), 1, None)
+
+    def execute(self, item: PlanItem) -> Outcome:
+        """Answer one plan item: from the cache when allowed, else from the provider through
+        its gate with retries; store fresh answers in the cache when allowed.
+
+        A ``validation`` error (the provider rejects this one request, e.g. HTTP 400 for a
+        prompt over the context window) becomes this item's answer: an invalid answer naming
+        the error, as the local provider does for a context overflow.
+
+        Raises:
+            ProviderError: a permanent error (401/403/404...), or retries exhausted.
+            GateClosed: the run is stopping.
+        """
+        provider = self.providers[item.provider_id]
+        body = None
+        try:
+            if isinstance(provider, HTTPProvider):
+                body = provider.build_request(item.case.messages, item.variant.tools,
+                                              trial=item.trial)
+            hit = self._cache_lookup(provider, item, body)
+            if hit is not None:
+                return Outcome(hit, 0, "hit")
+            response, attempts = call_with_retries(lambda: self._ask(provider, item, body),
+                                                   self.gates[item.provider_id],
+                                                   attempts=self.config.attempts)
+        except ProviderError as exc:
+            if exc.error_class != "validation":
+                raise
+            return self._invalid(exc)
+        self._cache_store(provider, item, body, response)
+        caching = self.cache is not None and not item.provider_id.startswith("replay:")
+        return Outcome(response, attempts, "miss" if caching else None)
+
+    def _spent(self) -> Spend:
+        """What the rows already written were billed (a resumed run keeps its spend)."""
+        planned = {item.key for item in self.plan}
+        spend, seen = Spend(), set()
+        for row in self.store.rows():
+            if row["key"] in planned and row["key"] not in seen:
+                seen.add(row["key"])
+                if row.get("billed_usd") != 0.0 and row.get("cache") != "hit":
+                    usage = row.get("usage") or {}
+                    spend.add(row.get("billed_usd") or 0.0,
+                              int(usage.get("prompt_tokens", 0))
+                              + int(usage.get("completion_tokens", 0)))
+        return spend
+
+    def _budget(self, spend: Spend, in_flight: int) -> str:
+        """``send``, ``wait`` or ``stop``: may one more request start now?
+
+        ``stop`` once a limit is reached. ``wait`` while the requests in flight, at the mean
+        cost so far, would reach it with one more, and while the first request is in flight
+        (it gives the first estimate). A run overshoots a limit only by requests that cost
+        more than the running mean.
+        """
+        decision = "send"
+        for limit, used, mean in ((self.config.max_usd, spend.usd, spend.mean_usd),
+                                  (self.config.max_total_tokens, spend.tokens,
+                                   spend.mean_tokens)):
+            if limit is None:
+                continue
+            if used >= limit:
+                return "stop"
+            if in_flight and (not spend.requests or used + (in_flight + 1) * mean > limit):
+                decision = "wait"  # the first request alone gives the estimate
+        return decision
+
+    def _error(self, item: PlanItem, exc: BaseException) -> BaseException:
+        """The user-facing error for a failed item (names case, variant, provider, trial)."""
+        where = (f"case '{item.case.id}', variant '{item.variant.name}', trial {item.trial}")
+        if isinstance(exc, ReplayMiss):
+            recorded = ", ".join(exc.recorded_providers) or "none"
+            return BenchError(
+                f"{item.provider_id}: no recorded answer for {where} (the source holds answers "
+                f"from: {recorded}); record it with: bench run --provider <provider> "
+                f"--dataset {self.config.dataset} --variants {item.variant.name} "
+                f"--cases {item.case.id} --trials {item.trial + 1} --cache write "
+                f"(or replay a run that has it: replay:<run-id>)")
+        if isinstance(exc, ProviderError):
+            status = f" HTTP {exc.status}" if exc.status else ""
+            request = f" (request id {exc.request_id})" if exc.request_id else ""
+            tried = " after retries" if exc.retryable else ""
+            return BenchError(
+                f"{item.provider_id}: {exc.error_class}{status} error{tried} on {where}: "
+                f"{exc}{request}; finished rows are kept, continue with: "
+                f"bench run --resume {self.store.run_id}")
+        return exc
+
+    def _run_batches(self, todo: list[PlanItem], record: Callable[[PlanItem, Outcome], None],
+                     spend: Spend) -> tuple[list[PlanItem], str | None]:
+        """Batch mode: answer the items of batch-capable providers through their batch APIs.
+
+        Collects batches recorded by an earlier, interrupted session first (never submits an
+        item twice), then submits the remaining items in chunks of :data:`batch.CHUNK`
+        (cache hits and requests that cannot be built are recorded directly), saves each batch
+        id before polling, polls every ``batch_poll_s`` seconds and records every answer.
+        Requests a batch reports as failed stay pending (listed in ``self.batch_errors``);
+        resuming submits them again.
+
+        Returns:
+            (the items left for the interactive path, ``"budget_exhausted"`` or None).
+
+        Raises:
+            ProviderError: a submit, poll or download request failed (the batch ids are
+                saved: resuming picks them up).
+        """
+        ledger = BatchLedger(self.store.dir)
+        by_key = {item.key: item for item in todo}
+        in_batch = {entry["key"] for job in ledger.open_jobs()
+                    for entry in job.requests.values()}
+        left, status = [], None
+        for provider_id, provider in self.providers.items():
+            kind = batch_kind(provider)
+            mine = [i for i in todo if i.provider_id == provider_id]
+            if kind is None:
+                left += mine
+                continue
+            assert isinstance(provider, HTTPProvider)
+            chunk: dict[str, dict[str, Any]] = {}
+            for item in [i for i in mine if i.key not in in_batch] + [None]:
+                if item is not None:
+                    body = None
+                    try:
+                        body = provider.build_request(item.case.messages, item.variant.tools,
+                                                      trial=item.trial)
+                        hit = self._cache_lookup(provider, item, body)
+                    except ProviderError as exc:
+                        record(item, self._invalid(exc))
+                        continue
+                    if hit is not None:
+                        record(item, Outcome(hit, 0, "hit"))
+                        continue
+                    chunk[custom_id(item.key)] = {"key": item.key, "body": body}
+                if chunk and (item is None or len(chunk) >= BATCH_CHUNK):
+                    if self._budget(spend, 0) == "stop":
+                        status = "budget_exhausted"
+                        break
+                    ledger.jobs.append(submit(provider, kind, chunk))
+                    ledger.save()  # before polling: a crash from here on is resumable
+                    if self.config.max_usd or self.config.max_total_tokens:
+                        self._collect(ledger, by_key, record)  # budgets see each chunk's cost
+                    chunk = {}
+        self._collect(ledger, by_key, record)
+        return left, status
+
+    def _collect(self, ledger: BatchLedger, by_key: dict[str, PlanItem],
+                 record: Callable[[PlanItem, Outcome], None]) -> None:
+        """Poll every open batch until it ends, then record its answers."""
+        while True:
+            pending = [job for job in ledger.open_jobs() if job.provider in self.providers]
+            if not pending:
+                return
+            for job in pending:
+                provider = self.providers[job.provider]
+                assert isinstance(provider, HTTPProvider)
+                if not poll(provider, job):
+                    continue
+                for cid, body, error in results(provider, job):
+                    entry = job.requests.get(cid)
+                    item = by_key.pop(entry["key"], None) if entry else None
+                    if item is None:
+                        continue  # unknown id, or a row already written
+                    if body is None:
+                        self.batch_errors.append({"key": item.key, "batch": job.batch_id,
+                                                  "error": error})
+                        continue
+                    response = provider.parse_body(body, latency_s=0.0, request=entry["body"])
+                    response.request["batch"] = job.batch_id
+                    self._cache_store(provider, item, entry["body"], response)
+                    record(item, Outcome(response, 1, "miss" if self.cache else None))
+                job.status = "collected"
+                ledger.save()
+            if any(job.status != "collected" for job in pending):
+                self._sleep(self.config.batch_poll_s)
+
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
 
-        Rows are appended as they finish. On KeyboardInterrupt the manifest is marked
-        ``interrupted`` (every finished row stays) and the interrupt is re-raised.
+        Each provider gets ``concurrency(provider)`` worker threads behind its gate; rows are
+        scored and appended by this thread as answers arrive, in any order (each row carries
+        its own key). The run ends with status ``complete``, ``budget_exhausted`` (a budget
+        was reached: nothing new is sent, requests in flight are finished and kept; resume
+        with a higher budget), ``interrupted`` (KeyboardInterrupt, re-raised) or ``failed``.
+
+        Raises:
+            BenchError: a provider error that retries could not fix, or a replay miss (rows
+                finished before it are kept; the run can be resumed).
         """
         manifest = self._manifest or self._new_manifest()
         todo = self.pending()
         done = len(self.plan) - len(todo)
+        previous_cache = manifest.get("cache") or {}
         if todo:
             self.open_providers()
             manifest["providers"] = [p.describe() for p in self.providers.values()]
-        manifest.update(status="running", rows_done=done, ended_at=None)
+            manifest["providers_skipped"] = [{"provider": k, "reason": v}
+                                             for k, v in self.skipped.items()]
+            todo = [item for item in todo if item.provider_id not in self.skipped]
+        if self.config.cache != "off":
+            self.cache = ResponseCache(self.cache_path, self.config.cache)  # type: ignore[arg-type]
+        self.gates = {pid: ProviderGate(self.concurrency(pid)) for pid in self.providers}
+        manifest.update(status="running", rows_done=done, ended_at=None,
+                        pricing=self.pricing.describe())
+        manifest.pop("error", None)
         self.store.write_manifest(manifest)
+        spend = self._spent()
         finished = done
         if progress:
             progress(finished, len(self.plan))
+        queues: dict[str, deque[PlanItem]] = {}
+        pools = {pid: ThreadPoolExecutor(max_workers=self.concurrency(pid),
+                                         thread_name_prefix=f"bench-{i}")
+                 for i, pid in enumerate(self.providers)}
+        outstanding: dict[Future, PlanItem] = {}
+        rows = self.store.writer()
+        per_provider = {pid: 0 for pid in self.providers}
+        status, failure = "complete", None
+
+        def record(item: PlanItem, outcome: Outcome) -> None:
+            nonlocal finished
+            cost, billed = self._cost(item, outcome)
+            rows.append(build_row(item, self.store.run_id, outcome.response,
+                                  cost_usd=cost, billed_usd=billed,
+                                  attempts=outcome.attempts, cache=outcome.cache))
+            if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
+                usage = outcome.response.usage
+                spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
+            finished += 1
+            if progress:
+                progress(finished, len(self.plan))
+
+        def dispatch() -> None:
+            nonlocal status
+            for pid, queue in queues.items():
+                # twice the workers queued: workers never idle, memory stays flat
+                while queue and per_provider[pid] < 2 * self.concurrency(pid):
+                    decision = self._budget(spend, len(outstanding))
+                    if decision == "wait":
+                        return
+                    if decision == "stop":
+                        status = "budget_exhausted"
+                        return
+                    item = queue.popleft()
+                    outstanding[pools[pid].submit(self.execute, item)] = item
+                    per_provider[pid] += 1
+
+        def stop_everything() -> None:
+            for queue in queues.values():
+                queue.clear()
+            for gate in self.gates.values():
+                gate.close()
+
         try:
-            for item in todo:
-                provider = self.providers[item.provider_id]
-                response = provider.complete(item.case.messages, item.variant.tools,
-                                             variant_key=item.variant.sha256, trial=item.trial)
-                self.store.append(build_row(item, self.store.run_id, response))
-                finished += 1
-                if progress:
-                    progress(finished, len(self.plan))
+            if self.config.batch:
+                todo, batch_status = self._run_batches(todo, record, spend)
+                status = batch_status or status
+            queues.update({pid: deque(i for i in todo if i.provider_id == pid)
+                           for pid in self.providers})
+            if status == "complete":
+                dispatch()
+            while outstanding:
+                try:
+                    finished_now, _ = wait(list(outstanding), return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt:
+                    status = "interrupted"
+                    stop_everything()
+                    continue  # collect what is in flight (it is written), then stop
+                for future in finished_now:
+                    item = outstanding.pop(future)
+                    per_provider[item.provider_id] -= 1
+                    try:
+                        outcome = future.result()
+                    except GateClosed:
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - reported after draining
+                        if failure is None:
+                            failure = self._error(item, exc)
+                            status = "failed"
+                            stop_everything()
+                        continue
+                    record(item, outcome)
+                if status == "complete":
+                    dispatch()
+            if self.batch_errors and failure is None:
+                first = self.batch_errors[0]
+                failure = BenchError(
+                    f"{len(self.batch_errors)} batch request(s) failed (first: {first['key']}: "
+                    f"{first['error']}); finished rows are kept, submit the rest again with: "
+                    f"bench run --resume {self.store.run_id}")
         except KeyboardInterrupt:
-            manifest.update(status="interrupted", rows_done=finished, ended_at=_now())
-            self.store.write_manifest(manifest)
+            status = "interrupted"
             raise
         except BaseException as exc:
-            manifest.update(status="failed", rows_done=finished, ended_at=_now(),
-                            error=f"{type(exc).__name__}: {exc}")
-            self.store.write_manifest(manifest)
+            status = "failed"
+            manifest["error"] = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            stop_everything()
+            for pool in pools.values():
+                pool.shutdown(wait=True, cancel_futures=True)
+            rows.close()
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()
-        manifest.update(status="complete", rows_done=finished, ended_at=_now())
-        self.store.write_manifest(manifest)
+            if failure is not None:
+                status = "failed"
+                manifest["error"] = str(failure)
+            if status == "complete" and self.skipped:
+                status = "partial"  # a skipped provider's rows are missing; --resume runs them
+            manifest.update(status=status, rows_done=finished, ended_at=_now(),
+                            spent={"billed_usd": round(spend.usd, 6),
+                                   "billed_tokens": spend.tokens,
+                                   "billed_requests": spend.requests},
+                            budget={"max_usd": self.config.max_usd,
+                                    "max_total_tokens": self.config.max_total_tokens},
+                            rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
+            if self.batch_errors:
+                manifest["batch_errors"] = self.batch_errors[:100]
+            if self.cache is not None or previous_cache:
+                now = self.cache.stats() if self.cache is not None else {}
+                manifest["cache"] = {
+                    **previous_cache, **now,
+                    **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
+                       for k in ("hits", "misses", "writes")}}
+            if self.cache is not None:
+                self.cache.close()
+            self.store.write_manifest(manifest)
+        if failure is not None:
+            raise failure
+        if status == "interrupted":
+            raise KeyboardInterrupt
         return manifest
 
 
@@ -342,9 +887,15 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
     options: dict[str, Any] = {}
     if provider_id == "local":
         options = {"model_path": config.model_path, "seed": config.seed,
-                   "max_tokens": config.max_tokens}
+                   "max_tokens": config.max_tokens, "threads": config.threads}
         if config.no_call_layout:
             options["no_call_layout"] = config.no_call_layout
+    else:
+        options = {"seed": config.seed, "max_tokens": config.max_tokens,
+                   "tool_choice": config.tool_choice,
+                   "parallel_tool_calls": config.parallel_tool_calls,
+                   "strict": config.openai_strict, "stream": config.stream,
+                   "timeout_s": config.request_timeout_s}
     return make_provider(provider_id, **options)
 
 

@@ -20,7 +20,8 @@ Column schema (dtype in brackets):
 - ``selection_precision``, ``selection_recall``, ``selection_f1`` [float, NaN on no-call/ask].
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
 - ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens``
-  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds].
+  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float, USD
+  at list price; NaN without a price].
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
             record[name] = usage.get(name)
         record["tool_definition_tokens"] = row.get("tool_definition_tokens")
         record["latency_s"] = row.get("latency_s")
+        record["cost_usd"] = row.get("cost_usd")
         records.append(record)
     if not records:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
@@ -125,7 +127,7 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     for name in BINARY_METRICS:
         if name in frame:
             frame[name] = frame[name].astype("boolean")
-    for name in (*_USAGE, "tool_definition_tokens", "latency_s"):
+    for name in (*_USAGE, "tool_definition_tokens", "latency_s", "cost_usd"):
         frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
     frame["trial"] = frame["trial"].astype(int)
     return frame

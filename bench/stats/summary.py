@@ -41,8 +41,9 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     Columns: ``provider, variant, cases`` then for each metric prefix ``<p>_k, <p>_n, <p>_rate,
     <p>_low, <p>_high`` (fractions), then ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
-    (seconds) and ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache).
+    (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
+    it fills the prefix cache), ``cost_usd`` (USD at list price, summed over the group's rows;
+    NaN when a row has no price) and ``cost_per_case_usd`` (that sum / rows).
     """
     out = []
     for (provider, variant), group in frame.groupby(["provider", "variant"], sort=False):
@@ -60,6 +61,9 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record["p50_latency_s"] = float(group["latency_s"].median())
         warm = group["latency_s"].iloc[1:] if len(group) > 1 else group["latency_s"]
         record["cases_per_s"] = float(1.0 / warm.mean()) if warm.mean() > 0 else float("nan")
+        costs = pd.to_numeric(group["cost_usd"], errors="coerce")
+        record["cost_usd"] = float(costs.sum()) if costs.notna().all() else float("nan")
+        record["cost_per_case_usd"] = record["cost_usd"] / len(group)
         out.append(record)
     summary = pd.DataFrame.from_records(out)
     if variant_order and not summary.empty:

@@ -1,0 +1,192 @@
+"""Batch mode: OpenAI Batch API and Anthropic Message Batches for large runs.
+
+Requests are the adapters' exact bodies (``build_request``); answers go through the same
+``parse_body``, so a batched row is scored like an interactive one. Flow (OpenAI "Batch API"
+guide: upload a JSONL file with ``purpose="batch"``, ``POST /v1/batches``, poll
+``GET /v1/batches/{id}`` until ``completed``, download ``output_file_id`` / ``error_file_id``;
+Anthropic "Message Batches": ``POST /v1/messages/batches`` with ``requests[{custom_id,
+params}]``, poll until ``processing_status == "ended"``, stream ``results_url`` JSONL):
+
+1. submit, 2. record the batch id in the run directory (``batches.json``, atomic) *before*
+polling, 3. poll, 4. collect. A crash after step 2 loses nothing: resuming the run polls and
+collects the recorded batches instead of submitting again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from pydantic import BaseModel, Field
+
+from bench.errors import BenchError
+from bench.providers.base import HTTPProvider
+from bench.providers.errors import error_from_exception
+from bench.runstore import atomic_write_json
+
+BatchKind = Literal["openai", "anthropic"]
+LEDGER = "batches.json"
+# Per-batch request caps documented by the providers are 50,000 (OpenAI) and 100,000
+# (Anthropic); smaller chunks let a budget stop between them.
+CHUNK = 10_000
+OPENAI_DONE = {"completed", "failed", "expired", "cancelled"}
+
+
+class BatchJob(BaseModel):
+    """One submitted batch, as recorded in ``batches.json``.
+
+    Attributes:
+        provider: the provider id.
+        kind: ``openai`` or ``anthropic``.
+        batch_id: the provider's batch id.
+        endpoint: the request path each line targets (OpenAI), e.g. ``/v1/chat/completions``.
+        requests: custom_id -> ``{"key": row key, "body": the request body}``.
+        status: last status seen (``submitted``, the provider's statuses, ``collected``).
+        submitted_at: UNIX time in seconds.
+    """
+
+    provider: str
+    kind: BatchKind
+    batch_id: str
+    endpoint: str
+    requests: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    status: str = "submitted"
+    submitted_at: float = 0.0
+
+
+class BatchLedger:
+    """``<run dir>/batches.json``: every batch of the run (written atomically).
+
+    Args:
+        run_dir: the run directory.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LEDGER
+        self.jobs: list[BatchJob] = []
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                self.jobs = [BatchJob.model_validate(job) for job in data["batches"]]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise BenchError(f"unreadable batch ledger: {exc}".splitlines()[0],
+                                 file=self.path) from None
+
+    def save(self) -> None:
+        """Replace the file atomically."""
+        atomic_write_json(self.path, {"batches": [job.model_dump() for job in self.jobs]})
+
+    def open_jobs(self) -> list[BatchJob]:
+        """Batches submitted but not yet collected."""
+        return [job for job in self.jobs if job.status != "collected"]
+
+
+def batch_kind(provider: object) -> BatchKind | None:
+    """Which batch API serves a provider: ``openai`` (``openai:`` and ``openai-responses:``),
+    ``anthropic``, or None (Gemini, OpenAI-compatible servers, local, replay)."""
+    if not isinstance(provider, HTTPProvider):
+        return None
+    kind = getattr(provider, "kind", "")
+    if kind in ("openai", "openai-responses"):
+        return "openai"
+    if kind == "anthropic":
+        return "anthropic"
+    return None
+
+
+def custom_id(key: str) -> str:
+    """A row key as a batch ``custom_id`` (Anthropic allows ``^[a-zA-Z0-9_-]{1,64}$``)."""
+    return "r" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
+
+
+def submit(provider: HTTPProvider, kind: BatchKind,
+           requests: dict[str, dict[str, Any]]) -> BatchJob:
+    """Submit one batch; return its (not yet saved) ledger entry.
+
+    Args:
+        provider: an OpenAI or Anthropic adapter.
+        kind: from :func:`batch_kind`.
+        requests: custom_id -> ``{"key", "body"}``.
+
+    Raises:
+        ProviderError: the upload or the create call failed.
+    """
+    client = getattr(provider, "_client")
+    try:
+        if kind == "openai":
+            lines = "".join(json.dumps({"custom_id": cid, "method": "POST",
+                                        "url": provider.endpoint, "body": entry["body"]},
+                                       ensure_ascii=False) + "\n"
+                            for cid, entry in requests.items())
+            upload = client.files.create(file=("bench-batch.jsonl", lines.encode("utf-8")),
+                                         purpose="batch")
+            batch = client.batches.create(input_file_id=upload.id, endpoint=provider.endpoint,
+                                          completion_window="24h",
+                                          metadata={"source": "bench"})
+        else:
+            batch = client.messages.batches.create(requests=[
+                {"custom_id": cid, "params": entry["body"]} for cid, entry in requests.items()])
+    except Exception as exc:  # noqa: BLE001 - classified for the runner
+        raise error_from_exception(exc) from exc
+    return BatchJob(provider=provider.provider_id, kind=kind, batch_id=batch.id,
+                    endpoint=provider.endpoint, requests=requests, submitted_at=time.time())
+
+
+def poll(provider: HTTPProvider, job: BatchJob) -> bool:
+    """Refresh ``job.status``; True once the batch has ended (results can be collected).
+
+    Raises:
+        ProviderError: the status request failed.
+    """
+    client = getattr(provider, "_client")
+    try:
+        if job.kind == "openai":
+            batch = client.batches.retrieve(job.batch_id)
+            job.status = batch.status
+            return batch.status in OPENAI_DONE
+        batch = client.messages.batches.retrieve(job.batch_id)
+        job.status = batch.processing_status
+        return batch.processing_status == "ended"
+    except Exception as exc:  # noqa: BLE001
+        raise error_from_exception(exc) from exc
+
+
+def results(provider: HTTPProvider, job: BatchJob
+            ) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+    """``(custom_id, response body or None, error or None)`` for each request of an ended
+    batch; a request the batch did not answer is not yielded (it stays pending).
+
+    Raises:
+        ProviderError: a download failed.
+    """
+    client = getattr(provider, "_client")
+    try:
+        if job.kind == "openai":
+            batch = client.batches.retrieve(job.batch_id)
+            for file_id in (batch.output_file_id, batch.error_file_id):
+                if not file_id:
+                    continue
+                for line in client.files.content(file_id).text.splitlines():
+                    if not line.strip():
+                        continue
+                    entry = json.loads(line)
+                    response = entry.get("response") or {}
+                    status = response.get("status_code")
+                    if entry.get("error") or status != 200:
+                        error = entry.get("error") or (response.get("body") or {}).get("error")
+                        yield entry["custom_id"], None, f"HTTP {status}: {error}"
+                    else:
+                        yield entry["custom_id"], response.get("body"), None
+        else:
+            for entry in client.messages.batches.results(job.batch_id):
+                result = entry.result
+                if result.type == "succeeded":
+                    yield entry.custom_id, result.message.to_dict(), None
+                else:
+                    detail = getattr(result, "error", None)
+                    yield entry.custom_id, None, f"{result.type}: {detail.to_dict() if detail else ''}"
+    except Exception as exc:  # noqa: BLE001
+        raise error_from_exception(exc) from exc

@@ -1,0 +1,133 @@
+"""The ``replay`` provider: answers only from recorded responses, never from a model.
+
+``replay:<source>`` where ``<source>`` is a response cache file (``.sqlite``) or a run id
+under ``reports/runs``; ``replay:<source>#<provider-id>`` picks one recorded provider when the
+source holds several (e.g. ``replay:nightly#local``). An answer is found by the conversation's
+digest, the tool list's digest and the trial index, so a changed description or query is a
+miss, never a stale answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.errors import BenchError
+from bench.models import Message, Tool
+from bench.parse import ParsedAnswer
+from bench.paths import runs_dir
+from bench.providers.base import Provider, ProviderResponse, Usage
+from bench.providers.cache import ResponseCache, messages_digest, tools_digest
+from bench.providers.errors import ProviderError
+from bench.runstore import RunStore
+
+
+class ReplayMiss(ProviderError):
+    """No recorded answer for a request (a permanent error: replay never asks a model).
+
+    Args:
+        message: what was looked for.
+        source: the replay source as given.
+        recorded_providers: the providers the source holds answers from.
+    """
+
+    def __init__(self, message: str, *, source: str, recorded_providers: Sequence[str]) -> None:
+        super().__init__(message, error_class="permanent")
+        self.source = source
+        self.recorded_providers = list(recorded_providers)
+
+
+def response_from_row(row: dict[str, Any]) -> ProviderResponse:
+    """Rebuild the :class:`ProviderResponse` a ``results.jsonl`` row was scored from."""
+    response = row.get("response") or {}
+    return ProviderResponse(
+        raw=response.get("raw"), parsed=ParsedAnswer.model_validate(row["parsed"]),
+        finish_reason=response.get("finish_reason"), usage=Usage.model_validate(row["usage"]),
+        latency_s=row["latency_s"], tool_definition_tokens=row.get("tool_definition_tokens"),
+        request=row.get("request") or {})
+
+
+class ReplayProvider(Provider):
+    """Answers from a response cache or a stored run.
+
+    Args:
+        provider_id: ``replay:<source>[#<provider-id>]``.
+
+    Raises:
+        BenchError: the source is neither a cache file nor a stored run.
+    """
+
+    max_concurrency = 64  # lookups only
+
+    def __init__(self, provider_id: str) -> None:
+        self.provider_id = provider_id
+        spec = provider_id.partition(":")[2]
+        self.source, _, self.only = spec.partition("#")
+        if not self.source:
+            raise BenchError(f"provider '{provider_id}': give a run id or a cache file, "
+                             "e.g. replay:<run-id> or replay:reports/cache/responses.sqlite")
+        self._cache: ResponseCache | None = None
+        self._index: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        self._recorded: set[str] = set()
+        path = Path(self.source)
+        if path.is_file():
+            self._cache = ResponseCache(path, "read")
+            self.kind = "cache"
+            self._recorded = {p for (p,) in self._cache._connection().execute(
+                "SELECT DISTINCT provider FROM responses")}
+        else:
+            store = RunStore(runs_dir(), self.source)
+            if not store.exists():
+                raise BenchError(f"provider '{provider_id}': '{self.source}' is neither a "
+                                 f"cache file nor a run under {runs_dir()}")
+            self.kind = "run"
+            for row in store.rows():
+                request = row.get("request") or {}
+                key = (request.get("messages_sha256"), request.get("tools_sha256"), row["trial"])
+                self._index.setdefault(key, []).append(row)
+                self._recorded.add(row["provider"])
+        if self.only and self.only not in self._recorded:
+            raise BenchError(f"provider '{provider_id}': the source has no answers from "
+                             f"'{self.only}' (it has: {', '.join(sorted(self._recorded)) or 'none'})")
+
+    def _candidates(self, messages: Sequence[Message], tools: Sequence[Tool],
+                    trial: int) -> list[tuple[str, ProviderResponse]]:
+        key = (messages_digest(messages), tools_digest(tools), trial)
+        if self._cache is not None:
+            found = self._cache.find(*key)
+        else:
+            found = [(row["provider"], response_from_row(row))
+                     for row in self._index.get(key, [])]
+        return [(p, r) for p, r in found if not self.only or p == self.only]
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                 variant_key: str, trial: int) -> ProviderResponse:
+        """The recorded answer; see :meth:`Provider.complete`.
+
+        Raises:
+            ReplayMiss: nothing recorded for this conversation, tool list and trial.
+            BenchError: answers from several providers match and no ``#<provider>`` was given.
+        """
+        found = self._candidates(messages, tools, trial)
+        providers = sorted({p for p, _ in found})
+        if len(providers) > 1:
+            raise BenchError(f"provider '{self.provider_id}': answers from several providers "
+                             f"match ({', '.join(providers)}); pick one with "
+                             f"replay:{self.source}#<provider>")
+        if not found:
+            raise ReplayMiss(f"no recorded answer in {self.kind} '{self.source}' for trial "
+                             f"{trial}", source=self.source,
+                             recorded_providers=sorted(self._recorded))
+        response = found[-1][1]
+        return response.model_copy(update={"request": {**response.request,
+                                                       "replayed_from": providers[0]}})
+
+    def describe(self) -> dict[str, Any]:
+        """Source kind and path; see :meth:`Provider.describe`."""
+        return {"provider": self.provider_id, "source": self.source, "source_kind": self.kind,
+                "recorded_providers": sorted(self._recorded), "only": self.only or None}
+
+    def close(self) -> None:
+        """Close the cache connection."""
+        if self._cache is not None:
+            self._cache.close()

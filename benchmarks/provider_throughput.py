@@ -1,0 +1,122 @@
+"""Runner throughput, harness CPU per request and memory against the loopback fake server.
+
+Targets (issue 5): with the fake server answering after a fixed 100 ms, concurrency 32 over
+2,000 requests reaches >= 90% of 32 / 0.1 s = 320 requests/s, and the harness's own CPU time
+per request (this process: SDK, parsing, scoring, cache-off row writing) stays under 2 ms.
+Also reports the peak resident memory of a 20,000-row run.
+
+The fake server (tests/fakeserver.py) runs in a separate process so that its CPU is not
+counted. Each scenario runs in a fresh subprocess so that peak memory is its own.
+
+    python benchmarks/provider_throughput.py                 # both scenarios
+    python benchmarks/provider_throughput.py --rows 20000 --latency 0.1   # one, by hand
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from fakeserver import FakeServer
+server = FakeServer(latency_s={latency}, record=False).start()
+print(server.url, flush=True)
+sys.stdin.read()
+"""
+
+
+def start_server(latency_s: float) -> tuple[subprocess.Popen, str]:
+    """The fake server in a child process; returns (process, base URL)."""
+    process = subprocess.Popen([sys.executable, "-c", SERVER.format(
+        tests=str(REPO / "tests"), latency=latency_s)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True)
+    url = process.stdout.readline().strip()
+    return process, url
+
+
+def scenario(rows: int, latency_s: float, concurrency: int) -> dict:
+    """Run ``rows`` requests through :class:`bench.runner.Runner` in this process."""
+    sys.path.insert(0, str(REPO))
+    from bench.runner import RunConfig, Runner
+
+    home = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    os.symlink(REPO / "datasets", home / "datasets")
+    os.symlink(REPO / "descriptions", home / "descriptions")
+    os.environ["BENCH_HOME"] = str(home)
+    server, url = start_server(latency_s)
+    try:
+        cases = 125
+        trials = max(1, rows // cases)
+        config = RunConfig(dataset="ecommerce", variants=["l3"], limit=cases, trials=trials,
+                           providers=[f"openai-compat:fake@{url}/v1"], concurrency=concurrency)
+        runner = Runner(config, run_id="bench", command=[])
+        runner.open_providers()
+        (provider,) = runner.providers.values()
+        client_cpu = []  # CPU seconds spent inside the SDK call (send), per request
+        send = provider.send
+
+        def timed_send(body):
+            started = time.thread_time()
+            try:
+                return send(body)
+            finally:
+                client_cpu.append(time.thread_time() - started)
+
+        provider.send = timed_send
+        planned = len(runner.plan)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        manifest = runner.run()
+        wall = time.perf_counter() - wall0
+        cpu = time.process_time() - cpu0
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)
+    assert manifest["status"] == "complete" and manifest["rows_done"] == planned
+    return {"rows": planned, "latency_s": latency_s, "concurrency": concurrency,
+            "wall_s": round(wall, 3), "requests_per_s": round(planned / wall, 1),
+            "limit_per_s": round(concurrency / latency_s, 1) if latency_s else None,
+            "cpu_ms_per_request": round(cpu * 1000 / planned, 3),
+            "sdk_cpu_ms_per_request": round(sum(client_cpu) * 1000 / planned, 3),
+            "harness_cpu_ms_per_request": round((cpu - sum(client_cpu)) * 1000 / planned, 3),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def main() -> None:
+    """Run the two scenarios in fresh subprocesses and print their figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, help="run one scenario in this process")
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    if args.rows:
+        print(json.dumps(scenario(args.rows, args.latency, args.concurrency)))
+        return
+    for rows in (2000, 20000):
+        out = subprocess.run([sys.executable, __file__, "--rows", str(rows), "--latency",
+                              str(args.latency), "--concurrency", str(args.concurrency)],
+                             capture_output=True, text=True, check=True)
+        figures = json.loads(out.stdout.strip().splitlines()[-1])
+        share = (f", {100 * figures['requests_per_s'] / figures['limit_per_s']:.1f}% of the "
+                 f"{figures['limit_per_s']:.0f}/s limit") if figures["limit_per_s"] else ""
+        print(f"{figures['rows']} requests, concurrency {figures['concurrency']}, latency "
+              f"{figures['latency_s'] * 1000:.0f} ms: {figures['requests_per_s']} req/s{share}; "
+              f"process CPU {figures['cpu_ms_per_request']} ms/request = SDK call "
+              f"{figures['sdk_cpu_ms_per_request']} + harness "
+              f"{figures['harness_cpu_ms_per_request']}; peak RSS "
+              f"{figures['peak_rss_mb']} MB; wall {figures['wall_s']} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Batch mode through the real openai and anthropic SDKs against fake batch endpoints on
+127.0.0.1: submit, poll, collect, and resume after a crash without submitting twice."""
+
+import json
+
+import pytest
+
+from bench.errors import BenchError
+from bench.runner import RunConfig, Runner
+from fakebatch import BatchBackend
+from fakeserver import FakeServer
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    """Dummy keys: the SDKs only send them to 127.0.0.1."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+
+
+@pytest.fixture
+def backend(project, monkeypatch):
+    """The fake batch APIs; the SDKs find them through their base-URL variables."""
+    batches = BatchBackend(polls_to_end=2)
+    with FakeServer(handler=batches.handle) as server:
+        batches.url = server.url
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        yield batches
+
+
+def runner_for(backend, provider, run_id):
+    pid = {"openai": "openai:gpt-4o-mini", "anthropic": "anthropic:claude-3-5-haiku"}[provider]
+    return Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=[pid], limit=6,
+                            trials=2, batch=True, batch_poll_s=0.0), run_id=run_id, command=[])
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_batch_submits_polls_and_collects_every_row(backend, provider):
+    runner = runner_for(backend, provider, f"b-{provider}")
+    manifest = runner.run()
+    rows = list(runner.store.rows())
+    assert manifest["status"] == "complete" and len(rows) == 12
+    assert len(backend.created) == 1  # one batch for the run
+    for row in rows:
+        (call,) = row["parsed"]["calls"]
+        assert call["arguments"]["echo"] == row["query"]
+        assert row["request"]["batch"] == backend.created[0]
+        assert row["cost_usd"] > 0
+    price = runner.pricing.price(runner.config.providers[0], batch=True)
+    usage = rows[0]["usage"]
+    assert rows[0]["cost_usd"] == pytest.approx(
+        price.cost(usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]))
+    ledger = json.loads((runner.store.dir / "batches.json").read_text())
+    assert [b["status"] for b in ledger["batches"]] == ["collected"]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_batch_resumes_after_a_crash_without_submitting_again(backend, provider, project):
+    runner = runner_for(backend, provider, f"crash-{provider}")
+
+    def crash(seconds):
+        raise KeyboardInterrupt  # the process dies while polling
+
+    runner._sleep = crash
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    manifest = json.loads(runner.store.manifest_path.read_text())
+    assert manifest["status"] == "interrupted" and manifest["rows_done"] == 0
+    ledger = json.loads((runner.store.dir / "batches.json").read_text())
+    assert [b["batch_id"] for b in ledger["batches"]] == backend.created
+
+    resumed = Runner.resume(f"crash-{provider}", command=[])
+    final = resumed.run()
+    assert final["status"] == "complete" and final["rows_done"] == 12
+    assert len(backend.created) == 1  # collected the recorded batch, submitted nothing new
+    rows = list(resumed.store.rows())
+    assert len({r["key"] for r in rows}) == 12
+
+
+def test_failed_batch_requests_stay_pending_and_resume_submits_only_them(backend, project):
+    from bench.providers.batch import custom_id
+    runner = runner_for(backend, "openai", "partial")
+    failing = custom_id(runner.plan[3].key)
+    backend.fail = {failing}
+    with pytest.raises(BenchError, match=r"1 batch request\(s\) failed .*--resume partial"):
+        runner.run()
+    manifest = json.loads(runner.store.manifest_path.read_text())
+    assert manifest["rows_done"] == 11 and manifest["status"] == "failed"
+    assert manifest["batch_errors"][0]["key"] == runner.plan[3].key
+    backend.fail = set()
+    resumed = Runner.resume("partial", command=[])
+    assert resumed.run()["status"] == "complete"
+    assert len(backend.created) == 2
+    second = backend.batches[backend.created[1]]
+    assert [r["custom_id"] for r in second["requests"]] == [failing]

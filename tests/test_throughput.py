@@ -1,0 +1,316 @@
+"""Runner throughput paths against the loopback fake server through the real openai SDK:
+concurrency keeps each answer on its plan item, 429 Retry-After is honoured, 5xx retried,
+budgets stop and resume, the response cache and replay."""
+
+import json
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from bench.errors import BenchError
+from bench.models import Message, Tool
+from bench.providers.cache import ResponseCache, request_key
+from bench.providers.pricing import Pricing
+from bench.runner import RunConfig, Runner
+from bench.stats.summary import rows_frame, summarize
+from fakeserver import FakeServer, Reply, chat_body, error_body
+
+SECRET = "sk-compat-secret-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def compat_key(monkeypatch):
+    """A key for the openai-compat server: it must never reach a cache or a run file."""
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", SECRET)
+
+
+class EchoServer(FakeServer):
+    """Answers each chat request with a call whose ``echo`` argument is the last user message,
+    after ``latency_s`` plus a per-request jitter, and records arrival times."""
+
+    def __init__(self, latency_s=0.0, jitter_s=0.0):
+        self.arrivals = []
+        self._jitter = jitter_s
+        self._n = 0
+        super().__init__(latency_s=latency_s, handler=self._echo)
+
+    def _echo(self, request):
+        self.arrivals.append(time.monotonic())
+        self._n += 1
+        user = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+        name = request.body["tools"][0]["function"]["name"]
+        return Reply(body=chat_body(calls=[(name, {"echo": user})]),
+                     delay_s=self._jitter * ((self._n * 7919) % 11) / 10)
+
+
+def compat(server):
+    return f"openai-compat:m@{server.url}/v1"
+
+
+def config(server, **overrides):
+    settings = dict(dataset="ecommerce", variants=["l3"], providers=[compat(server)], limit=4,
+                    concurrency=1)
+    settings.update(overrides)
+    return RunConfig(**settings)
+
+
+def rows_of(runner):
+    return list(runner.store.rows())
+
+
+def test_concurrent_answers_stay_attached_to_their_plan_items(project):
+    with EchoServer(latency_s=0.05, jitter_s=0.05) as server:
+        runner = Runner(config(server, limit=40, concurrency=8), run_id="conc", command=[])
+        manifest = runner.run()
+    rows = rows_of(runner)
+    assert manifest["status"] == "complete" and len(rows) == 40
+    assert len({r["key"] for r in rows}) == 40
+    for row in rows:
+        (call,) = row["parsed"]["calls"]
+        assert call["arguments"]["echo"] == row["query"], row["key"]
+    # requests overlapped: some arrived before an earlier one could have been answered
+    arrivals = sorted(server.arrivals)
+    overlapping = max(sum(1 for t in arrivals if start <= t < start + 0.05)
+                      for start in arrivals)
+    assert overlapping >= 4
+    assert [r["key"] for r in rows] != [i.key for i in runner.plan]  # written as they finished
+
+
+def test_429_with_retry_after_pauses_then_retries(project):
+    with EchoServer() as server:
+        server.script(Reply(429, error_body(429, "slow down"), headers={"retry-after": "0.6"}))
+        runner = Runner(config(server, limit=2), run_id="rl", command=[])
+        manifest = runner.run()
+    rows = rows_of(runner)
+    assert manifest["status"] == "complete"
+    assert [r["attempts"] for r in rows] == [2, 1]
+    assert len(server.requests) == 3
+    assert server.requests[0].body == server.requests[1].body  # the same request, retried
+    stats = manifest["rate_limits"][compat(server)]
+    assert stats["rate_limited"] == 1 and stats["retries"] == 1
+    assert stats["paused_s"] == pytest.approx(0.6, abs=0.05)
+
+
+def test_retry_after_delays_the_retry_by_the_servers_seconds(project):
+    with EchoServer() as server:  # the scripted 429 bypasses the handler: arrivals are retries
+        server.script(Reply(429, error_body(429, "slow down"), headers={"retry-after": "0.5"}))
+        started = time.monotonic()
+        Runner(config(server, limit=1), run_id="rl2", command=[]).run()
+    assert len(server.arrivals) == 1 and server.arrivals[0] - started >= 0.5
+
+
+def test_rate_limit_headers_without_retry_after_pause_the_provider(project):
+    with EchoServer() as server:
+        server.script(Reply(429, error_body(429, "tokens"), headers={
+            "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "400ms"}))
+        started = time.monotonic()
+        manifest = Runner(config(server, limit=1), run_id="rl3", command=[]).run()
+    assert server.arrivals[0] - started >= 0.4
+    assert manifest["rate_limits"][compat(server)]["paused_s"] == pytest.approx(0.4, abs=0.05)
+
+
+def test_gate_halves_concurrency_on_429_and_grows_back():
+    from bench.providers.ratelimit import ProviderGate
+    now = [0.0]
+    gate = ProviderGate(8, clock=lambda: now[0])
+    assert gate.rate_limited(2.0) == 2.0 and gate.limit == 4
+    gate.rate_limited(2.0)  # a second 429 from the same burst: one signal
+    assert gate.limit == 4 and gate.paused_until == 2.0
+    now[0] = 3.0
+    for _ in range(4):
+        gate.acquire()
+        gate.release(True)
+    assert gate.limit == 5 and gate.stats.min_limit == 4
+
+
+def test_server_errors_are_retried_and_permanent_errors_stop_the_run_resumably(project):
+    with EchoServer() as server:
+        server.script(Reply(500, error_body(500, "boom")), Reply(503, error_body(503, "busy")))
+        runner = Runner(config(server, limit=2, concurrency=1), run_id="err", command=[])
+        runner.run()
+        assert [r["attempts"] for r in rows_of(runner)] == [3, 1]
+
+        server.script(Reply(body=chat_body(calls=[("search_orders", {})])),
+                      Reply(401, error_body(401, "bad key")))
+        runner = Runner(config(server, limit=3), run_id="perm", command=[])
+        with pytest.raises(BenchError, match=r"permanent HTTP 401 error on case 'ecom-0002', "
+                                             r"variant 'l3', trial 0.*--resume perm") as info:
+            runner.run()
+        assert SECRET not in str(info.value)
+        manifest = json.loads(runner.store.manifest_path.read_text())
+        kept = {r["case_id"] for r in rows_of(runner)}
+        # a request already in flight when the error arrived is finished and kept
+        assert manifest["status"] == "failed" and "ecom-0002" not in kept and "ecom-0001" in kept
+        resumed = Runner.resume("perm", command=[]).run()
+    assert resumed["status"] == "complete" and resumed["rows_done"] == 3
+    asked = [json.dumps(r.body, ensure_ascii=False) for r in server.requests[4:]]
+    assert sum("我想看看我所有待付款的订单" in body for body in asked) == 2  # ecom-0002: 401, then ok
+
+
+def write_pricing(path, usd_per_million=1.0):
+    path.write_text("source: test\ndate: '2026-11-29'\nmodels:\n  openai-compat:\n"
+                    f"    m: {{input: {usd_per_million}, output: {usd_per_million}}}\n")
+    return str(path)
+
+
+def test_budget_stops_cleanly_and_resume_continues(project, tmp_path):
+    pricing = write_pricing(tmp_path / "pricing.yaml")  # 120 tokens a request -> $0.00012
+    with EchoServer() as server:
+        runner = Runner(config(server, limit=10, max_usd=0.0006, pricing=pricing),
+                        run_id="budget", command=[])
+        manifest = runner.run()
+        rows = rows_of(runner)
+        assert manifest["status"] == "budget_exhausted"
+        assert len(rows) == 5 and len(server.requests) == 5
+        assert manifest["spent"]["billed_usd"] == pytest.approx(0.0006)
+        assert all(r["cost_usd"] == pytest.approx(0.00012) for r in rows)
+
+        again = Runner.resume("budget", command=[]).run()  # same budget: nothing more is sent
+        assert again["status"] == "budget_exhausted" and len(server.requests) == 5
+
+        resumed = Runner.resume("budget", overrides={"max_usd": 1.0}, command=[]).run()
+    rows = rows_of(runner)
+    assert resumed["status"] == "complete" and resumed["config"]["max_usd"] == 1.0
+    assert len(rows) == 10 and len({r["key"] for r in rows}) == 10
+    assert len(server.requests) == 10
+    summary = summarize(rows_frame(rows), ["l3"])
+    assert summary.loc[0, "cost_usd"] == pytest.approx(0.0012)
+    assert summary.loc[0, "cost_per_case_usd"] == pytest.approx(0.00012)
+
+
+def test_token_budget_stops_the_run(project):
+    with EchoServer() as server:
+        manifest = Runner(config(server, limit=10, max_total_tokens=360), run_id="tok",
+                          command=[]).run()
+    assert manifest["status"] == "budget_exhausted" and manifest["rows_done"] == 3
+
+
+def test_max_usd_needs_a_price(project):
+    with EchoServer() as server:
+        runner = Runner(config(server, max_usd=1.0), run_id="noprice", command=[])
+        with pytest.raises(BenchError, match="needs a price.*--pricing"):
+            runner.run()
+
+
+def test_resume_refuses_to_change_what_is_measured(project):
+    with EchoServer() as server:
+        Runner(config(server, limit=1), run_id="fixed", command=[]).run()
+    with pytest.raises(BenchError, match="cannot change trials"):
+        Runner.resume("fixed", overrides={"trials": 3})
+
+
+def test_cache_keys_differ_by_trial_and_settings_and_never_hold_the_key():
+    messages = [Message(role="user", content="hi")]
+    tools = [Tool(name="t", description="d", input_schema={"type": "object"})]
+    identity = {"body": {"model": "m", "temperature": 0.7}, "base_url": "http://h/v1"}
+    keys = {request_key("p", identity, messages, tools, trial) for trial in range(5)}
+    assert len(keys) == 5
+    hotter = {"body": {"model": "m", "temperature": 1.0}, "base_url": "http://h/v1"}
+    assert request_key("p", hotter, messages, tools, 0) != request_key("p", identity, messages,
+                                                                       tools, 0)
+    with_key = {**identity, "api_key": SECRET}
+    assert request_key("p", with_key, messages, tools, 0) == request_key("p", identity,
+                                                                         messages, tools, 0)
+
+
+def test_cache_readwrite_then_read_serves_every_trial_from_its_own_entry(project, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with EchoServer() as server:
+        first = Runner(config(server, trials=2, concurrency=4, cache="readwrite",
+                              cache_path=str(cache)), run_id="c1", command=[]).run()
+        assert len(server.requests) == 8
+        assert first["cache"] == {**first["cache"], "hits": 0, "misses": 8, "writes": 8}
+        second_runner = Runner(config(server, trials=2, concurrency=4, cache="read",
+                                      cache_path=str(cache)), run_id="c2", command=[])
+        second = second_runner.run()
+    assert len(server.requests) == 8  # nothing new was asked
+    assert second["cache"]["hits"] == 8 and second["cache"]["misses"] == 0
+    rows = rows_of(second_runner)
+    assert all(r["cache"] == "hit" and r["billed_usd"] in (0.0, None) for r in rows)
+    with sqlite3.connect(cache) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT COUNT(DISTINCT key) FROM responses").fetchone()[0] == 8
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    for path in (project / "reports").rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_cache_is_safe_under_concurrent_writers(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite", "readwrite")
+    from bench.parse import ParsedAnswer
+    from bench.providers import ProviderResponse
+    messages = [Message(role="user", content="hi")]
+    answer = ProviderResponse(raw="x", parsed=ParsedAnswer(), latency_s=0.1)
+
+    def write(worker):
+        for i in range(50):
+            key = request_key("p", {"w": worker}, messages, [], i)
+            cache.put(key, answer, provider_id="p", base_url=None, messages=messages, tools=[],
+                      trial=i)
+            assert cache.get(key) is not None
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.writes == 400 and cache.hits == 400
+
+
+def test_replay_answers_from_a_run_and_a_miss_names_case_variant_and_how_to_record(project):
+    with EchoServer() as server:
+        recorded = Runner(config(server, limit=3), run_id="rec", command=[])
+        recorded.run()
+    replay = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["replay:rec"],
+                              limit=3, concurrency=2), run_id="rep", command=[])
+    assert replay.run()["status"] == "complete"
+    original = {r["case_id"]: r for r in rows_of(recorded)}
+    for row in rows_of(replay):
+        assert row["parsed"] == original[row["case_id"]]["parsed"]
+        assert row["metrics"] == original[row["case_id"]]["metrics"]
+        assert row["billed_usd"] in (0.0, None)
+
+    missing = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["replay:rec"],
+                               limit=4), run_id="miss", command=[])
+    with pytest.raises(BenchError) as info:
+        missing.run()
+    message = str(info.value)
+    assert "no recorded answer for case 'ecom-0004', variant 'l3', trial 0" in message
+    assert "--cache write" in message and "--cases ecom-0004" in message
+    assert len(rows_of(missing)) == 3  # the hits before the miss were kept
+
+
+def test_replay_from_a_cache_file_and_unknown_sources(project, tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with EchoServer() as server:
+        Runner(config(server, limit=2, cache="write", cache_path=str(cache)), run_id="w",
+               command=[]).run()
+    replay = Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=2,
+                              providers=[f"replay:{cache}"]), run_id="r", command=[])
+    assert replay.run()["status"] == "complete"
+    assert all(r["parsed"]["calls"][0]["arguments"]["echo"] == r["query"]
+               for r in rows_of(replay))
+    with pytest.raises(BenchError, match="neither a cache file nor a run"):
+        Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=1,
+                         providers=["replay:nope"]), run_id="r2", command=[]).run()
+
+
+def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
+    table = Pricing()
+    assert table.price("openai:gpt-4o-mini-2024-07-18") == table.price("openai:gpt-4o-mini")
+    assert table.price("openai:gpt-4o-mini") != table.price("openai:gpt-4o")
+    assert table.price("openai-compat:anything@http://x") is None
+    assert table.price("local").cost(1000, 100) == 0.0
+    mini = table.price("openai:gpt-4o-mini")
+    assert mini.cost(1_000_000, 0) == pytest.approx(0.15)
+    assert table.price("openai:gpt-4o-mini", batch=True).input == pytest.approx(mini.input / 2)
+    custom = Pricing(write_pricing(tmp_path / "p.yaml", 2.0))
+    assert custom.price("openai-compat:m@http://x").cost(500_000, 0) == pytest.approx(1.0)
+    (tmp_path / "bad.yaml").write_text("models:\n  openai:\n    gpt-x: {input: -1, output: 1}\n")
+    with pytest.raises(BenchError, match=r"bad.yaml:3.*models.openai.gpt-x.input"):
+        Pricing(tmp_path / "bad.yaml")
