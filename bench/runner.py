@@ -45,6 +45,8 @@ class RunConfig(BaseModel):
         seed: base sampling seed.
         max_tokens: completion cap in tokens.
         no_call_layout: the local provider's "no tool fits" layout (None: its default).
+        execute: run each answer's calls on the reference backends (execution metrics).
+        allow_writes / allow_sensitive: let write / sensitive tools run when executing.
     """
 
     dataset: str = "ecommerce"
@@ -57,6 +59,9 @@ class RunConfig(BaseModel):
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
     no_call_layout: str | None = None
+    execute: bool = True
+    allow_writes: bool = False
+    allow_sensitive: bool = False
 
     model_config = ConfigDict(extra="forbid")
 
@@ -161,9 +166,16 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def build_row(item: PlanItem, run_id: str, response: Any) -> dict[str, Any]:
-    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics."""
+def build_row(item: PlanItem, run_id: str, response: Any,
+              execution: Any = None) -> dict[str, Any]:
+    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics
+    (with execution metrics when ``execution``, a :class:`bench.executor.runhook.RunExecution`,
+    is given)."""
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
+    metrics = score.model_dump()
+    if execution is not None:
+        metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
+                                             response.parsed, item.trial))
     return {
         "key": item.key,
         "run_id": run_id,
@@ -179,7 +191,7 @@ def build_row(item: PlanItem, run_id: str, response: Any) -> dict[str, Any]:
         "request": {**response.request, "variant_sha256": item.variant.sha256},
         "response": {"raw": response.raw, "finish_reason": response.finish_reason},
         "parsed": response.parsed.model_dump(),
-        "metrics": score.model_dump(),
+        "metrics": metrics,
         "usage": response.usage.model_dump(),
         "tool_definition_tokens": response.tool_definition_tokens,
         "latency_s": round(response.latency_s, 6),
@@ -311,12 +323,13 @@ class Runner:
         finished = done
         if progress:
             progress(finished, len(self.plan))
+        execution = _execution(self.config, self.store) if todo else None
         try:
             for item in todo:
                 provider = self.providers[item.provider_id]
                 response = provider.complete(item.case.messages, item.variant.tools,
                                              variant_key=item.variant.sha256, trial=item.trial)
-                self.store.append(build_row(item, self.store.run_id, response))
+                self.store.append(build_row(item, self.store.run_id, response, execution))
                 finished += 1
                 if progress:
                     progress(finished, len(self.plan))
@@ -333,9 +346,20 @@ class Runner:
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()
+            if execution is not None:
+                execution.close()
         manifest.update(status="complete", rows_done=finished, ended_at=_now())
         self.store.write_manifest(manifest)
         return manifest
+
+
+def _execution(config: RunConfig, store: RunStore) -> Any:
+    """The run's executor hook, or None with ``--no-execute``."""
+    if not config.execute:
+        return None
+    from bench.executor.runhook import RunExecution
+    return RunExecution(store.dir, store.run_id, allow_writes=config.allow_writes,
+                        allow_sensitive=config.allow_sensitive)
 
 
 def _default_factory(provider_id: str, config: RunConfig) -> Provider:
