@@ -365,7 +365,7 @@ class EcommerceBackend:
         result = {"refund_id": refund_id, "order_id": order["order_id"], "status": stored,
                   "amount_cny": amount, "refund_type": kind}
         if kind == "return_and_refund":
-            result["return_address"] = "上海市青浦区华新镇 退货仓 (Returns, WH-SH)"
+            result["return_address"] = "上海市青浦区华新镇 退货仓 (Returns, SH01)"
         return result
 
     def transfer_to_human_agent(self, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.paths import project_root
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 DEFAULT_SEED = 20261129
 TODAY = date(2026, 11, 29)
 N_CUSTOMERS = 300
@@ -116,14 +116,16 @@ _NOTES = ["生日礼物", "送给妈妈", "birthday gift", "office supplies", "�
           "", "", "", "", "", ""]
 VIP_LEVELS = [("regular", 0, 100, 0, 0), ("silver", 1000, 100, 1, 0), ("gold", 5000, 95, 1, 0),
               ("platinum", 20000, 95, 1, 1), ("diamond", 50000, 90, 1, 1)]
-WAREHOUSES = [("WH-SH", "Shanghai", "上海"), ("WH-GZ", "Guangzhou", "广州"),
-              ("WH-BJ", "Beijing", "北京"), ("WH-CD", "Chengdu", "成都")]
+WAREHOUSES = [("SH01", "Shanghai", "上海"), ("BJ01", "Beijing", "北京"),
+              ("GZ01", "Guangzhou", "广州"), ("CD01", "Chengdu", "成都"), ("WH01", "Wuhan", "武汉")]
 
 SCHEMA = """
 CREATE TABLE customers (customer_id TEXT PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL,
   city TEXT NOT NULL, language TEXT NOT NULL, created_at TEXT NOT NULL, phone TEXT NOT NULL,
   vip_level TEXT NOT NULL, growth_value REAL NOT NULL, birthday TEXT NOT NULL);
-CREATE TABLE products (product_id TEXT PRIMARY KEY, name_zh TEXT NOT NULL, name_en TEXT NOT NULL,
+CREATE TABLE inventory (sku TEXT NOT NULL, warehouse_id TEXT NOT NULL, on_hand INTEGER NOT NULL,
+  reserved INTEGER NOT NULL, incoming INTEGER NOT NULL, PRIMARY KEY (sku, warehouse_id));
+CREATE TABLE products (product_id TEXT PRIMARY KEY, sku TEXT NOT NULL UNIQUE, name_zh TEXT NOT NULL, name_en TEXT NOT NULL,
   category TEXT NOT NULL, price_cny REAL NOT NULL, stock INTEGER NOT NULL,
   sales_30d INTEGER NOT NULL, listed_at TEXT NOT NULL);
 CREATE TABLE orders (order_id TEXT PRIMARY KEY, customer_id TEXT NOT NULL REFERENCES customers,
@@ -135,7 +137,8 @@ CREATE TABLE order_items (order_id TEXT NOT NULL REFERENCES orders, product_id T
   REFERENCES products, quantity INTEGER NOT NULL, unit_price_cny REAL NOT NULL);
 CREATE TABLE shipments (tracking_number TEXT PRIMARY KEY, order_id TEXT NOT NULL REFERENCES orders,
   carrier TEXT NOT NULL, status TEXT NOT NULL, shipped_at TEXT NOT NULL, delivered_at TEXT,
-  estimated_delivery TEXT NOT NULL, warehouse_id TEXT NOT NULL, destination_city TEXT NOT NULL);
+  estimated_delivery TEXT NOT NULL, warehouse_id TEXT NOT NULL, destination_city TEXT NOT NULL,
+  delivery_address TEXT NOT NULL, fee_cny REAL NOT NULL);
 CREATE TABLE shipment_events (tracking_number TEXT NOT NULL REFERENCES shipments,
   event_time TEXT NOT NULL, location TEXT NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL);
 CREATE TABLE coupons (coupon_id TEXT PRIMARY KEY, kind TEXT NOT NULL, value REAL NOT NULL,
@@ -149,6 +152,8 @@ CREATE TABLE vip_levels (level TEXT PRIMARY KEY, min_growth REAL NOT NULL, price
   free_shipping INTEGER NOT NULL, service_24h INTEGER NOT NULL);
 CREATE TABLE refunds (refund_id TEXT PRIMARY KEY, order_id TEXT NOT NULL, amount_cny REAL NOT NULL,
   reason TEXT NOT NULL, refund_type TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE claims (claim_id TEXT PRIMARY KEY, tracking_number TEXT NOT NULL,
+  claim_type TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL);
 CREATE TABLE support_tickets (ticket_id TEXT PRIMARY KEY, customer_id TEXT NOT NULL,
   order_id TEXT, reason TEXT NOT NULL, priority TEXT NOT NULL, status TEXT NOT NULL,
   created_at TEXT NOT NULL);
@@ -237,10 +242,13 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
             price = round(rng.uniform(low, high) if rng.random() < 0.3 else
                           rng.uniform(low, (low + high) / 3), 0) - 0.1 * rng.randint(0, 1)
             listed = datetime(2024, 1, 1) + timedelta(days=rng.randint(0, 1060))
-            products.append((f"P{counter:04d}", f"{vzh}{zh}".strip(), f"{en} {ven}".strip(),
+            products.append((f"P{counter:04d}", f"SKU-{100000 + counter:06d}", f"{vzh}{zh}".strip(), f"{en} {ven}".strip(),
                              category, round(price, 2), rng.choice([0, 0] + list(range(1, 400))),
                              rng.randint(0, 900), _ts(listed)))
-    conn.executemany("INSERT INTO products VALUES (?,?,?,?,?,?,?,?)", products)
+    conn.executemany("INSERT INTO products VALUES (?,?,?,?,?,?,?,?,?)", products)
+    conn.executemany("INSERT INTO inventory VALUES (?,?,?,?,?)", [
+        (p[1], w[0], on_hand, rng.randint(0, min(on_hand, 30)), rng.choice([0, 0, 0, 50, 100]))
+        for p in products for w in WAREHOUSES for on_hand in [rng.randint(0, 300)]])
 
     orders, items, shipments, events, ledger = [], [], [], [], []
     spend: dict[str, float] = {}
@@ -265,8 +273,8 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
             total = 0.0
             for product in lines:
                 qty = rng.choice([1, 1, 1, 2, 3])
-                items.append((order_id, product[0], qty, product[4]))
-                total += qty * product[4]
+                items.append((order_id, product[0], qty, product[5]))
+                total += qty * product[5]
             total = round(total, 2)
             payment = {"pending_payment": "unpaid", "cancelled": rng.choice(["unpaid",
                                                                              "refunded"]),
@@ -285,14 +293,17 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
                 if status == "refunded":
                     ledger.append((customer[0], -int(total), "refund", order_id,
                                    _ts(updated + timedelta(days=3))))
-            if status in ("shipped", "delivered", "refunded"):
+            if status in ("shipped", "delivered", "refunded") or (
+                    status == "paid" and rng.random() < 0.4):
                 carrier = rng.choices(CARRIERS, weights=(30, 20, 15, 12, 10, 6, 4, 3))[0]
                 number = _tracking_number(rng, carrier)
                 shipped = created + timedelta(hours=rng.randint(6, 48))
                 eta = (shipped + timedelta(days=rng.randint(2, 5))).date()
                 delivered = None
                 ship_status = "in_transit"
-                if status != "shipped":
+                if status == "paid":
+                    ship_status = "label_created"
+                elif status != "shipped":
                     delivered = shipped + timedelta(hours=rng.randint(30, 130))
                     ship_status = "delivered"
                 elif rng.random() < 0.1:
@@ -302,12 +313,17 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
                 warehouse = rng.choice(WAREHOUSES)
                 shipments.append((number, order_id, carrier, ship_status, _ts(shipped),
                                   _ts(delivered) if delivered else None, eta.isoformat(),
-                                  warehouse[0], city))
-                stops = [(shipped, warehouse[2] + "仓", "picked_up", "已揽收 picked up"),
-                         (shipped + timedelta(hours=rng.randint(4, 20)), warehouse[2] + "转运中心",
-                          "in_transit", "运输中 in transit"),
-                         (shipped + timedelta(hours=rng.randint(24, 40)), city + "转运中心",
-                          "in_transit", "到达目的地 arrived in destination city")]
+                                  warehouse[0], city, orders[-1][8],
+                                  round(8 + 4 * rng.random() * (1 + (carrier in ("ups", "fedex"))),
+                                        1)))
+                stops = [(shipped - timedelta(hours=2), warehouse[2] + "仓", "created",
+                          "电子面单已打印 label created")]
+                if ship_status != "label_created":
+                    stops += [(shipped, warehouse[2] + "仓", "picked_up", "已揽收 picked up"),
+                              (shipped + timedelta(hours=rng.randint(4, 20)),
+                               warehouse[2] + "转运中心", "departed_hub", "已发出 departed hub"),
+                              (shipped + timedelta(hours=rng.randint(24, 40)), city + "转运中心",
+                               "arrived_hub", "到达目的地 arrived in destination city")]
                 if ship_status == "out_for_delivery":
                     stops.append((shipped + timedelta(hours=42), city, "out_for_delivery",
                                   "派送中 out for delivery"))
@@ -326,7 +342,7 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.executemany("INSERT INTO customers VALUES (?,?,?,?,?,?,?,?,?,?)", customers)
     conn.executemany("INSERT INTO orders VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", orders)
     conn.executemany("INSERT INTO order_items VALUES (?,?,?,?)", items)
-    conn.executemany("INSERT INTO shipments VALUES (?,?,?,?,?,?,?,?,?)", shipments)
+    conn.executemany("INSERT INTO shipments VALUES (?,?,?,?,?,?,?,?,?,?,?)", shipments)
     conn.executemany("INSERT INTO shipment_events VALUES (?,?,?,?,?)", events)
     conn.executemany("INSERT INTO points_ledger (customer_id, change, reason, order_id, "
                      "created_at) VALUES (?,?,?,?,?)", ledger)
