@@ -8,6 +8,7 @@ configuration gives the same faults whatever the thread scheduling.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -69,12 +70,13 @@ def wrap(handler: Callable[[dict[str, Any], CallContext], Any], rule: FaultRule,
          hang_s: float) -> Callable[[dict[str, Any], CallContext], Any]:
     """A handler that behaves as ``rule`` says instead of (or around) ``handler``.
 
-    ``timeout`` blocks until the attempt is cancelled or ``hang_s`` passes (real seconds).
+    ``timeout`` blocks until the attempt is cancelled, its deadline passes or ``hang_s``
+    passes (real seconds), whichever comes first.
     """
 
     def faulty(arguments: dict[str, Any], ctx: CallContext) -> Any:
         if rule.kind == "timeout":
-            ctx.cancelled.wait(hang_s)
+            ctx.cancelled.wait(max(0.0, min(hang_s, ctx.deadline - time.monotonic() + 0.01)))
             raise ToolError("timeout", "injected_hang", "the tool did not answer in time")
         if rule.kind == "rate_limit":
             raise ToolError("rate_limited", "http_429", "HTTP 429 Too Many Requests",

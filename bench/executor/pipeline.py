@@ -267,7 +267,8 @@ class Executor:
                 record.fault = rule.kind if rule else None
                 run_fn = wrap(handler.run, rule, hang_s=self.config.timeout_s * 4 + 1) \
                     if rule else handler.run
-                data = _normalise(self._run_with_timeout(run_fn, arguments, call, attempt, run))
+                data = _normalise(self._run_with_timeout(run_fn, arguments, call, attempt, run,
+                                                         handler.cooperative))
             except ToolError as exc:
                 error = exc
             except Exception as exc:  # noqa: BLE001 - a handler bug is reported, never raised
@@ -329,8 +330,14 @@ class Executor:
 
     def _run_with_timeout(self, run_fn: Callable[[dict[str, Any], CallContext], Any],
                           arguments: dict[str, Any], call: ToolCall, attempt: int,
-                          run: RunContext) -> Any:
+                          run: RunContext, cooperative: bool) -> Any:
         ctx = self._context(call, attempt, run)
+        if cooperative:  # stops itself at the deadline: no thread hand-off needed
+            data = run_fn(arguments, ctx)
+            if time.monotonic() > ctx.deadline:
+                raise ToolError("timeout", "timeout", f"'{call.name}' did not answer within "
+                                f"{self.config.timeout_s:g} s")
+            return data
         future = self._pool.submit(run_fn, arguments, ctx)
         try:
             return future.result(timeout=self.config.timeout_s)

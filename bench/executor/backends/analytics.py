@@ -15,7 +15,8 @@ import threading
 from datetime import date, timedelta
 from typing import Any, Sequence
 
-from bench.executor.backends.base import Handler, ShopDB, check_date_range, stable_id
+from bench.executor.backends.base import (Handler, ShopDB, check_date_range, cooperative,
+                                          stable_id)
 from bench.executor.backends.shopdb import TODAY
 from bench.executor.outcome import CallContext, permanent_error, validation_error
 
@@ -67,8 +68,8 @@ class AnalyticsBackend:
         self._lock = threading.Lock()
 
     def handlers(self) -> dict[str, Handler]:
-        """Tool name -> :class:`Handler`."""
-        return {
+        """Tool name -> :class:`Handler` (all cooperative: SQLite stops at the deadline)."""
+        return cooperative({
             "query_metrics": Handler(self.query_metrics, check=self._check_sorted),
             "run_sql": Handler(self.run_sql),
             "list_tables": Handler(self.list_tables),
@@ -82,7 +83,7 @@ class AnalyticsBackend:
             "export_report": Handler(self.export_report, permission="write"),
             "schedule_report": Handler(self.schedule_report, permission="write",
                                        check=self._check_schedule),
-        }
+        })
 
     # -- business rules ----------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -32,12 +32,21 @@ class Handler:
             ToolError), run before the permission check.
         fallback: ``(arguments, context, error) -> data`` used when the tool keeps failing or its
             circuit is open; its data is marked ``fallback_used``.
+        cooperative: the handler stops by itself at ``context.deadline`` (e.g. SQLite's
+            progress handler), so it runs in the caller's thread; others run on a worker
+            thread that the executor abandons at the timeout.
     """
 
     run: RunFn
     permission: Permission = "read"
     check: Callable[[dict[str, Any]], None] | None = None
     fallback: Callable[[dict[str, Any], CallContext, ToolError], Any] | None = None
+    cooperative: bool = False
+
+
+def cooperative(handlers: dict[str, Handler]) -> dict[str, Handler]:
+    """The same handlers marked ``cooperative`` (they honour ``context.deadline`` themselves)."""
+    return {name: replace(handler, cooperative=True) for name, handler in handlers.items()}
 
 
 def stable_id(prefix: str, *parts: Any, length: int = 8) -> str:

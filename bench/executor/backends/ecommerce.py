@@ -18,8 +18,8 @@ import sqlite3
 from datetime import timedelta
 from typing import Any
 
-from bench.executor.backends.base import (Handler, ShopDB, check_date_range, not_found,
-                                          stable_id)
+from bench.executor.backends.base import (Handler, ShopDB, check_date_range, cooperative,
+                                          not_found, stable_id)
 from bench.executor.backends.shopdb import TODAY, alias_key
 from bench.executor.outcome import CallContext, ToolError, permanent_error, validation_error
 
@@ -69,8 +69,8 @@ class EcommerceBackend:
         self.db = db
 
     def handlers(self) -> dict[str, Handler]:
-        """Tool name -> :class:`Handler`."""
-        return {
+        """Tool name -> :class:`Handler` (all cooperative: SQLite stops at the deadline)."""
+        return cooperative({
             "get_order_status": Handler(self.get_order_status),
             "search_orders": Handler(self.search_orders, check=check_date_range),
             "search_products": Handler(self.search_products, check=self._check_prices),
@@ -86,7 +86,7 @@ class EcommerceBackend:
             "update_shipping_address": Handler(self.update_shipping_address,
                                                permission="sensitive",
                                                check=self._check_address_change),
-        }
+        })
 
     # -- reads -----------------------------------------------------------------------------
 

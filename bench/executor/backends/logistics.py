@@ -10,7 +10,8 @@ import math
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from bench.executor.backends.base import Handler, ShopDB, check_date_range, not_found, stable_id
+from bench.executor.backends.base import (Handler, ShopDB, check_date_range, cooperative,
+                                          not_found, stable_id)
 from bench.executor.backends.shopdb import TODAY, alias_key
 from bench.executor.outcome import CallContext, permanent_error, validation_error
 
@@ -53,8 +54,8 @@ class LogisticsBackend:
         self.db = db
 
     def handlers(self) -> dict[str, Handler]:
-        """Tool name -> :class:`Handler`."""
-        return {
+        """Tool name -> :class:`Handler` (all cooperative: SQLite stops at the deadline)."""
+        return cooperative({
             "get_tracking_events": Handler(self.get_tracking_events),
             "search_shipments": Handler(self.search_shipments, check=check_date_range),
             "check_inventory": Handler(self.check_inventory),
@@ -69,7 +70,7 @@ class LogisticsBackend:
             "file_claim": Handler(self.file_claim, permission="sensitive"),
             "update_delivery_address": Handler(self.update_delivery_address,
                                                permission="sensitive"),
-        }
+        })
 
     def _shipment(self, conn: Any, number: str) -> Any:
         row = conn.execute("SELECT * FROM shipments WHERE tracking_number = ?",
