@@ -20,7 +20,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.executor.backends.base import Handler
-from bench.executor.capping import cap_result, to_json
+from bench.executor.capping import cap_result
 from bench.executor.clock import Clock
 from bench.executor.decode import lenient_repairs
 from bench.executor.faults import FaultConfig, wrap
@@ -80,10 +80,25 @@ def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
         json.loads(schema_json), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+_BY_IDENTITY: dict[int, tuple[dict[str, Any], jsonschema.Draft202012Validator]] = {}
+
+
+def _validator_for(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """The compiled validator of a schema object (by identity; the entry keeps the schema
+    alive, so an id is never reused while cached)."""
+    found = _BY_IDENTITY.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_BY_IDENTITY) > 4096:
+            _BY_IDENTITY.clear()
+        found = (schema, _validator(json.dumps(schema, sort_keys=True)))
+        _BY_IDENTITY[id(schema)] = found
+    return found[1]
+
+
 def schema_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """Readable JSON Schema errors, each naming the argument, e.g.
     ``"limit: 5000 is greater than the maximum of 1000"``."""
-    validator = _validator(json.dumps(schema, sort_keys=True))
+    validator = _validator_for(schema)
     problems = []
     for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
@@ -104,13 +119,17 @@ def _normalise(data: Any) -> Any:
             raise ToolError("transient", "malformed_result",
                             f"the tool returned malformed data ({type(exc).__name__}); "
                             "retry once, then report the tool as broken") from None
+    return data
+
+
+def _capped(data: Any, budget: int) -> tuple[Any, bool, int]:
+    """:func:`cap_result`, with data that is not JSON as a ``malformed_result`` error."""
     try:
-        to_json(data)
-    except (TypeError, ValueError) as exc:
+        return cap_result(data, budget)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ToolError("transient", "malformed_result",
                         f"the tool returned data that is not JSON ({exc}); retry once, then "
                         "report the tool as broken") from None
-    return data
 
 
 class Executor:
@@ -220,10 +239,15 @@ class Executor:
             raise validation_error("undecodable_arguments", "the arguments are not a JSON "
                                    f"object ({', '.join(call.notes) or 'undecodable'}); send "
                                    "one JSON object")
-        repaired, repairs = lenient_repairs(call.arguments, tool.input_schema)
-        outcome.repairs.extend(repairs)
-        arguments = repaired if self.config.lenient else call.arguments
+        arguments = call.arguments
         problems = schema_problems(arguments, tool.input_schema)
+        repairs: list[str] = []
+        if problems:  # valid arguments need no repair
+            repaired, repairs = lenient_repairs(call.arguments, tool.input_schema)
+            outcome.repairs.extend(repairs)
+            if self.config.lenient and repairs:
+                arguments = repaired
+                problems = schema_problems(arguments, tool.input_schema)
         if problems:
             hint = f" (a lenient runtime would fix: {'; '.join(repairs)})" if repairs else ""
             raise validation_error("invalid_arguments", "invalid arguments for "
@@ -245,7 +269,7 @@ class Executor:
                   permission: str, toolset: str, run: RunContext,
                   outcome: ExecutionOutcome) -> None:
         breaker = self.breaker(toolset, call.name)
-        rng = call_rng(self.config.seed, call.id, call.name)
+        rng = None  # made on the first retry only
         faults = self.config.faults if run.inject_faults else None
         waited_total = 0.0
         wait_before = 0.0
@@ -269,6 +293,7 @@ class Executor:
                     if rule else handler.run
                 data = _normalise(self._run_with_timeout(run_fn, arguments, call, attempt, run,
                                                          handler.cooperative))
+                capped = _capped(data, self.config.result_token_budget)
             except ToolError as exc:
                 error = exc
             except Exception as exc:  # noqa: BLE001 - a handler bug is reported, never raised
@@ -281,8 +306,7 @@ class Executor:
                 outcome.attempts.append(record)
                 self._trace(run, call, record, final=True)
                 outcome.success = True
-                outcome.data, outcome.truncated, outcome.result_tokens = cap_result(
-                    data, self.config.result_token_budget)
+                outcome.data, outcome.truncated, outcome.result_tokens = capped
                 return
             record.error_class, record.error_code = error.error_class, error.code
             if error.code != "circuit_open":
@@ -292,6 +316,8 @@ class Executor:
                     breaker.release_probe()
             outcome.attempts.append(record)
             retry = attempt < self.policy.max_retries and self.policy.retryable(error, permission)
+            if retry and rng is None:
+                rng = call_rng(self.config.seed, call.id, call.name)
             wait = self.policy.wait_s(error, attempt, rng) if retry else 0.0
             if retry and waited_total + wait > self.policy.budget_s:
                 retry = False
@@ -310,13 +336,13 @@ class Executor:
             try:
                 data = _normalise(handler.fallback(arguments, self._context(call, attempt, run),
                                                    error))
+                capped = _capped(data, self.config.result_token_budget)
             except Exception:  # noqa: BLE001 - a failing fallback leaves the original error
                 data = None
             else:
                 outcome.success = True
                 outcome.fallback_used = True
-                outcome.data, outcome.truncated, outcome.result_tokens = cap_result(
-                    data, self.config.result_token_budget)
+                outcome.data, outcome.truncated, outcome.result_tokens = capped
                 record = Attempt(attempt=attempt, status="fallback",
                                  error_class=error.error_class, error_code=error.code)
                 outcome.attempts.append(record)
