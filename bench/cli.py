@@ -107,6 +107,10 @@ def run(
         "--batch/--no-batch", help="OpenAI/Anthropic via their batch APIs (resumable).")] = None,
     batch_poll_s: Annotated[Optional[float], typer.Option(
         min=0.0, help="Seconds between batch status polls (default 30).")] = None,
+    execute: Annotated[bool, typer.Option(
+        help="Run each answer's calls on the reference backends (execution metrics).")] = True,
+    allow_writes: Annotated[bool, typer.Option(help="Let write tools run (sandboxed).")] = False,
+    allow_sensitive: Annotated[bool, typer.Option(help="Let sensitive tools run.")] = False,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
@@ -128,7 +132,8 @@ def run(
                            threads=threads, tool_choice=tool_choice,
                            parallel_tool_calls=parallel_tool_calls, openai_strict=openai_strict,
                            stream=stream, request_timeout_s=request_timeout,
-
+                           execute=execute, allow_writes=allow_writes,
+                           allow_sensitive=allow_sensitive,
                            **{k: v for k, v in throughput.items() if v is not None})
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():
@@ -212,6 +217,8 @@ def variants_cmd(
 
 from bench.compare.command import compare  # noqa: E402 - typer needs the function object
 app.command()(compare)
+from bench.traces_cmd import traces  # noqa: E402
+app.command("traces")(traces)
 
 
 def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
