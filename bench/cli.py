@@ -217,6 +217,8 @@ def variants_cmd(
 
 from bench.compare.command import compare  # noqa: E402 - typer needs the function object
 app.command()(compare)
+from bench.gate.command import baseline_app  # noqa: E402
+app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402
 app.command("traces")(traces)
 

@@ -1,0 +1,165 @@
+"""Demonstration of issue 8: the "ASC" -> "asc" drift, caught by the gate in a real pytest run.
+
+The analytics backend switches its accepted ``sort_order`` values from ``ASC``/``DESC`` to
+``asc``/``desc`` (``$BENCH_ANALYTICS_SORT_ORDER``) while the tool description still lists the
+upper-case values. The gate must fail on ``execution_success`` and name the affected cases;
+changing the description to the new values makes it pass again.
+
+The answers are HAND-WRITTEN FIXTURE ANSWERS, not model output: for each case, the labeled
+call with the first acceptable value of every argument, with ``sort_order`` spelled exactly as
+the description's enum lists it (the behaviour of a model that follows its description). They
+are stored with bench's real response cache under the provider id
+``fixture:follows-description`` and replayed by the real ``replay`` provider; the plugin, the
+runner, the executor and the statistics all run for real inside ``pytester``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.datasets import load_dataset
+from bench.descriptions import load_variant
+from bench.parse import ParsedAnswer
+from bench.models import ToolCall
+from bench.providers.base import ProviderResponse
+from bench.providers.cache import ResponseCache, request_key
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+SORT_CASES = [f"ana-{i:04d}" for i in range(1, 9)]  # query_metrics with sort_order
+CONTROL_CASES = ["ana-0040", "ana-0041"]  # list_tables: no sort_order
+FIXTURE_PROVIDER = "fixture:follows-description"
+
+GATE = """
+[tool.bench.gate]
+dataset = "cases.jsonl"
+variants = ["l10"]
+providers = ["replay:answers.sqlite"]
+metrics = ["execution_success"]
+floors = {execution_success = 0.5}
+margin = 0.0
+alpha = 0.05
+baseline = "gate/baseline.json"
+"""
+
+
+def _first(values: list) -> object:
+    return next(v for v in values if v is not None)
+
+
+def _label_following_answer(case, casing) -> ProviderResponse:  # noqa: ANN001
+    """The hand-written fixture answer of one case (see the module docstring)."""
+    calls = []
+    for index, call in enumerate(case.expected.calls):
+        arguments = {name: _first(values) for name, values in call.arguments.items()
+                     if any(v is not None for v in values)}
+        if "sort_order" in arguments:
+            arguments["sort_order"] = casing(arguments["sort_order"])
+        calls.append(ToolCall(id=f"call_{index}", name=call.name, arguments=arguments,
+                              raw_arguments=json.dumps(arguments)))
+    raw = json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments}
+                                     for c in calls]})
+    return ProviderResponse(raw=raw, parsed=ParsedAnswer(calls=calls), finish_reason="stop",
+                            latency_s=0.0, request={"fixture": "hand-written"})
+
+
+def _record_fixture_answers(project: Path, casing) -> None:  # noqa: ANN001
+    """Store the fixture answers for the project's current description into its cache."""
+    dataset = load_dataset(str(project / "cases.jsonl"))
+    variant = load_variant("analytics", "l10")
+    cache = ResponseCache(project / "answers.sqlite", "write")
+    try:
+        for case in dataset.cases:
+            key = request_key(FIXTURE_PROVIDER, {}, case.messages, variant.tools, 0)
+            cache.put(key, _label_following_answer(case, casing), provider_id=FIXTURE_PROVIDER,
+                      base_url=None, messages=case.messages, tools=variant.tools, trial=0)
+    finally:
+        cache.close()
+
+
+def _set_sort_values(project: Path, ascending: str, descending: str) -> None:
+    """Rewrite the query_metrics spec and the labels to the given sort_order spelling."""
+    spec = project / "descriptions/analytics/specs/query_metrics.yaml"
+    text = spec.read_text(encoding="utf-8")
+    for old, new in (("ASC", ascending), ("DESC", descending)):
+        text = text.replace(f"[{old}, ", f"[{new}, ").replace(f", {old}]", f", {new}]")
+        text = text.replace(f"sort_order: {old}", f"sort_order: {new}")
+        text = text.replace(f"default: {old}", f"default: {new}")
+        text = text.replace(f"exactly ASC or DESC", f"exactly {ascending} or {descending}")
+    spec.write_text(text, encoding="utf-8")
+    cases = project / "cases.jsonl"
+    lines = cases.read_text(encoding="utf-8").splitlines()
+    out = []
+    for line in lines:
+        case = json.loads(line)
+        for call in case["expected"].get("calls", []):
+            if "sort_order" in call["arguments"]:
+                call["arguments"]["sort_order"] = [
+                    {"ASC": ascending, "DESC": descending}.get(v, v) if isinstance(v, str)
+                    else v for v in call["arguments"]["sort_order"]]
+        out.append(json.dumps(case, ensure_ascii=False))
+    cases.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A team's project: analytics descriptions, 10 cases, the gate table, fixture answers."""
+    root = pytester.path
+    shutil.copytree(REPO / "descriptions/templates", root / "descriptions/templates")
+    shutil.copytree(REPO / "descriptions/analytics/specs", root / "descriptions/analytics/specs")
+    wanted = set(SORT_CASES + CONTROL_CASES)
+    lines = [line for line in (REPO / "datasets/analytics/cases.jsonl").read_text(
+        encoding="utf-8").splitlines() if line.strip() and json.loads(line)["id"] in wanted]
+    (root / "cases.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "pyproject.toml").write_text(GATE, encoding="utf-8")
+    (root / "datasets").mkdir()  # with descriptions/: bench's project-root marker
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(REPO / "reports/.cache"))  # shop DB, reused
+    monkeypatch.delenv("BENCH_ANALYTICS_SORT_ORDER", raising=False)
+    _record_fixture_answers(root, str)
+    return root
+
+
+def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
+        project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Baseline on ASC/DESC; backend goes asc/desc: execution_success fails naming the sort
+    cases; description (and labels) moved to asc/desc: the gate passes again."""
+    update = pytester.run(sys.executable, "-m", "bench", "baseline", "update")
+    assert update.ret == 0, update.stderr.str()
+    baseline = json.loads((project / "gate/baseline.json").read_text(encoding="utf-8"))
+    bits = baseline["outcomes"]["l10/replay:answers.sqlite"]
+    assert {c: b["execution_success"] for c, b in bits.items()} == \
+        {f"{c}#0": 1 for c in SORT_CASES + CONTROL_CASES}
+
+    before = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml",
+                                "--junitxml=before.xml")
+    before.assert_outcomes(passed=1)
+
+    monkeypatch.setenv("BENCH_ANALYTICS_SORT_ORDER", "asc,desc")  # the backend drifts
+    drifted = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml",
+                                 "--junitxml=drifted.xml")
+    drifted.assert_outcomes(failed=1)
+    text = drifted.stdout.str()
+    assert "execution_success on variant l10, provider replay:answers.sqlite: FAIL" in text
+    assert "below the floor 50.0%" in text
+    assert "significantly worse than the baseline (-80.0 points" in text
+    assert "lost 8, gained 0" in text
+    shown = [c for c in SORT_CASES if f"{c} (trial 0)" in text]
+    assert len(shown) == 5  # flips_shown default
+    assert not any(f"{c} (trial 0)" in text for c in CONTROL_CASES)
+    assert "sort_order" in text and "DESC" in text  # the answer and the backend's complaint
+    junit = (project / "drifted.xml").read_text(encoding="utf-8")
+    assert 'name="execution_success[l10|replay:answers.sqlite]"' in junit
+    assert '<property name="verdict" value="fail"' in junit
+    assert '<property name="baseline_rate" value="1.0000"' in junit
+
+    _set_sort_values(project, "asc", "desc")  # the description follows the backend
+    _record_fixture_answers(project, str)  # answers to the new description (lower-case)
+    fixed = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml")
+    fixed.assert_outcomes(passed=1)
