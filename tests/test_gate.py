@@ -17,10 +17,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
+# Imported here so that pytester's in-process runs find them loaded: it removes modules
+# first imported inside a run, and pyarrow / numpy refuse to be imported twice per process.
+import datasets  # noqa: F401
 import pytest
+from typer.testing import CliRunner
+
+import bench.executor.runhook  # noqa: F401
+import bench.gate.core  # noqa: F401
+import bench.runner  # noqa: F401
+from bench.cli import app
 
 from bench.datasets import load_dataset
 from bench.descriptions import load_variant
@@ -107,6 +115,11 @@ def _set_sort_values(project: Path, ascending: str, descending: str) -> None:
     cases.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
+def _baseline_update():  # noqa: ANN202
+    """``bench baseline update`` through the real CLI app, in this process (cwd: the project)."""
+    return CliRunner().invoke(app, ["baseline", "update"])
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A team's project: analytics descriptions, 10 cases, the gate table, fixture answers."""
@@ -130,8 +143,8 @@ def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
         project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Baseline on ASC/DESC; backend goes asc/desc: execution_success fails naming the sort
     cases; description (and labels) moved to asc/desc: the gate passes again."""
-    update = pytester.run(sys.executable, "-m", "bench", "baseline", "update")
-    assert update.ret == 0, update.stderr.str()
+    update = _baseline_update()
+    assert update.exit_code == 0, update.output
     baseline = json.loads((project / "gate/baseline.json").read_text(encoding="utf-8"))
     bits = baseline["outcomes"]["l10/replay:answers.sqlite"]
     assert {c: b["execution_success"] for c, b in bits.items()} == \
@@ -163,3 +176,75 @@ def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
     _record_fixture_answers(project, str)  # answers to the new description (lower-case)
     fixed = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml")
     fixed.assert_outcomes(passed=1)
+
+
+def test_improvement_passes_and_says_the_baseline_can_be_updated(
+        project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline recorded on the drifted backend, then the backend is fixed: the gate passes
+    and its note says that the baseline can be updated."""
+    monkeypatch.setenv("BENCH_ANALYTICS_SORT_ORDER", "asc,desc")
+    assert _baseline_update().exit_code == 0
+    monkeypatch.delenv("BENCH_ANALYTICS_SORT_ORDER")
+    result = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml", "-rP")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*significantly better than the baseline: update it with "
+                                 "`bench baseline update`*"])
+
+
+def test_replay_miss_names_the_case_and_how_to_record_it(project: Path,
+                                                         pytester: pytest.Pytester) -> None:
+    """A case without a recorded answer fails the item with the case id and the command."""
+    extra = json.loads((REPO / "datasets/analytics/cases.jsonl").read_text(
+        encoding="utf-8").splitlines()[9])
+    with (project / "cases.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(extra, ensure_ascii=False) + "\n")
+    result = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert f"no recorded answer for case '{extra['id']}'" in text
+    assert f"--cases {extra['id']}" in text and "--cache write" in text
+    assert "Traceback" not in text
+
+
+def test_fixtures_give_results_and_comparison_for_custom_assertions(
+        project: Path, pytester: pytest.Pytester) -> None:
+    """bench_results is the results frame; bench_compare compares with the baseline."""
+    assert _baseline_update().exit_code == 0
+    pytester.makepyfile(test_custom="""
+        def test_custom(bench_results, bench_compare):
+            assert len(bench_results) == 10
+            assert set(bench_results["variant"]) == {"l10"}
+            assert bench_results["execution_success"].all()
+            comparison = bench_compare(metrics=["execution_success"])
+            assert [t.verdict for t in comparison.tests] == ["no significant difference"]
+            assert comparison.tests[0].n == 10
+    """)
+    result = pytester.runpytest("-p", "bench.gate.plugin", "test_custom.py")
+    result.assert_outcomes(passed=1)
+
+
+def test_plugin_is_inert_without_a_gate_table(pytester: pytest.Pytester) -> None:
+    """A project whose pyproject.toml has no [tool.bench.gate] collects only its own tests,
+    and the fixtures skip."""
+    pytester.makepyprojecttoml("[tool.other]\nx = 1\n")
+    pytester.makepyfile(test_plain="""
+        def test_plain():
+            assert True
+
+        def test_fixture(bench_results):
+            raise AssertionError("not reached")
+    """)
+    result = pytester.runpytest("-p", "bench.gate.plugin", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*no ?tool.bench.gate? in*"])
+
+
+def test_bad_gate_table_is_a_one_line_collection_error(pytester: pytest.Pytester) -> None:
+    """An unknown metric in floors names the file and the field, without a traceback."""
+    pytester.makepyprojecttoml('[tool.bench.gate]\ndataset = "x"\nvariants = ["l10"]\n'
+                               'floors = {selection = 0.5}\n')
+    result = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*pyproject.toml: field 'tool.bench.gate.floors'*unknown metric "
+                                 "'selection'*"])
+    assert "Traceback" not in result.stdout.str()
