@@ -237,6 +237,10 @@ def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]
     return tools_block_tokens({v.name: v.tools for v in variants}, model_path)
 
 
+from bench.report.command import report  # noqa: E402
+app.command()(report)
+
+
 def main() -> None:
     """Console-script entry point.
 
