@@ -166,7 +166,8 @@ def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
     shown = [c for c in SORT_CASES if f"{c} (trial 0)" in text]
     assert len(shown) == 5  # flips_shown default
     assert not any(f"{c} (trial 0)" in text for c in CONTROL_CASES)
-    assert "sort_order" in text and "DESC" in text  # the answer and the backend's complaint
+    assert '"sort_order": "DESC"' in text  # the answer
+    assert "executor: query_metrics: validation/invalid_sort_order" in text  # the backend
     junit = (project / "drifted.xml").read_text(encoding="utf-8")
     assert 'name="execution_success[l10|replay:answers.sqlite]"' in junit
     assert '<property name="verdict" value="fail"' in junit
@@ -174,8 +175,9 @@ def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
 
     _set_sort_values(project, "asc", "desc")  # the description follows the backend
     _record_fixture_answers(project, str)  # answers to the new description (lower-case)
-    fixed = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml")
+    fixed = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml", "-rP")
     fixed.assert_outcomes(passed=1)
+    fixed.stdout.fnmatch_lines(["*the description of l10 changed since the baseline*"])
 
 
 def test_improvement_passes_and_says_the_baseline_can_be_updated(

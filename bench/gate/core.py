@@ -62,11 +62,14 @@ class GateRun:
         rows: result rows (dicts of ``results.jsonl``).
         manifest: the run's manifest (dataset and variant hashes...).
         run_id: the stored run's id (under ``<root>/reports/runs``).
+        call_errors: ``{(case_id, trial): ["<tool>: <error_class>/<error_code>", ...]}`` from
+            the executor's ``traces.jsonl`` (final failed attempts; all variants of the run).
     """
 
     rows: list[dict[str, Any]]
     manifest: dict[str, Any]
     run_id: str
+    call_errors: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -96,10 +99,32 @@ def run_gate(config: GateConfig, *, run_id: str | None = None) -> GateRun:
         runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)])
         manifest = runner.run()
         rows = list(runner.store.rows())
+        call_errors = read_call_errors(runner.store.dir / "traces.jsonl")
     if manifest.get("status") != "complete":
         raise BenchError(f"gate run '{run_id}' ended with status {manifest.get('status')}: "
                          f"{manifest.get('error', 'see its manifest')}", file=config.source)
-    return GateRun(rows=rows, manifest=manifest, run_id=run_id)
+    return GateRun(rows=rows, manifest=manifest, run_id=run_id, call_errors=call_errors)
+
+
+def read_call_errors(path: Path) -> dict[tuple[str, int], list[str]]:
+    """Final failed call attempts of a run's executor traces (see :class:`GateRun`); an absent
+    file (execution off) gives ``{}``; unreadable lines are skipped (traces are diagnostics)."""
+    errors: dict[tuple[str, int], list[str]] = {}
+    if not Path(path).is_file():
+        return errors
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                trace = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not trace.get("final") or not trace.get("error_class"):
+                continue
+            text = f"{trace.get('tool')}: {trace['error_class']}/{trace.get('error_code')}"
+            found = errors.setdefault((str(trace.get("case_id")), int(trace.get("trial", 0))), [])
+            if text not in found:
+                found.append(text)
+    return errors
 
 
 def _group(variant: str, provider: str) -> str:
@@ -345,12 +370,11 @@ def _short_answer(row: dict[str, Any], limit: int = 240) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _short_errors(row: dict[str, Any], limit: int = 240) -> str:
+def _short_errors(row: dict[str, Any], call_errors: Sequence[str], limit: int = 240) -> str:
     metrics = row.get("metrics") or {}
     parts = []
-    for error_class, messages in (metrics.get("execution_errors") or {}).items():
-        items = messages if isinstance(messages, list) else [messages]
-        parts.append(f"{error_class}: " + "; ".join(str(m) for m in items))
+    if call_errors:
+        parts.append("executor: " + "; ".join(call_errors))
     codes = metrics.get("error_codes") or []
     if codes:
         parts.append("scoring: " + ", ".join(codes))
@@ -359,13 +383,16 @@ def _short_errors(row: dict[str, Any], limit: int = 240) -> str:
 
 
 def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
-             baseline: dict[str, Any] | None) -> list[Verdict]:
+             baseline: dict[str, Any] | None,
+             call_errors: dict[tuple[str, int], list[str]] | None = None) -> list[Verdict]:
     """Decide every (variant, provider, metric) of the gate (rule in the module docstring).
 
     Args:
         config: the gate settings.
         rows: the current result rows.
         baseline: a document of :func:`load_baseline`, or None (floors only).
+        call_errors: executor errors per (case, trial) quoted with flipped cases
+            (:attr:`GateRun.call_errors`).
 
     Returns:
         One :class:`Verdict` per (variant, provider, metric) in config order.
@@ -375,6 +402,8 @@ def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
     by_key = {r["key"]: r for r in rows}
     comparison = compare_with_baseline(config, frame, baseline) if baseline else None
     tests = {(t.group, t.metric): t for t in comparison.tests} if comparison else {}
+    baseline_sha = {v.get("name"): v.get("sha256") for v in (baseline or {}).get("variants") or []}
+    current_sha = {r.get("variant"): (r.get("request") or {}).get("variant_sha256") for r in rows}
     verdicts = []
     for variant in config.variants:
         for provider in config.providers:
@@ -411,6 +440,11 @@ def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
                 elif baseline is not None and n:
                     verdict.notes.append("the baseline has no paired cases for this variant "
                                          "and provider (update it with `bench baseline update`)")
+                if baseline_sha.get(variant) and current_sha.get(variant) and \
+                        baseline_sha[variant] != current_sha[variant]:
+                    verdict.notes.append(f"the description of {variant} changed since the "
+                                         f"baseline (sha256 {baseline_sha[variant][:12]} -> "
+                                         f"{current_sha[variant][:12]})")
                 if comparison is not None and verdict.reasons:
                     lost = [f for f in comparison.flips if f.direction == "lost"
                             and f.metric == metric and f.group == _group(variant, provider)]
@@ -419,6 +453,7 @@ def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
                         verdict.flips.append(FlippedCase(
                             case_id=flip.case_id, trial=flip.trial,
                             query=str(row.get("query") or ""), answer=_short_answer(row),
-                            errors=_short_errors(row)))
+                            errors=_short_errors(row, (call_errors or {}).get(
+                                (flip.case_id, flip.trial), []))))
                 verdicts.append(verdict)
     return verdicts

@@ -67,7 +67,8 @@ class GateState:
         if self._verdicts is None:
             run = self.run()
             self._verdicts = {v.test_name: v for v in
-                              evaluate(self.config, run.rows, self.baseline())}
+                              evaluate(self.config, run.rows, self.baseline(),
+                                       run.call_errors)}
         return self._verdicts
 
 
