@@ -250,3 +250,17 @@ def test_bad_gate_table_is_a_one_line_collection_error(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["*pyproject.toml: field 'tool.bench.gate.floors'*unknown metric "
                                  "'selection'*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_baseline_update_without_a_gate_table_is_a_one_line_error(
+        pytester: pytest.Pytester) -> None:
+    """``bench baseline update`` on a pyproject without the table: exit 2, one error line."""
+    import subprocess
+    import sys
+    pytester.makepyprojecttoml("[tool.other]\nx = 1\n")
+    result = subprocess.run([sys.executable, "-m", "bench", "baseline", "update"],
+                            cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "pyproject.toml" in lines[0] \
+        and "no [tool.bench.gate] table" in lines[0], result.stderr
