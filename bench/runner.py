@@ -7,6 +7,7 @@ one variant's cases back to back (the embedded model then reuses the cached tool
 
 from __future__ import annotations
 
+import itertools
 import platform
 import subprocess
 import sys
@@ -42,7 +43,8 @@ from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic", "tenacity")
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
+            "google-genai", "tenacity")
 DEFAULT_CONCURRENCY = 4
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).
@@ -470,8 +472,9 @@ class Runner:
 
     @staticmethod
     def _price_id(provider_id: str) -> bool:
-        """False for providers that are priced by what they recorded (replay)."""
-        return not provider_id.startswith("replay:")
+        """False for providers that cost no USD: ``local`` (in process) and ``replay`` (priced
+        by what it recorded, billed nothing)."""
+        return provider_id != "local" and not provider_id.startswith("replay:")
 
     def concurrency(self, provider_id: str) -> int:
         """Requests in flight for a provider: ``--concurrency`` capped by the provider's own
@@ -774,6 +777,8 @@ class Runner:
                                          thread_name_prefix=f"bench-{i}")
                  for i, pid in enumerate(self.providers)}
         outstanding: dict[Future, PlanItem] = {}
+        sequence: dict[Future, int] = {}
+        counter = itertools.count()
         rows = self.store.writer()
         per_provider = {pid: 0 for pid in self.providers}
         status, failure = "complete", None
@@ -806,7 +811,9 @@ class Runner:
                         status = "budget_exhausted"
                         return
                     item = queue.popleft()
-                    outstanding[pools[pid].submit(self.execute, item)] = item
+                    future = pools[pid].submit(self.execute, item)
+                    outstanding[future] = item
+                    sequence[future] = next(counter)
                     per_provider[pid] += 1
 
         def stop_everything() -> None:
@@ -830,8 +837,10 @@ class Runner:
                     status = "interrupted"
                     stop_everything()
                     continue  # collect what is in flight (it is written), then stop
-                for future in finished_now:
+                # in submission order: one worker (local) writes rows in plan order
+                for future in sorted(finished_now, key=sequence.__getitem__):
                     item = outstanding.pop(future)
+                    del sequence[future]
                     per_provider[item.provider_id] -= 1
                     try:
                         outcome = future.result()

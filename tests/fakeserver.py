@@ -14,7 +14,9 @@ Usage::
         server.requests[0].body          # what the SDK sent
 
 Unscripted requests get :func:`default_reply` (a valid answer for the path), or what the
-``handler`` callable returns, so a benchmark can run thousands of requests unscripted. Wire
+``handler`` callable returns, so a benchmark can run thousands of requests unscripted
+(``record=False`` keeps memory flat). From outside the test suite import it as
+``tests.fakeserver`` with the repository root on ``sys.path``. Wire
 formats follow the providers' API references (OpenAI Chat Completions and Responses, Anthropic
 Messages and streaming events, Gemini generateContent).
 """
@@ -286,6 +288,12 @@ def default_reply(request: Recorded) -> Reply:
     return Reply(404, error_body(404, f"no such path {request.path}"))
 
 
+class _Server(ThreadingHTTPServer):
+    # A deep listen backlog: 32+ clients connecting at once must not wait for SYN retries.
+    request_queue_size = 512
+    daemon_threads = True
+
+
 class FakeServer:
     """A threaded HTTP/1.1 server on 127.0.0.1 (a free port) answering scripted replies.
 
@@ -304,8 +312,7 @@ class FakeServer:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread: threading.Thread | None = None
 
     @property

@@ -59,31 +59,29 @@ def test_wrong_count_and_undecodable_fail():
     assert not check_entry("simple_python", entry.function, [], entry.ground_truth).valid
 
 
-def test_missing_required_unexpected_and_wrong_values():
+@pytest.mark.parametrize("change, error_type", [
+    ({"base": None}, "simple_function_checker:missing_required"),
+    ({"colour": "red"}, "simple_function_checker:unexpected_param"),
+    ({"base": 11}, "value_error:others"),
+    ({"base": "10"}, "type_error:simple"),
+    ({"height": True}, "type_error:simple"),  # a bool is not an integer
+])
+def test_missing_required_unexpected_and_wrong_values(change, error_type):
     entry = entries("simple_python")["simple_python_0"]  # calculate_triangle_area(base, height)
-    answer = entry.ground_truth[0]
-    good = right_output(answer)
-    missing = copy.deepcopy(good)
-    del missing["calculate_triangle_area"]["base"]
-    assert check_entry("simple_python", entry.function, [missing], entry.ground_truth
-                       ).error_type == "simple_function_checker:missing_required"
-    extra = copy.deepcopy(good)
-    extra["calculate_triangle_area"]["colour"] = "red"
-    assert check_entry("simple_python", entry.function, [extra], entry.ground_truth
-                       ).error_type == "simple_function_checker:unexpected_param"
-    wrong = copy.deepcopy(good)
-    wrong["calculate_triangle_area"]["base"] = 11
-    assert check_entry("simple_python", entry.function, [wrong], entry.ground_truth
-                       ).error_type == "value_error:others"
-    as_text = copy.deepcopy(good)
-    as_text["calculate_triangle_area"]["base"] = "10"
-    assert check_entry("simple_python", entry.function, [as_text], entry.ground_truth
-                       ).error_type == "type_error:simple"
-    as_bool = copy.deepcopy(good)
-    as_bool["calculate_triangle_area"]["height"] = True
-    assert check_entry("simple_python", entry.function, [as_bool], entry.ground_truth
-                       ).error_type == "type_error:simple"
-    renamed = {"calc_area": good["calculate_triangle_area"]}
+    output = right_output(entry.ground_truth[0])
+    params = output["calculate_triangle_area"]
+    for param, value in change.items():
+        if value is None:
+            del params[param]
+        else:
+            params[param] = value
+    assert check_entry("simple_python", entry.function, [output], entry.ground_truth
+                       ).error_type == error_type
+
+
+def test_wrong_function_name():
+    entry = entries("simple_python")["simple_python_0"]
+    renamed = {"calc_area": right_output(entry.ground_truth[0])["calculate_triangle_area"]}
     assert check_entry("simple_python", entry.function, [renamed], entry.ground_truth
                        ).error_type == "simple_function_checker:wrong_func_name"
 

@@ -9,6 +9,7 @@ import pytest
 
 from bench.compare import compare_rows
 from bench.runstore import RunStore
+from conftest import requires_local_model
 
 
 def row(case, variant, ok, provider="local", trial=0, metrics=None, query=None):
@@ -147,3 +148,17 @@ def test_cli_bad_input_exits_2_with_one_line(home, args, message):
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@requires_local_model
+def test_cli_runs_two_variants_now_on_the_embedded_model(run_bench, project):
+    result = run_bench("compare", "l3", "l30", "--limit", "2", "--run-id", "cmp-now", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    assert {t["metric"] for t in data["tests"]} >= {"selection_correct"}
+    assert all(t["n"] == 2 and t["group"] == "local" for t in data["tests"]
+               if t["metric"] == "selection_correct")
+    rows = (project / "reports" / "runs" / "cmp-now" / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 4  # the run is kept, so it can be compared again with --run
+    again = run_bench("compare", "l3", "l30", "--run", "cmp-now", "--json")
+    assert json.loads(again.stdout)["tests"] == data["tests"]

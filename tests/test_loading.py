@@ -80,7 +80,7 @@ def test_unknown_tool_and_argument(tmp_path):
 
 
 def test_unknown_dataset_and_variant_list_known_names(project):
-    with pytest.raises(BenchError, match="known: analytics, ecommerce"):
+    with pytest.raises(BenchError, match="known: analytics, ecommerce, logistics"):
         load_dataset("nope")
     with pytest.raises(BenchError, match="available: l3, l10, l30, l50"):
         load_variant("ecommerce", "l7")
@@ -106,15 +106,17 @@ def test_spec_yaml_syntax_error_has_line(tmp_path):
     assert info.value.line is not None and "invalid YAML" in str(info.value)
 
 
-def test_no_dataset_query_is_a_description_example():
+@pytest.mark.parametrize("name", ["ecommerce", "analytics", "logistics"])
+def test_no_dataset_query_is_a_description_example(name):
     from pathlib import Path
 
     from bench.descriptions.specs import load_specs
 
-    specs = load_specs(Path(__file__).resolve().parents[1] / "descriptions" / "ecommerce")
-    examples = {e.query.strip().casefold() for s in specs for e in s.examples}
-    leaked = [c.id for c in load_dataset("ecommerce").cases
-              if c.query.strip().casefold() in examples]
+    dataset = load_dataset(name)
+    root = Path(__file__).resolve().parents[1] / "descriptions"
+    examples = {e.query.strip().casefold() for toolset in dataset.toolsets
+                for s in load_specs(root / toolset) for e in s.examples}
+    leaked = [c.id for c in dataset.cases if c.query.strip().casefold() in examples]
     assert leaked == []  # the l50 examples must not hand the model the test answers
 
 

@@ -305,7 +305,7 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
     assert table.price("openai:gpt-4o-mini-2024-07-18") == table.price("openai:gpt-4o-mini")
     assert table.price("openai:gpt-4o-mini") != table.price("openai:gpt-4o")
     assert table.price("openai-compat:anything@http://x") is None
-    assert table.price("local").cost(1000, 100) == 0.0
+    assert table.price("local") is None  # in process: no USD, rows carry no cost
     mini = table.price("openai:gpt-4o-mini")
     assert mini.cost(1_000_000, 0) == pytest.approx(0.15)
     assert table.price("openai:gpt-4o-mini", batch=True).input == pytest.approx(mini.input / 2)
@@ -314,3 +314,36 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
     (tmp_path / "bad.yaml").write_text("models:\n  openai:\n    gpt-x: {input: -1, output: 1}\n")
     with pytest.raises(BenchError, match=r"bad.yaml:3.*models.openai.gpt-x.input"):
         Pricing(tmp_path / "bad.yaml")
+
+
+def test_sigint_stops_a_concurrent_run_which_resumes_without_redoing_rows(project):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from conftest import REPO
+    with EchoServer(latency_s=0.3) as server:
+        env = {**os.environ, "BENCH_HOME": str(project),
+               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        args = [sys.executable, "-m", "bench", "run", "--provider", compat(server), "--variants",
+                "l3", "--limit", "20", "--concurrency", "2", "--run-id", "sig"]
+        process = subprocess.Popen(args, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+        results = project / "reports" / "runs" / "sig" / "results.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+                not results.exists() or results.read_text().count("\n") < 2):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr
+        assert "bench run --resume sig" in stderr and "Traceback" not in stderr
+        manifest = json.loads(results.with_name("manifest.json").read_text())
+        kept = results.read_text().splitlines()
+        assert manifest["status"] == "interrupted" and 2 <= len(kept) < 20
+        asked = len(server.requests)
+        resumed = subprocess.run([*args[:3], "run", "--resume", "sig"], cwd=project, env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    rows = results.read_text().splitlines()
+    assert rows[:len(kept)] == kept and len({json.loads(r)["key"] for r in rows}) == 20
+    assert len(server.requests) - asked == 20 - len(kept)  # nothing answered was asked again

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -22,6 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.errors import BenchError
+
+if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
+    from bench.compare.core import Comparison
 
 _VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green",
                   "within margin": "yellow", "no significant difference": "dim"}
@@ -72,7 +75,7 @@ def _p(value: float) -> str:
     return f"{value:.3g}" if value >= 0.001 else "<0.001"
 
 
-def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
+def comparison_table(comparison: Comparison) -> Table:
     """A rich Table of a :class:`~bench.compare.core.Comparison`, one row per test."""
     level = round(comparison.confidence * 100)
     table = Table(title=f"{comparison.label_a} (A) vs {comparison.label_b} (B), paired; "
@@ -81,7 +84,8 @@ def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
     for column, justify in (("group", "left"), ("metric", "left"), ("pairs", "right"),
                             ("A", "right"), ("B", "right"),
                             (f"B-A points [{level}% CI]", "right"), ("A only/B only", "right"),
-                            ("p (McNemar)", "right"), ("p (Holm)", "right"),
+                            ("p (McNemar mid-p)" if comparison.mid_p else "p (McNemar exact)",
+                             "right"), ("p (Holm)", "right"),
                             (f"MDD {round(comparison.power * 100)}% power", "right"),
                             ("verdict", "left")):
         table.add_column(column, justify=justify)
@@ -95,8 +99,11 @@ def comparison_table(comparison) -> Table:  # noqa: ANN001 - Comparison
     return table
 
 
-def print_flips(console: Console, comparison, metrics: list[str], show: int) -> None:  # noqa: ANN001
+def print_flips(console: Console, comparison: Comparison, metrics: list[str],
+                show: int) -> None:
     """Print flipped cases of ``metrics`` both ways, at most ``show`` per direction."""
+    if show == 0:
+        return
     for metric in metrics:
         for direction, title in (("lost", f"right in {comparison.label_a}, wrong in "
                                           f"{comparison.label_b}"),
@@ -167,6 +174,9 @@ def compare(
         min=0.0, max=1.0, help="Regressions no larger than this fraction pass (0.02 = 2 points).")]
     = 0.0,
     n_boot: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+    mid_p: Annotated[bool, typer.Option(
+        "--mid-p", help="McNemar mid-p values (closer to alpha, not guaranteed below it).")]
+    = False,
     seed: Annotated[int, typer.Option(help="Bootstrap seed (and sampling seed when running).")]
     = 1234,
     show: Annotated[int, typer.Option(min=0, help="Flipped cases shown per direction.")] = 10,
@@ -211,7 +221,8 @@ def compare(
     try:
         comparison = compare_rows(rows_a, rows_b, label_a=label_a, label_b=label_b,
                                   metrics=_split(metrics) or None, group_by=group_by,
-                                  alpha=alpha, margin=margin, n_boot=n_boot, seed=seed)
+                                  alpha=alpha, margin=margin, n_boot=n_boot, seed=seed,
+                                  mid_p=mid_p)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
     out = _console()

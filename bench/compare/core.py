@@ -12,10 +12,10 @@ pair set:
   cases (all trials of a case together), so trials of one case are not treated as independent.
 - Holm's step-down correction across every (group, metric) test of the comparison (Holm 1979,
   "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6:65-70).
-- The minimum detectable difference at the given power for this number of pairs, from
-  Connor's sample-size formula for McNemar's test (Connor 1987, Biometrics 43:207-211),
-  ``n = (z_{1-α/2}·√ψ + z_{power}·√(ψ - δ²))² / δ²`` solved for δ, with ψ the observed share
-  of discordant pairs (or δ itself when larger: a difference cannot exceed the discordance).
+- The minimum detectable difference at the given power for this number of pairs: the
+  smallest δ at which the test's exact power (summed over the binomial number of discordant
+  pairs, :func:`mcnemar_power`) reaches the target, with ψ the observed share of discordant
+  pairs (or δ itself when larger: a difference cannot exceed the discordance).
 
 With several trials per case, the McNemar pairs are (case, trial) pairs; trials of one case are
 correlated, so the p-value is then somewhat optimistic while the bootstrap interval is not.
@@ -28,14 +28,12 @@ is significant but no larger than the margin; else ``no significant difference``
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
-from scipy.optimize import brentq
-from scipy.stats import binom, norm
+from scipy.stats import binom
 
 from bench.stats.frame import ACCURACY_METRICS, metric_columns, results_frame
 
@@ -105,7 +103,8 @@ class Comparison(BaseModel):
 
     Attributes:
         label_a / label_b: what A and B are (variant names or run ids).
-        alpha, margin (fraction), confidence, power, n_boot, seed: the settings used.
+        alpha, margin (fraction), confidence, power, n_boot, seed, mid_p: the settings used
+            (``mid_p``: p-values are McNemar mid-p values instead of exact ones).
         tests: one :class:`MetricComparison` per (group, metric), Holm-adjusted together.
         flips: every flipped pair of every test.
         unpaired_a / unpaired_b: rows of A (B) without a partner in the other set.
@@ -119,6 +118,7 @@ class Comparison(BaseModel):
     power: float
     n_boot: int
     seed: int
+    mid_p: bool = False
     tests: list[MetricComparison] = Field(default_factory=list)
     flips: list[Flip] = Field(default_factory=list)
     unpaired_a: int = 0
@@ -152,61 +152,103 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def mcnemar_exact(a_only, b_only):
-    """Two-sided exact McNemar p-value(s) from the discordant counts (McNemar 1947).
+def mcnemar_exact(a_only, b_only, mid_p: bool = False):
+    """Two-sided McNemar p-value(s) from the discordant counts (McNemar 1947), exact.
 
     Under "no difference" the discordant pairs split 50/50, so the p-value is the exact
-    two-sided binomial test of ``b_only`` successes in ``a_only + b_only`` trials at 0.5; for
-    p = 0.5 the binomial is symmetric and that test equals ``min(1, 2·P(X <= min(a, b)))``
-    (the same value ``scipy.stats.binomtest(b, a + b).pvalue`` gives; computed with
-    ``scipy.stats.binom.cdf`` so that arrays of counts are handled at once).
+    two-sided binomial test of ``b_only`` successes in ``a_only + b_only`` trials at 0.5; the
+    binomial is then symmetric and that test equals ``min(1, 2·P(X <= min(a, b)))`` (the value
+    ``scipy.stats.binomtest(b, a + b).pvalue`` gives; computed with ``scipy.stats.binom`` so
+    that arrays of counts are handled at once). The exact test is conservative: its
+    false-positive rate is at most alpha, and below it when few pairs are discordant.
 
     Args:
         a_only: pairs where only A is right (int or int array).
         b_only: pairs where only B is right (same shape).
+        mid_p: return the mid-p value ``2·P(X < m) + P(X = m)``, m = min(a, b), instead
+            (Fagerland, Lydersen & Laake 2013, BMC Med. Res. Methodol. 13:91): closer to alpha
+            on average, no longer guaranteed below it.
 
     Returns:
         float (or float array) in [0, 1]; 1.0 where there is no discordant pair.
     """
     a = np.asarray(a_only, dtype=float)
     b = np.asarray(b_only, dtype=float)
-    p = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(a, b), a + b, 0.5))
-    p = np.where(a + b > 0, p, 1.0)
+    low = np.minimum(a, b)
+    p = 2.0 * binom.cdf(low, a + b, 0.5)
+    if mid_p:
+        p = p - binom.pmf(low, a + b, 0.5)
+    p = np.where(a + b > 0, np.minimum(1.0, p), 1.0)
     return float(p) if p.ndim == 0 else p
 
 
-def minimum_detectable_difference(n: int, discordant_share: float, alpha: float = 0.05,
-                                  power: float = 0.8) -> float:
-    """Smallest |rate difference| McNemar's test detects with ``power`` at two-sided ``alpha``.
+def mcnemar_power(n: int, discordant_share: float, difference: float, alpha: float = 0.05,
+                  mid_p: bool = False) -> float:
+    """Exact power of :func:`mcnemar_exact` at two-sided ``alpha`` for n pairs.
 
-    Solves Connor's (1987) sample-size formula ``n = (z_{1-α/2}√ψ + z_{power}√(ψ-δ²))² / δ²``
-    for δ. A difference can never exceed the discordant share, so ψ is taken as
-    ``max(discordant_share, δ)``: with few discordant pairs observed, the answer is the
-    smallest difference that would be detected if every discordant pair went one way.
+    The number of discordant pairs D is Binomial(n, ψ); given D, the pairs where only B is
+    right are Binomial(D, (ψ + δ) / 2ψ). Power = Σ_D P(D) · P(p-value < alpha | D), summed
+    exactly over D = 0..n with the test's own rejection region (no normal approximation).
 
     Args:
         n: number of pairs.
-        discordant_share: ψ, the expected share of discordant pairs (0 <= ψ <= 1).
+        discordant_share: ψ, share of discordant pairs (0 < ψ <= 1).
+        difference: δ = rate_B - rate_A, |δ| <= ψ.
         alpha: two-sided significance level.
-        power: target power, e.g. 0.8.
+        mid_p: power of the mid-p variant instead.
 
     Returns:
-        δ as a fraction in (0, 1]; NaN when n is too small (< 4 at the defaults) for any δ.
+        Power in [0, 1].
     """
-    if n <= 0:
-        return float("nan")
+    psi = float(discordant_share)
+    if n <= 0 or psi <= 0:
+        return 0.0
+    discordant = np.arange(n + 1)
+    weight = binom.pmf(discordant, n, psi)
+    # largest k whose two-sided p-value is below alpha: reject when min(a, b) <= k
+    k = binom.ppf(alpha / 2, discordant, 0.5)
+    k = np.where(mcnemar_exact(k, discordant - k, mid_p) < alpha, k, k - 1)
+    q = min(max((psi + difference) / (2 * psi), 0.0), 1.0)
+    reject = np.where(k >= 0, binom.cdf(k, discordant, q)
+                      + binom.sf(discordant - k - 1, discordant, q), 0.0)
+    return float(np.sum(weight * reject))
+
+
+def minimum_detectable_difference(n: int, discordant_share: float, alpha: float = 0.05,
+                                  power: float = 0.8, mid_p: bool = False) -> float:
+    """Smallest rate difference the McNemar test detects with ``power`` at two-sided ``alpha``.
+
+    The exact power of :func:`mcnemar_power` is solved for δ by bisection. A difference can
+    never exceed the discordant share, so ψ is taken as ``max(discordant_share, δ)``: with few
+    discordant pairs observed, the answer is the smallest difference that would be detected if
+    every discordant pair went one way.
+
+    Args:
+        n: number of pairs.
+        discordant_share: ψ, the expected share of discordant pairs (0 <= ψ <= 1), e.g. the
+            observed one.
+        alpha: two-sided significance level.
+        power: target power, e.g. 0.8.
+        mid_p: for the mid-p variant of the test.
+
+    Returns:
+        δ as a fraction in (0, 1] (to 1e-4); NaN when no δ reaches the power (n too small).
+    """
     observed = min(max(float(discordant_share), 0.0), 1.0)
-    z_alpha = norm.ppf(1 - alpha / 2)
-    z_power = norm.ppf(power)
 
-    def excess(delta: float) -> float:
-        psi = max(observed, delta)
-        return (z_alpha * math.sqrt(psi) + z_power * math.sqrt(max(psi - delta * delta, 0.0))
-                ) / delta - math.sqrt(n)
+    def power_at(delta: float) -> float:
+        return mcnemar_power(n, max(observed, delta), delta, alpha, mid_p)
 
-    if excess(1.0) > 0:
+    if n <= 0 or power_at(1.0) < power:
         return float("nan")
-    return float(brentq(excess, 1e-12, 1.0))
+    low, high = 0.0, 1.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2
+        if power_at(middle) >= power:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _paired_bootstrap(a: np.ndarray, b: np.ndarray, cases: np.ndarray, confidence: float,
@@ -261,7 +303,7 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                    label_b: str = "B", metrics: Iterable[str] | None = None,
                    group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
                    margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
-                   n_boot: int = 2000, seed: int = 0,
+                   n_boot: int = 2000, seed: int = 0, mid_p: bool = False,
                    rows_a: dict[str, dict[str, Any]] | None = None,
                    rows_b: dict[str, dict[str, Any]] | None = None) -> Comparison:
     """Compare two results frames (:mod:`bench.stats.frame`); see :func:`compare_rows`.
@@ -294,7 +336,7 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                          + (f" within the same {'/'.join(group_by)}" if group_by else ""))
     result = Comparison(label_a=label_a, label_b=label_b, alpha=alpha, margin=margin,
                         confidence=confidence, power=power, n_boot=n_boot, seed=seed,
-                        unpaired_a=len(frame_a) - len(merged),
+                        mid_p=mid_p, unpaired_a=len(frame_a) - len(merged),
                         unpaired_b=len(frame_b) - len(merged))
     flips: list[Flip] = []
     for group, part in merged.groupby("group", sort=True):
@@ -312,8 +354,9 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                 group=str(group), metric=metric, n=n, cases=int(both["case_id"].nunique()),
                 rate_a=float(a.mean()), rate_b=float(b.mean()),
                 diff=float(b.mean() - a.mean()), diff_low=low, diff_high=high,
-                a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only),
-                mdd=minimum_detectable_difference(n, (a_only + b_only) / n, alpha, power)))
+                a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only, mid_p),
+                mdd=minimum_detectable_difference(n, (a_only + b_only) / n, alpha, power,
+                                                  mid_p)))
             flipped = both[a != b]
             for record in flipped.to_dict("records"):
                 row_a = (rows_a or {}).get(record["key_a"], {})
@@ -342,7 +385,7 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
                  label_a: str = "A", label_b: str = "B", metrics: Iterable[str] | None = None,
                  group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
                  margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
-                 n_boot: int = 2000, seed: int = 0) -> Comparison:
+                 n_boot: int = 2000, seed: int = 0, mid_p: bool = False) -> Comparison:
     """Compare result rows of A and B, paired on the (group, case, trial) both have.
 
     Args:
@@ -360,6 +403,7 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
         confidence: bootstrap interval coverage.
         power: power for the minimum detectable difference.
         n_boot: bootstrap resamples; seed: their seed.
+        mid_p: use McNemar mid-p values (see :func:`mcnemar_exact`) instead of exact ones.
 
     Returns:
         A :class:`Comparison`; see the module docstring for every statistic.
@@ -372,5 +416,5 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
     return compare_frames(results_frame(rows_a), results_frame(rows_b), label_a=label_a,
                           label_b=label_b, metrics=metrics, group_by=group_by, alpha=alpha,
                           margin=margin, confidence=confidence, power=power, n_boot=n_boot,
-                          seed=seed, rows_a={r["key"]: r for r in rows_a},
+                          seed=seed, mid_p=mid_p, rows_a={r["key"]: r for r in rows_a},
                           rows_b={r["key"]: r for r in rows_b})

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench.errors import BenchError
+from pydantic import ValidationError
+
+from bench.errors import BenchError, pydantic_error_field
 from bench.providers.base import HTTPOptions, HTTPProvider, Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError, ProviderUnavailable
 
@@ -69,8 +71,9 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
         options = {**options, "base_url": base_url}
     try:
         settings = HTTPOptions(model=model, **options)
-    except Exception as exc:  # pydantic ValidationError: a bad option value
-        raise BenchError(f"provider '{provider_id}': {exc}".splitlines()[0]) from None
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"provider '{provider_id}': option '{field}': {message}") from None
     if kind == "openai":
         from bench.providers.openai_chat import OpenAIChatProvider as cls
     elif kind == "openai-compat":

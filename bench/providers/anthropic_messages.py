@@ -17,10 +17,11 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
-from bench.parse import ParsedAnswer, RawCall, answer_from_calls
-from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
-from bench.providers.dialects import history
-from bench.providers.errors import ProviderError, ProviderUnavailable, error_from_exception
+from bench.parse import RawCall, answer_from_calls
+from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
+                                  send_with_sdk)
+from bench.providers.dialects import Turn, merged_turns, system_text
+from bench.providers.errors import ProviderUnavailable
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -69,29 +70,9 @@ class AnthropicProvider(HTTPProvider):
         Raises:
             ProviderError: class ``validation`` for an unpaired tool result.
         """
-        try:
-            turns = history(messages)
-        except ValueError as exc:
-            raise ProviderError(str(exc), error_class="validation") from None
-        system = "\n\n".join(t.content for t in turns if t.role == "system" and t.content)
-        out: list[dict[str, Any]] = []
-        for turn in turns:
-            if turn.role == "system":
-                continue
-            role = "assistant" if turn.role == "assistant" else "user"
-            blocks: list[dict[str, Any]] = []
-            if turn.role == "tool":
-                blocks.append({"type": "tool_result", "tool_use_id": turn.call_id,
-                               "content": turn.content})
-            elif turn.content:
-                blocks.append({"type": "text", "text": turn.content})
-            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
-                       for c in turn.calls]
-            if out and out[-1]["role"] == role:
-                out[-1]["content"] += blocks
-            else:
-                out.append({"role": role, "content": blocks})
-        return system, out
+        turns = self.turns(messages)
+        return system_text(turns), merged_turns(turns, assistant_role="assistant",
+                                                key="content", blocks=_content_blocks)
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                       trial: int) -> dict[str, Any]:
@@ -117,16 +98,7 @@ class AnthropicProvider(HTTPProvider):
 
     def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Messages call (streamed when ``body["stream"]``); see the CONTRACT."""
-        try:
-            if body.get("stream"):
-                stream = self._client.messages.create(**body)
-                with stream:
-                    assembled = assemble_message_stream(event.to_dict() for event in stream)
-                return assembled, stream.response.headers
-            raw = self._client.messages.with_raw_response.create(**body)
-            return raw.http_response.json(), raw.headers
-        except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
-            raise error_from_exception(exc) from exc
+        return send_with_sdk(self._client.messages, body, assemble_message_stream)
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
@@ -134,9 +106,8 @@ class AnthropicProvider(HTTPProvider):
         summary = self.summarize_request(request) if request is not None else {}
         content = body.get("content") if isinstance(body, Mapping) else None
         if not isinstance(content, list):
-            return ProviderResponse(raw=body, parsed=ParsedAnswer(error="response has no "
-                                                                  "content"),
-                                    latency_s=latency_s, request=summary)
+            return self.no_answer(body, "response has no content", latency_s=latency_s,
+                                  summary=summary)
         text = "".join(b.get("text") or "" for b in content if b.get("type") == "text")
         calls = [RawCall(b.get("id"), str(b.get("name") or ""), b.get("input"))
                  for b in content if b.get("type") == "tool_use"]
@@ -151,6 +122,17 @@ class AnthropicProvider(HTTPProvider):
             usage=Usage(prompt_tokens=prompt, completion_tokens=int(usage.get("output_tokens")
                                                                     or 0),
                         cached_tokens=cached))
+
+
+def _content_blocks(turn: Turn) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if turn.role == "tool":
+        blocks.append({"type": "tool_result", "tool_use_id": turn.call_id,
+                       "content": turn.content})
+    elif turn.content:
+        blocks.append({"type": "text", "text": turn.content})
+    return blocks + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                     for c in turn.calls]
 
 
 def assemble_message_stream(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -7,12 +7,15 @@ replay and batch mode rely on:
   ``/v1/responses``, ``/v1/messages``, ``/v1beta/models/<model>:generateContent``.
 - ``build_request(messages, tools, *, trial) -> dict``: the exact JSON body for ``endpoint``
   (what one line of an OpenAI Batch file's ``body`` or an Anthropic Message Batch's ``params``
-  holds). Deterministic: same inputs, same dict. Raises :class:`~bench.providers.errors.
+  holds). Deterministic: same inputs, same dict; treat it as read-only (the converted tool
+  entries are shared between requests of a variant). Raises :class:`~bench.providers.errors.
   ProviderError` (class ``validation``) when the request cannot be built.
 - ``parse_body(body, *, latency_s, request=None) -> ProviderResponse``: parse one raw JSON
   response body (a dict, as the provider sent it). Never raises on model output: undecodable
   calls become invalid calls / ``parsed.error``. ``request`` is the body that was sent (its
-  summary goes to ``ProviderResponse.request``).
+  summary goes to ``ProviderResponse.request``). With ``strict=True`` it maps the ``null``
+  sent for an optional argument back to "omitted", which needs the variant's tools converted
+  first (``prepare()`` or ``build_request()``).
 - ``send(body) -> (response_body, headers)``: one SDK call, no retries (``max_retries=0``);
   raises :class:`~bench.providers.errors.ProviderError` with an ``error_class`` and
   ``retry_after_s``. Retrying is the caller's job.
@@ -30,14 +33,15 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer
-from bench.providers.errors import ProviderError, request_id_from
+from bench.providers.dialects import Turn, history
+from bench.providers.errors import ProviderError, error_from_exception, request_id_from
 
 
 class Usage(BaseModel):
@@ -230,6 +234,24 @@ class HTTPProvider(Provider):
                 self._tool_changes.update(per_tool)
         return found[1]
 
+    def turns(self, messages: Sequence[Message]) -> list[Turn]:
+        """The conversation with tool results paired to their calls (see
+        :func:`bench.providers.dialects.history`).
+
+        Raises:
+            ProviderError: class ``validation`` for an unpaired tool result or bad arguments.
+        """
+        try:
+            return history(messages)
+        except ValueError as exc:
+            raise ProviderError(str(exc), error_class="validation") from None
+
+    def no_answer(self, body: Any, why: str, *, latency_s: float,
+                  summary: dict[str, Any], **fields: Any) -> ProviderResponse:
+        """A response whose body holds no answer (``parsed.error = why``)."""
+        return ProviderResponse(raw=body, parsed=ParsedAnswer(error=why), latency_s=latency_s,
+                                request=summary, **fields)
+
     def check_tool_choice(self, tools: Sequence[Tool]) -> None:
         """Raise ProviderError(validation) when tool_choice names a tool not in ``tools``."""
         choice = self.options.tool_choice
@@ -291,3 +313,27 @@ class HTTPProvider(Provider):
                 "base_url": self.options.base_url, "endpoint": self.endpoint,
                 **self.options.model_dump(exclude={"model", "base_url"}),
                 "not_sent": list(self.not_sent), "dialect_changes": self._variant_changes}
+
+
+def send_with_sdk(resource: Any, body: dict[str, Any],
+                  assemble: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
+                  ) -> tuple[dict[str, Any], Mapping[str, str]]:
+    """POST ``body`` through a Stainless-generated SDK resource (``openai`` / ``anthropic``:
+    ``client.chat.completions``, ``client.responses``, ``client.messages``).
+
+    Non-streamed: ``resource.with_raw_response.create`` and the raw JSON body. Streamed
+    (``body["stream"]``): the events' dicts joined by ``assemble`` into one body.
+
+    Raises:
+        ProviderError: any SDK or transport failure, classified.
+    """
+    try:
+        if body.get("stream"):
+            stream = resource.create(**body)
+            with stream:
+                assembled = assemble(event.to_dict() for event in stream)
+            return assembled, stream.response.headers
+        raw = resource.with_raw_response.create(**body)
+        return raw.http_response.json(), raw.headers
+    except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
+        raise error_from_exception(exc) from exc

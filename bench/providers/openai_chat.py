@@ -16,9 +16,10 @@ from typing import Any, Mapping, Sequence
 
 from bench.models import Message, Tool
 from bench.parse import CallDelta, ParsedAnswer, RawCall, answer_from_calls, assemble_call_deltas
-from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
-from bench.providers.dialects import history, openai_strict_schema, optional_properties
-from bench.providers.errors import ProviderError, ProviderUnavailable, error_from_exception
+from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
+                                  send_with_sdk)
+from bench.providers.dialects import openai_strict_schema, optional_properties
+from bench.providers.errors import ProviderUnavailable, error_from_exception
 
 COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
 
@@ -98,10 +99,7 @@ class OpenAIChatProvider(HTTPProvider):
         Raises:
             ProviderError: class ``validation`` for an unpaired tool result.
         """
-        try:
-            turns = history(messages)
-        except ValueError as exc:
-            raise ProviderError(str(exc), error_class="validation") from None
+        turns = self.turns(messages)
         out: list[dict[str, Any]] = []
         for turn in turns:
             if turn.role == "tool":
@@ -141,12 +139,9 @@ class OpenAIChatProvider(HTTPProvider):
 
     def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Chat Completions call (streamed when ``body["stream"]``); see the CONTRACT."""
+        if body.get("stream"):
+            return send_with_sdk(self._client.chat.completions, body, assemble_chat_stream)
         try:
-            if body.get("stream"):
-                stream = self._client.chat.completions.create(**body)
-                with stream:
-                    assembled = assemble_chat_stream(chunk.to_dict() for chunk in stream)
-                return assembled, stream.response.headers
             # The body is already exact JSON: the SDK's generic post (same auth, base URL,
             # timeout and error mapping) skips create()'s typed transform of every nested
             # schema, which cost ~1.3 ms CPU per request (benchmarks/provider_throughput.py).
@@ -161,9 +156,8 @@ class OpenAIChatProvider(HTTPProvider):
         summary = self.summarize_request(request) if request is not None else {}
         choices = body.get("choices") if isinstance(body, Mapping) else None
         if not choices or not isinstance(choices[0], Mapping):
-            return ProviderResponse(raw=body, parsed=ParsedAnswer(error="response has no "
-                                                                  "choices"),
-                                    latency_s=latency_s, request=summary)
+            return self.no_answer(body, "response has no choices", latency_s=latency_s,
+                                  summary=summary)
         choice = choices[0]
         message = choice.get("message") or {}
         finish = choice.get("finish_reason")

@@ -16,10 +16,10 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
-from bench.parse import ParsedAnswer, RawCall, answer_from_calls
-from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
-from bench.providers.dialects import history, openai_strict_schema, optional_properties
-from bench.providers.errors import ProviderError, error_from_exception
+from bench.parse import RawCall, answer_from_calls
+from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
+                                  send_with_sdk)
+from bench.providers.dialects import openai_strict_schema, optional_properties, system_text
 from bench.providers.openai_chat import drop_strict_nulls, openai_client
 
 
@@ -61,11 +61,8 @@ class OpenAIResponsesProvider(HTTPProvider):
         Raises:
             ProviderError: class ``validation`` for an unpaired tool result.
         """
-        try:
-            turns = history(messages)
-        except ValueError as exc:
-            raise ProviderError(str(exc), error_class="validation") from None
-        instructions = "\n\n".join(t.content for t in turns if t.role == "system" and t.content)
+        turns = self.turns(messages)
+        instructions = system_text(turns)
         items: list[dict[str, Any]] = []
         for turn in turns:
             if turn.role == "system":
@@ -105,16 +102,7 @@ class OpenAIResponsesProvider(HTTPProvider):
 
     def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Responses call (streamed when ``body["stream"]``); see the CONTRACT."""
-        try:
-            if body.get("stream"):
-                stream = self._client.responses.create(**body)
-                with stream:
-                    assembled = assemble_response_stream(event.to_dict() for event in stream)
-                return assembled, stream.response.headers
-            raw = self._client.responses.with_raw_response.create(**body)
-            return raw.http_response.json(), raw.headers
-        except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
-            raise error_from_exception(exc) from exc
+        return send_with_sdk(self._client.responses, body, assemble_response_stream)
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
@@ -126,9 +114,8 @@ class OpenAIResponsesProvider(HTTPProvider):
         summary = self.summarize_request(request) if request is not None else {}
         output = body.get("output") if isinstance(body, Mapping) else None
         if not isinstance(output, list):
-            return ProviderResponse(raw=body, parsed=ParsedAnswer(error="response has no "
-                                                                  "output"),
-                                    latency_s=latency_s, request=summary)
+            return self.no_answer(body, "response has no output", latency_s=latency_s,
+                                  summary=summary)
         calls, text = [], []
         for item in output:
             if item.get("type") == "function_call":

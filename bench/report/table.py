@@ -37,7 +37,9 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     table.add_column("mean prompt tokens", justify="right")
     table.add_column("p50 latency s", justify="right")
     table.add_column("cases/s", justify="right")
-    table.add_column("cost USD (per case)", justify="right")
+    has_cost = "cost_usd" in summary
+    if has_cost:
+        table.add_column("cost USD (per case)", justify="right")
     for record in summary.to_dict("records"):
         cells = [str(record["provider"]), str(record["variant"]), str(record["cases"])]
         for prefix, _ in COLUMNS:
@@ -48,8 +50,9 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
         cells.append(f"{record['mean_prompt_tokens']:.0f}")
         cells.append(f"{record['p50_latency_s']:.2f}")
         cells.append(f"{record['cases_per_s']:.2f}")
-        cost = record.get("cost_usd", float("nan"))
-        cells.append("-" if pd.isna(cost) else
-                     f"{cost:.4f} ({record['cost_per_case_usd']:.6f})")
+        if has_cost:
+            cost = record["cost_usd"]
+            cells.append("-" if pd.isna(cost) else
+                         f"{cost:.4f} ({record['cost_per_case_usd']:.6f})")
         table.add_row(*cells)
     return table

@@ -274,25 +274,31 @@ def _classify(validator: jsonschema.Draft202012Validator, arguments: Any
     return valid, frozenset(codes)
 
 
-@lru_cache(maxsize=65536)
-def _validation_of(schema_json: str, arguments_json: str) -> tuple[bool, frozenset[str]]:
-    return _classify(_validator(schema_json), json.loads(arguments_json))
+_VALIDATION_MEMO: dict[tuple[str, str], tuple[bool, frozenset[str]]] = {}
+_VALIDATION_MEMO_SIZE = 65536
+validation_memo_stats = {"hits": 0, "misses": 0}
 
 
 def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
     """(valid, codes among missing_required / type_error / enum_case) of one call's arguments
     against its tool's JSON Schema.
 
-    Memoised on the schema and the arguments' canonical JSON: a model repeats the same call
-    across trials, variants and cases, and validation is the costliest step of scoring.
-    Arguments JSON cannot represent exactly (non-finite floats) are validated directly.
+    Memoised on the schema and ``repr(arguments)`` (distinct JSON values have distinct reprs:
+    ``1``, ``1.0``, ``True`` and ``"1"`` differ): a model repeats the same call across trials,
+    variants and cases, and validation is the costliest step of scoring. The memo is cleared
+    when it reaches 65,536 entries.
     """
-    schema_json = _schema_key(tool)
-    try:
-        key = json.dumps(arguments, sort_keys=True, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return _classify(_validator(schema_json), arguments)
-    return _validation_of(schema_json, key)
+    key = (_schema_key(tool), repr(arguments))
+    found = _VALIDATION_MEMO.get(key)
+    if found is not None:
+        validation_memo_stats["hits"] += 1
+        return found
+    validation_memo_stats["misses"] += 1
+    found = _classify(_validator(key[0]), arguments)
+    if len(_VALIDATION_MEMO) >= _VALIDATION_MEMO_SIZE:
+        _VALIDATION_MEMO.clear()
+    _VALIDATION_MEMO[key] = found
+    return found
 
 
 def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
@@ -305,49 +311,66 @@ def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
     return [e.message for e in validator.iter_errors(call.arguments)]
 
 
-def _schema_types(schema: dict[str, Any]) -> set[str]:
+_NUMERIC = frozenset({"integer", "number"})
+_CONTAINER = frozenset({"array", "object"})
+
+
+def _schema_types(schema: dict[str, Any]) -> frozenset[str]:
     kind = schema.get("type")
     if isinstance(kind, str):
-        return {kind}
-    return {k for k in kind if isinstance(k, str)} if isinstance(kind, list) else set()
+        return frozenset((kind,))
+    return frozenset(k for k in kind if isinstance(k, str)) if isinstance(kind, list) \
+        else frozenset()
 
 
-def _repair_value(value: Any, schema: Any, path: str, repairs: list[str]) -> Any:
-    """Repair one value against its (sub)schema; append ``"<path>: <repair>"`` per repair."""
-    if not isinstance(schema, dict):
-        return value
-    types = _schema_types(schema)
-    if isinstance(value, str):
-        if types & {"integer", "number"} and "string" not in types:
+def _repair_string(value: str, schema: dict[str, Any], path: Any, repairs: list[str]) -> Any:
+    kind = schema.get("type")
+    if kind == "string":  # the common case: only the enum case can need a repair
+        types: frozenset[str] = frozenset(("string",))
+    else:
+        types = _schema_types(schema)
+    if "string" not in types:
+        if types & _NUMERIC:
             try:
                 number = json.loads(value.strip())
             except (ValueError, RecursionError):
                 number = None
             if isinstance(number, (int, float)) and not isinstance(number, bool) and (
                     "number" in types or float(number).is_integer()):
-                repairs.append(f"{path}: {REPAIR_STRING_NUMBER}")
+                repairs.append(f"{path()}: {REPAIR_STRING_NUMBER}")
                 return int(number) if "number" not in types else number
-        if types & {"array", "object"} and "string" not in types:
+        if types & _CONTAINER:
             try:
                 decoded = json.loads(value)
             except (ValueError, RecursionError):
                 decoded = None
             if isinstance(decoded, (list, dict)):
-                repairs.append(f"{path}: {REPAIR_JSON_STRING}")
+                repairs.append(f"{path()}: {REPAIR_JSON_STRING}")
                 return _repair_value(decoded, schema, path, repairs)
-        enum = schema.get("enum")
-        if isinstance(enum, list) and value not in enum:
-            folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
-            if len(folded) == 1:
-                repairs.append(f"{path}: {REPAIR_ENUM_CASE}")
-                return folded[0]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
+        if len(folded) == 1:
+            repairs.append(f"{path()}: {REPAIR_ENUM_CASE}")
+            return folded[0]
+    return value
+
+
+def _repair_value(value: Any, schema: Any, path: Any, repairs: list[str]) -> Any:
+    """Repair one value against its (sub)schema; append ``"<path>: <repair>"`` per repair.
+
+    ``path`` is a zero-argument callable giving the value's path (built only when needed).
+    """
+    if not isinstance(schema, dict):
         return value
+    if isinstance(value, str):
+        return _repair_string(value, schema, path, repairs)
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
         props = schema["properties"]
-        return {k: _repair_value(v, props.get(k), f"{path}.{k}", repairs)
+        return {k: _repair_value(v, props.get(k), lambda k=k: f"{path()}.{k}", repairs)
                 for k, v in value.items()}
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_repair_value(v, schema["items"], f"{path}[{i}]", repairs)
+        return [_repair_value(v, schema["items"], lambda i=i: f"{path()}[{i}]", repairs)
                 for i, v in enumerate(value)]
     return value
 
@@ -375,7 +398,7 @@ def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
     props = input_schema.get("properties") if isinstance(input_schema, dict) else None
     if not isinstance(props, dict):
         return dict(arguments), repairs
-    repaired = {k: _repair_value(v, props.get(k), f"{tool_name}.{k}", repairs)
+    repaired = {k: _repair_value(v, props.get(k), lambda k=k: f"{tool_name}.{k}", repairs)
                 for k, v in arguments.items()}
     return repaired, repairs
 
@@ -465,6 +488,19 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
     return selection and all_ok and len(pairs) == len(expected.calls), results, codes, arg_errors
 
 
+def _built_score(**fields: Any) -> CaseScore:
+    """A CaseScore from values built here with their declared types: no re-validation, and every
+    field passed explicitly (pydantic's default factories are slow to resolve per instance)."""
+    values = {"selection_precision": None, "selection_recall": None, "selection_f1": None,
+              "arguments_correct": None, "arguments_correct_lenient": None,
+              "argument_results": {}, "schema_valid": None, "schema_valid_lenient": None,
+              "no_call_correct": None, "ask_correct": None, "hallucinated_tool": False,
+              "hallucinated_argument": False, "missing_required": False,
+              "enum_case_error": False, "type_error": False, "lenient_repairs": [],
+              "error_codes": [], "argument_errors": [], **fields}
+    return CaseScore.model_construct(**values)
+
+
 def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
     """Score one parsed answer against one case's label, strictly and leniently.
 
@@ -510,10 +546,11 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     if is_no_call:
         if calls:
             codes.add(FALSE_CALL)
-        return CaseScore(selection_correct=not calls,
-                         no_call_correct=(not calls) if expected.no_call else None,
-                         ask_correct=(not calls) if expected.ask else None,
-                         enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
+        return _built_score(
+            selection_correct=not calls,
+            no_call_correct=(not calls) if expected.no_call else None,
+            ask_correct=(not calls) if expected.ask else None,
+            enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
 
     want = Counter(e.name for e in expected.calls)
     got = Counter(c.name for c in calls)
@@ -538,7 +575,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     codes |= arg_codes
     lenient_ok = arguments_ok if not repairs else _arguments_score(expected, lenient,
                                                                    selection)[0]
-    return CaseScore(
+    return _built_score(
         selection_correct=selection,
         selection_precision=precision,
         selection_recall=recall,

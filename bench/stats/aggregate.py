@@ -18,6 +18,8 @@ GROUPINGS = {"variant": "variant", "provider": "provider", "tool": "tool", "tag"
 
 
 def _expand(frame: pd.DataFrame, by: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    if not by:  # one group holding every row
+        return frame.assign(group="all"), ["group"]
     columns = []
     for name in by:
         if name not in GROUPINGS:
@@ -155,7 +157,7 @@ def top_argument_errors(frame: pd.DataFrame, limit: int = 20,
         Columns: the group columns, ``argument_error`` (str), ``count`` (int); at most
         ``limit`` rows per group, most frequent first (ties by text).
     """
-    expanded, columns = _expand(frame, by)
+    expanded, columns = _expand(frame, by) if by else (frame, [])
     errors = expanded[[*columns, "argument_errors"]].explode("argument_errors").dropna(
         subset=["argument_errors"]).rename(columns={"argument_errors": "argument_error"})
     if errors.empty:

@@ -20,14 +20,15 @@ Column schema (dtype in brackets):
 - ``selection_precision``, ``selection_recall``, ``selection_f1`` [float, NaN on no-call/ask].
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
 - ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens``
-  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float, USD
-  at list price; NaN without a price].
+  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float,
+  USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows].
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 # Binary metrics where True is good (rates, compare, gate). Order = display order.
@@ -54,6 +55,12 @@ UNPARSEABLE = "(unparseable)"
 
 _ID_COLUMNS = ("key", "run_id", "case_id", "toolset", "variant", "provider", "trial", "lang")
 _USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens")
+_LIST_COLUMNS = ("error_codes", "argument_errors", "lenient_repairs")
+_OBJECT_COLUMNS = ("tags", "expected_tools", "predicted_tools", *_LIST_COLUMNS)
+_ALL_COLUMNS = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
+                "predicted_tools", *BINARY_METRICS, *FRACTION_METRICS, *_LIST_COLUMNS, *_USAGE,
+                "tool_definition_tokens", "latency_s", "cost_usd")
+_NUMERIC = (*_USAGE, "tool_definition_tokens", "latency_s", "cost_usd")
 
 
 def _names(calls: Any) -> tuple[str, ...]:
@@ -68,10 +75,6 @@ def _expected_kind(expected: dict[str, Any]) -> str:
     return "calls"
 
 
-def _bool(value: Any) -> Any:
-    return None if value is None else bool(value)
-
-
 def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Flatten result rows into the frame described in this module's docstring.
 
@@ -83,54 +86,64 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         One row per distinct ``key``, in input order. An empty input gives an empty frame
         with the identifier columns.
     """
-    records = []
+    columns: dict[str, list[Any]] = {name: [] for name in _ALL_COLUMNS}
     seen: set[str] = set()
     present: set[str] = set()
     for row in rows:
-        if row["key"] in seen:  # a row copied twice counts once
+        key = row["key"]
+        if key in seen:  # a row copied twice counts once
             continue
-        seen.add(row["key"])
-        metrics = dict(row.get("metrics") or {})
+        seen.add(key)
+        metrics = row.get("metrics") or {}
         for alias, name in METRIC_ALIASES.items():
             if alias in metrics and name not in metrics:
-                metrics[name] = metrics[alias]
-        record = {k: row.get(k) for k in _ID_COLUMNS}
+                metrics = {**metrics, name: metrics[alias]}
+        for name in _ID_COLUMNS:
+            columns[name].append(row.get(name))
         expected = row.get("expected") or {}
         parsed = row.get("parsed") or {}
-        record["tags"] = tuple(row.get("tags") or ())
-        record["query"] = row.get("query") or ""
-        record["expected_kind"] = _expected_kind(expected)
-        record["expected_tools"] = _names(expected.get("calls"))
-        record["predicted_tools"] = None if parsed.get("error") else _names(parsed.get("calls"))
+        columns["tags"].append(tuple(row.get("tags") or ()))
+        columns["query"].append(row.get("query") or "")
+        columns["expected_kind"].append(_expected_kind(expected))
+        columns["expected_tools"].append(_names(expected.get("calls")))
+        columns["predicted_tools"].append(None if parsed.get("error")
+                                          else _names(parsed.get("calls")))
         for name in BINARY_METRICS:
             value = metrics.get(name)
             if value is not None:
                 present.add(name)
-            record[name] = _bool(value)
+                value = bool(value)
+            columns[name].append(value)
         for name in FRACTION_METRICS:
             value = metrics.get(name)
-            record[name] = float("nan") if value is None else float(value)
-        for name in ("error_codes", "argument_errors", "lenient_repairs"):
-            record[name] = tuple(metrics.get(name) or ())
+            columns[name].append(float("nan") if value is None else float(value))
+        for name in _LIST_COLUMNS:
+            columns[name].append(tuple(metrics.get(name) or ()))
         usage = row.get("usage") or {}
         for name in _USAGE:
-            record[name] = usage.get(name)
-        record["tool_definition_tokens"] = row.get("tool_definition_tokens")
-        record["latency_s"] = row.get("latency_s")
-        record["cost_usd"] = row.get("cost_usd")
-        records.append(record)
-    if not records:
+            columns[name].append(usage.get(name))
+        columns["tool_definition_tokens"].append(row.get("tool_definition_tokens"))
+        columns["latency_s"].append(row.get("latency_s"))
+        columns["cost_usd"].append(row.get("cost_usd"))
+    if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
-    frame = pd.DataFrame.from_records(records)
-    absent = [m for m in BINARY_METRICS if m not in present]
-    frame = frame.drop(columns=absent)
-    for name in BINARY_METRICS:
-        if name in frame:
-            frame[name] = frame[name].astype("boolean")
-    for name in (*_USAGE, "tool_definition_tokens", "latency_s", "cost_usd"):
-        frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
-    frame["trial"] = frame["trial"].astype(int)
-    return frame
+    data: dict[str, Any] = {}
+    for name, values in columns.items():
+        if name in BINARY_METRICS:
+            if name in present:
+                data[name] = pd.array(values, dtype="boolean")
+        elif name in _NUMERIC:
+            data[name] = pd.to_numeric(pd.Series(values, dtype=object),
+                                       errors="coerce").astype(float).to_numpy()
+        elif name == "trial":
+            data[name] = np.asarray(values, dtype=int)
+        elif name in _OBJECT_COLUMNS:
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            data[name] = column
+        else:
+            data[name] = values
+    return pd.DataFrame(data)
 
 
 def metric_columns(frame: pd.DataFrame, metrics: Iterable[str] = BINARY_METRICS) -> list[str]:

@@ -80,6 +80,14 @@ def cluster_bootstrap_interval(successes_per_case, n_per_case, confidence: float
     return float(low), float(high)
 
 
+def _trial_counts(n, c, k: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    n = np.asarray(n, dtype=int)
+    c = np.asarray(c, dtype=int)
+    if k < 1 or np.any(n < k):
+        raise ValueError(f"{name} needs at least {k} trials per case")
+    return n, c
+
+
 def pass_at_k(n, c, k: int) -> np.ndarray:
     """Unbiased pass@k per case: the chance that at least one of k trials drawn without
     replacement from the case's n trials succeeds, ``1 - C(n-c, k) / C(n, k)`` (Chen et al.
@@ -97,27 +105,17 @@ def pass_at_k(n, c, k: int) -> np.ndarray:
     Raises:
         ValueError: k < 1 or some n < k.
     """
-    n = np.asarray(n, dtype=int)
-    c = np.asarray(c, dtype=int)
-    if k < 1 or np.any(n < k):
-        raise ValueError(f"pass@{k} needs at least {k} trials per case")
-    out = np.empty(len(n), dtype=float)
-    for index, (trials, good) in enumerate(zip(n, c)):
-        if trials - good < k:
-            out[index] = 1.0
-        else:
-            out[index] = 1.0 - np.prod(1.0 - k / np.arange(trials - good + 1, trials + 1))
-    return out
+    n, c = _trial_counts(n, c, k, f"pass@{k}")
+    return np.array([1.0 if trials - good < k else
+                     1.0 - float(np.prod(1.0 - k / np.arange(trials - good + 1, trials + 1)))
+                     for trials, good in zip(n, c)], dtype=float)
 
 
 def pass_hat_k(n, c, k: int) -> np.ndarray:
     """Unbiased pass^k per case: the chance that all k trials drawn without replacement from
     the case's n trials succeed, ``C(c, k) / C(n, k)`` (Yao et al. 2024, "τ-bench", §4).
 
-    Args:
-        n: array of trials per case (each >= k).
-        c: array of successful trials per case.
-        k: trials drawn (>= 1).
+    Args: as :func:`pass_at_k`.
 
     Returns:
         Float array of per-case estimates in [0, 1].
@@ -125,12 +123,7 @@ def pass_hat_k(n, c, k: int) -> np.ndarray:
     Raises:
         ValueError: k < 1 or some n < k.
     """
-    n = np.asarray(n, dtype=int)
-    c = np.asarray(c, dtype=int)
-    if k < 1 or np.any(n < k):
-        raise ValueError(f"pass^{k} needs at least {k} trials per case")
-    out = np.empty(len(n), dtype=float)
-    for index, (trials, good) in enumerate(zip(n, c)):
-        steps = np.arange(k)
-        out[index] = 0.0 if good < k else float(np.prod((good - steps) / (trials - steps)))
-    return out
+    n, c = _trial_counts(n, c, k, f"pass^{k}")
+    steps = np.arange(k)
+    return np.array([0.0 if good < k else float(np.prod((good - steps) / (trials - steps)))
+                     for trials, good in zip(n, c)], dtype=float)

@@ -44,10 +44,12 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     <p>_low, <p>_high`` (fractions), then ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache), ``cost_usd`` (USD at list price, summed over the group's rows;
-    NaN when a row has no price) and ``cost_per_case_usd`` (that sum / rows).
+    it fills the prefix cache), and, when any row carries a cost, ``cost_usd`` (USD at list
+    price, summed over the group's rows; NaN when a row has no price) and
+    ``cost_per_case_usd`` (that sum / rows).
     """
     out = []
+    has_cost = "cost_usd" in frame and bool(frame["cost_usd"].notna().any())
     for (provider, variant), group in frame.groupby(["provider", "variant"], sort=False):
         record: dict[str, Any] = {"provider": provider, "variant": variant,
                                   "cases": int(group["case_id"].nunique())}
@@ -63,9 +65,10 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record["p50_latency_s"] = float(group["latency_s"].median())
         warm = group["latency_s"].iloc[1:] if len(group) > 1 else group["latency_s"]
         record["cases_per_s"] = float(1.0 / warm.mean()) if warm.mean() > 0 else float("nan")
-        costs = pd.to_numeric(group["cost_usd"], errors="coerce")
-        record["cost_usd"] = float(costs.sum()) if costs.notna().all() else float("nan")
-        record["cost_per_case_usd"] = record["cost_usd"] / len(group)
+        if has_cost:
+            costs = group["cost_usd"]
+            record["cost_usd"] = float(costs.sum()) if costs.notna().all() else float("nan")
+            record["cost_per_case_usd"] = record["cost_usd"] / len(group)
         out.append(record)
     summary = pd.DataFrame.from_records(out)
     if variant_order and not summary.empty:
