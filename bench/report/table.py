@@ -13,6 +13,8 @@ COLUMNS = (
     ("schema_valid", "arg schema valid"),
     ("no_call", "no-call"),
     ("ask", "ask"),
+    ("execution", "exec success"),
+    ("exec_match", "exec match"),
 )
 
 

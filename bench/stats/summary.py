@@ -21,6 +21,8 @@ RATE_METRICS = (
     ("schema_valid", "schema_valid"),
     ("no_call", "no_call_correct"),
     ("ask", "ask_correct"),
+    ("execution", "execution_success"),
+    ("exec_match", "execution_match"),
 )
 
 

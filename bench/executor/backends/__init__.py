@@ -1,0 +1,54 @@
+"""Reference backends: one handler per tool of every shipped toolset, on local data."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Mapping
+
+from bench.executor.backends.base import Handler, ShopDB
+from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
+
+SORT_ORDER_ENV = "BENCH_ANALYTICS_SORT_ORDER"
+
+
+def _sort_order_default() -> tuple[str, ...]:
+    value = os.environ.get(SORT_ORDER_ENV)
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ("ASC", "DESC")
+
+
+@dataclass
+class ReferenceBackends:
+    """Builds the handlers of a toolset on demand (the database is generated once, cached).
+
+    Attributes:
+        seed: the shop database's generator seed.
+        sort_order_values: the values analytics tools accept for ``sort_order``, exactly
+            (default ``ASC``, ``DESC``; ``$BENCH_ANALYTICS_SORT_ORDER=asc,desc`` or this field
+            switches them, e.g. to demonstrate a description/backend enum drift).
+    """
+
+    seed: int = DEFAULT_SEED
+    sort_order_values: tuple[str, ...] = field(default_factory=_sort_order_default)
+
+    @cached_property
+    def db(self) -> ShopDB:
+        """The shop database (generated into the cache on first use)."""
+        return ShopDB(shop_db_path(self.seed))
+
+    def __call__(self, toolset: str) -> Mapping[str, Handler]:
+        """The handlers of ``toolset`` ({} for a toolset without a reference backend)."""
+        if toolset == "ecommerce":
+            from bench.executor.backends.ecommerce import EcommerceBackend
+            return EcommerceBackend(self.db).handlers()
+        if toolset == "analytics":
+            from bench.executor.backends.analytics import AnalyticsBackend
+            return AnalyticsBackend(self.db, self.sort_order_values).handlers()
+        if toolset == "logistics":
+            from bench.executor.backends.logistics import LogisticsBackend
+            return LogisticsBackend(self.db).handlers()
+        return {}
+
+
+__all__ = ["Handler", "ReferenceBackends", "ShopDB", "SORT_ORDER_ENV"]

@@ -1,0 +1,198 @@
+"""What a backend gives the executor: one :class:`Handler` per tool, and the SQLite access
+every reference backend shares (read-only connections, a read-only SQL runner, sandboxed
+writes)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from bench.executor.outcome import CallContext, ToolError, permanent_error, validation_error
+from bench.models import Permission
+
+RunFn = Callable[[dict[str, Any], CallContext], Any]
+
+
+@dataclass(frozen=True)
+class Handler:
+    """One tool's implementation.
+
+    Attributes:
+        run: ``(arguments, context) -> JSON-compatible data``; raises
+            :class:`~bench.executor.outcome.ToolError` for failures a caller can act on.
+        permission: the backend's own tag (the stricter of it and the tool's tag applies, so a
+            hand-written variant cannot turn a write tool into a read tool).
+        check: business rules that need no data (``arguments -> None``, raises a validation
+            ToolError), run before the permission check.
+        fallback: ``(arguments, context, error) -> data`` used when the tool keeps failing or its
+            circuit is open; its data is marked ``fallback_used``.
+        cooperative: the handler stops by itself at ``context.deadline`` (e.g. SQLite's
+            progress handler), so it runs in the caller's thread; others run on a worker
+            thread that the executor abandons at the timeout.
+    """
+
+    run: RunFn
+    permission: Permission = "read"
+    check: Callable[[dict[str, Any]], None] | None = None
+    fallback: Callable[[dict[str, Any], CallContext, ToolError], Any] | None = None
+    cooperative: bool = False
+
+
+def cooperative(handlers: dict[str, Handler]) -> dict[str, Handler]:
+    """The same handlers marked ``cooperative`` (they honour ``context.deadline`` themselves)."""
+    return {name: replace(handler, cooperative=True) for name, handler in handlers.items()}
+
+
+def stable_id(prefix: str, *parts: Any, length: int = 8) -> str:
+    """A deterministic id such as ``RF3fa85f64`` from the parts (same call -> same id)."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
+    return prefix + digest[:length]
+
+
+def check_date_range(arguments: dict[str, Any], low: str = "date_from",
+                     high: str = "date_to") -> None:
+    """Business rule: ``low`` must not be after ``high`` (ISO dates compare as text)."""
+    start, end = arguments.get(low), arguments.get(high)
+    if isinstance(start, str) and isinstance(end, str) and start > end:
+        raise validation_error("invalid_date_range",
+                               f"{low} {start} is after {high} {end}; swap them or fix one")
+
+
+# SQLite authorizer action codes a read-only query may use (sqlite.org/c3ref/c_alter_table.html)
+_READ_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                           getattr(sqlite3, "SQLITE_RECURSIVE", 33)})
+SQL_TIMEOUT_S = 5.0
+
+
+def _read_only_authorizer(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
+
+
+class ShopDB:
+    """Access to one generated SQLite file.
+
+    Reads use per-thread connections opened with ``file:...?mode=ro``; untrusted SQL also gets
+    an authorizer that denies everything but reading. Writes run in a transaction on a fresh
+    connection that is always rolled back (the reference data never changes, so every call,
+    predicted or expected, sees the same state).
+
+    Args:
+        path: the SQLite file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+
+    def _connect(self, guarded: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                               check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        if guarded:
+            conn.set_authorizer(_read_only_authorizer)
+        return conn
+
+    def reader(self, guarded: bool = False) -> sqlite3.Connection:
+        """This thread's read-only connection (``guarded``: with the read-only authorizer)."""
+        key = "guarded" if guarded else "plain"
+        conn = getattr(self._local, key, None)
+        if conn is None:
+            conn = self._connect(guarded)
+            setattr(self._local, key, conn)
+        return conn
+
+    @contextmanager
+    def reading(self, ctx: CallContext | None, guarded: bool = False,
+                budget_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        """A read-only connection whose statements stop when ``ctx`` is cancelled or past
+        its deadline, or after ``budget_s`` seconds (SQLite's progress handler)."""
+        conn = self.reader(guarded)
+        stop_at = time.monotonic() + budget_s if budget_s else None
+
+        def interrupt() -> int:
+            if ctx is not None and (ctx.cancelled.is_set() or time.monotonic() > ctx.deadline):
+                return 1
+            return 1 if stop_at is not None and time.monotonic() > stop_at else 0
+
+        conn.set_progress_handler(interrupt, 2000)
+        try:
+            yield conn
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise ToolError("timeout", "timeout",
+                                "the query ran too long and was stopped; add filters or "
+                                "aggregate, then retry once") from None
+            raise
+        finally:
+            conn.set_progress_handler(None, 0)
+
+    @contextmanager
+    def sandbox(self) -> Iterator[sqlite3.Connection]:
+        """A writable connection inside a transaction that is rolled back at the end."""
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=SQL_TIMEOUT_S)
+        conn.row_factory = sqlite3.Row
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+
+    def select(self, sql: str, limit: int, ctx: CallContext | None) -> dict[str, Any]:
+        """Run untrusted SQL read-only: one SELECT (or WITH ... SELECT), at most ``limit`` rows.
+
+        Returns:
+            ``{"columns": [...], "rows": [[...]], "row_count": n, "truncated": bool}``; when
+            truncated, ``note`` says how to get the rest.
+
+        Raises:
+            ToolError: ``read_only_violation`` (validation) for anything but one read statement,
+                ``sql_error`` (validation) with SQLite's message, ``timeout`` after
+                :data:`SQL_TIMEOUT_S` seconds.
+        """
+        if not 1 <= limit <= 1000:
+            raise validation_error("invalid_argument", f"limit must be 1-1000, got {limit}")
+        with self.reading(ctx, guarded=True, budget_s=SQL_TIMEOUT_S) as conn:
+            try:
+                cursor = conn.execute(sql)
+            except sqlite3.ProgrammingError as exc:
+                if "one statement" in str(exc):
+                    raise validation_error(
+                        "read_only_violation", "send exactly one SELECT statement; batches "
+                        "separated by semicolons are rejected") from None
+                raise validation_error("sql_error", f"SQLite: {exc}; fix the SQL") from None
+            except sqlite3.DatabaseError as exc:
+                text = str(exc)
+                if "not authorized" in text or "readonly" in text:
+                    raise validation_error(
+                        "read_only_violation", "only a read-only SELECT (or WITH ... SELECT) "
+                        "is allowed; INSERT, UPDATE, DELETE, schema changes, ATTACH and PRAGMA "
+                        "are rejected") from None
+                if "interrupted" in text:
+                    raise
+                raise validation_error("sql_error", f"SQLite: {text}; fix the SQL, do not "
+                                       "resend it unchanged") from None
+            if cursor.description is None:
+                raise validation_error("read_only_violation",
+                                       "the statement returns no rows; send one SELECT")
+            columns = [d[0] for d in cursor.description]
+            fetched = cursor.fetchmany(limit + 1)
+        truncated = len(fetched) > limit
+        rows = [list(r) for r in fetched[:limit]]
+        result: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows),
+                                  "truncated": truncated}
+        if truncated:
+            result["note"] = (f"more than {limit} rows matched; only the first {limit} are "
+                              "shown. Aggregate or filter, or raise limit (max 1000)")
+        return result
+
+
+def not_found(what: str, value: Any, hint: str) -> ToolError:
+    """A ``not_found`` permanent error naming what was looked up."""
+    return permanent_error("not_found", f"no {what} {value!s}; {hint}")

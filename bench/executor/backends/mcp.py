@@ -1,0 +1,136 @@
+"""Execute calls on a real MCP server over stdio, through the official ``mcp`` SDK.
+
+The SDK is asynchronous; the executor is thread-based. :class:`McpBackend` owns one event loop
+in a background thread holding one client session (``tools/list`` once, then ``tools/call`` per
+call), and its handlers submit coroutines to that loop, so calls from many executor threads
+share the session safely. Tool permissions come from the server's annotations: a tool is
+``read`` only when it says ``readOnlyHint: true``, otherwise ``write`` (MCP's default meaning).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import time
+from typing import Any, Sequence
+
+from bench.errors import BenchError
+from bench.executor.backends.base import Handler
+from bench.executor.outcome import CallContext, ToolError
+from bench.models import Tool
+
+
+def _data(result: Any) -> Any:
+    """A CallToolResult's data: its structured content, else its text parsed as JSON, else
+    the texts."""
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content.get("result", content) if set(content) == {"result"} else content
+    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    if len(texts) == 1:
+        try:
+            return json.loads(texts[0])
+        except ValueError:
+            return texts[0]
+    return texts
+
+
+class McpBackend:
+    """One MCP server started as a subprocess and spoken to over stdio.
+
+    Args:
+        command: the executable, e.g. ``sys.executable``.
+        args: its arguments, e.g. ``["server.py"]``.
+        env: extra environment variables for the server.
+        startup_timeout_s: seconds to wait for the session to initialise.
+
+    Raises:
+        BenchError: the server could not be started or did not initialise in time.
+    """
+
+    def __init__(self, command: str, args: Sequence[str] = (), *,
+                 env: dict[str, str] | None = None, startup_timeout_s: float = 30.0) -> None:
+        from mcp import Client, StdioServerParameters
+
+        self._params = StdioServerParameters(command=command, args=list(args), env=env)
+        self._client_type = Client
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._client: Any = None
+        self._error: BaseException | None = None
+        self.tools: list[Tool] = []
+        self._thread = threading.Thread(target=self._serve, name="mcp-client", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(startup_timeout_s):
+            self.close()
+            raise BenchError(f"MCP server '{command}' did not start within "
+                             f"{startup_timeout_s:g} s")
+        if self._error is not None:
+            raise BenchError(f"MCP server '{command}' failed to start: "
+                             f"{type(self._error).__name__}: {self._error}")
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._session())
+        finally:
+            self._ready.set()
+            self._loop.close()
+
+    async def _session(self) -> None:
+        self._stop = asyncio.Event()
+        try:
+            async with self._client_type(self._params) as client:
+                listing = await client.list_tools()
+                self.tools = [self._tool(t) for t in listing.tools]
+                self._client = client
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as exc:  # noqa: BLE001 - reported by __init__ as one line
+            self._error = exc
+
+    @staticmethod
+    def _tool(tool: Any) -> Tool:
+        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+        return Tool(name=tool.name, description=tool.description or "",
+                    input_schema=tool.input_schema or {"type": "object"},
+                    permission="read" if read_only else "write")
+
+    def call(self, name: str, arguments: dict[str, Any], ctx: CallContext) -> Any:
+        """``tools/call`` on the server; raises ToolError for tool and transport failures."""
+        if self._client is None:
+            raise ToolError("transient", "mcp_unavailable", "the MCP session is not running")
+        remaining = max(0.001, ctx.deadline - time.monotonic())
+        future = asyncio.run_coroutine_threadsafe(
+            self._client.call_tool(name, arguments, read_timeout_seconds=remaining), self._loop)
+        try:
+            result = future.result(timeout=remaining)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolError("timeout", "timeout", f"the MCP server did not answer '{name}' "
+                            "in time") from None
+        except (OSError, EOFError, RuntimeError) as exc:
+            raise ToolError("transient", "mcp_transport", f"MCP transport failed: {exc}") \
+                from None
+        except Exception as exc:  # noqa: BLE001 - MCPError and friends: protocol-level errors
+            raise ToolError("permanent", "mcp_error", f"MCP error: {exc}") from None
+        if result.is_error:
+            raise ToolError("permanent", "tool_error", " ".join(
+                getattr(b, "text", "") for b in result.content).strip() or "the tool failed")
+        return _data(result)
+
+    def handlers(self) -> dict[str, Handler]:
+        """One handler per tool the server lists."""
+        def make(tool: Tool) -> Handler:
+            return Handler(lambda args, ctx: self.call(tool.name, args, ctx),
+                           permission=tool.permission)
+        return {tool.name: make(tool) for tool in self.tools}
+
+    def close(self) -> None:
+        """End the session and the server process."""
+        if self._stop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=10)

@@ -1,0 +1,53 @@
+"""The runner's entry into the executor: one judge per run, its traces in the run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.executor.backends import ReferenceBackends
+from bench.executor.judge import ExecutionJudge
+from bench.executor.outcome import RunContext
+from bench.executor.pipeline import Executor
+from bench.executor.traces import TRACES, TraceWriter
+
+
+class RunExecution:
+    """Executes every row's answer of one run and adds the execution metrics.
+
+    Args:
+        run_dir: the run folder (``traces.jsonl`` is appended there).
+        run_id: the run's id (copied into traces).
+        allow_writes / allow_sensitive: what write and sensitive tools may do.
+    """
+
+    def __init__(self, run_dir: Path, run_id: str, *, allow_writes: bool = False,
+                 allow_sensitive: bool = False) -> None:
+        self.run_id = run_id
+        self.allow_writes = allow_writes
+        self.allow_sensitive = allow_sensitive
+        self.traces = TraceWriter(Path(run_dir) / TRACES)
+        self.executor = Executor(ReferenceBackends(), traces=self.traces)
+        self.judge = ExecutionJudge(self.executor)
+
+    def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
+                    trial: int) -> dict[str, Any]:
+        """Execution metrics for one row (see :mod:`bench.executor.judge`).
+
+        Args:
+            case: the :class:`~bench.models.Case`.
+            tools: the variant's tools.
+            toolset: the case's toolset.
+            parsed: the :class:`~bench.parse.ParsedAnswer` (``error`` set: undecodable).
+            trial: the trial number.
+        """
+        context = RunContext(run_id=self.run_id, case_id=case.id, trial=trial,
+                             allow_writes=self.allow_writes,
+                             allow_sensitive=self.allow_sensitive)
+        calls = None if parsed.error is not None else parsed.calls
+        return self.judge.metrics(case.expected, calls, tools, toolset, context)
+
+    def close(self) -> None:
+        """Stop the executor's threads and close the trace file."""
+        self.executor.close()
+        self.traces.close()

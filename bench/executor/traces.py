@@ -1,0 +1,116 @@
+"""Structured call traces: one JSON line per call attempt in ``<run dir>/traces.jsonl``.
+
+A line holds: ``ts`` (UTC ISO time), ``run_id``, ``case_id``, ``trial``, ``call_id``, ``tool``,
+``args_sha256`` (SHA-256 of the canonical arguments JSON, so arguments never reach the log),
+``attempt`` (0-based; equals the retry count), ``status`` (ok | error | fallback | rejected),
+``final`` (the call's last attempt), ``error_class``, ``error_code``, ``fault`` (injected
+fault), ``waited_s`` (backoff/rate wait before it) and ``duration_ms``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from bench.errors import BenchError
+
+TRACES = "traces.jsonl"
+
+
+def arguments_hash(arguments: Any) -> str:
+    """SHA-256 hex of the canonical JSON of ``arguments`` (sorted keys, UTF-8)."""
+    text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      default=repr)
+    return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()
+
+
+class TraceWriter:
+    """Appends trace lines to one file; safe to share between threads (one lock per file).
+
+    Args:
+        path: the ``traces.jsonl`` file (created with its folder if missing).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._handle = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record as a JSON line (flushed at once)."""
+        line = json.dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                           **record}, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            self._handle.write(line + "\n")
+            self._handle.flush()
+
+    def close(self) -> None:
+        """Close the file (later writes raise ValueError)."""
+        with self._lock:
+            self._handle.close()
+
+
+def read_traces(path: Path) -> list[dict[str, Any]]:
+    """The trace records of a file; a half-written last line is skipped.
+
+    Raises:
+        BenchError: the file is missing, or a complete line is not a JSON object.
+    """
+    if not path.is_file():
+        raise BenchError("no traces for this run (was it run with --execute?)", file=path)
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"not a JSON line: {exc.msg}", file=path, line=number) from None
+        if not isinstance(record, dict) or "tool" not in record:
+            raise BenchError("a trace line needs a 'tool'", file=path, line=number)
+        records.append(record)
+    return records
+
+
+def summarize_traces(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Per tool: calls, attempts, retries, failure rate, latency percentiles, error classes.
+
+    Returns:
+        One row per tool, sorted by name, columns ``tool, calls, attempts, retries, failed,
+        failure_rate`` (failed / calls: calls whose final attempt was not ok or fallback),
+        ``p50_ms, p95_ms, p99_ms, max_ms`` (attempt durations, milliseconds) and one
+        ``<error class>`` column per class (attempt counts).
+    """
+    frame = pd.DataFrame.from_records(list(records))
+    if frame.empty:
+        return pd.DataFrame(columns=["tool", "calls", "attempts", "retries", "failed",
+                                     "failure_rate", "p50_ms", "p95_ms", "p99_ms", "max_ms"])
+    for column, default in (("final", True), ("error_class", None), ("duration_ms", 0.0),
+                            ("status", "ok"), ("attempt", 0)):
+        if column not in frame:
+            frame[column] = default
+    out = []
+    for tool, group in frame.groupby("tool", sort=True):
+        finals = group[group["final"].fillna(True).astype(bool)]
+        failed = int((~finals["status"].isin(["ok", "fallback"])).sum())
+        durations = group["duration_ms"].astype(float)
+        record: dict[str, Any] = {
+            "tool": tool, "calls": len(finals), "attempts": len(group),
+            "retries": int((group["attempt"].astype(int) > 0).sum()), "failed": failed,
+            "failure_rate": failed / len(finals) if len(finals) else float("nan"),
+            "p50_ms": float(durations.quantile(0.50)), "p95_ms": float(durations.quantile(0.95)),
+            "p99_ms": float(durations.quantile(0.99)), "max_ms": float(durations.max())}
+        for name, count in group["error_class"].dropna().value_counts().items():
+            record[str(name)] = int(count)
+        out.append(record)
+    return pd.DataFrame.from_records(out).fillna(
+        {c: 0 for c in ("transient", "rate_limited", "timeout", "permanent", "validation")})

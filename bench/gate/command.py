@@ -1,0 +1,40 @@
+"""``bench baseline update``: run the gate and write its baseline JSON (to commit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bench.errors import BenchError
+
+baseline_app = typer.Typer(help="The pytest gate's baseline.", no_args_is_help=True)
+
+
+@baseline_app.command("update")
+def update(
+    config: Annotated[Path, typer.Option(
+        help="TOML file with [tool.bench.gate].")] = Path("pyproject.toml"),
+    run: Annotated[Optional[str], typer.Option(
+        help="Take the rows of this stored gate run instead of running again.")] = None,
+) -> None:
+    """Run the gate's plan and write the baseline file its [tool.bench.gate] names."""
+    from bench.gate.config import load_gate_config
+    from bench.gate.core import GateRun, project_dir, run_gate, write_baseline
+    from bench.runstore import RunStore
+    from bench.paths import runs_dir
+
+    gate = load_gate_config(config)
+    if gate is None:
+        raise BenchError("no [tool.bench.gate] table", file=config)
+    if run:
+        with project_dir(gate.root):
+            store = RunStore(runs_dir(), run)
+            if not store.exists():
+                raise BenchError(f"unknown run '{run}' under {runs_dir()}")
+            result = GateRun(rows=list(store.rows()), manifest=store.read_manifest(), run_id=run)
+    else:
+        result = run_gate(gate)
+    path = write_baseline(gate, result)
+    typer.echo(f"baseline written: {path} (run {result.run_id}, {len(result.rows)} rows)")

@@ -1,0 +1,137 @@
+"""The gate's settings: the ``[tool.bench.gate]`` table of a project's ``pyproject.toml``.
+
+Example::
+
+    [tool.bench.gate]
+    dataset = "analytics"                       # name under datasets/, or a .jsonl path
+    variants = ["l10"]
+    providers = ["replay:gate/responses.sqlite"]  # or "local"
+    trials = 1
+    metrics = ["selection_correct", "execution_success"]
+    floors = {execution_success = 0.2}          # absolute minimum rates (fractions)
+    margin = 0.02                               # tolerated drop vs the baseline (fraction)
+    alpha = 0.05                                # family-wise level, Holm across the metrics
+    baseline = "gate/baseline.json"
+    cases = ["ana-0001", "ana-0002"]            # optional subset; limit = 30 also works
+
+Relative paths are relative to the ``pyproject.toml``'s folder, which is also the project
+root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` semantics).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bench.errors import BenchError, pydantic_error_field
+from bench.stats.frame import ACCURACY_METRICS
+
+DEFAULT_METRICS = ("selection_correct", "arguments_correct")
+
+
+class GateConfig(BaseModel):
+    """One gate: what to run and how to decide.
+
+    Attributes:
+        dataset: dataset name or ``.jsonl`` path (relative to ``root``).
+        variants: description variants to gate, e.g. ``["l10"]``.
+        providers: provider ids (``local``, ``replay:<cache.sqlite>``...).
+        trials: repetitions per case.
+        metrics: binary metrics gated (names of :data:`bench.stats.frame.ACCURACY_METRICS`);
+            default: the metrics with a floor, else selection and arguments.
+        floors: absolute minimum rate per metric (fraction 0..1).
+        margin: a drop vs the baseline no larger than this (fraction) never fails.
+        alpha: family-wise significance level, Holm-corrected across the gate's tests.
+        baseline: the baseline JSON file (relative to ``root``).
+        cases / limit: optional case subset (ids) and/or the first N cases.
+        execute: run the answers on the reference backends (execution metrics).
+        flips_shown: flipped cases quoted in a failure message.
+        root: the project folder (set by :func:`load_gate_config`, not in the TOML).
+        source: the TOML file the settings came from.
+    """
+
+    dataset: str
+    variants: list[str] = Field(min_length=1)
+    providers: list[str] = Field(default_factory=lambda: ["local"], min_length=1)
+    trials: int = Field(default=1, ge=1)
+    metrics: list[str] | None = None
+    floors: dict[str, float] = Field(default_factory=dict)
+    margin: float = Field(default=0.0, ge=0.0, le=1.0)
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    baseline: str = "bench-baseline.json"
+    cases: list[str] | None = None
+    limit: int | None = Field(default=None, ge=1)
+    execute: bool = True
+    flips_shown: int = Field(default=5, ge=0)
+    root: Path = Path(".")
+    source: Path = Path("pyproject.toml")
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            if name not in ACCURACY_METRICS:
+                raise ValueError(f"unknown metric '{name}' (choose from "
+                                 f"{', '.join(ACCURACY_METRICS)})")
+        return value
+
+    @field_validator("floors")
+    @classmethod
+    def _known_floors(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, floor in value.items():
+            if name not in ACCURACY_METRICS:
+                raise ValueError(f"unknown metric '{name}' (choose from "
+                                 f"{', '.join(ACCURACY_METRICS)})")
+            if not 0.0 <= floor <= 1.0:
+                raise ValueError(f"floor of '{name}' must be a fraction in [0, 1], got {floor}")
+        return value
+
+    @property
+    def gated_metrics(self) -> list[str]:
+        """The metrics tested: ``metrics``, else the floors' metrics, else the default pair."""
+        if self.metrics:
+            return list(self.metrics)
+        return list(self.floors) or list(DEFAULT_METRICS)
+
+    @property
+    def baseline_path(self) -> Path:
+        """The baseline file, resolved against ``root``."""
+        return (self.root / self.baseline).resolve()
+
+
+def read_gate_table(path: Path) -> dict | None:
+    """The ``[tool.bench.gate]`` table of a TOML file, or None when it has none.
+
+    Raises:
+        BenchError: the file is not valid TOML (names file and TOML's line/column message).
+    """
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise BenchError(f"invalid TOML: {exc}", file=path) from None
+    except OSError as exc:
+        raise BenchError(f"cannot read: {exc.strerror}", file=path) from None
+    table = data.get("tool", {}).get("bench", {}).get("gate")
+    return table if isinstance(table, dict) else None
+
+
+def load_gate_config(path: Path) -> GateConfig | None:
+    """Read the gate settings of ``path`` (a ``pyproject.toml``); None without a gate table.
+
+    Raises:
+        BenchError: invalid TOML or an invalid field (names the file and ``tool.bench.gate.<field>``).
+    """
+    path = Path(path).resolve()
+    table = read_gate_table(path)
+    if table is None:
+        return None
+    try:
+        return GateConfig.model_validate({**table, "root": path.parent, "source": path})
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(message, file=path,
+                         field="tool.bench.gate" + (f".{field}" if field else "")) from None

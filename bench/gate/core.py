@@ -1,0 +1,459 @@
+"""Run a gate, write and read its baseline, and decide pass or fail per (variant, provider, metric).
+
+Decision rule (issue 8), per gated metric of each (variant, provider):
+
+- **fail** when the rate is below its absolute floor (``floors`` in the config);
+- **fail** when it is significantly worse than the baseline by more than ``margin``: McNemar's
+  exact test paired on the same (case, trial), Holm-corrected across every test of the gate,
+  Holm p < ``alpha`` and ``rate - baseline rate < -margin`` (verdict ``regression`` of
+  :func:`bench.compare.core.compare_frames`);
+- otherwise **pass**; a significant improvement beyond the margin passes and says that the
+  baseline can be updated.
+
+The baseline (``bench baseline update``) is a small JSON file: per (variant, provider) and per
+case x trial, one bit per metric, plus per-metric summaries and the dataset and variant SHA-256
+hashes; it is meant to be committed next to the descriptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import pandas as pd
+
+from bench.compare.core import Comparison, compare_frames
+from bench.errors import BenchError
+from bench.gate.config import GateConfig
+from bench.runstore import atomic_write_json
+from bench.stats.frame import results_frame
+from bench.stats.intervals import wilson_interval
+
+BASELINE_FORMAT = "bench-gate-baseline/1"
+GROUP_BY = ("variant", "provider")
+
+
+@contextlib.contextmanager
+def project_dir(root: Path) -> Iterator[None]:
+    """Run inside ``root``: cwd and ``$BENCH_HOME`` point there (relative paths in the gate
+    table, ``replay:<file>`` sources and ``datasets/``/``descriptions/`` resolve against it)."""
+    previous = os.environ.get("BENCH_HOME")
+    os.environ["BENCH_HOME"] = str(root)
+    try:
+        with contextlib.chdir(root):
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop("BENCH_HOME", None)
+        else:
+            os.environ["BENCH_HOME"] = previous
+
+
+@dataclass
+class GateRun:
+    """The rows of one gate run.
+
+    Attributes:
+        rows: result rows (dicts of ``results.jsonl``).
+        manifest: the run's manifest (dataset and variant hashes...).
+        run_id: the stored run's id (under ``<root>/reports/runs``).
+        call_errors: ``{(case_id, trial): ["<tool>: <error_class>/<error_code>", ...]}`` from
+            the executor's ``traces.jsonl`` (final failed attempts; all variants of the run).
+    """
+
+    rows: list[dict[str, Any]]
+    manifest: dict[str, Any]
+    run_id: str
+    call_errors: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The rows as :func:`bench.stats.frame.results_frame`."""
+        return results_frame(self.rows)
+
+
+def run_gate(config: GateConfig, *, run_id: str | None = None) -> GateRun:
+    """Run the gate's plan (cases x variants x providers x trials) and score it.
+
+    Args:
+        config: the gate settings.
+        run_id: name of the stored run (default ``gate-<UTC timestamp>``).
+
+    Raises:
+        BenchError: bad settings, or the run failed; a replay cache miss names the case and
+            the command that records it.
+    """
+    from bench.runner import RunConfig, Runner  # the runner loads providers and the executor
+
+    run_id = run_id or "gate-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    with project_dir(config.root):
+        run_config = RunConfig(dataset=config.dataset, variants=config.variants,
+                               providers=config.providers, trials=config.trials,
+                               limit=config.limit, case_ids=config.cases,
+                               execute=config.execute)
+        runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)])
+        manifest = runner.run()
+        rows = list(runner.store.rows())
+        call_errors = read_call_errors(runner.store.dir / "traces.jsonl")
+    if manifest.get("status") != "complete":
+        raise BenchError(f"gate run '{run_id}' ended with status {manifest.get('status')}: "
+                         f"{manifest.get('error', 'see its manifest')}", file=config.source)
+    return GateRun(rows=rows, manifest=manifest, run_id=run_id, call_errors=call_errors)
+
+
+def read_call_errors(path: Path) -> dict[tuple[str, int], list[str]]:
+    """Final failed call attempts of a run's executor traces (see :class:`GateRun`); an absent
+    file (execution off) gives ``{}``; unreadable lines are skipped (traces are diagnostics)."""
+    errors: dict[tuple[str, int], list[str]] = {}
+    if not Path(path).is_file():
+        return errors
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                trace = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not trace.get("final") or not trace.get("error_class"):
+                continue
+            text = f"{trace.get('tool')}: {trace['error_class']}/{trace.get('error_code')}"
+            found = errors.setdefault((str(trace.get("case_id")), int(trace.get("trial", 0))), [])
+            if text not in found:
+                found.append(text)
+    return errors
+
+
+def _group(variant: str, provider: str) -> str:
+    return f"{variant}/{provider}"
+
+
+def build_baseline(config: GateConfig, run: GateRun) -> dict[str, Any]:
+    """The baseline document of a gate run (see the module docstring).
+
+    Returns:
+        ``{"format", "created_at", "run_id", "dataset": {name, sha256, cases}, "variants":
+        [{name, toolset, sha256}], "providers", "trials", "metrics", "summary": {group:
+        {metric: {n, successes, rate}}}, "outcomes": {group: {"<case>#<trial>": {metric:
+        0|1}}}}`` with groups named ``<variant>/<provider>``; a metric that does not apply to a
+        case is left out of its outcome.
+    """
+    frame = run.frame
+    metrics = [m for m in config.gated_metrics if m in frame.columns]
+    summary: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, dict[str, dict[str, int]]] = {}
+    for (variant, provider), part in frame.groupby(list(GROUP_BY), sort=True):
+        group = _group(variant, provider)
+        summary[group] = {}
+        for metric in metrics:
+            values = part[metric].dropna()
+            successes = int(values.sum())
+            summary[group][metric] = {"n": int(len(values)), "successes": successes,
+                                      "rate": round(successes / len(values), 6)
+                                      if len(values) else None}
+        cases: dict[str, dict[str, int]] = {}
+        for record in part.sort_values(["case_id", "trial"]).to_dict("records"):
+            bits = {m: int(bool(record[m])) for m in metrics if not pd.isna(record[m])}
+            cases[f"{record['case_id']}#{record['trial']}"] = bits
+        outcomes[group] = cases
+    dataset = run.manifest.get("dataset") or {}
+    return {
+        "format": BASELINE_FORMAT,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "run_id": run.run_id,
+        "dataset": {k: dataset.get(k) for k in ("name", "sha256", "cases")},
+        "variants": [{k: v.get(k) for k in ("name", "toolset", "sha256")}
+                     for v in run.manifest.get("variants") or []],
+        "providers": list(config.providers),
+        "trials": config.trials,
+        "metrics": metrics,
+        "summary": summary,
+        "outcomes": outcomes,
+    }
+
+
+def write_baseline(config: GateConfig, run: GateRun) -> Path:
+    """Write the baseline of ``run`` to ``config.baseline_path`` atomically; return the path."""
+    path = config.baseline_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, build_baseline(config, run))
+    return path
+
+
+def load_baseline(path: Path) -> dict[str, Any] | None:
+    """The baseline document at ``path``, or None when the file does not exist.
+
+    Raises:
+        BenchError: the file is not JSON or not a bench gate baseline.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BenchError(f"baseline is not valid JSON: {exc}", file=path) from None
+    if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
+        raise BenchError(f"not a bench gate baseline (want format '{BASELINE_FORMAT}'); "
+                         "rewrite it with: bench baseline update", file=path, field="format")
+    if not isinstance(data.get("outcomes"), dict):
+        raise BenchError("missing or invalid outcomes", file=path, field="outcomes")
+    return data
+
+
+def baseline_frame(baseline: dict[str, Any]) -> pd.DataFrame:
+    """The baseline's outcomes as a results frame (columns ``key, case_id, trial, variant,
+    provider`` and one nullable-boolean column per metric), for :func:`compare_frames`."""
+    records = []
+    for group, cases in baseline["outcomes"].items():
+        variant, _, provider = group.partition("/")
+        for case_trial, bits in cases.items():
+            case_id, _, trial = case_trial.rpartition("#")
+            records.append({"key": f"{case_id}|{variant}|{provider}|{trial}",
+                            "case_id": case_id, "trial": int(trial), "variant": variant,
+                            "provider": provider, **bits})
+    frame = pd.DataFrame.from_records(records)
+    for metric in baseline.get("metrics") or ():
+        if metric in frame:
+            frame[metric] = frame[metric].map(lambda v: None if pd.isna(v) else bool(v)) \
+                .astype("boolean")
+    return frame
+
+
+def compare_with_baseline(config: GateConfig, frame: pd.DataFrame, baseline: dict[str, Any],
+                          *, metrics: Sequence[str] | None = None, margin: float | None = None,
+                          alpha: float | None = None) -> Comparison | None:
+    """Paired comparison of the baseline (A) with the current frame (B) per (variant,
+    provider), Holm across all its tests; None when they share no metric or no pair.
+
+    Args:
+        config: the gate (defaults for metrics, margin and alpha).
+        frame: the current results frame.
+        baseline: a document of :func:`load_baseline`.
+        metrics / margin / alpha: override the gate's settings.
+    """
+    base = baseline_frame(baseline)
+    wanted = [m for m in (metrics or config.gated_metrics)
+              if m in base.columns and m in frame.columns]
+    if base.empty or not wanted:
+        return None
+    try:
+        return compare_frames(base, frame, label_a="baseline", label_b="current",
+                              metrics=wanted, group_by=GROUP_BY,
+                              alpha=config.alpha if alpha is None else alpha,
+                              margin=config.margin if margin is None else margin)
+    except ValueError:  # no shared (case, trial) pair
+        return None
+
+
+@dataclass
+class FlippedCase:
+    """A case the baseline got right and the current run gets wrong, for one metric.
+
+    Attributes:
+        case_id, trial: which; query: its last user message; answer: the current answer in
+        short form; errors: the current row's execution / argument errors in short form.
+    """
+
+    case_id: str
+    trial: int
+    query: str
+    answer: str
+    errors: str
+
+
+@dataclass
+class Verdict:
+    """The gate's decision for one (variant, provider, metric).
+
+    Attributes:
+        variant, provider, metric: which test.
+        n, successes: rows where the metric applies, and how many pass.
+        rate, low, high: the rate and its 95% Wilson interval (fractions; NaN without rows).
+        floor: the metric's absolute floor (None: none).
+        baseline_rate, baseline_n: the baseline on the paired cases (None: no baseline).
+        diff, diff_low, diff_high: current minus baseline with its paired bootstrap interval.
+        p_value, p_holm: McNemar exact p-value and its Holm adjustment (None: not tested).
+        lost, gained: pairs flipped right->wrong and wrong->right.
+        reasons: why it fails (empty: it passes); notes: remarks on a passing metric.
+        flips: the lost cases (at most the config's ``flips_shown``).
+    """
+
+    variant: str
+    provider: str
+    metric: str
+    n: int
+    successes: int
+    rate: float
+    low: float
+    high: float
+    floor: float | None = None
+    baseline_rate: float | None = None
+    baseline_n: int | None = None
+    diff: float | None = None
+    diff_low: float | None = None
+    diff_high: float | None = None
+    p_value: float | None = None
+    p_holm: float | None = None
+    lost: int = 0
+    gained: int = 0
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    flips: list[FlippedCase] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when no failure reason applies."""
+        return not self.reasons
+
+    @property
+    def test_name(self) -> str:
+        """``<metric>[<variant>|<provider>]``: the pytest item and JUnit test-case name."""
+        return f"{self.metric}[{self.variant}|{self.provider}]"
+
+    def properties(self) -> list[tuple[str, str]]:
+        """Name/value pairs for JUnit ``<properties>`` (fractions with 4 decimals)."""
+        def fmt(value: float | None) -> str:
+            return "" if value is None else f"{value:.4f}"
+        return [("metric", self.metric), ("variant", self.variant),
+                ("provider", self.provider), ("rate", fmt(self.rate)),
+                ("interval", f"{fmt(self.low)}-{fmt(self.high)}"), ("n", str(self.n)),
+                ("floor", fmt(self.floor)), ("baseline_rate", fmt(self.baseline_rate)),
+                ("diff", fmt(self.diff)), ("p_value", fmt(self.p_value)),
+                ("p_holm", fmt(self.p_holm)), ("lost_cases", str(self.lost)),
+                ("gained_cases", str(self.gained)),
+                ("verdict", "pass" if self.passed else "fail")]
+
+    def message(self) -> str:
+        """Multi-line text: metric, interval, floor, baseline, change, p-values, flipped cases."""
+        def pct(value: float) -> str:
+            return f"{100 * value:.1f}%"
+        head = (f"{self.metric} on variant {self.variant}, provider {self.provider}: "
+                f"{'FAIL' if self.reasons else 'pass'}")
+        lines = [head, f"  now       {pct(self.rate)} [{pct(self.low)}-{pct(self.high)}] "
+                       f"({self.successes}/{self.n}, 95% Wilson)"]
+        if self.floor is not None:
+            lines.append(f"  floor     {pct(self.floor)}")
+        if self.baseline_rate is None:
+            lines.append("  baseline  none (write one with: bench baseline update)")
+        else:
+            lines.append(f"  baseline  {pct(self.baseline_rate)} on the same {self.baseline_n} "
+                         f"case(s)")
+            lines.append(f"  change    {100 * self.diff:+.1f} points [{100 * self.diff_low:+.1f}, "
+                         f"{100 * self.diff_high:+.1f}] (paired bootstrap), McNemar exact "
+                         f"p={self.p_value:.4g}, Holm p={self.p_holm:.4g}; "
+                         f"lost {self.lost}, gained {self.gained}")
+        lines += [f"  FAIL: {r}" for r in self.reasons] + [f"  note: {n}" for n in self.notes]
+        if self.flips:
+            lines.append(f"  cases that were right in the baseline and are wrong now "
+                         f"({len(self.flips)} of {self.lost}):")
+            for flip in self.flips:
+                lines.append(f"    {flip.case_id} (trial {flip.trial}): {flip.query!r}")
+                lines.append(f"      answer: {flip.answer}")
+                if flip.errors:
+                    lines.append(f"      errors: {flip.errors}")
+        return "\n".join(lines)
+
+
+def _short_answer(row: dict[str, Any], limit: int = 240) -> str:
+    parsed = row.get("parsed") or {}
+    if parsed.get("error"):
+        return f"(unparseable: {parsed['error']})"[:limit]
+    calls = parsed.get("calls") or []
+    if not calls:
+        return "(no call)"
+    text = "; ".join(f"{c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})"
+                     for c in calls)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _short_errors(row: dict[str, Any], call_errors: Sequence[str], limit: int = 240) -> str:
+    metrics = row.get("metrics") or {}
+    parts = []
+    if call_errors:
+        parts.append("executor: " + "; ".join(call_errors))
+    codes = metrics.get("error_codes") or []
+    if codes:
+        parts.append("scoring: " + ", ".join(codes))
+    text = " | ".join(parts)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
+             baseline: dict[str, Any] | None,
+             call_errors: dict[tuple[str, int], list[str]] | None = None) -> list[Verdict]:
+    """Decide every (variant, provider, metric) of the gate (rule in the module docstring).
+
+    Args:
+        config: the gate settings.
+        rows: the current result rows.
+        baseline: a document of :func:`load_baseline`, or None (floors only).
+        call_errors: executor errors per (case, trial) quoted with flipped cases
+            (:attr:`GateRun.call_errors`).
+
+    Returns:
+        One :class:`Verdict` per (variant, provider, metric) in config order.
+    """
+    rows = list(rows)
+    frame = results_frame(rows)
+    by_key = {r["key"]: r for r in rows}
+    comparison = compare_with_baseline(config, frame, baseline) if baseline else None
+    tests = {(t.group, t.metric): t for t in comparison.tests} if comparison else {}
+    baseline_sha = {v.get("name"): v.get("sha256") for v in (baseline or {}).get("variants") or []}
+    current_sha = {r.get("variant"): (r.get("request") or {}).get("variant_sha256") for r in rows}
+    verdicts = []
+    for variant in config.variants:
+        for provider in config.providers:
+            part = frame[(frame["variant"] == variant) & (frame["provider"] == provider)] \
+                if not frame.empty else frame
+            for metric in config.gated_metrics:
+                values = part[metric].dropna() if metric in part else pd.Series(dtype=bool)
+                n, successes = int(len(values)), int(values.sum())
+                low, high = wilson_interval(successes, n)
+                verdict = Verdict(variant=variant, provider=provider, metric=metric, n=n,
+                                  successes=successes, rate=successes / n if n else float("nan"),
+                                  low=low, high=high, floor=config.floors.get(metric))
+                if n == 0:
+                    verdict.reasons.append(f"no row carries {metric} (is the metric produced? "
+                                           "execution metrics need execute = true)")
+                elif verdict.floor is not None and verdict.rate < verdict.floor:
+                    verdict.reasons.append(f"{100 * verdict.rate:.1f}% is below the floor "
+                                           f"{100 * verdict.floor:.1f}%")
+                test = tests.get((_group(variant, provider), metric))
+                if test is not None:
+                    verdict.baseline_rate, verdict.baseline_n = test.rate_a, test.n
+                    verdict.diff, verdict.diff_low, verdict.diff_high = \
+                        test.diff, test.diff_low, test.diff_high
+                    verdict.p_value, verdict.p_holm = test.p_value, test.p_holm
+                    verdict.lost, verdict.gained = test.a_only, test.b_only
+                    if test.verdict == "regression":
+                        verdict.reasons.append(
+                            f"significantly worse than the baseline ({100 * test.diff:+.1f} "
+                            f"points, Holm p={test.p_holm:.4g} < alpha {config.alpha}) by more "
+                            f"than the margin of {100 * config.margin:.1f} points")
+                    elif test.verdict == "improvement":
+                        verdict.notes.append("significantly better than the baseline: update "
+                                             "it with `bench baseline update`")
+                elif baseline is not None and n:
+                    verdict.notes.append("the baseline has no paired cases for this variant "
+                                         "and provider (update it with `bench baseline update`)")
+                if baseline_sha.get(variant) and current_sha.get(variant) and \
+                        baseline_sha[variant] != current_sha[variant]:
+                    verdict.notes.append(f"the description of {variant} changed since the "
+                                         f"baseline (sha256 {baseline_sha[variant][:12]} -> "
+                                         f"{current_sha[variant][:12]})")
+                if comparison is not None and verdict.reasons:
+                    lost = [f for f in comparison.flips if f.direction == "lost"
+                            and f.metric == metric and f.group == _group(variant, provider)]
+                    for flip in lost[:config.flips_shown]:
+                        row = by_key.get(f"{flip.case_id}|{variant}|{provider}|{flip.trial}", {})
+                        verdict.flips.append(FlippedCase(
+                            case_id=flip.case_id, trial=flip.trial,
+                            query=str(row.get("query") or ""), answer=_short_answer(row),
+                            errors=_short_errors(row, (call_errors or {}).get(
+                                (flip.case_id, flip.trial), []))))
+                verdicts.append(verdict)
+    return verdicts

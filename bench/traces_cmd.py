@@ -1,0 +1,46 @@
+"""``bench traces <run-id>``: failure rate and latency percentiles per tool of a run's calls."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.executor.outcome import ERROR_CLASSES
+from bench.executor.traces import TRACES, read_traces, summarize_traces
+from bench.paths import runs_dir
+from bench.runstore import RunStore
+
+
+def traces(
+    run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+    = False,
+) -> None:
+    """Summarise a run's tool-call traces per tool: calls, retries, failure rate, latency."""
+    store = RunStore(runs_dir(), run_id)
+    store.read_manifest()  # a clear error for an unknown run id
+    summary = summarize_traces(read_traces(store.dir / TRACES))
+    console = Console(width=200) if not Console().is_terminal else Console()
+    if as_json:
+        records = summary.to_dict("records")
+        clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                  for k, v in r.items()} for r in records]
+        typer.echo(json.dumps({"run_id": run_id, "tools": clean}, ensure_ascii=False,
+                              indent=2))
+        return
+    table = Table(title=f"traces of run {run_id}", title_justify="left")
+    columns = ["tool", "calls", "attempts", "retries", "failure rate", "p50 ms", "p95 ms",
+               "p99 ms", "max ms", *ERROR_CLASSES]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "tool" else "right")
+    for r in summary.to_dict("records"):
+        table.add_row(str(r["tool"]), str(r["calls"]), str(r["attempts"]), str(r["retries"]),
+                      f"{r['failure_rate'] * 100:.1f}%", f"{r['p50_ms']:.2f}",
+                      f"{r['p95_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                      *(str(int(r.get(c, 0) or 0)) for c in ERROR_CLASSES))
+    console.print(table)

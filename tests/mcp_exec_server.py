@@ -1,0 +1,32 @@
+"""A small MCP server for the executor's MCP backend test (stdio, mcp SDK's MCPServer)."""
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+server = MCPServer("bench-exec-test")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def lookup_city(city: str) -> dict:
+    """Canonical name of a city (Beijing and 北京 alike)."""
+    names = {"beijing": "Beijing", "北京": "Beijing", "shanghai": "Shanghai", "上海": "Shanghai"}
+    if city.casefold() not in names:
+        raise ToolError(f"unknown city {city}")
+    return {"city": names[city.casefold()]}
+
+
+@server.tool()
+def delete_everything(confirm: bool) -> str:
+    """A destructive tool (no read-only hint)."""
+    return "deleted"
+
+
+if __name__ == "__main__":
+    server.run("stdio")

@@ -1,0 +1,208 @@
+"""Reference backends: coverage of every shipped tool, deterministic data, read-only SQL,
+sandboxed writes, permissions, and the configurable analytics sort_order."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bench.descriptions import load_variant
+from bench.descriptions.specs import load_specs
+from bench.executor.backends import ReferenceBackends
+from bench.executor.backends.shopdb import generate, shop_db_path
+from bench.executor.outcome import RunContext
+from bench.executor.pipeline import Executor
+from bench.models import Tool, ToolCall
+from bench.paths import descriptions_dir
+
+TOOLSETS = sorted(p.parent.name for p in descriptions_dir().glob("*/specs"))
+EVERYTHING = RunContext(allow_writes=True, allow_sensitive=True)
+
+
+@pytest.fixture(scope="module")
+def backends() -> ReferenceBackends:
+    return ReferenceBackends()
+
+
+@pytest.fixture(scope="module")
+def executor(backends):
+    ex = Executor(backends)
+    yield ex
+    ex.close()
+
+
+def run(executor, toolset, name, arguments, context=EVERYTHING, tools=None):
+    tools = tools or load_variant(toolset, "l10").tools
+    return executor.execute(ToolCall(id="t1", name=name, arguments=arguments), tools, toolset,
+                            context)
+
+
+def test_every_shipped_tool_has_a_reference_handler(backends):
+    assert {"ecommerce", "analytics"} <= set(TOOLSETS)
+    for toolset in TOOLSETS:
+        names = {spec.name for spec in load_specs(descriptions_dir() / toolset)}
+        assert names - set(backends(toolset)) == set(), toolset
+
+
+def test_every_spec_example_executes_without_a_validation_or_internal_error(executor):
+    """Each spec example's arguments pass validation and the handler runs; business outcomes
+    such as not_found are fine, a crash or a rejected example is not."""
+    checked = 0
+    for toolset in TOOLSETS:
+        tools = load_variant(toolset, "l10").tools
+        for spec in load_specs(descriptions_dir() / toolset):
+            for example in spec.examples:
+                if example.arguments is None:
+                    continue
+                outcome = run(executor, toolset, spec.name, example.arguments, tools=tools)
+                checked += 1
+                assert outcome.error_class in (None, "permanent") \
+                    or outcome.error_code in ("unknown_result", "recipient_rejected",
+                                              "email_rejected", "cutoff_passed",
+                                              "carrier_mismatch", "invalid_sort_order"), \
+                    (toolset, spec.name, example.arguments, outcome.error)
+                assert outcome.error_code != "internal_error", outcome.error
+    assert checked > 60
+
+
+def test_database_is_deterministic_and_large_enough(tmp_path):
+    first, second = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    generate(first, seed=7)
+    generate(second, seed=7)
+
+    def digest(path: Path) -> str:
+        conn = sqlite3.connect(path)
+        text = "\n".join(conn.iterdump())
+        conn.close()
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    assert digest(first) == digest(second)
+    conn = sqlite3.connect(first)
+    counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+              for t in ("orders", "products", "customers", "shipment_events", "coupons",
+                        "points_ledger", "weather_daily")}
+    assert counts["orders"] >= 2000 and counts["products"] >= 500
+    assert counts["customers"] >= 300
+    assert min(counts.values()) > 0
+
+
+def test_database_is_cached_by_generator_version_and_seed(tmp_path):
+    path = shop_db_path(seed=11, folder=tmp_path)
+    stamp = path.stat().st_mtime_ns
+    assert shop_db_path(seed=11, folder=tmp_path) == path
+    assert path.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert "-s11" in path.name and path.name.startswith("shop-g")
+    assert not list(tmp_path.glob(".shop-*"))  # no temporary file left behind
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM orders", "UPDATE orders SET status = 'paid'", "DROP TABLE orders",
+    "INSERT INTO orders (order_id) VALUES ('x')", "PRAGMA writable_schema = 1",
+    "ATTACH DATABASE ':memory:' AS other", "CREATE TABLE t (x)",
+    "SELECT 1; DELETE FROM orders",
+])
+def test_sql_tool_rejects_everything_but_one_select(executor, backends, sql):
+    before = hashlib.sha256(backends.db.path.read_bytes()).hexdigest()
+    outcome = run(executor, "ecommerce", "query_database", {"sql": sql})
+    assert not outcome.success
+    assert outcome.error_code == "read_only_violation"
+    assert outcome.error_class == "validation"
+    assert "SELECT" in outcome.error
+    assert hashlib.sha256(backends.db.path.read_bytes()).hexdigest() == before
+
+
+def test_sql_tool_limit_and_truncation(executor):
+    outcome = run(executor, "ecommerce", "query_database",
+                  {"sql": "SELECT order_id FROM orders ORDER BY order_id", "limit": 5})
+    assert outcome.success
+    assert outcome.data["row_count"] == 5 and outcome.data["truncated"] is True
+    assert "more than 5 rows" in outcome.data["note"]
+    whole = run(executor, "ecommerce", "query_database",
+                {"sql": "SELECT COUNT(*) FROM orders"})
+    assert whole.data["truncated"] is False and whole.data["rows"][0][0] >= 2000
+    for bad in (0, 1001):
+        rejected = run(executor, "ecommerce", "query_database", {"sql": "SELECT 1",
+                                                                 "limit": bad})
+        assert rejected.error_class == "validation" and "limit" in rejected.error
+
+
+def test_sql_error_is_returned_readably(executor):
+    outcome = run(executor, "ecommerce", "query_database", {"sql": "SELECT nope FROM orders"})
+    assert outcome.error_code == "sql_error" and "no such column" in outcome.error
+
+
+def test_writes_are_sandboxed_and_permission_checked(executor, backends):
+    order = sqlite3.connect(backends.db.path).execute(
+        "SELECT order_id FROM orders WHERE status = 'paid' LIMIT 1").fetchone()[0]
+    denied = run(executor, "ecommerce", "cancel_order", {"order_id": order},
+                 context=RunContext())
+    assert denied.error_code == "permission_denied" and "--allow-writes" in denied.error
+    done = run(executor, "ecommerce", "cancel_order", {"order_id": order})
+    assert done.success and done.data["status"] == "cancelled"
+    assert sqlite3.connect(backends.db.path).execute(
+        "SELECT status FROM orders WHERE order_id = ?", (order,)).fetchone()[0] == "paid"
+    again = run(executor, "ecommerce", "cancel_order", {"order_id": order})
+    assert again.data == done.data  # same call, same result
+    sensitive = run(executor, "ecommerce", "update_shipping_address",
+                    {"order_id": order, "phone": "13912345678"},
+                    context=RunContext(allow_writes=True))
+    assert sensitive.error_code == "permission_denied" and "--allow-sensitive" in sensitive.error
+
+
+def test_backend_permission_wins_over_a_variant_that_calls_a_write_tool_read(executor):
+    tools = [t.model_copy(update={"permission": "read"})
+             for t in load_variant("ecommerce", "l10").tools]
+    outcome = run(executor, "ecommerce", "cancel_order", {"order_id": "ORD20261105"},
+                  context=RunContext(), tools=tools)
+    assert outcome.error_code == "permission_denied"
+
+
+def test_city_names_in_any_language_give_the_same_weather(executor):
+    results = [run(executor, "ecommerce", "get_weather", {"city": city, "days": 3}).data
+               for city in ("北京", "北京市", "Beijing", "beijing")]
+    assert all(r == results[0] for r in results) and results[0]["city"] == "Beijing"
+    assert len(results[0]["forecast"]) == 3
+    unknown = run(executor, "ecommerce", "get_weather", {"city": "Atlantis"})
+    assert unknown.error_code == "not_found" and "Atlantis" in unknown.error
+
+
+def _drifted_tools(values: list[str]) -> list[Tool]:
+    """analytics tools whose description schema teaches other sort_order values."""
+    tools = []
+    for tool in load_variant("analytics", "l10").tools:
+        schema = tool.input_schema
+        if "sort_order" in schema.get("properties", {}):
+            props = {**schema["properties"], "sort_order": {"type": "string", "enum": values}}
+            schema = {**schema, "properties": props}
+        tools.append(tool.model_copy(update={"input_schema": schema}))
+    return tools
+
+
+def test_analytics_sort_order_accepts_exactly_the_configured_values():
+    args = {"table": "customers", "metric": "count(*)", "group_by": "city", "limit": 3}
+    default = Executor(ReferenceBackends())
+    lower = Executor(ReferenceBackends(sort_order_values=("asc", "desc")))
+    drifted = _drifted_tools(["asc", "desc"])
+    try:
+        ok = run(default, "analytics", "query_metrics", {**args, "sort_order": "ASC"})
+        assert ok.success and ok.data["rows"][0][1] <= ok.data["rows"][-1][1]
+        # the description says "asc" but the backend wants "ASC": the call fails loudly
+        drift = run(default, "analytics", "query_metrics", {**args, "sort_order": "asc"},
+                    tools=drifted)
+        assert drift.error_code == "invalid_sort_order" and "ASC, DESC" in drift.error
+        switched = run(lower, "analytics", "query_metrics", {**args, "sort_order": "asc"},
+                       tools=drifted)
+        assert switched.success and switched.data["rows"] == ok.data["rows"]
+        old = run(lower, "analytics", "top_products", {"sort_order": "DESC"})
+        assert old.error_code == "invalid_sort_order"
+    finally:
+        default.close()
+        lower.close()
+
+
+def test_sort_order_values_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("BENCH_ANALYTICS_SORT_ORDER", "asc,desc")
+    assert ReferenceBackends().sort_order_values == ("asc", "desc")

@@ -1,0 +1,155 @@
+"""Execution metrics of answers, the runner hook, and ``bench traces``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.descriptions import load_variant
+from bench.executor.backends import ReferenceBackends
+from bench.executor.judge import ExecutionJudge, build_expected_call
+from bench.executor.outcome import RunContext
+from bench.executor.pipeline import Executor
+from bench.models import Expected, ExpectedCall, ToolCall
+from bench.parse import ParsedAnswer
+from bench.providers.base import Provider, ProviderResponse
+from bench.runner import RunConfig, Runner
+
+
+@pytest.fixture(scope="module")
+def judge():
+    executor = Executor(ReferenceBackends())
+    yield ExecutionJudge(executor)
+    executor.close()
+
+
+TOOLS = load_variant("ecommerce", "l10").tools
+WEATHER = Expected(calls=[ExpectedCall(name="get_weather", arguments={
+    "city": ["北京", "Beijing"], "days": [3], "unit": ["celsius", None]})])
+
+
+def metrics(judge, expected, calls):
+    return judge.metrics(expected, calls, TOOLS, "ecommerce", RunContext(case_id="x"))
+
+
+def test_same_result_in_another_language_is_an_execution_match(judge):
+    got = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
+                                            arguments={"city": "Beijing", "days": 3})])
+    assert got == {"execution_success": True, "execution_match": True, "execution_errors": {}}
+
+
+def test_a_different_result_is_no_match_and_failures_are_counted(judge):
+    wrong_city = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
+                                                   arguments={"city": "上海", "days": 3})])
+    assert wrong_city["execution_success"] is True and wrong_city["execution_match"] is False
+    invalid = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
+                                                arguments={"city": "北京", "days": 9})])
+    assert invalid == {"execution_success": False, "execution_match": False,
+                       "execution_errors": {"validation": 1}}
+    extra = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
+                                              arguments={"city": "北京", "days": 3}),
+                                     ToolCall(id="b", name="get_weather",
+                                              arguments={"city": "北京", "days": 3})])
+    assert extra["execution_success"] is True and extra["execution_match"] is False
+
+
+def test_metrics_are_none_where_they_do_not_apply(judge):
+    no_call = metrics(judge, Expected(no_call=True), [])
+    assert no_call["execution_success"] is None and no_call["execution_match"] is None
+    regex_only = Expected(calls=[ExpectedCall(name="query_database",
+                                              arguments={"sql": [{"$regex": "(?i)select"}]})])
+    sql = metrics(judge, regex_only, [ToolCall(id="a", name="query_database",
+                                               arguments={"sql": "SELECT 1"})])
+    assert sql["execution_success"] is True and sql["execution_match"] is None
+    unparseable = metrics(judge, WEATHER, None)
+    assert unparseable["execution_success"] is False
+    nothing = metrics(judge, WEATHER, [])
+    assert nothing["execution_success"] is False and nothing["execution_match"] is False
+
+
+def test_expected_call_takes_the_first_literal_and_skips_omittable_arguments():
+    built = build_expected_call(ExpectedCall(name="search_orders", arguments={
+        "keyword": [None], "status": ["shipped", "paid"], "page": [None, 1],
+        "note": [{"$any": True}, None]}), 0)
+    assert built.arguments == {"status": "shipped", "page": 1}
+    assert build_expected_call(ExpectedCall(name="x", arguments={"sql": [{"$regex": "."}]}),
+                               0) is None
+
+
+class OracleProvider(Provider):
+    """Answers every case with its label's expected calls (a perfect model)."""
+
+    id = "oracle"
+
+    def prepare(self, tools, variant_key, label=""):
+        pass
+
+    def complete(self, messages, tools, variant_key, trial=0):
+        raise NotImplementedError  # replaced per case below
+
+    def describe(self):
+        return {"id": "oracle"}
+
+    def close(self):
+        pass
+
+
+def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
+    from bench.datasets import load_dataset
+    cases = {c.id: c for c in load_dataset("ecommerce").cases}
+
+    def complete(self, messages, tools, variant_key, trial=0):
+        case = next(c for c in cases.values() if c.messages[-1].content == messages[-1].content)
+        calls = [build_expected_call(e, i) for i, e in enumerate(case.expected.calls)]
+        parsed = ParsedAnswer(calls=[c for c in calls if c is not None])
+        return ProviderResponse(raw="", parsed=parsed, latency_s=0.01)
+
+    monkeypatch.setattr(OracleProvider, "complete", complete)
+    config = RunConfig(variants=["l3"], providers=["oracle"], limit=30)
+    runner = Runner(config, run_id="exec-1", provider_factory=lambda pid, cfg: OracleProvider())
+    runner.run()
+    rows = list(runner.store.rows())
+    assert len(rows) == 30
+    with_calls = [r for r in rows if r["expected"]["calls"]]
+    # a perfect answer fails only where the label names data the shop lacks (not_found)
+    assert all(r["metrics"]["execution_success"] is True
+               or r["metrics"]["execution_errors"] == {"permanent": 1} for r in with_calls)
+    assert sum(r["metrics"]["execution_success"] is True for r in with_calls) >= 20
+    assert all(r["metrics"]["execution_match"] in (True, None) for r in with_calls)
+    assert sum(r["metrics"]["execution_match"] is True for r in with_calls) >= 15
+    assert all(r["metrics"]["execution_success"] is None for r in rows
+               if not r["expected"]["calls"])
+    traces = (runner.store.dir / "traces.jsonl").read_text().splitlines()
+    assert len(traces) == sum(len(r["parsed"]["calls"]) for r in rows)
+    first = json.loads(traces[0])
+    assert {"run_id", "case_id", "trial", "call_id", "tool", "args_sha256", "status",
+            "attempt", "duration_ms", "error_class"} <= first.keys()
+    assert first["run_id"] == "exec-1"
+
+    cli = CliRunner()
+    table = cli.invoke(app, ["traces", "exec-1"])
+    assert table.exit_code == 0, table.output
+    assert "failure rate" in table.output and "search_orders" in table.output
+    as_json = cli.invoke(app, ["traces", "exec-1", "--json"])
+    summary = json.loads(as_json.output)
+    tools = {t["tool"]: t for t in summary["tools"]}
+    assert tools["search_orders"]["failure_rate"] == 0.0
+    assert sum(t["calls"] for t in tools.values()) == len(traces)
+
+
+def test_runner_without_execution_writes_no_traces(project):
+    config = RunConfig(variants=["l3"], providers=["oracle"], limit=2, execute=False)
+
+    class Silent(OracleProvider):
+        def complete(self, messages, tools, variant_key, trial=0):
+            return ProviderResponse(raw="", parsed=ParsedAnswer(), latency_s=0.01)
+
+    runner = Runner(config, run_id="exec-2", provider_factory=lambda pid, cfg: Silent())
+    runner.run()
+    assert not (runner.store.dir / "traces.jsonl").exists()
+    assert all("execution_success" not in r["metrics"] for r in runner.store.rows())
+    missing = CliRunner().invoke(app, ["traces", "exec-2"])
+    assert missing.exit_code != 0

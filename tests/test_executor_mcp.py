@@ -1,0 +1,72 @@
+"""The MCP backend: calls go to a real MCP server over stdio through the official SDK."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from bench.executor.backends.mcp import McpBackend  # noqa: E402
+from bench.executor.outcome import RunContext  # noqa: E402
+from bench.executor.pipeline import Executor  # noqa: E402
+from bench.models import ToolCall  # noqa: E402
+
+SERVER = Path(__file__).with_name("mcp_exec_server.py")
+
+
+@pytest.fixture(scope="module")
+def mcp_backend():
+    backend = McpBackend(sys.executable, [str(SERVER)])
+    yield backend
+    backend.close()
+
+
+def test_tools_are_listed_with_permissions_from_annotations(mcp_backend):
+    tools = {t.name: t for t in mcp_backend.tools}
+    assert set(tools) == {"add", "lookup_city", "delete_everything"}
+    assert tools["add"].permission == "read"
+    assert tools["delete_everything"].permission == "write"
+    assert tools["add"].input_schema["required"] == ["a", "b"]
+
+
+def test_calls_run_on_the_server_through_the_pipeline(mcp_backend):
+    executor = Executor({"mcp": mcp_backend.handlers()})
+    tools = mcp_backend.tools
+    try:
+        ok = executor.execute(ToolCall(id="1", name="add", arguments={"a": 2, "b": 40}),
+                              tools, "mcp")
+        assert ok.success and ok.data == 42
+        same = [executor.execute(ToolCall(id=c, name="lookup_city", arguments={"city": c}),
+                                 tools, "mcp").data for c in ("北京", "Beijing")]
+        assert same == [{"city": "Beijing"}] * 2
+        invalid = executor.execute(ToolCall(id="2", name="add", arguments={"a": "x"}),
+                                   tools, "mcp")
+        assert invalid.error_class == "validation"  # rejected before reaching the server
+        failed = executor.execute(ToolCall(id="3", name="lookup_city",
+                                           arguments={"city": "Atlantis"}), tools, "mcp")
+        assert failed.error_code == "tool_error" and "Atlantis" in failed.error
+        denied = executor.execute(ToolCall(id="4", name="delete_everything",
+                                           arguments={"confirm": True}), tools, "mcp")
+        assert denied.error_code == "permission_denied"
+        allowed = executor.execute(ToolCall(id="5", name="delete_everything",
+                                            arguments={"confirm": True}), tools, "mcp",
+                                   RunContext(allow_writes=True))
+        assert allowed.success and allowed.data == "deleted"
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            sums = list(pool.map(lambda i: executor.execute(
+                ToolCall(id=f"p{i}", name="add", arguments={"a": i, "b": 1000}), tools, "mcp"),
+                range(40)))
+        assert [o.data for o in sums] == [i + 1000 for i in range(40)]
+        assert [o.call_id for o in sums] == [f"p{i}" for i in range(40)]
+    finally:
+        executor.close()
+
+
+def test_a_server_that_cannot_start_is_a_clear_error():
+    from bench.errors import BenchError
+    with pytest.raises(BenchError, match="failed to start|did not start"):
+        McpBackend(sys.executable, ["-c", "import sys; sys.exit(3)"], startup_timeout_s=20)
