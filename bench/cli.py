@@ -54,7 +54,8 @@ def _print_summary(run_id: str, variant_order: list[str]) -> None:
 
 @app.command()
 def run(
-    dataset: Annotated[str, typer.Option(help="Dataset name under datasets/ or a .jsonl path.")]
+    dataset: Annotated[str, typer.Option(
+        help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split].")]
     = "ecommerce",
     variants: Annotated[Optional[list[str]], typer.Option(
         "--variants", "-v", help="Variants, comma-separated or repeated.")] = None,
@@ -71,6 +72,20 @@ def run(
     no_call_layout: Annotated[Optional[str], typer.Option(
         help="Local provider: how 'no tool fits' is offered (see benchmarks/no_call_layout.py)."
     )] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help=(
+        "Local model CPU threads (default $BENCH_THREADS, else min(4, cores)).")
+    )] = None,
+    tool_choice: Annotated[str, typer.Option(
+        help="HTTP providers: auto, required, none, or a tool name.")] = "auto",
+    parallel_tool_calls: Annotated[Optional[bool], typer.Option(
+        "--parallel-tool-calls/--no-parallel-tool-calls",
+        help="HTTP providers: allow several calls per answer (default: provider's).")] = None,
+    openai_strict: Annotated[bool, typer.Option(
+        help="OpenAI strict mode: schemas rewritten, every change logged.")] = False,
+    stream: Annotated[bool, typer.Option(help="HTTP providers: stream answers (SSE).")]
+    = False,
+    request_timeout: Annotated[float, typer.Option(min=0.001, help="HTTP timeout, seconds.")]
+    = 60.0,
     run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
     resume: Annotated[Optional[str], typer.Option(
         help="Finish an interrupted run; its stored settings are used.")] = None,
@@ -90,6 +105,9 @@ def run(
                            providers=_split(provider) or ["local"], trials=trials, limit=limit,
                            case_ids=_split(cases) or None, model_path=model_path, seed=seed,
                            max_tokens=max_tokens, no_call_layout=no_call_layout,
+                           threads=threads, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, openai_strict=openai_strict,
+                           stream=stream, request_timeout_s=request_timeout,
                            execute=execute, allow_writes=allow_writes,
                            allow_sensitive=allow_sensitive)
         runner = Runner(config, run_id=run_id)
@@ -98,6 +116,10 @@ def run(
     run_name = runner.store.run_id
     if runner.pending():
         runner.open_providers()  # fail on a missing model before any output
+        for skipped, reason in runner.skipped.items():
+            err.print(f"provider {skipped} skipped: {reason}")
+        if not runner.providers:
+            raise BenchError("every provider was skipped; nothing to run")
     err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
               f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
               f"-> {runner.store.dir}")
@@ -165,6 +187,8 @@ def variants_cmd(
         out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
 
 
+from bench.compare.command import compare  # noqa: E402 - typer needs the function object
+app.command()(compare)
 from bench.traces_cmd import traces  # noqa: E402
 app.command("traces")(traces)
 
@@ -181,6 +205,10 @@ def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]
     except ImportError:
         return {}
     return tools_block_tokens({v.name: v.tools for v in variants}, model_path)
+
+
+from bench.report.command import report  # noqa: E402
+app.command()(report)
 
 
 def main() -> None:

@@ -8,7 +8,8 @@ empty call list, so a truncated answer can never pass as "no call".
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -31,18 +32,30 @@ class ParsedAnswer(BaseModel):
     text: str | None = None
 
 
-def decode_arguments(raw: Any) -> tuple[dict[str, Any], list[str], bool]:
+# Notes of repairs that only the lenient reading accepts; a strict parser rejects such a call.
+LENIENT_REPAIRS = frozenset({"double_encoded", "arguments_as_object", "broken_unicode"})
+
+
+def decode_arguments(raw: Any, *, expect_string: bool = False
+                     ) -> tuple[dict[str, Any], list[str], bool]:
     """Decode a call's arguments as sent by a provider.
 
     Args:
         raw: a dict, a JSON string, a double-encoded JSON string, ``""`` or None.
+        expect_string: the provider's wire format sends arguments as a JSON string (OpenAI);
+            an object then gets the note ``arguments_as_object``.
 
     Returns:
         (arguments, notes, valid). ``""`` and None decode to ``{}`` with note ``empty``
-        (tools without parameters); a string that is not a JSON object is invalid.
+        (tools without parameters); a string that is not a JSON object is invalid. Lone
+        UTF-16 surrogates (a ``\\uD83D`` escape cut from its pair) become U+FFFD with note
+        ``broken_unicode``.
     """
     if isinstance(raw, dict):
-        return raw, [], True
+        repaired, broken = _repair_surrogates(raw)
+        notes = (["arguments_as_object"] if expect_string else []) + \
+            (["broken_unicode"] if broken else [])
+        return repaired, notes, True
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, ["empty"], True
     if not isinstance(raw, str):
@@ -60,7 +73,140 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], list[str], bool]:
             return {}, ["malformed_json"], False
     if not isinstance(value, dict):
         return {}, [*notes, "not_an_object"], False
-    return value, notes, True
+    value, broken = _repair_surrogates(value)
+    return value, notes + (["broken_unicode"] if broken else []), True
+
+
+def _repair_surrogates(value: Any) -> tuple[Any, bool]:
+    """Replace lone surrogates in every string of a decoded JSON value; report if any."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value, False
+        except UnicodeEncodeError:
+            return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch
+                           for ch in value), True
+    if isinstance(value, dict):
+        out, broken = {}, False
+        for key, item in value.items():
+            new_key, key_broken = _repair_surrogates(key)
+            out[new_key], item_broken = _repair_surrogates(item)
+            broken = broken or key_broken or item_broken
+        return out, broken
+    if isinstance(value, list):
+        pairs = [_repair_surrogates(item) for item in value]
+        return [p[0] for p in pairs], any(p[1] for p in pairs)
+    return value, False
+
+
+def strictly_valid(call: ToolCall) -> bool:
+    """The strict reading of a call: decodable without any lenient repair (BRIEF §8)."""
+    return call.valid and not LENIENT_REPAIRS.intersection(call.notes)
+
+
+@dataclass
+class RawCall:
+    """A tool call as a provider sent it, before decoding.
+
+    Attributes:
+        id: the provider's call id (None when it gave none).
+        name: the tool name.
+        arguments: a JSON string, an object, ``""`` or None, exactly as received.
+    """
+
+    id: str | None
+    name: str
+    arguments: Any = None
+
+
+def answer_from_calls(calls: Sequence[RawCall], *, text: str | None, truncated: bool,
+                      expect_string: bool = False) -> ParsedAnswer:
+    """Decode a provider's native tool calls into a :class:`ParsedAnswer`.
+
+    Args:
+        calls: the calls in the order received.
+        text: prose the model wrote (None or "" when none).
+        truncated: the provider stopped at the token limit (finish reason ``length``,
+            ``max_tokens``, ``MAX_TOKENS``, ``max_output_tokens``). The answer is then invalid
+            (``error`` set) and its last call is marked invalid with note ``truncated``, even
+            when its arguments happen to decode (never a silent ``{}``).
+        expect_string: the wire format sends arguments as a JSON string (see
+            :func:`decode_arguments`).
+
+    Returns:
+        The parsed answer; no calls and no error means the model made no call
+        (``declined=True``).
+    """
+    parsed: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        arguments, notes, valid = decode_arguments(call.arguments, expect_string=expect_string)
+        if not call.name:
+            notes, valid = [*notes, "missing_name"], False
+        parsed.append(ToolCall(id=call.id or f"call_{index}", name=call.name or "",
+                               arguments=arguments if valid else {},
+                               raw_arguments=call.arguments, notes=notes, valid=valid))
+    prose = text or None
+    if truncated:
+        if parsed:
+            last = parsed[-1]
+            parsed[-1] = last.model_copy(update={
+                "valid": False, "arguments": {},
+                "notes": [n for n in last.notes if n != "empty"] + ["truncated"]})
+        return ParsedAnswer(calls=parsed, error="truncated: the answer hit the token limit",
+                            text=prose)
+    return ParsedAnswer(calls=parsed, declined=not parsed, text=prose)
+
+
+@dataclass
+class CallDelta:
+    """One streamed fragment of a tool call (an OpenAI ``delta.tool_calls[]`` entry, an
+    Anthropic ``input_json_delta``...).
+
+    Attributes:
+        index: the position the provider gave (may repeat across parallel calls), or None.
+        id: the call id when this fragment carries one (usually the first fragment).
+        name: the tool name when this fragment carries it.
+        arguments: a piece of the arguments JSON string, or a whole object.
+    """
+
+    index: int | None = None
+    id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+
+
+def assemble_call_deltas(deltas: Iterable[CallDelta]) -> list[RawCall]:
+    """Join streamed fragments into whole calls, keyed by call id.
+
+    A fragment with an id not seen before starts a new call, even when its ``index`` repeats
+    one already used (some OpenAI-compatible servers send every parallel call at index 0). A
+    fragment without an id continues the call last seen at its index, else the last call.
+
+    Returns:
+        The calls in the order their first fragment arrived; string fragments concatenated.
+    """
+    calls: list[RawCall] = []
+    by_id: dict[str, RawCall] = {}
+    at_index: dict[int | None, RawCall] = {}
+    for delta in deltas:
+        call = by_id.get(delta.id) if delta.id else at_index.get(delta.index)
+        if call is None and not delta.id and calls and delta.index is None:
+            call = calls[-1]
+        if call is None:
+            call = RawCall(id=delta.id, name="", arguments=None)
+            calls.append(call)
+            if delta.id:
+                by_id[delta.id] = call
+        at_index[delta.index] = call
+        if delta.name:
+            call.name = call.name + delta.name if call.name and call.name != delta.name \
+                else delta.name
+        if isinstance(delta.arguments, str):
+            call.arguments = (call.arguments if isinstance(call.arguments, str) else "") \
+                + delta.arguments
+        elif delta.arguments is not None:
+            call.arguments = delta.arguments
+    return calls
 
 
 def parse_json_tool_calls(text: str, finish_reason: str | None,

@@ -23,12 +23,13 @@ from bench.descriptions import DEFAULT_VARIANTS, Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
-from bench.providers import Provider, make_provider
+from bench.providers import Provider, ProviderUnavailable, make_provider
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML")
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
+            "google-genai")
 
 
 class RunConfig(BaseModel):
@@ -45,6 +46,12 @@ class RunConfig(BaseModel):
         seed: base sampling seed.
         max_tokens: completion cap in tokens.
         no_call_layout: the local provider's "no tool fits" layout (None: its default).
+        threads: CPU threads of the local model (None: ``$BENCH_THREADS`` or min(4, cores)).
+        tool_choice: HTTP providers: ``auto``, ``required``, ``none`` or a tool name.
+        parallel_tool_calls: HTTP providers: allow several calls per answer (None: default).
+        openai_strict: OpenAI strict mode for tool schemas.
+        stream: HTTP providers: receive answers as server-sent events.
+        request_timeout_s: HTTP providers: per-request timeout in seconds.
         execute: run each answer's calls on the reference backends (execution metrics).
         allow_writes / allow_sensitive: let write / sensitive tools run when executing.
     """
@@ -59,6 +66,13 @@ class RunConfig(BaseModel):
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
     no_call_layout: str | None = None
+    # provider settings (bench.providers; issue 5)
+    threads: int | None = Field(default=None, ge=1)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None
+    openai_strict: bool = False
+    stream: bool = False
+    request_timeout_s: float = Field(default=60.0, gt=0)
     execute: bool = True
     allow_writes: bool = False
     allow_sensitive: bool = False
@@ -189,7 +203,8 @@ def build_row(item: PlanItem, run_id: str, response: Any,
         "query": item.case.query,
         "expected": item.case.expected.model_dump(),
         "request": {**response.request, "variant_sha256": item.variant.sha256},
-        "response": {"raw": response.raw, "finish_reason": response.finish_reason},
+        "response": {"raw": response.raw, "finish_reason": response.finish_reason,
+                     "request_id": getattr(response, "request_id", None)},
         "parsed": response.parsed.model_dump(),
         "metrics": metrics,
         "usage": response.usage.model_dump(),
@@ -227,6 +242,7 @@ class Runner:
         self.command = list(command) if command is not None else list(sys.argv)
         self._factory = provider_factory or _default_factory
         self.providers: dict[str, Provider] = {}
+        self.skipped: dict[str, str] = {}  # provider id -> why it cannot run (no key...)
 
     @classmethod
     def resume(cls, run_id: str, **kwargs: Any) -> "Runner":
@@ -295,12 +311,19 @@ class Runner:
     def open_providers(self) -> None:
         """Start every provider of the run (loads models; fails early on missing ones).
 
+        A provider that raises :class:`ProviderUnavailable` (no API key, optional SDK missing)
+        is recorded in :attr:`skipped` with its reason; the others run.
+
         Raises:
-            BenchError: a provider cannot start.
+            BenchError: a provider cannot start for another reason.
         """
         for provider_id in self.config.providers:
-            if provider_id not in self.providers:
-                provider = self._factory(provider_id, self.config)
+            if provider_id not in self.providers and provider_id not in self.skipped:
+                try:
+                    provider = self._factory(provider_id, self.config)
+                except ProviderUnavailable as exc:
+                    self.skipped[provider_id] = exc.reason
+                    continue
                 self.providers[provider_id] = provider
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
@@ -318,6 +341,9 @@ class Runner:
         if todo:
             self.open_providers()
             manifest["providers"] = [p.describe() for p in self.providers.values()]
+            manifest["providers_skipped"] = [{"provider": k, "reason": v}
+                                             for k, v in self.skipped.items()]
+            todo = [item for item in todo if item.provider_id not in self.skipped]
         manifest.update(status="running", rows_done=done, ended_at=None)
         self.store.write_manifest(manifest)
         finished = done
@@ -348,7 +374,9 @@ class Runner:
             self.providers.clear()
             if execution is not None:
                 execution.close()
-        manifest.update(status="complete", rows_done=finished, ended_at=_now())
+        # "partial": a skipped provider's rows are missing; --resume runs them once it can.
+        manifest.update(status="partial" if self.skipped else "complete", rows_done=finished,
+                        ended_at=_now())
         self.store.write_manifest(manifest)
         return manifest
 
@@ -366,9 +394,15 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
     options: dict[str, Any] = {}
     if provider_id == "local":
         options = {"model_path": config.model_path, "seed": config.seed,
-                   "max_tokens": config.max_tokens}
+                   "max_tokens": config.max_tokens, "threads": config.threads}
         if config.no_call_layout:
             options["no_call_layout"] = config.no_call_layout
+    else:
+        options = {"seed": config.seed, "max_tokens": config.max_tokens,
+                   "tool_choice": config.tool_choice,
+                   "parallel_tool_calls": config.parallel_tool_calls,
+                   "strict": config.openai_strict, "stream": config.stream,
+                   "timeout_s": config.request_timeout_s}
     return make_provider(provider_id, **options)
 
 

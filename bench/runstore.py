@@ -40,15 +40,19 @@ def new_run_id() -> str:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented UTF-8 JSON to ``path`` atomically."""
+    atomic_write_text(path, _dumps(data, indent=2) + "\n")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(_dumps(data, indent=2))
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and manifests are shared alike
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and reports are shared alike
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

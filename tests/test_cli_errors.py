@@ -15,7 +15,7 @@ def assert_one_line_error(result, *fragments):
 
 def test_unknown_dataset(run_bench):
     assert_one_line_error(run_bench("run", "--dataset", "nope"), "unknown dataset 'nope'",
-                          "known: ecommerce")
+                          "known: analytics, ecommerce, logistics")
 
 
 def test_unknown_variant(run_bench):

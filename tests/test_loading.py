@@ -23,10 +23,10 @@ def write_cases(path, lines):
 
 def test_shipped_dataset_loads_and_matches_toolset():
     dataset = load_dataset("ecommerce")
-    assert len(dataset.cases) >= 80
+    assert len(dataset.cases) >= 250  # issue 3
     variant = load_variant("ecommerce", "l10")
     check_against_tools(dataset, "ecommerce", variant.tools)  # raises on unknown tools/args
-    assert len(variant.tools) >= 6
+    assert len(variant.tools) >= 12
 
 
 def test_malformed_line_names_file_and_line(tmp_path):
@@ -80,7 +80,7 @@ def test_unknown_tool_and_argument(tmp_path):
 
 
 def test_unknown_dataset_and_variant_list_known_names(project):
-    with pytest.raises(BenchError, match="known: ecommerce"):
+    with pytest.raises(BenchError, match="known: analytics, ecommerce, logistics"):
         load_dataset("nope")
     with pytest.raises(BenchError, match="available: l3, l10, l30, l50"):
         load_variant("ecommerce", "l7")
@@ -106,13 +106,90 @@ def test_spec_yaml_syntax_error_has_line(tmp_path):
     assert info.value.line is not None and "invalid YAML" in str(info.value)
 
 
-def test_no_dataset_query_is_a_description_example():
+@pytest.mark.parametrize("name", ["ecommerce", "analytics", "logistics"])
+def test_no_dataset_query_is_a_description_example(name):
     from pathlib import Path
 
     from bench.descriptions.specs import load_specs
 
-    specs = load_specs(Path(__file__).resolve().parents[1] / "descriptions" / "ecommerce")
-    examples = {e.query.strip().casefold() for s in specs for e in s.examples}
-    leaked = [c.id for c in load_dataset("ecommerce").cases
-              if c.query.strip().casefold() in examples]
+    dataset = load_dataset(name)
+    root = Path(__file__).resolve().parents[1] / "descriptions"
+    examples = {e.query.strip().casefold() for toolset in dataset.toolsets
+                for s in load_specs(root / toolset) for e in s.examples}
+    leaked = [c.id for c in dataset.cases if c.query.strip().casefold() in examples]
     assert leaked == []  # the l50 examples must not hand the model the test answers
+
+
+def test_jsonl_bytes_bom_crlf_line_separator_and_glob_characters(tmp_path):
+    folder = tmp_path / "we[ird]*"  # glob characters must not empty the dataset
+    folder.mkdir()
+    second = json.loads(json.dumps(CASE))
+    second["id"] = "c2"
+    second["messages"][0]["content"] = "weather\u2028in Paris"  # U+2028 is not a line break
+    path = folder / "cases.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(CASE).encode() + b"\r\n\r\n"
+                     + json.dumps(second, ensure_ascii=False).encode("utf-8") + b"\r\n")
+    dataset = load_dataset(str(path))
+    assert [c.id for c in dataset.cases] == ["c1", "c2"]
+    assert dataset.lines == {"c1": 1, "c2": 3}
+    assert dataset.cases[1].query == "weather\u2028in Paris"
+
+
+def test_non_utf8_line_is_named(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(json.dumps(CASE).encode() + b'\n{"id": "\xff"}\n')
+    with pytest.raises(BenchError, match="not UTF-8") as info:
+        load_dataset(str(path))
+    assert info.value.line == 2
+
+
+def _parquet(folder, records, split="test"):
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(records).to_parquet(folder / f"{split}.parquet")
+    return folder
+
+
+def test_hf_spec_with_json_text_columns_gives_the_same_cases(tmp_path):
+    shipped = load_dataset("ecommerce")
+    records = [{**c.model_dump(exclude_none=True),
+                "messages": json.dumps([m.model_dump(exclude_none=True) for m in c.messages],
+                                       ensure_ascii=False),
+                "expected": json.dumps(c.expected.model_dump(), ensure_ascii=False)}
+               for c in shipped.cases]
+    folder = _parquet(tmp_path / "hub", records)
+    loaded = load_dataset(f"hf:{folder}:test")
+    assert loaded.path == f"hf:{folder}:test" and loaded.lines["ecom-0001"] == 1
+    assert [c.model_dump() for c in loaded.cases] == [c.model_dump() for c in shipped.cases]
+
+
+def test_hf_spec_with_nested_columns_drops_arrow_null_fill(tmp_path):
+    multi = {"id": "c2", "toolset": "ecommerce", "lang": "en",
+             "messages": [{"role": "user", "content": "status of ORD20261108?"},
+                          {"role": "assistant", "content": None, "tool_calls": [
+                              {"id": "call_1", "name": "get_order_status",
+                               "arguments": {"order_id": "ORD20261108"}}]},
+                          {"role": "tool", "tool_call_id": "call_1", "content": "{}"},
+                          {"role": "user", "content": "thanks, that is all about the order"}],
+             "expected": {"no_call": True}, "tags": ["multi-turn"]}
+    folder = _parquet(tmp_path / "hub", [CASE, multi])
+    loaded = load_dataset(f"hf:{folder}")  # one split: taken without naming it
+    first, second = loaded.cases
+    # Arrow gives CASE's expected a no_call column and its messages tool_calls: null; dropped.
+    assert first.expected.calls[0].arguments == {"city": ["Paris"]} and not first.expected.no_call
+    assert second.messages[1].tool_calls[0]["arguments"] == {"order_id": "ORD20261108"}
+    assert second.messages[2].tool_call_id == "call_1" and second.expected.no_call
+
+
+def test_hf_spec_errors_name_spec_row_and_field(tmp_path):
+    broken = {**CASE, "id": "c2", "lang": "fr"}
+    folder = _parquet(tmp_path / "hub", [CASE, broken])
+    with pytest.raises(BenchError) as info:
+        load_dataset(f"hf:{folder}:test")
+    assert (info.value.file, info.value.line, info.value.field) == (f"hf:{folder}:test", 2, "lang")
+    _parquet(folder, [CASE], split="train")
+    with pytest.raises(BenchError, match="has splits test, train; name one"):
+        load_dataset(f"hf:{folder}")
+    with pytest.raises(BenchError, match="cannot load .* FileNotFoundError"):
+        load_dataset(f"hf:{tmp_path / 'missing'}")

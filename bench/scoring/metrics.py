@@ -8,6 +8,15 @@ duplicates are counted right. Cases marked ``ordered`` pair calls by position in
 Metric values are ``True``/``False``, or ``None`` where the metric does not apply to the case
 (argument accuracy on a no-call case, no-call accuracy on a case that expects calls); rates
 drop ``None`` from their denominator.
+
+Strict and lenient scores sit side by side. The strict score takes the arguments exactly as
+sent (a double-encoded arguments string is an invalid call). The lenient score first applies
+the repairs of :func:`repair_arguments` (double-encoded JSON, numbers sent as strings coerced by
+the schema type, enum values in the wrong case, arrays/objects sent as JSON strings) and
+records which repairs it needed in ``CaseScore.lenient_repairs``.
+
+Error codes (``CaseScore.error_codes``) are the stable taxonomy below; reports, the gate and
+``bench compare`` key on these strings, so a code is never renamed, only added.
 """
 
 from __future__ import annotations
@@ -39,29 +48,62 @@ WRONG_VALUE = "wrong_argument_value"   # an argument's value is not acceptable
 MISSING_ARGUMENT = "missing_argument"  # an argument that may not be omitted was omitted
 UNEXPECTED_ARGUMENT = "unexpected_argument"  # an argument the label does not allow was sent
 SCHEMA_INVALID = "schema_invalid"      # a call's arguments fail the tool's JSON Schema
+HALLUCINATED_ARGUMENT = "hallucinated_argument"  # an argument the tool's schema does not define
+MISSING_REQUIRED = "missing_required"  # an argument the tool's schema requires was omitted
+ENUM_CASE = "enum_case"                # an enum value differing only in letter case
+TYPE_ERROR = "type_error"              # a value of the wrong JSON type for its schema
+INVALID_ARGUMENTS = "invalid_arguments"  # arguments not decodable as a JSON object (strictly)
+
+ERROR_CODES = (UNPARSEABLE, FALSE_NO_CALL, FALSE_CALL, WRONG_TOOL, MISSING_CALL, EXTRA_CALL,
+               HALLUCINATED_TOOL, WRONG_VALUE, MISSING_ARGUMENT, UNEXPECTED_ARGUMENT,
+               SCHEMA_INVALID, HALLUCINATED_ARGUMENT, MISSING_REQUIRED, ENUM_CASE, TYPE_ERROR,
+               INVALID_ARGUMENTS)
+
+# Lenient repairs (``CaseScore.lenient_repairs`` entries end with one of these).
+REPAIR_DOUBLE_ENCODED = "double_encoded"      # arguments were a JSON string inside a JSON string
+REPAIR_STRING_NUMBER = "string_number"        # "3" for an integer/number property -> 3
+REPAIR_ENUM_CASE = "enum_case"                # "ASC" for enum ["asc", "desc"] -> "asc"
+REPAIR_JSON_STRING = "json_string_array"      # '["a","b"]' for an array (or object) -> decoded
+REPAIRS = (REPAIR_DOUBLE_ENCODED, REPAIR_STRING_NUMBER, REPAIR_ENUM_CASE, REPAIR_JSON_STRING)
 
 _NAME_MISMATCH_COST = 10.0
 
 
 class CaseScore(BaseModel):
-    """The metrics of one answer to one case.
+    """The metrics of one answer to one case (one result row's ``metrics``).
 
     Attributes:
-        selection_correct: the multiset of called tool names equals the expected one (for a
-            no-call case: no call was made). False for an unparseable answer.
-        selection_precision / selection_recall / selection_f1: multiset overlap of names
-            (None on no-call cases).
-        arguments_correct: selection is correct and every matched call has only acceptable
-            argument values (None on no-call cases).
-        argument_results: ``"<call index>.<argument>" -> bool`` for matched calls.
-        schema_valid: every call's arguments validate against its tool's JSON Schema (None when
-            no call was made).
+        selection_correct: the multiset of called tool names equals the expected one (ordered
+            cases: the sequence); for a no-call or ask case: no call was made. False for an
+            unparseable answer.
+        selection_precision: matched names / called names (multiset overlap; 0.0 when no call
+            was made; None on no-call/ask cases).
+        selection_recall: matched names / expected names (None on no-call/ask cases).
+        selection_f1: harmonic mean of the two (0.0 when both are 0; None on no-call/ask cases).
+        arguments_correct: strict: selection is correct and every matched call sends only
+            acceptable values, as sent (None on no-call/ask cases).
+        arguments_correct_lenient: the same after the lenient repairs (None on no-call/ask).
+        argument_results: per-argument correctness (strict), ``"<expected call index>.<arg>"
+            -> bool``, for calls paired with an expected call.
+        schema_valid: every call's arguments, as sent, validate against its tool's JSON Schema
+            (None when no call was made).
+        schema_valid_lenient: the same after the lenient repairs.
         no_call_correct: on a no-call case, no call was made (None on other cases).
         ask_correct: on an ask case (information missing), no call was made (None on other
             cases). Whether the prose really asks is not judged.
         hallucinated_tool: some call names a tool the variant does not have.
-        error_codes: sorted distinct error codes.
-        argument_errors: ``"tool.argument: expected -> got"`` strings for wrong values.
+        hallucinated_argument: some call sends an argument its tool's schema does not define
+            (top-level ``properties``).
+        missing_required: some call omits an argument its tool's schema ``required`` lists (at
+            any depth, as ``jsonschema`` reports it).
+        enum_case_error: some value is outside its ``enum`` but equals an enum member
+            case-insensitively (the "ASC" vs "asc" failure).
+        type_error: some value has the wrong JSON type for its schema (``jsonschema`` "type"
+            errors, any depth; an integer is a number, a boolean is not).
+        lenient_repairs: ``"<tool>.<argument>: <repair>"`` (``"<tool>: double_encoded"`` for a
+            whole call) for every repair the lenient score needed; see :data:`REPAIRS`.
+        error_codes: sorted distinct codes of :data:`ERROR_CODES` (strict).
+        argument_errors: ``"tool.argument: expected -> got"`` strings for wrong values (strict).
     """
 
     selection_correct: bool
@@ -69,11 +111,18 @@ class CaseScore(BaseModel):
     selection_recall: float | None = None
     selection_f1: float | None = None
     arguments_correct: bool | None = None
+    arguments_correct_lenient: bool | None = None
     argument_results: dict[str, bool] = Field(default_factory=dict)
     schema_valid: bool | None = None
+    schema_valid_lenient: bool | None = None
     no_call_correct: bool | None = None
     ask_correct: bool | None = None
     hallucinated_tool: bool = False
+    hallucinated_argument: bool = False
+    missing_required: bool = False
+    enum_case_error: bool = False
+    type_error: bool = False
+    lenient_repairs: list[str] = Field(default_factory=list)
     error_codes: list[str] = Field(default_factory=list)
     argument_errors: list[str] = Field(default_factory=list)
 
@@ -172,6 +221,14 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
                 if expected[i].name == predicted[i].name]
     if not expected or not predicted:
         return []
+    names_e = [e.name for e in expected]
+    names_p = [p.name for p in predicted]
+    if len(set(names_e)) == len(names_e) and len(set(names_p)) == len(names_p):
+        # Every name occurs at most once on each side: pairing equal names is the optimal
+        # assignment (breaking an equal-name pair costs a name mismatch, 10, more than any
+        # argument cost, at most 1), so the solver is not needed.
+        where = {name: index for index, name in enumerate(names_p)}
+        return [(i, where[name]) for i, name in enumerate(names_e) if name in where]
     cost = np.array([[_pair_cost(p, e) for p in predicted] for e in expected])
     rows, cols = linear_sum_assignment(cost)
     return [(int(r), int(c)) for r, c in zip(rows, cols)
@@ -184,6 +241,66 @@ def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
         json.loads(schema_json), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+_SCHEMA_KEYS: dict[int, tuple[dict[str, Any], str]] = {}
+
+
+def _schema_key(tool: Tool) -> str:
+    """The tool schema's canonical JSON, cached by the identity of the schema object (no
+    re-serialising per call); a reused id with another schema object is detected."""
+    schema = tool.input_schema
+    cached = _SCHEMA_KEYS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_SCHEMA_KEYS) > 1024:
+            _SCHEMA_KEYS.clear()
+        cached = (schema, json.dumps(schema, sort_keys=True))
+        _SCHEMA_KEYS[id(schema)] = cached
+    return cached[1]
+
+
+def _classify(validator: jsonschema.Draft202012Validator, arguments: Any
+              ) -> tuple[bool, frozenset[str]]:
+    codes: set[str] = set()
+    valid = True
+    for error in validator.iter_errors(arguments):
+        valid = False
+        if error.validator == "required":
+            codes.add(MISSING_REQUIRED)
+        elif error.validator == "type":
+            codes.add(TYPE_ERROR)
+        elif error.validator == "enum" and isinstance(error.instance, str) and any(
+                isinstance(e, str) and e.casefold() == error.instance.casefold()
+                for e in error.validator_value):
+            codes.add(ENUM_CASE)
+    return valid, frozenset(codes)
+
+
+_VALIDATION_MEMO: dict[tuple[str, str], tuple[bool, frozenset[str]]] = {}
+_VALIDATION_MEMO_SIZE = 65536
+validation_memo_stats = {"hits": 0, "misses": 0}
+
+
+def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
+    """(valid, codes among missing_required / type_error / enum_case) of one call's arguments
+    against its tool's JSON Schema.
+
+    Memoised on the schema and ``repr(arguments)`` (distinct JSON values have distinct reprs:
+    ``1``, ``1.0``, ``True`` and ``"1"`` differ): a model repeats the same call across trials,
+    variants and cases, and validation is the costliest step of scoring. The memo is cleared
+    when it reaches 65,536 entries.
+    """
+    key = (_schema_key(tool), repr(arguments))
+    found = _VALIDATION_MEMO.get(key)
+    if found is not None:
+        validation_memo_stats["hits"] += 1
+        return found
+    validation_memo_stats["misses"] += 1
+    found = _classify(_validator(key[0]), arguments)
+    if len(_VALIDATION_MEMO) >= _VALIDATION_MEMO_SIZE:
+        _VALIDATION_MEMO.clear()
+    _VALIDATION_MEMO[key] = found
+    return found
+
+
 def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
     """JSON Schema errors of a call's arguments (``["unknown tool"]`` when there is no tool)."""
     if tool is None:
@@ -194,16 +311,208 @@ def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
     return [e.message for e in validator.iter_errors(call.arguments)]
 
 
+_NUMERIC = frozenset({"integer", "number"})
+_CONTAINER = frozenset({"array", "object"})
+
+
+def _schema_types(schema: dict[str, Any]) -> frozenset[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return frozenset((kind,))
+    return frozenset(k for k in kind if isinstance(k, str)) if isinstance(kind, list) \
+        else frozenset()
+
+
+def _repair_string(value: str, schema: dict[str, Any], path: Any, repairs: list[str]) -> Any:
+    kind = schema.get("type")
+    if kind == "string":  # the common case: only the enum case can need a repair
+        types: frozenset[str] = frozenset(("string",))
+    else:
+        types = _schema_types(schema)
+    if "string" not in types:
+        if types & _NUMERIC:
+            try:
+                number = json.loads(value.strip())
+            except (ValueError, RecursionError):
+                number = None
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and (
+                    "number" in types or float(number).is_integer()):
+                repairs.append(f"{path()}: {REPAIR_STRING_NUMBER}")
+                return int(number) if "number" not in types else number
+        if types & _CONTAINER:
+            try:
+                decoded = json.loads(value)
+            except (ValueError, RecursionError):
+                decoded = None
+            if isinstance(decoded, (list, dict)):
+                repairs.append(f"{path()}: {REPAIR_JSON_STRING}")
+                return _repair_value(decoded, schema, path, repairs)
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
+        if len(folded) == 1:
+            repairs.append(f"{path()}: {REPAIR_ENUM_CASE}")
+            return folded[0]
+    return value
+
+
+def _repair_value(value: Any, schema: Any, path: Any, repairs: list[str]) -> Any:
+    """Repair one value against its (sub)schema; append ``"<path>: <repair>"`` per repair.
+
+    ``path`` is a zero-argument callable giving the value's path (built only when needed).
+    """
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, str):
+        return _repair_string(value, schema, path, repairs)
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        props = schema["properties"]
+        return {k: _repair_value(v, props.get(k), lambda k=k: f"{path()}.{k}", repairs)
+                for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_repair_value(v, schema["items"], lambda i=i: f"{path()}[{i}]", repairs)
+                for i, v in enumerate(value)]
+    return value
+
+
+def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
+                     tool_name: str = "") -> tuple[dict[str, Any], list[str]]:
+    """The lenient repairs of one call's arguments, decided by the schema, never by the value.
+
+    Repairs (BRIEF §8): a string holding a number for an ``integer``/``number`` property
+    becomes the number (``"3"`` -> 3; ``"3.5"`` stays a string for an ``integer``); a string
+    holding JSON for an ``array``/``object`` property is decoded; a string outside its
+    ``enum`` that equals exactly one member case-insensitively becomes that member. Applied
+    recursively through ``properties`` and ``items``. A property whose schema also allows
+    ``string`` is never coerced.
+
+    Args:
+        arguments: decoded arguments (dict).
+        input_schema: the tool's JSON Schema.
+        tool_name: prefix of the repair paths.
+
+    Returns:
+        (repaired copy, ``["<tool>.<arg path>: <repair>", ...]``); the input is not modified.
+    """
+    repairs: list[str] = []
+    props = input_schema.get("properties") if isinstance(input_schema, dict) else None
+    if not isinstance(props, dict):
+        return dict(arguments), repairs
+    repaired = {k: _repair_value(v, props.get(k), lambda k=k: f"{tool_name}.{k}", repairs)
+                for k, v in arguments.items()}
+    return repaired, repairs
+
+
+def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool]
+                   ) -> tuple[list[ToolCall], list[str]]:
+    lenient: list[ToolCall] = []
+    repairs: list[str] = []
+    for call in calls:
+        if REPAIR_DOUBLE_ENCODED in call.notes and call.valid:
+            repairs.append(f"{call.name}: {REPAIR_DOUBLE_ENCODED}")
+        tool = by_name.get(call.name)
+        if tool is None or not call.valid:
+            lenient.append(call)
+            continue
+        fixed, found = repair_arguments(call.arguments, tool.input_schema, call.name)
+        repairs += found
+        lenient.append(call.model_copy(update={"arguments": fixed}) if found else call)
+    return lenient, repairs
+
+
+def _strict_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    # Strictly, a double-encoded arguments string is not a JSON object: the call is invalid.
+    return [c.model_copy(update={"valid": False}) if REPAIR_DOUBLE_ENCODED in c.notes else c
+            for c in calls]
+
+
+def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
+        bool | None, set[str]]:
+    """(all calls schema-valid or None without calls, error codes found in the schema check)."""
+    if not calls:
+        return None, set()
+    codes: set[str] = set()
+    valid = True
+    for call in calls:
+        tool = by_name.get(call.name)
+        if tool is None:
+            valid = False
+            continue
+        if not call.valid:
+            valid = False
+            codes.add(INVALID_ARGUMENTS)
+            continue
+        props = tool.input_schema.get("properties", {})
+        if isinstance(props, dict) and any(k not in props for k in call.arguments):
+            codes.add(HALLUCINATED_ARGUMENT)
+        call_valid, call_codes = _validation(tool, call.arguments)
+        valid = valid and call_valid
+        codes |= call_codes
+    if not valid:
+        codes.add(SCHEMA_INVALID)
+    return valid, codes
+
+
+def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: bool
+                     ) -> tuple[bool, dict[str, bool], set[str], list[str]]:
+    """(arguments correct, per-argument results, error codes, argument error strings)."""
+    pairs = match_calls(expected.calls, calls, expected.ordered)
+    results: dict[str, bool] = {}
+    codes: set[str] = set()
+    arg_errors: list[str] = []
+    all_ok = True
+    for e_index, p_index in pairs:
+        call, exp = calls[p_index], expected.calls[e_index]
+        if not call.valid:
+            all_ok = False
+            continue
+        for arg, ok in argument_results(call, exp).items():
+            results[f"{e_index}.{arg}"] = ok
+            if ok:
+                continue
+            all_ok = False
+            if arg not in exp.arguments:
+                codes.add(UNEXPECTED_ARGUMENT)
+                arg_errors.append(f"{exp.name}.{arg}: (not allowed) -> {call.arguments[arg]!r}")
+            elif call.arguments.get(arg) is None:
+                codes.add(MISSING_ARGUMENT)
+                arg_errors.append(f"{exp.name}.{arg}: {_show(exp.arguments[arg])} -> (omitted)")
+            else:
+                got = call.arguments[arg]
+                codes.add(WRONG_VALUE)
+                if isinstance(got, str) and any(isinstance(w, str) and w != got and
+                                                w.casefold() == got.casefold()
+                                                for w in exp.arguments[arg]):
+                    codes.add(ENUM_CASE)
+                arg_errors.append(f"{exp.name}.{arg}: {_show(exp.arguments[arg])} -> {got!r}")
+    return selection and all_ok and len(pairs) == len(expected.calls), results, codes, arg_errors
+
+
+def _built_score(**fields: Any) -> CaseScore:
+    """A CaseScore from values built here with their declared types: no re-validation, and every
+    field passed explicitly (pydantic's default factories are slow to resolve per instance)."""
+    values = {"selection_precision": None, "selection_recall": None, "selection_f1": None,
+              "arguments_correct": None, "arguments_correct_lenient": None,
+              "argument_results": {}, "schema_valid": None, "schema_valid_lenient": None,
+              "no_call_correct": None, "ask_correct": None, "hallucinated_tool": False,
+              "hallucinated_argument": False, "missing_required": False,
+              "enum_case_error": False, "type_error": False, "lenient_repairs": [],
+              "error_codes": [], "argument_errors": [], **fields}
+    return CaseScore.model_construct(**values)
+
+
 def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
-    """Score one parsed answer against one case's label.
+    """Score one parsed answer against one case's label, strictly and leniently.
 
     Args:
         expected: the case's label.
         answer: the parsed answer (``answer.error`` set means undecodable).
-        tools: the variant's tools (for schema validity and hallucinated tools).
+        tools: the variant's tools (for schema validity and hallucinated tools/arguments).
 
     Returns:
-        A :class:`CaseScore`; see its attributes for each metric's definition.
+        A :class:`CaseScore`; see its attributes for each metric's definition. The label's
+        case-insensitive match of a wrong string value (an enum value in the wrong case) also
+        sets ``enum_case_error``.
     """
     is_no_call = expected.no_call or expected.ask
     if answer.error is not None:
@@ -213,31 +522,35 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
             selection_recall=None if is_no_call else 0.0,
             selection_f1=None if is_no_call else 0.0,
             arguments_correct=None if is_no_call else False,
+            arguments_correct_lenient=None if is_no_call else False,
             schema_valid=False,
+            schema_valid_lenient=False,
             no_call_correct=False if expected.no_call else None,
             ask_correct=False if expected.ask else None,
             error_codes=[UNPARSEABLE],
         )
     by_name = {t.name: t for t in tools}
-    calls = answer.calls
-    codes: set[str] = set()
+    calls = _strict_calls(answer.calls)
+    lenient, repairs = _lenient_calls(answer.calls, by_name)
     hallucinated = any(c.name not in by_name for c in calls)
-    if hallucinated:
-        codes.add(HALLUCINATED_TOOL)
-    schema_valid: bool | None = None
-    if calls:
-        schema_valid = all(not schema_errors(c, by_name.get(c.name)) for c in calls)
-        if not schema_valid:
-            codes.add(SCHEMA_INVALID)
+    codes: set[str] = {HALLUCINATED_TOOL} if hallucinated else set()
+    schema_valid, schema_codes = _schema_flags(calls, by_name)
+    codes |= schema_codes
+    schema_valid_lenient = schema_valid if not repairs else _schema_flags(lenient, by_name)[0]
+    flags = dict(hallucinated_tool=hallucinated,
+                 hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
+                 missing_required=MISSING_REQUIRED in codes, type_error=TYPE_ERROR in codes,
+                 schema_valid=schema_valid, schema_valid_lenient=schema_valid_lenient,
+                 lenient_repairs=repairs)
 
     if is_no_call:
         if calls:
             codes.add(FALSE_CALL)
-        return CaseScore(selection_correct=not calls, schema_valid=schema_valid,
-                         no_call_correct=(not calls) if expected.no_call else None,
-                         ask_correct=(not calls) if expected.ask else None,
-                         hallucinated_tool=hallucinated,
-                         error_codes=sorted(codes))
+        return _built_score(
+            selection_correct=not calls,
+            no_call_correct=(not calls) if expected.no_call else None,
+            ask_correct=(not calls) if expected.ask else None,
+            enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
 
     want = Counter(e.name for e in expected.calls)
     got = Counter(c.name for c in calls)
@@ -258,43 +571,23 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
             if got[name] > want[name]:
                 codes.add(EXTRA_CALL if name in want else WRONG_TOOL)
 
-    pairs = match_calls(expected.calls, calls, expected.ordered)
-    results: dict[str, bool] = {}
-    arg_errors: list[str] = []
-    all_args_ok = True
-    for e_index, p_index in pairs:
-        call, exp = calls[p_index], expected.calls[e_index]
-        if not call.valid:
-            all_args_ok = False
-            continue
-        for arg, ok in argument_results(call, exp).items():
-            results[f"{e_index}.{arg}"] = ok
-            if ok:
-                continue
-            all_args_ok = False
-            if arg not in exp.arguments:
-                codes.add(UNEXPECTED_ARGUMENT)
-                arg_errors.append(f"{exp.name}.{arg}: (not allowed) -> {call.arguments[arg]!r}")
-            elif call.arguments.get(arg) is None:
-                codes.add(MISSING_ARGUMENT)
-                arg_errors.append(f"{exp.name}.{arg}: {_show(exp.arguments[arg])} -> (omitted)")
-            else:
-                codes.add(WRONG_VALUE)
-                arg_errors.append(
-                    f"{exp.name}.{arg}: {_show(exp.arguments[arg])} -> {call.arguments[arg]!r}")
-    arguments_ok = selection and all_args_ok and len(pairs) == len(expected.calls)
-    return CaseScore(
+    arguments_ok, results, arg_codes, arg_errors = _arguments_score(expected, calls, selection)
+    codes |= arg_codes
+    lenient_ok = arguments_ok if not repairs else _arguments_score(expected, lenient,
+                                                                   selection)[0]
+    return _built_score(
         selection_correct=selection,
         selection_precision=precision,
         selection_recall=recall,
         selection_f1=f1,
         arguments_correct=arguments_ok,
+        arguments_correct_lenient=lenient_ok,
         argument_results=results,
-        schema_valid=schema_valid,
         no_call_correct=None,
-        hallucinated_tool=hallucinated,
+        enum_case_error=ENUM_CASE in codes,
         error_codes=sorted(codes),
         argument_errors=arg_errors,
+        **flags,
     )
 
 

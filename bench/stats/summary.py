@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
 
 # (column prefix, metric key in a row's "metrics")
@@ -26,28 +27,9 @@ RATE_METRICS = (
 
 
 def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Flatten result rows into one DataFrame, one row per result row.
-
-    Columns: ``case_id, toolset, variant, provider, trial, lang`` (str/int), one column per
-    metric of :data:`RATE_METRICS` (object: True/False/None), ``prompt_tokens``,
-    ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens`` (int, tokens),
-    ``latency_s`` (float, seconds).
-    """
-    records = []
-    seen: set[str] = set()
-    for row in rows:
-        if row["key"] in seen:  # a row copied twice counts once
-            continue
-        seen.add(row["key"])
-        record = {k: row[k] for k in ("case_id", "toolset", "variant", "provider", "trial",
-                                      "lang")}
-        for _, key in RATE_METRICS:
-            record[key] = row["metrics"].get(key)
-        record.update({f"{k}": v for k, v in row["usage"].items()})
-        record["tool_definition_tokens"] = row.get("tool_definition_tokens")
-        record["latency_s"] = row["latency_s"]
-        records.append(record)
-    return pd.DataFrame.from_records(records)
+    """Result rows as a DataFrame: :func:`bench.stats.frame.results_frame` (column schema
+    documented there)."""
+    return results_frame(rows)
 
 
 def _rate(values: pd.Series) -> tuple[int, int]:
@@ -69,7 +51,7 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record: dict[str, Any] = {"provider": provider, "variant": variant,
                                   "cases": int(group["case_id"].nunique())}
         for prefix, key in RATE_METRICS:
-            k, n = _rate(group[key])
+            k, n = _rate(group[key]) if key in group else (0, 0)
             low, high = wilson_interval(k, n)
             record.update({f"{prefix}_k": k, f"{prefix}_n": n,
                            f"{prefix}_rate": k / n if n else float("nan"),

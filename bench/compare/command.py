@@ -1,0 +1,246 @@
+"""``bench compare A B``: the command line around :func:`bench.compare.core.compare_rows`.
+
+Where A and B come from:
+- ``--run RUN_ID``: A and B are variants of that stored run;
+- otherwise, when both name stored runs: two run ids (paired variant by variant when the runs
+  have the same variants; a run with a single variant pairs with the other's single variant);
+- otherwise A and B are variants, run now on ``--dataset`` with ``--provider`` (a new run).
+
+Exit codes: 0 no significant regression; 1 a significant regression beyond ``--margin``;
+2 bad input (one ``error:`` line).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bench.errors import BenchError
+
+if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
+    from bench.compare.core import Comparison
+
+_VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green",
+                  "within margin": "yellow", "no significant difference": "dim"}
+
+
+def _console(stderr: bool = False) -> Console:
+    if not stderr and "COLUMNS" not in os.environ and not Console().is_terminal:
+        return Console(width=200)
+    return Console(stderr=stderr)
+
+
+def _rows_of(run_id: str) -> list[dict[str, Any]]:
+    from bench.paths import runs_dir
+    from bench.runstore import RunStore
+
+    store = RunStore(runs_dir(), run_id)
+    store.read_manifest()  # BenchError when the run does not exist
+    rows = list(store.rows())
+    if not rows:
+        raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
+    return rows
+
+
+def _is_run(name: str) -> bool:
+    from bench.paths import runs_dir
+    from bench.runstore import RUN_ID_PATTERN, RunStore
+
+    return bool(RUN_ID_PATTERN.fullmatch(name)) and RunStore(runs_dir(), name).exists()
+
+
+def _split_variant(rows: list[dict[str, Any]], variant: str, where: str) -> list[dict[str, Any]]:
+    chosen = [r for r in rows if r["variant"] == variant]
+    if not chosen:
+        known = sorted({r["variant"] for r in rows})
+        raise BenchError(f"{where} has no variant '{variant}' (it has {', '.join(known)})")
+    return chosen
+
+
+def _pct(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value * 100:.1f}%"
+
+
+def _points(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value * 100:+.1f}"
+
+
+def _p(value: float) -> str:
+    return f"{value:.3g}" if value >= 0.001 else "<0.001"
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """A rich Table of a :class:`~bench.compare.core.Comparison`, one row per test."""
+    level = round(comparison.confidence * 100)
+    table = Table(title=f"{comparison.label_a} (A) vs {comparison.label_b} (B), paired; "
+                        f"alpha {comparison.alpha}, margin {comparison.margin * 100:.1f} points",
+                  title_justify="left")
+    for column, justify in (("group", "left"), ("metric", "left"), ("pairs", "right"),
+                            ("A", "right"), ("B", "right"),
+                            (f"B-A points [{level}% CI]", "right"), ("A only/B only", "right"),
+                            ("p (McNemar mid-p)" if comparison.mid_p else "p (McNemar exact)",
+                             "right"), ("p (Holm)", "right"),
+                            (f"MDD {round(comparison.power * 100)}% power", "right"),
+                            ("verdict", "left")):
+        table.add_column(column, justify=justify)
+    for test in comparison.tests:
+        table.add_row(escape(test.group), test.metric, str(test.n), _pct(test.rate_a),
+                      _pct(test.rate_b),
+                      f"{_points(test.diff)} [{_points(test.diff_low)}, {_points(test.diff_high)}]",
+                      f"{test.a_only}/{test.b_only}", _p(test.p_value), _p(test.p_holm),
+                      "-" if math.isnan(test.mdd) else f"{test.mdd * 100:.1f} pts",
+                      f"[{_VERDICT_STYLE[test.verdict]}]{test.verdict}[/]")
+    return table
+
+
+def print_flips(console: Console, comparison: Comparison, metrics: list[str],
+                show: int) -> None:
+    """Print flipped cases of ``metrics`` both ways, at most ``show`` per direction."""
+    if show == 0:
+        return
+    for metric in metrics:
+        for direction, title in (("lost", f"right in {comparison.label_a}, wrong in "
+                                          f"{comparison.label_b}"),
+                                 ("gained", f"wrong in {comparison.label_a}, right in "
+                                            f"{comparison.label_b}")):
+            flips = [f for f in comparison.flips if f.metric == metric
+                     and f.direction == direction]
+            if not flips:
+                continue
+            console.print(f"\n[bold]{metric}: {len(flips)} {title}[/]"
+                          + (f" (first {show})" if len(flips) > show else ""))
+            for flip in flips[:show]:
+                trial = f" trial {flip.trial}" if flip.trial else ""
+                console.print(f"  [cyan]{escape(flip.case_id)}[/]{trial} [{escape(flip.group)}] "
+                              f"{escape(flip.query)}", soft_wrap=True)
+                console.print(f"    expected: {escape(flip.expected)}", soft_wrap=True)
+                console.print(f"    A: {escape(flip.answer_a)}", soft_wrap=True)
+                console.print(f"    B: {escape(flip.answer_b)}", soft_wrap=True)
+
+
+def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
+             limit: int | None, cases: list[str] | None, model_path: str | None, seed: int,
+             run_id: str | None) -> list[dict[str, Any]]:
+    from bench.runner import RunConfig, Runner
+
+    config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
+                       providers=providers or ["local"], trials=trials, limit=limit,
+                       case_ids=cases or None, model_path=model_path, seed=seed)
+    runner = Runner(config, run_id=run_id)
+    if runner.store.exists():
+        raise BenchError(f"run '{runner.store.run_id}' already exists; compare it with "
+                         f"--run {runner.store.run_id}")
+    _console(stderr=True).print(f"running {variant_a} and {variant_b}: {len(runner.plan)} rows "
+                                f"-> {runner.store.dir}")
+    runner.run()
+    return list(runner.store.rows())
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def compare(
+    a: Annotated[str, typer.Argument(help="Variant A (the baseline), or a run id.")],
+    b: Annotated[str, typer.Argument(help="Variant B (the candidate), or a run id.")],
+    run: Annotated[Optional[str], typer.Option(
+        "--run", help="Take variants A and B from this stored run.")] = None,
+    variant: Annotated[Optional[str], typer.Option(
+        help="Comparing two runs: only this variant of each.")] = None,
+    dataset: Annotated[str, typer.Option(help="Running now: dataset name or .jsonl path.")]
+    = "ecommerce",
+    provider: Annotated[Optional[list[str]], typer.Option(
+        "--provider", "-p", help="Running now: provider id(s).")] = None,
+    trials: Annotated[int, typer.Option(min=1, help="Running now: trials per case.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Running now: first N cases.")]
+    = None,
+    cases: Annotated[Optional[list[str]], typer.Option(help="Running now: these case ids.")]
+    = None,
+    model_path: Annotated[Optional[str], typer.Option(help="Running now: local GGUF.")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="Running now: name the new run.")]
+    = None,
+    metrics: Annotated[Optional[list[str]], typer.Option(
+        "--metrics", "-m", help="Binary metrics to test (default: all accuracy metrics).")]
+    = None,
+    alpha: Annotated[float, typer.Option(min=0.0001, max=0.5,
+                                         help="Family-wise significance level (Holm).")] = 0.05,
+    margin: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Regressions no larger than this fraction pass (0.02 = 2 points).")]
+    = 0.0,
+    n_boot: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+    mid_p: Annotated[bool, typer.Option(
+        "--mid-p", help="McNemar mid-p values (closer to alpha, not guaranteed below it).")]
+    = False,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed (and sampling seed when running).")]
+    = 1234,
+    show: Annotated[int, typer.Option(min=0, help="Flipped cases shown per direction.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")]
+    = False,
+) -> None:
+    """Compare A and B on the cases both have: McNemar exact tests, paired bootstrap
+    intervals, Holm correction, minimum detectable difference, and the flipped cases.
+
+    Exit code 0: no significant regression; 1: a significant regression beyond --margin;
+    2: bad input."""
+    from bench.compare.core import compare_rows
+
+    group_by: tuple[str, ...] = ("provider",)
+    if run:
+        rows = _rows_of(run)
+        rows_a = _split_variant(rows, a, f"run '{run}'")
+        rows_b = _split_variant(rows, b, f"run '{run}'")
+        label_a, label_b = a, b
+    elif _is_run(a) and _is_run(b):
+        rows_a, rows_b = _rows_of(a), _rows_of(b)
+        if variant:
+            rows_a = _split_variant(rows_a, variant, f"run '{a}'")
+            rows_b = _split_variant(rows_b, variant, f"run '{b}'")
+        variants_a = {r["variant"] for r in rows_a}
+        variants_b = {r["variant"] for r in rows_b}
+        if variants_a == variants_b:
+            group_by = ("provider", "variant")
+        elif not (len(variants_a) == 1 and len(variants_b) == 1):
+            raise BenchError(f"runs '{a}' and '{b}' have different variants "
+                             f"({', '.join(sorted(variants_a))} vs "
+                             f"{', '.join(sorted(variants_b))}); pick one with --variant")
+        label_a, label_b = a, b
+    else:
+        if a == b:
+            raise BenchError(f"A and B are the same variant '{a}'")
+        rows = _run_now(a, b, dataset, _split(provider), trials, limit, _split(cases),
+                        model_path, seed, run_id)
+        rows_a = _split_variant(rows, a, "the new run")
+        rows_b = _split_variant(rows, b, "the new run")
+        label_a, label_b = a, b
+    try:
+        comparison = compare_rows(rows_a, rows_b, label_a=label_a, label_b=label_b,
+                                  metrics=_split(metrics) or None, group_by=group_by,
+                                  alpha=alpha, margin=margin, n_boot=n_boot, seed=seed,
+                                  mid_p=mid_p)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    out = _console()
+    if as_json:
+        print(comparison.model_dump_json(indent=2))
+    else:
+        out.print(comparison_table(comparison))
+        if comparison.unpaired_a or comparison.unpaired_b:
+            out.print(f"unpaired rows left out: {comparison.unpaired_a} of A, "
+                      f"{comparison.unpaired_b} of B")
+        decided = [t.metric for t in comparison.tests
+                   if t.verdict in ("regression", "improvement")]
+        shown = list(dict.fromkeys(decided + [m for m in ("selection_correct",
+                                                          "arguments_correct")
+                                              if any(t.metric == m for t in comparison.tests)]))
+        print_flips(out, comparison, shown, show)
+        regressions = comparison.regressions
+        out.print("\n" + (f"[bold red]significant regression[/] in "
+                          f"{', '.join(f'{t.metric} ({t.group})' for t in regressions)}"
+                          if regressions else "no significant regression"))
+    raise typer.Exit(comparison.exit_code)

@@ -1,0 +1,420 @@
+"""Paired comparison of two sets of result rows on the cases both have.
+
+For each binary metric (True = good) and each group (provider by default) the rows of A and B
+are paired on ``(case_id, trial)``; a pair counts when the metric applies to both rows. Per
+pair set:
+
+- McNemar's exact test: under "no difference" the discordant pairs split 50/50, so the
+  p-value is a two-sided exact binomial test of (B right, A wrong) among all discordant pairs
+  (McNemar 1947). Being exact it is conservative: its false-positive rate is at most alpha,
+  and below it when there are few discordant pairs.
+- The difference ``rate_B - rate_A`` with a paired percentile bootstrap interval that resamples
+  cases (all trials of a case together), so trials of one case are not treated as independent.
+- Holm's step-down correction across every (group, metric) test of the comparison (Holm 1979,
+  "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6:65-70).
+- The minimum detectable difference at the given power for this number of pairs: the
+  smallest δ at which the test's exact power (summed over the binomial number of discordant
+  pairs, :func:`mcnemar_power`) reaches the target, with ψ the observed share of discordant
+  pairs (or δ itself when larger: a difference cannot exceed the discordance).
+
+With several trials per case, the McNemar pairs are (case, trial) pairs; trials of one case are
+correlated, so the p-value is then somewhat optimistic while the bootstrap interval is not.
+
+Verdict per test: ``regression`` when the Holm-adjusted p-value is below alpha and B is worse
+than A by more than ``margin``; ``improvement`` for the mirror case; ``within margin`` when it
+is significant but no larger than the margin; else ``no significant difference``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Literal, Sequence
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, Field
+from scipy.stats import binom
+
+from bench.stats.frame import ACCURACY_METRICS, metric_columns, results_frame
+
+Verdict = Literal["regression", "improvement", "within margin", "no significant difference"]
+PAIR_ON = ("case_id", "trial")
+
+
+class MetricComparison(BaseModel):
+    """One paired test: one metric in one group.
+
+    Attributes:
+        group: the group label (e.g. ``local`` or ``local/l30``).
+        metric: binary metric name (see :mod:`bench.stats.frame`).
+        n: paired observations ((case, trial) pairs where the metric applies to both).
+        cases: distinct cases among them.
+        rate_a / rate_b: success rates of A and B on the pairs (fractions).
+        diff: ``rate_b - rate_a`` (fraction; negative = B worse).
+        diff_low / diff_high: paired cluster-bootstrap interval of ``diff``.
+        a_only: pairs where only A is right; b_only: pairs where only B is right.
+        p_value: McNemar exact two-sided p-value; p_holm: Holm-adjusted.
+        mdd: minimum detectable |difference| at the comparison's power (fraction; NaN when
+            n is too small for any difference).
+        verdict: see the module docstring.
+    """
+
+    group: str
+    metric: str
+    n: int
+    cases: int
+    rate_a: float
+    rate_b: float
+    diff: float
+    diff_low: float
+    diff_high: float
+    a_only: int
+    b_only: int
+    p_value: float
+    p_holm: float = 1.0
+    mdd: float
+    verdict: Verdict = "no significant difference"
+
+
+class Flip(BaseModel):
+    """A pair whose outcome differs between A and B for one metric.
+
+    Attributes:
+        direction: ``lost`` (A right, B wrong) or ``gained`` (A wrong, B right).
+        group, metric, case_id, trial: where.
+        query: the case's last user message; expected: the label in short form;
+        answer_a / answer_b: the two answers in short form (calls with arguments, or the
+            parse error).
+    """
+
+    direction: Literal["lost", "gained"]
+    group: str
+    metric: str
+    case_id: str
+    trial: int
+    query: str
+    expected: str
+    answer_a: str
+    answer_b: str
+
+
+class Comparison(BaseModel):
+    """The result of :func:`compare_rows` (JSON-serialisable with ``model_dump_json``).
+
+    Attributes:
+        label_a / label_b: what A and B are (variant names or run ids).
+        alpha, margin (fraction), confidence, power, n_boot, seed, mid_p: the settings used
+            (``mid_p``: p-values are McNemar mid-p values instead of exact ones).
+        tests: one :class:`MetricComparison` per (group, metric), Holm-adjusted together.
+        flips: every flipped pair of every test.
+        unpaired_a / unpaired_b: rows of A (B) without a partner in the other set.
+    """
+
+    label_a: str
+    label_b: str
+    alpha: float
+    margin: float
+    confidence: float
+    power: float
+    n_boot: int
+    seed: int
+    mid_p: bool = False
+    tests: list[MetricComparison] = Field(default_factory=list)
+    flips: list[Flip] = Field(default_factory=list)
+    unpaired_a: int = 0
+    unpaired_b: int = 0
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        """Tests whose verdict is ``regression``."""
+        return [t for t in self.tests if t.verdict == "regression"]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when some test is a significant regression beyond the margin, else 0."""
+        return 1 if self.regressions else 0
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the input order.
+
+    The i-th smallest p-value (1-based) is multiplied by ``m - i + 1``, then made monotone
+    (running maximum) and capped at 1; rejecting adjusted p < alpha controls the family-wise
+    error rate at alpha.
+    """
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted.tolist()
+
+
+def mcnemar_exact(a_only, b_only, mid_p: bool = False):
+    """Two-sided McNemar p-value(s) from the discordant counts (McNemar 1947), exact.
+
+    Under "no difference" the discordant pairs split 50/50, so the p-value is the exact
+    two-sided binomial test of ``b_only`` successes in ``a_only + b_only`` trials at 0.5; the
+    binomial is then symmetric and that test equals ``min(1, 2·P(X <= min(a, b)))`` (the value
+    ``scipy.stats.binomtest(b, a + b).pvalue`` gives; computed with ``scipy.stats.binom`` so
+    that arrays of counts are handled at once). The exact test is conservative: its
+    false-positive rate is at most alpha, and below it when few pairs are discordant.
+
+    Args:
+        a_only: pairs where only A is right (int or int array).
+        b_only: pairs where only B is right (same shape).
+        mid_p: return the mid-p value ``2·P(X < m) + P(X = m)``, m = min(a, b), instead
+            (Fagerland, Lydersen & Laake 2013, BMC Med. Res. Methodol. 13:91): closer to alpha
+            on average, no longer guaranteed below it.
+
+    Returns:
+        float (or float array) in [0, 1]; 1.0 where there is no discordant pair.
+    """
+    a = np.asarray(a_only, dtype=float)
+    b = np.asarray(b_only, dtype=float)
+    low = np.minimum(a, b)
+    p = 2.0 * binom.cdf(low, a + b, 0.5)
+    if mid_p:
+        p = p - binom.pmf(low, a + b, 0.5)
+    p = np.where(a + b > 0, np.minimum(1.0, p), 1.0)
+    return float(p) if p.ndim == 0 else p
+
+
+def mcnemar_power(n: int, discordant_share: float, difference: float, alpha: float = 0.05,
+                  mid_p: bool = False) -> float:
+    """Exact power of :func:`mcnemar_exact` at two-sided ``alpha`` for n pairs.
+
+    The number of discordant pairs D is Binomial(n, ψ); given D, the pairs where only B is
+    right are Binomial(D, (ψ + δ) / 2ψ). Power = Σ_D P(D) · P(p-value < alpha | D), summed
+    exactly over D = 0..n with the test's own rejection region (no normal approximation).
+
+    Args:
+        n: number of pairs.
+        discordant_share: ψ, share of discordant pairs (0 < ψ <= 1).
+        difference: δ = rate_B - rate_A, |δ| <= ψ.
+        alpha: two-sided significance level.
+        mid_p: power of the mid-p variant instead.
+
+    Returns:
+        Power in [0, 1].
+    """
+    psi = float(discordant_share)
+    if n <= 0 or psi <= 0:
+        return 0.0
+    discordant = np.arange(n + 1)
+    weight = binom.pmf(discordant, n, psi)
+    # largest k whose two-sided p-value is below alpha: reject when min(a, b) <= k
+    k = binom.ppf(alpha / 2, discordant, 0.5)
+    k = np.where(mcnemar_exact(k, discordant - k, mid_p) < alpha, k, k - 1)
+    q = min(max((psi + difference) / (2 * psi), 0.0), 1.0)
+    reject = np.where(k >= 0, binom.cdf(k, discordant, q)
+                      + binom.sf(discordant - k - 1, discordant, q), 0.0)
+    return float(np.sum(weight * reject))
+
+
+def minimum_detectable_difference(n: int, discordant_share: float, alpha: float = 0.05,
+                                  power: float = 0.8, mid_p: bool = False) -> float:
+    """Smallest rate difference the McNemar test detects with ``power`` at two-sided ``alpha``.
+
+    The exact power of :func:`mcnemar_power` is solved for δ by bisection. A difference can
+    never exceed the discordant share, so ψ is taken as ``max(discordant_share, δ)``: with few
+    discordant pairs observed, the answer is the smallest difference that would be detected if
+    every discordant pair went one way.
+
+    Args:
+        n: number of pairs.
+        discordant_share: ψ, the expected share of discordant pairs (0 <= ψ <= 1), e.g. the
+            observed one.
+        alpha: two-sided significance level.
+        power: target power, e.g. 0.8.
+        mid_p: for the mid-p variant of the test.
+
+    Returns:
+        δ as a fraction in (0, 1] (to 1e-4); NaN when no δ reaches the power (n too small).
+    """
+    observed = min(max(float(discordant_share), 0.0), 1.0)
+
+    def power_at(delta: float) -> float:
+        return mcnemar_power(n, max(observed, delta), delta, alpha, mid_p)
+
+    if n <= 0 or power_at(1.0) < power:
+        return float("nan")
+    low, high = 0.0, 1.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2
+        if power_at(middle) >= power:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _paired_bootstrap(a: np.ndarray, b: np.ndarray, cases: np.ndarray, confidence: float,
+                      n_boot: int, seed: int) -> tuple[float, float]:
+    codes, index = np.unique(cases, return_inverse=True)
+    diff_sum = np.bincount(index, weights=b.astype(float) - a.astype(float),
+                           minlength=len(codes))
+    count = np.bincount(index, minlength=len(codes)).astype(float)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(codes), size=(n_boot, len(codes)))
+    diffs = diff_sum[draws].sum(axis=1) / count[draws].sum(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _short_expected(expected: dict[str, Any]) -> str:
+    if expected.get("no_call"):
+        return "(no call: nothing fits)"
+    if expected.get("ask"):
+        return "(no call: ask the user)"
+    parts = []
+    for call in expected.get("calls") or []:
+        args = ", ".join(
+            f"{k}=" + "|".join("omit" if v is None else json.dumps(v, ensure_ascii=False)
+                               for v in values)
+            for k, values in (call.get("arguments") or {}).items())
+        parts.append(f"{call.get('name')}({args})")
+    return "; ".join(parts)
+
+
+def _short_answer(row: dict[str, Any], limit: int = 300) -> str:
+    parsed = row.get("parsed") or {}
+    if parsed.get("error"):
+        text = f"(unparseable: {parsed['error']})"
+    elif not parsed.get("calls"):
+        text = "(no call)"
+    else:
+        text = "; ".join(
+            f"{c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})"
+            for c in parsed["calls"])
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _group_labels(frame: pd.DataFrame, group_by: Sequence[str]) -> pd.Series:
+    if not group_by:
+        return pd.Series(["all"] * len(frame), index=frame.index)
+    return frame[list(group_by)].astype(str).agg("/".join, axis=1)
+
+
+def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str = "A",
+                   label_b: str = "B", metrics: Iterable[str] | None = None,
+                   group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
+                   margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
+                   n_boot: int = 2000, seed: int = 0, mid_p: bool = False,
+                   rows_a: dict[str, dict[str, Any]] | None = None,
+                   rows_b: dict[str, dict[str, Any]] | None = None) -> Comparison:
+    """Compare two results frames (:mod:`bench.stats.frame`); see :func:`compare_rows`.
+
+    ``rows_a``/``rows_b`` map a frame's ``key`` to its full row, used only to describe flipped
+    cases (answers in short form); without them the flips carry no answers.
+
+    Raises:
+        ValueError: no metric to compare, an unknown metric, or no pair shared by A and B.
+    """
+    wanted = list(metrics) if metrics is not None else list(ACCURACY_METRICS)
+    unknown = [m for m in wanted if m not in ACCURACY_METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {', '.join(unknown)} (choose from "
+                         f"{', '.join(ACCURACY_METRICS)})")
+    present = [m for m in metric_columns(frame_a, wanted) if m in frame_b.columns]
+    if not present:
+        raise ValueError("A and B share none of the metrics " + ", ".join(wanted))
+    keys = [*group_by, *PAIR_ON]
+    for name, frame in (("A", frame_a), ("B", frame_b)):
+        missing = [k for k in keys if k not in frame.columns]
+        if missing:
+            raise ValueError(f"{name} has no rows to compare" if frame.empty else
+                             f"{name} lacks column(s) {', '.join(missing)}")
+    left = frame_a[[*keys, "key", *present]].assign(group=_group_labels(frame_a, group_by))
+    right = frame_b[[*keys, "key", *present]].assign(group=_group_labels(frame_b, group_by))
+    merged = left.merge(right, on=[*keys, "group"], suffixes=("_a", "_b"), how="inner")
+    if merged.empty:
+        raise ValueError(f"{label_a} and {label_b} share no (case, trial) pair"
+                         + (f" within the same {'/'.join(group_by)}" if group_by else ""))
+    result = Comparison(label_a=label_a, label_b=label_b, alpha=alpha, margin=margin,
+                        confidence=confidence, power=power, n_boot=n_boot, seed=seed,
+                        mid_p=mid_p, unpaired_a=len(frame_a) - len(merged),
+                        unpaired_b=len(frame_b) - len(merged))
+    flips: list[Flip] = []
+    for group, part in merged.groupby("group", sort=True):
+        for metric in present:
+            both = part[part[f"{metric}_a"].notna() & part[f"{metric}_b"].notna()]
+            if both.empty:
+                continue
+            a = both[f"{metric}_a"].to_numpy(dtype=bool)
+            b = both[f"{metric}_b"].to_numpy(dtype=bool)
+            a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+            n = len(both)
+            low, high = _paired_bootstrap(a, b, both["case_id"].to_numpy(), confidence,
+                                          n_boot, seed)
+            result.tests.append(MetricComparison(
+                group=str(group), metric=metric, n=n, cases=int(both["case_id"].nunique()),
+                rate_a=float(a.mean()), rate_b=float(b.mean()),
+                diff=float(b.mean() - a.mean()), diff_low=low, diff_high=high,
+                a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only, mid_p),
+                mdd=minimum_detectable_difference(n, (a_only + b_only) / n, alpha, power,
+                                                  mid_p)))
+            flipped = both[a != b]
+            for record in flipped.to_dict("records"):
+                row_a = (rows_a or {}).get(record["key_a"], {})
+                row_b = (rows_b or {}).get(record["key_b"], {})
+                flips.append(Flip(
+                    direction="lost" if record[f"{metric}_a"] else "gained",
+                    group=str(group), metric=metric, case_id=str(record["case_id"]),
+                    trial=int(record["trial"]), query=str(row_a.get("query") or ""),
+                    expected=_short_expected(row_a.get("expected") or {}),
+                    answer_a=_short_answer(row_a) if row_a else "",
+                    answer_b=_short_answer(row_b) if row_b else ""))
+    for test, adjusted in zip(result.tests, holm_adjust([t.p_value for t in result.tests])):
+        test.p_holm = adjusted
+        if adjusted < alpha:
+            if test.diff < -margin:
+                test.verdict = "regression"
+            elif test.diff > margin:
+                test.verdict = "improvement"
+            else:
+                test.verdict = "within margin"
+    result.flips = flips
+    return result
+
+
+def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, Any]], *,
+                 label_a: str = "A", label_b: str = "B", metrics: Iterable[str] | None = None,
+                 group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
+                 margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
+                 n_boot: int = 2000, seed: int = 0, mid_p: bool = False) -> Comparison:
+    """Compare result rows of A and B, paired on the (group, case, trial) both have.
+
+    Args:
+        rows_a / rows_b: result rows (dicts of ``results.jsonl``), e.g. one variant each.
+        label_a / label_b: names shown for A and B.
+        metrics: binary metrics to test (default: every metric of
+            :data:`bench.stats.frame.ACCURACY_METRICS` both sides carry, so execution outcomes
+            join in when the executor has run).
+        group_by: frame columns that must match for two rows to pair, and that split the tests
+            (default provider; use ``("provider", "variant")`` to compare two runs variant by
+            variant).
+        alpha: family-wise significance level (Holm across all tests).
+        margin: differences no larger than this (fraction, 0.02 = 2 points) are never called
+            a regression or an improvement.
+        confidence: bootstrap interval coverage.
+        power: power for the minimum detectable difference.
+        n_boot: bootstrap resamples; seed: their seed.
+        mid_p: use McNemar mid-p values (see :func:`mcnemar_exact`) instead of exact ones.
+
+    Returns:
+        A :class:`Comparison`; see the module docstring for every statistic.
+
+    Raises:
+        ValueError: no shared metric, an unknown metric, or no shared pair.
+    """
+    rows_a = list(rows_a)
+    rows_b = list(rows_b)
+    return compare_frames(results_frame(rows_a), results_frame(rows_b), label_a=label_a,
+                          label_b=label_b, metrics=metrics, group_by=group_by, alpha=alpha,
+                          margin=margin, confidence=confidence, power=power, n_boot=n_boot,
+                          seed=seed, mid_p=mid_p, rows_a={r["key"]: r for r in rows_a},
+                          rows_b={r["key"]: r for r in rows_b})

@@ -1,0 +1,178 @@
+"""Anthropic Messages API (``anthropic:<model>``) through the official ``anthropic`` SDK.
+
+Wire format: Anthropic API reference, "Messages" and "Streaming Messages": ``tools[]`` with
+``input_schema``; ``tool_choice`` ``{"type": "auto" | "any" | "none" | "tool", "name",
+"disable_parallel_tool_use"}``; answer ``content[]`` blocks ``text`` / ``tool_use`` (``id``,
+``name``, ``input`` object); earlier calls answered by ``tool_result`` blocks (``tool_use_id``)
+in the next user message, before any text; ``stop_reason`` ``max_tokens`` on truncation;
+streamed events ``message_start``, ``content_block_start``, ``content_block_delta``
+(``text_delta``, ``input_json_delta.partial_json``), ``content_block_stop``, ``message_delta``,
+``message_stop``. The request id is the ``request-id`` header.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, Mapping, Sequence
+
+from bench.models import Message, Tool
+from bench.parse import RawCall, answer_from_calls
+from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
+                                  send_with_sdk)
+from bench.providers.dialects import Turn, merged_turns, system_text
+from bench.providers.errors import ProviderUnavailable
+
+KEY_ENV = "ANTHROPIC_API_KEY"
+
+
+class AnthropicProvider(HTTPProvider):
+    """``anthropic:<model>``: the Messages API (key from ``ANTHROPIC_API_KEY``).
+
+    The Messages API of the ``anthropic`` SDK 2.x takes neither seed nor temperature, so neither
+    is sent (``describe()["not_sent"]``); ``trial`` does not change the body (the response cache
+    keys on it).
+
+    Raises:
+        ProviderUnavailable: no API key in the environment, or the SDK is missing.
+    """
+
+    kind = "anthropic"
+    not_sent = ("temperature", "seed")
+
+    def __init__(self, options: HTTPOptions, *, provider_id: str | None = None) -> None:
+        super().__init__(options, provider_id=provider_id)
+        key = os.environ.get(KEY_ENV)
+        if not key:
+            raise ProviderUnavailable(self.provider_id, f"{KEY_ENV} is not set")
+        try:
+            import anthropic
+        except ImportError:
+            raise ProviderUnavailable(self.provider_id, "the anthropic SDK is not installed "
+                                                        "(pip install anthropic)") from None
+        self._client = anthropic.Anthropic(api_key=key, base_url=options.base_url,
+                                           timeout=options.timeout_s, max_retries=0)
+
+    @property
+    def endpoint(self) -> str:
+        """``/v1/messages``."""
+        return "/v1/messages"
+
+    def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
+        """``{name, description, input_schema}``: the canonical shape, unchanged."""
+        return {"name": tool.name, "description": tool.description,
+                "input_schema": tool.input_schema}, []
+
+    def messages_payload(self, messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+        """(system text, messages): ``tool_use`` / ``tool_result`` blocks paired by id, results
+        of one assistant turn merged into one user message, consecutive same-role turns merged.
+
+        Raises:
+            ProviderError: class ``validation`` for an unpaired tool result.
+        """
+        turns = self.turns(messages)
+        return system_text(turns), merged_turns(turns, assistant_role="assistant",
+                                                key="content", blocks=_content_blocks)
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                      trial: int) -> dict[str, Any]:
+        """The Messages body; see the CONTRACT in :mod:`bench.providers.base`."""
+        options = self.options
+        system, payload = self.messages_payload(messages)
+        body: dict[str, Any] = {"model": options.model, "max_tokens": options.max_tokens,
+                                "messages": payload}
+        if system:
+            body["system"] = system
+        if tools:
+            self.check_tool_choice(tools)
+            body["tools"] = self.converted_tools(tools).tools
+            choice = options.tool_choice
+            mapped = {"auto": {"type": "auto"}, "required": {"type": "any"},
+                      "none": {"type": "none"}}.get(choice, {"type": "tool", "name": choice})
+            if options.parallel_tool_calls is False and mapped["type"] != "none":
+                mapped["disable_parallel_tool_use"] = True
+            body["tool_choice"] = mapped
+        if options.stream:
+            body["stream"] = True
+        return body
+
+    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """One Messages call (streamed when ``body["stream"]``); see the CONTRACT."""
+        return send_with_sdk(self._client.messages, body, assemble_message_stream)
+
+    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+                   request: Mapping[str, Any] | None = None) -> ProviderResponse:
+        """Parse a Messages body; see the CONTRACT in :mod:`bench.providers.base`."""
+        summary = self.summarize_request(request) if request is not None else {}
+        content = body.get("content") if isinstance(body, Mapping) else None
+        if not isinstance(content, list):
+            return self.no_answer(body, "response has no content", latency_s=latency_s,
+                                  summary=summary)
+        text = "".join(b.get("text") or "" for b in content if b.get("type") == "text")
+        calls = [RawCall(b.get("id"), str(b.get("name") or ""), b.get("input"))
+                 for b in content if b.get("type") == "tool_use"]
+        stop = body.get("stop_reason")
+        parsed = answer_from_calls(calls, text=text, truncated=stop == "max_tokens")
+        usage = body.get("usage") or {}
+        cached = int(usage.get("cache_read_input_tokens") or 0)
+        prompt = int(usage.get("input_tokens") or 0) + cached + \
+            int(usage.get("cache_creation_input_tokens") or 0)
+        return ProviderResponse(
+            raw=body, parsed=parsed, finish_reason=stop, latency_s=latency_s, request=summary,
+            usage=Usage(prompt_tokens=prompt, completion_tokens=int(usage.get("output_tokens")
+                                                                    or 0),
+                        cached_tokens=cached))
+
+
+def _content_blocks(turn: Turn) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if turn.role == "tool":
+        blocks.append({"type": "tool_result", "tool_use_id": turn.call_id,
+                       "content": turn.content})
+    elif turn.content:
+        blocks.append({"type": "text", "text": turn.content})
+    return blocks + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                     for c in turn.calls]
+
+
+def assemble_message_stream(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Join streamed Messages events into one ``message`` body.
+
+    A ``tool_use`` block's ``input`` is its joined ``partial_json`` decoded to an object; a
+    fragment that does not decode (a cut-off stream) stays a string, so parsing marks the call
+    invalid instead of reading ``{}``.
+    """
+    message: dict[str, Any] = {"content": []}
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, list[str]] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = {**event.get("message", {}), "content": []}
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            blocks[int(event.get("index", len(blocks)))] = block
+            message["content"].append(block)
+        elif kind == "content_block_delta":
+            index = int(event.get("index", 0))
+            block = blocks.get(index)
+            delta = event.get("delta") or {}
+            if block is None:
+                continue
+            if delta.get("type") == "text_delta":
+                block["text"] = (block.get("text") or "") + str(delta.get("text") or "")
+            elif delta.get("type") == "input_json_delta":
+                partial.setdefault(index, []).append(str(delta.get("partial_json") or ""))
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            if "stop_reason" in delta:
+                message["stop_reason"] = delta["stop_reason"]
+            final = {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+            message["usage"] = {**(message.get("usage") or {}), **final}
+    for index, pieces in partial.items():
+        joined = "".join(pieces)
+        try:
+            blocks[index]["input"] = json.loads(joined) if joined.strip() else {}
+        except ValueError:
+            blocks[index]["input"] = joined
+    return message

@@ -1,0 +1,175 @@
+"""Provider error classes shared by every adapter and the runner (BRIEF §7's classification).
+
+An adapter raises :class:`ProviderError` for a request that got no usable answer; its
+``error_class`` tells the caller what to do:
+
+=============== ============================================== ===============================
+class           raised for                                     caller's action
+=============== ============================================== ===============================
+``transient``   connection reset/refused, HTTP 409, 5xx, 529   retry, exponential backoff
+``rate_limited`` HTTP 429                                      wait ``retry_after_s``, retry
+``timeout``     request timeout, HTTP 408                      retry, exponential backoff
+``permanent``   HTTP 401/403/404 and other 4xx                 never retry
+``validation``  HTTP 400/413/422, a request bench cannot build never retry
+=============== ============================================== ===============================
+
+The mapping follows the providers' documented error codes (OpenAI and Anthropic "Errors" pages:
+429 rate limit, 500/503 server, 529 Anthropic overloaded; Gemini's 429 RESOURCE_EXHAUSTED,
+500/503/504). The SDKs are not imported here: exceptions are read by duck typing
+(``status_code``/``code``, ``response.headers``, class names), so this module has no optional
+dependency.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import Any, Literal
+
+from bench.errors import BenchError
+
+ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation"]
+RETRYABLE: frozenset[str] = frozenset({"transient", "rate_limited", "timeout"})
+
+
+class ProviderUnavailable(BenchError):
+    """The provider cannot be used in this run at all (no API key, optional SDK missing).
+
+    The runner reports the provider as skipped with ``reason`` and runs the others.
+
+    Args:
+        provider_id: the provider id (BRIEF §4).
+        reason: one line saying why and how to fix it (never contains a secret).
+    """
+
+    def __init__(self, provider_id: str, reason: str) -> None:
+        self.provider_id = provider_id
+        self.reason = reason
+        super().__init__(f"provider '{provider_id}' skipped: {reason}")
+
+
+class ProviderError(BenchError):
+    """One request failed; ``error_class`` says whether retrying can help.
+
+    Args:
+        message: what failed (HTTP status and the provider's own message when it sent one).
+        error_class: see the module table.
+        status: HTTP status code, or None (timeouts, connection errors, local validation).
+        retry_after_s: seconds the provider asked to wait (``Retry-After``,
+            ``retry-after-ms``), or None.
+        request_id: the provider's request id header, when it sent one.
+    """
+
+    def __init__(self, message: str, *, error_class: ErrorClass, status: int | None = None,
+                 retry_after_s: float | None = None, request_id: str | None = None) -> None:
+        self.error_class = error_class
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.request_id = request_id
+        super().__init__(f"{error_class}: {message}")
+
+    @property
+    def retryable(self) -> bool:
+        """True for ``transient``, ``rate_limited`` and ``timeout``."""
+        return self.error_class in RETRYABLE
+
+
+def classify_status(status: int) -> ErrorClass:
+    """Error class of an HTTP status code (see the module table)."""
+    if status == 429:
+        return "rate_limited"
+    if status == 408:
+        return "timeout"
+    if status == 409 or status >= 500:  # 409: OpenAI's "try again" conflict; 529 overloaded
+        return "transient"
+    if status in (400, 413, 422):
+        return "validation"
+    return "permanent"
+
+
+def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date).
+
+    Args:
+        headers: a case-insensitive mapping (httpx headers) or a plain dict.
+        now: the current Unix time in seconds (tests); default ``time.time()``.
+
+    Returns:
+        Seconds >= 0, or None when no usable header is present.
+    """
+    if headers is None:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id")
+
+
+def request_id_from(headers: Any) -> str | None:
+    """The provider's request id from response headers (OpenAI ``x-request-id``, Anthropic
+    ``request-id``), or None."""
+    if headers is None:
+        return None
+    for name in REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value:
+            return str(value)
+    return None
+
+
+def error_from_exception(exc: BaseException) -> ProviderError:
+    """Map an SDK or transport exception to a :class:`ProviderError`.
+
+    Works for the ``openai`` and ``anthropic`` SDKs (``APIStatusError.status_code``,
+    ``APITimeoutError``, ``APIConnectionError``), ``google-genai`` (``APIError.code``) and
+    httpx transport errors, read by attribute and class name.
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = getattr(exc, "code", None)
+    if not isinstance(status, int):
+        status = getattr(response, "status_code", None) if response is not None else None
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    request_id = request_id_from(headers) if headers is not None else None
+    if isinstance(status, int) and status >= 400:
+        body_message = getattr(exc, "message", None) or str(exc)
+        return ProviderError(f"HTTP {status}: {_one_line(body_message)}",
+                             error_class=classify_status(status), status=status,
+                             retry_after_s=parse_retry_after(headers), request_id=request_id)
+    if any("Timeout" in name for name in names) or isinstance(exc, TimeoutError):
+        return ProviderError(f"request timed out ({type(exc).__name__})", error_class="timeout",
+                             request_id=request_id)
+    if any(name in names for name in ("APIConnectionError", "ConnectError", "TransportError",
+                                      "RemoteProtocolError", "ReadError")) \
+            or isinstance(exc, ConnectionError):
+        return ProviderError(f"connection failed: {_one_line(str(exc))}",
+                             error_class="transient", request_id=request_id)
+    return ProviderError(f"{type(exc).__name__}: {_one_line(str(exc))}",
+                         error_class="permanent", request_id=request_id)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."

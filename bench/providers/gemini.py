@@ -1,0 +1,171 @@
+"""Google Gemini ``generateContent`` (``gemini:<model>``) through ``google-genai`` (optional
+extra ``gemini``).
+
+Wire format: Gemini API reference, ``models.generateContent``: ``contents[]`` of ``{role: user
+| model, parts[]}`` with ``text``, ``functionCall {id, name, args}`` and ``functionResponse {id,
+name, response}`` parts; ``systemInstruction``; ``tools[].functionDeclarations[]`` whose
+``parameters`` is Gemini's schema subset (see :func:`bench.providers.dialects.gemini_schema`);
+``toolConfig.functionCallingConfig {mode: AUTO | ANY | NONE, allowedFunctionNames}``;
+``generationConfig {temperature, maxOutputTokens, seed}``. Answer: ``candidates[0].content.
+parts[].functionCall`` (``args`` an object), ``finishReason`` (``MAX_TOKENS`` on truncation,
+``MALFORMED_FUNCTION_CALL``), ``usageMetadata {promptTokenCount, candidatesTokenCount,
+cachedContentTokenCount}``, ``responseId``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Sequence
+
+from bench.models import Message, Tool
+from bench.parse import RawCall, answer_from_calls
+from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
+from bench.providers.dialects import Turn, gemini_schema, merged_turns, system_text
+from bench.providers.errors import ProviderUnavailable, error_from_exception
+
+KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def _parts(turn: Turn) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if turn.role == "tool":
+        parts.append({"functionResponse": {"id": turn.call_id, "name": turn.name,
+                                           "response": {"result": turn.content}}})
+    elif turn.content:
+        parts.append({"text": turn.content})
+    return parts + [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}}
+                    for c in turn.calls]
+
+
+class GeminiProvider(HTTPProvider):
+    """``gemini:<model>`` (key from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``).
+
+    Gemini has no switch for parallel calls and this adapter does not stream
+    (``describe()["not_sent"]``).
+
+    Raises:
+        ProviderUnavailable: no API key, or google-genai is not installed.
+    """
+
+    kind = "gemini"
+    not_sent = ("parallel_tool_calls", "stream")
+
+    def __init__(self, options: HTTPOptions, *, provider_id: str | None = None) -> None:
+        super().__init__(options, provider_id=provider_id)
+        key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)
+        if not key:
+            raise ProviderUnavailable(self.provider_id,
+                                      f"neither {' nor '.join(KEY_ENVS)} is set")
+        try:
+            from google import genai
+            from google.genai import types
+        except ImportError:
+            raise ProviderUnavailable(self.provider_id, "google-genai is not installed "
+                                                        "(pip install 'bench[gemini]')") from None
+        self._types = types
+        http = types.HttpOptions(base_url=options.base_url, api_version="v1beta",
+                                 timeout=int(options.timeout_s * 1000))  # milliseconds
+        self._client = genai.Client(api_key=key, http_options=http)
+
+    @property
+    def endpoint(self) -> str:
+        """``/v1beta/models/<model>:generateContent``."""
+        return f"/v1beta/models/{self.options.model}:generateContent"
+
+    def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
+        """A ``functionDeclaration`` with the schema rewritten to Gemini's subset."""
+        parameters, changes = gemini_schema(tool.input_schema, tool.name)
+        declaration: dict[str, Any] = {"name": tool.name, "description": tool.description}
+        if parameters.get("properties"):  # a tool without parameters leaves them unset
+            declaration["parameters"] = parameters
+        return declaration, changes
+
+    def tool_names(self, body: Mapping[str, Any]) -> list[str]:
+        """Names in ``tools[].functionDeclarations[]``."""
+        return [str(d.get("name")) for entry in body.get("tools") or []
+                for d in entry.get("functionDeclarations") or []]
+
+    def contents(self, messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+        """(system text, contents); a tool result is a ``functionResponse`` naming its call's
+        tool and id; consecutive same-role turns are merged.
+
+        Raises:
+            ProviderError: class ``validation`` for an unpaired tool result.
+        """
+        turns = self.turns(messages)
+        return system_text(turns), merged_turns(turns, assistant_role="model", key="parts",
+                                                blocks=_parts)
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                      trial: int) -> dict[str, Any]:
+        """The generateContent body; see the CONTRACT in :mod:`bench.providers.base`."""
+        options = self.options
+        system, contents = self.contents(messages)
+        body: dict[str, Any] = {"contents": contents}
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        if tools:
+            self.check_tool_choice(tools)
+            body["tools"] = [{"functionDeclarations": self.converted_tools(tools).tools}]
+            choice = options.tool_choice
+            config = {"auto": {"mode": "AUTO"}, "required": {"mode": "ANY"},
+                      "none": {"mode": "NONE"}}.get(
+                choice, {"mode": "ANY", "allowedFunctionNames": [choice]})
+            body["toolConfig"] = {"functionCallingConfig": config}
+        body["generationConfig"] = {"temperature": options.temperature,
+                                    "maxOutputTokens": options.max_tokens,
+                                    "seed": options.seed + trial}
+        return body
+
+    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """One generateContent call through google-genai; see the CONTRACT."""
+        types = self._types
+        config = {k: v for k, v in body.items() if k != "contents"}
+        config.update(config.pop("generationConfig", {}))
+        try:
+            result = self._client.models.generate_content(
+                model=self.options.model, contents=body["contents"],
+                config=types.GenerateContentConfig.model_validate(
+                    {**config, "shouldReturnHttpResponse": True}))
+        except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
+            raise error_from_exception(exc) from exc
+        http = result.sdk_http_response
+        raw = http.body if http is not None else None
+        answer = json.loads(raw) if isinstance(raw, str) else \
+            result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return answer, (http.headers or {}) if http is not None else {}
+
+    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+                   request: Mapping[str, Any] | None = None) -> ProviderResponse:
+        """Parse a generateContent body; see the CONTRACT in :mod:`bench.providers.base`.
+
+        ``MALFORMED_FUNCTION_CALL`` makes the answer invalid; ``MAX_TOKENS`` truncates it.
+        """
+        summary = self.summarize_request(request) if request is not None else {}
+        candidates = body.get("candidates") if isinstance(body, Mapping) else None
+        usage = body.get("usageMetadata") or {} if isinstance(body, Mapping) else {}
+        counted = Usage(prompt_tokens=int(usage.get("promptTokenCount") or 0),
+                        completion_tokens=int(usage.get("candidatesTokenCount") or 0),
+                        cached_tokens=int(usage.get("cachedContentTokenCount") or 0))
+        if not candidates:
+            blocked = (body.get("promptFeedback") or {}).get("blockReason") \
+                if isinstance(body, Mapping) else None
+            return self.no_answer(body, "response has no candidates"
+                                  + (f" (blocked: {blocked})" if blocked else ""),
+                                  latency_s=latency_s, summary=summary, usage=counted)
+        candidate = candidates[0]
+        parts = (candidate.get("content") or {}).get("parts") or []
+        calls = [RawCall((p["functionCall"].get("id")), str(p["functionCall"].get("name") or ""),
+                         p["functionCall"].get("args"))
+                 for p in parts if isinstance(p.get("functionCall"), dict)]
+        text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
+        finish = candidate.get("finishReason")
+        parsed = answer_from_calls(calls, text=text, truncated=finish == "MAX_TOKENS")
+        if finish == "MALFORMED_FUNCTION_CALL" and parsed.error is None:
+            parsed = parsed.model_copy(update={
+                "error": "malformed function call (finishReason MALFORMED_FUNCTION_CALL)",
+                "declined": False})
+        return ProviderResponse(raw=body, parsed=parsed, finish_reason=finish,
+                                latency_s=latency_s, request=summary, usage=counted,
+                                request_id=body.get("responseId"))

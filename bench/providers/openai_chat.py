@@ -1,0 +1,231 @@
+"""OpenAI Chat Completions (``openai:<model>``) and any OpenAI-compatible server
+(``openai-compat:<model>@<base_url>``: vLLM, Ollama, llama.cpp server, LM Studio), through the
+official ``openai`` SDK.
+
+Wire format: OpenAI API reference, "Create chat completion" (request ``tools``,
+``tool_choice``, ``parallel_tool_calls``; response ``choices[0].message.tool_calls[]`` with
+``function.arguments`` as a JSON string; streamed ``delta.tool_calls[]`` fragments with
+``index``/``id``; ``usage.prompt_tokens_details.cached_tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Sequence
+
+from bench.models import Message, Tool
+from bench.parse import CallDelta, ParsedAnswer, RawCall, answer_from_calls, assemble_call_deltas
+from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
+                                  send_with_sdk)
+from bench.providers.dialects import openai_strict_schema, optional_properties
+from bench.providers.errors import ProviderUnavailable
+
+COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
+
+
+def openai_client(provider_id: str, options: HTTPOptions, key_env: str | None) -> Any:
+    """An ``openai.OpenAI`` client with SDK retries off (the runner retries).
+
+    Args:
+        key_env: variable holding the key; None for servers that need none (a placeholder is
+            sent then).
+
+    Raises:
+        ProviderUnavailable: the key variable is unset or the SDK is missing.
+    """
+    key = os.environ.get(key_env) if key_env else os.environ.get(COMPAT_KEY_ENV)
+    if key_env and not key:
+        raise ProviderUnavailable(provider_id, f"{key_env} is not set")
+    try:
+        import openai
+    except ImportError:
+        raise ProviderUnavailable(provider_id, "the openai SDK is not installed "
+                                               "(pip install openai)") from None
+    return openai.OpenAI(api_key=key or "no-key-required", base_url=options.base_url,
+                         timeout=options.timeout_s, max_retries=0)
+
+
+class OpenAIChatProvider(HTTPProvider):
+    """``openai:<model>``: the Chat Completions API (key from ``OPENAI_API_KEY``).
+
+    Args:
+        options: :class:`HTTPOptions`; ``strict=True`` rewrites schemas for strict mode and maps
+            the ``null`` it then receives for an optional argument back to "omitted".
+        provider_id: default ``openai:<model>``.
+
+    Raises:
+        ProviderUnavailable: no API key in the environment, or the SDK is missing.
+    """
+
+    kind = "openai"
+    key_env: str | None = "OPENAI_API_KEY"
+    max_tokens_field = "max_completion_tokens"
+
+    def __init__(self, options: HTTPOptions, *, provider_id: str | None = None) -> None:
+        super().__init__(options, provider_id=provider_id)
+        self._client = openai_client(self.provider_id, options, self.key_env)
+        self._optional: dict[str, frozenset[str]] = {}
+
+    @property
+    def endpoint(self) -> str:
+        """``/v1/chat/completions``."""
+        return "/v1/chat/completions"
+
+    def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
+        """``{"type": "function", "function": {name, description, parameters[, strict]}}``."""
+        function: dict[str, Any] = {"name": tool.name, "description": tool.description,
+                                    "parameters": tool.input_schema}
+        changes: list[str] = []
+        if self.options.strict:
+            function["parameters"], changes = openai_strict_schema(tool.input_schema, tool.name)
+            function["strict"] = True
+            self._optional[tool.name] = optional_properties(tool.input_schema)
+        return {"type": "function", "function": function}, changes
+
+    def messages_payload(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """The conversation in Chat Completions form, tool results paired by ``tool_call_id``.
+
+        Raises:
+            ProviderError: class ``validation`` for an unpaired tool result.
+        """
+        turns = self.turns(messages)
+        out: list[dict[str, Any]] = []
+        for turn in turns:
+            if turn.role == "tool":
+                out.append({"role": "tool", "tool_call_id": turn.call_id,
+                            "content": turn.content})
+            elif turn.calls:
+                out.append({"role": "assistant", "content": turn.content or None,
+                            "tool_calls": [{"id": c.id, "type": "function",
+                                            "function": {"name": c.name, "arguments": json.dumps(
+                                                c.arguments, ensure_ascii=False)}}
+                                           for c in turn.calls]})
+            else:
+                out.append({"role": turn.role, "content": turn.content})
+        return out
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                      trial: int) -> dict[str, Any]:
+        """The Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`."""
+        options = self.options
+        body: dict[str, Any] = {"model": options.model,
+                                "messages": self.messages_payload(messages),
+                                "temperature": options.temperature,
+                                self.max_tokens_field: options.max_tokens,
+                                "seed": options.seed + trial}
+        if tools:
+            self.check_tool_choice(tools)
+            body["tools"] = self.converted_tools(tools).tools
+            choice = options.tool_choice
+            body["tool_choice"] = choice if choice in ("auto", "required", "none") else \
+                {"type": "function", "function": {"name": choice}}
+            if options.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = options.parallel_tool_calls
+        if options.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """One Chat Completions call (streamed when ``body["stream"]``); see the CONTRACT."""
+        return send_with_sdk(self._client.chat.completions, body, assemble_chat_stream)
+
+    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+                   request: Mapping[str, Any] | None = None) -> ProviderResponse:
+        """Parse a Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`."""
+        summary = self.summarize_request(request) if request is not None else {}
+        choices = body.get("choices") if isinstance(body, Mapping) else None
+        if not choices or not isinstance(choices[0], Mapping):
+            return self.no_answer(body, "response has no choices", latency_s=latency_s,
+                                  summary=summary)
+        choice = choices[0]
+        message = choice.get("message") or {}
+        finish = choice.get("finish_reason")
+        calls = []
+        for entry in message.get("tool_calls") or []:
+            function = entry.get("function") or {}
+            calls.append(RawCall(entry.get("id"), str(function.get("name") or ""),
+                                 function.get("arguments")))
+        parsed = answer_from_calls(calls, text=message.get("content") or message.get("refusal"),
+                                   truncated=finish == "length", expect_string=True)
+        if self.options.strict:
+            parsed = drop_strict_nulls(parsed, self._optional)
+        usage = body.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return ProviderResponse(
+            raw=body, parsed=parsed, finish_reason=finish, latency_s=latency_s, request=summary,
+            usage=Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                        completion_tokens=int(usage.get("completion_tokens") or 0),
+                        cached_tokens=int(details.get("cached_tokens") or 0)))
+
+
+class OpenAICompatProvider(OpenAIChatProvider):
+    """``openai-compat:<model>@<base_url>``: an OpenAI-compatible Chat Completions server.
+
+    The key is optional (``OPENAI_COMPAT_API_KEY`` when the server wants one) and the token cap
+    goes in ``max_tokens``, the field these servers read.
+
+    Raises:
+        ProviderUnavailable: the openai SDK is missing.
+    """
+
+    kind = "openai-compat"
+    key_env = None
+    max_tokens_field = "max_tokens"
+
+    def __init__(self, options: HTTPOptions, *, provider_id: str | None = None) -> None:
+        super().__init__(options, provider_id=provider_id
+                         or f"openai-compat:{options.model}@{options.base_url}")
+
+
+def drop_strict_nulls(parsed: ParsedAnswer, optional: Mapping[str, frozenset[str]]
+                      ) -> ParsedAnswer:
+    """Strict mode makes optional arguments nullable; ``null`` there means "omitted".
+
+    Removes those ``null`` arguments and notes ``strict_null_omitted`` on the call.
+    """
+    calls = []
+    for call in parsed.calls:
+        dropped = [k for k in optional.get(call.name, ()) if k in call.arguments
+                   and call.arguments[k] is None]
+        if dropped:
+            call = call.model_copy(update={
+                "arguments": {k: v for k, v in call.arguments.items() if k not in dropped},
+                "notes": [*call.notes, "strict_null_omitted"]})
+        calls.append(call)
+    return parsed.model_copy(update={"calls": calls})
+
+
+def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
+    """Join streamed ``chat.completion.chunk`` dicts into one ``chat.completion`` body.
+
+    Tool-call fragments are joined by call id (:func:`bench.parse.assemble_call_deltas`), so
+    parallel calls that share a stream ``index`` stay apart.
+    """
+    text: list[str] = []
+    deltas: list[CallDelta] = []
+    finish = None
+    usage = None
+    first: dict[str, Any] = {}
+    for chunk in chunks:
+        first = first or chunk
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text.append(delta["content"])
+            for fragment in delta.get("tool_calls") or []:
+                function = fragment.get("function") or {}
+                deltas.append(CallDelta(fragment.get("index"), fragment.get("id"),
+                                        function.get("name"), function.get("arguments")))
+            finish = choice.get("finish_reason") or finish
+    calls = assemble_call_deltas(deltas)
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}}
+                                 for c in calls]
+    return {"id": first.get("id"), "object": "chat.completion", "model": first.get("model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage}

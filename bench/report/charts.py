@@ -1,0 +1,191 @@
+"""Report charts drawn with matplotlib and returned as SVG text.
+
+Labels can come from model output (a hallucinated tool name in the confusion matrix), so
+mathtext parsing is off and the report embeds each SVG as an ``<img>`` data URI, where a
+browser never runs scripts.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench.stats.frontier import pareto_frontier  # noqa: E402
+
+STYLE = {
+    "svg.fonttype": "none",        # text stays text: smaller files
+    "svg.hashsalt": "bench",       # stable element ids: identical input, identical file
+    "text.parse_math": False,      # "$" in a label is a dollar sign, not TeX
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+# (metric prefix in bench.stats.summary.summarize output, axis label)
+ABLATION_METRICS = (("selection_correct", "tool selection"), ("arguments_correct", "arguments"))
+
+
+def bounds(record: Any, metric: str) -> tuple[Any, Any]:
+    """The interval of ``metric`` in an aggregate record or frame: the case-clustered
+    bootstrap one (``<m>_boot_low/_high``, present with trials > 1) when it is there, else
+    Wilson's (``<m>_low/_high``)."""
+    boot = f"{metric}_boot_low"
+    if boot in record:
+        low, high = record[boot], record[f"{metric}_boot_high"]
+        if not isinstance(low, float) or not math.isnan(low):
+            return low, high
+    return record[f"{metric}_low"], record[f"{metric}_high"]
+
+
+def _svg(fig: plt.Figure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _series(summary: pd.DataFrame) -> str:
+    """The column that names a chart's lines: ``series`` (run and provider, when a report
+    holds several runs) if present, else ``provider``."""
+    return "series" if "series" in summary else "provider"
+
+
+def _short(label: Any, limit: int = 28) -> str:
+    """A tick label cut to ``limit`` characters (made-up tool names can be long)."""
+    text = " ".join(str(label).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _percent_axis(ax: plt.Axes) -> None:
+    ax.set_ylim(0, 100)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(decimals=0))
+
+
+def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
+                   metrics: Sequence[tuple[str, str]] = ABLATION_METRICS) -> str:
+    """Accuracy against description size, one line per provider with its 95% interval band.
+
+    Args:
+        summary: :func:`bench.report.data.headline` output (rates of
+            :func:`bench.stats.aggregate.aggregate`) with ``x_column``; one row per
+            (provider, variant).
+        x_column: the size column, e.g. ``mean_lines`` (lines per tool) or
+            ``tool_definition_tokens`` (tokens).
+        x_label: the x axis title.
+        metrics: (metric, title) pairs; one panel each, y in percent.
+
+    Returns:
+        SVG text. Rows with a missing x value or rate are left out.
+    """
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2),
+                                 squeeze=False)
+        for ax, (prefix, title) in zip(axes[0], metrics):
+            for index, (provider, group) in enumerate(summary.groupby(_series(summary),
+                                                                      sort=False)):
+                group = group.dropna(subset=[x_column, f"{prefix}_rate"]).sort_values(x_column)
+                if group.empty:
+                    continue
+                x = group[x_column].astype(float).to_numpy()
+                line, = ax.plot(x, group[f"{prefix}_rate"] * 100, marker="o", label=provider)
+                low, high = bounds(group, prefix)
+                ax.fill_between(x, low * 100, high * 100,
+                                color=line.get_color(), alpha=0.15, linewidth=0)
+                if index == 0:  # variant names once: the providers share them
+                    for xi, yi, name in zip(x, group[f"{prefix}_rate"] * 100, group["variant"]):
+                        ax.annotate(str(name), (xi, yi), textcoords="offset points",
+                                    xytext=(4, 4), fontsize=7)
+            ax.set_title(title)
+            ax.set_xlabel(x_label)
+            _percent_axis(ax)
+        axes[0][0].set_ylabel("accuracy (95% CI band)")
+        axes[0][-1].legend(title="run · provider" if "series" in summary else "provider",
+                           fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.02, 1))
+        return _svg(fig)
+
+
+def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
+                 metric_label: str = "tool selection") -> str:
+    """Accuracy against tool-definition tokens for every (provider, variant), with the
+    Pareto frontier (:func:`bench.stats.frontier.pareto_frontier`) drawn as a step line.
+
+    Args:
+        summary: :func:`bench.report.data.headline` output.
+        metric: the metric to plot (``<metric>_rate`` and its interval columns).
+        metric_label: y axis title.
+
+    Returns:
+        SVG text.
+    """
+    data = summary.dropna(subset=["tool_definition_tokens", f"{metric}_rate"])
+    tokens = data["tool_definition_tokens"].astype(float).tolist()
+    rates = data[f"{metric}_rate"].astype(float).tolist()
+    front = pareto_frontier(tokens, rates)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(5.6, 3.4))
+        for provider, group in data.groupby(_series(data), sort=False):
+            low, high = bounds(group, metric)
+            ax.errorbar(group["tool_definition_tokens"].astype(float), group[f"{metric}_rate"] * 100,
+                        yerr=np.clip([(group[f"{metric}_rate"] - low) * 100,  # rounding: >= 0
+                                      (high - group[f"{metric}_rate"]) * 100], 0, None),
+                        fmt="o", capsize=3, label=provider)
+        for x, y, name in zip(tokens, rates, data["variant"]):
+            ax.annotate(str(name), (x, y * 100), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7)
+        points = sorted((x, y) for x, y, on in zip(tokens, rates, front) if on)
+        if points:
+            xs, ys = zip(*points)
+            ax.step(xs, np.array(ys) * 100, where="post", color="black", linewidth=1,
+                    linestyle="--", marker="o", markersize=11, markerfacecolor="none",
+                    label="Pareto frontier (ringed)")
+        ax.set_xlabel("tool-definition tokens")
+        ax.set_ylabel(f"{metric_label} (95% CI)")
+        _percent_axis(ax)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+        return _svg(fig)
+
+
+def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str:
+    """A count matrix as a heatmap with the count in each non-empty cell.
+
+    Args:
+        matrix: counts; index = rows (e.g. expected tool), columns = predicted tool.
+        title, x_label, y_label: chart texts.
+
+    Returns:
+        SVG text (an empty matrix gives a chart saying so).
+    """
+    with plt.rc_context({**STYLE, "axes.grid": False}):
+        rows, cols = matrix.shape
+        fig, ax = plt.subplots(figsize=(max(3.5, 0.65 * cols + 2.2), max(2.5, 0.4 * rows + 1.4)))
+        if rows == 0 or cols == 0:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center")
+            ax.set_axis_off()
+            return _svg(fig)
+        values = matrix.to_numpy(dtype=float)
+        image = ax.imshow(values, cmap="Blues", aspect="auto")
+        ax.set_xticks(range(cols), [_short(c) for c in matrix.columns], rotation=40, ha="right")
+        ax.set_yticks(range(rows), [_short(r) for r in matrix.index])
+        peak = values.max() if values.size else 0
+        for i in range(rows):
+            for j in range(cols):
+                if values[i, j] and not math.isnan(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.0f}", ha="center", va="center", fontsize=7,
+                            color="white" if values[i, j] > peak * 0.6 else "black")
+        ax.set_title(title)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        bar = fig.colorbar(image, ax=ax, shrink=0.8)
+        bar.locator = matplotlib.ticker.MaxNLocator(integer=True)  # counts
+        bar.update_ticks()
+        return _svg(fig)

@@ -1,0 +1,84 @@
+"""``bench report``: write an HTML report, a Markdown summary or JUnit XML for stored runs."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bench.errors import BenchError
+from bench.paths import runs_dir
+from bench.runstore import RUN_ID_PATTERN, atomic_write_text
+
+
+class ReportFormat(str, Enum):
+    """Output formats and their file names under ``reports/<name>/``."""
+
+    html = "html"
+    md = "md"
+    junit = "junit"
+
+
+FILE_NAMES = {ReportFormat.html: "index.html", ReportFormat.md: "summary.md",
+              ReportFormat.junit: "junit.xml"}
+
+
+def report_path(name: str, fmt: ReportFormat) -> Path:
+    """``reports/<name>/<file>`` for a format.
+
+    Raises:
+        BenchError: ``name`` is not a plain folder name (letters, digits, ``.``, ``_``, ``-``).
+    """
+    if not RUN_ID_PATTERN.fullmatch(name) or name in {"runs", ".", ".."}:
+        raise BenchError(f"invalid report name '{name}' (letters, digits, '.', '_', '-'; "
+                         "not 'runs')")
+    return runs_dir().parent / name / FILE_NAMES[fmt]
+
+
+def report(
+    run_ids: Annotated[list[str], typer.Argument(help="Run ids under reports/runs/.")],
+    name: Annotated[Optional[str], typer.Option(
+        help="Report folder under reports/ (default: the run ids joined by '+').")] = None,
+    fmt: Annotated[ReportFormat, typer.Option(
+        "--format", "-f", help="html (one self-contained page), md (a summary for a PR "
+                               "comment) or junit (one testcase per row).")] = ReportFormat.html,
+    compare: Annotated[Optional[str], typer.Option(
+        help="Compare these two variants, e.g. l3,l30 (default: the two runs, or the two "
+             "variants, when the report has exactly two).")] = None,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", help="Write here instead of reports/<name>/; '-' prints to stdout.")]
+    = None,
+) -> None:
+    """Write a report of one or more stored runs (HTML by default)."""
+    from bench.report.data import load_runs
+
+    from bench.report.comparison import choose_comparison
+
+    runs = load_runs(run_ids)
+    pair = [p.strip() for p in compare.split(",")] if compare else None
+    comparison = None if fmt is ReportFormat.junit else choose_comparison(runs, pair)
+    title_ids = [run.run_id for run in runs]
+    name = name or "+".join(title_ids)
+    path = report_path(name, fmt)
+    title = f"bench report: {', '.join(title_ids)}"
+    if fmt is ReportFormat.html:
+        from bench.report.html import render_html
+        text = render_html(runs, title, comparison)
+    elif fmt is ReportFormat.md:
+        from bench.report.markdown import render_markdown
+        html_path = report_path(name, ReportFormat.html)
+        shown = html_path.relative_to(runs_dir().parent.parent)  # reports/<name>/index.html
+        text = render_markdown(runs, title, str(shown) if html_path.exists() else None,
+                               comparison)
+    else:
+        from bench.report.junit import render_junit
+        text = render_junit(runs, title)
+    if output == "-":
+        sys.stdout.write(text)
+        return
+    target = Path(output) if output else path
+    atomic_write_text(target, text)
+    typer.echo(f"wrote {target} ({target.stat().st_size:,} bytes)", err=True)

@@ -1,0 +1,116 @@
+"""The comparison section: which two sets of rows a report compares, and how it reads.
+
+The statistics are :func:`bench.compare.core.compare_rows` (McNemar exact tests, paired
+bootstrap intervals, Holm correction, minimum detectable difference, flipped cases); this
+module only chooses A and B the way ``bench compare`` does and formats numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from bench.compare.core import Comparison, compare_rows
+from bench.errors import BenchError
+from bench.report.data import RATE_TITLES, LoadedRun, all_rows, variant_order
+
+FLIPS_SHOWN = 200  # per report; the rest are counted
+_DIRECTION = {"lost": "A right, B wrong", "gained": "A wrong, B right"}
+
+
+def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = None,
+                      n_boot: int = 2000, seed: int = 1234) -> Comparison | None:
+    """Compare what the report's inputs suggest, as ``bench compare`` would.
+
+    - ``pair`` = two variant labels (as the report shows them): those two, paired per provider.
+    - Two runs: run A against run B, variant by variant when they have the same variants, or
+      their single variants against each other.
+    - One or more runs with exactly two variant labels in all: those two.
+    - Otherwise: None (nothing to compare).
+
+    Raises:
+        BenchError: ``pair`` names an unknown variant or not two of them, or the two it names
+            share no (case, trial) pair (without ``pair``, such inputs give None).
+    """
+    group_by: tuple[str, ...] = ("provider",)
+    rows = all_rows(runs)
+    labels = variant_order(runs)
+    if pair:
+        if len(pair) != 2 or pair[0] == pair[1]:
+            raise BenchError("--compare takes two different variants, e.g. --compare l3,l30")
+        unknown = [p for p in pair if p not in labels]
+        if unknown:
+            raise BenchError(f"--compare: no variant '{unknown[0]}' in the report "
+                             f"(it has {', '.join(labels)})")
+        label_a, label_b = pair
+        rows_a = [r for r in rows if r["variant"] == label_a]
+        rows_b = [r for r in rows if r["variant"] == label_b]
+    elif len(runs) == 2:
+        rows_a, rows_b = runs[0].source_rows, runs[1].source_rows
+        variants_a = {r["variant"] for r in rows_a}
+        variants_b = {r["variant"] for r in rows_b}
+        if variants_a == variants_b:
+            group_by = ("provider", "variant")
+        elif not (len(variants_a) == 1 and len(variants_b) == 1):
+            return None
+        label_a, label_b = runs[0].run_id, runs[1].run_id
+    elif len(labels) == 2:
+        label_a, label_b = labels
+        rows_a = [r for r in rows if r["variant"] == label_a]
+        rows_b = [r for r in rows if r["variant"] == label_b]
+    else:
+        return None
+    try:
+        return compare_rows(rows_a, rows_b, label_a=label_a, label_b=label_b,
+                            group_by=group_by, n_boot=n_boot, seed=seed)
+    except ValueError as exc:
+        if not pair:  # a comparison nobody asked for must not stop the report
+            return None
+        raise BenchError(f"comparison of {label_a} and {label_b}: {exc}") from None
+
+
+def _pct(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value * 100:.1f}%"
+
+
+def _points(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value * 100:+.1f}"
+
+
+def _p(value: float) -> str:
+    return f"{value:.3g}" if value >= 0.001 else "<0.001"
+
+
+def comparison_view(comparison: Comparison) -> dict[str, Any]:
+    """Tables of a comparison for the HTML template and the Markdown summary.
+
+    Returns:
+        ``{"title", "settings", "tests": {"columns", "rows"}, "flips": {"columns", "rows"},
+        "flips_total", "flips_shown", "verdicts": [str per test row], "unpaired"}``; every
+        cell is plain text (escaped where it is rendered).
+    """
+    level = round(comparison.confidence * 100)
+    tests = [[t.group, RATE_TITLES.get(t.metric, t.metric), str(t.n), _pct(t.rate_a), _pct(t.rate_b),
+              f"{_points(t.diff)} [{_points(t.diff_low)}, {_points(t.diff_high)}]",
+              f"{t.a_only}/{t.b_only}", _p(t.p_value), _p(t.p_holm),
+              "-" if math.isnan(t.mdd) else f"{t.mdd * 100:.1f} pts", t.verdict]
+             for t in comparison.tests]
+    flips = [[_DIRECTION[f.direction], RATE_TITLES.get(f.metric, f.metric), f.group, f.case_id + (f" #{f.trial}" if f.trial else ""),
+              f.query, f.expected, f.answer_a, f.answer_b]
+             for f in comparison.flips[:FLIPS_SHOWN]]
+    return {
+        "title": f"{comparison.label_a} (A) vs {comparison.label_b} (B)",
+        "settings": f"paired on (case, trial); McNemar exact test, Holm-adjusted across "
+                    f"{len(comparison.tests)} tests at alpha {comparison.alpha}; "
+                    f"{level}% paired bootstrap interval of B-A ({comparison.n_boot} "
+                    f"resamples by case); minimum detectable difference (MDD) at "
+                    f"{round(comparison.power * 100)}% power",
+        "tests": {"columns": ["group", "metric", "pairs", "A", "B",
+                              f"B-A points [{level}% CI]", "A only/B only", "p (McNemar)",
+                              "p (Holm)", "MDD", "verdict"], "rows": tests},
+        "flips": {"columns": ["flip", "metric", "group", "case", "query", "expected",
+                              "answer A", "answer B"], "rows": flips},
+        "flips_total": len(comparison.flips),
+        "flips_shown": len(flips),
+        "unpaired": (comparison.unpaired_a, comparison.unpaired_b),
+    }

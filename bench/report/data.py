@@ -1,0 +1,343 @@
+"""Everything a report shows, gathered from stored runs (no rendering here).
+
+Rows are read through :class:`bench.runstore.RunStore`; rates and intervals come from
+``bench.stats``. The report's own rules are few and live here: a row's outcome (pass / fail /
+unparseable), how several runs are labelled, and what of each row the drill-down embeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.paths import runs_dir
+from bench.runstore import RunStore
+from bench.stats.aggregate import aggregate
+from bench.stats.frame import results_frame
+from bench.stats.summary import summarize
+
+# Rates the report shows (bench.stats.frame metric names), in display order; a metric shows
+# when at least one row carries it (execution outcomes only after the executor ran).
+RATE_TITLES = {
+    "selection_correct": "tool selection",
+    "arguments_correct": "arguments",
+    "arguments_correct_lenient": "arguments (lenient)",
+    "execution_success": "execution success",
+    "execution_match": "execution match",
+    "no_call_correct": "no-call",
+    "ask_correct": "ask",
+    "schema_valid": "arg schema valid",
+}
+# The rates of the per-tool and per-tag tables.
+GROUP_RATES = ("selection_correct", "arguments_correct", "execution_success")
+OUTCOMES = ("pass", "fail", "unparseable")
+# Long model answers are cut in the embedded drill-down (the run's results.jsonl keeps all).
+TEXT_LIMIT = 4000
+
+
+@dataclass
+class LoadedRun:
+    """One stored run: its manifest, its rows with unique variant labels (``rows``) and as
+    stored (``source_rows``; the same list unless :func:`load_runs` relabelled)."""
+
+    run_id: str
+    manifest: dict[str, Any]
+    rows: list[dict[str, Any]]
+    source_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.source_rows = self.source_rows or self.rows
+
+
+def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
+    """Read the named runs from ``reports/runs``.
+
+    When several runs share a (variant, provider) pair, each row's variant is relabelled
+    ``<run-id>/<variant>`` so the runs stay apart in every table and chart.
+
+    Raises:
+        BenchError: no run id, a run that does not exist, a corrupt manifest or row, or a run
+            without finished rows.
+    """
+    if not run_ids:
+        raise BenchError("name at least one run id (see reports/runs/)")
+    runs = []
+    for run_id in dict.fromkeys(run_ids):
+        store = RunStore(runs_dir(), run_id)
+        manifest = store.read_manifest()
+        rows = list(store.rows())
+        if not rows:
+            raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
+        runs.append(LoadedRun(run_id, manifest, rows))
+    pairs = [{(r["variant"], r["provider"]) for r in run.rows} for run in runs]
+    clash = len(runs) > 1 and sum(len(p) for p in pairs) > len(set().union(*pairs))
+    if clash:
+        for run in runs:
+            run.source_rows = run.rows
+            run.rows = [{**r, "variant": f"{run.run_id}/{r['variant']}",
+                         "key": f"{run.run_id}/{r['key']}"} for r in run.rows]
+            for variant in run.manifest.get("variants", []):
+                if isinstance(variant, dict):
+                    variant["label"] = f"{run.run_id}/{variant.get('name')}"
+    return runs
+
+
+def row_outcome(row: dict[str, Any]) -> str:
+    """``unparseable`` (the answer could not be decoded), ``pass`` (tool selection right and
+    no wrong argument: ``arguments_correct`` True or not applicable) or ``fail``."""
+    metrics = row.get("metrics") or {}
+    if (row.get("parsed") or {}).get("error") or "unparseable" in metrics.get("error_codes", []):
+        return "unparseable"
+    if metrics.get("selection_correct") and metrics.get("arguments_correct") is not False:
+        return "pass"
+    return "fail"
+
+
+def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
+    """Variant labels in the order the runs' configs list them."""
+    order: list[str] = []
+    for run in runs:
+        for variant in run.manifest.get("variants", []):
+            if isinstance(variant, dict):
+                label = variant.get("label") or variant.get("name")
+                if label not in order:
+                    order.append(label)
+    for run in runs:  # rows of variants the manifest does not list
+        for row in run.rows:
+            if row["variant"] not in order:
+                order.append(row["variant"])
+    return order
+
+
+def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
+    """Mean description lines per tool of each variant label (mean over its toolsets)."""
+    found: dict[str, list[float]] = {}
+    for run in runs:
+        for variant in run.manifest.get("variants", []):
+            if isinstance(variant, dict) and variant.get("mean_lines_per_tool") is not None:
+                label = variant.get("label") or variant.get("name")
+                found.setdefault(label, []).append(float(variant["mean_lines_per_tool"]))
+    return {label: sum(v) / len(v) for label, v in found.items()}
+
+
+def all_rows(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+    """Every row of every run, in run order (variants relabelled as :func:`load_runs` says)."""
+    return [row for run in runs for row in run.rows]
+
+
+def frame_of(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+    """The results frame (:func:`bench.stats.frame.results_frame`) of all rows."""
+    return results_frame(all_rows(runs))
+
+
+def _in_variant_order(table: pd.DataFrame, order: Sequence[str],
+                      leading: Sequence[str] = ()) -> pd.DataFrame:
+    rank = {name: i for i, name in enumerate(order)}
+    keys = [*leading, "provider", "variant"]
+    return table.sort_values(
+        keys, key=lambda s: s.map(rank).fillna(len(rank)) if s.name == "variant" else s,
+        kind="stable").reset_index(drop=True)
+
+
+def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (provider, variant): rates of :data:`RATE_TITLES` from
+    :func:`bench.stats.aggregate.aggregate` (``<metric>_k/_n/_rate/_low/_high``, fractions;
+    ``_boot_low/_boot_high`` with trials > 1), tokens, latency and throughput from
+    :func:`bench.stats.summary.summarize`, and ``mean_lines`` (description lines per tool,
+    from the manifests); with several runs also ``series`` (``"<run-id> · <provider>"``, what
+    the charts draw one line for)."""
+    frame = frame_of(runs) if frame is None else frame
+    rates = aggregate(frame, ("provider", "variant"), metrics=list(RATE_TITLES))
+    usage = summarize(frame)[["provider", "variant", "tool_definition_tokens",
+                              "mean_prompt_tokens", "mean_cached_tokens", "p50_latency_s",
+                              "cases_per_s"]]
+    table = rates.merge(usage, on=["provider", "variant"], how="left")
+    table["mean_lines"] = table["variant"].map(variant_lines(runs)).astype(float)
+    if len(runs) > 1:  # one chart line per run and provider
+        run_of = {(r["provider"], r["variant"]): run.run_id for run in runs for r in run.rows}
+        table["series"] = [f"{run_of.get((p, v), '?')} · {p}" for p, v in
+                           zip(table["provider"], table["variant"])]
+    costs = cost_by_group(all_rows(runs))
+    if costs:
+        table["cost_usd"] = [costs.get((p, v)) for p, v in zip(table["provider"],
+                                                                table["variant"])]
+    return _in_variant_order(table, variant_order(runs))
+
+
+def cost_by_group(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Total ``cost_usd`` (USD) of the rows per (provider, variant); {} when no row has a
+    cost (providers without a price, or runs from before costs were recorded)."""
+    totals: dict[tuple[str, str], float] = {}
+    seen: set[str] = set()
+    for row in rows:
+        cost = _optional_float(row.get("cost_usd"))
+        if cost is None or row["key"] in seen:
+            continue
+        seen.add(row["key"])
+        pair = (row["provider"], row["variant"])
+        totals[pair] = totals.get(pair, 0.0) + cost
+    return totals
+
+
+def shown_metrics(table: pd.DataFrame, metrics: Sequence[str] = tuple(RATE_TITLES)
+                  ) -> list[tuple[str, str]]:
+    """(metric, title) of each of ``metrics`` that applies to at least one row of ``table``."""
+    return [(m, RATE_TITLES[m]) for m in metrics
+            if f"{m}_n" in table and table[f"{m}_n"].fillna(0).sum() > 0]
+
+
+def group_rates(runs: Sequence[LoadedRun], by: str,
+                frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rates per ``by`` group (``"tool"``: each tool the case expects, ``(no call)`` for
+    no-call and ask cases; ``"tag"``: each tag), provider and variant, from
+    :func:`bench.stats.aggregate.aggregate`."""
+    frame = frame_of(runs) if frame is None else frame
+    table = aggregate(frame, (by, "provider", "variant"), metrics=list(GROUP_RATES))
+    return _in_variant_order(table.rename(columns={by: "group"}), variant_order(runs),
+                             leading=["group"])
+
+
+def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters in results.jsonl]"
+
+
+def _optional_float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+@dataclass
+class Lookup:
+    """Interns repeated strings (variants, providers, codes, tools) as list indexes."""
+
+    values: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, value: str) -> int:
+        """The index of ``value`` (added when new)."""
+        if value not in self.index:
+            self.index[value] = len(self.values)
+            self.values.append(value)
+        return self.index[value]
+
+
+DRILLDOWN_FIELDS = ("case", "variant", "provider", "trial", "outcome", "codes", "tools", "raw",
+                    "calls", "parse_error", "text", "argument_errors", "execution", "latency_s",
+                    "tokens", "cost_usd", "run", "cache")
+
+
+def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+    """The drill-down data the page embeds: compact, strings interned, texts capped.
+
+    Returns:
+        ``{"fields": [...], "rows": [[...], ...], "cases": [[id, query, tags, expected], ...],
+        "variants", "providers", "codes", "tools", "tags", "outcomes", "runs": [str]}``;
+        each row is a list in ``fields`` order with indexes into those lists. Model output is
+        plain data here; the page shows it with ``textContent`` only.
+    """
+    variants, providers, codes, tools, tags = Lookup(), Lookup(), Lookup(), Lookup(), Lookup()
+    for name in variant_order(runs):
+        variants(name)
+    outcomes = Lookup(list(OUTCOMES), {o: i for i, o in enumerate(OUTCOMES)})
+    cases: dict[str, int] = {}
+    case_rows: list[list[Any]] = []
+    rows = []
+    for run_index, run in enumerate(runs):
+        for row in run.rows:
+            expected = row.get("expected") or {}
+            case_key = f"{run_index}|{row['case_id']}"
+            if case_key not in cases:
+                cases[case_key] = len(case_rows)
+                case_rows.append([row["case_id"], _cut(row.get("query")),
+                                  [tags(str(t)) for t in row.get("tags") or []],
+                                  expected])
+            parsed = row.get("parsed") or {}
+            metrics = row.get("metrics") or {}
+            calls = [[c.get("name"), c.get("arguments") if c.get("valid", True)
+                      else _cut(c.get("raw_arguments"))] for c in parsed.get("calls") or []]
+            raw = (row.get("response") or {}).get("raw")
+            text = parsed.get("text")
+            execution = {k: v for k, v in metrics.items() if k.startswith("execution")}
+            for name in ("execution", "executor"):  # the executor's per-call results
+                if row.get(name) is not None:
+                    execution["result"] = row[name]
+            names = {c.get("name") for c in expected.get("calls") or []} | \
+                {c[0] for c in calls}
+            usage = row.get("usage") or {}
+            rows.append([
+                cases[case_key], variants(row["variant"]), providers(row["provider"]),
+                row.get("trial", 0), outcomes(row_outcome(row)),
+                [codes(str(c)) for c in metrics.get("error_codes") or []],
+                sorted(tools(str(n)) for n in names if n is not None),
+                _cut(raw), calls, parsed.get("error"),
+                None if text == raw else _cut(text),
+                metrics.get("argument_errors") or [],
+                _cut(execution, 2000) if execution else None,
+                row.get("latency_s"),
+                [usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                 usage.get("cached_tokens")],
+                _optional_float(row.get("cost_usd")), run_index,
+                row.get("cache") if isinstance(row.get("cache"), str) else None,
+            ])
+    return {"fields": list(DRILLDOWN_FIELDS), "rows": rows, "cases": case_rows,
+            "variants": variants.values, "providers": providers.values, "codes": codes.values,
+            "tools": tools.values, "tags": tags.values, "outcomes": outcomes.values,
+            "runs": [run.run_id for run in runs]}
+
+
+def run_metadata(run: LoadedRun) -> dict[str, Any]:
+    """What the report's metadata section lists for one run: identity, models, versions, git
+    commit, dates, row counts, token totals (tokens), cost (USD, when rows carry
+    ``cost_usd``), cache counts (the manifest's ``cache`` object), what the run was billed
+    (its ``spent`` object) and providers it skipped, where the manifest records them."""
+    manifest = run.manifest
+    frame = pd.DataFrame([r.get("usage") or {} for r in run.rows])
+    tokens = {name: int(frame[name].fillna(0).sum()) for name in
+              ("prompt_tokens", "completion_tokens", "cached_tokens") if name in frame}
+    costs = [_optional_float(r.get("cost_usd")) for r in run.rows]
+    known_costs = [c for c in costs if c is not None]
+    dataset = manifest.get("dataset") if isinstance(manifest.get("dataset"), dict) else {}
+    return {
+        "run_id": run.run_id,
+        "status": manifest.get("status"),
+        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} cases, sha256 "
+                   f"{str(dataset.get('sha256', ''))[:12]})",
+        "command": " ".join(str(p) for p in manifest.get("command") or []),
+        "providers": [p for p in manifest.get("providers") or [] if isinstance(p, dict)],
+        "variants": [v for v in manifest.get("variants") or [] if isinstance(v, dict)],
+        "versions": manifest.get("versions") or {},
+        "git_commit": manifest.get("git_commit"),
+        "started_at": manifest.get("started_at"),
+        "ended_at": manifest.get("ended_at"),
+        "rows": f"{len(run.rows)} of {manifest.get('rows_planned', '?')} planned",
+        "tokens": tokens,
+        "cost_usd": sum(known_costs) if known_costs else None,
+        "cache": manifest.get("cache") if isinstance(manifest.get("cache"), dict) else None,
+        "spent": manifest.get("spent") if isinstance(manifest.get("spent"), dict) else None,
+        "skipped": [p for p in manifest.get("providers_skipped") or [] if isinstance(p, dict)],
+    }
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def iter_failures(runs: Sequence[LoadedRun]) -> Iterable[dict[str, Any]]:
+    """Rows whose outcome is not ``pass``."""
+    return (row for row in all_rows(runs) if row_outcome(row) != "pass")

@@ -1,0 +1,214 @@
+"""The self-contained HTML report (jinja2 with autoescaping, charts as SVG data URIs).
+
+Safety (model output is untrusted): every text goes through jinja2's autoescaping; the
+drill-down rows travel as JSON inside ``<script type="application/json">`` with ``<``, ``>``,
+``&``, U+2028 and U+2029 escaped (:func:`script_json`) and the page script shows them with
+``textContent`` only. A Content-Security-Policy allows no network, no plugin and only the
+page's own script (by hash), so even an escaping bug could neither run script nor fetch.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from importlib import resources
+from typing import Any, Sequence
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from bench.report import charts
+from bench.compare.core import Comparison
+from bench.report.comparison import comparison_view
+from bench.report.data import (GROUP_RATES, LoadedRun, all_rows, drilldown, frame_of,
+                               group_rates, headline, now_utc, run_metadata, shown_metrics,
+                               variant_order)
+from bench.report.table import format_rate
+from bench.stats.aggregate import selection_confusion, top_argument_errors
+from bench.stats.codes import error_code_counts
+
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                 "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def script_json(data: Any) -> Markup:
+    """JSON text safe inside ``<script type="application/json">``.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026`` (so no ``</script>`` or
+    ``<!--`` can end or alter the element; JSON.parse restores them) and U+2028/U+2029 are
+    escaped too (line terminators in older JavaScript). Lone surrogates stay ``\\udXXX``
+    escapes. The result holds none of ``<>&``, which is why it may be marked safe.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      default=str)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return Markup(text.translate(_SCRIPT_ESCAPES))
+
+
+def svg_data_uri(svg: str) -> str:
+    """``data:image/svg+xml;base64,...``: shown through ``<img>``, where SVG never runs script."""
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("bench.report", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["rate"] = lambda r, p: format_rate(r[f"{p}_rate"], *charts.bounds(r, p),
+                                                   r[f"{p}_n"])
+    env.filters["frac"] = lambda r, p: f"{r[f'{p}_k']}/{r[f'{p}_n']}" if r[f"{p}_n"] else ""
+    env.filters["num"] = _number
+    return env
+
+
+def _number(value: Any, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _sha256_b64(text: str) -> str:
+    """The CSP source hash of an inline element's text."""
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def _asset(name: str) -> str:
+    return resources.files("bench.report").joinpath("templates", name).read_text("utf-8")
+
+
+def pivot_groups(groups: pd.DataFrame) -> dict[str, Any]:
+    """Lay out :func:`bench.report.data.group_rates` output as a grid for the page.
+
+    Returns:
+        ``{"columns": ["variant" or "provider · variant", ...], "rows": [{"group": str,
+        "cases": int, "cells": [aggregate record or None per column]}]}``.
+    """
+    if groups.empty:
+        return {"columns": [], "rows": []}
+    pairs = list(dict.fromkeys(zip(groups["provider"], groups["variant"])))
+    providers = {p for p, _ in pairs}
+    columns = [v if len(providers) == 1 else f"{p} · {v}" for p, v in pairs]
+    rows = []
+    for name, part in groups.groupby("group", sort=False):
+        records = {(r["provider"], r["variant"]): r for r in part.to_dict("records")}
+        rows.append({"group": name, "cases": int(part["cases"].max()),
+                     "cells": [records.get(pair) for pair in pairs]})
+    return {"columns": columns, "rows": rows}
+
+
+MAX_CONFUSION_CHARTS = 8
+MAX_CONFUSION_COLUMNS = 12
+
+
+def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str, str]]:
+    """Heatmaps of :func:`bench.stats.aggregate.selection_confusion`, one per (provider,
+    variant), or one per provider when there would be more than
+    :data:`MAX_CONFUSION_CHARTS`. Chosen tools beyond the most frequent
+    :data:`MAX_CONFUSION_COLUMNS` (made-up names can be many) are summed into one column.
+
+    Returns:
+        ``[{"label": str, "uri": data URI}]``.
+    """
+    if frame.empty:
+        return []
+    keys = ["provider", "variant"]
+    if frame.groupby(keys).ngroups > MAX_CONFUSION_CHARTS:
+        keys = ["provider"]
+    rank = {name: i for i, name in enumerate(order)}
+    groups = sorted(frame.groupby(keys, sort=False),
+                    key=lambda item: tuple(rank.get(k, -1) if i else k
+                                           for i, k in enumerate(item[0])))
+    out = []
+    for key, part in groups:
+        matrix = selection_confusion(part)
+        if matrix.shape[1] > MAX_CONFUSION_COLUMNS:
+            keep = list(matrix.sum().sort_values(ascending=False).index[
+                :MAX_CONFUSION_COLUMNS - 1])
+            rest = [c for c in matrix.columns if c not in keep]
+            matrix = matrix[[c for c in matrix.columns if c in keep]].assign(
+                **{f"(other {len(rest)})": matrix[rest].sum(axis=1)})
+        label = " · ".join(str(k) for k in key) + (" (all variants)" if len(keys) == 1 else "")
+        out.append({"label": label, "uri": svg_data_uri(charts.heatmap(
+            matrix, label, "chosen tool", "expected tool"))})
+    return out
+
+
+def top_errors_table(frame: pd.DataFrame, order: Sequence[str], limit: int = 20
+                     ) -> dict[str, Any] | None:
+    """The ``limit`` most frequent argument errors over all rows
+    (:func:`bench.stats.aggregate.top_argument_errors`) with their count per (provider,
+    variant); None when there is none."""
+    top = top_argument_errors(frame, limit=limit)
+    if top.empty:
+        return None
+    per_group = top_argument_errors(frame, limit=10**9, by=("provider", "variant"))
+    per_group = per_group[per_group["argument_error"].isin(set(top["argument_error"]))]
+    pairs = sorted(set(zip(per_group["provider"], per_group["variant"])),
+                   key=lambda pv: (pv[0], order.index(pv[1]) if pv[1] in order else 10**6))
+    counts = {(r["provider"], r["variant"], r["argument_error"]): r["count"]
+              for r in per_group.to_dict("records")}
+    several = len({p for p, _ in pairs}) > 1
+    columns = ["argument error (tool.argument: expected -> got)", "rows"] + \
+        [f"{p} · {v}" if several else v for p, v in pairs]
+    rows = [[r["argument_error"], r["count"], *[counts.get((p, v, r["argument_error"]), 0)
+                                                  for p, v in pairs]]
+            for r in top.to_dict("records")]
+    return {"columns": columns, "rows": rows}
+
+
+def render_html(runs: Sequence[LoadedRun], title: str,
+                comparison: Comparison | None = None) -> str:
+    """The report page for ``runs`` as one HTML string (no external resources).
+
+    Args:
+        runs: loaded runs (see :func:`bench.report.data.load_runs`).
+        title: the page title (escaped).
+        comparison: the comparison to show (see
+            :func:`bench.report.comparison.choose_comparison`), or None.
+
+    Returns:
+        HTML text, UTF-8 ready.
+    """
+    frame = frame_of(runs)
+    order = variant_order(runs)
+    summary = headline(runs, frame)
+    metrics = shown_metrics(summary)
+    chart_uris = {
+        "lines": svg_data_uri(charts.ablation_chart(summary, "mean_lines",
+                                                    "description lines per tool (mean)")),
+        "tokens": svg_data_uri(charts.ablation_chart(summary, "tool_definition_tokens",
+                                                     "tool-definition tokens")),
+        "pareto": svg_data_uri(charts.pareto_chart(summary)),
+    }
+    by_tool = group_rates(runs, "tool", frame)
+    by_tag = group_rates(runs, "tag", frame)
+    script, style = _asset("report.js"), _asset("report.css")
+    counts = error_code_counts(all_rows(runs))
+    rank = {name: i for i, name in enumerate(order)}
+    counts.sort(key=lambda g: (g["provider"], rank.get(g["variant"], len(rank))))
+    return _environment().get_template("report.html.j2").render(
+        title=title,
+        generated_at=now_utc(),
+        run_ids=[run.run_id for run in runs],
+        summary=summary.to_dict("records"),
+        metrics=metrics,
+        cost_column="cost_usd" if "cost_usd" in summary else None,
+        bootstrap=any(c.endswith("_boot_low") for c in summary.columns),
+        charts=chart_uris,
+        by_tool=pivot_groups(by_tool),
+        by_tag=pivot_groups(by_tag),
+        group_metrics=shown_metrics(by_tool, GROUP_RATES),
+        comparison=comparison_view(comparison) if comparison else None,
+        metadata=[run_metadata(run) for run in runs],
+        error_codes=sorted({code for g in counts for code in g["counts"]}),
+        error_counts=counts,
+        confusion=confusion_charts(frame, order),
+        top_errors=top_errors_table(frame, order),
+        rows_json=script_json(drilldown(runs)),
+        style=Markup(style),  # package files, not data
+        script=Markup(script),
+        style_hash=_sha256_b64(style),
+        script_hash=_sha256_b64(script),
+    )

@@ -1,0 +1,83 @@
+"""JUnit XML: one testcase per row (case x variant x provider x trial), for CI test views."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Sequence
+
+from bench.report.data import TEXT_LIMIT, LoadedRun, all_rows, row_outcome, variant_order
+
+# Characters XML 1.0 forbids (model output may hold them); they become U+FFFD.
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(value: Any, limit: int = TEXT_LIMIT) -> str:
+    """``value`` as text legal in XML 1.0, cut to ``limit`` characters."""
+    text = _XML_INVALID.sub("\ufffd", str(value))
+    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more]"
+
+
+def _details(row: dict[str, Any]) -> str:
+    metrics = row.get("metrics") or {}
+    parsed = row.get("parsed") or {}
+    parts = [f"query: {row.get('query', '')}",
+             f"error codes: {', '.join(metrics.get('error_codes') or []) or '-'}"]
+    parts += [f"argument error: {e}" for e in metrics.get("argument_errors") or []]
+    if parsed.get("error"):
+        parts.append(f"parse error: {parsed['error']}")
+    calls = [f"{c.get('name')}({c.get('arguments')})" for c in parsed.get("calls") or []]
+    parts.append(f"calls: {'; '.join(calls) or '(none)'}")
+    parts.append(f"raw response: {(row.get('response') or {}).get('raw')}")
+    return "\n".join(parts)
+
+
+def render_junit(runs: Sequence[LoadedRun], name: str) -> str:
+    """JUnit XML text: a ``<testsuite>`` per (provider, variant), a ``<testcase>`` per row.
+
+    A testcase's ``classname`` is ``bench.<provider>.<variant>``, its name the case id (with
+    ``#<trial>`` when the run has several trials) and its ``time`` the row's latency in
+    seconds. A row whose outcome is not ``pass`` (see
+    :func:`bench.report.data.row_outcome`) carries a ``<failure>`` whose ``type`` is the
+    outcome, whose ``message`` lists the error codes and whose text holds the query, argument
+    errors, parsed calls and raw response (cut to the report's text limit).
+
+    Returns:
+        XML text with declaration.
+    """
+    root = ET.Element("testsuites", name=xml_text(name))
+    suites: dict[tuple[str, str], ET.Element] = {}
+    order = {v: i for i, v in enumerate(variant_order(runs))}
+    rows = sorted(all_rows(runs), key=lambda r: (r["provider"], order.get(r["variant"], 0)))
+    several_trials = any(r.get("trial", 0) for r in rows)
+    totals: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        pair = (row["provider"], row["variant"])
+        if pair not in suites:
+            suites[pair] = ET.SubElement(root, "testsuite",
+                                         name=xml_text(f"{pair[0]} · {pair[1]}"))
+            totals[pair] = [0, 0, 0.0]
+        name_text = row["case_id"] + (f"#{row.get('trial', 0)}" if several_trials else "")
+        latency = float(row.get("latency_s") or 0.0)
+        case = ET.SubElement(suites[pair], "testcase", name=xml_text(name_text),
+                             classname=xml_text(f"bench.{pair[0]}.{pair[1]}"),
+                             time=f"{latency:.3f}")
+        outcome = row_outcome(row)
+        totals[pair][0] += 1
+        totals[pair][2] += latency
+        if outcome != "pass":
+            totals[pair][1] += 1
+            codes = (row.get("metrics") or {}).get("error_codes") or []
+            failure = ET.SubElement(case, "failure", type=outcome,
+                                    message=xml_text(", ".join(codes) or outcome, 500))
+            failure.text = xml_text(_details(row))
+    for pair, suite in suites.items():
+        tests, failures, seconds = totals[pair]
+        suite.set("tests", str(tests))
+        suite.set("failures", str(failures))
+        suite.set("errors", "0")
+        suite.set("time", f"{seconds:.3f}")
+    root.set("tests", str(sum(t[0] for t in totals.values())))
+    root.set("failures", str(sum(t[1] for t in totals.values())))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,97 @@
+"""A compact Markdown summary of runs (for a pull-request comment or a CI step summary)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+from bench.compare.core import Comparison
+from bench.report.charts import bounds
+from bench.report.comparison import comparison_view
+from bench.report.data import LoadedRun, all_rows, headline, row_outcome, shown_metrics
+from bench.report.table import format_rate
+from bench.stats.codes import error_code_counts
+
+
+def md_cell(value: Any) -> str:
+    """Text safe in a GitHub Markdown table cell: HTML-escaped (GitHub renders inline HTML),
+    ``|`` escaped, newlines folded to spaces."""
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    return text.replace("|", "\\|").replace("`", "\\`")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int,
+           right_to: int | None = None) -> list[str]:
+    right = range(right_from, len(header) if right_to is None else right_to)
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(md_cell(h) for h in header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | None = None,
+                    comparison: Comparison | None = None) -> str:
+    """The summary: headline rates with 95% Wilson intervals per (provider, variant), pass /
+    fail / unparseable counts, error-code counts and, when given, the comparison's lines.
+
+    Args:
+        runs: loaded runs.
+        title: heading text.
+        report_path: where the HTML report is (mentioned at the end), or None.
+        comparison: a comparison to summarise (tests and the number of flipped cases).
+
+    Returns:
+        Markdown text ending in a newline.
+    """
+    summary = headline(runs)
+    metrics = shown_metrics(summary)
+    lines = [f"### {md_cell(title)}", ""]
+    rows = []
+    outcomes: dict[tuple[str, str], dict[str, int]] = {}
+    for row in all_rows(runs):
+        counts = outcomes.setdefault((row["provider"], row["variant"]), {})
+        outcome = row_outcome(row)
+        counts[outcome] = counts.get(outcome, 0) + 1
+    for record in summary.to_dict("records"):
+        cells = [record["provider"], record["variant"], record["cases"]]
+        cells += [format_rate(record[f"{p}_rate"], *bounds(record, p), record[f"{p}_n"])
+                  for p, _ in metrics]
+        tokens = record["tool_definition_tokens"]
+        cells.append("-" if tokens != tokens or tokens is None else f"{int(tokens):,}")
+        if "cost_usd" in record:
+            cost = record["cost_usd"]
+            cells.append("-" if cost is None or cost != cost else f"{cost:.4f}")
+        counts = outcomes.get((record["provider"], record["variant"]), {})
+        cells.append(f"{counts.get('pass', 0)} / {counts.get('fail', 0)} / "
+                     f"{counts.get('unparseable', 0)}")
+        rows.append(cells)
+    header = ["provider", "variant", "cases", *[f"{label} (95% CI)" for _, label in metrics],
+              "tool-def tokens", *(["cost USD"] if "cost_usd" in summary else []),
+              "pass / fail / unparseable"]
+    lines += _table(header, rows, right_from=2)
+    counts = error_code_counts(all_rows(runs))
+    codes = sorted({c for g in counts for c in g["counts"]})
+    if codes:
+        lines += ["", "<details><summary>error codes (rows with each code)</summary>", ""]
+        lines += _table(["provider", "variant", *codes],
+                        [[g["provider"], g["variant"], *[g["counts"].get(c, 0) for c in codes]]
+                         for g in counts], right_from=2)
+        lines += ["", "</details>"]
+    if comparison is not None:
+        view = comparison_view(comparison)
+        keep = [0, 1, 3, 4, 5, 8, 10]  # group, metric, A, B, B-A [CI], p (Holm), verdict
+        lines += ["", f"**Comparison: {md_cell(view['title'])}** ({md_cell(view['settings'])})",
+                  ""]
+        lines += _table([view["tests"]["columns"][i] for i in keep],
+                        [[row[i] for i in keep] for row in view["tests"]["rows"]], right_from=2,
+                        right_to=len(keep) - 1)
+        lost = sum(f.direction == "lost" for f in comparison.flips)
+        lines += ["", f"Flipped (case, trial, metric) pairs: {lost} right in A but wrong in B, "
+                      f"{len(comparison.flips) - lost} wrong in A but right in B."]
+    runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.get('status'))}, "
+                          f"commit `{md_cell(str(r.manifest.get('git_commit'))[:12])}`)"
+                          for r in runs)
+    lines += ["", f"Runs: {runs_text}."]
+    if report_path:
+        lines.append(f"Full report: `{md_cell(report_path)}`.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,31 @@
+"""How often each error code occurs per (provider, variant)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+
+def error_code_counts(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Count rows per error code in each (provider, variant) group.
+
+    Args:
+        rows: result rows (``provider``, ``variant``, ``metrics.error_codes``); a row key seen
+            twice counts once, as in :func:`bench.stats.summary.rows_frame`.
+
+    Returns:
+        ``[{"provider", "variant", "rows": int, "counts": {code: rows with it}}]`` in first-seen
+        group order; a row with several codes counts once under each.
+    """
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    seen: set[str] = set()
+    for row in rows:
+        if row.get("key") in seen:
+            continue
+        seen.add(row.get("key"))
+        group = groups.setdefault((row["provider"], row["variant"]),
+                                  {"provider": row["provider"], "variant": row["variant"],
+                                   "rows": 0, "counts": Counter()})
+        group["rows"] += 1
+        group["counts"].update(set((row.get("metrics") or {}).get("error_codes") or []))
+    return [{**g, "counts": dict(g["counts"])} for g in groups.values()]

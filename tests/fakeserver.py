@@ -1,0 +1,420 @@
+"""A scripted HTTP server on 127.0.0.1 that speaks the providers' wire protocols.
+
+Tests (and ``benchmarks/``) point the real SDKs at :attr:`FakeServer.url` and script what the
+server answers: normal answers, parallel calls, arguments as an object, malformed JSON,
+truncated output, 429 with Retry-After, 500, slow answers past the client's timeout, streams
+(server-sent events) with a repeated index.
+
+Usage::
+
+    with FakeServer(latency_s=0.1) as server:          # fixed latency for every answer
+        server.script(Reply(429, {"error": {...}}, headers={"retry-after": "1"}),
+                      Reply(body=chat_body(calls=[("get_weather", {"city": "Paris"})])))
+        ... openai.OpenAI(base_url=server.url + "/v1", api_key="x") ...
+        server.requests[0].body          # what the SDK sent
+
+Unscripted requests get :func:`default_reply` (a valid answer for the path), or what the
+``handler`` callable returns, so a benchmark can run thousands of requests unscripted
+(``record=False`` keeps memory flat). From outside the test suite import it as
+``tests.fakeserver`` with the repository root on ``sys.path``. Wire
+formats follow the providers' API references (OpenAI Chat Completions and Responses, Anthropic
+Messages and streaming events, Gemini generateContent).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Sequence
+
+__all__ = ["FakeServer", "Reply", "Recorded", "chat_body", "chat_stream", "anthropic_body",
+           "anthropic_stream", "responses_body", "responses_stream", "gemini_body",
+           "error_body", "default_reply"]
+
+
+@dataclass
+class Reply:
+    """One scripted answer.
+
+    Attributes:
+        status: HTTP status code.
+        body: a JSON-able value (sent as JSON), or None.
+        headers: extra response headers.
+        delay_s: seconds to wait before answering (on top of the server's fixed latency).
+        events: server-sent events ``(event name or None, data)``; data dicts become JSON and
+            ``"[DONE]"`` is sent as is. Replaces ``body`` when given.
+        raw: exact response bytes (e.g. broken JSON); replaces ``body``.
+    """
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    events: list[tuple[str | None, Any]] | None = None
+    raw: bytes | None = None
+
+
+@dataclass
+class Recorded:
+    """A request the server received: method, path, lower-cased headers, decoded JSON body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+_ids = itertools.count(1)
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    """An error body in the OpenAI/Anthropic style ``{"error": {"type", "message"}}``."""
+    return {"type": "error", "error": {"type": f"http_{status}", "message": message,
+                                       "code": status}}
+
+
+def chat_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
+              finish: str | None = None, usage: tuple[int, int, int] = (100, 20, 0),
+              ids: Sequence[str] | None = None, model: str = "fake-model") -> dict[str, Any]:
+    """A Chat Completions body. ``calls``: (name, arguments) where arguments is sent as is
+    when it is a string and JSON-encoded otherwise, unless it is wrapped as ``("obj", {...})``
+    (sent as an object)."""
+    tool_calls = []
+    for index, (name, arguments) in enumerate(calls):
+        if isinstance(arguments, tuple) and arguments[0] == "obj":
+            wire = arguments[1]
+        elif isinstance(arguments, str):
+            wire = arguments
+        else:
+            wire = json.dumps(arguments, ensure_ascii=False)
+        tool_calls.append({"id": ids[index] if ids else f"call_{next(_ids)}", "type": "function",
+                           "function": {"name": name, "arguments": wire}})
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    prompt, completion, cached = usage
+    return {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": finish or ("tool_calls" if calls else "stop")}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}
+
+
+def chat_stream(fragments: Sequence[dict[str, Any]], finish: str = "tool_calls",
+                text: str | None = None, usage: tuple[int, int] = (100, 20)
+                ) -> list[tuple[str | None, Any]]:
+    """Chat Completions chunks: one per ``delta.tool_calls`` fragment (dicts with ``index``,
+    optional ``id``, ``name``, ``arguments``), then the finish chunk, a usage chunk and
+    ``[DONE]``."""
+    base = {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion.chunk", "created": 0,
+            "model": "fake-model"}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta,
+                                     "finish_reason": finish_reason}]}
+
+    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant"}))]
+    if text:
+        events.append((None, chunk({"content": text})))
+    for fragment in fragments:
+        call: dict[str, Any] = {"index": fragment.get("index", 0)}
+        if fragment.get("id"):
+            call["id"] = fragment["id"]
+            call["type"] = "function"
+        function = {}
+        if fragment.get("name"):
+            function["name"] = fragment["name"]
+        if "arguments" in fragment:
+            function["arguments"] = fragment["arguments"]
+        call["function"] = function
+        events.append((None, chunk({"tool_calls": [call]})))
+    events.append((None, chunk({}, finish)))
+    events.append((None, {**base, "choices": [], "usage": {
+        "prompt_tokens": usage[0], "completion_tokens": usage[1],
+        "total_tokens": sum(usage)}}))
+    events.append((None, "[DONE]"))
+    return events
+
+
+def anthropic_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
+                   stop: str | None = None, usage: tuple[int, int, int] = (100, 20, 0),
+                   ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """A Messages body; each call's ``input`` is sent as given (object, or a string to test
+    a misbehaving server)."""
+    content: list[dict[str, Any]] = []
+    if text:
+        content.append({"type": "text", "text": text})
+    for index, (name, arguments) in enumerate(calls):
+        content.append({"type": "tool_use", "id": ids[index] if ids else f"toolu_{next(_ids)}",
+                        "name": name, "input": arguments})
+    prompt, completion, cached = usage
+    return {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
+            "model": "fake-model", "content": content,
+            "stop_reason": stop or ("tool_use" if calls else "end_turn"), "stop_sequence": None,
+            "usage": {"input_tokens": prompt, "output_tokens": completion,
+                      "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}
+
+
+def anthropic_stream(calls: Sequence[tuple[str, str, Sequence[str]]], text: str | None = None,
+                     stop: str = "tool_use", usage: tuple[int, int] = (100, 20)
+                     ) -> list[tuple[str | None, Any]]:
+    """Messages streaming events. ``calls``: (id, name, partial_json pieces)."""
+    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start",
+        "message": {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
+                    "model": "fake-model", "content": [], "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": usage[0], "output_tokens": 1}}})]
+    index = 0
+    if text:
+        events += [("content_block_start", {"type": "content_block_start", "index": index,
+                                            "content_block": {"type": "text", "text": ""}}),
+                   ("content_block_delta", {"type": "content_block_delta", "index": index,
+                                            "delta": {"type": "text_delta", "text": text}}),
+                   ("content_block_stop", {"type": "content_block_stop", "index": index})]
+        index += 1
+    for call_id, name, pieces in calls:
+        events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                       "content_block": {"type": "tool_use", "id": call_id, "name": name,
+                                         "input": {}}}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": piece}})
+                   for piece in pieces]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    events += [("message_delta", {"type": "message_delta",
+                                  "delta": {"stop_reason": stop, "stop_sequence": None},
+                                  "usage": {"output_tokens": usage[1]}}),
+               ("message_stop", {"type": "message_stop"})]
+    return events
+
+
+def responses_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
+                   incomplete: str | None = None, usage: tuple[int, int, int] = (100, 20, 0)
+                   ) -> dict[str, Any]:
+    """A Responses API body (``output`` items ``function_call`` / ``message``);
+    ``incomplete="max_output_tokens"`` makes a truncated answer."""
+    output: list[dict[str, Any]] = []
+    if text:
+        output.append({"type": "message", "id": f"msg_{next(_ids)}", "status": "completed",
+                       "role": "assistant",
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    for name, arguments in calls:
+        wire = arguments if isinstance(arguments, str) else json.dumps(arguments,
+                                                                       ensure_ascii=False)
+        output.append({"type": "function_call", "id": f"fc_{next(_ids)}",
+                       "call_id": f"call_{next(_ids)}", "name": name, "arguments": wire,
+                       "status": "completed"})
+    prompt, completion, cached = usage
+    return {"id": f"resp_{next(_ids)}", "object": "response", "created_at": 0,
+            "model": "fake-model", "status": "incomplete" if incomplete else "completed",
+            "incomplete_details": {"reason": incomplete} if incomplete else None,
+            "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": {"input_tokens": prompt, "output_tokens": completion,
+                      "total_tokens": prompt + completion,
+                      "input_tokens_details": {"cached_tokens": cached},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def responses_stream(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """Responses streaming events for a final ``body``: created, one added/arguments.delta/
+    done per function call, then ``response.completed`` with the whole response."""
+    events: list[tuple[str | None, Any]] = [
+        ("response.created", {"type": "response.created", "sequence_number": 0,
+                              "response": {**body, "status": "in_progress", "output": []}})]
+    for index, item in enumerate(body["output"]):
+        events.append(("response.output_item.added", {
+            "type": "response.output_item.added", "output_index": index,
+            "sequence_number": len(events), "item": {**item, "arguments": ""}
+            if item["type"] == "function_call" else item}))
+        if item["type"] == "function_call":
+            events.append(("response.function_call_arguments.delta", {
+                "type": "response.function_call_arguments.delta", "item_id": item["id"],
+                "output_index": index, "sequence_number": len(events),
+                "delta": item["arguments"]}))
+        events.append(("response.output_item.done", {
+            "type": "response.output_item.done", "output_index": index,
+            "sequence_number": len(events), "item": item}))
+    final = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    events.append((final, {"type": final, "sequence_number": len(events), "response": body}))
+    return events
+
+
+def gemini_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
+                finish: str = "STOP", usage: tuple[int, int, int] = (100, 20, 0)
+                ) -> dict[str, Any]:
+    """A Gemini ``GenerateContentResponse`` body (``functionCall`` parts)."""
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"text": text})
+    for name, arguments in calls:
+        parts.append({"functionCall": {"name": name, "args": arguments}})
+    prompt, completion, cached = usage
+    return {"candidates": [{"content": {"role": "model", "parts": parts},
+                            "finishReason": finish, "index": 0}],
+            "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": completion,
+                              "cachedContentTokenCount": cached,
+                              "totalTokenCount": prompt + completion},
+            "modelVersion": "fake-model", "responseId": f"resp-{next(_ids)}"}
+
+
+def default_reply(request: Recorded) -> Reply:
+    """A valid answer for the request's path: a call of the first tool with ``{}``, or text."""
+    body = request.body if isinstance(request.body, dict) else {}
+    tools = body.get("tools") or []
+    if request.path.endswith("/chat/completions"):
+        first = tools[0]["function"]["name"] if tools else None
+        return Reply(body=chat_body(calls=[(first, {})] if first else (), text=None if first
+                                    else "ok"))
+    if request.path.endswith("/messages"):
+        first = tools[0]["name"] if tools else None
+        return Reply(body=anthropic_body(calls=[(first, {})] if first else (),
+                                         text=None if first else "ok"))
+    if request.path.endswith("/responses"):
+        first = tools[0]["name"] if tools else None
+        return Reply(body=responses_body(calls=[(first, {})] if first else (),
+                                         text=None if first else "ok"))
+    if ":generateContent" in request.path:
+        declarations = tools[0].get("functionDeclarations", []) if tools else []
+        first = declarations[0]["name"] if declarations else None
+        return Reply(body=gemini_body(calls=[(first, {})] if first else (),
+                                      text=None if first else "ok"))
+    return Reply(404, error_body(404, f"no such path {request.path}"))
+
+
+class _Server(ThreadingHTTPServer):
+    # A deep listen backlog: 32+ clients connecting at once must not wait for SYN retries.
+    request_queue_size = 512
+    daemon_threads = True
+
+
+class FakeServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 (a free port) answering scripted replies.
+
+    Args:
+        latency_s: fixed seconds added before every answer (benchmarks use 0.1).
+        handler: ``Recorded -> Reply`` for unscripted requests (default :func:`default_reply`).
+        record: keep every request in :attr:`requests` (turn off for long benchmarks).
+    """
+
+    def __init__(self, latency_s: float = 0.0,
+                 handler: Callable[[Recorded], Reply] | None = None, record: bool = True) -> None:
+        self.latency_s = latency_s
+        self.handler = handler or default_reply
+        self.record = record
+        self.requests: list[Recorded] = []
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>`` (no trailing slash)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies; each request takes the next one (then the handler answers)."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def start(self) -> "FakeServer":
+        """Serve in a background thread."""
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; replies still sleeping are cut short."""
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next_reply(self, request: Recorded) -> Reply:
+        with self._lock:
+            if self.record:
+                self.requests.append(request)
+            if self._queue:
+                return self._queue.popleft()
+        return self.handler(request)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                """Quiet: tests read :attr:`FakeServer.requests` instead."""
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self._answer(None)
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                data = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(data) if data else None
+                except ValueError:
+                    body = data.decode("utf-8", "replace")
+                self._answer(body)
+
+            def _answer(self, body: Any) -> None:
+                request = Recorded(self.command, self.path.split("?")[0],
+                                   {k.lower(): v for k, v in self.headers.items()}, body)
+                reply = server._next_reply(request)
+                wait = server.latency_s + reply.delay_s
+                if wait and server._stopping.wait(wait):
+                    return
+                if reply.events is not None:
+                    lines = []
+                    for name, data in reply.events:
+                        text = data if isinstance(data, str) else json.dumps(data,
+                                                                             ensure_ascii=False)
+                        lines.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
+                    payload = "".join(lines).encode("utf-8")
+                    content_type = "text/event-stream"
+                elif reply.raw is not None:
+                    payload, content_type = reply.raw, "application/json"
+                else:
+                    payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
+                    content_type = "application/json"
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", content_type)
+                    self.send_header("content-length", str(len(payload)))
+                    self.send_header("x-request-id", f"req_{next(_ids)}")
+                    self.send_header("request-id", f"req_{next(_ids)}")
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+        return Handler
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Poll ``predicate`` every 10 ms for up to ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()

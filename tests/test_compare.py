@@ -1,0 +1,164 @@
+"""``compare_rows`` and ``bench compare``: pairing, verdicts, flips, exit codes, JSON."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.compare import compare_rows
+from bench.runstore import RunStore
+from conftest import requires_local_model
+
+
+def row(case, variant, ok, provider="local", trial=0, metrics=None, query=None):
+    return {"key": f"{case}|{variant}|{provider}|{trial}", "run_id": "r", "case_id": case,
+            "toolset": "ecommerce", "variant": variant, "provider": provider, "trial": trial,
+            "lang": "en", "tags": [], "query": query or f"question {case}",
+            "expected": {"calls": [{"name": "get_weather", "arguments": {"city": ["Paris"]}}]},
+            "parsed": {"calls": [{"name": "get_weather",
+                                  "arguments": {"city": "Paris" if ok else "Lyon"}}],
+                       "error": None},
+            "metrics": {"selection_correct": True, "arguments_correct": ok, **(metrics or {})},
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "cached_tokens": 0},
+            "latency_s": 0.1}
+
+
+def pair(n_cases, a_right, b_right, variant_a="l10", variant_b="l30", **kwargs):
+    """Rows of two variants: A right on the first ``a_right`` cases, B on ``b_right``."""
+    rows_a = [row(f"c{i:03d}", variant_a, i < a_right, **kwargs) for i in range(n_cases)]
+    rows_b = [row(f"c{i:03d}", variant_b, i < b_right, **kwargs) for i in range(n_cases)]
+    return rows_a, rows_b
+
+
+def test_clear_regression_is_flagged_with_its_flipped_cases():
+    rows_a, rows_b = pair(60, 50, 30)
+    result = compare_rows(rows_a, rows_b, label_a="l10", label_b="l30", n_boot=500)
+    test = next(t for t in result.tests if t.metric == "arguments_correct")
+    assert (test.a_only, test.b_only, test.n) == (20, 0, 60)
+    assert test.diff == pytest.approx(-20 / 60) and test.diff_high < 0
+    assert test.verdict == "regression" and result.exit_code == 1
+    lost = [f for f in result.flips if f.metric == "arguments_correct"]
+    assert len(lost) == 20 and all(f.direction == "lost" for f in lost)
+    assert lost[0].query == "question c030" and "Lyon" in lost[0].answer_b
+    assert "Paris" in lost[0].answer_a and 'city="Paris"' in lost[0].expected
+    same = next(t for t in result.tests if t.metric == "selection_correct")
+    assert same.verdict == "no significant difference" and same.p_value == 1.0
+    json.loads(result.model_dump_json())  # JSON-serialisable
+
+
+def test_margin_and_holm_change_the_verdict():
+    rows_a, rows_b = pair(60, 50, 30)
+    assert compare_rows(rows_a, rows_b, margin=0.4, n_boot=200).exit_code == 0
+    rows_a, rows_b = pair(200, 110, 100)  # 10 discordant pairs, all one way: p ~ 0.002
+    result = compare_rows(rows_a, rows_b, n_boot=200)
+    test = next(t for t in result.tests if t.metric == "arguments_correct")
+    assert test.p_holm == pytest.approx(min(1, 2 * test.p_value))  # two tests in the family
+
+
+def test_pairs_only_shared_cases_and_execution_metrics_join_when_present():
+    rows_a, rows_b = pair(30, 20, 20, metrics={"exec_success": True})
+    rows_b = rows_b[:25]
+    result = compare_rows(rows_a, rows_b, n_boot=200)
+    assert result.unpaired_a == 5 and result.unpaired_b == 0
+    assert {t.metric for t in result.tests} == {"selection_correct", "arguments_correct",
+                                                "execution_success"}
+    assert all(t.n == 25 for t in result.tests)
+    plain_a, plain_b = pair(30, 20, 20)
+    assert "execution_success" not in {t.metric for t in compare_rows(plain_a, plain_b,
+                                                                      n_boot=200).tests}
+
+
+def test_no_shared_case_or_unknown_metric_is_an_error():
+    rows_a, _ = pair(5, 5, 5)
+    other = [row(f"x{i}", "l30", True) for i in range(5)]
+    with pytest.raises(ValueError, match="share no"):
+        compare_rows(rows_a, other)
+    with pytest.raises(ValueError, match="unknown metric"):
+        compare_rows(rows_a, rows_a, metrics=["speed"])
+
+
+def test_providers_are_tested_separately_and_corrected_together():
+    a1, b1 = pair(40, 30, 30, provider="local")
+    a2, b2 = pair(40, 30, 10, provider="openai:x")
+    result = compare_rows(a1 + a2, b1 + b2, metrics=["arguments_correct"], n_boot=200)
+    by_group = {t.group: t for t in result.tests}
+    assert set(by_group) == {"local", "openai:x"}
+    assert by_group["openai:x"].verdict == "regression"
+    assert by_group["local"].verdict == "no significant difference"
+
+
+# --- the command line ------------------------------------------------------------------------
+
+def write_run(home, run_id, rows, variants):
+    store = RunStore(home / "reports" / "runs", run_id)
+    store.write_manifest({"run_id": run_id, "status": "complete", "config": {"variants":
+                          variants}, "dataset": {}, "variants": [], "rows_planned": len(rows)})
+    for item in rows:
+        store.append({**item, "run_id": run_id})
+
+
+def bench(home, *args):
+    env = {**os.environ, "BENCH_HOME": str(home), "COLUMNS": "250"}
+    return subprocess.run([sys.executable, "-m", "bench", "compare", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture()
+def home(tmp_path):
+    rows_a, rows_b = pair(60, 50, 30, query="天气 <b>Paris</b>")
+    write_run(tmp_path, "both", rows_a + rows_b, ["l10", "l30"])
+    write_run(tmp_path, "base", rows_a, ["l10"])
+    write_run(tmp_path, "cand", [{**r, "variant": "l10", "key": r["key"].replace("l30", "l10")}
+                                 for r in rows_b], ["l10"])
+    return tmp_path
+
+
+def test_cli_variants_of_a_run(home):
+    result = bench(home, "l10", "l30", "--run", "both", "--show", "2")
+    assert result.returncode == 1, result.stderr
+    assert "regression" in result.stdout and "arguments_correct" in result.stdout
+    assert "20 right in l10, wrong in l30 (first 2)" in result.stdout
+    assert "天气 <b>Paris</b>" in result.stdout  # shown as text, not styled
+    better = bench(home, "l30", "l10", "--run", "both")
+    assert better.returncode == 0 and "improvement" in better.stdout
+
+
+def test_cli_two_runs_and_json(home):
+    result = bench(home, "base", "cand", "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert data["label_a"] == "base" and data["label_b"] == "cand"
+    tests = {t["metric"]: t for t in data["tests"]}
+    assert tests["arguments_correct"]["group"] == "local/l10"
+    assert tests["arguments_correct"]["verdict"] == "regression"
+    assert len(data["flips"]) == 20
+    assert bench(home, "base", "cand", "--margin", "0.5").returncode == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["l10", "l99", "--run", "both"], "no variant 'l99'"),
+    (["l10", "l30", "--run", "missing"], "no run 'missing'"),
+    (["l10", "l30", "--run", "both", "--metrics", "speed"], "unknown metric"),
+    (["l10", "l30", "--run", "../etc"], "invalid run id"),
+])
+def test_cli_bad_input_exits_2_with_one_line(home, args, message):
+    result = bench(home, *args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@requires_local_model
+def test_cli_runs_two_variants_now_on_the_embedded_model(run_bench, project):
+    result = run_bench("compare", "l3", "l30", "--limit", "2", "--run-id", "cmp-now", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    data = json.loads(result.stdout)
+    assert {t["metric"] for t in data["tests"]} >= {"selection_correct"}
+    assert all(t["n"] == 2 and t["group"] == "local" for t in data["tests"]
+               if t["metric"] == "selection_correct")
+    rows = (project / "reports" / "runs" / "cmp-now" / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 4  # the run is kept, so it can be compared again with --run
+    again = run_bench("compare", "l3", "l30", "--run", "cmp-now", "--json")
+    assert json.loads(again.stdout)["tests"] == data["tests"]

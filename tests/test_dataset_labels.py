@@ -1,0 +1,226 @@
+"""Label check over every dataset under datasets/ (issue 3): the labels fit the tools.
+
+For each dataset: every expected call validates against its toolset's richest variant (l50),
+taking each acceptable literal value and treating null as "omitted"; every tool of the toolset
+is expected by at least MIN_CASES_PER_TOOL cases; no two cases share a normalised conversation;
+every no_call case mentions the domain (keywords from the datasheet's ```keywords block);
+multi-turn histories pair every tool call id with one tool result; every case carries exactly
+the category tag its shape implies (bench.datasets.stats.structural_category); the datasheet's
+generated counts are current.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from bench.datasets import load_dataset
+from bench.datasets.loader import MATCHER_KEYS, Dataset
+from bench.datasets.stats import BEGIN, END, declared_category, markdown, structural_category
+from bench.descriptions.variants import available_variants, load_variant
+from bench.models import Case, Tool
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = sorted(p.parent.name for p in (ROOT / "datasets").glob("*/cases.jsonl"))
+MIN_CASES_PER_TOOL = 10  # issue 3: "every tool is exercised by at least 10 cases"
+RICHEST = "l50"
+
+
+@cache
+def dataset(name: str) -> Dataset:
+    """The dataset, loaded once per test session."""
+    return load_dataset(name, root=ROOT / "datasets")
+
+
+@cache
+def tools(toolset: str) -> dict[str, Tool]:
+    """The toolset's tools in its richest variant (l50, else its last listed variant)."""
+    names = available_variants(toolset, ROOT / "descriptions")
+    variant = RICHEST if RICHEST in names else names[-1]
+    return {t.name: t for t in load_variant(toolset, variant, root=ROOT / "descriptions").tools}
+
+
+def _is_matcher(value: Any) -> bool:
+    return isinstance(value, dict) and any(k in MATCHER_KEYS for k in value)
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+def _call_errors(tool: Tool, arguments: dict[str, list[Any]]) -> list[str]:
+    """Why an expected call's acceptable values cannot all be sent to ``tool`` (empty: fine).
+
+    Each literal acceptable value is put into an arguments object with, for the other
+    arguments, their first literal value (omitted where null comes first or only matchers are
+    listed); every such object must validate against the tool's whole schema. A required
+    argument may not list null.
+    """
+    schema = tool.input_schema
+    required = set(schema.get("required", []))
+    errors = [f"required argument '{a}' lists null (may be omitted)"
+              for a, values in arguments.items() if a in required and None in values]
+    unknown = set(arguments) - set(schema.get("properties", {}))
+    errors += [f"unknown argument '{a}'" for a in sorted(unknown)]
+    missing = required - set(arguments)
+    errors += [f"required argument '{a}' not listed" for a in sorted(missing)]
+    if errors:
+        return errors
+    base = {a: values[0] for a, values in arguments.items()
+            if values[0] is not None and not _is_matcher(values[0])}
+    matched_only = {a for a, values in arguments.items()
+                    if all(_is_matcher(v) or v is None for v in values)}
+    # An argument checked only by a matcher has no literal to send; relax "required" for it.
+    relaxed = dict(schema, required=[r for r in schema.get("required", [])
+                                     if r not in matched_only])
+    validator = _validator(relaxed)
+    for arg, values in arguments.items():
+        for value in values:
+            if _is_matcher(value):
+                continue
+            instance = dict(base)
+            if value is None:
+                instance.pop(arg, None)
+            else:
+                instance[arg] = value
+            errors += [f"{arg}={value!r}: {e.message}" for e in validator.iter_errors(instance)]
+    return errors
+
+
+def _user_text(case: Case) -> str:
+    return "\n".join(m.content or "" for m in case.messages if m.role == "user")
+
+
+def _normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return re.sub(r"[\W_]+", "", text)
+
+
+def domain_keywords(name: str) -> list[str]:
+    """Keywords of the dataset's domain, from the datasheet's fenced ```keywords block."""
+    readme = ROOT / "datasets" / name / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    block = re.search(r"```keywords\n(.*?)```", text, re.S)
+    return [k.strip().casefold() for k in block.group(1).splitlines() if k.strip()] \
+        if block else []
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_expected_calls_validate_against_the_richest_variant(name):
+    problems = []
+    for case in dataset(name).cases:
+        toolset = tools(case.toolset)
+        for i, call in enumerate(case.expected.calls):
+            if call.name not in toolset:
+                problems.append(f"{case.id} call {i}: unknown tool {call.name}")
+                continue
+            problems += [f"{case.id} call {i} {call.name}: {e}"
+                         for e in _call_errors(toolset[call.name], call.arguments)]
+    assert problems == []
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_every_tool_is_expected_by_enough_cases(name):
+    data = dataset(name)
+    counts = {(ts, t): 0 for ts in data.toolsets for t in tools(ts)}
+    for case in data.cases:
+        for tool in {c.name for c in case.expected.calls}:
+            counts[(case.toolset, tool)] = counts.get((case.toolset, tool), 0) + 1
+    short = {f"{ts}.{t}": n for (ts, t), n in counts.items() if n < MIN_CASES_PER_TOOL}
+    assert short == {}
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_no_duplicate_conversations(name):
+    seen: dict[str, str] = {}
+    duplicates = []
+    for case in dataset(name).cases:
+        key = _normalise("\n".join(f"{m.role}:{m.content or ''}{m.tool_calls or ''}"
+                                   for m in case.messages))
+        if key in seen:
+            duplicates.append((seen[key], case.id))
+        seen.setdefault(key, case.id)
+    assert duplicates == []
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_no_call_cases_mention_the_domain(name):
+    keywords = domain_keywords(name)
+    assert keywords, f"datasets/{name}/README.md needs a ```keywords block (one per line)"
+    implausible = [c.id for c in dataset(name).cases if c.expected.no_call
+                   and not any(k in _user_text(c).casefold() for k in keywords)]
+    assert implausible == []
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_history_tool_calls_are_paired_with_results(name):
+    problems = []
+    for case in dataset(name).cases:
+        open_ids: set[str] = set()
+        seen_ids: set[str] = set()
+        toolset = tools(case.toolset)
+        for i, message in enumerate(case.messages):
+            if message.role == "assistant" and message.tool_calls:
+                if open_ids:
+                    problems.append(f"{case.id} message {i}: calls {sorted(open_ids)} unanswered")
+                for call in message.tool_calls:
+                    call_id = call.get("id")
+                    if not call_id or call_id in seen_ids:
+                        problems.append(f"{case.id} message {i}: missing or repeated id {call_id}")
+                    seen_ids.add(call_id)
+                    open_ids.add(call_id)
+                    tool = toolset.get(call.get("name"))
+                    if tool is None or not isinstance(call.get("arguments"), dict):
+                        problems.append(f"{case.id} message {i}: bad call {call}")
+                    elif errors := list(_validator(tool.input_schema).iter_errors(
+                            call["arguments"])):
+                        problems.append(f"{case.id} message {i}: {errors[0].message}")
+            elif message.role == "tool":
+                if message.tool_call_id not in open_ids:
+                    problems.append(f"{case.id} message {i}: result for unknown or answered "
+                                    f"call {message.tool_call_id}")
+                open_ids.discard(message.tool_call_id)
+            elif open_ids:
+                problems.append(f"{case.id} message {i}: calls {sorted(open_ids)} unanswered")
+                open_ids.clear()
+        if open_ids or case.messages[-1].role not in ("user", "tool"):
+            problems.append(f"{case.id}: the conversation must end with a user message or "
+                            "with the results of every call")
+    assert problems == []
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_each_case_has_the_category_tag_its_shape_implies(name):
+    wrong = {c.id: (declared_category(c), structural_category(c))
+             for c in dataset(name).cases if declared_category(c) != structural_category(c)}
+    assert wrong == {}
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_datasheet_counts_are_generated_from_the_cases(name):
+    readme = (ROOT / "datasets" / name / "README.md").read_text(encoding="utf-8")
+    assert BEGIN in readme and END in readme, "datasheet lacks the generated stats block"
+    block = readme.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    data = dataset(name)
+    names = [t for ts in data.toolsets for t in tools(ts)]
+    assert block == markdown(data, names).strip(), (
+        f"run: python -m bench.datasets.stats {name} --write")
+
+
+def test_call_check_rejects_a_bad_label():
+    """The validator above can fail: a wrong enum case, a null on a required argument."""
+    tool = Tool(name="t", description="", input_schema={
+        "type": "object", "properties": {"unit": {"type": "string", "enum": ["asc", "desc"]},
+                                         "id": {"type": "string"}},
+        "required": ["id"], "additionalProperties": False})
+    assert _call_errors(tool, {"id": ["x"], "unit": ["asc", None]}) == []
+    assert any("ASC" in e for e in _call_errors(tool, {"id": ["x"], "unit": ["ASC"]}))
+    assert _call_errors(tool, {"id": ["x", None]}) == [
+        "required argument 'id' lists null (may be omitted)"]

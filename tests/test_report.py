@@ -1,0 +1,261 @@
+"""bench report: HTML safety and content, Markdown, JUnit, the CLI (no browser here)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.errors import BenchError
+from bench.report.comparison import choose_comparison
+from bench.report.data import load_runs, row_outcome
+from bench.report.html import render_html, script_json
+from bench.report.junit import render_junit, xml_text
+from bench.report.markdown import md_cell, render_markdown
+from bench.runstore import RunStore
+from bench.stats.codes import error_code_counts
+from bench.stats.frontier import pareto_frontier
+from report_runs import HOSTILE, expected_answer, hostile_answer, make_run, mixed_answer
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the text of each <script>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        self._in_script = False if tag == "script" else self._in_script
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+@pytest.fixture
+def hostile_run(project):
+    make_run("hostile", hostile_answer, limit=6)
+    return project
+
+
+def test_script_json_escapes_everything_that_could_end_the_element():
+    data = {"a": "</script><!--<script>&amp;\u2028\u2029", "b": "\ud800"}
+    text = str(script_json(data))
+    for bad in ("<", ">", "&", "\u2028", "\u2029"):
+        assert bad not in text
+    text.encode("utf-8")  # a lone surrogate travels as an escape: the file stays UTF-8
+    assert json.loads(text) == data
+
+
+def test_hostile_model_output_is_inert_in_the_html_text(hostile_run):
+    html = render_html(load_runs(["hostile"]), "t")
+    for hostile in HOSTILE:
+        assert hostile not in html
+    parser = Elements()
+    parser.feed(html)
+    scripts = [attrs for tag, attrs in parser.tags if tag == "script"]
+    assert scripts == [{"type": "application/json", "id": "report-data"}, {}]
+    images = [attrs["src"] for tag, attrs in parser.tags if tag == "img"]
+    assert images and all(src.startswith("data:image/svg+xml;base64,") for src in images)
+    links = [attrs.get("href", "") for tag, attrs in parser.tags if tag == "a"]
+    assert links and all(href.startswith("#") for href in links)
+    handlers = [(tag, name) for tag, attrs in parser.tags for name in attrs
+                if name.startswith("on")]
+    assert handlers == []
+    # the data still carries the answers unchanged, for the page to show as text
+    payload = json.loads(parser.scripts[0])
+    fields = payload["fields"]
+    first = payload["rows"][0]  # ecom-0001: parsed calls with hostile arguments
+    assert first[fields.index("calls")][0][1]["order_id"] == HOSTILE[2]
+    assert first[fields.index("calls")][1][0] == HOSTILE[1].replace('"', "'")
+    prose = payload["rows"][2]  # ecom-0003: hostile prose, unparseable
+    assert all(h in prose[fields.index("raw")] for h in HOSTILE[:4])
+    assert not any(sink in parser.scripts[1] for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("))
+
+
+def test_page_allows_no_network_and_only_its_own_script(hostile_run):
+    html = render_html(load_runs(["hostile"]), "t")
+    parser = Elements()
+    parser.feed(html)
+    csp = next(a["content"] for t, a in parser.tags
+               if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "default-src 'none'" in csp and "img-src data:" in csp
+    assert "unsafe-inline" not in csp and "http" not in csp
+
+
+def test_report_shows_headline_charts_groups_and_metadata(project):
+    make_run("good", mixed_answer, limit=10)
+    html = render_html(load_runs(["good"]), "report <title>")
+    assert "report &lt;title&gt;" in html
+    for section in ("headline", "ablation", "groups", "errors", "cases", "metadata"):
+        assert f'id="{section}"' in html
+    for chart in ("chart-lines", "chart-tokens", "chart-pareto"):
+        assert f'id="{chart}"' in html
+    assert html.count('alt="confusion matrix local · l') == 2  # one per variant
+    # two variants: the comparison section; the same answers under both, so nothing flips
+    assert 'id="comparison"' not in html  # no comparison passed in
+    with_comparison = render_html(load_runs(["good"]), "t",
+                                  choose_comparison(load_runs(["good"])))
+    assert "Comparison: l3 (A) vs l10 (B)" in with_comparison
+    assert "Flipped cases (0)" in with_comparison
+    assert "scripted &lt;b&gt;model&lt;/b&gt;" in html  # manifest text is escaped too
+    rows = load_runs(["good"])[0].rows
+    passed = {r["case_id"] for r in rows if row_outcome(r) == "pass"}
+    failed = {r["case_id"] for r in rows if row_outcome(r) == "fail"}
+    assert passed == {f"ecom-{i:04d}" for i in (2, 4, 6, 8, 10)}
+    assert failed == {f"ecom-{i:04d}" for i in (1, 3, 5, 7, 9)}
+
+
+def test_two_runs_with_the_same_variants_stay_apart(project):
+    make_run("a", expected_answer, variants=("l3",), limit=4)
+    make_run("b", hostile_answer, variants=("l3",), limit=4)
+    runs = load_runs(["a", "b"])
+    labels = {row["variant"] for run in runs for row in run.rows}
+    assert labels == {"a/l3", "b/l3"}
+    markdown = render_markdown(runs, "t")
+    assert "| local | a/l3 | 4 |" in markdown and "| local | b/l3 | 4 |" in markdown
+
+
+def test_two_runs_are_compared_variant_by_variant_with_their_flips(project):
+    make_run("right", expected_answer, limit=6)
+    make_run("half", mixed_answer, limit=6)
+    runs = load_runs(["right", "half"])
+    comparison = choose_comparison(runs)
+    assert (comparison.label_a, comparison.label_b) == ("right", "half")
+    lost = {(f.case_id, f.group) for f in comparison.flips
+            if f.metric == "selection_correct" and f.direction == "lost"}
+    odd = {"ecom-0001", "ecom-0003", "ecom-0005"}  # 'half' makes no call on these
+    assert lost == {(case, f"local/{v}") for case in odd for v in ("l3", "l10")}
+    html = render_html(runs, "t", comparison)
+    assert f"Flipped cases ({len(comparison.flips)})" in html
+    assert html.count("A right, B wrong") == sum(f.direction == "lost" for f in comparison.flips)
+    markdown = render_markdown(runs, "t", comparison=comparison)
+    assert "**Comparison: right (A) vs half (B)**" in markdown
+    with pytest.raises(BenchError, match="no variant 'l99'"):
+        choose_comparison(runs, ["right/l3", "l99"])
+
+
+def test_pareto_frontier_keeps_only_undominated_points():
+    costs = [100, 200, 300, 400, 150, float("nan")]
+    accs = [0.5, 0.7, 0.7, 0.9, 0.4, 0.99]
+    assert pareto_frontier(costs, accs) == [True, True, False, True, False, False]
+    with pytest.raises(ValueError):
+        pareto_frontier([1], [])
+
+
+def test_error_code_counts_count_rows_once_per_code():
+    rows = [{"key": "1", "provider": "p", "variant": "v",
+             "metrics": {"error_codes": ["wrong_tool", "missing_call"]}},
+            {"key": "1", "provider": "p", "variant": "v", "metrics": {"error_codes": ["x"]}},
+            {"key": "2", "provider": "p", "variant": "v", "metrics": {"error_codes": []}}]
+    assert error_code_counts(rows) == [{"provider": "p", "variant": "v", "rows": 2,
+                                        "counts": {"wrong_tool": 1, "missing_call": 1}}]
+
+
+def test_markdown_summary_escapes_and_counts(hostile_run):
+    runs = load_runs(["hostile"])
+    text = render_markdown(runs, "<b>title</b> | x")
+    assert "&lt;b&gt;title&lt;/b&gt; \\| x" in text
+    assert "| local | l3 | 6 |" in text
+    assert md_cell("a|b\n<i>") == "a\\|b &lt;i&gt;"
+    outcomes = [row_outcome(r) for r in runs[0].rows if r["variant"] == "l3"]
+    counts = f"{outcomes.count('pass')} / {outcomes.count('fail')} / {outcomes.count('unparseable')}"
+    assert counts in text.splitlines()[4]
+
+
+def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
+    runs = load_runs(["hostile"])
+    root = ET.fromstring(render_junit(runs, "t").encode("utf-8"))
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(runs[0].rows) == 12
+    assert {s.get("name") for s in root.findall("testsuite")} == {"local · l3", "local · l10"}
+    failures = [c.find("failure") for c in cases]
+    assert all(f is not None for f in failures)  # every hostile answer is wrong
+    row = next(r for r in runs[0].rows if r["variant"] == "l3")
+    first = next(c for c in cases if c.get("classname") == "bench.local.l3")
+    assert first.find("failure").get("message") == ", ".join(row["metrics"]["error_codes"])
+    assert root.get("failures") == "12"
+    assert xml_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
+
+
+def test_cli_writes_each_format_and_rejects_bad_input(hostile_run, run_bench):
+    result = run_bench("report", "hostile", "--name", "r1")
+    assert result.returncode == 0, result.stderr
+    assert (hostile_run / "reports" / "r1" / "index.html").is_file()
+    missing = run_bench("report", "hostile", "nope")
+    assert missing.returncode == 2 and "no run 'nope'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    # the other paths in process (each subprocess pays seconds of pandas/scipy imports)
+    cli = CliRunner()
+    for fmt, file in (("md", "summary.md"), ("junit", "junit.xml")):
+        assert cli.invoke(app, ["report", "hostile", "--format", fmt, "--name", "r1"]).exit_code == 0
+        assert (hostile_run / "reports" / "r1" / file).is_file()
+    printed = cli.invoke(app, ["report", "hostile", "-f", "md", "--name", "r1", "-o", "-"])
+    assert printed.stdout.startswith("### bench report: hostile")
+    assert "Full report: `reports/r1/index.html`" in printed.stdout  # the HTML written above
+    assert cli.invoke(app, ["report", "hostile", "--format", "pdf"]).exit_code == 2
+    bad_name = cli.invoke(app, ["report", "hostile", "--name", "../up"])
+    assert isinstance(bad_name.exception, BenchError) and "invalid report name" in str(
+        bad_name.exception)
+
+
+def test_load_runs_errors_are_bench_errors(project):
+    with pytest.raises(BenchError, match="at least one run"):
+        load_runs([])
+
+
+def test_cost_execution_and_cache_show_when_rows_carry_them(project):
+    make_run("plain", mixed_answer, variants=("l3",), limit=4)
+    plain = render_html(load_runs(["plain"]), "t")
+    assert "execution success" not in plain and "<th>cost USD</th>" not in plain
+    # what the executor and throughput branches add: per-row execution outcomes and cost,
+    # and cache counts in the manifest
+    store = RunStore(project / "reports" / "runs", "plain")
+    rows = list(store.rows())
+    store.results_path.unlink()
+    for index, row in enumerate(rows):
+        row["metrics"]["execution_success"] = index % 2 == 0
+        row["cost_usd"] = 0.25
+        store.append(row)
+    manifest = store.read_manifest()
+    manifest["cache"] = {"hits": 3, "misses": 1, "writes": 1}
+    store.write_manifest(manifest)
+    html = render_html(load_runs(["plain"]), "t")
+    assert "<th>execution success</th>" in html and "50.0% [15.0-85.0]" in html
+    assert "<th>cost USD</th>" in html and "<td>1.0000</td>" in html  # 4 rows x 0.25 USD
+    assert '<span class="kv">hits: 3</span>' in html
+    markdown = render_markdown(load_runs(["plain"]), "t")
+    assert "| cost USD |" in markdown.splitlines()[2] and "| 1.0000 |" in markdown
+
+
+def test_trials_name_junit_cases_and_switch_to_bootstrap_intervals(project):
+    make_run("trials", mixed_answer, variants=("l3",), limit=3, trials=2)
+    runs = load_runs(["trials"])
+    root = ET.fromstring(render_junit(runs, "t").encode("utf-8"))
+    names = sorted(c.get("name") for c in root.iter("testcase"))
+    assert names == [f"ecom-000{i}#{t}" for i in (1, 2, 3) for t in (0, 1)]
+    html = render_html(runs, "t")
+    assert "95% case-clustered bootstrap intervals (several trials per case)" in html
+
+
+def test_runs_without_shared_cases_get_no_comparison_unless_asked(project):
+    make_run("first", mixed_answer, variants=("l3",), limit=2)
+    make_run("other", mixed_answer, variants=("l3",), limit=None,
+             case_ids=["ecom-0005", "ecom-0006"])
+    runs = load_runs(["first", "other"])
+    assert choose_comparison(runs) is None
+    with pytest.raises(BenchError, match="share no"):
+        choose_comparison(runs, ["first/l3", "other/l3"])
