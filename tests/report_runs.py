@@ -57,10 +57,14 @@ class ScriptedProvider(Provider):
 
 def make_run(run_id: str, script: Callable[[Case], str], *, variants: Sequence[str] = ("l3",
              "l10"), providers: Sequence[str] = ("local",), limit: int | None = 12,
-             trials: int = 1, case_ids: Sequence[str] | None = None) -> None:
-    """Run the project's ``ecommerce`` cases through :class:`ScriptedProvider` (BENCH_HOME)."""
+             trials: int = 1, case_ids: Sequence[str] | None = None,
+             execute: bool = False) -> None:
+    """Run the project's ``ecommerce`` cases through :class:`ScriptedProvider` (BENCH_HOME);
+    ``execute`` runs the calls on the reference executor (off: rows carry no execution
+    metrics, as the report tests assume)."""
     config = RunConfig(variants=list(variants), providers=list(providers), limit=limit,
-                       trials=trials, case_ids=list(case_ids) if case_ids else None)
+                       trials=trials, case_ids=list(case_ids) if case_ids else None,
+                       execute=execute)
     holder: dict[str, Runner] = {}
 
     def factory(provider_id: str, _config: RunConfig) -> Provider:

@@ -270,6 +270,7 @@ class Executor:
                   outcome: ExecutionOutcome) -> None:
         breaker = self.breaker(toolset, call.name)
         rng = None  # made on the first retry only
+        suffix = ""
         faults = self.config.faults if run.inject_faults else None
         waited_total = 0.0
         wait_before = 0.0
@@ -321,7 +322,7 @@ class Executor:
             wait = self.policy.wait_s(error, attempt, rng) if retry else 0.0
             if retry and waited_total + wait > self.policy.budget_s:
                 retry = False
-                error.message += f" (retry budget of {self.policy.budget_s:g} s used up)"
+                suffix = f" (retry budget of {self.policy.budget_s:g} s used up)"
             self._trace(run, call, record, final=not retry)
             if not retry:
                 break
@@ -330,7 +331,7 @@ class Executor:
             wait_before = wait
             attempt += 1
         if attempt:
-            error.message += f" (after {attempt + 1} attempts)"
+            suffix += f" (after {attempt + 1} attempts)"
         if handler.fallback is not None and error.error_class in ("transient", "timeout",
                                                                   "rate_limited"):
             try:
@@ -348,7 +349,7 @@ class Executor:
                 outcome.attempts.append(record)
                 self._trace(run, call, record, final=True)
                 return
-        self._fail(outcome, error)
+        self._fail(outcome, error, suffix)
 
     def _context(self, call: ToolCall, attempt: int, run: RunContext) -> CallContext:
         return CallContext(call_id=call.id, tool=call.name, attempt=attempt, run=run,
@@ -374,10 +375,10 @@ class Executor:
                             f"{self.config.timeout_s:g} s") from None
 
     @staticmethod
-    def _fail(outcome: ExecutionOutcome, error: ToolError) -> None:
+    def _fail(outcome: ExecutionOutcome, error: ToolError, suffix: str = "") -> None:
         outcome.success = False
         outcome.data = None
-        outcome.error = error.message
+        outcome.error = error.message + suffix  # the exception itself is left unchanged
         outcome.error_class = error.error_class
         outcome.error_code = error.code
 

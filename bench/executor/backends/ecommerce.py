@@ -21,7 +21,7 @@ from typing import Any
 from bench.executor.backends.base import (Handler, ShopDB, check_date_range, cooperative,
                                           not_found, stable_id)
 from bench.executor.backends.shopdb import TODAY, alias_key
-from bench.executor.outcome import CallContext, ToolError, permanent_error, validation_error
+from bench.executor.outcome import CallContext, permanent_error, validation_error
 
 DEFAULT_CUSTOMER = "C0001"
 _CARRIER_PREFIXES = (("JD", "jd"), ("SF", "sf"), ("YT", "yto"), ("1Z", "ups"))
