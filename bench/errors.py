@@ -52,3 +52,17 @@ def pydantic_error_field(exc: Exception) -> tuple[str | None, str]:
     first = errors()[0]
     field = ".".join(str(p) for p in first.get("loc", ())) or None
     return field, first.get("msg", str(exc))
+
+
+def read_text_file(path: Path) -> str:
+    """Read a UTF-8 text file for bench (datasets, specs, imports).
+
+    Raises:
+        BenchError: the file is missing, unreadable, or not UTF-8 (naming the file).
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BenchError("file not found", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None

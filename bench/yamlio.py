@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from bench.errors import BenchError
+from bench.errors import BenchError, read_text_file
 
 
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
@@ -19,12 +19,7 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     Raises:
         BenchError: the file is missing or is not valid YAML (with the line of the problem).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BenchError("file not found", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    text = read_text_file(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)

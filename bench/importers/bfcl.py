@@ -32,7 +32,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError
+from bench.errors import BenchError, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 
 # BFCL parameter type -> JSON Schema type (None: no type constraint). From the type table BFCL
@@ -94,12 +94,7 @@ def bfcl_schema(schema: Any, where: str) -> Any:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BenchError("file not found", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    text = read_text_file(path)
     entries = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.errors import BenchError
+from bench.errors import BenchError, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 
 Format = Literal["openai", "anthropic"]
@@ -32,12 +32,9 @@ def read_tool_list(path: Path) -> list[Any]:
     Raises:
         BenchError: missing file, malformed JSON, or no list found.
     """
+    text = read_text_file(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BenchError("file not found", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
                          line=exc.lineno) from None
