@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from typing import Annotated, Optional
 
@@ -114,6 +115,9 @@ def run(
         help="Run each answer's calls on the reference backends (execution metrics).")] = True,
     allow_writes: Annotated[bool, typer.Option(help="Let write tools run (sandboxed).")] = False,
     allow_sensitive: Annotated[bool, typer.Option(help="Let sensitive tools run.")] = False,
+    execute_mcp: Annotated[Optional[str], typer.Option(
+        help="Execute the calls on this MCP server (a command line, started over stdio, e.g. "
+             "'python server.py') instead of the reference backends.")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
@@ -137,6 +141,7 @@ def run(
                            stream=stream, request_timeout_s=request_timeout,
                            execute=execute, allow_writes=allow_writes,
                            allow_sensitive=allow_sensitive,
+                           mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
                            **{k: v for k, v in throughput.items() if v is not None})
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():

@@ -87,6 +87,8 @@ class RunConfig(BaseModel):
         batch_poll_s: seconds between batch status polls.
         execute: run each answer's calls on the reference backends (execution metrics).
         allow_writes / allow_sensitive: let write / sensitive tools run when executing.
+        mcp_server: execute on this MCP server (argv, started over stdio) instead of the
+            reference backends.
     """
 
     dataset: str = "ecommerce"
@@ -118,6 +120,7 @@ class RunConfig(BaseModel):
     execute: bool = True
     allow_writes: bool = False
     allow_sensitive: bool = False
+    mcp_server: list[str] | None = None
 
     model_config = ConfigDict(extra="forbid")
 
@@ -914,7 +917,7 @@ def _execution(config: RunConfig, store: RunStore) -> Any:
         return None
     from bench.executor.runhook import RunExecution
     return RunExecution(store.dir, store.run_id, allow_writes=config.allow_writes,
-                        allow_sensitive=config.allow_sensitive)
+                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server)
 
 
 def _default_factory(provider_id: str, config: RunConfig) -> Provider:

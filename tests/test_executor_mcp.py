@@ -70,3 +70,26 @@ def test_a_server_that_cannot_start_is_a_clear_error():
     from bench.errors import BenchError
     with pytest.raises(BenchError, match="failed to start|did not start"):
         McpBackend(sys.executable, ["-c", "import sys; sys.exit(3)"], startup_timeout_s=20)
+
+
+def test_a_run_can_execute_on_an_mcp_server_instead_of_the_reference_backends(mcp_backend,
+                                                                              tmp_path):
+    from bench.executor.runhook import RunExecution
+    from bench.models import Case
+    from bench.parse import ParsedAnswer
+
+    case = Case.model_validate({
+        "id": "m1", "toolset": "anything", "lang": "en",
+        "messages": [{"role": "user", "content": "Canonical name of 北京?"}],
+        "expected": {"calls": [{"name": "lookup_city", "arguments": {"city": ["Beijing"]}}]}})
+    execution = RunExecution(tmp_path, "r1", mcp_command=[sys.executable, str(SERVER)])
+    try:
+        right = execution.row_metrics(case, mcp_backend.tools, "anything", ParsedAnswer(calls=[
+            ToolCall(id="c1", name="lookup_city", arguments={"city": "北京"})]), 0)
+        wrong = execution.row_metrics(case, mcp_backend.tools, "anything", ParsedAnswer(calls=[
+            ToolCall(id="c2", name="lookup_city", arguments={"city": "Atlantis"})]), 0)
+    finally:
+        execution.close()
+    assert right["execution_success"] is True and right["execution_match"] is True
+    assert wrong["execution_success"] is False
+    assert (tmp_path / "traces.jsonl").read_text(encoding="utf-8").count("lookup_city") >= 2

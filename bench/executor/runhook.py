@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from bench.executor.backends import ReferenceBackends
 from bench.executor.judge import ExecutionJudge
@@ -19,15 +19,30 @@ class RunExecution:
         run_dir: the run folder (``traces.jsonl`` is appended there).
         run_id: the run's id (copied into traces).
         allow_writes / allow_sensitive: what write and sensitive tools may do.
+        mcp_command: execute on this MCP server instead of the reference backends: the
+            server's argv (``[program, *args]``), started over stdio; its tools serve every
+            toolset (read-only unless the server marks a tool otherwise, see
+            :class:`~bench.executor.backends.mcp.McpBackend`).
+
+    Raises:
+        BenchError: the MCP server cannot be started.
     """
 
     def __init__(self, run_dir: Path, run_id: str, *, allow_writes: bool = False,
-                 allow_sensitive: bool = False) -> None:
+                 allow_sensitive: bool = False, mcp_command: Sequence[str] | None = None) -> None:
         self.run_id = run_id
         self.allow_writes = allow_writes
         self.allow_sensitive = allow_sensitive
+        self._mcp = None
+        if mcp_command:
+            from bench.executor.backends.mcp import McpBackend
+            self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]))
+            mcp_handlers = self._mcp.handlers()
+            source: Any = lambda _toolset: mcp_handlers  # noqa: E731 - one server, every toolset
+        else:
+            source = ReferenceBackends()
         self.traces = TraceWriter(Path(run_dir) / TRACES)
-        self.executor = Executor(ReferenceBackends(), traces=self.traces)
+        self.executor = Executor(source, traces=self.traces)
         self.judge = ExecutionJudge(self.executor)
 
     def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
@@ -51,3 +66,5 @@ class RunExecution:
         """Stop the executor's threads and close the trace file."""
         self.executor.close()
         self.traces.close()
+        if self._mcp is not None:
+            self._mcp.close()
