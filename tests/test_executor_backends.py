@@ -206,3 +206,22 @@ def test_analytics_sort_order_accepts_exactly_the_configured_values():
 def test_sort_order_values_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("BENCH_ANALYTICS_SORT_ORDER", "asc,desc")
     assert ReferenceBackends().sort_order_values == ("asc", "desc")
+
+
+def test_sql_cannot_build_huge_values(tmp_path):
+    """A single SQL function call is not interrupted by the progress handler; SQLite's length
+    limit turns a gigabyte-sized value into a validation error (break-it review finding)."""
+    import sqlite3
+
+    from bench.executor.backends.base import ShopDB
+    from bench.executor.outcome import ToolError
+
+    path = tmp_path / "tiny.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t(a)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(3)])
+    db = ShopDB(path)
+    with pytest.raises(ToolError) as raised:
+        db.select("SELECT randomblob(200000000) AS b FROM t", 10, None)
+    assert raised.value.code == "sql_error" and "too big" in str(raised.value)
+    assert db.select("SELECT a FROM t", 10, None)["row_count"] == 3

@@ -21,6 +21,7 @@ root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` se
 from __future__ import annotations
 
 import tomllib
+from typing import Any
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -68,7 +69,7 @@ class GateConfig(BaseModel):
     root: Path = Path(".")
     source: Path = Path("pyproject.toml")
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @field_validator("metrics")
     @classmethod
@@ -115,7 +116,11 @@ def read_gate_table(path: Path) -> dict | None:
         raise BenchError(f"invalid TOML: {exc}", file=path) from None
     except OSError as exc:
         raise BenchError(f"cannot read: {exc.strerror}", file=path) from None
-    table = data.get("tool", {}).get("bench", {}).get("gate")
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    table: Any = data
+    for key in ("tool", "bench", "gate"):  # another tool's [tool] layout is not ours to judge
+        table = table.get(key) if isinstance(table, dict) else None
     return table if isinstance(table, dict) else None
 
 

@@ -35,7 +35,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
@@ -54,6 +54,12 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+
+    @field_validator("prompt_tokens", "completion_tokens", "cached_tokens", mode="before")
+    @classmethod
+    def _non_negative(cls, value: Any) -> Any:
+        # A server's negative count would make costs negative and disarm --max-usd.
+        return 0 if isinstance(value, (int, float)) and value < 0 else value
 
 
 class ProviderResponse(BaseModel):

@@ -27,16 +27,19 @@ def format_rate(rate: float, low: float, high: float, n: int) -> str:
 
 def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant)."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left",
+                  caption="rates with 95% Wilson intervals \\[low-high] (case-clustered bootstrap "
+                          "with several trials); - : no case of that kind",
+                  caption_justify="left")
     table.add_column("provider")
     table.add_column("variant")
     table.add_column("cases", justify="right")
     for _, label in COLUMNS:
-        table.add_column(f"{label} (95% CI)", justify="right")
-    table.add_column("tool-def tokens", justify="right")
-    table.add_column("mean prompt tokens", justify="right")
-    table.add_column("p50 latency s", justify="right")
-    table.add_column("cases/s", justify="right")
+        table.add_column(label, justify="right")
+    table.add_column("tool-def tokens", justify="right", no_wrap=True)
+    table.add_column("mean prompt tokens", justify="right", no_wrap=True)
+    table.add_column("p50 latency s", justify="right", no_wrap=True)
+    table.add_column("cases/s", justify="right", no_wrap=True)
     has_cost = "cost_usd" in summary
     if has_cost:
         table.add_column("cost USD (per case)", justify="right")

@@ -19,6 +19,10 @@ from bench.models import Permission
 RunFn = Callable[[dict[str, Any], CallContext], Any]
 
 
+# Largest string or blob one model-written SQL query may build (bytes).
+MAX_SQL_VALUE_BYTES = 100_000
+
+
 @dataclass(frozen=True)
 class Handler:
     """One tool's implementation.
@@ -96,6 +100,10 @@ class ShopDB:
         conn.row_factory = sqlite3.Row
         if guarded:
             conn.set_authorizer(_read_only_authorizer)
+            # One SQL function call (randomblob, printf('%.*c', ...)) is never interrupted by the
+            # progress handler; SQLite's length limit makes an oversized value an error instead
+            # of gigabytes of memory (found by a break-it review: 15 GB for one model query).
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_SQL_VALUE_BYTES)
         return conn
 
     def reader(self, guarded: bool = False) -> sqlite3.Connection:
@@ -182,7 +190,11 @@ class ShopDB:
                 raise validation_error("read_only_violation",
                                        "the statement returns no rows; send one SELECT")
             columns = [d[0] for d in cursor.description]
-            fetched = cursor.fetchmany(limit + 1)
+            try:
+                fetched = cursor.fetchmany(limit + 1)
+            except sqlite3.DataError as exc:  # a value over MAX_SQL_VALUE_BYTES
+                raise validation_error("sql_error", f"SQLite: {exc}; a query may build values "
+                                       f"of at most {MAX_SQL_VALUE_BYTES} bytes") from None
         truncated = len(fetched) > limit
         rows = [list(r) for r in fetched[:limit]]
         result: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows),
