@@ -59,3 +59,14 @@ def _shared_cache_dir(tmp_path_factory):
     if "BENCH_CACHE_DIR" not in os.environ:
         os.environ["BENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("bench-cache"))
     yield
+
+
+def bfcl_sample_dir() -> Path | None:
+    """The shared, read-only BFCL sample (never copied into the repo): ``$BFCL_SAMPLE``, then
+    ``../shared/bfcl-sample`` beside the checkout, then the project machine's
+    ``/work/shared/bfcl-sample``; None when none exists."""
+    for path in (os.environ.get("BFCL_SAMPLE"), REPO.parent / "shared" / "bfcl-sample",
+                 "/work/shared/bfcl-sample"):
+        if path and (Path(path) / "BFCL_v4_simple_python.json").is_file():
+            return Path(path)
+    return None

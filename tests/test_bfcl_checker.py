@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 
 from bench.models import ToolCall
+from conftest import bfcl_sample_dir
+
 from bench.parse import ParsedAnswer
 from bench.scoring.bfcl import (check_entry, check_simple, load_entries, outputs_from_answer,
                                 standardize_string)
 
-SAMPLE = Path(__file__).resolve().parents[1].parent.parent / "shared" / "bfcl-sample"
-if not SAMPLE.is_dir():
-    SAMPLE = Path("/work/shared/bfcl-sample")
-pytestmark = pytest.mark.skipif(not SAMPLE.is_dir(), reason="BFCL sample not present")
+SAMPLE = bfcl_sample_dir() or Path("/nonexistent")
+pytestmark = pytest.mark.skipif(not SAMPLE.is_dir(),
+                                reason="BFCL sample not found beside the checkout (set BFCL_SAMPLE)")
 
 
 def entries(category):

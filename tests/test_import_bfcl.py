@@ -8,24 +8,22 @@ from pathlib import Path
 
 import pytest
 
+from conftest import bfcl_sample_dir
+
 from bench.datasets import check_against_tools, load_dataset
 from bench.descriptions import load_variant
 from bench.importers.bfcl import bfcl_schema, import_bfcl
 
 REPO = Path(__file__).resolve().parent.parent
-_CANDIDATES = [Path(os.environ.get("BFCL_SAMPLE", "/nonexistent")),
-               REPO.parent / "shared" / "bfcl-sample", REPO.parent.parent / "shared" / "bfcl-sample"]
 
 
 @pytest.fixture(scope="module")
 def sample() -> Path:
     """The read-only BFCL sample (never copied into the repo)."""
-    for path in _CANDIDATES:
-        if (path / "BFCL_v4_simple_python.json").is_file():
-            return path
-    if os.environ.get("CI"):
-        pytest.fail("BFCL sample not found (set BFCL_SAMPLE)")
-    pytest.skip("BFCL sample not found (set BFCL_SAMPLE)")
+    path = bfcl_sample_dir()
+    if path is None:
+        pytest.skip("BFCL sample not found beside the checkout (set BFCL_SAMPLE)")
+    return path
 
 
 def _files(sample: Path) -> list[Path]:
