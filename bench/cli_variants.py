@@ -64,6 +64,9 @@ def variants_list(
     from bench.descriptions.cost import anthropic_cost, openai_costs
 
     chosen = _split(names) or available_variants(toolset)
+    if not chosen:
+        raise BenchError(f"toolset '{toolset}' has no variants (no specs under "
+                         f"descriptions/{toolset}/specs and no hand-written variants)")
     loaded = [load_variant(toolset, name) for name in chosen]
     local = _local_tool_tokens(loaded, model_path)
     rows = []
