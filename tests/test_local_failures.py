@@ -32,7 +32,8 @@ def test_case_longer_than_the_context_is_an_invalid_row_not_a_crash(run_bench, p
     cases = project / "datasets" / "ecommerce" / "cases.jsonl"
     first, second = cases.read_text(encoding="utf-8").splitlines()[:2]
     huge = json.loads(first)
-    huge["messages"][0]["content"] = "order " * 9000
+    from bench.providers.local import DEFAULT_N_CTX
+    huge["messages"][0]["content"] = "order " * (DEFAULT_N_CTX + 1000)  # ~1 token per word
     cases.write_text(json.dumps(huge, ensure_ascii=False) + "\n" + second + "\n", encoding="utf-8")
     result = run_bench("run", "--variants", "l3", "--run-id", "long")
     assert result.returncode == 0, result.stderr
