@@ -268,3 +268,21 @@ def test_fault_storm_run_records_every_outcome(tmp_path):
             rule = faults.pick(outcome.tool, outcome.call_id, attempt.attempt)
             assert attempt.fault == (rule.kind if rule else None)
     assert sum(1 for o in outcomes for a in o.attempts if a.fault) > 20
+
+
+@pytest.mark.parametrize("line, field", [
+    (b'{"tool": "x", "status": "ok", "duration_ms": "abc"}', "duration_ms"),
+    (b'{"tool": "x", "status": "ok", "duration_ms": 1e400}', "duration_ms"),
+    (b'{"tool": null, "status": "ok"}', None),
+    (b'\xff\xfe', None),
+])
+def test_corrupt_trace_lines_are_one_line_errors(tmp_path, line, field):
+    from bench.errors import BenchError
+    from bench.executor.traces import read_traces
+
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b'{"tool": "ok_tool", "status": "ok", "duration_ms": 3.5}\n' + line + b"\n")
+    with pytest.raises(BenchError) as raised:
+        read_traces(path)
+    assert raised.value.file == str(path)
+    assert raised.value.field == field

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,6 +58,10 @@ class TraceWriter:
             self._handle.close()
 
 
+# Numeric trace fields (summaries do arithmetic on them).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {"duration_ms": (int, float), "attempt": (int,)}
+
+
 def read_traces(path: Path) -> list[dict[str, Any]]:
     """The trace records of a file; a half-written last line is skipped.
 
@@ -66,8 +71,11 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise BenchError("no traces for this run (was it run with --execute?)", file=path)
     records = []
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from None
     for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
         if not line.strip():
             continue
@@ -75,8 +83,14 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BenchError(f"not a JSON line: {exc.msg}", file=path, line=number) from None
-        if not isinstance(record, dict) or "tool" not in record:
-            raise BenchError("a trace line needs a 'tool'", file=path, line=number)
+        if not isinstance(record, dict) or not isinstance(record.get("tool"), str):
+            raise BenchError("a trace line needs a 'tool' (a string)", file=path, line=number)
+        for field, kinds in _FIELD_TYPES.items():
+            value = record.get(field)
+            if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)
+                                      or (isinstance(value, float) and not math.isfinite(value))):
+                raise BenchError(f"expected a finite number, got {value!r}", file=path,
+                                 line=number, field=field)
         records.append(record)
     return records
 
