@@ -19,7 +19,7 @@ def update(
     run: Annotated[Optional[str], typer.Option(
         help="Take the rows of this stored gate run instead of running again.")] = None,
 ) -> None:
-    """Run the gate's plan and write the baseline file its [tool.bench.gate] names."""
+    """Run the gate's plan and write the baseline file named in the tool.bench.gate table."""
     from bench.gate.config import load_gate_config
     from bench.gate.core import GateRun, project_dir, run_gate, write_baseline
     from bench.runstore import RunStore
