@@ -59,7 +59,7 @@ def test_run_writes_run_directory_and_prints_table(run_bench, project):
     assert l10 > l3
 
     table = result.stdout
-    for header in ("tool selection", "arguments", "arg schema valid", "no-call",
+    for header in ("tool selection", "arguments", "schema valid", "no-call",
                    "tool-def tokens", "mean prompt tokens", "p50 latency"):
         assert header in table
     for row_name in ("l3", "l10"):

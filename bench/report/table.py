@@ -10,7 +10,7 @@ from rich.table import Table
 COLUMNS = (
     ("selection", "tool selection"),
     ("arguments", "arguments"),
-    ("schema_valid", "arg schema valid"),
+    ("schema_valid", "schema valid"),
     ("no_call", "no-call"),
     ("ask", "ask"),
     ("execution", "exec success"),
