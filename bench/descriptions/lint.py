@@ -352,14 +352,12 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
             add(rule_name, tool.name, param, message, hint)
         strict = openai_strict_problems(tool.input_schema)
         if strict:
-            add("openai-strict", tool.name, None, "; ".join(f"{p}: {m}" for p, m in strict[:4])
-                + (f"; +{len(strict) - 4} more" if len(strict) > 4 else ""),
+            add("openai-strict", tool.name, None, _first_problems(strict),
                 "send additionalProperties: false, list every property in required and make "
                 "optional ones nullable (type [T, 'null'])")
         gemini = gemini_problems(tool.input_schema)
         if gemini:
-            add("gemini-schema", tool.name, None, "; ".join(f"{p}: {m}" for p, m in gemini[:4])
-                + (f"; +{len(gemini) - 4} more" if len(gemini) > 4 else ""),
+            add("gemini-schema", tool.name, None, _first_problems(gemini),
                 "inline $ref, drop unsupported keywords (state them in prose) or send the "
                 "schema as parametersJsonSchema")
     tools = list(variant.tools)
@@ -374,3 +372,9 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
                         "say in each when to use the other one instead, and what differs")
     order = {t.name: i for i, t in enumerate(tools)}
     return sorted(findings, key=lambda f: (order.get(f.tool, 0), f.code, f.param or ""))
+
+
+def _first_problems(problems: list[tuple[str, str]], shown: int = 4) -> str:
+    """``"path: message; ...; +N more"`` for the first ``shown`` (path, message) pairs."""
+    text = "; ".join(f"{path}: {message}" for path, message in problems[:shown])
+    return text + (f"; +{len(problems) - shown} more" if len(problems) > shown else "")
