@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from bench.errors import BenchError
+from bench.jsonl import dumps as _dumps
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MANIFEST = "manifest.json"
@@ -25,13 +26,6 @@ RESULTS = "results.jsonl"
 MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_planned")
 ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
               "usage", "latency_s")
-
-
-def _dumps(data: Any, indent: int | None = None) -> str:
-    """JSON text that is always valid UTF-8: lone surrogates from model output stay escaped."""
-    text = json.dumps(data, ensure_ascii=False, indent=indent,
-                      separators=None if indent else (",", ":"))
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def new_run_id() -> str:

@@ -73,6 +73,20 @@ def test_lone_surrogate_from_a_model_is_stored_escaped(tmp_path):
     store.results_path.read_bytes().decode("utf-8")  # the file stays valid UTF-8
 
 
+def test_non_finite_numbers_from_a_model_are_stored_as_null(tmp_path):
+    """NaN and infinities (a model's arguments, a provider's odd usage) would make the line
+    invalid JSON for strict readers; they are stored as null, everything else unchanged."""
+    store = RunStore(tmp_path, "r6")
+    writer = store.writer()
+    writer.append(row("a", parsed={"calls": [{"arguments": {"x": float("inf"), "y": 1.5,
+                                                            "z": float("nan"), "n": 2}}]}))
+    writer.close()
+    line = store.results_path.read_text(encoding="utf-8")
+    json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line!r}"))
+    (stored,) = store.rows()
+    assert stored["parsed"]["calls"][0]["arguments"] == {"x": None, "y": 1.5, "z": None, "n": 2}
+
+
 def test_manifest_missing_fields_is_a_clear_error(tmp_path):
     store = RunStore(tmp_path, "r6")
     store.write_manifest({"run_id": "r6"})

@@ -15,13 +15,13 @@ match (BRIEF §6: execution success, execution match).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import replace
 from typing import Any, Sequence
 
 from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext
 from bench.executor.pipeline import Executor
+from bench.jsonl import canonical_bytes
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
 
 _NOT_BUILDABLE = object()
@@ -66,7 +66,7 @@ def build_expected_call(expected: ExpectedCall, index: int) -> ToolCall | None:
 def result_key(outcome: ExecutionOutcome) -> tuple[str, str]:
     """(tool, canonical result) used to compare a predicted and an expected result."""
     if outcome.success and not outcome.fallback_used:
-        body = json.dumps(outcome.data, sort_keys=True, ensure_ascii=False, default=str)
+        body = canonical_bytes(outcome.data).decode("utf-8")
     else:
         body = f"error:{outcome.error_code}:{outcome.error}"
     return outcome.tool, body
@@ -82,12 +82,13 @@ class ExecutionJudge:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self._expected_cache: dict[tuple[Any, ...], ExecutionOutcome] = {}
+        # per (label, tool list) object pair: the reference result keys (see _reference_keys)
+        self._reference_memo: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
 
     def _expected_outcome(self, call: ToolCall, tools: dict[str, Tool], toolset: str,
                           context: RunContext) -> ExecutionOutcome:
-        key = (toolset, call.name, json.dumps(call.arguments, sort_keys=True, default=str),
-               json.dumps(tools[call.name].input_schema, sort_keys=True)
-               if call.name in tools else None,
+        key = (toolset, call.name, canonical_bytes(call.arguments),
+               canonical_bytes(tools[call.name].input_schema) if call.name in tools else None,
                context.user_id, context.allow_writes, context.allow_sensitive)
         found = self._expected_cache.get(key)
         if found is None:
@@ -96,6 +97,33 @@ class ExecutionJudge:
                                           replace(context, inject_faults=False, trace=False))
             self._expected_cache[key] = found  # same key -> same value; a race only repeats
         return found
+
+    def _reference_keys(self, expected: Expected, tools: Sequence[Tool], toolset: str,
+                        context: RunContext) -> list[tuple[str, str]] | None:
+        """:func:`result_key` of each call the label describes, run on the reference side;
+        None when a call cannot be built from the label, or when the run does not allow one
+        of its writes (nothing to compare).
+
+        Memoised on the identity of ``expected`` and ``tools`` (every trial, provider and
+        row of a variant shares them) and the permissions; an entry keeps both objects alive,
+        so an id is never reused while cached.
+        """
+        memo_key = (id(expected), id(tools), toolset, context.user_id, context.allow_writes,
+                    context.allow_sensitive)
+        memo = self._reference_memo.get(memo_key)
+        if memo is not None and memo[0] is expected and memo[1] is tools:
+            return memo[2]
+        built = [build_expected_call(e, i) for i, e in enumerate(expected.calls)]
+        want: list[tuple[str, str]] | None = None
+        if all(b is not None for b in built):
+            by_name = {t.name: t for t in tools}
+            reference = [self._expected_outcome(b, by_name, toolset, context) for b in built]
+            if not any(o.error_code == "permission_denied" for o in reference):
+                want = [result_key(o) for o in reference]
+        if len(self._reference_memo) >= 65_536:
+            self._reference_memo.clear()
+        self._reference_memo[memo_key] = (expected, tools, want)
+        return want
 
     def metrics(self, expected: Expected, calls: Sequence[ToolCall] | None,
                 tools: Sequence[Tool], toolset: str, context: RunContext) -> dict[str, Any]:
@@ -127,14 +155,9 @@ class ExecutionJudge:
             return result
         result["execution_success"] = bool(outcomes) and all(
             o.success and not o.fallback_used for o in outcomes)
-        built = [build_expected_call(e, i) for i, e in enumerate(expected.calls)]
-        if any(b is None for b in built):
+        want = self._reference_keys(expected, tools, toolset, context)
+        if want is None:
             return result
-        by_name = {t.name: t for t in tools}
-        reference = [self._expected_outcome(b, by_name, toolset, context) for b in built]
-        if any(o.error_code == "permission_denied" for o in reference):
-            return result  # a write the run does not allow: nothing to compare
-        want = [result_key(o) for o in reference]
         got = [result_key(o) for o in outcomes]
         result["execution_match"] = want == got if expected.ordered else \
             Counter(want) == Counter(got)

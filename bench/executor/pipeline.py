@@ -95,15 +95,31 @@ def _validator_for(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
     return found[1]
 
 
+_PROBLEMS_MEMO: dict[tuple[int, str], tuple[dict[str, Any], tuple[str, ...]]] = {}
+_PROBLEMS_MEMO_SIZE = 65_536
+
+
 def schema_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """Readable JSON Schema errors, each naming the argument, e.g.
-    ``"limit: 5000 is greater than the maximum of 1000"``."""
+    ``"limit: 5000 is greater than the maximum of 1000"``.
+
+    Memoised on the schema object and ``repr(arguments)`` (distinct JSON values have distinct
+    reprs), like scoring's validation memo: models repeat the same call across trials and
+    variants, and jsonschema's iter_errors is the costliest step of admitting a call. The
+    memo is cleared at 65,536 entries.
+    """
+    key = (id(schema), repr(arguments))
+    memo = _PROBLEMS_MEMO.get(key)
+    if memo is not None and memo[0] is schema:  # the entry keeps its schema alive
+        return list(memo[1])
     validator = _validator_for(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-        problems.append(f"{where}: {error.message}")
-    return problems
+    found = tuple(f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: "
+                  f"{error.message}" for error in sorted(validator.iter_errors(arguments),
+                                                         key=lambda e: list(e.path)))
+    if len(_PROBLEMS_MEMO) >= _PROBLEMS_MEMO_SIZE:
+        _PROBLEMS_MEMO.clear()
+    _PROBLEMS_MEMO[key] = (schema, found)
+    return list(found)
 
 
 def _limit(pair: tuple[float, float] | None) -> RateLimit | None:

@@ -15,20 +15,20 @@ import math
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable
 
 from bench.errors import BenchError
+from bench.jsonl import canonical_bytes, dumps
+
+if TYPE_CHECKING:  # pandas costs ~0.4 s to import; only summaries need it
+    import pandas as pd
 
 TRACES = "traces.jsonl"
 
 
 def arguments_hash(arguments: Any) -> str:
-    """SHA-256 hex of the canonical JSON of ``arguments`` (sorted keys, UTF-8)."""
-    text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                      default=repr)
-    return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()
+    """SHA-256 hex of :func:`bench.jsonl.canonical_bytes` of ``arguments`` (sorted keys)."""
+    return hashlib.sha256(canonical_bytes(arguments)).hexdigest()
 
 
 class TraceWriter:
@@ -46,8 +46,8 @@ class TraceWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record as a JSON line (flushed at once)."""
-        line = json.dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                           **record}, ensure_ascii=False, separators=(",", ":"))
+        line = dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                      **record})
         with self._lock:
             self._handle.write(line + "\n")
             self._handle.flush()
@@ -104,6 +104,8 @@ def summarize_traces(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         ``p50_ms, p95_ms, p99_ms, max_ms`` (attempt durations, milliseconds) and one
         ``<error class>`` column per class (attempt counts).
     """
+    import pandas as pd
+
     frame = pd.DataFrame.from_records(list(records))
     if frame.empty:
         return pd.DataFrame(columns=["tool", "calls", "attempts", "retries", "failed",

@@ -1,0 +1,45 @@
+"""JSON text for the files bench writes (results.jsonl rows, traces, manifests)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+__all__ = ["canonical_bytes", "dumps"]
+
+
+def dumps(data: Any, indent: int | None = None) -> str:
+    """JSON text that is always valid UTF-8: lone surrogates from model output stay escaped.
+
+    Compact lines go through orjson (a row is encoded ~5x faster than with ``json``, which
+    matters at hundreds of rows per second); what orjson refuses (lone surrogates, integers
+    past 64 bits, non-string keys) falls back to ``json``. orjson writes NaN and infinities
+    as ``null``, which keeps every line valid JSON.
+    """
+    if indent is None:
+        try:
+            return orjson.dumps(data).decode("utf-8")
+        except (orjson.JSONEncodeError, TypeError):
+            pass
+    text = json.dumps(data, ensure_ascii=False, indent=indent,
+                      separators=None if indent else (",", ":"))
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def canonical_bytes(data: Any) -> bytes:
+    """Key-sorted compact UTF-8 JSON of ``data`` for hashing and equality keys inside one
+    process (values JSON cannot hold become ``str(value)``).
+
+    Not the response cache's key format (:func:`bench.providers.cache.canonical_json`, which
+    must stay byte-stable across versions); orjson writes floats in its own shortest form.
+    """
+    try:
+        return orjson.dumps(data, option=_SORTED, default=str)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                          default=str).encode("utf-8", "backslashreplace")
