@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from importlib import metadata
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -822,6 +822,23 @@ class Runner:
             if progress:
                 progress(finished, len(self.plan))
 
+        def warm_ups() -> Iterator[None]:
+            """Per (case, variant), in plan order: the row's case summary and the label's
+            reference results, computed while this thread would otherwise wait for answers."""
+            seen: set[tuple[str, str]] = set()
+            for item in todo:
+                if (item.case.id, item.variant.name) in seen:
+                    continue
+                seen.add((item.case.id, item.variant.name))
+                if item.case.id not in case_summaries:
+                    case_summaries[item.case.id] = summarize_case(item.case)
+                if execution is not None:
+                    try:
+                        execution.prepare(item.case, item.variant.tools, item.case.toolset)
+                    except Exception:  # noqa: BLE001 - the row's own scoring reports it
+                        pass
+                yield
+
         def dispatch() -> None:
             nonlocal status
             for pid, queue in queues.items():
@@ -855,6 +872,7 @@ class Runner:
             if status == "complete":
                 dispatch()
             polling = False  # after Ctrl-C: a future taken off the queue may have been lost
+            idle = warm_ups()
             while outstanding:
                 try:
                     if polling:
@@ -863,7 +881,7 @@ class Runner:
                             time.sleep(0.05)
                             continue
                     else:
-                        finished_now = [_next_completed(completed)]
+                        finished_now = [_next_completed(completed, idle)]
                         while not completed.empty():
                             finished_now.append(completed.get_nowait())
                 except KeyboardInterrupt:
@@ -941,13 +959,19 @@ class Runner:
         return manifest
 
 
-def _next_completed(completed: queue.SimpleQueue[Future]) -> Future:
-    """The next finished future; waits in 0.5 s slices so that Ctrl-C is seen at once."""
+def _next_completed(completed: queue.SimpleQueue[Future], idle: Iterator[None]) -> Future:
+    """The next finished future. While none is there, runs steps of ``idle`` (work that
+    rows need later); then waits in 0.5 s slices so that Ctrl-C is seen at once."""
     while True:
+        if completed.empty() and next(idle, _IDLE_DONE) is not _IDLE_DONE:
+            continue
         try:
             return completed.get(timeout=0.5)
         except queue.Empty:
             continue
+
+
+_IDLE_DONE = object()
 
 
 def _execution(config: RunConfig, store: RunStore) -> Any:

@@ -153,3 +153,29 @@ def test_runner_without_execution_writes_no_traces(project):
     assert all("execution_success" not in r["metrics"] for r in runner.store.rows())
     missing = CliRunner().invoke(app, ["traces", "exec-2"])
     assert missing.exit_code != 0
+
+
+def test_prepare_runs_the_reference_calls_once_and_metrics_reuses_them():
+    """The runner prepares a label's reference results while it waits for answers; scoring
+    the rows afterwards executes only the model's calls, and the result is unchanged."""
+    executed = []
+
+    class Counting(Executor):
+        def execute(self, call, tools, toolset, run=None):
+            executed.append(call.id)
+            return super().execute(call, tools, toolset, run)
+
+    executor = Counting(ReferenceBackends())
+    try:
+        fresh = ExecutionJudge(executor)
+        fresh.prepare(WEATHER, TOOLS, "ecommerce", RunContext(case_id="x"))
+        assert executed == ["expected_0"]
+        call = ToolCall(id="a", name="get_weather", arguments={"city": "Beijing", "days": 3})
+        for _ in range(3):
+            got = fresh.metrics(WEATHER, [call], TOOLS, "ecommerce", RunContext(case_id="x"))
+            assert got["execution_match"] is True
+        assert executed == ["expected_0", "a", "a", "a"]
+        fresh.prepare(Expected(no_call=True), TOOLS, "ecommerce", RunContext(case_id="y"))
+        assert len(executed) == 4  # nothing to prepare for a no-call label
+    finally:
+        executor.close()

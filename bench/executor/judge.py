@@ -125,6 +125,13 @@ class ExecutionJudge:
         self._reference_memo[memo_key] = (expected, tools, want)
         return want
 
+    def prepare(self, expected: Expected, tools: Sequence[Tool], toolset: str,
+                context: RunContext) -> None:
+        """Memoise the label's reference results now (see :meth:`_reference_keys`), so that
+        :meth:`metrics` finds them; nothing to do for no-call labels or unbacked toolsets."""
+        if expected.calls and self.executor.handlers_for(toolset):
+            self._reference_keys(expected, tools, toolset, context)
+
     def metrics(self, expected: Expected, calls: Sequence[ToolCall] | None,
                 tools: Sequence[Tool], toolset: str, context: RunContext) -> dict[str, Any]:
         """``execution_success``, ``execution_match`` and ``execution_errors`` of one answer.

@@ -56,11 +56,22 @@ class RunExecution:
             parsed: the :class:`~bench.parse.ParsedAnswer` (``error`` set: undecodable).
             trial: the trial number.
         """
-        context = RunContext(run_id=self.run_id, case_id=case.id, trial=trial,
-                             allow_writes=self.allow_writes,
-                             allow_sensitive=self.allow_sensitive)
         calls = None if parsed.error is not None else parsed.calls
-        return self.judge.metrics(case.expected, calls, tools, toolset, context)
+        return self.judge.metrics(case.expected, calls, tools, toolset,
+                                  self._context(case, trial))
+
+    def prepare(self, case: Any, tools: Any, toolset: str) -> None:
+        """Compute (and memoise) the reference results of ``case``'s label under ``tools``
+        ahead of its rows; the runner calls it while it waits for answers.
+
+        Raises:
+            Whatever the executor raises; the row's own :meth:`row_metrics` will raise it again.
+        """
+        self.judge.prepare(case.expected, tools, toolset, self._context(case, 0))
+
+    def _context(self, case: Any, trial: int) -> RunContext:
+        return RunContext(run_id=self.run_id, case_id=case.id, trial=trial,
+                          allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive)
 
     def close(self) -> None:
         """Stop the executor's threads and close the trace file."""
