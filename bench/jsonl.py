@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical_bytes", "dumps"]
+__all__ = ["canonical_bytes", "dumps", "line_bytes", "loads"]
 
 
 def dumps(data: Any, indent: int | None = None) -> str:
@@ -28,6 +28,15 @@ def dumps(data: Any, indent: int | None = None) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def line_bytes(data: Any) -> bytes:
+    """One JSON Lines line (UTF-8, ending in a newline) of ``data``, as :func:`dumps` writes
+    it; bytes, so that a binary file takes it without another encode."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_APPEND_NEWLINE)
+    except (orjson.JSONEncodeError, TypeError):
+        return (dumps(data) + "\n").encode("utf-8")
+
+
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
@@ -43,3 +52,18 @@ def canonical_bytes(data: Any) -> bytes:
     except (orjson.JSONEncodeError, TypeError):
         return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                           default=str).encode("utf-8", "backslashreplace")
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse one JSON document: orjson first (several times faster on result rows), then
+    ``json`` for what orjson refuses and ``json`` accepts (``NaN``/``Infinity`` written by
+    older versions, escaped lone surrogates).
+
+    Raises:
+        json.JSONDecodeError: not JSON (the ``json`` module's message and position).
+        UnicodeDecodeError: bytes that are not UTF-8.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)

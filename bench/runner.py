@@ -281,7 +281,7 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         case_summary = summarize_case(item.case)
     messages_sha256, expected = case_summary
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
-    metrics = score.model_dump()
+    metrics = score.as_dict()
     if execution is not None:
         metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
                                              response.parsed, item.trial))

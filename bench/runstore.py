@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 from bench.errors import BenchError
 from bench.jsonl import dumps as _dumps
+from bench.jsonl import line_bytes, loads
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MANIFEST = "manifest.json"
@@ -135,7 +136,7 @@ class RunStore:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = loads(line)
                 except UnicodeDecodeError as exc:
                     raise BenchError(f"corrupt result row: not UTF-8 ({exc.reason})",
                                      file=self.results_path, line=number) from None
@@ -158,8 +159,8 @@ class RunStore:
     def append(self, row: dict[str, Any]) -> None:
         """Append one row as one line, flushed and fsynced before returning."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = _dumps(row) + "\n"
-        with self.results_path.open("a", encoding="utf-8") as handle:
+        line = line_bytes(row)
+        with self.results_path.open("ab") as handle:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
@@ -179,14 +180,14 @@ class RowWriter:
 
     def __init__(self, store: RunStore, sync_interval_s: float = 0.05) -> None:
         store.dir.mkdir(parents=True, exist_ok=True)
-        self._handle = store.results_path.open("a", encoding="utf-8")
+        self._handle = store.results_path.open("ab")
         self._interval = sync_interval_s
         self._last_sync = time.monotonic()
         self._dirty = False
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row as one line and flush it; fsync when the interval has passed."""
-        self._handle.write(_dumps(row) + "\n")
+        self._handle.write(line_bytes(row))
         self._handle.flush()
         self._dirty = True
         if time.monotonic() - self._last_sync >= self._interval:

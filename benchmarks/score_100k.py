@@ -3,11 +3,13 @@
 Answers are synthesised from the shipped dataset's labels (seeded): right calls, wrong values,
 numbers sent as strings, enum values in the wrong case, wrong tools, missing and extra calls,
 no call, undecodable answers. Each answer is scored with :func:`bench.scoring.score_case` (strict
-and lenient, JSON Schema validation included) into a row shaped like ``results.jsonl``, then the
-rows go through the results frame and every aggregate: rates with Wilson intervals by variant x
+and lenient, JSON Schema validation included) into a row shaped like ``results.jsonl`` and
+written there as the runner writes rows (one flushed line each); then the file is read back into
+the results frame (what ``bench show``, ``report`` and ``compare`` do) and every aggregate is
+computed: rates with Wilson intervals and the case-clustered bootstrap (30 trials) by variant x
 provider, tool, tag and language; pass@1; top argument errors; the selection confusion matrix.
 
-Usage: python benchmarks/score_100k.py [--rows 100000] [--seed 0]
+Usage: python benchmarks/score_100k.py [--rows 100000] [--seed 0] [--repeat 3]
 Prints the wall time (seconds) of each stage, the total wall and CPU time, the load average
 (the machine is shared) and how many schema validations the memo saved.
 """
@@ -17,12 +19,19 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from bench.datasets import load_dataset
 from bench.descriptions import load_variant
 from bench.models import Case, Tool, ToolCall
 from bench.parse import ParsedAnswer
+from bench.runstore import RunStore
 from bench.scoring import score_case
 from bench.scoring.metrics import validation_memo_stats
 from bench.stats.aggregate import aggregate, pass_k_table, selection_confusion, \
@@ -69,38 +78,61 @@ def synth_answer(case: Case, tools: list[Tool], rng: random.Random) -> ParsedAns
 
 
 def main() -> None:
-    """Run the benchmark and print per-stage wall times in seconds."""
+    """Run the benchmark ``--repeat`` times in fresh processes (cold memos each time; this
+    VM's speed drifts between runs) and print each run's stages and the median total."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--once", action="store_true", help="one run in this process")
     args = parser.parse_args()
+    if args.once:
+        run_once(args.rows, args.seed)
+        return
+    totals = []
+    for _ in range(args.repeat):
+        out = subprocess.run([sys.executable, __file__, "--once", "--rows", str(args.rows),
+                              "--seed", str(args.seed)], capture_output=True, text=True,
+                             check=True).stdout
+        print(out, end="", flush=True)
+        totals.append(float(re.search(r"^total: ([0-9.]+) s wall", out, re.M).group(1)))
+    totals.sort()
+    print(f"median total of {len(totals)} runs: {totals[len(totals) // 2]:.2f} s wall "
+          f"(min {totals[0]:.2f}, max {totals[-1]:.2f}; target < 10 s)")
+
+
+def run_once(rows: int, seed: int) -> None:
+    """Score ``rows`` synthetic answers, write, read and aggregate them; print the stages."""
+    args = argparse.Namespace(rows=rows, seed=seed)
     dataset = load_dataset("ecommerce")
     variants = [load_variant("ecommerce", name) for name in ("l3", "l10", "l30", "l50")]
     providers = ["local", "openai:gpt-x", "anthropic:claude-x"]
     rng = random.Random(args.seed)
     cases = dataset.cases
-    trials = max(1, args.rows // (len(cases) * len(variants) * len(providers)))
+    trials = -(-args.rows // (len(cases) * len(variants) * len(providers)))  # ceil
     plan = [(case, variant, provider, trial) for provider in providers for variant in variants
             for trial in range(trials) for case in cases][:args.rows]
     answers = [synth_answer(case, variant.tools, rng) for case, variant, _, _ in plan]
     load = os.getloadavg()[0]
 
     expected_dumps = {case.id: case.expected.model_dump() for case in cases}  # once per case
+    store = RunStore(Path(tempfile.mkdtemp(prefix="bench-score100k-")), "bench")
+    writer = store.writer()  # rows go to results.jsonl as the runner writes them
     started, cpu_started = time.perf_counter(), time.process_time()
-    rows = []
     for (case, variant, provider, trial), answer in zip(plan, answers):
         score = score_case(case.expected, answer, variant.tools)
-        rows.append({"key": f"{case.id}|{variant.name}|{provider}|{trial}", "run_id": "bench",
-                     "case_id": case.id, "toolset": case.toolset, "variant": variant.name,
-                     "provider": provider, "trial": trial, "lang": case.lang,
-                     "tags": case.tags, "query": case.query,
-                     "expected": expected_dumps[case.id], "parsed": answer.model_dump(),
-                     "metrics": score.model_dump(),
-                     "usage": {"prompt_tokens": 1000, "completion_tokens": 50,
-                               "cached_tokens": 900},
-                     "tool_definition_tokens": 800, "latency_s": 1.0})
+        writer.append({"key": f"{case.id}|{variant.name}|{provider}|{trial}", "run_id": "bench",
+                       "case_id": case.id, "toolset": case.toolset, "variant": variant.name,
+                       "provider": provider, "trial": trial, "lang": case.lang,
+                       "tags": case.tags, "query": case.query,
+                       "expected": expected_dumps[case.id], "request": {}, "response": {},
+                       "parsed": answer.model_dump(), "metrics": score.as_dict(),
+                       "usage": {"prompt_tokens": 1000, "completion_tokens": 50,
+                                 "cached_tokens": 900},
+                       "tool_definition_tokens": 800, "latency_s": 1.0})
+    writer.close()
     scored, cpu_scored = time.perf_counter(), time.process_time()
-    frame = results_frame(rows)
+    frame = results_frame(store.rows())  # what bench table / report / compare read
     framed, cpu_framed = time.perf_counter(), time.process_time()
     aggregate(frame, by=["provider", "variant"])
     aggregate(frame, by=["tool"])
@@ -110,12 +142,15 @@ def main() -> None:
     top_argument_errors(frame, limit=20)
     selection_confusion(frame)
     done, cpu_done = time.perf_counter(), time.process_time()
-    print(f"rows: {len(rows):,} ({len(cases)} cases x {len(variants)} variants x "
+    shutil.rmtree(store.dir.parent, ignore_errors=True)
+    print(f"rows: {len(frame):,} (the first of {len(cases)} cases x {len(variants)} variants x "
           f"{len(providers)} providers x {trials} trials)")
-    print(f"score (strict + lenient, schema validation): {scored - started:.2f} s wall, "
+    print(f"score (strict + lenient, schema validation) and write results.jsonl: "
+          f"{scored - started:.2f} s wall, "
           f"{cpu_scored - cpu_started:.2f} s CPU "
-          f"({(cpu_scored - cpu_started) / len(rows) * 1e6:.0f} us CPU/row)")
-    print(f"results frame: {framed - scored:.2f} s wall, {cpu_framed - cpu_scored:.2f} s CPU")
+          f"({(cpu_scored - cpu_started) / len(frame) * 1e6:.0f} us CPU/row)")
+    print(f"read results.jsonl into the results frame: {framed - scored:.2f} s wall, "
+          f"{cpu_framed - cpu_scored:.2f} s CPU")
     print(f"aggregates (4 groupings, pass@1, top errors, confusion): {done - framed:.2f} s "
           f"wall, {cpu_done - cpu_framed:.2f} s CPU")
     print(f"total: {done - started:.2f} s wall, {cpu_done - cpu_started:.2f} s CPU "

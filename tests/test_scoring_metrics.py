@@ -121,7 +121,7 @@ def test_selection_precision_recall_f1_on_multisets():
 
 
 def _invariant(score):
-    data = score.model_dump()
+    data = score.as_dict()
     # argument_results are keyed by the expected call's index; compare their values only
     data["argument_results"] = sorted(data["argument_results"].values())
     data["argument_errors"] = sorted(data["argument_errors"])

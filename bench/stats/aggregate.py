@@ -65,12 +65,15 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant"),
         return pd.DataFrame(columns=[*columns, "rows", "cases"])
     grouped = expanded.groupby(columns, sort=True, dropna=False)
     out = grouped.agg(rows=("key", "size"), cases=("case_id", "nunique")).reset_index()
+    # each row's group number (in the order of ``out``): the groups are found once, and
+    # every metric's counts are then two bincounts
+    group = grouped.ngroup().to_numpy()
     for metric in present:
         values = expanded[metric]
-        known = values.notna()
-        counts = pd.DataFrame({"k": values.fillna(False).astype(int), "n": known.astype(int)})
-        sums = counts.groupby([expanded[c] for c in columns], sort=True, dropna=False).sum()
-        k, n = sums["k"].to_numpy(), sums["n"].to_numpy()
+        known = values.notna().to_numpy()
+        success = values.fillna(False).to_numpy(dtype=bool)
+        k = np.bincount(group, weights=success, minlength=len(out)).astype(int)
+        n = np.bincount(group, weights=known, minlength=len(out)).astype(int)
         low, high = wilson_arrays(k, n, confidence)
         out[f"{metric}_k"] = k
         out[f"{metric}_n"] = n
@@ -102,9 +105,14 @@ def _add_bootstrap(out: pd.DataFrame, expanded: pd.DataFrame, columns: list[str]
     for (_, k_group), (_, n_group) in zip(k_case.groupby(level=level, sort=True),
                                           n_case.groupby(level=level, sort=True)):
         k_arr, n_arr = k_group.to_numpy(float), n_group.to_numpy(float)
-        draws = rng.integers(0, len(k_arr), size=(n_boot, len(k_arr)))
+        cases = len(k_arr)
+        draws = rng.integers(0, cases, size=(n_boot, cases))
+        # how often each case was drawn, per resample: the sums become one matrix product
+        # instead of an (n_boot x cases x metrics) gather
+        weights = np.bincount((draws + np.arange(n_boot)[:, None] * cases).ravel(),
+                              minlength=n_boot * cases).reshape(n_boot, cases).astype(float)
         with np.errstate(divide="ignore", invalid="ignore"):
-            rates = k_arr[draws].sum(axis=1) / n_arr[draws].sum(axis=1)
+            rates = (weights @ k_arr) / (weights @ n_arr)
         for index, metric in enumerate(metrics):
             column = rates[:, index]
             column = column[~np.isnan(column)]
@@ -132,8 +140,8 @@ def pass_k_table(frame: pd.DataFrame, metric: str = "selection_correct",
     """
     expanded, columns = _expand(frame, by)
     known = expanded[expanded[metric].notna()]
-    per_case = known.groupby([*columns, "case_id"], sort=True)[metric].agg(
-        c=lambda s: int(s.astype(bool).sum()), n="count").reset_index()
+    per_case = known.assign(_success=known[metric].astype(bool).astype(int)).groupby(
+        [*columns, "case_id"], sort=True)["_success"].agg(c="sum", n="count").reset_index()
     records = []
     for key, group in per_case.groupby(columns, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -207,8 +215,11 @@ def selection_confusion(frame: pd.DataFrame) -> pd.DataFrame:
         ``(no call)`` and ``(unparseable)`` last when present).
     """
     counts: Counter[tuple[str, str]] = Counter()
-    for expected, predicted in zip(frame["expected_tools"], frame["predicted_tools"]):
-        counts.update(_pairs(expected, predicted))
+    # rows repeat the same (expected, predicted) names: pair each distinct combination once
+    for (expected, predicted), rows in Counter(zip(frame["expected_tools"],
+                                                   frame["predicted_tools"])).items():
+        for pair in _pairs(expected, predicted):
+            counts[pair] += rows
     if not counts:
         return pd.DataFrame(dtype=int)
     series = pd.Series(counts)

@@ -88,49 +88,58 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """
     columns: dict[str, list[Any]] = {name: [] for name in _ALL_COLUMNS}
     seen: set[str] = set()
-    present: set[str] = set()
+    # bound appends, looked up once: this loop runs once per row of the run
+    ids = [(name, columns[name].append) for name in _ID_COLUMNS]
+    binary = [(name, columns[name].append) for name in BINARY_METRICS]
+    fractions = [(name, columns[name].append) for name in FRACTION_METRICS]
+    lists = [(name, columns[name].append) for name in _LIST_COLUMNS]
+    usages = [(name, columns[name].append) for name in _USAGE]
+    tags, query = columns["tags"].append, columns["query"].append
+    kind, expected_tools = columns["expected_kind"].append, columns["expected_tools"].append
+    predicted_tools = columns["predicted_tools"].append
+    definition_tokens = columns["tool_definition_tokens"].append
+    latency, cost = columns["latency_s"].append, columns["cost_usd"].append
+    nan = float("nan")
     for row in rows:
         key = row["key"]
         if key in seen:  # a row copied twice counts once
             continue
         seen.add(key)
-        metrics = row.get("metrics") or {}
-        for alias, name in METRIC_ALIASES.items():
-            if alias in metrics and name not in metrics:
-                metrics = {**metrics, name: metrics[alias]}
-        for name in _ID_COLUMNS:
-            columns[name].append(row.get(name))
-        expected = row.get("expected") or {}
-        parsed = row.get("parsed") or {}
-        columns["tags"].append(tuple(row.get("tags") or ()))
-        columns["query"].append(row.get("query") or "")
-        columns["expected_kind"].append(_expected_kind(expected))
-        columns["expected_tools"].append(_names(expected.get("calls")))
-        columns["predicted_tools"].append(None if parsed.get("error")
-                                          else _names(parsed.get("calls")))
-        for name in BINARY_METRICS:
+        get = row.get
+        metrics = get("metrics") or {}
+        if "exec_success" in metrics or "exec_match" in metrics:
+            for alias, name in METRIC_ALIASES.items():
+                if alias in metrics and name not in metrics:
+                    metrics = {**metrics, name: metrics[alias]}
+        for name, append in ids:
+            append(get(name))
+        expected = get("expected") or {}
+        parsed = get("parsed") or {}
+        tags(tuple(get("tags") or ()))
+        query(get("query") or "")
+        kind(_expected_kind(expected))
+        expected_tools(_names(expected.get("calls")))
+        predicted_tools(None if parsed.get("error") else _names(parsed.get("calls")))
+        for name, append in binary:
             value = metrics.get(name)
-            if value is not None:
-                present.add(name)
-                value = bool(value)
-            columns[name].append(value)
-        for name in FRACTION_METRICS:
+            append(value if value is None else bool(value))
+        for name, append in fractions:
             value = metrics.get(name)
-            columns[name].append(float("nan") if value is None else float(value))
-        for name in _LIST_COLUMNS:
-            columns[name].append(tuple(metrics.get(name) or ()))
-        usage = row.get("usage") or {}
-        for name in _USAGE:
-            columns[name].append(usage.get(name))
-        columns["tool_definition_tokens"].append(row.get("tool_definition_tokens"))
-        columns["latency_s"].append(row.get("latency_s"))
-        columns["cost_usd"].append(row.get("cost_usd"))
+            append(nan if value is None else float(value))
+        for name, append in lists:
+            append(tuple(metrics.get(name) or ()))
+        usage = get("usage") or {}
+        for name, append in usages:
+            append(usage.get(name))
+        definition_tokens(get("tool_definition_tokens"))
+        latency(get("latency_s"))
+        cost(get("cost_usd"))
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
     data: dict[str, Any] = {}
     for name, values in columns.items():
         if name in BINARY_METRICS:
-            if name in present:
+            if values.count(None) < len(values):  # some row carries the metric
                 data[name] = pd.array(values, dtype="boolean")
         elif name in _NUMERIC:
             data[name] = pd.to_numeric(pd.Series(values, dtype=object),
