@@ -104,28 +104,75 @@ def scenario(rows: int, latency_s: float, concurrency: int) -> dict:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def sdk_only(rows: int, latency_s: float, concurrency: int) -> dict:
+    """The ceiling on this machine now: ``rows`` requests of the same bodies sent straight
+    through the openai SDK (``concurrency`` threads, nothing parsed, scored or written)."""
+    sys.path.insert(0, str(REPO))
+    from concurrent.futures import ThreadPoolExecutor
+
+    import openai
+
+    from bench.datasets import load_dataset
+    from bench.descriptions import load_variant
+    from bench.providers import make_provider
+
+    cases = load_dataset("ecommerce").cases[:125]
+    tools = load_variant("ecommerce", "l3").tools
+    server, url = start_server(latency_s)
+    try:
+        adapter = make_provider(f"openai-compat:fake@{url}/v1")
+        bodies = [adapter.build_request(c.messages, tools, trial=0) for c in cases]
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+
+        def one(index: int) -> None:
+            client.post("/chat/completions", body=bodies[index % len(bodies)],
+                        cast_to=object)
+
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(one, range(rows)))
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+    return {"rows": rows, "requests_per_s": round(rows / wall, 1),
+            "cpu_ms_per_request": round(cpu * 1000 / rows, 3)}
+
+
 def main() -> None:
     """Run the scenarios in fresh subprocesses and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, help="run one scenario in this process")
+    parser.add_argument("--sdk-only", action="store_true",
+                        help="with --rows: the SDK alone, no bench (the machine's ceiling)")
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of the 2,000-request scenario (this VM's speed drifts)")
     args = parser.parse_args()
     if args.rows:
-        print(json.dumps(scenario(args.rows, args.latency, args.concurrency)))
+        run = sdk_only if args.sdk_only else scenario
+        print(json.dumps(run(args.rows, args.latency, args.concurrency)))
         return
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    shares = []
+    shares, ceilings = [], []
     for rows in [2000] * args.repeat + [20000]:
+        if rows == 2000:  # the SDK alone just before: this VM's speed drifts
+            out = subprocess.run([sys.executable, __file__, "--rows", str(rows), "--sdk-only",
+                                  "--latency", str(args.latency), "--concurrency",
+                                  str(args.concurrency)], capture_output=True, text=True,
+                                 check=True)
+            ceiling = json.loads(out.stdout.strip().splitlines()[-1])
+            ceilings.append(ceiling["requests_per_s"])
+            print(f"  the openai SDK alone (no bench): {ceiling['requests_per_s']} req/s, "
+                  f"{ceiling['cpu_ms_per_request']} ms CPU/request", flush=True)
         out = subprocess.run([sys.executable, __file__, "--rows", str(rows), "--latency",
                               str(args.latency), "--concurrency", str(args.concurrency)],
                              capture_output=True, text=True, check=True)
         figures = json.loads(out.stdout.strip().splitlines()[-1])
         share = 100 * figures["requests_per_s"] / figures["limit_per_s"]
         if rows == 2000:
-            shares.append(share)
+            shares.append((share, figures["requests_per_s"] / ceilings[-1]))
         print(f"{figures['rows']} requests, concurrency {figures['concurrency']}, latency "
               f"{figures['latency_s'] * 1000:.0f} ms: {figures['requests_per_s']} req/s, "
               f"{share:.1f}% of the {figures['limit_per_s']:.0f}/s limit; process CPU "
@@ -134,9 +181,12 @@ def main() -> None:
               f"{figures['harness_cpu_ms_per_request']} (main thread "
               f"{figures['main_thread_cpu_ms_per_request']}); peak RSS "
               f"{figures['peak_rss_mb']} MB; wall {figures['wall_s']} s", flush=True)
-    shares.sort()
-    print(f"2,000 requests: median {shares[len(shares) // 2]:.1f}% of the limit "
-          f"(min {shares[0]:.1f}%, max {shares[-1]:.1f}%; target >= 90%)")
+    limit = sorted(share for share, _ in shares)
+    relative = sorted(100 * ratio for _, ratio in shares)
+    middle = len(shares) // 2
+    print(f"2,000 requests: median {limit[middle]:.1f}% of the limit (min {limit[0]:.1f}%, "
+          f"max {limit[-1]:.1f}%; target >= 90%); median {relative[middle]:.1f}% of what the "
+          f"SDK alone reached just before (min {relative[0]:.1f}%, max {relative[-1]:.1f}%)")
 
 
 if __name__ == "__main__":
