@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from typing import Annotated, Optional
 
@@ -169,9 +170,12 @@ def run(
         except KeyboardInterrupt:
             progress.stop()
             kept = sum(1 for _ in runner.store.rows())
-            err.print(f"interrupted: {kept} of {len(runner.plan)} rows kept in "
-                      f"{runner.store.results_path}; finish with: bench run --resume {run_name}")
-            raise typer.Exit(130) from None
+            terminated = _terminated or (runner.signals is not None
+                                         and runner.signals.signum == signal.SIGTERM)
+            err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
+                      f"{len(runner.plan)} rows kept in {runner.store.results_path}; finish "
+                      f"with: bench run --resume {run_name}")
+            raise typer.Exit(143 if terminated else 130) from None
     _print_summary(run_name, runner.config.variants)
     if manifest["status"] == "budget_exhausted":
         err.print(f"budget reached ({manifest['spent']}); continue with: bench run --resume "
@@ -211,8 +215,12 @@ def main() -> None:
     """Console-script entry point.
 
     Exit codes: 0 done; 2 bad input (one ``error:`` line naming file, line and field, or a
-    usage error from the CLI parser); 130 interrupted. Bad input never shows a traceback.
+    usage error from the CLI parser); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g.
+    a CI job's timeout). Both stop a run the same way: finished rows are kept, the manifest
+    says ``interrupted``, and ``bench run --resume`` continues. Bad input never shows a
+    traceback.
     """
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
     except BenchError as exc:
@@ -221,7 +229,17 @@ def main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         _fail(f"{where}{exc.strerror or exc}", 2)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail("terminated" if _terminated else "interrupted", 143 if _terminated else 130)
+
+
+_terminated = False
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM handler: stop like Ctrl-C (the run loop saves what is finished)."""
+    global _terminated
+    _terminated = True
+    raise KeyboardInterrupt
 
 
 def _fail(message: str, code: int) -> None:

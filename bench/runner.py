@@ -7,9 +7,11 @@ one variant's cases back to back (the embedded model then reuses the cached tool
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import platform
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -756,6 +758,24 @@ class Runner:
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
 
+        Holds the run's write lock throughout (:meth:`bench.runstore.RunStore.writing`): a
+        second process resuming the same run gets a one-line error instead of duplicate
+        rows. See :meth:`_run` for what a run does and raises.
+
+        Raises:
+            BenchError: the run is being written by another process; or as :meth:`_run`.
+        """
+        with self.store.writing(), StopSignals() as self.signals:
+            if self._manifest is not None:  # resumed: another process may have run since
+                self._manifest = {**self.store.read_manifest(),
+                                  "config": self._manifest["config"]}  # with the overrides
+            return self._run(progress, self.signals)
+
+    signals: StopSignals | None = None  # the last run's stop signals (which one stopped it)
+
+    def _run(self, progress: ProgressHook | None, signals: StopSignals) -> dict[str, Any]:
+        """Execute every planned item not yet done; return the final manifest.
+
         Each provider gets ``concurrency(provider)`` worker threads behind its gate; rows are
         scored and appended by this thread as answers arrive, in any order (each row carries
         its own key). The run ends with status ``complete``, ``budget_exhausted`` (a budget
@@ -806,6 +826,10 @@ class Runner:
         case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
 
         def record(item: PlanItem, outcome: Outcome) -> None:
+            with signals.critical():
+                record_row(item, outcome)
+
+        def record_row(item: PlanItem, outcome: Outcome) -> None:
             nonlocal finished
             cost, billed = self._cost(item, outcome)
             summary = case_summaries.get(item.case.id)
@@ -881,7 +905,7 @@ class Runner:
                             time.sleep(0.05)
                             continue
                     else:
-                        finished_now = [_next_completed(completed, idle)]
+                        finished_now = [_next_completed(completed, idle, signals)]
                         while not completed.empty():
                             finished_now.append(completed.get_nowait())
                 except KeyboardInterrupt:
@@ -904,6 +928,10 @@ class Runner:
                             stop_everything()
                         continue
                     record(item, outcome)
+                if signals.pending and not polling:  # a signal arrived while recording
+                    signals.pending = False
+                    status, polling = "interrupted", True
+                    stop_everything()
                 if status == "complete":
                     dispatch()
             if self.batch_errors and failure is None:
@@ -959,12 +987,72 @@ class Runner:
         return manifest
 
 
-def _next_completed(completed: queue.SimpleQueue[Future], idle: Iterator[None]) -> Future:
+class StopSignals:
+    """SIGINT (Ctrl-C) and SIGTERM while a run executes.
+
+    Outside critical sections a signal raises KeyboardInterrupt at once, as Python does.
+    Inside one (scoring and executing a row, preparing a label: library code there, such as
+    SQLite's progress-handler callback, turns the exception into an ordinary error and would
+    swallow it) the signal is only noted in :attr:`pending`, and the run loop stops at its
+    next safe point. Handlers are installed only in the main thread (Python's rule) and
+    restored on exit.
+
+    Attributes:
+        signum: the last signal received (``signal.SIGINT`` / ``signal.SIGTERM``) or None.
+        pending: a signal arrived inside a critical section and has not been acted on.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.pending = False
+        self._critical = 0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        if self._critical:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def critical(self) -> Iterator[None]:
+        """A section where a signal is noted, not raised."""
+        self._critical += 1
+        try:
+            yield
+        finally:
+            self._critical -= 1
+
+
+def _next_completed(completed: queue.SimpleQueue[Future], idle: Iterator[None],
+                    signals: StopSignals) -> Future:
     """The next finished future. While none is there, runs steps of ``idle`` (work that
-    rows need later); then waits in 0.5 s slices so that Ctrl-C is seen at once."""
+    rows need later, as a critical section); then waits in 0.5 s slices so that Ctrl-C is
+    seen at once.
+
+    Raises:
+        KeyboardInterrupt: a stop signal (also one noted during an idle step).
+    """
     while True:
-        if completed.empty() and next(idle, _IDLE_DONE) is not _IDLE_DONE:
-            continue
+        if signals.pending:
+            signals.pending = False
+            raise KeyboardInterrupt
+        if completed.empty():
+            with signals.critical():
+                stepped = next(idle, _IDLE_DONE) is not _IDLE_DONE
+            if stepped:
+                continue
         try:
             return completed.get(timeout=0.5)
         except queue.Empty:

@@ -7,6 +7,8 @@ newline is a half-written row: it is cut off when the run is reopened, never rea
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -102,6 +104,28 @@ class RunStore:
                 raise BenchError("manifest lacks this field", file=self.manifest_path,
                                  field=field)
         return manifest
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the run's write lock (``<run dir>/.lock``, an advisory ``flock``) for the block,
+        so that two processes never append to one run (e.g. two ``bench run --resume`` of the
+        same id would both send the pending requests and write every row twice).
+
+        Raises:
+            BenchError: another process holds the lock (names the run folder).
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "a+b") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BenchError(f"run '{self.run_id}' is being written by another bench "
+                                 "process; wait for it to end (or stop it), then resume",
+                                 file=self.dir) from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically."""

@@ -101,3 +101,28 @@ def test_manifest_missing_fields_is_a_clear_error(tmp_path):
 def test_run_id_with_trailing_newline_is_rejected(tmp_path):
     with pytest.raises(BenchError, match="invalid run id"):
         RunStore(tmp_path, "fake1\n")
+
+
+def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
+    """Two `bench run --resume` of one run would both send the pending requests and write
+    every row twice: the second gets a one-line error naming the run."""
+    import subprocess
+    import sys
+    store = RunStore(tmp_path, "busy")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path\n"
+         "from bench.runstore import RunStore\n"
+         f"with RunStore(Path({str(tmp_path)!r}), 'busy').writing():\n"
+         "    print('locked', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(BenchError, match="run 'busy' is being written by another bench"):
+            with store.writing():
+                pass
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    with store.writing():  # released when the other process ends
+        store.append(row("a"))
+    assert [r["key"] for r in store.rows()] == ["a"]

@@ -316,7 +316,11 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
         Pricing(tmp_path / "bad.yaml")
 
 
-def test_sigint_stops_a_concurrent_run_which_resumes_without_redoing_rows(project):
+@pytest.mark.parametrize("signame, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(project, signame,
+                                                                             code):
+    """Ctrl-C and SIGTERM (a CI job's timeout) keep finished rows, mark the run interrupted
+    and leave it resumable."""
     import os
     import signal
     import subprocess
@@ -333,9 +337,9 @@ def test_sigint_stops_a_concurrent_run_which_resumes_without_redoing_rows(projec
         while time.monotonic() < deadline and (
                 not results.exists() or results.read_text().count("\n") < 2):
             time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(getattr(signal, signame))
         _, stderr = process.communicate(timeout=60)
-        assert process.returncode == 130, stderr
+        assert process.returncode == code, stderr
         assert "bench run --resume sig" in stderr and "Traceback" not in stderr
         manifest = json.loads(results.with_name("manifest.json").read_text())
         kept = results.read_text().splitlines()
@@ -347,3 +351,23 @@ def test_sigint_stops_a_concurrent_run_which_resumes_without_redoing_rows(projec
     rows = results.read_text().splitlines()
     assert rows[:len(kept)] == kept and len({json.loads(r)["key"] for r in rows}) == 20
     assert len(server.requests) - asked == 20 - len(kept)  # nothing answered was asked again
+
+
+def test_stop_signals_are_noted_inside_critical_sections_and_raised_outside():
+    """Inside a critical section (scoring and executing a row) Ctrl-C is only noted: SQLite's
+    progress-handler callback, for one, would turn the KeyboardInterrupt into a query error
+    and the run would not stop. Outside, it raises at once; handlers are restored after."""
+    import os
+    import signal
+    from bench.runner import StopSignals
+    before = signal.getsignal(signal.SIGINT)
+    with StopSignals() as signals:
+        with signals.critical():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs between bytecodes
+        assert signals.pending and signals.signum == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        assert signals.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGINT) is before
