@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 Permission = Literal["read", "write", "sensitive"]
 # Names that become folder or file names (toolsets, variants): no separators, no leading dot.
@@ -100,6 +100,15 @@ class Case(BaseModel):
     expected: Expected
     tags: list[str] = Field(default_factory=list)
     notes: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_fits_row_keys(cls, value: str) -> str:
+        # result rows are keyed case|variant|provider|trial (bench.runner.PlanItem.key)
+        if "|" in value or "\n" in value or "\r" in value:
+            raise ValueError("must not contain '|' or a line break (result rows are keyed "
+                             "'case|variant|provider|trial')")
+        return value
 
     @property
     def query(self) -> str:

@@ -35,14 +35,27 @@ def test_malformed_jsonl_line(run_bench, project):
     assert_one_line_error(run_bench("run"), f"{cases}:5:", "malformed JSON")
 
 
-def test_case_with_unknown_tool(run_bench, project):
+def rewrite_first_case_with(project, old, new):
+    """Replace ``old`` by ``new`` in the first line of the ecommerce cases holding ``old``;
+    returns (cases path, 1-based line number)."""
     cases = project / "datasets" / "ecommerce" / "cases.jsonl"
     lines = cases.read_text(encoding="utf-8").splitlines()
-    index = next(i for i, l in enumerate(lines) if '"name": "get_weather"' in l)
-    lines[index] = lines[index].replace('"name": "get_weather"', '"name": "get_forecast"', 1)
+    index = next(i for i, line in enumerate(lines) if old in line)
+    lines[index] = lines[index].replace(old, new, 1)
     cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert_one_line_error(run_bench("run"), f"{cases}:{index + 1}:",
+    return cases, index + 1
+
+
+def test_case_with_unknown_tool(run_bench, project):
+    cases, line = rewrite_first_case_with(project, '"name": "get_weather"',
+                                          '"name": "get_forecast"')
+    assert_one_line_error(run_bench("run"), f"{cases}:{line}:",
                           "unknown tool 'get_forecast'", "expected.calls.")
+
+
+def test_case_id_that_would_break_row_keys(run_bench, project):
+    cases, line = rewrite_first_case_with(project, '"id": "ecom-0001"', '"id": "ecom|0001"')
+    assert_one_line_error(run_bench("run"), f"{cases}:{line}:", "field 'id'", "'|'")
 
 
 def test_invalid_schema_in_spec(run_bench, project):
@@ -97,12 +110,9 @@ def test_usage_errors_exit_2_without_traceback(run_bench):
 
 
 def test_label_value_that_breaks_the_schema(run_bench, project):
-    cases = project / "datasets" / "ecommerce" / "cases.jsonl"
-    lines = cases.read_text(encoding="utf-8").splitlines()
-    index = next(i for i, l in enumerate(lines) if '"status": ["shipped"]' in l)
-    lines[index] = lines[index].replace('"status": ["shipped"]', '"status": ["SHIPPED"]', 1)
-    cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert_one_line_error(run_bench("run", "--limit", "1"), f"{cases}:{index + 1}:",
+    cases, line = rewrite_first_case_with(project, '"status": ["shipped"]',
+                                          '"status": ["SHIPPED"]')
+    assert_one_line_error(run_bench("run", "--limit", "1"), f"{cases}:{line}:",
                           "'SHIPPED' breaks the tool's schema", ".arguments.status")
 
 
