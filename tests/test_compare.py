@@ -142,6 +142,8 @@ def test_cli_two_runs_and_json(home):
     (["l10", "l30", "--run", "missing"], "no run 'missing'"),
     (["l10", "l30", "--run", "both", "--metrics", "speed"], "unknown metric"),
     (["l10", "l30", "--run", "../etc"], "invalid run id"),
+    (["base", "nope"], "'base' is a run but 'nope' is not"),
+    (["nope", "cand"], "'cand' is a run but 'nope' is not"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(home, args, message):
     result = bench(home, *args)

@@ -210,6 +210,12 @@ def compare(
                              f"({', '.join(sorted(variants_a))} vs "
                              f"{', '.join(sorted(variants_b))}); pick one with --variant")
         label_a, label_b = a, b
+    elif _is_run(a) or _is_run(b):  # one run id: the other is neither run nor usable
+        from bench.paths import runs_dir
+        run_id, other = (a, b) if _is_run(a) else (b, a)
+        raise BenchError(f"'{run_id}' is a run but '{other}' is not (no run of that id under "
+                         f"{runs_dir()}); give two run ids, two variants, or --run "
+                         f"{run_id} with two of its variants")
     else:
         if a == b:
             raise BenchError(f"A and B are the same variant '{a}'")
