@@ -167,3 +167,13 @@ def test_order_sensitive_case_pairs_by_position():
 def test_taxonomy_is_stable_and_distinct():
     assert len(set(ERROR_CODES)) == len(ERROR_CODES)
     assert set(REPAIRS) == {"double_encoded", "string_number", "enum_case", "json_string_array"}
+
+
+@pytest.mark.timeout(60)  # without the limit this search would not end
+def test_a_backtracking_regex_label_cannot_hang_scoring():
+    """A label's ``$regex`` runs on model output: ``^(a|a)+$`` against 5,000 a's and a "!"
+    backtracks exponentially in Python's ``re``; here it stops after the time limit and
+    counts as no match, while ordinary patterns still match."""
+    from bench.scoring.metrics import regex_matches, value_acceptable
+    assert not value_acceptable("a" * 5000 + "!", [{"$regex": "^(a|a)+$"}])
+    assert regex_matches(r"^SKU-\d{4}$", "SKU-1234") and not regex_matches(r"^\d+$", "12a")

@@ -15,12 +15,12 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import jsonschema
+import regex
 from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
@@ -225,8 +225,8 @@ def _check_matchers(case: Case, path: Path | str, line: int) -> None:
                                          file=path, line=line, field=field)
                     if "$regex" in value:
                         try:
-                            re.compile(value["$regex"])
-                        except (re.error, TypeError) as exc:
+                            regex.compile(value["$regex"])  # what scoring runs
+                        except (regex.error, TypeError) as exc:
                             raise BenchError(f"invalid $regex: {exc}", file=path, line=line,
                                              field=field) from None
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Sequence
 
 import jsonschema
+import regex
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
@@ -157,23 +157,37 @@ def value_equal(got: Any, want: Any) -> bool:
     return got == want
 
 
+# Seconds a label's ``$regex`` may run on one value. The value is model output (untrusted),
+# and a backtracking pattern such as ``^(a|a)+$`` would take exponential time on it.
+REGEX_TIMEOUT_S = 0.1
+
+
 @lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _regex(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+def regex_matches(pattern: str, text: str) -> bool:
+    """``re.search`` semantics through the ``regex`` module (same syntax), stopped after
+    :data:`REGEX_TIMEOUT_S` seconds; a search that runs out of time counts as no match."""
+    try:
+        return _regex(pattern).search(text, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        return False
 
 
 def value_acceptable(got: Any, acceptable: Sequence[Any]) -> bool:
     """True when a sent value matches one entry of the label's acceptable-values list.
 
     Entries: literals (compared by :func:`value_equal`), ``{"$regex": p}`` (``re.search`` on
-    a string value), ``{"$any": true}``. ``None`` entries mean "may be omitted" and never match
+    a string value, time-limited: :func:`regex_matches`), ``{"$any": true}``. ``None`` entries mean "may be omitted" and never match
     a sent value.
     """
     for want in acceptable:
         if want is None:
             continue
         if isinstance(want, dict) and "$regex" in want:
-            if isinstance(got, str) and _regex(want["$regex"]).search(got):
+            if isinstance(got, str) and regex_matches(want["$regex"], got):
                 return True
         elif isinstance(want, dict) and "$any" in want:
             return True
