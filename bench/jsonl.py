@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 import orjson
@@ -23,7 +25,7 @@ def dumps(data: Any, indent: int | None = None) -> str:
             return orjson.dumps(data).decode("utf-8")
         except (orjson.JSONEncodeError, TypeError):
             pass
-    text = json.dumps(data, ensure_ascii=False, indent=indent,
+    text = json.dumps(_finite(data), ensure_ascii=False, indent=indent,
                       separators=None if indent else (",", ":"))
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -54,16 +56,37 @@ def canonical_bytes(data: Any) -> bytes:
                           default=str).encode("utf-8", "backslashreplace")
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with NaN and infinities replaced by None (as orjson writes them)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
+
+
+# orjson reads integers past 64 bits as floats (precision lost); ``json`` keeps them exact.
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
+
 def loads(data: bytes | str) -> Any:
     """Parse one JSON document: orjson first (several times faster on result rows), then
     ``json`` for what orjson refuses and ``json`` accepts (``NaN``/``Infinity`` written by
-    older versions, escaped lone surrogates).
+    older versions, escaped lone surrogates), and for lines with 19+ digit numbers, which
+    orjson would turn into floats.
 
     Raises:
         json.JSONDecodeError: not JSON (the ``json`` module's message and position).
-        UnicodeDecodeError: bytes that are not UTF-8.
+        UnicodeDecodeError: bytes that are not strict UTF-8 (lone surrogates encoded as
+            bytes included).
+        RecursionError: nesting too deep for ``json``.
     """
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    if not _LONG_NUMBER.search(raw):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw.decode("utf-8") if isinstance(data, bytes) else data)

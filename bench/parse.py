@@ -36,6 +36,12 @@ class ParsedAnswer(BaseModel):
 LENIENT_REPAIRS = frozenset({"double_encoded", "arguments_as_object", "broken_unicode"})
 
 
+def _reject_constant(name: str) -> Any:
+    # NaN, Infinity and -Infinity are not JSON (RFC 8259), though Python's json reads them;
+    # a row could not store them faithfully either.
+    raise ValueError(f"{name} is not JSON")
+
+
 def decode_arguments(raw: Any, *, expect_string: bool = False
                      ) -> tuple[dict[str, Any], list[str], bool]:
     """Decode a call's arguments as sent by a provider.
@@ -47,7 +53,8 @@ def decode_arguments(raw: Any, *, expect_string: bool = False
 
     Returns:
         (arguments, notes, valid). ``""`` and None decode to ``{}`` with note ``empty``
-        (tools without parameters); a string that is not a JSON object is invalid. Lone
+        (tools without parameters); a string that is not a JSON object is invalid (``NaN`` and
+        ``Infinity`` included: they are not JSON). Lone
         UTF-16 surrogates (a ``\\uD83D`` escape cut from its pair) become U+FFFD with note
         ``broken_unicode``.
     """
@@ -61,15 +68,15 @@ def decode_arguments(raw: Any, *, expect_string: bool = False
     if not isinstance(raw, str):
         return {}, ["not_an_object"], False
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         return {}, ["malformed_json"], False
     notes: list[str] = []
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json.loads(value, parse_constant=_reject_constant)
             notes.append("double_encoded")
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return {}, ["malformed_json"], False
     if not isinstance(value, dict):
         return {}, [*notes, "not_an_object"], False

@@ -846,14 +846,20 @@ class Runner:
             if progress:
                 progress(finished, len(self.plan))
 
-        def warm_ups() -> Iterator[None]:
-            """Per (case, variant), in plan order: the row's case summary and the label's
-            reference results, computed while this thread would otherwise wait for answers."""
-            seen: set[tuple[str, str]] = set()
-            for item in todo:
-                if (item.case.id, item.variant.name) in seen:
+        sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
+        prepared: set[tuple[str, str]] = set()
+
+        def warm_up() -> bool:
+            """For one dispatched (case, variant): the row's case summary and the label's
+            reference results, computed while this thread would otherwise wait for its
+            answer. Only for requests already sent (a label's reference calls may run on a
+            user's MCP server: none for rows that a budget stop or failure never records).
+            Returns False when there is nothing to do."""
+            while sent and status == "complete":
+                item = sent.popleft()
+                if (item.case.id, item.variant.name) in prepared:
                     continue
-                seen.add((item.case.id, item.variant.name))
+                prepared.add((item.case.id, item.variant.name))
                 if item.case.id not in case_summaries:
                     case_summaries[item.case.id] = summarize_case(item.case)
                 if execution is not None:
@@ -861,7 +867,8 @@ class Runner:
                         execution.prepare(item.case, item.variant.tools, item.case.toolset)
                     except Exception:  # noqa: BLE001 - the row's own scoring reports it
                         pass
-                yield
+                return True
+            return False
 
         def dispatch() -> None:
             nonlocal status
@@ -880,6 +887,7 @@ class Runner:
                     sequence[future] = next(counter)
                     per_provider[pid] += 1
                     future.add_done_callback(completed.put)
+                    sent.append(item)
 
         def stop_everything() -> None:
             for queue in queues.values():
@@ -896,7 +904,7 @@ class Runner:
             if status == "complete":
                 dispatch()
             polling = False  # after Ctrl-C: a future taken off the queue may have been lost
-            idle = warm_ups()
+            idle = warm_up
             while outstanding:
                 try:
                     if polling:
@@ -948,38 +956,45 @@ class Runner:
             manifest["error"] = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            stop_everything()
+            # The manifest is written before waiting for requests still in flight (nobody
+            # records them now), inside a critical section: more Ctrl-Cs cannot leave it at
+            # "running"; the wait after it stays interruptible (a local generation can take
+            # minutes).
+            with signals.critical():
+                stop_everything()
+                for pool in pools.values():
+                    pool.shutdown(wait=False, cancel_futures=True)
+                rows.close()
+                if failure is not None:
+                    status = "failed"
+                    manifest["error"] = str(failure)
+                if status == "complete" and self.skipped:
+                    status = "partial"  # a skipped provider's rows are missing; --resume runs them
+                manifest.update(status=status, rows_done=finished, ended_at=_now(),
+                                spent={"billed_usd": round(spend.usd, 6),
+                                       "billed_tokens": spend.tokens,
+                                       "billed_requests": spend.requests},
+                                budget={"max_usd": self.config.max_usd,
+                                        "max_total_tokens": self.config.max_total_tokens},
+                                rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
+                if self.batch_errors:
+                    manifest["batch_errors"] = self.batch_errors[:100]
+                if self.cache is not None or previous_cache:
+                    now = self.cache.stats() if self.cache is not None else {}
+                    manifest["cache"] = {
+                        **previous_cache, **now,
+                        **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
+                           for k in ("hits", "misses", "writes")}}
+                if execution is not None:
+                    execution.close()
+                self.store.write_manifest(manifest)
             for pool in pools.values():
-                pool.shutdown(wait=True, cancel_futures=True)
-            rows.close()
+                pool.shutdown(wait=True)
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()
-            if failure is not None:
-                status = "failed"
-                manifest["error"] = str(failure)
-            if status == "complete" and self.skipped:
-                status = "partial"  # a skipped provider's rows are missing; --resume runs them
-            manifest.update(status=status, rows_done=finished, ended_at=_now(),
-                            spent={"billed_usd": round(spend.usd, 6),
-                                   "billed_tokens": spend.tokens,
-                                   "billed_requests": spend.requests},
-                            budget={"max_usd": self.config.max_usd,
-                                    "max_total_tokens": self.config.max_total_tokens},
-                            rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
-            if self.batch_errors:
-                manifest["batch_errors"] = self.batch_errors[:100]
-            if self.cache is not None or previous_cache:
-                now = self.cache.stats() if self.cache is not None else {}
-                manifest["cache"] = {
-                    **previous_cache, **now,
-                    **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
-                       for k in ("hits", "misses", "writes")}}
             if self.cache is not None:
                 self.cache.close()
-            if execution is not None:
-                execution.close()
-            self.store.write_manifest(manifest)
         if failure is not None:
             raise failure
         if status == "interrupted":
@@ -1035,11 +1050,11 @@ class StopSignals:
             self._critical -= 1
 
 
-def _next_completed(completed: queue.SimpleQueue[Future], idle: Iterator[None],
+def _next_completed(completed: queue.SimpleQueue[Future], idle: Callable[[], bool],
                     signals: StopSignals) -> Future:
-    """The next finished future. While none is there, runs steps of ``idle`` (work that
-    rows need later, as a critical section); then waits in 0.5 s slices so that Ctrl-C is
-    seen at once.
+    """The next finished future. While none is there, runs ``idle()`` steps (work that rows
+    need later, as a critical section) until one returns False; then waits in 0.5 s slices
+    so that Ctrl-C is seen at once.
 
     Raises:
         KeyboardInterrupt: a stop signal (also one noted during an idle step).
@@ -1050,7 +1065,7 @@ def _next_completed(completed: queue.SimpleQueue[Future], idle: Iterator[None],
             raise KeyboardInterrupt
         if completed.empty():
             with signals.critical():
-                stepped = next(idle, _IDLE_DONE) is not _IDLE_DONE
+                stepped = idle()
             if stepped:
                 continue
         try:
@@ -1058,8 +1073,6 @@ def _next_completed(completed: queue.SimpleQueue[Future], idle: Iterator[None],
         except queue.Empty:
             continue
 
-
-_IDLE_DONE = object()
 
 
 def _execution(config: RunConfig, store: RunStore) -> Any:

@@ -167,6 +167,9 @@ class RunStore:
                 except json.JSONDecodeError as exc:
                     raise BenchError(f"corrupt result row: {exc.msg}", file=self.results_path,
                                      line=number) from None
+                except RecursionError:
+                    raise BenchError("corrupt result row: nested too deeply",
+                                     file=self.results_path, line=number) from None
                 if not isinstance(row, dict):
                     raise BenchError("corrupt result row: not a JSON object",
                                      file=self.results_path, line=number)

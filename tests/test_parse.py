@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from bench.parse import decode_arguments, parse_json_tool_calls
 
 
@@ -65,3 +67,10 @@ def test_pathological_json_is_an_error_not_a_crash():
     assert parse_json_tool_calls(deep, "stop").error is not None
     huge = '{"tool_calls": [{"name": "x", "arguments": {"n": ' + "9" * 5000 + "}}]}"
     assert parse_json_tool_calls(huge, "stop").error is not None
+
+
+@pytest.mark.parametrize("raw", ['{"max_price": NaN}', '{"n": -Infinity}', '"{\\"n\\": Infinity}"'])
+def test_nan_and_infinity_are_not_json_arguments(raw):
+    """Python's json reads them, but they are not JSON: the call is malformed (and a result
+    row could not store the value faithfully)."""
+    assert decode_arguments(raw) == ({}, ["malformed_json"], False)

@@ -126,3 +126,23 @@ def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
     with store.writing():  # released when the other process ends
         store.append(row("a"))
     assert [r["key"] for r in store.rows()] == ["a"]
+
+
+@pytest.mark.parametrize("line, message", [
+    (b"[" * 100_000 + b"\n", "nested too deeply"),
+    (b'{"key": "a", "raw": "\xed\xa0\x80"}\n', "not UTF-8"),
+])
+def test_rows_too_deep_or_with_encoded_surrogates_are_named(tmp_path, line, message):
+    store = RunStore(tmp_path, "r7")
+    store.dir.mkdir(parents=True)
+    store.results_path.write_bytes(line)
+    with pytest.raises(BenchError, match=message) as error:
+        list(store.rows())
+    assert ":1" in str(error.value)
+
+
+def test_integers_past_64_bits_stay_exact(tmp_path):
+    store = RunStore(tmp_path, "r8")
+    store.append(row("a", parsed={"calls": [{"arguments": {"n": 2**70 + 1, "m": -(2**65)}}]}))
+    (stored,) = store.rows()
+    assert stored["parsed"]["calls"][0]["arguments"] == {"n": 2**70 + 1, "m": -(2**65)}

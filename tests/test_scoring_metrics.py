@@ -177,3 +177,18 @@ def test_a_backtracking_regex_label_cannot_hang_scoring():
     from bench.scoring.metrics import regex_matches, value_acceptable
     assert not value_acceptable("a" * 5000 + "!", [{"$regex": "^(a|a)+$"}])
     assert regex_matches(r"^SKU-\d{4}$", "SKU-1234") and not regex_matches(r"^\d+$", "12a")
+
+
+def test_a_number_that_breaks_the_schema_check_is_an_invalid_call_not_a_crash():
+    """``1e999`` is valid JSON syntax that Python reads as infinity; jsonschema's multipleOf
+    check then raises OverflowError. Scoring and the executor report an invalid call."""
+    from bench.executor.pipeline import schema_problems
+    schema = {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.01}}}
+    tool = Tool(name="t", description="d", input_schema=schema)
+    arguments, _, valid = decode_arguments('{"p": 1e999}')
+    assert valid
+    score = score_case(Expected(calls=[ExpectedCall(name="t", arguments={"p": [10.0]})]),
+                       ParsedAnswer(calls=[ToolCall(id="a", name="t", arguments=arguments)]),
+                       [tool])
+    assert score.schema_valid is False and score.arguments_correct is False
+    assert "cannot be checked" in schema_problems(arguments, schema)[0]

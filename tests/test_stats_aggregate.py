@@ -106,3 +106,18 @@ def test_selection_confusion_pairs_multisets_and_marks_no_call():
     assert matrix.loc[NO_CALL, NO_CALL] == 1 and matrix.loc["t1", UNPARSEABLE] == 1
     assert int(matrix.to_numpy().sum()) == 6
     assert list(matrix.columns)[-2:] == [NO_CALL, UNPARSEABLE]
+
+
+def test_a_group_without_a_value_keeps_its_bootstrap_and_missing_metrics_give_empty_pass_k():
+    """Rows without a language (None) form their own group, also in the case-clustered
+    bootstrap (trials > 1); pass@k of a metric no row carries is an empty table."""
+    from bench.stats.aggregate import aggregate, pass_k_table
+    from bench.stats.frame import results_frame
+    rows = [{"key": f"{case}|{trial}", "case_id": case, "variant": "l3", "provider": "p",
+             "trial": trial, "lang": lang, "metrics": {"selection_correct": trial == 0}}
+            for case, lang in (("a", "en"), ("b", None)) for trial in (0, 1)]
+    table = aggregate(results_frame(rows), ("lang",))
+    assert table["rows"].tolist() == [2, 2]
+    assert table["selection_correct_boot_low"].notna().all()
+    empty = pass_k_table(results_frame(rows), metric="execution_match", ks=(1,))
+    assert empty.empty and {"pass@1", "pass^1"} <= set(empty.columns)

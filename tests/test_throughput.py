@@ -371,3 +371,26 @@ def test_stop_signals_are_noted_inside_critical_sections_and_raised_outside():
             time.sleep(1)
         assert signals.signum == signal.SIGTERM
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_labels_are_prepared_only_for_requests_already_sent(project, tmp_path, monkeypatch):
+    """The runner computes labels' reference results while it waits for answers, but only
+    for requests it has sent: a label's reference calls may run on a user's MCP server, so
+    none may run for rows a budget stop never records."""
+    from bench.executor.runhook import RunExecution
+    prepared = []
+    real_prepare = RunExecution.prepare
+
+    def counting(self, case, tools, toolset):
+        prepared.append(case.id)
+        return real_prepare(self, case, tools, toolset)
+
+    monkeypatch.setattr(RunExecution, "prepare", counting)
+    pricing = write_pricing(tmp_path / "pricing.yaml")  # 120 tokens a request -> $0.00012
+    with EchoServer(latency_s=0.05) as server:
+        runner = Runner(config(server, limit=40, max_usd=0.0006, pricing=pricing),
+                        run_id="prepare", command=[])
+        manifest = runner.run()
+    recorded = {row["case_id"] for row in rows_of(runner)}
+    assert manifest["status"] == "budget_exhausted" and len(recorded) == 5
+    assert prepared and set(prepared) <= recorded

@@ -113,9 +113,14 @@ def schema_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list[s
     if memo is not None and memo[0] is schema:  # the entry keeps its schema alive
         return list(memo[1])
     validator = _validator_for(schema)
-    found = tuple(f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: "
-                  f"{error.message}" for error in sorted(validator.iter_errors(arguments),
-                                                         key=lambda e: list(e.path)))
+    try:
+        found = tuple(f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: "
+                      f"{error.message}" for error in sorted(validator.iter_errors(arguments),
+                                                             key=lambda e: list(e.path)))
+    except (OverflowError, ValueError, TypeError, RecursionError) as exc:
+        # e.g. 1e308 against multipleOf 0.01: the model's value breaks the check itself
+        found = (f"arguments: a value cannot be checked against the schema "
+                 f"({type(exc).__name__}); send ordinary numbers",)
     if len(_PROBLEMS_MEMO) >= _PROBLEMS_MEMO_SIZE:
         _PROBLEMS_MEMO.clear()
     _PROBLEMS_MEMO[key] = (schema, found)

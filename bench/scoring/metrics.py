@@ -286,7 +286,13 @@ def _classify(validator: jsonschema.Draft202012Validator, arguments: Any
               ) -> tuple[bool, frozenset[str]]:
     codes: set[str] = set()
     valid = True
-    for error in validator.iter_errors(arguments):
+    try:
+        errors = list(validator.iter_errors(arguments))
+    except (OverflowError, ValueError, TypeError, RecursionError):
+        # e.g. 1e308 against multipleOf 0.01: jsonschema's arithmetic fails on the model's
+        # value; the call is invalid, not the run
+        return False, frozenset((TYPE_ERROR,))
+    for error in errors:
         valid = False
         if error.validator == "required":
             codes.add(MISSING_REQUIRED)

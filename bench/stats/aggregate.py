@@ -102,8 +102,8 @@ def _add_bootstrap(out: pd.DataFrame, expanded: pd.DataFrame, columns: list[str]
     bounds = {m: ([], []) for m in metrics}
     rng = np.random.default_rng(seed)
     tail = (1 - confidence) / 2 * 100
-    for (_, k_group), (_, n_group) in zip(k_case.groupby(level=level, sort=True),
-                                          n_case.groupby(level=level, sort=True)):
+    for (_, k_group), (_, n_group) in zip(k_case.groupby(level=level, sort=True, dropna=False),
+                                          n_case.groupby(level=level, sort=True, dropna=False)):
         k_arr, n_arr = k_group.to_numpy(float), n_group.to_numpy(float)
         cases = len(k_arr)
         draws = rng.integers(0, cases, size=(n_boot, cases))
@@ -139,6 +139,9 @@ def pass_k_table(frame: pd.DataFrame, metric: str = "selection_correct",
         ``pass@<k>`` and ``pass^<k>`` (fractions; NaN when no case has k trials).
     """
     expanded, columns = _expand(frame, by)
+    if metric not in expanded.columns:  # no row carries it (e.g. execution metrics, --no-execute)
+        return pd.DataFrame(columns=[*columns, "cases", "min_trials",
+                                     *(f"pass{s}{k}" for k in ks for s in ("@", "^"))])
     known = expanded[expanded[metric].notna()]
     per_case = known.assign(_success=known[metric].astype(bool).astype(int)).groupby(
         [*columns, "case_id"], sort=True)["_success"].agg(c="sum", n="count").reset_index()
