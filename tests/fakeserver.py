@@ -298,7 +298,7 @@ class FakeServer:
     """A threaded HTTP/1.1 server on 127.0.0.1 (a free port) answering scripted replies.
 
     Args:
-        latency_s: fixed seconds added before every answer (benchmarks use 0.1).
+        latency_s: fixed seconds from a request's arrival to its answer (benchmarks use 0.1).
         handler: ``Recorded -> Reply`` for unscripted requests (default :func:`default_reply`).
         record: keep every request in :attr:`requests` (turn off for long benchmarks).
     """
@@ -367,9 +367,11 @@ class FakeServer:
                 """Quiet: tests read :attr:`FakeServer.requests` instead."""
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self._received = time.monotonic()
                 self._answer(None)
 
             def do_POST(self) -> None:  # noqa: N802
+                self._received = time.monotonic()
                 length = int(self.headers.get("content-length") or 0)
                 data = self.rfile.read(length) if length else b""
                 try:
@@ -382,9 +384,6 @@ class FakeServer:
                 request = Recorded(self.command, self.path.split("?")[0],
                                    {k.lower(): v for k, v in self.headers.items()}, body)
                 reply = server._next_reply(request)
-                wait = server.latency_s + reply.delay_s
-                if wait and server._stopping.wait(wait):
-                    return
                 if reply.events is not None:
                     lines = []
                     for name, data in reply.events:
@@ -398,6 +397,11 @@ class FakeServer:
                 else:
                     payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
                     content_type = "application/json"
+                # The latency counts from the request's arrival, so the time this server
+                # spends decoding and encoding bodies is part of it, not added to it.
+                wait = self._received + server.latency_s + reply.delay_s - time.monotonic()
+                if wait > 0 and server._stopping.wait(wait):
+                    return
                 try:
                     self.send_response(reply.status)
                     self.send_header("content-type", content_type)

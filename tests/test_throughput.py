@@ -394,3 +394,20 @@ def test_labels_are_prepared_only_for_requests_already_sent(project, tmp_path, m
     recorded = {row["case_id"] for row in rows_of(runner)}
     assert manifest["status"] == "budget_exhausted" and len(recorded) == 5
     assert prepared and set(prepared) <= recorded
+
+
+def test_rate_limit_reset_reads_exhausted_windows_from_either_dialect():
+    from bench.providers.errors import rate_limit_reset_s
+    from bench.providers.openai_chat import _response_class
+    headers_class = type(_response_class()(200).headers)  # the SDK's httpx(2).Headers
+    openai_headers = headers_class({"X-RateLimit-Remaining-Requests": "0",
+                                     "X-RateLimit-Reset-Requests": "1m2.5s",
+                                     "x-ratelimit-remaining-tokens": "10",
+                                     "x-ratelimit-reset-tokens": "9s", "Content-Type": "x"})
+    assert rate_limit_reset_s(openai_headers) == pytest.approx(62.5)
+    anthropic_headers = {"Anthropic-RateLimit-Tokens-Remaining": "0",
+                         "anthropic-ratelimit-tokens-reset": "1970-01-01T00:00:30Z"}
+    assert rate_limit_reset_s(anthropic_headers, now=10.0) == pytest.approx(20.0)
+    assert rate_limit_reset_s({"x-request-id": "r", "content-length": "3"}) is None
+    assert rate_limit_reset_s({"x-ratelimit-remaining-tokens": "5",
+                               "x-ratelimit-reset-tokens": "1s"}) is None

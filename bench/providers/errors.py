@@ -150,7 +150,11 @@ def rate_limit_reset_s(headers: Any, *, now: float | None = None) -> float | Non
     """
     if headers is None:
         return None
-    lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    # Only the rate-limit headers are copied: this runs on every response.
+    lowered = {str(name).lower(): str(headers[name]) for name in headers.keys()
+               if "ratelimit" in str(name).lower()}
+    if not lowered:
+        return None
     now = time.time() if now is None else now
     waits = []
     for kind in ("requests", "tokens"):
