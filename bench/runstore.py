@@ -29,6 +29,7 @@ RESULTS = "results.jsonl"
 MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_planned")
 ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
               "usage", "latency_s")
+_ROW_FIELD_SET = frozenset(ROW_FIELDS)
 
 
 def new_run_id() -> str:
@@ -157,7 +158,7 @@ class RunStore:
             for number, line in enumerate(handle, start=1):
                 if not line.endswith(b"\n"):
                     return  # half-written by an interrupted run
-                if not line.strip():
+                if line.isspace():  # no copy of the line, unlike strip()
                     continue
                 try:
                     row = loads(line)
@@ -173,10 +174,10 @@ class RunStore:
                 if not isinstance(row, dict):
                     raise BenchError("corrupt result row: not a JSON object",
                                      file=self.results_path, line=number)
-                missing = [f for f in ROW_FIELDS if f not in row]
-                if missing:
+                if not _ROW_FIELD_SET <= row.keys():
+                    missing = next(f for f in ROW_FIELDS if f not in row)
                     raise BenchError("corrupt result row: missing field", file=self.results_path,
-                                     line=number, field=missing[0])
+                                     line=number, field=missing)
                 yield row
 
     def writer(self, sync_interval_s: float = 0.05) -> "RowWriter":

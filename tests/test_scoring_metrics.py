@@ -192,3 +192,26 @@ def test_a_number_that_breaks_the_schema_check_is_an_invalid_call_not_a_crash():
                        [tool])
     assert score.schema_valid is False and score.arguments_correct is False
     assert "cannot be checked" in schema_problems(arguments, schema)[0]
+
+
+def test_the_score_memo_hits_only_on_the_same_label_tools_and_answer():
+    from bench.scoring.metrics import _score_case, score_memo_stats
+    expected = Expected(calls=[search(page=2)])
+    first = score_case(expected, answer(call("search_orders", keyword="耳机", page="2")), TOOLS)
+    hits = score_memo_stats["hits"]
+    again = score_case(expected, answer(call("search_orders", keyword="耳机", page="2")), TOOLS)
+    assert again is first and score_memo_stats["hits"] == hits + 1
+    # 2 and "2" have different reprs: a different answer, scored afresh
+    exact = score_case(expected, answer(call("search_orders", keyword="耳机", page=2)), TOOLS)
+    assert exact.arguments_correct and not first.arguments_correct
+    # the same answer against another tools object whose schema allows strings for page
+    loose = [SEARCH.model_copy(update={"input_schema": {
+        **SEARCH.input_schema, "properties": {**SEARCH.input_schema["properties"],
+                                              "page": {"type": ["integer", "string"]}}}}), SORT]
+    other = score_case(expected, answer(call("search_orders", keyword="耳机", page="2")), loose)
+    assert other.schema_valid and not first.schema_valid
+    # an equal label in another object is scored afresh, to the same result
+    copy = score_case(Expected(calls=[search(page=2)]),
+                      answer(call("search_orders", keyword="耳机", page="2")), TOOLS)
+    assert copy is not first and copy.as_dict() == first.as_dict() == _score_case(
+        expected, answer(call("search_orders", keyword="耳机", page="2")), TOOLS).as_dict()

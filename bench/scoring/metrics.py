@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jsonschema
 import regex
@@ -132,10 +133,11 @@ class CaseScore:
 
     def as_dict(self) -> dict[str, Any]:
         """The metrics as a new dict (field name -> value; lists and dicts are shared)."""
-        return {name: getattr(self, name) for name in _SCORE_FIELDS}
+        return dict(zip(_SCORE_FIELDS, _score_values(self)))
 
 
 _SCORE_FIELDS = tuple(f.name for f in fields(CaseScore))
+_score_values = operator.attrgetter(*_SCORE_FIELDS)
 
 
 def _numbers_equal(a: Any, b: Any) -> bool:
@@ -434,15 +436,18 @@ def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
     return repaired, repairs
 
 
-def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool]
-                   ) -> tuple[list[ToolCall], list[str]]:
+_Validate = Callable[[Tool, dict[str, Any]], tuple[bool, frozenset[str]]]
+
+
+def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool],
+                   validate: _Validate = _validation) -> tuple[list[ToolCall], list[str]]:
     lenient: list[ToolCall] = []
     repairs: list[str] = []
     for call in calls:
         if REPAIR_DOUBLE_ENCODED in call.notes and call.valid:
             repairs.append(f"{call.name}: {REPAIR_DOUBLE_ENCODED}")
         tool = by_name.get(call.name)
-        if tool is None or not call.valid or _validation(tool, call.arguments)[0]:
+        if tool is None or not call.valid or validate(tool, call.arguments)[0]:
             # every repair replaces a value its (sub)schema's type or enum rejects, so
             # arguments that validate need none (and the validation is memoised)
             lenient.append(call)
@@ -459,8 +464,8 @@ def _strict_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
             for c in calls]
 
 
-def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
-        bool | None, set[str]]:
+def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool],
+                  validate: _Validate = _validation) -> tuple[bool | None, set[str]]:
     """(all calls schema-valid or None without calls, error codes found in the schema check)."""
     if not calls:
         return None, set()
@@ -478,7 +483,7 @@ def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
         props = tool.input_schema.get("properties", {})
         if isinstance(props, dict) and any(k not in props for k in call.arguments):
             codes.add(HALLUCINATED_ARGUMENT)
-        call_valid, call_codes = _validation(tool, call.arguments)
+        call_valid, call_codes = validate(tool, call.arguments)
         valid = valid and call_valid
         codes |= call_codes
     if not valid:
@@ -523,19 +528,48 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
 
 
 
+_SCORE_MEMO: dict[tuple[Any, ...], tuple[Expected, Sequence[Tool], CaseScore]] = {}
+_SCORE_MEMO_SIZE = 65536
+score_memo_stats = {"hits": 0, "misses": 0}
+
+
 def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
     """Score one parsed answer against one case's label, strictly and leniently.
 
+    Memoised: trials, variants with the same tools object and providers repeat the same answer
+    to the same case, and the score depends only on the label, the tools and the answer's
+    error and calls (names, ``repr`` of the arguments, validity, parse notes). The memo is
+    keyed on the identity of ``expected`` and ``tools`` (both kept alive by the memo, so an
+    identity is never reused) and holds up to 65,536 scores.
+
     Args:
-        expected: the case's label.
+        expected: the case's label (not mutated afterwards).
         answer: the parsed answer (``answer.error`` set means undecodable).
-        tools: the variant's tools (for schema validity and hallucinated tools/arguments).
+        tools: the variant's tools (for schema validity and hallucinated tools/arguments;
+            not mutated afterwards).
 
     Returns:
-        A :class:`CaseScore`; see its attributes for each metric's definition. The label's
-        case-insensitive match of a wrong string value (an enum value in the wrong case) also
-        sets ``enum_case_error``.
+        A :class:`CaseScore`, shared with other calls on equal inputs: read it, do not modify
+        it (:meth:`CaseScore.as_dict` gives a new dict). See its attributes for each metric's
+        definition. The label's case-insensitive match of a wrong string value (an enum value
+        in the wrong case) also sets ``enum_case_error``.
     """
+    key = (id(expected), id(tools), answer.error,
+           tuple((c.name, repr(c.arguments), c.valid, tuple(c.notes)) for c in answer.calls))
+    found = _SCORE_MEMO.get(key)
+    if found is not None and found[0] is expected and found[1] is tools:
+        score_memo_stats["hits"] += 1
+        return found[2]
+    score_memo_stats["misses"] += 1
+    score = _score_case(expected, answer, tools)
+    if len(_SCORE_MEMO) >= _SCORE_MEMO_SIZE:
+        _SCORE_MEMO.clear()
+    _SCORE_MEMO[key] = (expected, tools, score)
+    return score
+
+
+def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
+    """:func:`score_case` without the memo."""
     is_no_call = expected.no_call or expected.ask
     if answer.error is not None:
         return CaseScore(
@@ -552,13 +586,24 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
             error_codes=[UNPARSEABLE],
         )
     by_name = {t.name: t for t in tools}
+    checked: dict[tuple[int, str], tuple[bool, frozenset[str]]] = {}
+
+    def validate(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
+        # the strict and lenient passes see the same arguments objects: validate each once
+        key = (id(arguments), tool.name)
+        found = checked.get(key)
+        if found is None:
+            found = checked[key] = _validation(tool, arguments)
+        return found
+
     calls = _strict_calls(answer.calls)
-    lenient, repairs = _lenient_calls(answer.calls, by_name)
+    lenient, repairs = _lenient_calls(answer.calls, by_name, validate)
     hallucinated = any(c.name not in by_name for c in calls)
     codes: set[str] = {HALLUCINATED_TOOL} if hallucinated else set()
-    schema_valid, schema_codes = _schema_flags(calls, by_name)
+    schema_valid, schema_codes = _schema_flags(calls, by_name, validate)
     codes |= schema_codes
-    schema_valid_lenient = schema_valid if not repairs else _schema_flags(lenient, by_name)[0]
+    schema_valid_lenient = schema_valid if not repairs else \
+        _schema_flags(lenient, by_name, validate)[0]
     flags = dict(hallucinated_tool=hallucinated,
                  hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
                  missing_required=MISSING_REQUIRED in codes, type_error=TYPE_ERROR in codes,

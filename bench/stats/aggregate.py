@@ -26,9 +26,9 @@ def _expand(frame: pd.DataFrame, by: Sequence[str]) -> tuple[pd.DataFrame, list[
             raise ValueError(f"unknown grouping '{name}' (choose from {', '.join(GROUPINGS)})")
         columns.append(GROUPINGS[name])
     if "tool" in columns:
-        frame = frame.assign(tool=[tools if tools else (NO_CALL,)
+        # each distinct expected tool once per row (dict.fromkeys keeps the label's order)
+        frame = frame.assign(tool=[tuple(dict.fromkeys(tools)) if tools else (NO_CALL,)
                                    for tools in frame["expected_tools"]])
-        frame = frame.assign(tool=frame["tool"].map(lambda t: tuple(dict.fromkeys(t))))
         frame = frame.explode("tool")
     if "tag" in columns:
         frame = frame.assign(tag=[tags if tags else ("(untagged)",) for tags in frame["tags"]])
