@@ -251,6 +251,17 @@ def test_trials_name_junit_cases_and_switch_to_bootstrap_intervals(project):
     assert "95% case-clustered bootstrap intervals (several trials per case)" in html
 
 
+def test_two_runs_with_different_variant_sets_are_compared_on_the_shared_ones(project):
+    make_run("both", expected_answer, variants=("l3", "l10"), limit=4)
+    make_run("one", mixed_answer, variants=("l3",), limit=4)
+    comparison = choose_comparison(load_runs(["both", "one"]))
+    assert comparison is not None
+    assert {t.group for t in comparison.tests} == {"local/l3"}
+    assert {f.group for f in comparison.flips} == {"local/l3"}
+    make_run("other", mixed_answer, variants=("l30",), limit=4)
+    assert choose_comparison(load_runs(["both", "other"])) is None  # nothing shared
+
+
 def test_runs_without_shared_cases_get_no_comparison_unless_asked(project):
     make_run("first", mixed_answer, variants=("l3",), limit=2)
     make_run("other", mixed_answer, variants=("l3",), limit=None,

@@ -60,6 +60,10 @@ def report(
     runs = load_runs(run_ids)
     pair = [p.strip() for p in compare.split(",")] if compare else None
     comparison = None if fmt is ReportFormat.junit else choose_comparison(runs, pair)
+    if comparison is None and len(runs) == 2 and fmt is not ReportFormat.junit:
+        typer.echo(f"note: no comparison section: {runs[0].run_id} and {runs[1].run_id} share "
+                   f"no variant and are not one variant each (--compare A,B picks two)",
+                   err=True)
     title_ids = [run.run_id for run in runs]
     name = name or "+".join(title_ids)
     path = report_path(name, fmt)

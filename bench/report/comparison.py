@@ -23,8 +23,9 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
     """Compare what the report's inputs suggest, as ``bench compare`` would.
 
     - ``pair`` = two variant labels (as the report shows them): those two, paired per provider.
-    - Two runs: run A against run B, variant by variant when they have the same variants, or
-      their single variants against each other.
+    - Two runs: run A against run B, variant by variant on the variants both have (the others
+      are left out), or, when each has one variant and they differ, those two against each
+      other.
     - One or more runs with exactly two variant labels in all: those two.
     - Otherwise: None (nothing to compare).
 
@@ -49,9 +50,14 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
         rows_a, rows_b = runs[0].source_rows, runs[1].source_rows
         variants_a = {r["variant"] for r in rows_a}
         variants_b = {r["variant"] for r in rows_b}
-        if variants_a == variants_b:
+        shared = variants_a & variants_b
+        if len(variants_a) == 1 and len(variants_b) == 1 and not shared:
+            pass  # one variant each, different: the two against each other
+        elif shared:  # variant by variant, on the variants both runs have
             group_by = ("provider", "variant")
-        elif not (len(variants_a) == 1 and len(variants_b) == 1):
+            rows_a = [r for r in rows_a if r["variant"] in shared]
+            rows_b = [r for r in rows_b if r["variant"] in shared]
+        else:
             return None
         label_a, label_b = runs[0].run_id, runs[1].run_id
     elif len(labels) == 2:
