@@ -17,7 +17,13 @@ GROUPINGS = {"variant": "variant", "provider": "provider", "tool": "tool", "tag"
              "language": "lang", "lang": "lang", "toolset": "toolset", "run": "run_id"}
 
 
-def _expand(frame: pd.DataFrame, by: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+def _expand(frame: pd.DataFrame, by: Sequence[str], keep: Sequence[str] | None = None
+            ) -> tuple[pd.DataFrame, list[str]]:
+    """(the frame with its group columns, their names); rows repeat once per tool or tag.
+
+    ``keep``: the only other columns the caller reads (None: all). Exploding copies every
+    column kept, so callers name theirs.
+    """
     if not by:  # one group holding every row
         return frame.assign(group="all"), ["group"]
     columns = []
@@ -25,6 +31,10 @@ def _expand(frame: pd.DataFrame, by: Sequence[str]) -> tuple[pd.DataFrame, list[
         if name not in GROUPINGS:
             raise ValueError(f"unknown grouping '{name}' (choose from {', '.join(GROUPINGS)})")
         columns.append(GROUPINGS[name])
+    if keep is not None:
+        sources = {"tool": "expected_tools", "tag": "tags"}
+        wanted = [*keep, *(sources.get(c, c) for c in columns)]
+        frame = frame[[c for c in dict.fromkeys(wanted) if c in frame.columns]]
     if "tool" in columns:
         # each distinct expected tool once per row (dict.fromkeys keeps the label's order)
         frame = frame.assign(tool=[tuple(dict.fromkeys(tools)) if tools else (NO_CALL,)
@@ -59,7 +69,8 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant"),
     Raises:
         ValueError: an unknown grouping name.
     """
-    expanded, columns = _expand(frame, by)
+    metrics = list(metrics)
+    expanded, columns = _expand(frame, by, keep=["key", "case_id", *metrics])
     present = metric_columns(expanded, metrics)
     if expanded.empty:
         return pd.DataFrame(columns=[*columns, "rows", "cases"])
@@ -138,7 +149,7 @@ def pass_k_table(frame: pd.DataFrame, metric: str = "selection_correct",
         One row per group: the group columns, ``cases`` (int), ``min_trials`` (int), and per k
         ``pass@<k>`` and ``pass^<k>`` (fractions; NaN when no case has k trials).
     """
-    expanded, columns = _expand(frame, by)
+    expanded, columns = _expand(frame, by, keep=["case_id", metric])
     if metric not in expanded.columns:  # no row carries it (e.g. execution metrics, --no-execute)
         return pd.DataFrame(columns=[*columns, "cases", "min_trials",
                                      *(f"pass{s}{k}" for k in ks for s in ("@", "^"))])
@@ -168,7 +179,7 @@ def top_argument_errors(frame: pd.DataFrame, limit: int = 20,
         Columns: the group columns, ``argument_error`` (str), ``count`` (int); at most
         ``limit`` rows per group, most frequent first (ties by text).
     """
-    expanded, columns = _expand(frame, by) if by else (frame, [])
+    expanded, columns = _expand(frame, by, keep=["argument_errors"]) if by else (frame, [])
     errors = expanded[[*columns, "argument_errors"]].explode("argument_errors").dropna(
         subset=["argument_errors"]).rename(columns={"argument_errors": "argument_error"})
     if errors.empty:
