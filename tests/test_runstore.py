@@ -146,3 +146,47 @@ def test_integers_past_64_bits_stay_exact(tmp_path):
     store.append(row("a", parsed={"calls": [{"arguments": {"n": 2**70 + 1, "m": -(2**65)}}]}))
     (stored,) = store.rows()
     assert stored["parsed"]["calls"][0]["arguments"] == {"n": 2**70 + 1, "m": -(2**65)}
+
+
+def test_row_writer_fsyncs_in_the_background_and_on_close(tmp_path, monkeypatch):
+    import os
+    import threading
+    import time
+
+    import bench.runstore as runstore
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(runstore.os, "fsync", lambda fd: (
+        synced.append(threading.current_thread().name), real_fsync(fd)))
+    store = RunStore(tmp_path, "r9")
+    writer = store.writer(sync_interval_s=0.01)
+    writer.append(row("a"))
+    deadline = time.monotonic() + 5
+    while not synced and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert synced and synced[0] == "bench-rows-fsync"  # not the caller's thread
+    writer.append(row("b"))
+    writer.close()
+    assert synced[-1] == threading.current_thread().name  # close syncs what is left
+    assert [r["key"] for r in store.rows()] == ["a", "b"]
+    assert not any(t.name == "bench-rows-fsync" for t in threading.enumerate())
+
+
+def test_a_failed_background_fsync_is_raised_to_the_writer(tmp_path, monkeypatch):
+    import errno
+    import time
+
+    import bench.runstore as runstore
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(runstore.os, "fsync", full)
+    writer = RunStore(tmp_path, "r10").writer(sync_interval_s=0.01)
+    writer.append(row("a"))
+    deadline = time.monotonic() + 5
+    while writer._error is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with pytest.raises(OSError, match="No space"):
+        writer.append(row("b"))
+    with pytest.raises(OSError, match="No space"):
+        writer.close()
