@@ -529,7 +529,7 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
 
 
 _SCORE_MEMO: dict[tuple[Any, ...], tuple[Expected, Sequence[Tool], CaseScore]] = {}
-_SCORE_MEMO_SIZE = 65536
+_SCORE_MEMO_SIZE = 32768  # ~1.5 kB an entry: at most ~50 MB
 score_memo_stats = {"hits": 0, "misses": 0}
 
 
@@ -540,7 +540,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     to the same case, and the score depends only on the label, the tools and the answer's
     error and calls (names, ``repr`` of the arguments, validity, parse notes). The memo is
     keyed on the identity of ``expected`` and ``tools`` (both kept alive by the memo, so an
-    identity is never reused) and holds up to 65,536 scores.
+    identity is never reused) and holds up to 32,768 scores (about 50 MB; then it starts over).
 
     Args:
         expected: the case's label (not mutated afterwards).
