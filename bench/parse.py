@@ -8,6 +8,7 @@ empty call list, so a truncated answer can never pass as "no call".
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -257,3 +258,136 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
         # "no tool fits" next to real calls: keep the calls, the decline is contradictory.
         declined = False
     return ParsedAnswer(calls=calls, declined=declined or not calls)
+
+
+# Lenient argument repairs (BRIEF §8), shared by scoring (lenient scores) and the executor
+# (what a forgiving runtime would execute). The kinds double as scoring's repair codes.
+REPAIR_STRING_NUMBER = "string_number"      # "3" for an integer/number property -> 3
+REPAIR_STRING_BOOLEAN = "string_boolean"    # "true" for a boolean property -> true
+REPAIR_JSON_STRING = "json_string_array"    # '["a","b"]' for an array (or object) -> decoded
+REPAIR_ENUM_CASE = "enum_case"              # "ASC" for enum ["asc", "desc"] -> "asc"
+_NUMERIC = frozenset(("integer", "number"))
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One lenient repair of one argument value.
+
+    Attributes:
+        path: where the value sits in the arguments, ``"limit"``, ``"items[0].sku"``.
+        kind: :data:`REPAIR_STRING_NUMBER`, :data:`REPAIR_STRING_BOOLEAN`,
+            :data:`REPAIR_JSON_STRING` or :data:`REPAIR_ENUM_CASE`.
+        before: the value sent.
+        after: the value a lenient reader takes instead.
+    """
+
+    path: str
+    kind: str
+    before: Any
+    after: Any
+
+
+def _schema_types(schema: dict[str, Any]) -> frozenset[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return frozenset((kind,))
+    return frozenset(k for k in kind if isinstance(k, str)) if isinstance(kind, list) \
+        else frozenset()
+
+
+def _string_number(text: str, integer: bool) -> int | float | None:
+    """A JSON number written in a string (``"3"``, ``" 2.5 "``, ``"1e3"``), or None; for an
+    ``integer`` property only whole values (``"3.0"`` -> 3, ``"3.5"`` -> None)."""
+    try:
+        number = json.loads(text.strip())
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) \
+            or not math.isfinite(number):
+        return None  # json reads NaN / Infinity; neither is a JSON number
+    if integer:
+        return int(number) if float(number).is_integer() else None
+    return number
+
+
+def _repair_string(value: str, schema: dict[str, Any], path: tuple[Any, ...],
+                   repairs: list[Repair]) -> Any:
+    kind = schema.get("type")
+    types = frozenset(("string",)) if kind == "string" else _schema_types(schema)
+    if "string" not in types:
+        if types & _NUMERIC:
+            number = _string_number(value, integer="number" not in types)
+            if number is not None:
+                repairs.append(Repair(_path_text(path), REPAIR_STRING_NUMBER, value, number))
+                return number
+        if "boolean" in types and value.strip().lower() in ("true", "false"):
+            repaired = value.strip().lower() == "true"
+            repairs.append(Repair(_path_text(path), REPAIR_STRING_BOOLEAN, value, repaired))
+            return repaired
+        if "array" in types or "object" in types:
+            try:
+                decoded = json.loads(value)
+            except (ValueError, RecursionError):
+                decoded = None
+            if (isinstance(decoded, list) and "array" in types) or (
+                    isinstance(decoded, dict) and "object" in types):
+                repairs.append(Repair(_path_text(path), REPAIR_JSON_STRING, value, decoded))
+                return _repair_value(decoded, schema, path, repairs)
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
+        if len(folded) == 1:
+            repairs.append(Repair(_path_text(path), REPAIR_ENUM_CASE, value, folded[0]))
+            return folded[0]
+    return value
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    # built only when a repair is recorded: most values need none
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _repair_value(value: Any, schema: Any, path: tuple[Any, ...],
+                  repairs: list[Repair]) -> Any:
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, str):
+        return _repair_string(value, schema, path, repairs)
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        props = schema["properties"]
+        return {k: _repair_value(v, props.get(k), (*path, k), repairs) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = schema["items"]
+        return [_repair_value(v, items, (*path, i), repairs) for i, v in enumerate(value)]
+    return value
+
+
+def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any]
+                     ) -> tuple[dict[str, Any], list[Repair]]:
+    """The lenient repairs of one call's arguments, decided by the schema, never by the value.
+
+    Repairs (BRIEF §8), applied recursively through ``properties`` and ``items``, only where
+    the (sub)schema does not allow a string: a string holding a JSON number for an
+    ``integer``/``number`` property becomes the number (``"3"`` -> 3; ``"3.5"`` stays a string
+    for an ``integer``; ``"NaN"`` stays); ``"true"``/``"false"`` (any case) for a ``boolean``
+    becomes the boolean; a string holding a JSON array or object for an ``array``/``object``
+    property is decoded. Then, for any string: a value outside its ``enum`` that equals
+    exactly one member case-insensitively becomes that member.
+
+    Args:
+        arguments: decoded arguments (dict).
+        input_schema: the tool's JSON Schema.
+
+    Returns:
+        (repaired copy, one :class:`Repair` per change, in argument order); the input is not
+        modified.
+    """
+    repairs: list[Repair] = []
+    props = input_schema.get("properties") if isinstance(input_schema, dict) else None
+    if not isinstance(props, dict):
+        return dict(arguments), repairs
+    repaired = {k: _repair_value(v, props.get(k), (k,), repairs) for k, v in arguments.items()}
+    return repaired, repairs

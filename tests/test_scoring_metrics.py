@@ -166,7 +166,8 @@ def test_order_sensitive_case_pairs_by_position():
 
 def test_taxonomy_is_stable_and_distinct():
     assert len(set(ERROR_CODES)) == len(ERROR_CODES)
-    assert set(REPAIRS) == {"double_encoded", "string_number", "enum_case", "json_string_array"}
+    assert set(REPAIRS) == {"double_encoded", "string_number", "enum_case", "json_string_array",
+                            "string_boolean"}
 
 
 @pytest.mark.timeout(60)  # without the limit this search would not end
@@ -215,3 +216,25 @@ def test_the_score_memo_hits_only_on_the_same_label_tools_and_answer():
                       answer(call("search_orders", keyword="耳机", page="2")), TOOLS)
     assert copy is not first and copy.as_dict() == first.as_dict() == _score_case(
         expected, answer(call("search_orders", keyword="耳机", page="2")), TOOLS).as_dict()
+
+
+def test_scoring_and_the_executor_make_the_same_repairs():
+    from bench.executor.decode import lenient_repairs
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer"}, "x": {"type": "number"}, "flag": {"type": "boolean"},
+        "ids": {"type": "array", "items": {"type": "integer"}},
+        "sort": {"type": "string", "enum": ["ASC", "DESC"]},
+        "inner": {"type": "object", "properties": {"k": {"type": "integer"}}}}}
+    sent = {"n": " 7 ", "x": "NaN", "flag": "TRUE", "ids": '[1, "2"]', "sort": "asc",
+            "inner": '{"k": "4"}'}
+    scored, codes = repair_arguments(sent, schema, "t")
+    executed, notes = lenient_repairs(sent, schema)
+    assert scored == executed == {"n": 7, "x": "NaN", "flag": True, "ids": [1, 2],
+                                  "sort": "ASC", "inner": {"k": 4}}
+    assert codes == ["t.n: string_number", "t.flag: string_boolean",
+                     "t.ids: json_string_array", "t.ids[1]: string_number", "t.sort: enum_case",
+                     "t.inner: json_string_array", "t.inner.k: string_number"]
+    assert notes == ["n: string ' 7 ' -> number 7", "flag: string 'TRUE' -> boolean",
+                     "ids: JSON string -> array", "ids[1]: string '2' -> number 2",
+                     "sort: enum case 'asc' -> 'ASC'", "inner: JSON string -> object",
+                     "inner.k: string '4' -> number 4"]

@@ -35,7 +35,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
-from bench.parse import ParsedAnswer
+from bench.parse import (REPAIR_ENUM_CASE, REPAIR_JSON_STRING, REPAIR_STRING_BOOLEAN,
+                         REPAIR_STRING_NUMBER, ParsedAnswer)
+from bench.parse import repair_arguments as _repair_arguments
 
 # Error codes (a small, stable taxonomy; reports and the gate key on these strings).
 UNPARSEABLE = "unparseable"            # the answer could not be decoded into calls
@@ -61,11 +63,10 @@ ERROR_CODES = (UNPARSEABLE, FALSE_NO_CALL, FALSE_CALL, WRONG_TOOL, MISSING_CALL,
                INVALID_ARGUMENTS)
 
 # Lenient repairs (``CaseScore.lenient_repairs`` entries end with one of these).
+# The value repairs are :func:`bench.parse.repair_arguments`'s (shared with the executor).
 REPAIR_DOUBLE_ENCODED = "double_encoded"      # arguments were a JSON string inside a JSON string
-REPAIR_STRING_NUMBER = "string_number"        # "3" for an integer/number property -> 3
-REPAIR_ENUM_CASE = "enum_case"                # "ASC" for enum ["asc", "desc"] -> "asc"
-REPAIR_JSON_STRING = "json_string_array"      # '["a","b"]' for an array (or object) -> decoded
-REPAIRS = (REPAIR_DOUBLE_ENCODED, REPAIR_STRING_NUMBER, REPAIR_ENUM_CASE, REPAIR_JSON_STRING)
+REPAIRS = (REPAIR_DOUBLE_ENCODED, REPAIR_STRING_NUMBER, REPAIR_ENUM_CASE, REPAIR_JSON_STRING,
+           REPAIR_STRING_BOOLEAN)
 
 _NAME_MISMATCH_COST = 10.0
 
@@ -344,80 +345,10 @@ def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
     return [e.message for e in validator.iter_errors(call.arguments)]
 
 
-_NUMERIC = frozenset({"integer", "number"})
-_CONTAINER = frozenset({"array", "object"})
-
-
-def _schema_types(schema: dict[str, Any]) -> frozenset[str]:
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return frozenset((kind,))
-    return frozenset(k for k in kind if isinstance(k, str)) if isinstance(kind, list) \
-        else frozenset()
-
-
-def _repair_string(value: str, schema: dict[str, Any], path: Any, repairs: list[str]) -> Any:
-    kind = schema.get("type")
-    if kind == "string":  # the common case: only the enum case can need a repair
-        types: frozenset[str] = frozenset(("string",))
-    else:
-        types = _schema_types(schema)
-    if "string" not in types:
-        if types & _NUMERIC:
-            try:
-                number = json.loads(value.strip())
-            except (ValueError, RecursionError):
-                number = None
-            if isinstance(number, (int, float)) and not isinstance(number, bool) and (
-                    "number" in types or float(number).is_integer()):
-                repairs.append(f"{path()}: {REPAIR_STRING_NUMBER}")
-                return int(number) if "number" not in types else number
-        if types & _CONTAINER:
-            try:
-                decoded = json.loads(value)
-            except (ValueError, RecursionError):
-                decoded = None
-            if isinstance(decoded, (list, dict)):
-                repairs.append(f"{path()}: {REPAIR_JSON_STRING}")
-                return _repair_value(decoded, schema, path, repairs)
-    enum = schema.get("enum")
-    if isinstance(enum, list) and value not in enum:
-        folded = [e for e in enum if isinstance(e, str) and e.casefold() == value.casefold()]
-        if len(folded) == 1:
-            repairs.append(f"{path()}: {REPAIR_ENUM_CASE}")
-            return folded[0]
-    return value
-
-
-def _repair_value(value: Any, schema: Any, path: Any, repairs: list[str]) -> Any:
-    """Repair one value against its (sub)schema; append ``"<path>: <repair>"`` per repair.
-
-    ``path`` is a zero-argument callable giving the value's path (built only when needed).
-    """
-    if not isinstance(schema, dict):
-        return value
-    if isinstance(value, str):
-        return _repair_string(value, schema, path, repairs)
-    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
-        props = schema["properties"]
-        return {k: _repair_value(v, props.get(k), lambda k=k: f"{path()}.{k}", repairs)
-                for k, v in value.items()}
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_repair_value(v, schema["items"], lambda i=i: f"{path()}[{i}]", repairs)
-                for i, v in enumerate(value)]
-    return value
-
-
 def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
                      tool_name: str = "") -> tuple[dict[str, Any], list[str]]:
-    """The lenient repairs of one call's arguments, decided by the schema, never by the value.
-
-    Repairs (BRIEF §8): a string holding a number for an ``integer``/``number`` property
-    becomes the number (``"3"`` -> 3; ``"3.5"`` stays a string for an ``integer``); a string
-    holding JSON for an ``array``/``object`` property is decoded; a string outside its
-    ``enum`` that equals exactly one member case-insensitively becomes that member. Applied
-    recursively through ``properties`` and ``items``. A property whose schema also allows
-    ``string`` is never coerced.
+    """The lenient repairs of one call's arguments (:func:`bench.parse.repair_arguments`:
+    decided by the schema, never by the value), as scoring records them.
 
     Args:
         arguments: decoded arguments (dict).
@@ -425,18 +356,11 @@ def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
         tool_name: prefix of the repair paths.
 
     Returns:
-        (repaired copy, ``["<tool>.<arg path>: <repair>", ...]``); the input is not modified.
+        (repaired copy, ``["<tool>.<arg path>: <repair code>", ...]``, codes of
+        :data:`REPAIRS`); the input is not modified.
     """
-    repairs: list[str] = []
-    props = input_schema.get("properties") if isinstance(input_schema, dict) else None
-    if not isinstance(props, dict):
-        return dict(arguments), repairs
-    repaired = {k: _repair_value(v, props.get(k), lambda k=k: f"{tool_name}.{k}", repairs)
-                for k, v in arguments.items()}
-    return repaired, repairs
-
-
-_Validate = Callable[[Tool, dict[str, Any]], tuple[bool, frozenset[str]]]
+    repaired, repairs = _repair_arguments(arguments, input_schema)
+    return repaired, [f"{tool_name}.{r.path}: {r.kind}" for r in repairs]
 
 
 def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool],
