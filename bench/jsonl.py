@@ -55,14 +55,24 @@ def canonical_bytes(data: Any) -> bytes:
                           default=str).encode("utf-8", "backslashreplace")
 
 
-def _finite(data: Any) -> Any:
-    """``data`` with NaN and infinities replaced by None (as orjson writes them)."""
+# orjson refuses documents nested deeper than 254 levels; the fallback keeps 200 and replaces
+# what lies deeper (a provider's or model's absurd nesting) by this marker, so the row is
+# still written (``json`` would exhaust the interpreter's recursion limit near 1,000).
+MAX_DEPTH = 200
+TOO_DEEP = "(nested deeper than 200 levels: dropped)"
+
+
+def _finite(data: Any, depth: int = 0) -> Any:
+    """``data`` with NaN and infinities replaced by None (as orjson writes them) and
+    containers deeper than :data:`MAX_DEPTH` by :data:`TOO_DEEP`."""
     if isinstance(data, float) and not math.isfinite(data):
         return None
+    if isinstance(data, (dict, list, tuple)) and depth >= MAX_DEPTH:
+        return TOO_DEEP
     if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
+        return {k: _finite(v, depth + 1) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
-        return [_finite(v) for v in data]
+        return [_finite(v, depth + 1) for v in data]
     return data
 
 

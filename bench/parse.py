@@ -55,12 +55,16 @@ def decode_arguments(raw: Any, *, expect_string: bool = False
     Returns:
         (arguments, notes, valid). ``""`` and None decode to ``{}`` with note ``empty``
         (tools without parameters); a string that is not a JSON object is invalid (``NaN`` and
-        ``Infinity`` included: they are not JSON). Lone
+        ``Infinity`` included: they are not JSON), and so are arguments nested deeper than
+        :data:`MAX_ARGUMENT_DEPTH` levels (note ``too_deep``). Lone
         UTF-16 surrogates (a ``\\uD83D`` escape cut from its pair) become U+FFFD with note
         ``broken_unicode``.
     """
     if isinstance(raw, dict):
-        repaired, broken = _repair_surrogates(raw)
+        try:
+            repaired, broken = _repair_surrogates(raw)
+        except _TooDeep:
+            return {}, ["too_deep"], False
         notes = (["arguments_as_object"] if expect_string else []) + \
             (["broken_unicode"] if broken else [])
         return repaired, notes, True
@@ -81,12 +85,30 @@ def decode_arguments(raw: Any, *, expect_string: bool = False
             return {}, ["malformed_json"], False
     if not isinstance(value, dict):
         return {}, [*notes, "not_an_object"], False
-    value, broken = _repair_surrogates(value)
+    try:
+        value, broken = _repair_surrogates(value)
+    except _TooDeep:
+        return {}, [*notes, "too_deep"], False
     return value, notes + (["broken_unicode"] if broken else []), True
 
 
-def _repair_surrogates(value: Any) -> tuple[Any, bool]:
-    """Replace lone surrogates in every string of a decoded JSON value; report if any."""
+# Arguments nested deeper than this are an invalid call: no tool schema needs it, and deeper
+# values would exhaust the recursion of every later step (validation, scoring, row encoding).
+MAX_ARGUMENT_DEPTH = 64
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _repair_surrogates(value: Any, depth: int = 0) -> tuple[Any, bool]:
+    """Replace lone surrogates in every string of a decoded JSON value; report if any.
+
+    Raises:
+        _TooDeep: containers nested deeper than :data:`MAX_ARGUMENT_DEPTH`.
+    """
+    if depth > MAX_ARGUMENT_DEPTH:
+        raise _TooDeep
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -97,12 +119,12 @@ def _repair_surrogates(value: Any) -> tuple[Any, bool]:
     if isinstance(value, dict):
         out, broken = {}, False
         for key, item in value.items():
-            new_key, key_broken = _repair_surrogates(key)
-            out[new_key], item_broken = _repair_surrogates(item)
+            new_key, key_broken = _repair_surrogates(key, depth + 1)
+            out[new_key], item_broken = _repair_surrogates(item, depth + 1)
             broken = broken or key_broken or item_broken
         return out, broken
     if isinstance(value, list):
-        pairs = [_repair_surrogates(item) for item in value]
+        pairs = [_repair_surrogates(item, depth + 1) for item in value]
         return [p[0] for p in pairs], any(p[1] for p in pairs)
     return value, False
 

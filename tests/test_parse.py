@@ -74,3 +74,17 @@ def test_nan_and_infinity_are_not_json_arguments(raw):
     """Python's json reads them, but they are not JSON: the call is malformed (and a result
     row could not store the value faithfully)."""
     assert decode_arguments(raw) == ({}, ["malformed_json"], False)
+
+
+def test_arguments_nested_absurdly_deep_are_an_invalid_call_not_a_crash():
+    from bench.parse import MAX_ARGUMENT_DEPTH, decode_arguments
+    as_text = '{"q": ' + "[" * 500 + "]" * 500 + "}"
+    assert decode_arguments(as_text) == ({}, ["too_deep"], False)
+    nested: dict = {}
+    inner = nested
+    for _ in range(600):
+        inner["a"] = {}
+        inner = inner["a"]
+    assert decode_arguments(nested)[1:] == (["too_deep"], False)
+    fine = '{"q": ' + "[" * (MAX_ARGUMENT_DEPTH - 1) + "]" * (MAX_ARGUMENT_DEPTH - 1) + "}"
+    assert decode_arguments(fine)[2]

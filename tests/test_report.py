@@ -270,3 +270,13 @@ def test_runs_without_shared_cases_get_no_comparison_unless_asked(project):
     assert choose_comparison(runs) is None
     with pytest.raises(BenchError, match="share no"):
         choose_comparison(runs, ["first/l3", "other/l3"])
+
+
+def test_report_of_two_runs_needs_no_name_and_says_why_it_has_no_comparison(project):
+    make_run("first", mixed_answer, variants=("l3",), limit=2)
+    make_run("other", mixed_answer, variants=("l3",), limit=None,
+             case_ids=["ecom-0005", "ecom-0006"])
+    result = CliRunner().invoke(app, ["report", "first", "other", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert (project / "reports" / "first+other" / "summary.md").is_file()
+    assert "no (case, trial) pair on the variants both have (l3)" in result.output

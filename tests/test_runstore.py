@@ -190,3 +190,21 @@ def test_a_failed_background_fsync_is_raised_to_the_writer(tmp_path, monkeypatch
         writer.append(row("b"))
     with pytest.raises(OSError, match="No space"):
         writer.close()
+
+
+def test_a_row_nested_past_any_parser_is_written_with_the_deep_part_dropped(tmp_path):
+    from bench.jsonl import TOO_DEEP
+    raw: dict = {}
+    inner = raw
+    for _ in range(1200):  # past orjson's 254 levels and json's recursion limit
+        inner["a"] = {}
+        inner = inner["a"]
+    store = RunStore(tmp_path, "r11")
+    writer = store.writer()
+    writer.append(row("a", response={"raw": raw}))
+    writer.close()
+    (stored,) = store.rows()
+    depth, value = 0, stored["response"]["raw"]
+    while isinstance(value, dict):
+        value, depth = value["a"], depth + 1
+    assert value == TOO_DEEP and 150 < depth < 260

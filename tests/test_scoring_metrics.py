@@ -238,3 +238,14 @@ def test_scoring_and_the_executor_make_the_same_repairs():
                      "ids: JSON string -> array", "ids[1]: string '2' -> number 2",
                      "sort: enum case 'asc' -> 'ASC'", "inner: JSON string -> object",
                      "inner.k: string '4' -> number 4"]
+
+
+def test_answers_with_huge_arguments_are_scored_but_not_memoised():
+    from bench.scoring.metrics import _SCORE_MEMO, score_memo_stats
+    expected = Expected(calls=[search()])
+    big = answer(call("search_orders", keyword="x" * 5000))
+    size, counts = len(_SCORE_MEMO), dict(score_memo_stats)
+    first, second = score_case(expected, big, TOOLS), score_case(expected, big, TOOLS)
+    assert first is not second and first.as_dict() == second.as_dict()
+    assert not first.arguments_correct and first.schema_valid
+    assert len(_SCORE_MEMO) == size and score_memo_stats == counts

@@ -409,5 +409,7 @@ def test_rate_limit_reset_reads_exhausted_windows_from_either_dialect():
                          "anthropic-ratelimit-tokens-reset": "1970-01-01T00:00:30Z"}
     assert rate_limit_reset_s(anthropic_headers, now=10.0) == pytest.approx(20.0)
     assert rate_limit_reset_s({"x-request-id": "r", "content-length": "3"}) is None
+    assert rate_limit_reset_s([("x-ratelimit-remaining-requests", "0"),
+                               ("x-ratelimit-reset-requests", "6s")]) == 6.0
     assert rate_limit_reset_s({"x-ratelimit-remaining-tokens": "5",
                                "x-ratelimit-reset-tokens": "1s"}) is None

@@ -145,13 +145,15 @@ def rate_limit_reset_s(headers: Any, *, now: float | None = None) -> float | Non
     remaining`` / ``-reset`` (RFC 3339 times); only a window whose ``remaining`` is 0 counts.
 
     Args:
-        headers: response headers (any mapping; names are matched case-insensitively).
+        headers: response headers: a mapping or (name, value) pairs; names are matched
+            case-insensitively.
         now: the current Unix time in seconds (tests); default ``time.time()``.
     """
     if headers is None:
         return None
     # Only the rate-limit headers are copied: this runs on every response.
-    lowered = {str(name).lower(): str(headers[name]) for name in headers.keys()
+    pairs = headers.items() if hasattr(headers, "items") else headers
+    lowered = {str(name).lower(): str(value) for name, value in pairs
                if "ratelimit" in str(name).lower()}
     if not lowered:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -11,7 +12,7 @@ import typer
 
 from bench.errors import BenchError
 from bench.paths import runs_dir
-from bench.runstore import RUN_ID_PATTERN, atomic_write_text
+from bench.runstore import atomic_write_text
 
 
 class ReportFormat(str, Enum):
@@ -26,14 +27,19 @@ FILE_NAMES = {ReportFormat.html: "index.html", ReportFormat.md: "summary.md",
               ReportFormat.junit: "junit.xml"}
 
 
+# A run id's characters plus '+', which joins several run ids in the default name.
+REPORT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+
+
 def report_path(name: str, fmt: ReportFormat) -> Path:
     """``reports/<name>/<file>`` for a format.
 
     Raises:
-        BenchError: ``name`` is not a plain folder name (letters, digits, ``.``, ``_``, ``-``).
+        BenchError: ``name`` is not a plain folder name (letters, digits, ``.``, ``_``, ``-``,
+            ``+``).
     """
-    if not RUN_ID_PATTERN.fullmatch(name) or name in {"runs", ".", ".."}:
-        raise BenchError(f"invalid report name '{name}' (letters, digits, '.', '_', '-'; "
+    if not REPORT_NAME_PATTERN.fullmatch(name) or name in {"runs", ".", ".."}:
+        raise BenchError(f"invalid report name '{name}' (letters, digits, '.', '_', '-', '+'; "
                          "not 'runs')")
     return runs_dir().parent / name / FILE_NAMES[fmt]
 
@@ -61,13 +67,18 @@ def report(
     pair = [p.strip() for p in compare.split(",")] if compare else None
     comparison = None if fmt is ReportFormat.junit else choose_comparison(runs, pair)
     if comparison is None and len(runs) == 2 and fmt is not ReportFormat.junit:
-        typer.echo(f"note: no comparison section: {runs[0].run_id} and {runs[1].run_id} share "
-                   f"no variant and are not one variant each (--compare A,B picks two)",
-                   err=True)
+        variants = [{r["variant"] for r in run.source_rows} for run in runs]
+        shared = variants[0] & variants[1]
+        why = (f"no (case, trial) pair on the variants both have ({', '.join(sorted(shared))})"
+               if shared else "no variant in common, and they are not one variant each")
+        typer.echo(f"note: no comparison section: {runs[0].run_id} and {runs[1].run_id} have "
+                   f"{why}; --compare A,B picks two variants", err=True)
     title_ids = [run.run_id for run in runs]
-    name = name or "+".join(title_ids)
-    path = report_path(name, fmt)
+    if not name:
+        joined = "+".join(title_ids)
+        name = joined if len(joined) <= 120 else f"{title_ids[0]}+{len(title_ids) - 1}-more"
     title = f"bench report: {', '.join(title_ids)}"
+    path = None if output else report_path(name, fmt)  # checks the name
     if fmt is ReportFormat.html:
         from bench.report.html import render_html
         text = render_html(runs, title, comparison)
@@ -84,5 +95,6 @@ def report(
         sys.stdout.write(text)
         return
     target = Path(output) if output else path
+    assert target is not None
     atomic_write_text(target, text)
     typer.echo(f"wrote {target} ({target.stat().st_size:,} bytes)", err=True)

@@ -320,7 +320,7 @@ def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[
     Memoised on the schema and ``repr(arguments)`` (distinct JSON values have distinct reprs:
     ``1``, ``1.0``, ``True`` and ``"1"`` differ): a model repeats the same call across trials,
     variants and cases, and validation is the costliest step of scoring. The memo is cleared
-    when it reaches 65,536 entries.
+    when it reaches 65,536 entries; arguments whose repr exceeds 512 characters are not kept.
     """
     key = (_schema_key(tool), repr(arguments))
     found = _VALIDATION_MEMO.get(key)
@@ -329,6 +329,8 @@ def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[
         return found
     validation_memo_stats["misses"] += 1
     found = _classify(_validator(key[0]), arguments)
+    if len(key[1]) > _MEMO_ARGUMENTS_CHARS:
+        return found  # too big to keep
     if len(_VALIDATION_MEMO) >= _VALIDATION_MEMO_SIZE:
         _VALIDATION_MEMO.clear()
     _VALIDATION_MEMO[key] = found
@@ -453,7 +455,10 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
 
 
 _SCORE_MEMO: dict[tuple[Any, ...], tuple[Expected, Sequence[Tool], CaseScore]] = {}
-_SCORE_MEMO_SIZE = 32768  # ~1.5 kB an entry: at most ~50 MB
+_SCORE_MEMO_SIZE = 32768  # ~1.5 kB an entry
+# Answers whose arguments' reprs exceed this many characters are not memoised (scores and
+# validations): the memos' memory stays bounded (~100 MB at most) whatever a model sends.
+_MEMO_ARGUMENTS_CHARS = 512
 score_memo_stats = {"hits": 0, "misses": 0}
 
 
@@ -464,7 +469,8 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     to the same case, and the score depends only on the label, the tools and the answer's
     error and calls (names, ``repr`` of the arguments, validity, parse notes). The memo is
     keyed on the identity of ``expected`` and ``tools`` (both kept alive by the memo, so an
-    identity is never reused) and holds up to 32,768 scores (about 50 MB; then it starts over).
+    identity is never reused) and holds up to 32,768 scores, then starts over; answers whose
+    arguments' reprs exceed 512 characters are scored without it (bounded memory).
 
     Args:
         expected: the case's label (not mutated afterwards).
@@ -478,8 +484,10 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
         definition. The label's case-insensitive match of a wrong string value (an enum value
         in the wrong case) also sets ``enum_case_error``.
     """
-    key = (id(expected), id(tools), answer.error,
-           tuple((c.name, repr(c.arguments), c.valid, tuple(c.notes)) for c in answer.calls))
+    calls = tuple((c.name, repr(c.arguments), c.valid, tuple(c.notes)) for c in answer.calls)
+    if sum(len(c[1]) for c in calls) > _MEMO_ARGUMENTS_CHARS:
+        return _score_case(expected, answer, tools)  # too big to keep
+    key = (id(expected), id(tools), answer.error, calls)
     found = _SCORE_MEMO.get(key)
     if found is not None and found[0] is expected and found[1] is tools:
         score_memo_stats["hits"] += 1
