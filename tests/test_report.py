@@ -279,4 +279,4 @@ def test_report_of_two_runs_needs_no_name_and_says_why_it_has_no_comparison(proj
     result = CliRunner().invoke(app, ["report", "first", "other", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert (project / "reports" / "first+other" / "summary.md").is_file()
-    assert "no (case, trial) pair on the variants both have (l3)" in result.output
+    assert "no (provider, case, trial) in common on the variants both have (l3)" in result.output

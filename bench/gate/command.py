@@ -15,7 +15,7 @@ baseline_app = typer.Typer(help="The pytest gate's baseline.", no_args_is_help=T
 @baseline_app.command("update")
 def update(
     config: Annotated[Path, typer.Option(
-        help="TOML file with [tool.bench.gate].")] = Path("pyproject.toml"),
+        help="TOML file with a \\[tool.bench.gate] table.")] = Path("pyproject.toml"),
     run: Annotated[Optional[str], typer.Option(
         help="Take the rows of this stored gate run instead of running again.")] = None,
 ) -> None:

@@ -69,8 +69,9 @@ def report(
     if comparison is None and len(runs) == 2 and fmt is not ReportFormat.junit:
         variants = [{r["variant"] for r in run.source_rows} for run in runs]
         shared = variants[0] & variants[1]
-        why = (f"no (case, trial) pair on the variants both have ({', '.join(sorted(shared))})"
-               if shared else "no variant in common, and they are not one variant each")
+        why = (f"no (provider, case, trial) in common on the variants both have "
+               f"({', '.join(sorted(shared))})" if shared
+               else "no variant in common, and they are not one variant each")
         typer.echo(f"note: no comparison section: {runs[0].run_id} and {runs[1].run_id} have "
                    f"{why}; --compare A,B picks two variants", err=True)
     title_ids = [run.run_id for run in runs]
