@@ -319,16 +319,21 @@ def _schema_types(schema: dict[str, Any]) -> frozenset[str]:
 
 def _string_number(text: str, integer: bool) -> int | float | None:
     """A JSON number written in a string (``"3"``, ``" 2.5 "``, ``"1e3"``), or None; for an
-    ``integer`` property only whole values (``"3.0"`` -> 3, ``"3.5"`` -> None)."""
+    ``integer`` property only whole values (``"3.0"`` -> 3, ``"3.5"`` -> None; a float-written
+    whole value only below 2**53, where a float is exact: ``"1e23"`` -> None)."""
     try:
         number = json.loads(text.strip())
     except (ValueError, RecursionError):
         return None
-    if isinstance(number, bool) or not isinstance(number, (int, float)) \
-            or not math.isfinite(number):
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        return None
+    if isinstance(number, int):
+        return number  # exact, however large
+    if not math.isfinite(number):
         return None  # json reads NaN / Infinity; neither is a JSON number
     if integer:
-        return int(number) if float(number).is_integer() else None
+        # "3.0" -> 3; past 2**53 a float no longer holds the integer the text wrote
+        return int(number) if number.is_integer() and abs(number) < 2 ** 53 else None
     return number
 
 
@@ -351,6 +356,9 @@ def _repair_string(value: str, schema: dict[str, Any], path: tuple[Any, ...],
                 decoded = json.loads(value)
             except (ValueError, RecursionError):
                 decoded = None
+            if isinstance(decoded, (list, dict)) and \
+                    _depth(decoded) + len(path) > MAX_ARGUMENT_DEPTH:
+                decoded = None  # as deep as an invalid call: no repair
             if (isinstance(decoded, list) and "array" in types) or (
                     isinstance(decoded, dict) and "object" in types):
                 repairs.append(Repair(_path_text(path), REPAIR_JSON_STRING, value, decoded))
@@ -381,10 +389,29 @@ def _repair_value(value: Any, schema: Any, path: tuple[Any, ...],
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
         props = schema["properties"]
         return {k: _repair_value(v, props.get(k), (*path, k), repairs) for k, v in value.items()}
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        items = schema["items"]
-        return [_repair_value(v, items, (*path, i), repairs) for i, v in enumerate(value)]
+    if isinstance(value, list):
+        # JSON Schema 2020-12: prefixItems[i] for the first positions, items for the rest
+        prefix = schema.get("prefixItems")
+        prefix = prefix if isinstance(prefix, list) else []
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else None
+        if not prefix and items is None:
+            return value
+        return [_repair_value(v, prefix[i] if i < len(prefix) else items, (*path, i), repairs)
+                for i, v in enumerate(value)]
     return value
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a decoded JSON value (a scalar 0, ``[]`` 1, ``[[1]]`` 2), iteratively:
+    the value may be deeper than the interpreter's recursion limit."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (
+                item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any]

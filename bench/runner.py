@@ -964,7 +964,11 @@ class Runner:
                 stop_everything()
                 for pool in pools.values():
                     pool.shutdown(wait=False, cancel_futures=True)
-                rows.close()
+                try:
+                    rows.close()
+                except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
+                    if failure is None:
+                        failure = exc
                 if failure is not None:
                     status = "failed"
                     manifest["error"] = str(failure)

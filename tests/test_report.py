@@ -280,3 +280,23 @@ def test_report_of_two_runs_needs_no_name_and_says_why_it_has_no_comparison(proj
     assert result.exit_code == 0, result.output
     assert (project / "reports" / "first+other" / "summary.md").is_file()
     assert "no (provider, case, trial) in common on the variants both have (l3)" in result.output
+    printed = CliRunner().invoke(app, ["report", "first", "--name", "a/b", "-f", "md", "-o", "-"])
+    assert printed.exit_code == 0 and "Full report" not in printed.stdout  # -o: no name needed
+
+
+def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monkeypatch):
+    import errno
+    import os
+
+    import bench.runstore as runstore
+    real_fsync = os.fsync
+
+    def full(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("results.jsonl"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+    monkeypatch.setattr(runstore.os, "fsync", full)
+    with pytest.raises(OSError, match="No space"):
+        make_run("full", expected_answer, variants=("l3",), limit=3)
+    manifest = RunStore(project / "reports" / "runs", "full").read_manifest()
+    assert manifest["status"] == "failed" and "No space" in manifest["error"]

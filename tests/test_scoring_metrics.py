@@ -249,3 +249,22 @@ def test_answers_with_huge_arguments_are_scored_but_not_memoised():
     assert first is not second and first.as_dict() == second.as_dict()
     assert not first.arguments_correct and first.schema_valid
     assert len(_SCORE_MEMO) == size and score_memo_stats == counts
+
+
+def test_repairs_keep_numbers_exact_respect_prefix_items_and_the_depth_limit():
+    from bench.parse import MAX_ARGUMENT_DEPTH
+    from bench.parse import repair_arguments as repairs_of
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer"}, "x": {"type": "number"},
+        "pair": {"type": "array", "prefixItems": [{"type": "string"}],
+                 "items": {"type": "integer"}},
+        "ids": {"type": "array"}}}
+    huge = "1" + "0" * 400
+    fixed, found = repairs_of({"n": huge, "x": "1e400"}, schema)
+    assert fixed == {"n": 10 ** 400, "x": "1e400"}  # exact int; inf is not a JSON number
+    assert repairs_of({"n": "1e23"}, schema)[0] == {"n": "1e23"}  # a float cannot hold it
+    assert repairs_of({"n": "3.0"}, schema)[0] == {"n": 3}
+    assert repairs_of({"pair": ["3", "4"]}, schema)[0] == {"pair": ["3", 4]}
+    deep = "[" * (MAX_ARGUMENT_DEPTH + 5) + "]" * (MAX_ARGUMENT_DEPTH + 5)
+    assert repairs_of({"ids": deep}, schema) == ({"ids": deep}, [])
+    assert repairs_of({"ids": "[[1]]"}, schema)[0] == {"ids": [[1]]}

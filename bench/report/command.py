@@ -85,10 +85,13 @@ def report(
         text = render_html(runs, title, comparison)
     elif fmt is ReportFormat.md:
         from bench.report.markdown import render_markdown
-        html_path = report_path(name, ReportFormat.html)
-        shown = html_path.relative_to(runs_dir().parent.parent)  # reports/<name>/index.html
-        text = render_markdown(runs, title, str(shown) if html_path.exists() else None,
-                               comparison)
+        try:
+            html_path: Path | None = report_path(name, ReportFormat.html)
+        except BenchError:  # a name only -o makes irrelevant: no HTML report to link
+            html_path = None
+        shown = html_path.relative_to(runs_dir().parent.parent) if html_path else None
+        text = render_markdown(runs, title, str(shown) if html_path and html_path.exists()
+                               else None, comparison)
     else:
         from bench.report.junit import render_junit
         text = render_junit(runs, title)
