@@ -3,7 +3,8 @@
 Targets (issue 5): with the fake server answering 100 ms after each request arrives (its own
 JSON work inside those 100 ms), concurrency 32 over 2,000 requests reaches >= 90% of
 32 / 0.1 s = 320 requests/s, and the harness's own CPU time per request (this process but the
-SDK call: parsing, scoring, executing, cache-off row writing) stays under 2 ms. Also reports the peak resident memory of a 20,000-row run.
+SDK call: parsing, scoring, executing, cache-off row writing) stays under 2 ms. Also reports
+the peak resident memory of a 20,000-row run.
 
 The fake server (tests/fakeserver.py) runs in a separate process so that its CPU is not
 counted. Each scenario runs in a fresh subprocess so that peak memory is its own.
