@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
-from rich.table import Table
 from rich.text import Text
 
 from bench.cli_import import import_app

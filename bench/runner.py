@@ -36,8 +36,7 @@ from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderU
                              make_provider)
 from bench.providers.batch import CHUNK as BATCH_CHUNK
 from bench.providers.batch import BatchLedger, batch_kind, custom_id, poll, results, submit
-from bench.providers.cache import (CACHE_MODES, ResponseCache, messages_digest, request_key,
-                                   tools_digest)
+from bench.providers.cache import CACHE_MODES, ResponseCache, messages_digest, request_key
 from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import DEFAULT_ATTEMPTS, GateClosed, ProviderGate, call_with_retries
@@ -872,16 +871,16 @@ class Runner:
 
         def dispatch() -> None:
             nonlocal status
-            for pid, queue in queues.items():
+            for pid, pending in queues.items():
                 # twice the workers queued: workers never idle, memory stays flat
-                while queue and per_provider[pid] < 2 * self.concurrency(pid):
+                while pending and per_provider[pid] < 2 * self.concurrency(pid):
                     decision = self._budget(spend, len(outstanding))
                     if decision == "wait":
                         return
                     if decision == "stop":
                         status = "budget_exhausted"
                         return
-                    item = queue.popleft()
+                    item = pending.popleft()
                     future = pools[pid].submit(self.execute, item)
                     outstanding[future] = item
                     sequence[future] = next(counter)
@@ -890,8 +889,8 @@ class Runner:
                     sent.append(item)
 
         def stop_everything() -> None:
-            for queue in queues.values():
-                queue.clear()
+            for pending in queues.values():
+                pending.clear()
             for gate in self.gates.values():
                 gate.close()
 

@@ -99,7 +99,7 @@ def _set_sort_values(project: Path, ascending: str, descending: str) -> None:
         text = text.replace(f"[{old}, ", f"[{new}, ").replace(f", {old}]", f", {new}]")
         text = text.replace(f"sort_order: {old}", f"sort_order: {new}")
         text = text.replace(f"default: {old}", f"default: {new}")
-        text = text.replace(f"exactly ASC or DESC", f"exactly {ascending} or {descending}")
+        text = text.replace("exactly ASC or DESC", f"exactly {ascending} or {descending}")
     spec.write_text(text, encoding="utf-8")
     cases = project / "cases.jsonl"
     lines = cases.read_text(encoding="utf-8").splitlines()

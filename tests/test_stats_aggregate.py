@@ -3,8 +3,6 @@ errors and the selection confusion matrix."""
 
 import math
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from bench.stats.aggregate import aggregate, pass_k_table, selection_confusion, \

@@ -365,6 +365,10 @@ def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
     return repaired, [f"{tool_name}.{r.path}: {r.kind}" for r in repairs]
 
 
+# How score_case validates a call's arguments: (tool, arguments) -> (valid, error codes).
+_Validate = Callable[[Tool, dict[str, Any]], tuple[bool, frozenset[str]]]
+
+
 def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool],
                    validate: _Validate = _validation) -> tuple[list[ToolCall], list[str]]:
     lenient: list[ToolCall] = []
