@@ -2,7 +2,9 @@
 
 Strict decoding is recorded next to the lenient repairs that were needed, in ``ToolCall.notes``;
 an answer that cannot be decoded is an *invalid* answer (``ParsedAnswer.error``), never an
-empty call list, so a truncated answer can never pass as "no call".
+empty call list, so a truncated answer can never pass as "no call". :func:`repair_arguments`
+holds the schema-guided lenient repairs of argument values, used by both the lenient scores
+(:mod:`bench.scoring.metrics`) and the executor's lenient mode (:mod:`bench.executor.decode`).
 """
 
 from __future__ import annotations
