@@ -27,7 +27,7 @@ import operator
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import jsonschema
 import regex
@@ -365,19 +365,15 @@ def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
     return repaired, [f"{tool_name}.{r.path}: {r.kind}" for r in repairs]
 
 
-# How score_case validates a call's arguments: (tool, arguments) -> (valid, error codes).
-_Validate = Callable[[Tool, dict[str, Any]], tuple[bool, frozenset[str]]]
-
-
-def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool],
-                   validate: _Validate = _validation) -> tuple[list[ToolCall], list[str]]:
+def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool]
+                   ) -> tuple[list[ToolCall], list[str]]:
     lenient: list[ToolCall] = []
     repairs: list[str] = []
     for call in calls:
         if REPAIR_DOUBLE_ENCODED in call.notes and call.valid:
             repairs.append(f"{call.name}: {REPAIR_DOUBLE_ENCODED}")
         tool = by_name.get(call.name)
-        if tool is None or not call.valid or validate(tool, call.arguments)[0]:
+        if tool is None or not call.valid or _validation(tool, call.arguments)[0]:
             # every repair replaces a value its (sub)schema's type or enum rejects, so
             # arguments that validate need none (and the validation is memoised)
             lenient.append(call)
@@ -394,8 +390,8 @@ def _strict_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
             for c in calls]
 
 
-def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool],
-                  validate: _Validate = _validation) -> tuple[bool | None, set[str]]:
+def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
+        bool | None, set[str]]:
     """(all calls schema-valid or None without calls, error codes found in the schema check)."""
     if not calls:
         return None, set()
@@ -413,7 +409,7 @@ def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool],
         props = tool.input_schema.get("properties", {})
         if isinstance(props, dict) and any(k not in props for k in call.arguments):
             codes.add(HALLUCINATED_ARGUMENT)
-        call_valid, call_codes = validate(tool, call.arguments)
+        call_valid, call_codes = _validation(tool, call.arguments)
         valid = valid and call_valid
         codes |= call_codes
     if not valid:
@@ -522,24 +518,13 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
             error_codes=[UNPARSEABLE],
         )
     by_name = {t.name: t for t in tools}
-    checked: dict[tuple[int, str], tuple[bool, frozenset[str]]] = {}
-
-    def validate(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
-        # the strict and lenient passes see the same arguments objects: validate each once
-        key = (id(arguments), tool.name)
-        found = checked.get(key)
-        if found is None:
-            found = checked[key] = _validation(tool, arguments)
-        return found
-
     calls = _strict_calls(answer.calls)
-    lenient, repairs = _lenient_calls(answer.calls, by_name, validate)
+    lenient, repairs = _lenient_calls(answer.calls, by_name)
     hallucinated = any(c.name not in by_name for c in calls)
     codes: set[str] = {HALLUCINATED_TOOL} if hallucinated else set()
-    schema_valid, schema_codes = _schema_flags(calls, by_name, validate)
+    schema_valid, schema_codes = _schema_flags(calls, by_name)
     codes |= schema_codes
-    schema_valid_lenient = schema_valid if not repairs else \
-        _schema_flags(lenient, by_name, validate)[0]
+    schema_valid_lenient = schema_valid if not repairs else _schema_flags(lenient, by_name)[0]
     flags = dict(hallucinated_tool=hallucinated,
                  hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
                  missing_required=MISSING_REQUIRED in codes, type_error=TYPE_ERROR in codes,
