@@ -95,6 +95,9 @@ def run(
         help="Finish an interrupted run; its stored settings are used.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
         min=1, help="Requests in flight per provider (default 4; local always 1).")] = None,
+    sender_processes: Annotated[Optional[int], typer.Option(
+        min=0, max=64, help="Worker processes making HTTP providers' SDK calls (0: threads in "
+                            "this process; default 2 at --concurrency 16+, else 0).")] = None,
     max_usd: Annotated[Optional[float], typer.Option(
         min=0.0, help="Stop (resumably) once the run has billed this many USD.")] = None,
     max_total_tokens: Annotated[Optional[int], typer.Option(
@@ -122,7 +125,8 @@ def run(
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
     from bench.runner import RunConfig, Runner
 
-    throughput = {"concurrency": concurrency, "max_usd": max_usd, "cache": cache,
+    throughput = {"concurrency": concurrency, "sender_processes": sender_processes,
+                  "max_usd": max_usd, "cache": cache,
                   "max_total_tokens": max_total_tokens, "cache_path": cache_path,
                   "pricing": pricing, "attempts": attempts, "batch": batch,
                   "batch_poll_s": batch_poll_s}

@@ -41,6 +41,7 @@ from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import DEFAULT_ATTEMPTS, GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
+from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
@@ -50,7 +51,7 @@ PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "sc
 DEFAULT_CONCURRENCY = 4
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).
-RESUME_OVERRIDES = ("concurrency", "max_usd", "max_total_tokens", "cache", "cache_path",
+RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache", "cache_path",
                     "pricing", "attempts", "batch", "batch_poll_s")
 
 
@@ -76,6 +77,9 @@ class RunConfig(BaseModel):
         request_timeout_s: HTTP providers: per-request timeout in seconds.
         concurrency: requests in flight per provider (a provider may allow fewer: ``local``
             runs one at a time).
+        sender_processes: worker processes making each HTTP provider's SDK calls (0: threads
+            in the run's process; None: :func:`bench.providers.senders.default_sender_processes`
+            of ``concurrency``). Ignored with ``batch`` and for ``local`` and ``replay``.
         attempts: the most attempts per request (429, 5xx and timeouts are retried).
         max_usd: stop the run (status ``budget_exhausted``, resumable) once the billed cost
             reaches this many USD; None: no limit.
@@ -111,6 +115,7 @@ class RunConfig(BaseModel):
     stream: bool = False
     request_timeout_s: float = Field(default=60.0, gt=0)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=1024)
+    sender_processes: int | None = Field(default=None, ge=0, le=64)
     attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=100)
     max_usd: float | None = Field(default=None, gt=0)
     max_total_tokens: int | None = Field(default=None, gt=0)
@@ -375,6 +380,7 @@ class Runner:
             runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
         self.cache: ResponseCache | None = None
         self.gates: dict[str, ProviderGate] = {}
+        self.senders: dict[str, SenderPool] = {}  # provider id -> its SDK worker processes
         self.batch_errors: list[dict[str, Any]] = []
         self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
 
@@ -485,6 +491,22 @@ class Runner:
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
                                      label=f"variant '{variant.name}' of '{variant.toolset}'")
+                processes = self.sender_processes(provider_id)
+                if processes:
+                    assert isinstance(provider, HTTPProvider)
+                    threads = -(-self.concurrency(provider_id) // processes)
+                    self.senders[provider_id] = SenderPool(provider, processes=processes,
+                                                           threads=threads)
+
+    def sender_processes(self, provider_id: str) -> int:
+        """Worker processes for a provider's SDK calls (:mod:`bench.providers.senders`):
+        ``--sender-processes`` or its default for the provider's concurrency; 0 for batch
+        runs and for providers that are not HTTP adapters (``local``, ``replay``)."""
+        if self.config.batch or not isinstance(self.providers.get(provider_id), HTTPProvider):
+            return 0
+        chosen = self.config.sender_processes
+        return default_sender_processes(self.concurrency(provider_id)) if chosen is None \
+            else chosen
 
     @staticmethod
     def _price_id(provider_id: str) -> bool:
@@ -539,8 +561,9 @@ class Runner:
             return provider.complete(item.case.messages, item.variant.tools,
                                      variant_key=item.variant.sha256, trial=item.trial)
         assert isinstance(provider, HTTPProvider)
+        sender = self.senders.get(item.provider_id, provider)
         started = time.perf_counter()
-        answer, headers = provider.send(body)
+        answer, headers = sender.send(body)
         latency = time.perf_counter() - started
         self.gates[item.provider_id].observe(headers)
         response = provider.parse_body(answer, latency_s=latency, request=body)
@@ -791,7 +814,9 @@ class Runner:
         previous_cache = manifest.get("cache") or {}
         if todo:
             self.open_providers()
-            manifest["providers"] = [p.describe() for p in self.providers.values()]
+            manifest["providers"] = [{**p.describe(),
+                                      "sender_processes": self.sender_processes(pid)}
+                                     for pid, p in self.providers.items()]
             manifest["providers_skipped"] = [{"provider": k, "reason": v}
                                              for k, v in self.skipped.items()]
             todo = [item for item in todo if item.provider_id not in self.skipped]
@@ -993,6 +1018,9 @@ class Runner:
                 self.store.write_manifest(manifest)
             for pool in pools.values():
                 pool.shutdown(wait=True)
+            for sender in self.senders.values():
+                sender.close()
+            self.senders.clear()
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()

@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,8 +47,16 @@ def start_server(latency_s: float) -> tuple[subprocess.Popen, str]:
     return process, url
 
 
-def scenario(rows: int, latency_s: float, concurrency: int) -> dict:
-    """Run ``rows`` requests through :class:`bench.runner.Runner` in this process."""
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used (Linux ``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scenario(rows: int, latency_s: float, concurrency: int,
+             sender_processes: int | None = None) -> dict:
+    """Run ``rows`` requests through :class:`bench.runner.Runner` in this process
+    (``sender_processes``: the runner's setting; None: its default)."""
     sys.path.insert(0, str(REPO))
     from bench.runner import RunConfig, Runner
 
@@ -64,45 +73,46 @@ def scenario(rows: int, latency_s: float, concurrency: int) -> dict:
         cases = 125
         trials = max(1, rows // cases)
         config = RunConfig(dataset="ecommerce", variants=["l3"], limit=cases, trials=trials,
-                           providers=[f"openai-compat:fake@{url}/v1"], concurrency=concurrency)
+                           providers=[f"openai-compat:fake@{url}/v1"], concurrency=concurrency,
+                           sender_processes=sender_processes)
         runner = Runner(config, run_id="bench", command=[])
-        runner.open_providers()
-        (provider,) = runner.providers.values()
-        client_cpu = []  # CPU seconds spent inside the SDK call (send), per request
-        send = provider.send
-
-        first_send: list[float] = []
-
-        def timed_send(body):
-            if not first_send:
-                first_send.append(time.perf_counter())
-            started = time.thread_time()
-            try:
-                return send(body)
-            finally:
-                client_cpu.append(time.thread_time() - started)
-
-        provider.send = timed_send
         planned = len(runner.plan)
         cpu0, wall0, main0 = time.process_time(), time.perf_counter(), time.thread_time()
-        manifest = runner.run()
+        runner.open_providers()  # the SDK client; the sender processes start here
+        opened = time.perf_counter() - wall0
+        senders = runner.sender_processes(runner.config.providers[0])
+        wall1 = time.perf_counter()
+        manifest = runner.run()  # joins the sender processes at its end
+        wall = time.perf_counter() - wall1
         main_cpu = time.thread_time() - main0  # scoring, execution, row writing, dispatch
-        wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the senders: server runs on
+        latencies = [row["latency_s"] for row in runner.store.rows()]
     finally:
+        server_cpu = _cpu_s(server.pid)
         server.stdin.close()
         server.wait(timeout=10)
         shutil.rmtree(home, ignore_errors=True)
     assert manifest["status"] == "complete" and manifest["rows_done"] == planned
+    sender_cpu = children.ru_utime + children.ru_stime
+    quantiles = statistics.quantiles(latencies, n=100)
     return {"rows": planned, "latency_s": latency_s, "concurrency": concurrency,
-            "wall_s": round(wall, 3), "requests_per_s": round(planned / wall, 1),
+            "sender_processes": senders,
+            "open_s": round(opened, 3), "wall_s": round(wall, 3),
+            "requests_per_s": round(planned / wall, 1),
+            "requests_per_s_with_open": round(planned / (wall + opened), 1),
             "limit_per_s": round(concurrency / latency_s, 1) if latency_s else None,
-            "cpu_ms_per_request": round(cpu * 1000 / planned, 3),
-            "sdk_cpu_ms_per_request": round(sum(client_cpu) * 1000 / planned, 3),
-            "harness_cpu_ms_per_request": round((cpu - sum(client_cpu)) * 1000 / planned, 3),
+            # this process: bench's own work, plus the SDK calls when there are no senders
+            "process_cpu_ms_per_request": round(cpu * 1000 / planned, 3),
             "main_thread_cpu_ms_per_request": round(main_cpu * 1000 / planned, 3),
-            "start_s": round(first_send[0] - wall0, 3),  # run() called -> first request
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "sender_cpu_ms_per_request": round(sender_cpu * 1000 / planned, 3),
+            "server_cpu_ms_per_request": round(server_cpu * 1000 / planned, 3),
+            "latency_ms": {"p50": round(1000 * quantiles[49], 1),
+                           "p90": round(1000 * quantiles[89], 1),
+                           "p99": round(1000 * quantiles[98], 1),
+                           "mean": round(1000 * statistics.fmean(latencies), 1)},
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "sender_peak_rss_mb": round(children.ru_maxrss / 1024, 1)}
 
 
 def sdk_only(rows: int, latency_s: float, concurrency: int) -> dict:
@@ -148,40 +158,50 @@ def main() -> None:
                         help="with --rows: the SDK alone, no bench (the machine's ceiling)")
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--sender-processes", type=int,
+                        help="the runner's --sender-processes (default: its own default)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of the 2,000-request scenario (this VM's speed drifts)")
     args = parser.parse_args()
     if args.rows:
-        run = sdk_only if args.sdk_only else scenario
-        print(json.dumps(run(args.rows, args.latency, args.concurrency)))
+        if args.sdk_only:
+            figures = sdk_only(args.rows, args.latency, args.concurrency)
+        else:
+            figures = scenario(args.rows, args.latency, args.concurrency, args.sender_processes)
+        print(json.dumps(figures))
         return
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    common = ["--latency", str(args.latency), "--concurrency", str(args.concurrency)]
+    if args.sender_processes is not None:
+        common += ["--sender-processes", str(args.sender_processes)]
     shares, ceilings = [], []
     for rows in [2000] * args.repeat + [20000]:
         if rows == 2000:  # the SDK alone just before: this VM's speed drifts
             out = subprocess.run([sys.executable, __file__, "--rows", str(rows), "--sdk-only",
-                                  "--latency", str(args.latency), "--concurrency",
-                                  str(args.concurrency)], capture_output=True, text=True,
-                                 check=True)
+                                  *common], capture_output=True, text=True, check=True)
             ceiling = json.loads(out.stdout.strip().splitlines()[-1])
             ceilings.append(ceiling["requests_per_s"])
-            print(f"  the openai SDK alone (no bench): {ceiling['requests_per_s']} req/s, "
-                  f"{ceiling['cpu_ms_per_request']} ms CPU/request", flush=True)
-        out = subprocess.run([sys.executable, __file__, "--rows", str(rows), "--latency",
-                              str(args.latency), "--concurrency", str(args.concurrency)],
+            print(f"  the openai SDK alone, one process (no bench): "
+                  f"{ceiling['requests_per_s']} req/s, {ceiling['cpu_ms_per_request']} ms "
+                  "CPU/request", flush=True)
+        out = subprocess.run([sys.executable, __file__, "--rows", str(rows), *common],
                              capture_output=True, text=True, check=True)
         figures = json.loads(out.stdout.strip().splitlines()[-1])
         share = 100 * figures["requests_per_s"] / figures["limit_per_s"]
         if rows == 2000:
             shares.append((share, figures["requests_per_s"] / ceilings[-1]))
+        latency = figures["latency_ms"]
         print(f"{figures['rows']} requests, concurrency {figures['concurrency']}, latency "
-              f"{figures['latency_s'] * 1000:.0f} ms: {figures['requests_per_s']} req/s, "
-              f"{share:.1f}% of the {figures['limit_per_s']:.0f}/s limit; process CPU "
-              f"{figures['cpu_ms_per_request']} ms/request = SDK call "
-              f"{figures['sdk_cpu_ms_per_request']} + harness "
-              f"{figures['harness_cpu_ms_per_request']} (main thread "
-              f"{figures['main_thread_cpu_ms_per_request']}); peak RSS "
-              f"{figures['peak_rss_mb']} MB; wall {figures['wall_s']} s", flush=True)
+              f"{figures['latency_s'] * 1000:.0f} ms, {figures['sender_processes']} sender "
+              f"processes: {figures['requests_per_s']} req/s, {share:.1f}% of the "
+              f"{figures['limit_per_s']:.0f}/s limit (open {figures['open_s']} s not counted; "
+              f"counted: {figures['requests_per_s_with_open']} req/s); CPU per request: bench's "
+              f"process {figures['process_cpu_ms_per_request']} ms (main thread "
+              f"{figures['main_thread_cpu_ms_per_request']}), senders "
+              f"{figures['sender_cpu_ms_per_request']} ms; request latency p50 "
+              f"{latency['p50']} / p90 {latency['p90']} / p99 {latency['p99']} ms; peak RSS "
+              f"{figures['peak_rss_mb']} MB (a sender: {figures['sender_peak_rss_mb']} MB); "
+              f"wall {figures['wall_s']} s", flush=True)
     limit = sorted(share for share, _ in shares)
     relative = sorted(100 * ratio for _, ratio in shares)
     middle = len(shares) // 2

@@ -316,9 +316,11 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
         Pricing(tmp_path / "bad.yaml")
 
 
-@pytest.mark.parametrize("signame, code", [("SIGINT", 130), ("SIGTERM", 143)])
-def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(project, signame,
-                                                                             code):
+@pytest.mark.parametrize("signame, code, concurrency, limit", [
+    ("SIGINT", 130, 2, 20), ("SIGTERM", 143, 2, 20),
+    ("SIGINT", 130, 16, 40)])  # 16: SDK calls in sender processes, which Ctrl-C must not kill
+def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(
+        project, signame, code, concurrency, limit):
     """Ctrl-C and SIGTERM (a CI job's timeout) keep finished rows, mark the run interrupted
     and leave it resumable."""
     import os
@@ -330,7 +332,8 @@ def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(proj
         env = {**os.environ, "BENCH_HOME": str(project),
                "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         args = [sys.executable, "-m", "bench", "run", "--provider", compat(server), "--variants",
-                "l3", "--limit", "20", "--concurrency", "2", "--run-id", "sig"]
+                "l3", "--limit", str(limit), "--concurrency", str(concurrency), "--run-id",
+                "sig"]
         process = subprocess.Popen(args, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
         results = project / "reports" / "runs" / "sig" / "results.jsonl"
         deadline = time.monotonic() + 60
@@ -343,14 +346,15 @@ def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(proj
         assert "bench run --resume sig" in stderr and "Traceback" not in stderr
         manifest = json.loads(results.with_name("manifest.json").read_text())
         kept = results.read_text().splitlines()
-        assert manifest["status"] == "interrupted" and 2 <= len(kept) < 20
+        assert manifest["status"] == "interrupted" and 2 <= len(kept) < limit
+        assert manifest["providers"][0]["sender_processes"] == (2 if concurrency >= 16 else 0)
         asked = len(server.requests)
         resumed = subprocess.run([*args[:3], "run", "--resume", "sig"], cwd=project, env=env,
                                  capture_output=True, text=True, timeout=120)
         assert resumed.returncode == 0, resumed.stderr
     rows = results.read_text().splitlines()
-    assert rows[:len(kept)] == kept and len({json.loads(r)["key"] for r in rows}) == 20
-    assert len(server.requests) - asked == 20 - len(kept)  # nothing answered was asked again
+    assert rows[:len(kept)] == kept and len({json.loads(r)["key"] for r in rows}) == limit
+    assert len(server.requests) - asked == limit - len(kept)  # nothing answered asked again
 
 
 def test_stop_signals_are_noted_inside_critical_sections_and_raised_outside():

@@ -1,0 +1,164 @@
+"""SDK calls in worker processes (bench.providers.senders): the children send through the real
+openai SDK to the loopback fake server and give back exactly what the in-process adapter gives,
+errors keep their class, a dead or unstartable child is a clear error, and a run at
+concurrency 16+ uses them by default with the same rows as one without."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from bench.errors import BenchError
+from bench.providers import make_provider
+from bench.providers.errors import ProviderError
+from bench.providers.senders import SenderPool, default_sender_processes
+from bench.runner import RunConfig, Runner
+from fakeserver import FakeServer, Reply, chat_body, chat_stream, error_body
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "where is order 17?"}],
+        "tools": [{"type": "function", "function": {
+            "name": "get_order", "description": "Get an order.",
+            "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}}}]}
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as running:
+        yield running
+
+
+def compat(server, **options):
+    return make_provider(f"openai-compat:m@{server.url}/v1", **options)
+
+
+def test_a_child_answers_what_the_adapter_answers_in_process(server):
+    provider = compat(server)
+    reply = chat_body(calls=[("get_order", {"id": 17})])
+    headers = {"X-RateLimit-Remaining-Requests": "41"}
+    server.script(Reply(body=reply, headers=headers), Reply(body=reply, headers=headers))
+    here, here_headers = provider.send(BODY)
+    pool = SenderPool(provider, processes=1, threads=2)
+    try:
+        there, there_headers = pool.send(BODY)
+    finally:
+        pool.close()
+    assert there == here
+    assert there_headers["x-ratelimit-remaining-requests"] == \
+        here_headers["x-ratelimit-remaining-requests"] == "41"
+    assert there_headers["x-request-id"].startswith("req_")
+    assert server.requests[1].body == server.requests[0].body == BODY
+
+
+def test_streamed_answers_are_assembled_in_the_child(server):
+    provider = compat(server, stream=True)
+    server.script(Reply(events=chat_stream([
+        {"index": 0, "id": "call_a", "name": "get_order", "arguments": '{"id":'},
+        {"index": 0, "arguments": " 17}"}])))
+    pool = SenderPool(provider, processes=1, threads=1)
+    try:
+        answer, _ = pool.send({**BODY, "stream": True, "stream_options": {"include_usage": True}})
+    finally:
+        pool.close()
+    (call,) = answer["choices"][0]["message"]["tool_calls"]
+    assert call["id"] == "call_a" and call["function"]["arguments"] == '{"id": 17}'
+
+
+@pytest.mark.parametrize("reply, error_class, status, retry_after_s", [
+    (Reply(429, error_body(429, "slow down"), headers={"retry-after": "7"}), "rate_limited",
+     429, 7.0),
+    (Reply(503, error_body(503, "busy")), "transient", 503, None),
+    (Reply(401, error_body(401, "bad key")), "permanent", 401, None),
+    (Reply(400, error_body(400, "context too long")), "validation", 400, None),
+])
+def test_errors_keep_their_class_status_and_retry_after(server, reply, error_class, status,
+                                                        retry_after_s):
+    provider = compat(server)
+    server.script(reply, reply)
+    with pytest.raises(ProviderError) as here:
+        provider.send(BODY)
+    pool = SenderPool(provider, processes=1, threads=1)
+    try:
+        with pytest.raises(ProviderError) as there:
+            pool.send(BODY)
+    finally:
+        pool.close()
+    assert (there.value.error_class, there.value.status, there.value.retry_after_s) == \
+        (here.value.error_class, here.value.status, here.value.retry_after_s) == \
+        (error_class, status, retry_after_s)
+    assert there.value.message == here.value.message
+
+
+def test_a_child_that_dies_fails_its_requests_permanently_instead_of_hanging(server):
+    provider = compat(server)
+    server.script(Reply(body=chat_body(text="late"), delay_s=30))
+    pool = SenderPool(provider, processes=1, threads=1)
+    try:
+        (worker,) = pool._workers
+        started = time.monotonic()
+        threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL)).start()
+        with pytest.raises(ProviderError, match="sender process 1 exited") as info:
+            pool.send(BODY)  # in flight when the child is killed
+        assert info.value.error_class == "permanent" and not info.value.retryable
+        assert time.monotonic() - started < 10
+        with pytest.raises(ProviderError, match="sender process 1 is gone"):
+            pool.send(BODY)  # the pool does not pretend the child came back
+    finally:
+        pool.close()
+
+
+def test_a_child_that_cannot_build_the_provider_is_a_one_line_error(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    provider = make_provider("openai:gpt-4o-mini", base_url=f"{server.url}/v1")
+    monkeypatch.delenv("OPENAI_API_KEY")  # the child inherits an environment without it
+    with pytest.raises(BenchError, match=r"a sender process could not start: "
+                                         r"ProviderUnavailable: .*OPENAI_API_KEY is not set"):
+        SenderPool(provider, processes=2, threads=1)
+
+
+def test_children_run_in_their_own_session_and_exit_when_closed(server):
+    pool = SenderPool(compat(server), processes=2, threads=1)
+    processes = [worker.process for worker in pool._workers]
+    assert all(os.getsid(p.pid) != os.getsid(0) for p in processes)  # Ctrl-C is the run's
+    pool.close()
+    assert [p.returncode for p in processes] == [0, 0]
+
+
+def test_default_is_two_processes_from_concurrency_16():
+    assert [default_sender_processes(c) for c in (1, 4, 15, 16, 64)] == [0, 0, 0, 2, 2]
+
+
+def run_rows(project, server, run_id, **settings):
+    config = RunConfig(dataset="ecommerce", variants=["l3"], limit=12, trials=2,
+                       providers=[f"openai-compat:m@{server.url}/v1"], **settings)
+    runner = Runner(config, run_id=run_id, command=[])
+    manifest = runner.run()
+    rows = {r["key"]: r for r in runner.store.rows()}
+    return manifest, rows
+
+
+def without_ids(parsed):
+    """A parsed answer without its call ids (the fake server numbers them per request)."""
+    return {**parsed, "calls": [{k: v for k, v in call.items() if k != "id"}
+                                for call in parsed["calls"]]}
+
+
+def test_a_run_at_concurrency_16_sends_from_two_processes_with_the_same_rows(project, server):
+    # every request's first attempt gets a 429 with Retry-After 0: retries cross the pipe too
+    server.script(Reply(429, error_body(429, "slow"), headers={"retry-after": "0"}))
+    manifest, rows = run_rows(project, server, "procs", concurrency=16)
+    assert manifest["status"] == "complete"
+    assert manifest["providers"][0]["sender_processes"] == 2
+    server.script(Reply(429, error_body(429, "slow"), headers={"retry-after": "0"}))
+    threads_manifest, threads_rows = run_rows(project, server, "threads", concurrency=16,
+                                              sender_processes=0)
+    assert threads_manifest["providers"][0]["sender_processes"] == 0
+    assert rows.keys() == threads_rows.keys() and len(rows) == 24
+    for key, row in rows.items():
+        other = threads_rows[key]
+        assert (without_ids(row["parsed"]), row["metrics"]) == \
+            (without_ids(other["parsed"]), other["metrics"]), key
+        assert row["response"]["request_id"].startswith("req_")  # headers crossed the pipe
+    assert sorted(r["attempts"] for r in rows.values()) == \
+        sorted(r["attempts"] for r in threads_rows.values()) == [1] * 23 + [2]
