@@ -229,9 +229,9 @@ class SenderPool:
                                  "to send from this process)")
 
     @property
-    def processes(self) -> int:
-        """Number of worker processes."""
-        return len(self._workers)
+    def pids(self) -> list[int]:
+        """Process ids of the worker processes (for monitoring)."""
+        return [worker.process.pid for worker in self._workers]
 
     def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """POST ``body`` through a child's provider; the same contract as
