@@ -467,14 +467,15 @@ class Runner:
         }
 
     def open_providers(self) -> None:
-        """Start every provider of the run (loads models; fails early on missing ones).
+        """Start every provider of the run (loads models; fails early on missing ones) and
+        the sender processes of those that use them (:meth:`sender_processes`).
 
         A provider that raises :class:`ProviderUnavailable` (no API key, optional SDK missing)
         is recorded in :attr:`skipped` with its reason; the others run.
 
         Raises:
-            BenchError: a provider cannot start for another reason, or ``--max-usd`` is set
-                and a provider has no price.
+            BenchError: a provider or its sender processes cannot start (those already
+                started are stopped), or ``--max-usd`` is set and a provider has no price.
         """
         for provider_id in self.config.providers:
             if provider_id not in self.providers and provider_id not in self.skipped:
@@ -495,8 +496,18 @@ class Runner:
                 if processes:
                     assert isinstance(provider, HTTPProvider)
                     threads = -(-self.concurrency(provider_id) // processes)
-                    self.senders[provider_id] = SenderPool(provider, processes=processes,
-                                                           threads=threads)
+                    try:
+                        self.senders[provider_id] = SenderPool(provider, processes=processes,
+                                                               threads=threads)
+                    except BenchError:
+                        self.close_senders()
+                        raise
+
+    def close_senders(self) -> None:
+        """Stop every provider's sender processes (:meth:`open_providers` starts them)."""
+        for sender in self.senders.values():
+            sender.close()
+        self.senders.clear()
 
     def sender_processes(self, provider_id: str) -> int:
         """Worker processes for a provider's SDK calls (:mod:`bench.providers.senders`):
@@ -1018,9 +1029,7 @@ class Runner:
                 self.store.write_manifest(manifest)
             for pool in pools.values():
                 pool.shutdown(wait=True)
-            for sender in self.senders.values():
-                sender.close()
-            self.senders.clear()
+            self.close_senders()
             for provider in self.providers.values():
                 provider.close()
             self.providers.clear()

@@ -45,6 +45,8 @@ START_TIMEOUT_S = 120.0  # a cold start imports the SDK (~1 s here; slow disks t
 def default_sender_processes(concurrency: int) -> int:
     """Worker processes used when the user does not choose: :data:`AUTO_PROCESSES` at
     ``concurrency`` >= :data:`AUTO_MIN_CONCURRENCY`, else 0 (threads in the run's process)."""
+    if sys.platform == "win32":  # the children's pipes are passed as inherited descriptors
+        return 0
     return AUTO_PROCESSES if concurrency >= AUTO_MIN_CONCURRENCY else 0
 
 
@@ -124,7 +126,7 @@ class _Worker:
         try:
             self.requests.send((type(provider), provider.options, provider.provider_id,
                                 threads))
-        except (OSError, pickle.PicklingError, AttributeError) as exc:
+        except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:
             self.start_error = f"cannot pass the provider to it ({exc})"
             self.ready.set()
         self.reader = threading.Thread(target=self._read, name=f"bench-{self.name}",
@@ -216,8 +218,15 @@ class SenderPool:
         self._pending: dict[int, Future] = {}
         self._ids = itertools.count()
         self._workers: list[_Worker] = []
+        if sys.platform == "win32":
+            raise BenchError("--sender-processes needs Linux or macOS; use 0 on Windows")
         for index in range(processes):
-            self._workers.append(_Worker(provider, threads, self._pending, index))
+            try:
+                self._workers.append(_Worker(provider, threads, self._pending, index))
+            except OSError as exc:  # e.g. out of processes or file descriptors
+                self.close()
+                raise BenchError(f"provider '{self.provider_id}': cannot start a sender "
+                                 f"process: {exc}") from None
         self._next = itertools.cycle(self._workers)
         for worker in self._workers:
             if not worker.ready.wait(START_TIMEOUT_S):
