@@ -13,8 +13,9 @@ import concurrent.futures
 import json
 import threading
 import time
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
