@@ -162,3 +162,20 @@ def test_a_run_at_concurrency_16_sends_from_two_processes_with_the_same_rows(pro
         assert row["response"]["request_id"].startswith("req_")  # headers crossed the pipe
     assert sorted(r["attempts"] for r in rows.values()) == \
         sorted(r["attempts"] for r in threads_rows.values()) == [1] * 23 + [2]
+
+
+def test_a_body_too_deep_to_pickle_fails_alone_and_the_pool_keeps_working(server):
+    deep = inner = {}
+    for _ in range(5000):
+        inner["a"] = {}
+        inner = inner["a"]
+    pool = SenderPool(compat(server), processes=1, threads=1)
+    try:
+        with pytest.raises(ProviderError, match="cannot be passed to sender process 1") as info:
+            pool.send({**BODY, "metadata": deep})
+        assert info.value.error_class == "validation"  # the row's invalid answer, no retry
+        server.script(Reply(body=chat_body(text="still here")))
+        answer, _ = pool.send(BODY)
+        assert answer["choices"][0]["message"]["content"] == "still here"
+    finally:
+        pool.close()

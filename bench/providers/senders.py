@@ -58,9 +58,15 @@ def _child(requests: Connection, results: Connection) -> None:
     def reply(message: tuple[Any, ...]) -> None:
         with lock:
             try:
-                results.send(message)
+                results.send(message)  # pickles first: a failure writes nothing
             except OSError:  # the run is gone; nobody waits for this answer
                 pass
+            except Exception as exc:  # noqa: BLE001 - e.g. RecursionError: a deeply nested answer
+                try:
+                    results.send((message[0], "failed", "the answer cannot be passed back "
+                                  f"({type(exc).__name__}: {exc})"))
+                except OSError:
+                    pass
 
     try:
         provider_class, options, provider_id, threads = requests.recv()
@@ -139,6 +145,10 @@ class _Worker:
                 message = self.results.recv()
             except (EOFError, OSError):
                 break
+            except Exception as exc:  # noqa: BLE001 - whose answer it was is unknown
+                self._fail_pending(f"{self.name}: an answer could not be read "
+                                   f"({type(exc).__name__}: {exc})")
+                continue
             request_id, kind = message[0], message[1]
             if request_id is None:  # the child's start: "ready" or "not started"
                 self.start_error = message[2] if kind != "ready" else None
@@ -176,9 +186,16 @@ class _Worker:
         self.mine.add(request_id)
         try:
             with self.lock:
-                self.requests.send((request_id, body))
+                self.requests.send((request_id, body))  # pickles first: a failure writes nothing
         except (OSError, ValueError):  # the child died, or the pool is closed
             self._fail_pending(f"{self.name} is gone (exit code {self.process.poll()})")
+        except Exception as exc:  # noqa: BLE001 - e.g. RecursionError: a deeply nested body
+            self.mine.discard(request_id)
+            future = self.pending.pop(request_id, None)
+            if future is not None:
+                future.set_exception(ProviderError(
+                    f"the request cannot be passed to {self.name} ({type(exc).__name__}: "
+                    f"{exc})", error_class="validation"))
 
     def close(self) -> None:
         with self.lock:
