@@ -495,10 +495,10 @@ class Runner:
                 processes = self.sender_processes(provider_id)
                 if processes:
                     assert isinstance(provider, HTTPProvider)
-                    threads = -(-self.concurrency(provider_id) // processes)
                     try:
-                        self.senders[provider_id] = SenderPool(provider, processes=processes,
-                                                               threads=threads)
+                        self.senders[provider_id] = SenderPool(
+                            provider, processes=processes,
+                            threads=self.concurrency(provider_id))
                     except BenchError:
                         self.close_senders()
                         raise
@@ -511,13 +511,19 @@ class Runner:
 
     def sender_processes(self, provider_id: str) -> int:
         """Worker processes for a provider's SDK calls (:mod:`bench.providers.senders`):
-        ``--sender-processes`` or its default for the provider's concurrency; 0 for batch
-        runs and for providers that are not HTTP adapters (``local``, ``replay``)."""
+        ``--sender-processes`` (at most the provider's concurrency) or, unset, its default for
+        that concurrency; 0 for batch runs and for providers that are not HTTP adapters
+        (``local``, ``replay``). A caller's own ``provider_factory`` gets none unless asked:
+        a child rebuilds the provider from its class and options only, without the changes
+        such a factory may make to the object."""
         if self.config.batch or not isinstance(self.providers.get(provider_id), HTTPProvider):
             return 0
+        concurrency = self.concurrency(provider_id)
         chosen = self.config.sender_processes
-        return default_sender_processes(self.concurrency(provider_id)) if chosen is None \
-            else chosen
+        if chosen is None:
+            return default_sender_processes(concurrency) if self._factory is _default_factory \
+                else 0
+        return min(chosen, concurrency)
 
     @staticmethod
     def _price_id(provider_id: str) -> bool:
@@ -802,7 +808,10 @@ class Runner:
             if self._manifest is not None:  # resumed: another process may have run since
                 self._manifest = {**self.store.read_manifest(),
                                   "config": self._manifest["config"]}  # with the overrides
-            return self._run(progress, self.signals)
+            try:
+                return self._run(progress, self.signals)
+            finally:
+                self.close_senders()  # also when the run fails before its loop starts
 
     signals: StopSignals | None = None  # the last run's stop signals (which one stopped it)
 

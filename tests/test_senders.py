@@ -98,7 +98,8 @@ def test_a_child_that_dies_fails_its_requests_permanently_instead_of_hanging(ser
         (worker,) = pool._workers
         started = time.monotonic()
         threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL)).start()
-        with pytest.raises(ProviderError, match="sender process 1 exited") as info:
+        with pytest.raises(ProviderError, match=r"sender process 1 exited before answering "
+                                                r"\(exit code -9") as info:
             pool.send(BODY)  # in flight when the child is killed
         assert info.value.error_class == "permanent" and not info.value.retryable
         assert time.monotonic() - started < 10
@@ -179,3 +180,81 @@ def test_a_body_too_deep_to_pickle_fails_alone_and_the_pool_keeps_working(server
         assert answer["choices"][0]["message"]["content"] == "still here"
     finally:
         pool.close()
+
+
+def test_a_stuck_child_times_out_instead_of_hanging_the_run(server):
+    pool = SenderPool(compat(server), processes=1, threads=1)
+    (worker,) = pool._workers
+    pool.answer_timeout_s = 1.0  # 3 x the request timeout + 30 s by default
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ProviderError, match="gave no answer within 1 s") as info:
+            pool.send(BODY)
+        assert info.value.error_class == "timeout" and time.monotonic() - started < 5
+    finally:
+        os.kill(worker.process.pid, signal.SIGCONT)
+        pool.close()
+
+
+def test_children_import_what_the_run_imports_not_the_working_folder(server, tmp_path,
+                                                                      monkeypatch):
+    (tmp_path / "openai.py").write_text("raise ImportError('the working folder shadowed me')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path
+                                     if p not in ("", ".", str(tmp_path))])
+    pool = SenderPool(compat(server), processes=1, threads=1)
+    try:
+        server.script(Reply(body=chat_body(text="real sdk")))
+        assert pool.send(BODY)[0]["choices"][0]["message"]["content"] == "real sdk"
+    finally:
+        pool.close()
+
+
+def sender_children():
+    """Pids of this process's live ``bench.providers.senders`` children (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+                command = open(f"/proc/{entry}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if int(stat[1]) == os.getpid() and stat[0] != "Z" and \
+                    b"bench.providers.senders" in command:
+                found.append(int(entry))
+    return found
+
+
+def test_sender_processes_follow_the_factory_and_the_concurrency(project, server):
+    def factory(provider_id, config):
+        return make_provider(provider_id)
+
+    def processes(factory=None, **settings):
+        config = RunConfig(dataset="ecommerce", variants=["l3"], limit=1,
+                           providers=[f"openai-compat:m@{server.url}/v1"], **settings)
+        runner = Runner(config, command=[], provider_factory=factory)
+        runner.open_providers()
+        try:
+            return runner.sender_processes(config.providers[0])
+        finally:
+            runner.close_senders()
+
+    assert processes(concurrency=16) == 2
+    assert processes(concurrency=16, sender_processes=0) == 0
+    assert processes(concurrency=1, sender_processes=8) == 1  # never more than in flight
+    # a caller's factory may have changed the provider object, which a child cannot copy
+    assert processes(concurrency=16, factory=factory) == 0
+    assert processes(concurrency=16, sender_processes=2, factory=factory) == 2
+    assert sender_children() == []
+
+
+def test_a_run_that_fails_before_its_loop_leaves_no_sender_processes(project, server):
+    config = RunConfig(dataset="ecommerce", variants=["l3"], limit=1, concurrency=16,
+                       providers=[f"openai-compat:m@{server.url}/v1"],
+                       mcp_server=["/nonexistent/mcp-server"])
+    runner = Runner(config, run_id="early", command=[])
+    with pytest.raises(BenchError):
+        runner.run()
+    assert runner.senders == {} and sender_children() == []
