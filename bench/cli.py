@@ -58,6 +58,7 @@ def _print_summary(run_id: str, variant_order: list[str]) -> None:
 
 @app.command()
 def run(
+    ctx: typer.Context,
     dataset: Annotated[str, typer.Option(
         help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split].")]
     = "ecommerce",
@@ -133,6 +134,12 @@ def run(
     if cache is not None and cache not in ("off", "read", "write", "readwrite"):
         raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
     if resume:
+        fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
+                 if name not in (*throughput, "resume") and
+                 getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+        if fixed:  # the stored config decides what the run measures
+            raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
+                             "(it would change what the run measures); start a new run")
         runner = Runner.resume(resume, overrides=throughput)
     else:
         config = RunConfig(dataset=dataset, variants=_split(variants) or ["l3", "l10", "l30",

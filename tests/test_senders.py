@@ -258,3 +258,4 @@ def test_a_run_that_fails_before_its_loop_leaves_no_sender_processes(project, se
     with pytest.raises(BenchError):
         runner.run()
     assert runner.senders == {} and sender_children() == []
+

@@ -417,3 +417,18 @@ def test_rate_limit_reset_reads_exhausted_windows_from_either_dialect():
                                ("x-ratelimit-reset-requests", "6s")]) == 6.0
     assert rate_limit_reset_s({"x-ratelimit-remaining-tokens": "5",
                                "x-ratelimit-reset-tokens": "1s"}) is None
+
+
+def test_resume_refuses_options_that_change_what_the_run_measures(project):
+    import subprocess
+    import sys
+    bench = [sys.executable, "-m", "bench", "run", "--resume", "r1"]
+    refused = subprocess.run([*bench, "--limit", "1", "--trials", "2"], cwd=project,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "error: --limit, --trials cannot change when resuming 'r1' (it would change what the "
+        "run measures); start a new run")
+    allowed = subprocess.run([*bench, "--sender-processes", "0"], cwd=project,
+                             capture_output=True, text=True, timeout=60)
+    assert "no run 'r1'" in allowed.stderr  # throughput settings may change: on to the run
