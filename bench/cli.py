@@ -159,7 +159,13 @@ def run(
             raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
     run_name = runner.store.run_id
     if runner.pending():
-        runner.open_providers()  # fail on a missing model before any output
+        try:
+            runner.open_providers()  # fail on a missing model before any output
+        except KeyboardInterrupt:  # e.g. while a model loads or sender processes start
+            runner.close_senders()
+            err.print(f"{'terminated' if _terminated else 'interrupted'} while starting the "
+                      "providers; nothing was sent")
+            raise typer.Exit(143 if _terminated else 130) from None
         for skipped, reason in runner.skipped.items():
             err.print(f"provider {skipped} skipped: {reason}")
         if not runner.providers:
