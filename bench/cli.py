@@ -9,6 +9,7 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
@@ -17,7 +18,7 @@ from rich.text import Text
 from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_variants import variants_app
-from bench.errors import BenchError
+from bench.errors import BenchError, pydantic_error_field
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark LLM tool descriptions: tool selection, arguments and token "
@@ -66,7 +67,7 @@ def run(
         "--variants", "-v", help="Variants, comma-separated or repeated.")] = None,
     provider: Annotated[Optional[list[str]], typer.Option(
         "--provider", "-p", help="Provider id; repeat for several.")] = None,
-    trials: Annotated[int, typer.Option(min=1, help="Repetitions per case.")] = 1,
+    trials: Annotated[int, typer.Option(min=1, max=1000, help="Repetitions per case.")] = 1,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N cases.")] = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
     model_path: Annotated[Optional[str], typer.Option(
@@ -95,7 +96,8 @@ def run(
     resume: Annotated[Optional[str], typer.Option(
         help="Finish an interrupted run; its stored settings are used.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
-        min=1, help="Requests in flight per provider (default 4; local always 1).")] = None,
+        min=1, max=1024,
+        help="Requests in flight per provider (default 4; local always 1).")] = None,
     sender_processes: Annotated[Optional[int], typer.Option(
         min=0, max=64, help="Worker processes making HTTP providers' SDK calls (0: threads in "
                             "this process; default 2 at --concurrency 16+, else 0).")] = None,
@@ -110,7 +112,8 @@ def run(
     pricing: Annotated[Optional[str], typer.Option(
         help="Pricing YAML overriding bench/data/pricing.yaml.")] = None,
     attempts: Annotated[Optional[int], typer.Option(
-        min=1, help="Most attempts per request (429/5xx/timeouts retried; default 6).")] = None,
+        min=1, max=100,
+        help="Most attempts per request (429/5xx/timeouts retried; default 6).")] = None,
     batch: Annotated[Optional[bool], typer.Option(
         "--batch/--no-batch", help="OpenAI/Anthropic via their batch APIs (resumable).")] = None,
     batch_poll_s: Annotated[Optional[float], typer.Option(
@@ -142,18 +145,20 @@ def run(
                              "(it would change what the run measures); start a new run")
         runner = Runner.resume(resume, overrides=throughput)
     else:
-        config = RunConfig(dataset=dataset, variants=_split(variants) or ["l3", "l10", "l30",
-                                                                          "l50"],
-                           providers=_split(provider) or ["local"], trials=trials, limit=limit,
-                           case_ids=_split(cases) or None, model_path=model_path, seed=seed,
-                           max_tokens=max_tokens, no_call_layout=no_call_layout,
-                           threads=threads, tool_choice=tool_choice,
-                           parallel_tool_calls=parallel_tool_calls, openai_strict=openai_strict,
-                           stream=stream, request_timeout_s=request_timeout,
-                           execute=execute, allow_writes=allow_writes,
-                           allow_sensitive=allow_sensitive,
-                           mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
-                           **{k: v for k, v in throughput.items() if v is not None})
+        try:
+            config = RunConfig(
+                dataset=dataset, variants=_split(variants) or ["l3", "l10", "l30", "l50"],
+                providers=_split(provider) or ["local"], trials=trials, limit=limit,
+                case_ids=_split(cases) or None, model_path=model_path, seed=seed,
+                max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
+                tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
+                execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
+                mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
+                **{k: v for k, v in throughput.items() if v is not None})
+        except ValidationError as exc:  # a limit the options do not state
+            field, message = pydantic_error_field(exc)
+            raise BenchError(f"--{field.replace('_', '-')}: {message}") from None
         runner = Runner(config, run_id=run_id)
         if runner.store.exists():
             raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")

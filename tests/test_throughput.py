@@ -432,3 +432,14 @@ def test_resume_refuses_options_that_change_what_the_run_measures(project):
     allowed = subprocess.run([*bench, "--sender-processes", "0"], cwd=project,
                              capture_output=True, text=True, timeout=60)
     assert "no run 'r1'" in allowed.stderr  # throughput settings may change: on to the run
+
+
+@pytest.mark.parametrize("option", [["--trials", "1001"], ["--concurrency", "1025"],
+                                    ["--attempts", "101"], ["--sender-processes", "65"]])
+def test_out_of_range_run_options_are_usage_errors_not_tracebacks(project, option):
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-m", "bench", "run", "--limit", "1", *option],
+                            cwd=project, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert option[0] in result.stderr and "less than or equal" in result.stderr
