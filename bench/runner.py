@@ -51,8 +51,8 @@ PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "sc
 DEFAULT_CONCURRENCY = 4
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).
-RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache", "cache_path",
-                    "pricing", "attempts", "batch", "batch_poll_s")
+RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
+                    "cache_path", "pricing", "attempts", "batch", "batch_poll_s")
 
 
 class RunConfig(BaseModel):
