@@ -68,12 +68,25 @@ class ProviderError(BenchError):
         self.status = status
         self.retry_after_s = retry_after_s
         self.request_id = request_id
+        self.detail = message
         super().__init__(f"{error_class}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by the constructor's arguments (the default passes ``args`` positionally,
+        which the keyword-only fields do not accept): sender processes send it back as is."""
+        return _provider_error, (self.detail, self.error_class, self.status,
+                                 self.retry_after_s, self.request_id)
 
     @property
     def retryable(self) -> bool:
         """True for ``transient``, ``rate_limited`` and ``timeout``."""
         return self.error_class in RETRYABLE
+
+
+def _provider_error(message: str, error_class: ErrorClass, status: int | None,
+                    retry_after_s: float | None, request_id: str | None) -> ProviderError:
+    return ProviderError(message, error_class=error_class, status=status,
+                         retry_after_s=retry_after_s, request_id=request_id)
 
 
 def classify_status(status: int) -> ErrorClass:

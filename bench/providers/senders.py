@@ -90,11 +90,7 @@ def _child(requests: Connection, results: Connection) -> None:
         try:
             data, headers = provider.send(body)
         except ProviderError as exc:
-            prefix = f"{exc.error_class}: "
-            message = exc.message[len(prefix):] if exc.message.startswith(prefix) else \
-                exc.message
-            reply((request_id, "error", message, exc.error_class, exc.status,
-                   exc.retry_after_s, exc.request_id))
+            reply((request_id, "error", exc))
         except Exception as exc:  # noqa: BLE001 - adapters classify; this is a bug report
             reply((request_id, "failed", f"{type(exc).__name__}: {exc}"))
         else:
@@ -203,11 +199,8 @@ class _Worker:
                 self.ready.set()
             elif kind == "ok":
                 self.resolve(request_id, lambda f: f.set_result((message[2], message[3])))
-            elif kind == "error":
-                _, _, text, error_class, status, retry_after_s, provider_request_id = message
-                self.fail(request_id, ProviderError(
-                    text, error_class=error_class, status=status, retry_after_s=retry_after_s,
-                    request_id=provider_request_id))
+            elif kind == "error":  # the child's ProviderError, unpickled as it was
+                self.fail(request_id, message[2])
             else:
                 self.fail(request_id, ProviderError(f"{self.name}: {message[2]}",
                                                     error_class="permanent"))
