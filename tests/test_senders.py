@@ -259,3 +259,44 @@ def test_a_run_that_fails_before_its_loop_leaves_no_sender_processes(project, se
         runner.run()
     assert runner.senders == {} and sender_children() == []
 
+
+
+def test_requests_larger_than_the_pipe_queue_in_order_while_the_child_is_stopped(server):
+    # 24 bodies of ~100 kB: more than the request pipe holds (1 MiB at most), so most wait in
+    # the writer thread's backlog, partly written; none may block its caller or be mangled.
+    pool = SenderPool(compat(server), processes=1, threads=4)
+    (worker,) = pool._workers
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    answers: dict[int, str] = {}
+
+    def ask(index: int) -> None:
+        body = {**BODY, "tools": [{**BODY["tools"][0], "function": {
+            **BODY["tools"][0]["function"], "name": f"tool_{index}",
+            "description": f"{index} " * 25_000}}]}
+        answer, _ = pool.send(body)
+        answers[index] = answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+
+    callers = [threading.Thread(target=ask, args=(i,)) for i in range(24)]
+    try:
+        for caller in callers:
+            caller.start()
+        time.sleep(1.0)
+        assert worker._backlog, "nothing waited for the pipe to drain"
+        assert not answers
+        os.kill(worker.process.pid, signal.SIGCONT)
+        for caller in callers:
+            caller.join(30)
+    finally:
+        os.kill(worker.process.pid, signal.SIGCONT)
+        pool.close()
+    assert answers == {i: f"tool_{i}" for i in range(24)}
+    sent = [r.body["tools"][0]["function"]["description"] for r in server.requests]
+    assert sorted(sent) == sorted(f"{i} " * 25_000 for i in range(24))
+
+
+def test_a_request_after_close_fails_at_once(server):
+    pool = SenderPool(compat(server), processes=1, threads=1)
+    pool.close()
+    with pytest.raises(ProviderError, match="sender process 1 is closed") as info:
+        pool.send(BODY)
+    assert info.value.error_class == "permanent"
