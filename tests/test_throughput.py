@@ -125,6 +125,50 @@ def test_gate_halves_concurrency_on_429_and_grows_back():
     assert gate.limit == 5 and gate.stats.min_limit == 4
 
 
+def test_retries_count_attempts_wait_with_backoff_and_stop_at_the_limit():
+    from bench.providers.errors import ProviderError
+    from bench.providers.ratelimit import ProviderGate, call_with_retries
+
+    def scripted(*outcomes):
+        queue = list(outcomes)
+
+        def request():
+            outcome = queue.pop(0)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+        return request
+
+    def server_error():
+        return ProviderError("boom", error_class="transient", status=500)
+
+    waits: list[float] = []
+    gate = ProviderGate(4)
+    assert call_with_retries(scripted("ok"), gate, sleep=waits.append) == ("ok", 1)
+    assert waits == [] and gate.stats.retries == 0
+    assert call_with_retries(scripted(server_error(), server_error(), "ok"), gate,
+                             attempts=5, sleep=waits.append) == ("ok", 3)
+    assert len(waits) == 2 and all(0 <= w <= 60 for w in waits) and gate.stats.retries == 2
+    waits.clear()
+    limited = ProviderError("slow down", error_class="rate_limited", status=429,
+                            retry_after_s=0.01)
+    assert call_with_retries(scripted(limited, "ok"), gate, sleep=waits.append) == ("ok", 2)
+    assert waits == [0.0]  # the gate's pause holds the retry back, not a backoff
+    made = []
+    with pytest.raises(ProviderError, match="boom"):
+        call_with_retries(scripted(*[server_error()] * 3), gate, attempts=3,
+                          sleep=made.append)
+    assert len(made) == 2  # 3 attempts, 2 waits, then the last error
+    with pytest.raises(ProviderError, match="no key") as info:
+        call_with_retries(scripted(ProviderError("no key", error_class="permanent",
+                                                 status=401), "never"), gate,
+                          sleep=waits.append)
+    assert info.value.status == 401
+    with pytest.raises(ProviderError, match="boom"):
+        call_with_retries(scripted(server_error(), "never"), gate, attempts=1)
+    assert gate.in_flight == 0
+
+
 def test_server_errors_are_retried_and_permanent_errors_stop_the_run_resumably(project):
     with EchoServer() as server:
         server.script(Reply(500, error_body(500, "boom")), Reply(503, error_body(503, "busy")))
