@@ -19,6 +19,9 @@ from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_variants import variants_app
 from bench.errors import BenchError, pydantic_error_field
+from bench.limits import (AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES, DEFAULT_ATTEMPTS,
+                          DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
+                          MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES, MAX_TRIALS)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark LLM tool descriptions: tool selection, arguments and token "
@@ -64,10 +67,13 @@ def run(
         help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split].")]
     = "ecommerce",
     variants: Annotated[Optional[list[str]], typer.Option(
-        "--variants", "-v", help="Variants, comma-separated or repeated.")] = None,
+        "--variants", "-v", help="Variants, comma-separated or repeated (default: "
+                                 f"{','.join(DEFAULT_VARIANTS)}).")] = None,
     provider: Annotated[Optional[list[str]], typer.Option(
-        "--provider", "-p", help="Provider id; repeat for several.")] = None,
-    trials: Annotated[int, typer.Option(min=1, max=1000, help="Repetitions per case.")] = 1,
+        "--provider", "-p", help="Provider id; repeat for several (default: "
+                                 f"{','.join(DEFAULT_PROVIDERS)}).")] = None,
+    trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Repetitions per case.")]
+    = 1,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N cases.")] = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
     model_path: Annotated[Optional[str], typer.Option(
@@ -96,11 +102,14 @@ def run(
     resume: Annotated[Optional[str], typer.Option(
         help="Finish an interrupted run; its stored settings are used.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
-        min=1, max=1024,
-        help="Requests in flight per provider (default 4; local always 1).")] = None,
+        min=1, max=MAX_CONCURRENCY,
+        help=f"Requests in flight per provider (default {DEFAULT_CONCURRENCY}; local always 1)."
+    )] = None,
     sender_processes: Annotated[Optional[int], typer.Option(
-        min=0, max=64, help="Worker processes making HTTP providers' SDK calls (0: threads in "
-                            "this process; default 2 at --concurrency 16+, else 0).")] = None,
+        min=0, max=MAX_SENDER_PROCESSES,
+        help="Worker processes making HTTP providers' SDK calls (0: threads in this process; "
+             f"default {AUTO_SENDER_PROCESSES} at --concurrency {AUTO_SENDER_MIN_CONCURRENCY}+, "
+             "else 0).")] = None,
     max_usd: Annotated[Optional[float], typer.Option(
         min=0.0, help="Stop (resumably) once the run has billed this many USD.")] = None,
     max_total_tokens: Annotated[Optional[int], typer.Option(
@@ -112,8 +121,9 @@ def run(
     pricing: Annotated[Optional[str], typer.Option(
         help="Pricing YAML overriding bench/data/pricing.yaml.")] = None,
     attempts: Annotated[Optional[int], typer.Option(
-        min=1, max=100,
-        help="Most attempts per request (429/5xx/timeouts retried; default 6).")] = None,
+        min=1, max=MAX_ATTEMPTS,
+        help=f"Most attempts per request (429/5xx/timeouts retried; default {DEFAULT_ATTEMPTS})."
+    )] = None,
     batch: Annotated[Optional[bool], typer.Option(
         "--batch/--no-batch", help="OpenAI/Anthropic via their batch APIs (resumable).")] = None,
     batch_poll_s: Annotated[Optional[float], typer.Option(
@@ -147,8 +157,8 @@ def run(
     else:
         try:
             config = RunConfig(
-                dataset=dataset, variants=_split(variants) or ["l3", "l10", "l30", "l50"],
-                providers=_split(provider) or ["local"], trials=trials, limit=limit,
+                dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
+                providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials, limit=limit,
                 case_ids=_split(cases) or None, model_path=model_path, seed=seed,
                 max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
                 tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,

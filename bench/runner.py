@@ -27,8 +27,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.datasets import Dataset, check_against_tools, load_dataset
-from bench.descriptions import DEFAULT_VARIANTS, Variant, load_variant
+from bench.descriptions import Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
+from bench.limits import (DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS,
+                          DEFAULT_VARIANTS, MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES,
+                          MAX_TRIALS)
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.parse import ParsedAnswer
@@ -39,7 +42,7 @@ from bench.providers.batch import BatchLedger, batch_kind, custom_id, poll, resu
 from bench.providers.cache import CACHE_MODES, ResponseCache, messages_digest, request_key
 from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
-from bench.providers.ratelimit import DEFAULT_ATTEMPTS, GateClosed, ProviderGate, call_with_retries
+from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
 from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
@@ -48,7 +51,6 @@ from bench.scoring import score_case
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
             "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
             "google-genai", "tenacity")
-DEFAULT_CONCURRENCY = 4
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).
 RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
@@ -99,8 +101,8 @@ class RunConfig(BaseModel):
 
     dataset: str = "ecommerce"
     variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS))
-    providers: list[str] = Field(default_factory=lambda: ["local"])
-    trials: int = Field(default=1, ge=1, le=1000)
+    providers: list[str] = Field(default_factory=lambda: list(DEFAULT_PROVIDERS))
+    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
     limit: int | None = Field(default=None, ge=1)
     case_ids: list[str] | None = None
     model_path: str | None = None
@@ -114,9 +116,9 @@ class RunConfig(BaseModel):
     openai_strict: bool = False
     stream: bool = False
     request_timeout_s: float = Field(default=60.0, gt=0)
-    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=1024)
-    sender_processes: int | None = Field(default=None, ge=0, le=64)
-    attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=100)
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
+    sender_processes: int | None = Field(default=None, ge=0, le=MAX_SENDER_PROCESSES)
+    attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=MAX_ATTEMPTS)
     max_usd: float | None = Field(default=None, gt=0)
     max_total_tokens: int | None = Field(default=None, gt=0)
     cache: str = "off"

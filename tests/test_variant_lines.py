@@ -15,7 +15,8 @@ import jsonschema
 import pytest
 
 from bench.descriptions.specs import load_specs
-from bench.descriptions.variants import DEFAULT_VARIANTS, LINE_TARGETS, count_lines, load_variant
+from bench.descriptions.variants import LINE_TARGETS, count_lines, load_variant
+from bench.limits import DEFAULT_VARIANTS
 
 DESCRIPTIONS = Path(__file__).resolve().parents[1] / "descriptions"
 TOLERANCE = 0.2  # a tool's line count may differ from its variant's target by at most 20 %

@@ -27,7 +27,6 @@ from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
 from bench.yamlio import line_of, load_yaml
 
-DEFAULT_VARIANTS = ("l3", "l10", "l30", "l50")
 # Target description lines per tool of each rendered variant (the classic length ablation).
 LINE_TARGETS = {"l3": 3, "l10": 10, "l30": 30, "l50": 50}
 

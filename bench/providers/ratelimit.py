@@ -20,10 +20,10 @@ from typing import Any, Callable, TypeVar
 from tenacity import (RetryCallState, Retrying, retry_if_exception, stop_after_attempt,
                       wait_random_exponential)
 
+from bench.limits import DEFAULT_ATTEMPTS
 from bench.providers.errors import ProviderError, rate_limit_reset_s
 
 T = TypeVar("T")
-DEFAULT_ATTEMPTS = 6
 BACKOFF_MULTIPLIER_S = 0.5   # first retry waits up to 1 s, then 2, 4, ... (full jitter)
 BACKOFF_MAX_S = 30.0
 PAUSE_WITHOUT_RETRY_AFTER_S = 1.0  # first 429 pause when the server gives no hint; doubles

@@ -48,22 +48,22 @@ except ImportError:  # Windows, where the pool does not run
     fcntl = None  # type: ignore[assignment]
 
 from bench.errors import BenchError
+from bench.limits import AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES
 from bench.providers.base import HTTPProvider
 from bench.providers.errors import ProviderError
 
-AUTO_MIN_CONCURRENCY = 16  # below it one process keeps up (benchmarks/provider_throughput.py)
-AUTO_PROCESSES = 2
 JOIN_TIMEOUT_S = 10.0
 ANSWER_MARGIN_S = 30.0
 START_TIMEOUT_S = 120.0  # a cold start imports the SDK (~1 s here; slow disks take longer)
 
 
 def default_sender_processes(concurrency: int) -> int:
-    """Worker processes used when the user does not choose: :data:`AUTO_PROCESSES` at
-    ``concurrency`` >= :data:`AUTO_MIN_CONCURRENCY`, else 0 (threads in the run's process)."""
+    """Worker processes used when the user does not choose:
+    :data:`~bench.limits.AUTO_SENDER_PROCESSES` at ``concurrency`` >=
+    :data:`~bench.limits.AUTO_SENDER_MIN_CONCURRENCY`, else 0 (threads in the run's process)."""
     if sys.platform == "win32":  # the children's pipes are passed as inherited descriptors
         return 0
-    return AUTO_PROCESSES if concurrency >= AUTO_MIN_CONCURRENCY else 0
+    return AUTO_SENDER_PROCESSES if concurrency >= AUTO_SENDER_MIN_CONCURRENCY else 0
 
 
 _FRAME = struct.Struct("!qQ")  # a request's id (-1: the provider to build) and its size
