@@ -23,6 +23,8 @@ from bench.limits import (AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES, DE
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES, MAX_TRIALS)
 
+BUDGET_EXIT_CODE = 3  # the run stopped at --max-usd / --max-total-tokens; it can be resumed
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark LLM tool descriptions: tool selection, arguments and token "
                        "cost per description variant and provider.")
@@ -208,11 +210,13 @@ def run(
                       f"with: bench run --resume {run_name}")
             raise typer.Exit(143 if terminated else 130) from None
     _print_summary(run_name, runner.config.variants)
-    if manifest["status"] == "budget_exhausted":
-        err.print(f"budget reached ({manifest['spent']}); continue with: bench run --resume "
-                  f"{run_name} --max-usd N / --max-total-tokens N")
     err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
               f"({manifest['started_at']} -> {manifest['ended_at']})")
+    if manifest["status"] == "budget_exhausted":  # incomplete: a script must not take it as done
+        err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
+                  f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
+                  "--max-usd N / --max-total-tokens N")
+        raise typer.Exit(BUDGET_EXIT_CODE)
 
 
 @app.command()

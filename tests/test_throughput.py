@@ -231,6 +231,19 @@ def test_token_budget_stops_the_run(project):
     assert manifest["status"] == "budget_exhausted" and manifest["rows_done"] == 3
 
 
+def test_a_budget_stop_exits_3_and_a_resume_with_more_budget_completes(run_bench):
+    with EchoServer() as server:
+        common = ["--provider", compat(server), "--variants", "l3", "--limit", "10",
+                  "--concurrency", "1", "--no-execute"]
+        stopped = run_bench("run", *common, "--run-id", "budget", "--max-total-tokens", "360")
+        assert stopped.returncode == 3, stopped.stderr
+        assert "budget reached" in stopped.stderr and "3 of 10 rows" in stopped.stderr
+        assert "bench run --resume budget" in stopped.stderr
+        finished = run_bench("run", "--resume", "budget", "--max-total-tokens", "100000")
+    assert finished.returncode == 0, finished.stderr
+    assert "10 rows in" in finished.stderr
+
+
 def test_max_usd_needs_a_price(project):
     with EchoServer() as server:
         runner = Runner(config(server, max_usd=1.0), run_id="noprice", command=[])
