@@ -300,3 +300,24 @@ def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monk
         make_run("full", expected_answer, variants=("l3",), limit=3)
     manifest = RunStore(project / "reports" / "runs", "full").read_manifest()
     assert manifest["status"] == "failed" and "No space" in manifest["error"]
+
+
+def test_charts_without_token_counts_say_so_instead_of_warning(project):
+    import warnings
+
+    from bench.report import charts
+    from bench.report.data import frame_of, headline
+
+    make_run("notokens", mixed_answer, limit=4)
+    runs = load_runs(["notokens"])
+    summary = headline(runs, frame_of(runs))
+    summary["tool_definition_tokens"] = float("nan")  # e.g. rows from a provider that gives none
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels" warning
+        ablation = charts.ablation_chart(summary, "tool_definition_tokens",
+                                         "tool-definition tokens")
+        pareto = charts.pareto_chart(summary)
+        lines = charts.ablation_chart(summary, "mean_lines", "lines per tool")
+    assert "no rows with tool-definition tokens" in ablation
+    assert "no rows with tool-definition tokens" in pareto
+    assert "no rows with" not in lines

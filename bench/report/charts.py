@@ -70,6 +70,16 @@ def _percent_axis(ax: plt.Axes) -> None:
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(decimals=0))
 
 
+def _legend(ax: Any, *, empty: str, title: str | None = None) -> None:
+    """The legend to the right of ``ax``; when nothing was plotted (e.g. rows without token
+    counts), the text ``empty`` in the panel instead (matplotlib warns on an empty legend)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(title=title, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+    else:
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center",
+                fontsize=8, color="0.4")
+
+
 def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
                    metrics: Sequence[tuple[str, str]] = ABLATION_METRICS) -> str:
     """Accuracy against description size, one line per provider with its 95% interval band.
@@ -108,9 +118,8 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
             ax.set_xlabel(x_label)
             _percent_axis(ax)
         axes[0][0].set_ylabel("accuracy (95% CI band)")
-        axes[0][-1].legend(title="run · provider" if "series" in summary else "provider",
-                           fontsize=7, loc="upper left",
-                           bbox_to_anchor=(1.02, 1))
+        _legend(axes[0][-1], title="run · provider" if "series" in summary else "provider",
+                empty=f"no rows with {x_label}")
         return _svg(fig)
 
 
@@ -151,7 +160,7 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
         ax.set_xlabel("tool-definition tokens")
         ax.set_ylabel(f"{metric_label} (95% CI)")
         _percent_axis(ax)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+        _legend(ax, empty="no rows with tool-definition tokens")
         return _svg(fig)
 
 
