@@ -137,6 +137,17 @@ def test_cli_two_runs_and_json(home):
     assert bench(home, "base", "cand", "--margin", "0.5").returncode == 0
 
 
+def test_cli_says_why_no_difference_is_detectable_with_few_pairs(tmp_path):
+    rows_a, rows_b = pair(5, 3, 2)
+    write_run(tmp_path, "few", rows_a + rows_b, ["l10", "l30"])
+    result = bench(tmp_path, "l10", "l30", "--run", "few")
+    assert result.returncode in (0, 1), result.stderr
+    assert "none (too few pairs)" in result.stdout  # was a bare "-"
+    rows_a, rows_b = pair(400, 300, 300)
+    write_run(tmp_path, "many", rows_a + rows_b, ["l10", "l30"])
+    assert "too few pairs" not in bench(tmp_path, "l10", "l30", "--run", "many").stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["l10", "l99", "--run", "both"], "no variant 'l99'"),
     (["l10", "l30", "--run", "missing"], "no run 'missing'"),

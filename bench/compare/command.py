@@ -12,7 +12,6 @@ Exit codes: 0 no significant regression; 1 a significant regression beyond ``--m
 
 from __future__ import annotations
 
-import math
 import os
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.compare import cells
 from bench.errors import BenchError
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
@@ -63,17 +63,6 @@ def _split_variant(rows: list[dict[str, Any]], variant: str, where: str) -> list
     return chosen
 
 
-def _pct(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value * 100:.1f}%"
-
-
-def _points(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value * 100:+.1f}"
-
-
-def _p(value: float) -> str:
-    return f"{value:.3g}" if value >= 0.001 else "<0.001"
-
 
 def comparison_table(comparison: Comparison) -> Table:
     """A rich Table of a :class:`~bench.compare.core.Comparison`, one row per test."""
@@ -90,11 +79,11 @@ def comparison_table(comparison: Comparison) -> Table:
                             ("verdict", "left")):
         table.add_column(column, justify=justify)
     for test in comparison.tests:
-        table.add_row(escape(test.group), test.metric, str(test.n), _pct(test.rate_a),
-                      _pct(test.rate_b),
-                      f"{_points(test.diff)} [{_points(test.diff_low)}, {_points(test.diff_high)}]",
-                      f"{test.a_only}/{test.b_only}", _p(test.p_value), _p(test.p_holm),
-                      "-" if math.isnan(test.mdd) else f"{test.mdd * 100:.1f} pts",
+        table.add_row(escape(test.group), test.metric, str(test.n), cells.pct(test.rate_a),
+                      cells.pct(test.rate_b),
+                      f"{cells.points(test.diff)} [{cells.points(test.diff_low)}, {cells.points(test.diff_high)}]",
+                      f"{test.a_only}/{test.b_only}", cells.p_value(test.p_value), cells.p_value(test.p_holm),
+                      cells.mdd(test.mdd),
                       f"[{_VERDICT_STYLE[test.verdict]}]{test.verdict}[/]")
     return table
 

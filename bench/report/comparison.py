@@ -7,10 +7,10 @@ module only chooses A and B the way ``bench compare`` does and formats numbers.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 from bench.compare.core import Comparison, compare_rows
+from bench.compare import cells
 from bench.errors import BenchError
 from bench.report.data import RATE_TITLES, LoadedRun, all_rows, variant_order
 
@@ -75,17 +75,6 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
         raise BenchError(f"comparison of {label_a} and {label_b}: {exc}") from None
 
 
-def _pct(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value * 100:.1f}%"
-
-
-def _points(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value * 100:+.1f}"
-
-
-def _p(value: float) -> str:
-    return f"{value:.3g}" if value >= 0.001 else "<0.001"
-
 
 def comparison_view(comparison: Comparison) -> dict[str, Any]:
     """Tables of a comparison for the HTML template and the Markdown summary.
@@ -96,10 +85,10 @@ def comparison_view(comparison: Comparison) -> dict[str, Any]:
         cell is plain text (escaped where it is rendered).
     """
     level = round(comparison.confidence * 100)
-    tests = [[t.group, RATE_TITLES.get(t.metric, t.metric), str(t.n), _pct(t.rate_a), _pct(t.rate_b),
-              f"{_points(t.diff)} [{_points(t.diff_low)}, {_points(t.diff_high)}]",
-              f"{t.a_only}/{t.b_only}", _p(t.p_value), _p(t.p_holm),
-              "-" if math.isnan(t.mdd) else f"{t.mdd * 100:.1f} pts", t.verdict]
+    tests = [[t.group, RATE_TITLES.get(t.metric, t.metric), str(t.n), cells.pct(t.rate_a), cells.pct(t.rate_b),
+              f"{cells.points(t.diff)} [{cells.points(t.diff_low)}, {cells.points(t.diff_high)}]",
+              f"{t.a_only}/{t.b_only}", cells.p_value(t.p_value), cells.p_value(t.p_holm),
+              cells.mdd(t.mdd), t.verdict]
              for t in comparison.tests]
     flips = [[_DIRECTION[f.direction], RATE_TITLES.get(f.metric, f.metric), f.group, f.case_id + (f" #{f.trial}" if f.trial else ""),
               f.query, f.expected, f.answer_a, f.answer_b]
