@@ -10,6 +10,36 @@ import yaml
 from bench.errors import BenchError, read_text_file
 
 
+MAX_EXPANDED_NODES = 1_000_000  # far above any spec or pricing file; an alias bomb is far above
+
+
+def expanded_size(node: yaml.Node | None) -> int:
+    """How many nodes ``node``'s tree holds once every alias is expanded (an alias shares its
+    anchor's node, so a few lines of nested aliases can stand for billions of values: the
+    "billion laughs" attack). Linear in the composed tree: each distinct node is sized once."""
+    if node is None:
+        return 0
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        if id(current) in sizes:
+            continue
+        if isinstance(current, yaml.MappingNode):
+            children = [child for pair in current.value for child in pair]
+        elif isinstance(current, yaml.SequenceNode):
+            children = list(current.value)
+        else:
+            sizes[id(current)] = 1
+            continue
+        if children_done:
+            sizes[id(current)] = 1 + sum(sizes.get(id(child), 0) for child in children)
+        else:  # a node cannot contain itself: PyYAML refuses recursive aliases while composing
+            stack.append((current, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(node)]
+
+
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """Load ``path`` with ``yaml.safe_load`` semantics and also return its node tree.
 
@@ -17,11 +47,15 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
         (data, root node) where the node tree is used by :func:`line_of` to locate fields.
 
     Raises:
-        BenchError: the file is missing or is not valid YAML (with the line of the problem).
+        BenchError: the file is missing, is not valid YAML (with the line of the problem), or
+            its aliases expand to more than :data:`MAX_EXPANDED_NODES` values.
     """
     text = read_text_file(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if expanded_size(node) > MAX_EXPANDED_NODES:
+            raise BenchError(f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} values "
+                             "(an alias bomb?); write the values out", file=path)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

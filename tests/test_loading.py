@@ -106,6 +106,24 @@ def test_spec_yaml_syntax_error_has_line(tmp_path):
     assert info.value.line is not None and "invalid YAML" in str(info.value)
 
 
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path, run_bench):
+    # nine levels of nine aliases: 9^9 (387 million) strings from ten short lines
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(BenchError, match="aliases expand to more than 1,000,000 values"):
+        load_spec(bomb)
+    result = run_bench("run", "--provider", "openai:gpt-4o-mini", "--pricing", str(bomb),
+                       "--limit", "1", timeout=60)
+    assert result.returncode == 2 and "alias bomb" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    small = tmp_path / "anchors.yaml"  # ordinary anchors still load
+    small.write_text("base: &base {type: string}\nother: *base\n", encoding="utf-8")
+    from bench.yamlio import load_yaml
+    assert load_yaml(small)[0] == {"base": {"type": "string"}, "other": {"type": "string"}}
+
+
 @pytest.mark.parametrize("name", ["ecommerce", "analytics", "logistics"])
 def test_no_dataset_query_is_a_description_example(name):
     from pathlib import Path
