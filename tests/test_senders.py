@@ -15,7 +15,7 @@ from bench.providers import make_provider
 from bench.providers.errors import ProviderError
 from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runner import RunConfig, Runner
-from fakeserver import FakeServer, Reply, chat_body, chat_stream, error_body
+from fakeserver import FakeServer, Reply, chat_body, chat_stream, error_body, wait_for
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "where is order 17?"}],
         "tools": [{"type": "function", "function": {
@@ -300,3 +300,66 @@ def test_a_request_after_close_fails_at_once(server):
     with pytest.raises(ProviderError, match="sender process 1 is closed") as info:
         pool.send(BODY)
     assert info.value.error_class == "permanent"
+
+
+def test_ctrl_c_in_a_main_thread_caller_never_leaves_half_a_request_in_the_pipe(server):
+    # A signal handler's exception lands only in the main thread; there a request goes through
+    # the writer thread, so no interrupt can split a frame and garble every later request.
+    pool = SenderPool(compat(server), processes=1, threads=2)
+    big = {**BODY, "metadata": {"blob": "x" * 2_000_000}}
+    interrupted = 0
+    armed = [False]  # raise once per timer, and never after the send has returned
+
+    def interrupt(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        for attempt in range(80):
+            try:
+                armed[0] = True
+                signal.setitimer(signal.ITIMER_REAL, 0.0005 * (1 + attempt % 8))
+                pool.send(big)
+                armed[0] = False
+            except KeyboardInterrupt:
+                interrupted += 1
+            except RuntimeError as exc:  # the interrupt hit Future.result's Condition, which
+                assert "un-acquired lock" in str(exc)  # is not signal-safe (CPython's own)
+                interrupted += 1
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        assert interrupted > 0
+        last = {**BODY, "tools": [{**BODY["tools"][0], "function": {
+            **BODY["tools"][0]["function"], "name": "still_in_step"}}]}
+        started = time.monotonic()
+        answer, _ = pool.send(last)  # the fake server calls the first tool it is given
+        call = answer["choices"][0]["message"]["tool_calls"][0]
+        assert call["function"]["name"] == "still_in_step"
+        assert time.monotonic() - started < 10
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        pool.close()
+
+
+def test_requests_avoid_a_child_that_died(server):
+    pool = SenderPool(compat(server), processes=2, threads=4)
+    try:
+        first, second = pool._workers
+        os.kill(first.process.pid, signal.SIGKILL)
+        assert wait_for(lambda: not first.alive)
+        for _ in range(20):
+            answer, _ = pool.send(BODY)  # all go to the living child
+            assert answer["choices"]
+    finally:
+        pool.close()
+
+
+def test_a_child_that_cannot_start_leaks_no_file_descriptors(server, monkeypatch):
+    before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr("sys.executable", "/nonexistent/python")
+    for _ in range(3):
+        with pytest.raises(BenchError, match="cannot start a sender process"):
+            SenderPool(compat(server), processes=1, threads=1)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -186,6 +186,10 @@ class _Worker:
                  str(child_results)], pass_fds=(child_requests, child_results),
                 stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                 env={**os.environ, "PYTHONPATH": path})
+        except BaseException:
+            os.close(requests)
+            os.close(results)
+            raise
         finally:
             os.close(child_requests)
             os.close(child_results)
@@ -195,6 +199,7 @@ class _Worker:
         self.results = Connection(results, writable=False)
         self.pending = pending
         self.mine: set[int] = set()
+        self.alive = True  # False once the child is known gone: no new requests go to it
         self.ready = threading.Event()
         self.start_error: str | None = None
         self.stderr: deque[str] = deque(maxlen=20)
@@ -236,12 +241,18 @@ class _Worker:
 
     def _enqueue(self, request_id: int, frame: bytes) -> None:
         """Write ``frame`` now if the pipe takes it, else leave the rest to the writer thread
-        (frames keep their order). Never blocks on the child."""
+        (frames keep their order). Never blocks on the child.
+
+        The main thread always leaves it to the writer thread: a signal handler's exception
+        (KeyboardInterrupt) can only land there, and one landing between a partial write and
+        the backlog's append would leave half a frame in the pipe, after which the child would
+        read every later frame wrongly."""
         with self._lock:
             if self._closing:
                 gone = "is closed"
-            elif self._backlog:
+            elif self._backlog or threading.current_thread() is threading.main_thread():
                 self._backlog.append((request_id, memoryview(frame)))
+                self._wake.set()
                 return
             else:
                 try:
@@ -250,6 +261,7 @@ class _Worker:
                     written = 0
                 except OSError:  # the child is gone
                     written, gone = -1, "is gone"
+                    self.alive = False
                 if written == len(frame):
                     return
                 if written >= 0:
@@ -265,7 +277,8 @@ class _Worker:
         room = select.poll()
         room.register(self._requests_fd, select.POLLOUT)
         while True:
-            self._wake.wait()
+            # a timeout too: a KeyboardInterrupt may land between a caller's append and set()
+            self._wake.wait(1.0)
             with self._lock:
                 if not self._backlog:
                     if self._closing:
@@ -279,6 +292,7 @@ class _Worker:
                 except BlockingIOError:
                     written = 0
                 except OSError:  # the child is gone: fail what it was never sent
+                    self.alive = False
                     failed = [request_id for request_id, _ in self._backlog]
                     self._backlog.clear()
                     written = -1
@@ -315,6 +329,7 @@ class _Worker:
             else:
                 self.fail(request_id, ProviderError(f"{self.name}: {message[2]}",
                                                     error_class="permanent"))
+        self.alive = False
         self.results.close()
         if not self.ready.is_set():
             self.start_error = self.why("exited while starting")
@@ -433,7 +448,10 @@ class SenderPool:
         request_id = next(self._ids)
         future: Future = Future()
         self._pending[request_id] = future
-        worker = min(self._workers, key=lambda w: len(w.mine))
+        # the least busy child still alive (a dead one has nothing in flight, so it would
+        # otherwise take every request); if none is, the first one fails it with its reason
+        worker = min((w for w in self._workers if w.alive), key=lambda w: len(w.mine),
+                     default=self._workers[0])
         worker.submit(request_id, body)
         try:
             return future.result(self.answer_timeout_s)
