@@ -13,16 +13,16 @@ asks for one, by default at ``--concurrency`` 16 and more (:func:`default_sender
 Each child builds its own copy of the provider (same class, same :class:`HTTPOptions`; the API
 key is read from the inherited environment, never passed or written anywhere) and calls its
 ``send``; bodies go to the child and (JSON answer, lower-cased headers) come back by pickle
-over pipes. The calling thread writes its request into the pipe itself and a free thread of
-the child reads it itself: each hand-off between threads costs a wait for a process's GIL,
-and removing two of them per request raised throughput by 1-9% (median 3.8%, six interleaved
-pairs of 3,000 requests, ``benchmarks/provider_throughput.py``). A :class:`ProviderError` raised in a child is raised again here with the same
-class, status, ``retry_after_s`` and request id, so retries and rate limits work as in one
-process. Children are plain ``python -P -m bench.providers.senders`` subprocesses (not
-``multiprocessing``, whose ``spawn`` re-imports the caller's main script) with this process's
-import path, in their own session and ignoring SIGINT (the run stops them: they exit when their
-request pipe closes); their stderr is kept for error messages. Requests go to the least busy
-child.
+over pipes. The calling thread writes its request into the pipe itself and a free thread of the
+child reads it itself: each hand-off between threads costs a wait for a process's GIL, and
+removing two of them per request raised throughput by 1-9% (median 3.8%, six interleaved pairs
+of 3,000 requests, ``benchmarks/provider_throughput.py``). A :class:`ProviderError` raised in a
+child is raised again here with the same class, status, ``retry_after_s`` and request id, so
+retries and rate limits work as in one process. Children are plain
+``python -P -m bench.providers.senders`` subprocesses (not ``multiprocessing``, whose ``spawn``
+re-imports the caller's main script) with this process's import path, in their own session and ignoring SIGINT
+(the run stops them: they exit when their request pipe closes); their stderr is kept for error
+messages. Requests go to the least busy child.
 """
 
 from __future__ import annotations
