@@ -197,9 +197,9 @@ def call_with_retries(request: Callable[[], T], gate: ProviderGate, *,
         finally:
             gate.release(ok)
 
-    # The first attempt runs outside tenacity: building a Retrying and its state costs
-    # ~45 us of CPU per request (benchmarks/provider_throughput.py), and almost every request
-    # succeeds at once. A retryable failure is then replayed as tenacity's first attempt, so
+    # The first attempt runs outside tenacity: building a Retrying and its state cost 42 us
+    # of CPU per request on this VM (46.6 us per call against 4.7, 20,000 calls of a request
+    # that succeeds), and almost every request succeeds at once. A retryable failure is then replayed as tenacity's first attempt, so
     # the waits and the stop rule are exactly tenacity's.
     try:
         return attempt(), made
