@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import queue
 import select
 import signal
 import struct
@@ -37,10 +38,8 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 try:
     import fcntl
@@ -65,6 +64,12 @@ def default_sender_processes(concurrency: int) -> int:
         return 0
     return AUTO_SENDER_PROCESSES if concurrency >= AUTO_SENDER_MIN_CONCURRENCY else 0
 
+
+# Where a request's outcome arrives: (answer, headers) or the ProviderError. A C-level queue,
+# not a concurrent.futures.Future: a KeyboardInterrupt in a main-thread caller waiting on a
+# Future's Condition can leave its lock held, and the reader thread would then block forever
+# handing that request its answer.
+Slot = queue.SimpleQueue
 
 _FRAME = struct.Struct("!qQ")  # a request's id (-1: the provider to build) and its size
 PIPE_BYTES = 1 << 20  # asked-for request pipe size (Linux; the default 64 KiB holds ~7 bodies)
@@ -172,7 +177,7 @@ class _Worker:
     so that a stuck child blocks no caller), a reader thread resolving its answers, and the
     tail of its stderr."""
 
-    def __init__(self, provider: HTTPProvider, threads: int, pending: dict[int, Future],
+    def __init__(self, provider: HTTPProvider, threads: int, pending: dict[int, Slot],
                  index: int) -> None:
         self.name = f"sender process {index + 1}"
         child_requests, requests = os.pipe()
@@ -203,9 +208,12 @@ class _Worker:
         self.ready = threading.Event()
         self.start_error: str | None = None
         self.stderr: deque[str] = deque(maxlen=20)
-        self._lock = threading.Lock()  # the request pipe, the backlog and the closing flags
+        self._lock = threading.Lock()  # the request pipe and the backlog
         self._backlog: deque[tuple[int, memoryview]] = deque()  # frames not yet written
-        self._wake = threading.Event()  # the backlog has frames, or the pool is closing
+        # Wakes the writer thread: None, or a main thread's frame. A C-level queue, no Python
+        # lock: a KeyboardInterrupt in the main thread cannot leave it held (a
+        # threading.Event or Lock taken by the main thread could stay locked forever).
+        self._handoff: queue.SimpleQueue[tuple[int, memoryview] | None] = queue.SimpleQueue()
         self._closing = False
         try:
             self._enqueue(-1, _frame(-1, (type(provider), provider.options,
@@ -243,16 +251,24 @@ class _Worker:
         """Write ``frame`` now if the pipe takes it, else leave the rest to the writer thread
         (frames keep their order). Never blocks on the child.
 
-        The main thread always leaves it to the writer thread: a signal handler's exception
-        (KeyboardInterrupt) can only land there, and one landing between a partial write and
-        the backlog's append would leave half a frame in the pipe, after which the child would
-        read every later frame wrongly."""
+        The main thread hands the whole frame to the writer thread through a lock-free queue:
+        a signal handler's exception (KeyboardInterrupt) can only land in the main thread, and
+        one landing between a partial write and the backlog's append would leave half a frame
+        in the pipe (the child would then misread every later frame), or one landing while it
+        holds a lock would leave that lock held."""
+        if threading.current_thread() is threading.main_thread():
+            if self._closing:
+                self.fail(request_id, ProviderError(f"{self.name} is closed",
+                                                    error_class="permanent"))
+            else:
+                self._handoff.put((request_id, memoryview(frame)))
+            return
         with self._lock:
             if self._closing:
                 gone = "is closed"
-            elif self._backlog or threading.current_thread() is threading.main_thread():
+            elif self._backlog:
                 self._backlog.append((request_id, memoryview(frame)))
-                self._wake.set()
+                self._handoff.put(None)
                 return
             else:
                 try:
@@ -266,25 +282,36 @@ class _Worker:
                     return
                 if written >= 0:
                     self._backlog.append((request_id, memoryview(frame)[written:]))
-                    self._wake.set()
+                    self._handoff.put(None)
                     return
         self.fail(request_id, ProviderError(self.why(gone) if gone == "is gone" else
                                             f"{self.name} {gone}", error_class="permanent"))
 
     def _write(self) -> None:
-        """The writer thread: write the backlog as the pipe drains; close the pipe once the
-        pool is closing and the backlog is written."""
+        """The writer thread: write the backlog as the pipe drains (with the main thread's
+        frames); close the pipe once the pool is closing and everything queued is written."""
         room = select.poll()
         room.register(self._requests_fd, select.POLLOUT)
         while True:
-            # a timeout too: a KeyboardInterrupt may land between a caller's append and set()
-            self._wake.wait(1.0)
             with self._lock:
+                idle = not self._backlog
+            handed: list[tuple[int, memoryview] | None] = []
+            if idle:  # wait for work; the timeout looks at the closing flag again
+                try:
+                    handed.append(self._handoff.get(timeout=1.0))
+                except queue.Empty:
+                    pass
+            with self._lock:
+                while True:
+                    try:
+                        handed.append(self._handoff.get_nowait())
+                    except queue.Empty:
+                        break
+                self._backlog.extend(item for item in handed if item is not None)
                 if not self._backlog:
                     if self._closing:
                         os.close(self._requests_fd)
                         return
-                    self._wake.clear()
                     continue
                 request_id, rest = self._backlog[0]
                 try:
@@ -323,7 +350,7 @@ class _Worker:
                 self.start_error = message[2] if kind != "ready" else None
                 self.ready.set()
             elif kind == "ok":
-                self.resolve(request_id, lambda f: f.set_result((message[2], message[3])))
+                self.resolve(request_id, (message[2], message[3]))
             elif kind == "error":  # the child's ProviderError, unpickled as it was
                 self.fail(request_id, message[2])
             else:
@@ -336,16 +363,17 @@ class _Worker:
             self.ready.set()
         self._fail_all(self.why("exited before answering"))
 
-    def resolve(self, request_id: int, settle: Callable[[Future], None]) -> None:
-        """Settle a request's future once (a late answer to a timed-out request is dropped)."""
+    def resolve(self, request_id: int, outcome: tuple[Any, Any] | ProviderError) -> None:
+        """Hand a request its outcome, (answer, headers) or the error, once (a late answer to
+        a timed-out request is dropped)."""
         self.mine.discard(request_id)
-        future = self.pending.pop(request_id, None)
-        if future is not None and not future.done():
-            settle(future)
+        slot = self.pending.pop(request_id, None)
+        if slot is not None:
+            slot.put(outcome)
 
     def fail(self, request_id: int, error: ProviderError) -> None:
         """Fail one request with ``error``."""
-        self.resolve(request_id, lambda f: f.set_exception(error))
+        self.resolve(request_id, error)
 
     def _fail_all(self, why: str) -> None:
         for request_id in list(self.mine):
@@ -366,10 +394,9 @@ class _Worker:
 
     def close(self) -> None:
         """Close the request pipe once what is queued is written (the child then finishes
-        what it has and exits)."""
-        with self._lock:
-            self._closing = True
-            self._wake.set()
+        what it has and exits). Takes no lock (see :meth:`_enqueue`)."""
+        self._closing = True
+        self._handoff.put(None)
 
     def join(self, timeout_s: float) -> None:
         """Wait for the child to exit (kill it after ``timeout_s``) and for the threads."""
@@ -409,7 +436,7 @@ class SenderPool:
         # The SDK times out after options.timeout_s per attempt (streams: per read); a child
         # silent for much longer than that is stuck.
         self.answer_timeout_s = 3 * provider.options.timeout_s + ANSWER_MARGIN_S
-        self._pending: dict[int, Future] = {}
+        self._pending: dict[int, Slot] = {}
         self._ids = itertools.count()
         self._workers: list[_Worker] = []
         if sys.platform == "win32":
@@ -446,20 +473,23 @@ class SenderPool:
                 (``timeout``: the child is stuck, since the SDK's own timeout did not fire).
         """
         request_id = next(self._ids)
-        future: Future = Future()
-        self._pending[request_id] = future
+        slot: Slot = queue.SimpleQueue()
+        self._pending[request_id] = slot
         # the least busy child still alive (a dead one has nothing in flight, so it would
         # otherwise take every request); if none is, the first one fails it with its reason
         worker = min((w for w in self._workers if w.alive), key=lambda w: len(w.mine),
                      default=self._workers[0])
         worker.submit(request_id, body)
         try:
-            return future.result(self.answer_timeout_s)
-        except FutureTimeout:
+            outcome = slot.get(timeout=self.answer_timeout_s)
+        except queue.Empty:
             worker.fail(request_id, ProviderError(
                 f"{worker.name} gave no answer within {self.answer_timeout_s:.0f} s",
                 error_class="timeout"))
-            return future.result(1.0)  # the timeout, or the answer that has just arrived
+            outcome = slot.get(timeout=1.0)  # the timeout, or the answer that just arrived
+        if isinstance(outcome, ProviderError):
+            raise outcome
+        return outcome
 
     def close(self) -> None:
         """Close the pipes and wait for the children (they finish requests in flight)."""
