@@ -317,18 +317,23 @@ def test_ctrl_c_in_a_main_thread_caller_never_leaves_half_a_request_in_the_pipe(
             armed[0] = False
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGALRM, interrupt)
+    # SIGUSR1 from a timer thread, not SIGALRM: pytest-timeout's own alarm stays in place
+    previous = signal.signal(signal.SIGUSR1, interrupt)
     try:
         for attempt in range(80):
+            timer = threading.Timer(0.0005 * (1 + attempt % 8), os.kill,
+                                    (os.getpid(), signal.SIGUSR1))
             try:
                 armed[0] = True
-                signal.setitimer(signal.ITIMER_REAL, 0.0005 * (1 + attempt % 8))
+                timer.start()
                 pool.send(big)
                 armed[0] = False
             except KeyboardInterrupt:
                 interrupted += 1
             finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                armed[0] = False
+                timer.cancel()
+                timer.join()
         assert interrupted > 0
         last = {**BODY, "tools": [{**BODY["tools"][0], "function": {
             **BODY["tools"][0]["function"], "name": "still_in_step"}}]}
@@ -338,7 +343,7 @@ def test_ctrl_c_in_a_main_thread_caller_never_leaves_half_a_request_in_the_pipe(
         assert call["function"]["name"] == "still_in_step"
         assert time.monotonic() - started < 10
     finally:
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGUSR1, previous)
         pool.close()
 
 
