@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -139,84 +140,88 @@ def run(
              "'python server.py') instead of the reference backends.")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table."""
-    from bench.runner import RunConfig, Runner
+    with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
+        from bench.runner import RunConfig, Runner
 
-    throughput = {"concurrency": concurrency, "sender_processes": sender_processes,
-                  "max_usd": max_usd, "cache": cache,
-                  "max_total_tokens": max_total_tokens, "cache_path": cache_path,
-                  "pricing": pricing, "attempts": attempts, "batch": batch,
-                  "batch_poll_s": batch_poll_s}
-    if cache is not None and cache not in ("off", "read", "write", "readwrite"):
-        raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
-    if resume:
-        fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
-                 if name not in (*throughput, "resume") and
-                 getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
-        if fixed:  # the stored config decides what the run measures
-            raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
-                             "(it would change what the run measures); start a new run")
-        runner = Runner.resume(resume, overrides=throughput)
-    else:
-        try:
-            config = RunConfig(
-                dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
-                providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials, limit=limit,
-                case_ids=_split(cases) or None, model_path=model_path, seed=seed,
-                max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
-                tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
-                execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
-                mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
-                **{k: v for k, v in throughput.items() if v is not None})
-        except ValidationError as exc:  # a limit the options do not state
-            field, message = pydantic_error_field(exc)
-            raise BenchError(f"--{field.replace('_', '-')}: {message}") from None
-        runner = Runner(config, run_id=run_id)
-        if runner.store.exists():
-            raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
-    run_name = runner.store.run_id
-    if runner.pending():
-        try:
-            runner.open_providers()  # fail on a missing model before any output
-        except KeyboardInterrupt:  # e.g. while a model loads or sender processes start
-            runner.close_senders()
-            err.print(f"{'terminated' if _terminated else 'interrupted'} while starting the "
-                      "providers; nothing was sent")
-            raise typer.Exit(143 if _terminated else 130) from None
-        for skipped, reason in runner.skipped.items():
-            err.print(f"provider {skipped} skipped: {reason}")
-        if not runner.providers:
-            raise BenchError("every provider was skipped; nothing to run")
-    err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
-              f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
-              f"-> {runner.store.dir}")
-    columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
-               MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, console=err) as progress:
-        task = progress.add_task("rows", total=len(runner.plan))
+        throughput = {"concurrency": concurrency, "sender_processes": sender_processes,
+                      "max_usd": max_usd, "cache": cache,
+                      "max_total_tokens": max_total_tokens, "cache_path": cache_path,
+                      "pricing": pricing, "attempts": attempts, "batch": batch,
+                      "batch_poll_s": batch_poll_s}
+        if cache is not None and cache not in ("off", "read", "write", "readwrite"):
+            raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
+        if resume:
+            fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
+                     if name not in (*throughput, "resume") and
+                     getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+            if fixed:  # the stored config decides what the run measures
+                raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
+                                 "(it would change what the run measures); start a new run")
+            runner = Runner.resume(resume, overrides=throughput)
+            # before anything reads the rows or starts a provider: another process may be writing
+            stack.enter_context(runner.store.writing())
+        else:
+            try:
+                config = RunConfig(
+                    dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
+                    providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials,
+                    limit=limit,
+                    case_ids=_split(cases) or None, model_path=model_path, seed=seed,
+                    max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
+                    tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                    openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
+                    execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
+                    mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
+                    **{k: v for k, v in throughput.items() if v is not None})
+            except ValidationError as exc:  # a limit the options do not state
+                field, message = pydantic_error_field(exc)
+                raise BenchError(f"--{field.replace('_', '-')}: {message}") from None
+            runner = Runner(config, run_id=run_id)
+            if runner.store.exists():
+                raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
+        run_name = runner.store.run_id
+        if runner.pending():
+            try:
+                runner.open_providers()  # fail on a missing model before any output
+            except KeyboardInterrupt:  # e.g. while a model loads or sender processes start
+                runner.close_senders()
+                err.print(f"{'terminated' if _terminated else 'interrupted'} while starting the "
+                          "providers; nothing was sent")
+                raise typer.Exit(143 if _terminated else 130) from None
+            for skipped, reason in runner.skipped.items():
+                err.print(f"provider {skipped} skipped: {reason}")
+            if not runner.providers:
+                raise BenchError("every provider was skipped; nothing to run")
+        err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
+                  f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
+                  f"-> {runner.store.dir}")
+        columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
+                   MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+        with Progress(*columns, console=err) as progress:
+            task = progress.add_task("rows", total=len(runner.plan))
 
-        def hook(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+            def hook(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
 
-        try:
-            manifest = runner.run(progress=hook)
-        except KeyboardInterrupt:
-            progress.stop()
-            kept = sum(1 for _ in runner.store.rows())
-            terminated = _terminated or (runner.signals is not None
-                                         and runner.signals.signum == signal.SIGTERM)
-            err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
-                      f"{len(runner.plan)} rows kept in {runner.store.results_path}; finish "
-                      f"with: bench run --resume {run_name}")
-            raise typer.Exit(143 if terminated else 130) from None
-    _print_summary(run_name, runner.config.variants)
-    err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
-              f"({manifest['started_at']} -> {manifest['ended_at']})")
-    if manifest["status"] == "budget_exhausted":  # incomplete: a script must not take it as done
-        err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
-                  f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
-                  "--max-usd N / --max-total-tokens N")
-        raise typer.Exit(BUDGET_EXIT_CODE)
+            try:
+                manifest = runner.run(progress=hook)
+            except KeyboardInterrupt:
+                progress.stop()
+                kept = sum(1 for _ in runner.store.rows())
+                terminated = _terminated or (runner.signals is not None
+                                             and runner.signals.signum == signal.SIGTERM)
+                err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
+                          f"{len(runner.plan)} rows kept in {runner.store.results_path}; finish "
+                          f"with: bench run --resume {run_name}")
+                raise typer.Exit(143 if terminated else 130) from None
+        _print_summary(run_name, runner.config.variants)
+        err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
+                  f"({manifest['started_at']} -> {manifest['ended_at']})")
+        if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
+            err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
+                      f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
+                      "--max-usd N / --max-total-tokens N")
+            raise typer.Exit(BUDGET_EXIT_CODE)
 
 
 @app.command()

@@ -77,6 +77,7 @@ class RunStore:
         self.dir = root / run_id
         self.manifest_path = self.dir / MANIFEST
         self.results_path = self.dir / RESULTS
+        self._held = 0  # nesting depth of writing() in this process
 
     def exists(self) -> bool:
         """True when the run has a manifest."""
@@ -110,11 +111,21 @@ class RunStore:
     def writing(self) -> Iterator[None]:
         """Hold the run's write lock (``<run dir>/.lock``, an advisory ``flock``) for the block,
         so that two processes never append to one run (e.g. two ``bench run --resume`` of the
-        same id would both send the pending requests and write every row twice).
+        same id would both send the pending requests and write every row twice). Re-entrant on
+        one store: ``bench run --resume`` takes it before it looks at the rows (cutting a
+        half-written last row is only safe while no other process appends), and the run takes
+        it again.
 
         Raises:
             BenchError: another process holds the lock (names the run folder).
         """
+        if self._held:
+            self._held += 1
+            try:
+                yield
+            finally:
+                self._held -= 1
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / ".lock", "a+b") as handle:
             try:
@@ -123,9 +134,11 @@ class RunStore:
                 raise BenchError(f"run '{self.run_id}' is being written by another bench "
                                  "process; wait for it to end (or stop it), then resume",
                                  file=self.dir) from None
+            self._held = 1
             try:
                 yield
             finally:
+                self._held = 0
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

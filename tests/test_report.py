@@ -284,6 +284,19 @@ def test_report_of_two_runs_needs_no_name_and_says_why_it_has_no_comparison(proj
     assert printed.exit_code == 0 and "Full report" not in printed.stdout  # -o: no name needed
 
 
+def test_a_report_with_compare_gets_its_own_folder_and_keeps_the_plain_one(project):
+    make_run("pair", mixed_answer, variants=("l3", "l10"), limit=3)
+    cli = CliRunner()
+    assert cli.invoke(app, ["report", "pair", "-f", "md"]).exit_code == 0
+    plain = project / "reports" / "pair" / "summary.md"
+    before = plain.read_text()
+    result = cli.invoke(app, ["report", "pair", "-f", "md", "--compare", "l10,l3"])
+    assert result.exit_code == 0, result.output
+    assert plain.read_text() == before
+    compared = project / "reports" / "pair.l10-vs-l3" / "summary.md"
+    assert compared.is_file() and compared.read_text() != before
+
+
 def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monkeypatch):
     import errno
     import os

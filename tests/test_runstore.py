@@ -128,6 +128,40 @@ def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
     assert [r["key"] for r in store.rows()] == ["a"]
 
 
+def test_resuming_a_run_being_written_stops_before_reading_or_cutting_its_rows(run_bench):
+    """The second `bench run --resume` of a run must not cut the other process's
+    half-written last row (repair) nor print a progress line or start a provider first."""
+    import subprocess
+    import sys
+
+    from bench.paths import runs_dir
+    from report_runs import expected_answer, make_run
+
+    make_run("busy", expected_answer, variants=("l3",), limit=2)
+    store = RunStore(runs_dir(), "busy")
+    manifest = store.read_manifest()
+    store.write_manifest({**manifest, "status": "interrupted"})
+    half = b'{"key": "half-writ'
+    with store.results_path.open("ab") as handle:
+        handle.write(half)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path\n"
+         "from bench.runstore import RunStore\n"
+         f"with RunStore(Path({str(runs_dir())!r}), 'busy').writing():\n"
+         "    print('locked', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = run_bench("run", "--resume", "busy", timeout=120)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "run 'busy' is being written by another bench process" in lines[0]
+    assert store.results_path.read_bytes().endswith(half)
+
+
 @pytest.mark.parametrize("line, message", [
     (b"[" * 100_000 + b"\n", "nested too deeply"),
     (b'{"key": "a", "raw": "\xed\xa0\x80"}\n', "not UTF-8"),

@@ -47,7 +47,8 @@ def report_path(name: str, fmt: ReportFormat) -> Path:
 def report(
     run_ids: Annotated[list[str], typer.Argument(help="Run ids under reports/runs/.")],
     name: Annotated[Optional[str], typer.Option(
-        help="Report folder under reports/ (default: the run ids joined by '+').")] = None,
+        help="Report folder under reports/ (default: the run ids joined by '+', then "
+             "'.A-vs-B' with --compare A,B).")] = None,
     fmt: Annotated[ReportFormat, typer.Option(
         "--format", "-f", help="html (one self-contained page), md (a summary for a PR "
                                "comment) or junit (one testcase per row).")] = ReportFormat.html,
@@ -78,6 +79,8 @@ def report(
     if not name:
         joined = "+".join(title_ids)
         name = joined if len(joined) <= 120 else f"{title_ids[0]}+{len(title_ids) - 1}-more"
+        if pair:  # its own folder: the report without --compare is not overwritten
+            name += "." + "-vs-".join(pair)
     title = f"bench report: {', '.join(title_ids)}"
     path = None if output else report_path(name, fmt)  # checks the name
     if fmt is ReportFormat.html:
