@@ -7,7 +7,9 @@ SDK call: parsing, scoring, executing, cache-off row writing) stays under 2 ms. 
 the peak resident memory of a 20,000-row run.
 
 The fake server (tests/fakeserver.py) runs in a separate process so that its CPU is not
-counted. Each scenario runs in a fresh subprocess so that peak memory is its own.
+counted. Two ceilings are printed beside bench's figures: hand-written HTTP with no client
+library (what the server and this machine allow) and the openai SDK alone (what the SDK that
+bench must call allows), so that the gap can be told apart. Each scenario runs in a fresh subprocess so that peak memory is its own.
 
     python benchmarks/provider_throughput.py                 # 3 x 2,000 then 20,000 rows
     python benchmarks/provider_throughput.py --rows 20000 --latency 0.1   # one, by hand
@@ -182,12 +184,63 @@ def sdk_only(rows: int, latency_s: float, concurrency: int) -> dict:
             "cpu_ms_per_request": round(cpu * 1000 / rows, 3)}
 
 
+def raw_http(rows: int, latency_s: float, concurrency: int) -> dict:
+    """The server and machine without any client library: ``rows`` HTTP/1.1 requests of the
+    same bodies written and read by hand on ``concurrency`` keep-alive connections (asyncio
+    streams). What is left between this and :func:`sdk_only` is the SDK's own cost."""
+    import asyncio
+
+    sys.path.insert(0, str(REPO))
+    from bench.datasets import load_dataset
+    from bench.descriptions import load_variant
+    from bench.jsonl import dumps
+    from bench.providers import make_provider
+
+    cases = load_dataset("ecommerce").cases[:125]
+    tools = load_variant("ecommerce", "l3").tools
+    server, url = start_server(latency_s)
+    host, port = url.removeprefix("http://").split(":")
+    adapter = make_provider(f"openai-compat:fake@{url}/v1")
+    requests = []
+    for case in cases:
+        body = dumps(adapter.build_request(case.messages, tools, trial=0)).encode()
+        requests.append(b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\n"
+                        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                        % (f"{host}:{port}".encode(), len(body)) + body)
+
+    async def connection(count: int, offset: int) -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        for index in range(count):
+            writer.write(requests[(offset + index) % len(requests)])
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            await reader.readexactly(length)
+        writer.close()
+
+    async def everything() -> None:
+        share, extra = divmod(rows, concurrency)
+        await asyncio.gather(*(connection(share + (i < extra), i) for i in range(concurrency)))
+
+    try:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        asyncio.run(everything())
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+    return {"rows": rows, "requests_per_s": round(rows / wall, 1),
+            "cpu_ms_per_request": round(cpu * 1000 / rows, 3)}
+
+
 def main() -> None:
     """Run the scenarios in fresh subprocesses and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, help="run one scenario in this process")
     parser.add_argument("--sdk-only", action="store_true",
                         help="with --rows: the SDK alone, no bench (the machine's ceiling)")
+    parser.add_argument("--raw-http", action="store_true",
+                        help="with --rows: hand-written HTTP, no SDK (the server's ceiling)")
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--sender-processes", type=int,
@@ -196,7 +249,9 @@ def main() -> None:
                         help="runs of the 2,000-request scenario (this VM's speed drifts)")
     args = parser.parse_args()
     if args.rows:
-        if args.sdk_only:
+        if args.raw_http:
+            figures = raw_http(args.rows, args.latency, args.concurrency)
+        elif args.sdk_only:
             figures = sdk_only(args.rows, args.latency, args.concurrency)
         else:
             figures = scenario(args.rows, args.latency, args.concurrency, args.sender_processes)
@@ -207,6 +262,11 @@ def main() -> None:
     if args.sender_processes is not None:
         common += ["--sender-processes", str(args.sender_processes)]
     shares, ceilings = [], []
+    out = subprocess.run([sys.executable, __file__, "--rows", "2000", "--raw-http", *common],
+                         capture_output=True, text=True, check=True)
+    raw = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"  hand-written HTTP, no SDK (the fake server's ceiling): {raw['requests_per_s']} "
+          f"req/s, {raw['cpu_ms_per_request']} ms CPU/request", flush=True)
     for rows in [2000] * args.repeat + [20000]:
         if rows == 2000:  # the SDK alone just before: this VM's speed drifts
             out = subprocess.run([sys.executable, __file__, "--rows", str(rows), "--sdk-only",
