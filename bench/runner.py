@@ -44,7 +44,7 @@ from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
-from bench.providers.senders import SenderPool, default_sender_processes
+from bench.providers.senders import JOIN_TIMEOUT_S, SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
@@ -53,6 +53,12 @@ PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "sc
             "google-genai", "tenacity")
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # Settings a resumed run may change (they decide how, not what, is computed).
+# After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; what a
+# sender process still holds then (a stopped or stuck child) is abandoned, so that a stop never
+# waits for the pool's 3 x timeout + 30 s stuck-child limit. A second signal abandons at once.
+STOP_GRACE_S = 5.0
+ABANDONED_JOIN_S = 1.0  # then sender processes still running are killed
+
 RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
                     "cache_path", "pricing", "attempts", "batch", "batch_poll_s")
 
@@ -383,6 +389,7 @@ class Runner:
         self.cache: ResponseCache | None = None
         self.gates: dict[str, ProviderGate] = {}
         self.senders: dict[str, SenderPool] = {}  # provider id -> its SDK worker processes
+        self._abandoned = False  # requests were abandoned to a sender process at a stop
         self.batch_errors: list[dict[str, Any]] = []
         self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
 
@@ -508,7 +515,8 @@ class Runner:
     def close_senders(self) -> None:
         """Stop every provider's sender processes (:meth:`open_providers` starts them)."""
         for sender in self.senders.values():
-            sender.close()
+            # after abandoning requests (a stopped or stuck child): do not wait for them
+            sender.close(ABANDONED_JOIN_S if self._abandoned else JOIN_TIMEOUT_S)
         self.senders.clear()
 
     def sender_processes(self, provider_id: str) -> int:
@@ -825,6 +833,9 @@ class Runner:
         its own key). The run ends with status ``complete``, ``budget_exhausted`` (a budget
         was reached: nothing new is sent, requests in flight are finished and kept; resume
         with a higher budget), ``interrupted`` (KeyboardInterrupt, re-raised) or ``failed``.
+        After a stop signal, requests in flight get ``request_timeout_s`` + :data:`STOP_GRACE_S`
+        seconds to answer (their rows are written); then, or at a second signal, those still
+        waiting on a sender process are abandoned (not written; a resume sends them again).
 
         Raises:
             BenchError: a provider error that retries could not fix, or a replay miss (rows
@@ -950,10 +961,25 @@ class Runner:
             if status == "complete":
                 dispatch()
             polling = False  # after Ctrl-C: a future taken off the queue may have been lost
+            stops, give_up_at = 0, float("inf")
+
+            def stop_signal() -> None:
+                nonlocal status, polling, stops, give_up_at
+                stops += 1
+                status, polling = "interrupted", True
+                stop_everything()
+                wait = self.config.request_timeout_s + STOP_GRACE_S if stops == 1 else 0.0
+                give_up_at = min(give_up_at, time.monotonic() + wait)
+
             idle = warm_up
             while outstanding:
                 try:
                     if polling:
+                        if time.monotonic() >= give_up_at:  # rows never written: resumable
+                            give_up_at = float("inf")
+                            for pool in self.senders.values():
+                                pool.abandon("the run stopped before this request was answered")
+                            self._abandoned = True  # close_senders kills what does not exit
                         finished_now = [f for f in outstanding if f.done()]
                         if not finished_now:
                             time.sleep(0.05)
@@ -963,8 +989,7 @@ class Runner:
                         while not completed.empty():
                             finished_now.append(completed.get_nowait())
                 except KeyboardInterrupt:
-                    status, polling = "interrupted", True
-                    stop_everything()
+                    stop_signal()
                     continue  # collect what is in flight (it is written), then stop
                 # in submission order: one worker (local) writes rows in plan order
                 for future in sorted(finished_now, key=sequence.__getitem__):
@@ -982,10 +1007,9 @@ class Runner:
                             stop_everything()
                         continue
                     record(item, outcome)
-                if signals.pending and not polling:  # a signal arrived while recording
+                if signals.pending:  # a signal arrived while recording
                     signals.pending = False
-                    status, polling = "interrupted", True
-                    stop_everything()
+                    stop_signal()
                 if status == "complete":
                     dispatch()
             if self.batch_errors and failure is None:

@@ -197,6 +197,38 @@ def test_a_stuck_child_times_out_instead_of_hanging_the_run(server):
         pool.close()
 
 
+def test_abandon_releases_callers_waiting_on_a_stopped_child_and_drops_its_late_answer(
+        server):
+    pool = SenderPool(compat(server), processes=1, threads=2)
+    (worker,) = pool._workers
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    outcomes: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            pool.send(BODY)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            outcomes.append(exc)
+
+    callers = [threading.Thread(target=caller) for _ in range(2)]
+    try:
+        for thread in callers:
+            thread.start()
+        assert wait_for(lambda: len(pool._pending) == 2)
+        time.sleep(0.2)
+        assert not outcomes  # the stopped child holds them (for up to answer_timeout_s)
+        assert pool.abandon("stopping") == 2
+        for thread in callers:
+            thread.join(5)
+        assert [type(e).__name__ for e in outcomes] == ["GateClosed"] * 2
+        assert all(str(e) == "stopping" for e in outcomes) and not worker.mine
+    finally:
+        os.kill(worker.process.pid, signal.SIGCONT)
+    assert wait_for(lambda: len(server.requests) == 2)  # the child sends them late: dropped
+    assert pool.send(BODY)[0]["choices"]  # and the pool goes on working
+    pool.close()
+
+
 def test_children_import_what_the_run_imports_not_the_working_folder(server, tmp_path,
                                                                       monkeypatch):
     (tmp_path / "openai.py").write_text("raise ImportError('the working folder shadowed me')\n")

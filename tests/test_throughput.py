@@ -414,6 +414,77 @@ def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(
     assert len(server.requests) - asked == limit - len(kept)  # nothing answered asked again
 
 
+def _sender_pids(parent: int) -> list[int]:
+    """Process ids of ``parent``'s sender processes (``/proc``: their command line and PPid)."""
+    from pathlib import Path
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if b"bench.providers.senders" not in (entry / "cmdline").read_bytes():
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{parent}\n" in status:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.parametrize("stops, request_timeout, within_s", [(1, 1, 20), (2, 60, 15)])
+def test_a_stop_does_not_wait_for_a_stopped_sender_process(project, stops, request_timeout,
+                                                          within_s):
+    """After Ctrl-C, requests in flight get their timeout + STOP_GRACE_S (a second Ctrl-C:
+    none); requests held by a stopped sender process are then abandoned, instead of waiting
+    for the pool's 3 x timeout + 30 s limit (33 s and 210 s here), and the run resumes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from conftest import REPO
+    with EchoServer(latency_s=0.3) as server:
+        env = {**os.environ, "BENCH_HOME": str(project),
+               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        args = [sys.executable, "-m", "bench", "run", "--provider", compat(server), "--variants",
+                "l3", "--limit", "40", "--concurrency", "16", "--run-id", "stuck",
+                "--request-timeout", str(request_timeout)]
+        process = subprocess.Popen(args, cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+        results = project / "reports" / "runs" / "stuck" / "results.jsonl"
+        children: list[int] = []
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (
+                    not results.exists() or results.read_text().count("\n") < 2):
+                time.sleep(0.05)
+            children = _sender_pids(process.pid)
+            assert len(children) == 2
+            for pid in children:
+                os.kill(pid, signal.SIGSTOP)
+            started = time.monotonic()
+            for _ in range(stops):
+                process.send_signal(signal.SIGINT)
+                time.sleep(0.5)
+            _, stderr = process.communicate(timeout=120)
+            took = time.monotonic() - started
+        finally:
+            for pid in children:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 130, stderr
+        assert took < within_s, f"the stop took {took:.1f} s"
+        assert json.loads(results.with_name("manifest.json").read_text())["status"] == \
+            "interrupted"
+        assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]  # killed
+        resumed = subprocess.run([*args[:3], "run", "--resume", "stuck"], cwd=project,
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    rows = results.read_text().splitlines()
+    assert len({json.loads(r)["key"] for r in rows}) == len(rows) == 40
+
+
 def test_stop_signals_are_noted_inside_critical_sections_and_raised_outside():
     """Inside a critical section (scoring and executing a row) Ctrl-C is only noted: SQLite's
     progress-handler callback, for one, would turn the KeyboardInterrupt into a query error

@@ -37,6 +37,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any, Mapping
@@ -50,6 +51,7 @@ from bench.errors import BenchError
 from bench.limits import AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES
 from bench.providers.base import HTTPProvider
 from bench.providers.errors import ProviderError
+from bench.providers.ratelimit import GateClosed
 
 JOIN_TIMEOUT_S = 10.0
 ANSWER_MARGIN_S = 30.0
@@ -405,8 +407,8 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for thread in self._threads:
-            thread.join(timeout_s)
+        for thread in self._threads:  # they end once the child's pipes close
+            thread.join(max(timeout_s, 1.0))
 
 
 class SenderPool:
@@ -487,16 +489,33 @@ class SenderPool:
                 f"{worker.name} gave no answer within {self.answer_timeout_s:.0f} s",
                 error_class="timeout"))
             outcome = slot.get(timeout=1.0)  # the timeout, or the answer that just arrived
-        if isinstance(outcome, ProviderError):
+        if isinstance(outcome, (ProviderError, GateClosed)):
             raise outcome
         return outcome
 
-    def close(self) -> None:
-        """Close the pipes and wait for the children (they finish requests in flight)."""
+    def abandon(self, why: str) -> int:
+        """Stop waiting for the children: every request still waiting raises
+        ``GateClosed(why)`` in its caller at once, and answers that arrive later are dropped.
+        For a run that is stopping: a stopped or stuck child would otherwise hold it for up to
+        :attr:`answer_timeout_s`. Returns how many requests were abandoned."""
+        count = 0
+        for request_id in list(self._pending):
+            slot = self._pending.pop(request_id, None)
+            for worker in self._workers:
+                worker.mine.discard(request_id)
+            if slot is not None:
+                slot.put(GateClosed(why))
+                count += 1
+        return count
+
+    def close(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+        """Close the pipes and wait for the children (they finish requests in flight), all
+        of them within ``timeout_s`` seconds; those still running then are killed."""
         for worker in self._workers:
             worker.close()
+        deadline = time.monotonic() + timeout_s
         for worker in self._workers:
-            worker.join(JOIN_TIMEOUT_S)
+            worker.join(max(0.0, deadline - time.monotonic()))
 
 
 def main(argv: list[str]) -> None:
