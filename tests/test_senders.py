@@ -5,6 +5,8 @@ concurrency 16+ uses them by default with the same rows as one without."""
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -227,6 +229,59 @@ def test_abandon_releases_callers_waiting_on_a_stopped_child_and_drops_its_late_
     assert wait_for(lambda: len(server.requests) == 2)  # the child sends them late: dropped
     assert pool.send(BODY)[0]["choices"]  # and the pool goes on working
     pool.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_stopped_children_die_with_a_killed_parent(server):
+    """A stopped child never sees its pipe close; the kernel kills it with its parent."""
+    from conftest import REPO
+    script = ("import sys, time\n"
+              "from bench.providers import make_provider\n"
+              "from bench.providers.senders import SenderPool\n"
+              f"pool = SenderPool(make_provider('openai-compat:m@{server.url}/v1'), "
+              "processes=2, threads=1)\n"
+              "print(*pool.pids, flush=True)\n"
+              "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    children = [int(pid) for pid in parent.stdout.readline().split()]
+    try:
+        assert len(children) == 2
+        for pid in children:
+            os.kill(pid, signal.SIGSTOP)
+        parent.kill()
+        parent.wait(10)
+        assert wait_for(lambda: not any(_alive(pid) for pid in children), timeout_s=10)
+    finally:
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs or is stopped (not gone, not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_pool_started_in_a_thread_that_ends_keeps_its_children(server):
+    """Linux's parent-death signal follows the thread that started a child: a pool started
+    outside the main thread does not ask for it, so its children outlive that thread."""
+    pools: list[SenderPool] = []
+    starter = threading.Thread(target=lambda: pools.append(
+        SenderPool(compat(server), processes=1, threads=1)))
+    starter.start()
+    starter.join(60)
+    (pool,) = pools
+    try:
+        time.sleep(0.5)
+        assert all(_alive(pid) for pid in pool.pids)
+        assert pool.send(BODY)[0]["choices"]
+    finally:
+        pool.close()
 
 
 def test_children_import_what_the_run_imports_not_the_working_folder(server, tmp_path,

@@ -20,9 +20,10 @@ of 3,000 requests, ``benchmarks/provider_throughput.py``). A :class:`ProviderErr
 child is raised again here with the same class, status, ``retry_after_s`` and request id, so
 retries and rate limits work as in one process. Children are plain
 ``python -P -m bench.providers.senders`` subprocesses (not ``multiprocessing``, whose ``spawn``
-re-imports the caller's main script) with this process's import path, in their own session and ignoring SIGINT
-(the run stops them: they exit when their request pipe closes); their stderr is kept for error
-messages. Requests go to the least busy child.
+re-imports the caller's main script) with this process's import path, in their own session
+and ignoring SIGINT (the run stops them: they exit when their request pipe closes, and on Linux
+the kernel kills them if the run is killed); their stderr is kept for error messages. Requests
+go to the least busy child.
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class _Worker:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-P", "-m", "bench.providers.senders", str(child_requests),
-                 str(child_results)], pass_fds=(child_requests, child_results),
+                 str(child_results), str(_death_signal_parent())],
+                pass_fds=(child_requests, child_results),
                 stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                 env={**os.environ, "PYTHONPATH": path})
         except BaseException:
@@ -518,8 +520,37 @@ class SenderPool:
             worker.join(max(0.0, deadline - time.monotonic()))
 
 
+def _death_signal_parent() -> int:
+    """The pid a child should die with (see :func:`_die_with_parent`), or 0 for none: Linux's
+    parent-death signal fires when the *thread* that started the child ends, so it is only
+    asked for when the pool starts in the main thread, whose end is the process's."""
+    if (sys.platform.startswith("linux")
+            and threading.current_thread() is threading.main_thread()):
+        return os.getpid()
+    return 0
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when ``parent`` dies (``prctl(PR_SET_PDEATHSIG)``,
+    Linux): a child that is stopped or stuck never sees its request pipe close, and would
+    outlive a run that was killed (SIGKILL) without it. Exits at once if ``parent`` is already
+    gone. Best effort: without a usable libc nothing is set."""
+    if not parent:
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(0)
+
+
 def main(argv: list[str]) -> None:
-    """The child's entry point: ``python -m bench.providers.senders REQUESTS_FD RESULTS_FD``."""
+    """The child's entry point:
+    ``python -m bench.providers.senders REQUESTS_FD RESULTS_FD [PARENT_PID]``."""
+    _die_with_parent(int(argv[2]) if len(argv) > 2 else 0)
     _child(int(argv[0]), Connection(int(argv[1]), readable=False))
     sys.stdout.flush()
     sys.stderr.flush()
