@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = """
@@ -149,14 +150,12 @@ def scenario(rows: int, latency_s: float, concurrency: int,
             "sender_peak_rss_mb": round(sender_rss.peak_kb / 1024, 1)}  # the largest sender
 
 
-def sdk_only(rows: int, latency_s: float, concurrency: int) -> dict:
-    """The ceiling on this machine now: ``rows`` requests of the same bodies sent straight
-    through the openai SDK (``concurrency`` threads, nothing parsed, scored or written)."""
+def _ceiling(rows: int, latency_s: float,
+             send_all: Callable[[str, list[dict[str, Any]]], None]) -> dict:
+    """Time ``send_all(base URL, bodies)`` against a fresh fake server: ``bodies`` are the
+    125 ecommerce cases' Chat Completions requests as bench builds them (variant l3).
+    Returns rows, requests/s and this process's CPU ms per request."""
     sys.path.insert(0, str(REPO))
-    from concurrent.futures import ThreadPoolExecutor
-
-    import openai
-
     from bench.datasets import load_dataset
     from bench.descriptions import load_variant
     from bench.providers import make_provider
@@ -167,21 +166,33 @@ def sdk_only(rows: int, latency_s: float, concurrency: int) -> dict:
     try:
         adapter = make_provider(f"openai-compat:fake@{url}/v1")
         bodies = [adapter.build_request(c.messages, tools, trial=0) for c in cases]
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
-
-        def one(index: int) -> None:
-            client.post("/chat/completions", body=bodies[index % len(bodies)],
-                        cast_to=object)
-
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        with ThreadPoolExecutor(concurrency) as pool:
-            list(pool.map(one, range(rows)))
+        send_all(url, bodies)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     finally:
         server.stdin.close()
         server.wait(timeout=10)
     return {"rows": rows, "requests_per_s": round(rows / wall, 1),
             "cpu_ms_per_request": round(cpu * 1000 / rows, 3)}
+
+
+def sdk_only(rows: int, latency_s: float, concurrency: int) -> dict:
+    """The ceiling on this machine now: ``rows`` requests of the same bodies sent straight
+    through the openai SDK (``concurrency`` threads, nothing parsed, scored or written)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import openai
+
+    def send_all(url: str, bodies: list[dict[str, Any]]) -> None:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+
+        def one(index: int) -> None:
+            client.post("/chat/completions", body=bodies[index % len(bodies)], cast_to=object)
+
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(one, range(rows)))
+
+    return _ceiling(rows, latency_s, send_all)
 
 
 def raw_http(rows: int, latency_s: float, concurrency: int) -> dict:
@@ -190,47 +201,33 @@ def raw_http(rows: int, latency_s: float, concurrency: int) -> dict:
     streams). What is left between this and :func:`sdk_only` is the SDK's own cost."""
     import asyncio
 
-    sys.path.insert(0, str(REPO))
-    from bench.datasets import load_dataset
-    from bench.descriptions import load_variant
-    from bench.jsonl import dumps
-    from bench.providers import make_provider
+    def send_all(url: str, bodies: list[dict[str, Any]]) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        requests = []
+        for body in bodies:
+            data = json.dumps(body).encode()
+            requests.append(b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\n"
+                            b"content-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                            % (f"{host}:{port}".encode(), len(data)) + data)
 
-    cases = load_dataset("ecommerce").cases[:125]
-    tools = load_variant("ecommerce", "l3").tools
-    server, url = start_server(latency_s)
-    host, port = url.removeprefix("http://").split(":")
-    adapter = make_provider(f"openai-compat:fake@{url}/v1")
-    requests = []
-    for case in cases:
-        body = dumps(adapter.build_request(case.messages, tools, trial=0)).encode()
-        requests.append(b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\n"
-                        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n"
-                        % (f"{host}:{port}".encode(), len(body)) + body)
+        async def connection(count: int, offset: int) -> None:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            for index in range(count):
+                writer.write(requests[(offset + index) % len(requests)])
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                await reader.readexactly(length)
+            writer.close()
 
-    async def connection(count: int, offset: int) -> None:
-        reader, writer = await asyncio.open_connection(host, int(port))
-        for index in range(count):
-            writer.write(requests[(offset + index) % len(requests)])
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            await reader.readexactly(length)
-        writer.close()
+        async def everything() -> None:
+            share, extra = divmod(rows, concurrency)
+            await asyncio.gather(*(connection(share + (i < extra), i)
+                                   for i in range(concurrency)))
 
-    async def everything() -> None:
-        share, extra = divmod(rows, concurrency)
-        await asyncio.gather(*(connection(share + (i < extra), i) for i in range(concurrency)))
-
-    try:
-        cpu0, wall0 = time.process_time(), time.perf_counter()
         asyncio.run(everything())
-        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    finally:
-        server.stdin.close()
-        server.wait(timeout=10)
-    return {"rows": rows, "requests_per_s": round(rows / wall, 1),
-            "cpu_ms_per_request": round(cpu * 1000 / rows, 3)}
+
+    return _ceiling(rows, latency_s, send_all)
 
 
 def main() -> None:

@@ -1,6 +1,9 @@
 """Run directories: atomic manifests, fsynced rows, half-written rows never read as complete."""
 
+import contextlib
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -103,26 +106,31 @@ def test_run_id_with_trailing_newline_is_rejected(tmp_path):
         RunStore(tmp_path, "fake1\n")
 
 
-def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
-    """Two `bench run --resume` of one run would both send the pending requests and write
-    every row twice: the second gets a one-line error naming the run."""
-    import subprocess
-    import sys
-    store = RunStore(tmp_path, "busy")
+@contextlib.contextmanager
+def locked_by_another_process(root, run_id):
+    """Hold run ``run_id``'s write lock from a second Python process for the block."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pathlib import Path\n"
          "from bench.runstore import RunStore\n"
-         f"with RunStore(Path({str(tmp_path)!r}), 'busy').writing():\n"
+         f"with RunStore(Path({str(root)!r}), {run_id!r}).writing():\n"
          "    print('locked', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(BenchError, match="run 'busy' is being written by another bench"):
-            with store.writing():
-                pass
+        yield
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+
+
+def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
+    """Two `bench run --resume` of one run would both send the pending requests and write
+    every row twice: the second gets a one-line error naming the run."""
+    store = RunStore(tmp_path, "busy")
+    with locked_by_another_process(tmp_path, "busy"):
+        with pytest.raises(BenchError, match="run 'busy' is being written by another bench"):
+            with store.writing():
+                pass
     with store.writing():  # released when the other process ends
         store.append(row("a"))
     assert [r["key"] for r in store.rows()] == ["a"]
@@ -131,9 +139,6 @@ def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
 def test_resuming_a_run_being_written_stops_before_reading_or_cutting_its_rows(run_bench):
     """The second `bench run --resume` of a run must not cut the other process's
     half-written last row (repair) nor print a progress line or start a provider first."""
-    import subprocess
-    import sys
-
     from bench.paths import runs_dir
     from report_runs import expected_answer, make_run
 
@@ -144,18 +149,8 @@ def test_resuming_a_run_being_written_stops_before_reading_or_cutting_its_rows(r
     half = b'{"key": "half-writ'
     with store.results_path.open("ab") as handle:
         handle.write(half)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path\n"
-         "from bench.runstore import RunStore\n"
-         f"with RunStore(Path({str(runs_dir())!r}), 'busy').writing():\n"
-         "    print('locked', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with locked_by_another_process(runs_dir(), "busy"):
         result = run_bench("run", "--resume", "busy", timeout=120)
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "run 'busy' is being written by another bench process" in lines[0]
