@@ -295,6 +295,11 @@ def test_a_report_with_compare_gets_its_own_folder_and_keeps_the_plain_one(proje
     assert plain.read_text() == before
     compared = project / "reports" / "pair.l10-vs-l3" / "summary.md"
     assert compared.is_file() and compared.read_text() != before
+    make_run("other", mixed_answer, variants=("l3",), limit=3)
+    result = cli.invoke(app, ["report", "pair", "other", "-f", "md", "--compare",
+                              "pair/l3,other/l3"])
+    assert result.exit_code == 0, result.output
+    assert (project / "reports" / "pair+other.pair_l3-vs-other_l3" / "summary.md").is_file()
 
 
 def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monkeypatch):

@@ -28,7 +28,8 @@ FILE_NAMES = {ReportFormat.html: "index.html", ReportFormat.md: "summary.md",
 
 
 # A run id's characters plus '+', which joins several run ids in the default name.
-REPORT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+MAX_REPORT_NAME = 200
+REPORT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,%d}" % (MAX_REPORT_NAME - 1))
 
 
 def report_path(name: str, fmt: ReportFormat) -> Path:
@@ -80,7 +81,8 @@ def report(
         joined = "+".join(title_ids)
         name = joined if len(joined) <= 120 else f"{title_ids[0]}+{len(title_ids) - 1}-more"
         if pair:  # its own folder: the report without --compare is not overwritten
-            name += "." + "-vs-".join(pair)
+            suffix = "." + re.sub(r"[^A-Za-z0-9._-]", "_", "-vs-".join(pair))  # run/variant
+            name = name[:MAX_REPORT_NAME - len(suffix)] + suffix
     title = f"bench report: {', '.join(title_ids)}"
     path = None if output else report_path(name, fmt)  # checks the name
     if fmt is ReportFormat.html:
