@@ -32,7 +32,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 out = Console()
 if not out.is_terminal and "COLUMNS" not in os.environ:
     out = Console(width=200)  # logs and CI: keep the table's rows on one line each
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages unwrapped: commands stay copyable
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 variant``, ``2 variants``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -180,7 +185,16 @@ def run(
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
         run_name = runner.store.run_id
-        if runner.pending():
+        pending = runner.pending()
+        if resume and not pending and runner.store.read_manifest().get("status") == "complete":
+            err.print(f"run {run_name} is already complete ({len(runner.plan)} rows); "
+                      "nothing to do")
+            _print_summary(run_name, runner.config.variants)
+            return
+        if resume:
+            err.print(f"resuming run {run_name}: {len(runner.plan) - len(pending)} of "
+                      f"{len(runner.plan)} rows already done")
+        if pending:
             try:
                 runner.open_providers()  # fail on a missing model before any output
             except KeyboardInterrupt:  # e.g. while a model loads or sender processes start
@@ -192,9 +206,10 @@ def run(
                 err.print(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
-        err.print(f"run {run_name}: {len(runner.cases)} cases x {len(runner.variants)} variants x "
-                  f"{len(runner.config.providers)} providers x {runner.config.trials} trials "
-                  f"-> {runner.store.dir}")
+        err.print(f"run {run_name}: {_count(len(runner.cases), 'case')} x "
+                  f"{_count(len(runner.variants), 'variant')} x "
+                  f"{_count(len(runner.config.providers), 'provider')} x "
+                  f"{_count(runner.config.trials, 'trial')} -> {runner.store.dir}")
         columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
                    MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
         with Progress(*columns, console=err) as progress:

@@ -110,7 +110,7 @@ def test_report_shows_headline_charts_groups_and_metadata(project):
     with_comparison = render_html(load_runs(["good"]), "t",
                                   choose_comparison(load_runs(["good"])))
     assert "Comparison: l3 (A) vs l10 (B)" in with_comparison
-    assert "Flipped cases (0)" in with_comparison
+    assert "Flipped (case, trial, metric) pairs (0)" in with_comparison
     assert "scripted &lt;b&gt;model&lt;/b&gt;" in html  # manifest text is escaped too
     rows = load_runs(["good"])[0].rows
     passed = {r["case_id"] for r in rows if row_outcome(r) == "pass"}
@@ -140,7 +140,7 @@ def test_two_runs_are_compared_variant_by_variant_with_their_flips(project):
     odd = {"ecom-0001", "ecom-0003", "ecom-0005"}  # 'half' makes no call on these
     assert lost == {(case, f"local/{v}") for case in odd for v in ("l3", "l10")}
     html = render_html(runs, "t", comparison)
-    assert f"Flipped cases ({len(comparison.flips)})" in html
+    assert f"Flipped (case, trial, metric) pairs ({len(comparison.flips)})" in html
     assert html.count("A right, B wrong") == sum(f.direction == "lost" for f in comparison.flips)
     markdown = render_markdown(runs, "t", comparison=comparison)
     assert "**Comparison: right (A) vs half (B)**" in markdown
@@ -339,3 +339,29 @@ def test_charts_without_token_counts_say_so_instead_of_warning(project):
     assert "no rows with tool-definition tokens" in ablation
     assert "no rows with tool-definition tokens" in pareto
     assert "no rows with" not in lines
+
+
+def test_the_drilldown_is_the_same_whatever_the_hash_seed(project):
+    """Two renders of the same runs give the same drill-down data: its tool list was built
+    from a set, whose order follows the process's string-hash seed."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    def two_tools(case):  # rows naming several tools: expected ones and others
+        answer = json.loads(expected_answer(case))
+        answer["tool_calls"] += [{"name": name, "arguments": {}}
+                                 for name in ("get_order", "search_products", "zz_unknown")]
+        return json.dumps(answer)
+
+    make_run("seeded", two_tools, variants=("l3",), limit=12)
+    script = ("import json\n"
+              "from bench.report.data import drilldown, load_runs\n"
+              "print(json.dumps(drilldown(load_runs(['seeded']))))\n")
+    outputs = {subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True,
+        env={**os.environ, "BENCH_HOME": str(project), "PYTHONHASHSEED": seed,
+             "PYTHONPATH": str(REPO)}).stdout for seed in ("1", "2", "3", "4")}
+    assert len(outputs) == 1
+    assert len(json.loads(outputs.pop())["tools"]) >= 3

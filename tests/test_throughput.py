@@ -231,7 +231,7 @@ def test_token_budget_stops_the_run(project):
     assert manifest["status"] == "budget_exhausted" and manifest["rows_done"] == 3
 
 
-def test_a_budget_stop_exits_3_and_a_resume_with_more_budget_completes(run_bench):
+def test_a_budget_stop_exits_3_and_a_resume_with_more_budget_completes(run_bench, project):
     with EchoServer() as server:
         common = ["--provider", compat(server), "--variants", "l3", "--limit", "10",
                   "--concurrency", "1", "--no-execute"]
@@ -240,8 +240,19 @@ def test_a_budget_stop_exits_3_and_a_resume_with_more_budget_completes(run_bench
         assert "budget reached" in stopped.stderr and "3 of 10 rows" in stopped.stderr
         assert "bench run --resume budget" in stopped.stderr
         finished = run_bench("run", "--resume", "budget", "--max-total-tokens", "100000")
-    assert finished.returncode == 0, finished.stderr
-    assert "10 rows in" in finished.stderr
+        assert finished.returncode == 0, finished.stderr
+        assert "resuming run budget: 3 of 10 rows already done" in finished.stderr
+        assert "10 rows in" in finished.stderr
+        assert "10 cases x 1 variant x 1 provider x 1 trial ->" in finished.stderr
+        manifest_path = project / "reports" / "runs" / "budget" / "manifest.json"
+        manifest = manifest_path.read_text()
+        asked = len(server.requests)
+        again = run_bench("run", "--resume", "budget")  # complete: nothing to do
+    assert again.returncode == 0, again.stderr
+    assert "run budget is already complete (10 rows); nothing to do" in again.stderr
+    assert "l3" in again.stdout  # the table
+    assert len(server.requests) == asked
+    assert manifest_path.read_text() == manifest  # ended_at kept
 
 
 def test_max_usd_needs_a_price(project):
@@ -442,7 +453,8 @@ def test_a_stop_does_not_wait_for_a_stopped_sender_process(project, stops, reque
     import sys
     from conftest import REPO
     with EchoServer(latency_s=0.3) as server:
-        env = {**os.environ, "BENCH_HOME": str(project),
+        env = {**{k: v for k, v in os.environ.items() if k != "COLUMNS"},
+               "BENCH_HOME": str(project),
                "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         args = [sys.executable, "-m", "bench", "run", "--provider", compat(server), "--variants",
                 "l3", "--limit", "40", "--concurrency", "16", "--run-id", "stuck",
@@ -475,6 +487,10 @@ def test_a_stop_does_not_wait_for_a_stopped_sender_process(project, stops, reque
                 process.kill()
         assert process.returncode == 130, stderr
         assert took < within_s, f"the stop took {took:.1f} s"
+        # one line, however long (stderr is a pipe: no terminal width to wrap at)
+        assert any(line.startswith("interrupted: ") and
+                   line.endswith("finish with: bench run --resume stuck")
+                   for line in stderr.splitlines()), stderr
         assert json.loads(results.with_name("manifest.json").read_text())["status"] == \
             "interrupted"
         assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")]  # killed

@@ -34,6 +34,8 @@ RATE_TITLES = {
     "ask_correct": "ask",
     "schema_valid": "arg schema valid",
 }
+# Every compared metric's label (comparisons test more metrics than the tables show).
+METRIC_TITLES = {**RATE_TITLES, "schema_valid_lenient": "arg schema valid (lenient)"}
 # The rates of the per-tool and per-tag tables.
 GROUP_RATES = ("selection_correct", "arguments_correct", "execution_success")
 OUTCOMES = ("pass", "fail", "unparseable")
@@ -283,7 +285,9 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
                 cases[case_key], variants(row["variant"]), providers(row["provider"]),
                 row.get("trial", 0), outcomes(row_outcome(row)),
                 [codes(str(c)) for c in metrics.get("error_codes") or []],
-                sorted(tools(str(n)) for n in names if n is not None),
+                # names sorted first: a set's order changes between processes (str hashing),
+                # and the lookup's numbering follows first use
+                sorted(tools(n) for n in sorted(str(n) for n in names if n is not None)),
                 _cut(raw), calls, parsed.get("error"),
                 None if text == raw else _cut(text),
                 metrics.get("argument_errors") or [],
