@@ -232,6 +232,11 @@ def run(
         _print_summary(run_name, runner.config.variants)
         err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
+        if manifest["status"] == "complete":
+            compared = runner.config.variants[:2]
+            err.print(f"next: bench report {run_name} (HTML in reports/{run_name}/)"
+                      + (f"; bench compare {compared[0]} {compared[1]} --run {run_name}"
+                         if len(compared) == 2 else ""))
         if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
             err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
                       f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "

@@ -243,6 +243,7 @@ def test_a_budget_stop_exits_3_and_a_resume_with_more_budget_completes(run_bench
         assert finished.returncode == 0, finished.stderr
         assert "resuming run budget: 3 of 10 rows already done" in finished.stderr
         assert "10 rows in" in finished.stderr
+        assert "next: bench report budget (HTML in reports/budget/)" in finished.stderr
         assert "10 cases x 1 variant x 1 provider x 1 trial ->" in finished.stderr
         manifest_path = project / "reports" / "runs" / "budget" / "manifest.json"
         manifest = manifest_path.read_text()
