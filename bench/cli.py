@@ -201,7 +201,7 @@ def run(
                 runner.close_senders()
                 err.print(f"{'terminated' if _terminated else 'interrupted'} while starting the "
                           "providers; nothing was sent")
-                raise typer.Exit(143 if _terminated else 130) from None
+                raise typer.Exit(_stopped(143 if _terminated else 130)) from None
             for skipped, reason in runner.skipped.items():
                 err.print(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
@@ -228,7 +228,7 @@ def run(
                 err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
                           f"{len(runner.plan)} rows kept in {runner.store.results_path}; finish "
                           f"with: bench run --resume {run_name}")
-                raise typer.Exit(143 if terminated else 130) from None
+                raise typer.Exit(_stopped(143 if terminated else 130)) from None
         _print_summary(run_name, runner.config.variants)
         err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
@@ -289,7 +289,14 @@ def main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         _fail(f"{where}{exc.strerror or exc}", 2)
     except KeyboardInterrupt:
-        _fail("terminated" if _terminated else "interrupted", 143 if _terminated else 130)
+        _fail("terminated" if _terminated else "interrupted",
+              _stopped(143 if _terminated else 130))
+    finally:
+        # Everything is written and said. A signal during the interpreter's shutdown (it
+        # joins worker threads) would otherwise end the process by SIGINT (exit -2) or a
+        # traceback: exit at once with the code of a stop instead.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _exit_at_once)
 
 
 _terminated = False
@@ -300,6 +307,25 @@ def _terminate(signum: int, frame: object) -> None:
     global _terminated
     _terminated = True
     raise KeyboardInterrupt
+
+
+_stop_code: int | None = None  # the exit code a stop chose (130/143), kept by a late signal
+
+
+def _stopped(code: int) -> int:
+    """Note ``code`` as the exit code of this stop (the first one counts); return it."""
+    global _stop_code
+    if _stop_code is None:
+        _stop_code = code
+    return _stop_code
+
+
+def _exit_at_once(signum: int, frame: object) -> None:
+    """Signal handler for after the command: exit now, with the code the stop already chose,
+    else 143 (SIGTERM) or 130 (SIGINT)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_stop_code or (143 if signum == signal.SIGTERM else 130))
 
 
 def _fail(message: str, code: int) -> None:

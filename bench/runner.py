@@ -1088,7 +1088,8 @@ class StopSignals:
     restored on exit.
 
     Attributes:
-        signum: the last signal received (``signal.SIGINT`` / ``signal.SIGTERM``) or None.
+        signum: the first signal received (``signal.SIGINT`` / ``signal.SIGTERM``) or None:
+            a CI job's SIGTERM followed by a Ctrl-C still reads as terminated.
         pending: a signal arrived inside a critical section and has not been acted on.
     """
 
@@ -1109,7 +1110,8 @@ class StopSignals:
             signal.signal(signum, previous)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.signum = signum
+        if self.signum is None:
+            self.signum = signum
         if self._critical:
             self.pending = True
         else:

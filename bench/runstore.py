@@ -109,7 +109,7 @@ class RunStore:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the run's write lock (``<run dir>/.lock``, an advisory ``flock``) for the block,
+        """Hold the run's write lock (an advisory ``flock`` on the run folder) for the block,
         so that two processes never append to one run (e.g. two ``bench run --resume`` of the
         same id would both send the pending requests and write every row twice). Re-entrant on
         one store: ``bench run --resume`` takes it before it looks at the rows (cutting a
@@ -127,9 +127,12 @@ class RunStore:
                 self._held -= 1
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / ".lock", "a+b") as handle:
+        # The run folder itself is locked, not a file in it: deleting or replacing a lock file
+        # would let a second process lock a new one while the first still writes.
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
             try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise BenchError(f"run '{self.run_id}' is being written by another bench "
                                  "process; wait for it to end (or stop it), then resume",
@@ -139,7 +142,9 @@ class RunStore:
                 yield
             finally:
                 self._held = 0
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically."""

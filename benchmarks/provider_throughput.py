@@ -234,10 +234,11 @@ def main() -> None:
     """Run the scenarios in fresh subprocesses and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, help="run one scenario in this process")
-    parser.add_argument("--sdk-only", action="store_true",
-                        help="with --rows: the SDK alone, no bench (the machine's ceiling)")
-    parser.add_argument("--raw-http", action="store_true",
-                        help="with --rows: hand-written HTTP, no SDK (the server's ceiling)")
+    ceiling = parser.add_mutually_exclusive_group()
+    ceiling.add_argument("--sdk-only", action="store_true",
+                         help="with --rows: the SDK alone, no bench (the machine's ceiling)")
+    ceiling.add_argument("--raw-http", action="store_true",
+                         help="with --rows: hand-written HTTP, no SDK (the server's ceiling)")
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--sender-processes", type=int,
@@ -245,7 +246,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of the 2,000-request scenario (this VM's speed drifts)")
     args = parser.parse_args()
-    if args.rows:
+    if args.rows is not None and args.rows < 1 or args.concurrency < 1 or args.repeat < 1:
+        parser.error("--rows, --concurrency and --repeat must be at least 1")
+    if (args.sdk_only or args.raw_http) and not args.rows:
+        parser.error("--sdk-only and --raw-http need --rows")
+    if args.rows is not None:
         if args.raw_http:
             figures = raw_http(args.rows, args.latency, args.concurrency)
         elif args.sdk_only:

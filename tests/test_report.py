@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from bench.errors import BenchError
+from bench.report.command import compare_suffix
 from bench.report.comparison import choose_comparison
 from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json
@@ -299,7 +300,18 @@ def test_a_report_with_compare_gets_its_own_folder_and_keeps_the_plain_one(proje
     result = cli.invoke(app, ["report", "pair", "other", "-f", "md", "--compare",
                               "pair/l3,other/l3"])
     assert result.exit_code == 0, result.output
-    assert (project / "reports" / "pair+other.pair_l3-vs-other_l3" / "summary.md").is_file()
+    (folder,) = (project / "reports").glob("pair+other.pair_l3-vs-other_l3-*")
+    assert (folder / "summary.md").is_file()
+    long_ids = ["a" * 100, "b" * 100]
+    for run_id in long_ids:
+        make_run(run_id, mixed_answer, variants=("l3",), limit=3)
+    result = cli.invoke(app, ["report", *long_ids, "-f", "md", "--compare",
+                              f"{long_ids[0]}/l3,{long_ids[1]}/l3"])
+    assert result.exit_code == 0, result.output
+    assert compare_suffix(["é", "x"]) != compare_suffix(["ü", "x"])
+    assert cli.invoke(app, ["report", "pair", "-f", "junit", "--compare", "l3,l10"]
+                      ).exit_code == 0
+    assert (project / "reports" / "pair" / "junit.xml").is_file()  # junit compares nothing
 
 
 def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monkeypatch):

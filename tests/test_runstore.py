@@ -131,6 +131,11 @@ def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
         with pytest.raises(BenchError, match="run 'busy' is being written by another bench"):
             with store.writing():
                 pass
+        for entry in store.dir.iterdir():  # no lock file whose removal would free the run
+            entry.unlink()
+        with pytest.raises(BenchError, match="run 'busy' is being written by another bench"):
+            with store.writing():
+                pass
     with store.writing():  # released when the other process ends
         store.append(row("a"))
     assert [r["key"] for r in store.rows()] == ["a"]

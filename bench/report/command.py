@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from enum import Enum
@@ -30,6 +31,18 @@ FILE_NAMES = {ReportFormat.html: "index.html", ReportFormat.md: "summary.md",
 # A run id's characters plus '+', which joins several run ids in the default name.
 MAX_REPORT_NAME = 200
 REPORT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,%d}" % (MAX_REPORT_NAME - 1))
+
+
+def compare_suffix(pair: list[str]) -> str:
+    """``.A-vs-B``: what ``--compare A,B`` adds to the default report folder name (at most 53
+    characters). Pairs that need changing to be a folder name (``run/variant``, other
+    characters) or are long get a digest of the pair, so that two pairs never share a
+    folder."""
+    wanted = "-vs-".join(pair)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", wanted)
+    if safe != wanted or len(safe) > 52:
+        safe = f"{safe[:41]}-{hashlib.sha256(wanted.encode('utf-8')).hexdigest()[:10]}"
+    return "." + safe
 
 
 def report_path(name: str, fmt: ReportFormat) -> Path:
@@ -80,8 +93,8 @@ def report(
     if not name:
         joined = "+".join(title_ids)
         name = joined if len(joined) <= 120 else f"{title_ids[0]}+{len(title_ids) - 1}-more"
-        if pair:  # its own folder: the report without --compare is not overwritten
-            suffix = "." + re.sub(r"[^A-Za-z0-9._-]", "_", "-vs-".join(pair))  # run/variant
+        if pair and fmt is not ReportFormat.junit:  # its own folder: not the plain report's
+            suffix = compare_suffix(pair)
             name = name[:MAX_REPORT_NAME - len(suffix)] + suffix
     title = f"bench report: {', '.join(title_ids)}"
     path = None if output else report_path(name, fmt)  # checks the name
