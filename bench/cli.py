@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shlex
@@ -281,8 +282,14 @@ def main() -> None:
     traceback.
     """
     signal.signal(signal.SIGTERM, _terminate)
+    atexit.register(_ignore_stop_signals)
     try:
         app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
+    except SystemExit as exc:
+        if exc.code == 130 and _stop_code is None:  # typer's silent exit for a KeyboardInterrupt
+            _fail("terminated" if _terminated else "interrupted",
+                  _stopped(143 if _terminated else 130))
+        raise
     except BenchError as exc:
         _fail(str(exc), exc.exit_code)
     except OSError as exc:  # unreadable or unwritable files and folders
@@ -292,11 +299,18 @@ def main() -> None:
         _fail("terminated" if _terminated else "interrupted",
               _stopped(143 if _terminated else 130))
     finally:
-        # Everything is written and said. A signal during the interpreter's shutdown (it
-        # joins worker threads) would otherwise end the process by SIGINT (exit -2) or a
-        # traceback: exit at once with the code of a stop instead.
+        # Everything is written and said. A signal while the interpreter joins worker threads
+        # exits at once with the stop's code (it used to end the process by SIGINT, exit -2).
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _exit_at_once)
+
+
+def _ignore_stop_signals() -> None:
+    """atexit (after worker threads are joined): ignore SIGINT/SIGTERM for the rest of the
+    interpreter's teardown (about 1 s here), which would otherwise put back the default
+    handlers and let a late signal kill a finished command (Python keeps SIG_IGN as it is)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 _terminated = False

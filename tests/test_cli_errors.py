@@ -119,3 +119,49 @@ def test_label_value_that_breaks_the_schema(run_bench, project):
 def test_variant_name_cannot_be_a_path(run_bench):
     assert_one_line_error(run_bench("run", "--variants", "../templates/l3"),
                           "invalid variant name")
+
+
+NAPPING_COMMAND = """
+import atexit, os, signal, sys, threading, time
+import bench.cli as cli
+
+@cli.app.command("nap")
+def nap(seconds: float) -> None:
+    time.sleep(seconds)  # a stand-in for any step outside a run loop (imports, loading)
+
+late = os.environ.get("LATE_SIGNAL")
+if late:  # registered before main(): runs after its own atexit handler, in the teardown
+    atexit.register(lambda: (os.kill(os.getpid(), getattr(signal, late)), time.sleep(0.5)))
+early = os.environ.get("EARLY_SIGNAL")
+if early:
+    threading.Timer(1.0, os.kill, (os.getpid(), getattr(signal, early))).start()
+sys.argv = ["bench", "nap", sys.argv[1]]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("signame, code, word", [("SIGTERM", 143, "terminated"),
+                                                 ("SIGINT", 130, "interrupted")])
+def test_a_stop_signal_outside_a_run_exits_with_its_code_and_says_so(signame, code, word):
+    """typer turns a KeyboardInterrupt into a silent exit 130: a SIGTERM (a CI job's
+    timeout) must still exit 143, and both say what happened."""
+    import os
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", NAPPING_COMMAND, "30"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "EARLY_SIGNAL": signame})
+    assert result.returncode == code, result.stderr
+    assert result.stderr.strip() == f"error: {word}"
+
+
+def test_a_signal_after_the_command_ended_does_not_change_its_exit_code():
+    """Everything is written by then: a late Ctrl-C during the interpreter's teardown used to
+    end a finished command by SIGINT (exit -2)."""
+    import os
+    import subprocess
+    import sys
+    for signame in ("SIGINT", "SIGTERM"):
+        result = subprocess.run([sys.executable, "-c", NAPPING_COMMAND, "0"],
+                                capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "LATE_SIGNAL": signame})
+        assert result.returncode == 0, (signame, result.stderr)

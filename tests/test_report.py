@@ -294,13 +294,13 @@ def test_a_report_with_compare_gets_its_own_folder_and_keeps_the_plain_one(proje
     result = cli.invoke(app, ["report", "pair", "-f", "md", "--compare", "l10,l3"])
     assert result.exit_code == 0, result.output
     assert plain.read_text() == before
-    compared = project / "reports" / "pair.l10-vs-l3" / "summary.md"
+    compared = project / "reports" / "pair.l10+l3" / "summary.md"
     assert compared.is_file() and compared.read_text() != before
     make_run("other", mixed_answer, variants=("l3",), limit=3)
     result = cli.invoke(app, ["report", "pair", "other", "-f", "md", "--compare",
                               "pair/l3,other/l3"])
     assert result.exit_code == 0, result.output
-    (folder,) = (project / "reports").glob("pair+other.pair_l3-vs-other_l3-*")
+    (folder,) = (project / "reports").glob("pair+other.pair_l3-other_l3-*")
     assert (folder / "summary.md").is_file()
     long_ids = ["a" * 100, "b" * 100]
     for run_id in long_ids:
@@ -308,7 +308,10 @@ def test_a_report_with_compare_gets_its_own_folder_and_keeps_the_plain_one(proje
     result = cli.invoke(app, ["report", *long_ids, "-f", "md", "--compare",
                               f"{long_ids[0]}/l3,{long_ids[1]}/l3"])
     assert result.exit_code == 0, result.output
-    assert compare_suffix(["é", "x"]) != compare_suffix(["ü", "x"])
+    suffixes = [compare_suffix(p) for p in (["é", "x"], ["ü", "x"], ["a", "b-vs-c"],
+                                            ["a-vs-b", "c"], ["r1/l3", "r1/l30"],
+                                            ["r1_l3", "r1_l30"], ["x" * 60, "y"])]
+    assert len(set(suffixes)) == len(suffixes) and max(map(len, suffixes)) <= 53
     assert cli.invoke(app, ["report", "pair", "-f", "junit", "--compare", "l3,l10"]
                       ).exit_code == 0
     assert (project / "reports" / "pair" / "junit.xml").is_file()  # junit compares nothing

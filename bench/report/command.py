@@ -34,15 +34,16 @@ REPORT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,%d}" % (MAX_REPO
 
 
 def compare_suffix(pair: list[str]) -> str:
-    """``.A-vs-B``: what ``--compare A,B`` adds to the default report folder name (at most 53
-    characters). Pairs that need changing to be a folder name (``run/variant``, other
-    characters) or are long get a digest of the pair, so that two pairs never share a
-    folder."""
-    wanted = "-vs-".join(pair)
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", wanted)
-    if safe != wanted or len(safe) > 52:
-        safe = f"{safe[:41]}-{hashlib.sha256(wanted.encode('utf-8')).hexdigest()[:10]}"
-    return "." + safe
+    """What ``--compare A,B`` adds to the default report folder name (at most 53 characters):
+    ``.A+B`` when both are plain variant names (no name has a '+', so the pair is
+    unambiguous), else (``run/variant``, other characters, long names) a cut of the pair and a
+    digest of it, with no '+': two different pairs never share a folder."""
+    plain = all(re.fullmatch(r"[A-Za-z0-9._-]+", name) for name in pair)
+    wanted = "+".join(pair)
+    if plain and len(wanted) <= 52:
+        return "." + wanted
+    cut = re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(pair))[:41]
+    return f".{cut}-{hashlib.sha256(wanted.encode('utf-8')).hexdigest()[:10]}"
 
 
 def report_path(name: str, fmt: ReportFormat) -> Path:
@@ -62,7 +63,7 @@ def report(
     run_ids: Annotated[list[str], typer.Argument(help="Run ids under reports/runs/.")],
     name: Annotated[Optional[str], typer.Option(
         help="Report folder under reports/ (default: the run ids joined by '+', then "
-             "'.A-vs-B' with --compare A,B).")] = None,
+             "'.A+B' with --compare A,B).")] = None,
     fmt: Annotated[ReportFormat, typer.Option(
         "--format", "-f", help="html (one self-contained page), md (a summary for a PR "
                                "comment) or junit (one testcase per row).")] = ReportFormat.html,
