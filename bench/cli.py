@@ -287,8 +287,7 @@ def main() -> None:
         app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
     except SystemExit as exc:
         if exc.code == 130 and _stop_code is None:  # typer's silent exit for a KeyboardInterrupt
-            _fail("terminated" if _terminated else "interrupted",
-                  _stopped(143 if _terminated else 130))
+            _fail_stopped()
         raise
     except BenchError as exc:
         _fail(str(exc), exc.exit_code)
@@ -296,8 +295,7 @@ def main() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         _fail(f"{where}{exc.strerror or exc}", 2)
     except KeyboardInterrupt:
-        _fail("terminated" if _terminated else "interrupted",
-              _stopped(143 if _terminated else 130))
+        _fail_stopped()
     finally:
         # Everything is written and said. A signal while the interpreter joins worker threads
         # exits at once with the stop's code (it used to end the process by SIGINT, exit -2).
@@ -340,6 +338,11 @@ def _exit_at_once(signum: int, frame: object) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_stop_code or (143 if signum == signal.SIGTERM else 130))
+
+
+def _fail_stopped() -> None:
+    """Exit for a stop signal that no command reported: say which one, exit 143 or 130."""
+    _fail("terminated" if _terminated else "interrupted", _stopped(143 if _terminated else 130))
 
 
 def _fail(message: str, code: int) -> None:

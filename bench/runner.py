@@ -44,7 +44,7 @@ from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
-from bench.providers.senders import JOIN_TIMEOUT_S, SenderPool, default_sender_processes
+from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
 
@@ -52,13 +52,11 @@ PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "sc
             "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
             "google-genai", "tenacity")
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
-# Settings a resumed run may change (they decide how, not what, is computed).
 # After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; what a
 # sender process still holds then (a stopped or stuck child) is abandoned, so that a stop never
 # waits for the pool's 3 x timeout + 30 s stuck-child limit. A second signal abandons at once.
 STOP_GRACE_S = 5.0
-ABANDONED_JOIN_S = 1.0  # then sender processes still running are killed
-
+# Settings a resumed run may change (they decide how, not what, is computed).
 RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
                     "cache_path", "pricing", "attempts", "batch", "batch_poll_s")
 
@@ -389,7 +387,6 @@ class Runner:
         self.cache: ResponseCache | None = None
         self.gates: dict[str, ProviderGate] = {}
         self.senders: dict[str, SenderPool] = {}  # provider id -> its SDK worker processes
-        self._abandoned = False  # requests were abandoned to a sender process at a stop
         self.batch_errors: list[dict[str, Any]] = []
         self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
 
@@ -515,8 +512,7 @@ class Runner:
     def close_senders(self) -> None:
         """Stop every provider's sender processes (:meth:`open_providers` starts them)."""
         for sender in self.senders.values():
-            # after abandoning requests (a stopped or stuck child): do not wait for them
-            sender.close(ABANDONED_JOIN_S if self._abandoned else JOIN_TIMEOUT_S)
+            sender.close()
         self.senders.clear()
 
     def sender_processes(self, provider_id: str) -> int:
@@ -979,7 +975,6 @@ class Runner:
                             give_up_at = float("inf")
                             for pool in self.senders.values():
                                 pool.abandon("the run stopped before this request was answered")
-                            self._abandoned = True  # close_senders kills what does not exit
                         finished_now = [f for f in outstanding if f.done()]
                         if not finished_now:
                             time.sleep(0.05)

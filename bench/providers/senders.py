@@ -55,6 +55,7 @@ from bench.providers.errors import ProviderError
 from bench.providers.ratelimit import GateClosed
 
 JOIN_TIMEOUT_S = 10.0
+ABANDONED_JOIN_S = 1.0  # after abandon(): children still running then are killed
 ANSWER_MARGIN_S = 30.0
 START_TIMEOUT_S = 120.0  # a cold start imports the SDK (~1 s here; slow disks take longer)
 
@@ -441,6 +442,7 @@ class SenderPool:
         # silent for much longer than that is stuck.
         self.answer_timeout_s = 3 * provider.options.timeout_s + ANSWER_MARGIN_S
         self._pending: dict[int, Slot] = {}
+        self._abandoned = False  # abandon() was called: close() does not wait for the children
         self._ids = itertools.count()
         self._workers: list[_Worker] = []
         if sys.platform == "win32":
@@ -499,7 +501,9 @@ class SenderPool:
         """Stop waiting for the children: every request still waiting raises
         ``GateClosed(why)`` in its caller at once, and answers that arrive later are dropped.
         For a run that is stopping: a stopped or stuck child would otherwise hold it for up to
-        :attr:`answer_timeout_s`. Returns how many requests were abandoned."""
+        :attr:`answer_timeout_s`; :meth:`close` then kills children still running after
+        :data:`ABANDONED_JOIN_S`. Returns how many requests were abandoned."""
+        self._abandoned = True
         count = 0
         for request_id in list(self._pending):
             slot = self._pending.pop(request_id, None)
@@ -510,9 +514,13 @@ class SenderPool:
                 count += 1
         return count
 
-    def close(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         """Close the pipes and wait for the children (they finish requests in flight), all
-        of them within ``timeout_s`` seconds; those still running then are killed."""
+        of them within ``timeout_s`` seconds (default :data:`JOIN_TIMEOUT_S`, or
+        :data:`ABANDONED_JOIN_S` after :meth:`abandon`); those still running then are
+        killed."""
+        if timeout_s is None:
+            timeout_s = ABANDONED_JOIN_S if self._abandoned else JOIN_TIMEOUT_S
         for worker in self._workers:
             worker.close()
         deadline = time.monotonic() + timeout_s
