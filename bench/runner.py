@@ -873,8 +873,7 @@ class Runner:
         rows = self.store.writer()
         per_provider = {pid: 0 for pid in self.providers}
         status, failure = "complete", None
-
-        execution = _execution(self.config, self.store) if todo else None
+        execution = None  # set in the try below: a failing MCP server start fails the run there
 
         case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
 
@@ -949,6 +948,9 @@ class Runner:
                 gate.close()
 
         try:
+            # inside the try: a failure to start the executor (e.g. its MCP server) marks the
+            # run failed and closes the row writer (whose fsync thread would otherwise live on)
+            execution = _execution(self.config, self.store) if todo else None
             if self.config.batch:
                 todo, batch_status = self._run_batches(todo, record, spend)
                 status = batch_status or status

@@ -345,6 +345,9 @@ def test_a_run_that_fails_before_its_loop_leaves_no_sender_processes(project, se
     with pytest.raises(BenchError):
         runner.run()
     assert runner.senders == {} and sender_children() == []
+    # nor a row writer: its fsync thread used to live on, and the manifest said "running"
+    assert not any(t.name == "bench-rows-fsync" for t in threading.enumerate())
+    assert runner.store.read_manifest()["status"] == "failed"
 
 
 
