@@ -36,3 +36,10 @@ def descriptions_dir() -> Path:
 def runs_dir() -> Path:
     """``<root>/reports/runs``: one folder per run (git-ignored)."""
     return project_root() / "reports" / "runs"
+
+
+def cache_dir() -> Path:
+    """``$BENCH_CACHE_DIR`` if set, else ``<root>/reports/.cache`` (git-ignored): derived data
+    that bench can rebuild (the executor's shop database, the model's saved prefix states)."""
+    env = os.environ.get("BENCH_CACHE_DIR")
+    return Path(env) if env else project_root() / "reports" / ".cache"

