@@ -554,3 +554,12 @@ def test_installed_presets_resolve_to_their_pinned_file(name, tmp_path):
     assert info.parameters == preset.parameters
     assert info.data_end == info.file_size == preset.size  # the type-size table is exact
     assert info.chat_template is preset.chat_template
+
+
+def test_models_cache_dir(monkeypatch, tmp_path):
+    from bench.providers.local_models import models_cache_dir
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "c"))
+    assert models_cache_dir() == tmp_path / "c" / "models"
+    monkeypatch.delenv("BENCH_CACHE_DIR")
+    monkeypatch.setenv("BENCH_HOME", str(tmp_path))
+    assert models_cache_dir() == tmp_path.resolve() / "reports" / ".cache" / "models"
