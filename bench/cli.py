@@ -85,8 +85,12 @@ def run(
     = 1,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N cases.")] = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        help="Local provider: a model preset (bench doctor --models lists them; default "
+             "smollm2-135m).")] = None,
     model_path: Annotated[Optional[str], typer.Option(
-        help="GGUF for the local provider (default: $BENCH_LOCAL_MODEL, else SmolLM2-135M).")]
+        help="Local provider: a GGUF file instead of a preset (default: --model, else "
+             "$BENCH_LOCAL_MODEL, else the default preset).")]
     = None,
     seed: Annotated[int, typer.Option(help="Base sampling seed.")] = 1234,
     max_tokens: Annotated[int, typer.Option(min=16, help="Completion cap in tokens.")] = 512,
@@ -167,12 +171,15 @@ def run(
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
         else:
+            if model and model_path:
+                raise BenchError("--model and --model-path both name the model: give one")
             try:
                 config = RunConfig(
                     dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
                     providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials,
                     limit=limit,
-                    case_ids=_split(cases) or None, model_path=model_path, seed=seed,
+                    case_ids=_split(cases) or None, model=model, model_path=model_path,
+                    seed=seed,
                     max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
                     tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                     openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
@@ -243,6 +250,20 @@ def run(
                       f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
                       "--max-usd N / --max-total-tokens N")
             raise typer.Exit(BUDGET_EXIT_CODE)
+
+
+@app.command()
+def doctor(
+    model: Annotated[Optional[str], typer.Option(help="A model preset (default smollm2-135m).")]
+    = None,
+    model_path: Annotated[Optional[str], typer.Option(help="A GGUF file instead of a preset.")]
+    = None,
+) -> None:
+    """Check that the embedded model runs well here: versions, CPU and llama.cpp build, load on
+    the cores, a one-line answer, tokens/s, and the default run's expected time. Exit 1 on a
+    failed check (each says its fix)."""
+    from bench.doctor import main as doctor_main
+    raise typer.Exit(doctor_main(model, model_path))
 
 
 @app.command()

@@ -71,7 +71,8 @@ class RunConfig(BaseModel):
         trials: repetitions per case (>= 1).
         limit: only the first N cases (None: all).
         case_ids: only these cases (None: all).
-        model_path: GGUF for the local provider (None: default).
+        model: the local provider's model preset (None: default).
+        model_path: GGUF for the local provider (None: the preset).
         seed: base sampling seed.
         max_tokens: completion cap in tokens.
         no_call_layout: the local provider's "no tool fits" layout (None: its default).
@@ -109,6 +110,7 @@ class RunConfig(BaseModel):
     trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
     limit: int | None = Field(default=None, ge=1)
     case_ids: list[str] | None = None
+    model: str | None = None
     model_path: str | None = None
     seed: int = 1234
     max_tokens: int = Field(default=512, ge=16)
@@ -571,7 +573,7 @@ class Runner:
             return {"body": body, "base_url": str(getattr(provider, "options", None)
                                                   and provider.options.base_url or "")}
         described = dict(provider.describe())
-        for machine_specific in ("model_path", "threads"):
+        for machine_specific in ("model_path", "threads", "system_info"):
             described.pop(machine_specific, None)
         return described
 
@@ -1161,7 +1163,7 @@ def _execution(config: RunConfig, store: RunStore) -> Any:
 def _default_factory(provider_id: str, config: RunConfig) -> Provider:
     options: dict[str, Any] = {}
     if provider_id == "local":
-        options = {"model_path": config.model_path, "seed": config.seed,
+        options = {"model_path": config.model_path, "model": config.model, "seed": config.seed,
                    "max_tokens": config.max_tokens, "threads": config.threads}
         if config.no_call_layout:
             options["no_call_layout"] = config.no_call_layout

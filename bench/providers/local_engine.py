@@ -101,7 +101,8 @@ class LocalEngine:
         threads: CPU threads for decoding and prompt reading.
         seed: llama.cpp's seed (decoding is greedy; it is recorded, not used).
         layout: how the prompt offers "no tool fits".
-        flash_attn: llama.cpp's flash attention (faster prompt reading on long contexts).
+        flash_attn: llama.cpp's flash attention (off: on 2 CPU cores it read prompts 30% slower
+            and decoded 40% slower, benchmarks/RESULTS.md).
         n_batch: tokens per prompt-reading batch.
         save_states: keep each variant's prefix state on disk between runs (default: on
             unless ``$BENCH_LOCAL_STATE_CACHE`` is ``0``/``off``).
@@ -111,7 +112,7 @@ class LocalEngine:
     """
 
     def __init__(self, model_path: Path, *, n_ctx: int, threads: int, seed: int,
-                 layout: NoCallLayout, flash_attn: bool = True, n_batch: int = 512,
+                 layout: NoCallLayout, flash_attn: bool = False, n_batch: int = 512,
                  save_states: bool | None = None) -> None:
         try:
             import llama_cpp
@@ -236,7 +237,7 @@ class LocalEngine:
 
     def _state_key(self, prefix: list[int]) -> str:
         if self._model_digest is None:
-            from bench.providers.local import file_sha256
+            from bench.providers.local_models import file_sha256
             self._model_digest = file_sha256(self.model_path)
         digest = hashlib.sha256()
         for part in (self._model_digest, self._lib.__version__, str(self.n_ctx),
@@ -348,6 +349,28 @@ class LocalEngine:
         return EngineAnswer(state.text.decode("utf-8", errors="replace"), finish, len(prompt),
                             state.forced + state.sampled, cached, state.sampled,
                             state.full_passes, variant.tool_tokens, error=state.error)
+
+    def speed(self, prompt_tokens: int = 512, decode_tokens: int = 32) -> dict[str, float]:
+        """Measure prompt reading and decoding speed (tokens/s) on filler text.
+
+        Reads ``prompt_tokens`` tokens in batches, then evaluates ``decode_tokens`` tokens one
+        at a time (as decoding does, without sampling). Clears the KV cache before and after.
+        """
+        llm = self.llm
+        filler = self._tokens("The quick brown fox jumps over the lazy dog. " * 64)
+        tokens = (filler * (prompt_tokens // max(1, len(filler)) + 1))[:prompt_tokens]
+        llm.n_tokens = 0
+        started = time.perf_counter()
+        llm.eval(tokens)
+        prefill = time.perf_counter() - started
+        started = time.perf_counter()
+        for token in tokens[:decode_tokens]:
+            llm.eval([token])
+        decode = time.perf_counter() - started
+        llm.n_tokens = 0
+        return {"prefill_tokens_per_s": prompt_tokens / prefill,
+                "decode_tokens_per_s": decode_tokens / decode,
+                "prompt_tokens": float(prompt_tokens), "decode_tokens": float(decode_tokens)}
 
     def system_info(self) -> dict[str, Any]:
         """llama-cpp-python's version and its CPU features line (``llama_print_system_info``)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
 from bench.errors import BenchError
-from bench.paths import project_root
+from bench.paths import cache_dir
 
 # --------------------------------------------------------------------------------------------
 # Presets
@@ -42,10 +42,8 @@ from bench.paths import project_root
 
 #: The pip constraints file named in install hints (``pip install -c <it> -e '.[extra]'``).
 CONSTRAINTS_FILE = "constraints.txt"
-#: Environment variable naming a GGUF file; same name as ``bench.providers.local.MODEL_ENV``.
+#: Environment variable naming a GGUF file (used when neither --model-path nor --model is given).
 MODEL_ENV = "BENCH_LOCAL_MODEL"
-#: Environment variable naming bench's cache folder (as ``shopdb.cache_dir`` reads it).
-CACHE_ENV = "BENCH_CACHE_DIR"
 #: Version of the JSON sidecar that records a verified file's fingerprint.
 SIDECAR_FORMAT = 1
 _BLOCK = 1 << 20  # bytes per read when hashing and copying
@@ -260,13 +258,8 @@ class ResolvedModel:
 
 
 def models_cache_dir() -> Path:
-    """``$BENCH_CACHE_DIR/models``, else ``<project root>/reports/.cache/models`` (git-ignored).
-
-    The same cache root as ``bench.executor.backends.shopdb.cache_dir`` (not imported: that
-    package pulls in the whole executor).
-    """
-    env = os.environ.get(CACHE_ENV)
-    return (Path(env) if env else project_root() / "reports" / ".cache") / "models"
+    """``$BENCH_CACHE_DIR/models``, else ``<project root>/reports/.cache/models`` (git-ignored)."""
+    return cache_dir() / "models"
 
 
 def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *,
@@ -274,8 +267,8 @@ def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *
                   cache_dir: Path | None = None) -> ResolvedModel:
     """Pick, verify and (for a chunked preset) assemble the GGUF to load.
 
-    Order: ``model_path`` (``--model-path``), else ``$BENCH_LOCAL_MODEL``, else the preset
-    ``name`` (``--model``), else :data:`DEFAULT_MODEL`. A file given by path is checked with
+    Order: ``model_path`` (``--model-path``), else the preset ``name`` (``--model``), else
+    ``$BENCH_LOCAL_MODEL``, else :data:`DEFAULT_MODEL`. A file given by path is checked with
     :func:`check_gguf` only; a preset's file must match its pinned SHA-256 (chunks are
     verified one by one, then the assembled file). Verification is remembered in a JSON
     sidecar (the SHA-256, and the size and mtime of the file and of its chunks), so a later
@@ -299,7 +292,7 @@ def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *
             (naming the file and both values); the cache folder cannot be written.
     """
     presets = MODEL_PRESETS if presets is None else presets
-    env_path = os.environ.get(MODEL_ENV)
+    env_path = None if name else os.environ.get(MODEL_ENV)  # an explicit --model wins
     if model_path or env_path:
         source = "--model-path" if model_path else MODEL_ENV
         path = Path(model_path or env_path or "").expanduser()
@@ -321,6 +314,15 @@ def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *
     check_gguf(path)
     return ResolvedModel(path=path, preset=preset.name, verified=True,
                          source="--model" if name else "default")
+
+
+def locate_preset_file(preset: ModelPreset) -> Path | None:
+    """The installed file of a single-file preset, or None when its package is not installed
+    at the pinned version (no hashing; :func:`resolve_model` verifies)."""
+    try:
+        return _locate(preset, preset.files[0])
+    except BenchError:
+        return None
 
 
 def _locate(preset: ModelPreset, item: PackageFile) -> Path:

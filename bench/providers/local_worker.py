@@ -8,7 +8,8 @@ the model in a child process started with :mod:`multiprocessing` (``spawn``), an
 Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
 
 - to the worker: ``("prepare", tools, variant_key, label)``,
-  ``("complete", messages, tools, variant_key, max_tokens)``, ``("close",)``;
+  ``("complete", messages, tools, variant_key, max_tokens)``,
+  ``("speed", prompt_tokens, decode_tokens)``, ``("close",)``;
 - back: ``("ready", info)`` once loaded, then ``("ok", value)`` or
   ``("error", message, file)`` (a :class:`bench.errors.BenchError`) per request.
 """
@@ -67,6 +68,8 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
         try:
             if op == "prepare":
                 value: Any = engine.prepare(request[1], request[2], request[3])
+            elif op == "speed":
+                value = engine.speed(request[1], request[2])
             elif op == "complete":
                 value = engine.complete(request[1], request[2], variant_key=request[3],
                                         max_tokens=request[4])

@@ -1,0 +1,145 @@
+"""The embedded model's worker process: a native crash or hang is contained and reported.
+
+The crashes are real: the worker is sent SIGSEGV (what a fault in a llama.cpp CPU kernel
+raises) or stopped with SIGSTOP (a hang), from outside, as the kernel or a stuck kernel would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import requires_local_model
+
+pytestmark = [requires_local_model, pytest.mark.local_model]
+
+
+def _weather_tool():
+    from bench.models import Tool
+    return Tool(name="get_weather", description="Current weather of a city.",
+                input_schema={"type": "object", "required": ["city"],
+                              "properties": {"city": {"type": "string",
+                                                      "description": "City name"}}})
+
+
+def _ask(provider):
+    from bench.models import Message
+    return provider.complete([Message(role="user", content="Weather in Paris?")],
+                             [_weather_tool()], variant_key="t", trial=0)
+
+
+def test_a_crashed_worker_is_restarted_once_then_the_provider_reports_the_signal():
+    from bench.providers.errors import ProviderError
+    from bench.providers.local import LocalProvider
+    provider = LocalProvider(threads=1)
+    try:
+        first = provider._process.pid
+        assert _ask(provider).parsed.calls[0].name == "get_weather"
+        os.kill(first, signal.SIGSEGV)
+        answer = _ask(provider)  # the provider notices the death, restarts, asks again
+        assert answer.parsed.calls[0].name == "get_weather"
+        assert provider.restarts == 1
+        assert provider._process.pid != first
+        os.kill(provider._process.pid, signal.SIGSEGV)
+        with pytest.raises(ProviderError) as raised:
+            _ask(provider)
+        assert raised.value.error_class == "permanent"
+        assert "SIGSEGV" in str(raised.value)
+    finally:
+        provider.close()
+
+
+def test_a_hung_worker_is_killed_and_restarted():
+    from bench.providers.local import LocalProvider
+    provider = LocalProvider(threads=1, answer_timeout_s=5)
+    try:
+        _ask(provider)  # grammars built: the next answer is quick
+        hung = provider._process.pid
+        os.kill(hung, signal.SIGSTOP)
+        answer = _ask(provider)
+        assert answer.parsed.calls[0].name == "get_weather"
+        assert provider.restarts == 1
+        assert provider._process.pid != hung
+    finally:
+        provider.close()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_run_whose_model_keeps_crashing_stops_with_one_line_and_resumes(run_bench, project):
+    """Two SIGSEGVs of the model's process: the run stops with one line naming the case,
+    variant, signal and the resume command; rows finished before are kept; the manifest says
+    failed; ``--resume`` finishes the run."""
+    import subprocess
+    import sys
+    env = {**os.environ, "BENCH_HOME": str(project), "COLUMNS": "200", "BENCH_THREADS": "1",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run_dir = project / "reports" / "runs" / "crashy"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", "--variants", "l3", "--limit", "4",
+         "--no-execute", "--run-id", "crashy"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kills: list[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 600
+        while len(kills) < 2 and time.monotonic() < deadline and process.poll() is None:
+            rows = run_dir / "results.jsonl"
+            done = len(rows.read_text().splitlines()) if rows.is_file() else 0
+            workers = [p for p in _children(process.pid) if p not in kills]
+            if done >= 1 and workers:  # after the first row, kill each new worker once
+                os.kill(workers[0], signal.SIGSEGV)
+                kills.append(workers[0])
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    out, err = process.communicate(timeout=900)
+    thread.join()
+    assert len(kills) == 2, (out, err)
+    assert process.returncode == 2, err
+    assert "Traceback" not in err
+    message = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(message) == 1, err
+    assert "SIGSEGV" in message[0] and "variant 'l3'" in message[0] and "case '" in message[0]
+    assert "bench run --resume crashy" in message[0]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    kept = len((run_dir / "results.jsonl").read_text().splitlines())
+    assert kept >= 1
+    resumed = run_bench("run", "--resume", "crashy")
+    assert resumed.returncode == 0, resumed.stderr
+    rows = [json.loads(l) for l in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and len({r["key"] for r in rows}) == 4
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"not a gguf file at all" * 10, "not a GGUF"),
+    (b"GGUF\x03\x00\x00\x00" + b"\x00" * 4, "truncated"),
+])
+def test_a_model_path_that_is_not_a_loadable_gguf_is_one_line(run_bench, project, tmp_path,
+                                                              content, why):
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(content)
+    result = run_bench("run", "--variants", "l3", "--limit", "1", "--model-path", str(bad))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0], result.stderr
