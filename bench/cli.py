@@ -248,13 +248,18 @@ def run(
 @app.command()
 def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")]) -> None:
     """Print the per-variant table of a stored run."""
-    from bench.runstore import RunStore
     from bench.paths import runs_dir
+    from bench.runstore import CRASHED, RunStore
 
-    manifest = RunStore(runs_dir(), run_id).read_manifest()
+    store = RunStore(runs_dir(), run_id)
+    manifest = store.read_manifest()
     _print_summary(run_id, manifest["config"]["variants"])
-    out.print(f"status: {manifest['status']}, rows {manifest['rows_done']}/"
-              f"{manifest['rows_planned']}")
+    status = store.shown_status(manifest)
+    # a crashed or running run's manifest holds the count of its last write: count the rows
+    done = len({row["key"] for row in store.rows()}) if status in (CRASHED, "running") \
+        else manifest["rows_done"]
+    out.print(f"status: {status}, rows {done}/{manifest['rows_planned']}"
+              + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
 
 
 from bench.compare.command import compare  # noqa: E402 - typer needs the function object

@@ -61,7 +61,9 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
     """Read the named runs from ``reports/runs``.
 
     When several runs share a (variant, provider) pair, each row's variant is relabelled
-    ``<run-id>/<variant>`` so the runs stay apart in every table and chart.
+    ``<run-id>/<variant>`` so the runs stay apart in every table and chart. A manifest's
+    ``status`` is the one to show (:meth:`bench.runstore.RunStore.shown_status`: ``crashed``
+    for a run that says ``running`` while no process writes it); the file is not changed.
 
     Raises:
         BenchError: no run id, a run that does not exist, a corrupt manifest or row, or a run
@@ -73,6 +75,7 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
     for run_id in dict.fromkeys(run_ids):
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
+        manifest["status"] = store.shown_status(manifest)  # "crashed" is shown, not stored
         rows = list(store.rows())
         if not rows:
             raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
