@@ -83,7 +83,10 @@ def run(
                                  f"{','.join(DEFAULT_PROVIDERS)}).")] = None,
     trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Repetitions per case.")]
     = 1,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N cases.")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        min=1, help="Only N cases: a sample stratified by expected tool (no-call and ask "
+                    "cases included), seeded by --seed, nested (N+1 adds one case) and in "
+                    "dataset order.")] = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
     model_path: Annotated[Optional[str], typer.Option(
         help="GGUF for the local provider (default: $BENCH_LOCAL_MODEL, else SmolLM2-135M).")]

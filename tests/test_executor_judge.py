@@ -108,7 +108,8 @@ def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
         return ProviderResponse(raw="", parsed=parsed, latency_s=0.01)
 
     monkeypatch.setattr(OracleProvider, "complete", complete)
-    config = RunConfig(variants=["l3"], providers=["oracle"], limit=30)
+    # the first 30 cases: their labels hold no $regex matcher the oracle could not answer
+    config = RunConfig(variants=["l3"], providers=["oracle"], case_ids=list(cases)[:30])
     runner = Runner(config, run_id="exec-1", provider_factory=lambda pid, cfg: OracleProvider())
     runner.run()
     rows = list(runner.store.rows())

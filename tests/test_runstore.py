@@ -278,7 +278,7 @@ def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
     from conftest import REPO
     from report_runs import expected_answer, make_run
 
-    make_run("rec", expected_answer, variants=("l3",), limit=5)
+    make_run("rec", expected_answer, variants=("l3",), limit=5, first=False)
     died = subprocess.run([sys.executable, "-c", CRASHING_RUN], cwd=project, timeout=300,
                           env={**os.environ, "BENCH_HOME": str(project), "PYTHONPATH": str(REPO)})
     assert died.returncode == -9

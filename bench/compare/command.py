@@ -147,7 +147,9 @@ def compare(
     provider: Annotated[Optional[list[str]], typer.Option(
         "--provider", "-p", help="Running now: provider id(s).")] = None,
     trials: Annotated[int, typer.Option(min=1, help="Running now: trials per case.")] = 1,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Running now: first N cases.")]
+    limit: Annotated[Optional[int], typer.Option(
+        min=1, help="Running now: N cases, stratified by expected tool and seeded by --seed "
+                    "(as bench run --limit).")]
     = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Running now: these case ids.")]
     = None,
