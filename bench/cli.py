@@ -25,7 +25,10 @@ from bench.limits import (AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES, DE
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES, MAX_TRIALS)
 
-BUDGET_EXIT_CODE = 3  # the run stopped at --max-usd / --max-total-tokens; it can be resumed
+# The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
+# (status budget_exhausted), or a provider was skipped, e.g. for a missing key (partial).
+INCOMPLETE_EXIT_CODE = 3
+BUDGET_EXIT_CODE = INCOMPLETE_EXIT_CODE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark LLM tool descriptions: tool selection, arguments and token "
@@ -148,7 +151,11 @@ def run(
         help="Execute the calls on this MCP server (a command line, started over stdio, e.g. "
              "'python server.py') instead of the reference backends.")] = None,
 ) -> None:
-    """Run every case x variant x provider x trial, score it and print a per-variant table."""
+    """Run every case x variant x provider x trial, score it and print a per-variant table.
+
+    Exit code 0: complete; 3: incomplete but resumable (a budget reached, or a provider
+    skipped, e.g. for a missing key: one line says which); 2: bad input; 130/143: stopped.
+    """
     with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
         from bench.runner import RunConfig, Runner
 
@@ -246,6 +253,12 @@ def run(
                       f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
                       "--max-usd N / --max-total-tokens N")
             raise typer.Exit(BUDGET_EXIT_CODE)
+        if manifest["status"] == "partial":  # a skipped provider's rows are missing
+            skipped = ", ".join(f"{p['provider']} ({p['reason']})"
+                                for p in manifest.get("providers_skipped") or [])
+            err.print(f"partial run: {manifest['rows_done']} of {len(runner.plan)} rows; "
+                      f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
+            raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 @app.command()
@@ -284,7 +297,8 @@ def main() -> None:
     """Console-script entry point.
 
     Exit codes: 0 done; 2 bad input (one ``error:`` line naming file, line and field, or a
-    usage error from the CLI parser); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g.
+    usage error from the CLI parser); 3 an incomplete, resumable run (a budget reached, or a
+    provider skipped: status ``partial``; one line says which); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g.
     a CI job's timeout). Both stop a run the same way: finished rows are kept, the manifest
     says ``interrupted``, and ``bench run --resume`` continues. Bad input never shows a
     traceback.
