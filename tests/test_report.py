@@ -380,3 +380,25 @@ def test_the_drilldown_is_the_same_whatever_the_hash_seed(project):
              "PYTHONPATH": str(REPO)}).stdout for seed in ("1", "2", "3", "4")}
     assert len(outputs) == 1
     assert len(json.loads(outputs.pop())["tools"]) >= 3
+
+
+def test_headline_table_scrolls_in_its_box_with_each_interval_on_its_own_line(project):
+    """A headline with a column per metric fits a 1400 px window: its headers wrap, each
+    interval sits on its own line under the rate (no cell holds "x% [low-high]" on one
+    unbreakable line), and the table sits in a box that scrolls sideways when it is still
+    too wide (tests/test_report_browser.py measures it in Chromium)."""
+    import re
+    from importlib import resources
+
+    make_run("wide", mixed_answer, variants=("l3",), limit=4)
+    html = render_html(load_runs(["wide"]), "t")
+    headline = html.split('<section id="headline">')[1].split("</section>")[0]
+    assert '<div class="scroll" id="headline-scroll"><table class="num headline">' in headline
+    assert not re.search(r"\d% \[", headline)  # rate and interval never share a line
+    cells = re.findall(r"<td>([\d.]+%)<span class=\"ci\">(\[[\d.]+-[\d.]+\])</span>", headline)
+    assert len(cells) >= 4
+    css = resources.files("bench.report").joinpath("templates", "report.css").read_text()
+    assert ".scroll { overflow-x: auto; }" in css
+    assert "table.headline th { white-space: normal;" in css
+    assert ".ci { display: block;" in css
+
