@@ -402,3 +402,27 @@ def test_headline_table_scrolls_in_its_box_with_each_interval_on_its_own_line(pr
     assert "table.headline th { white-space: normal;" in css
     assert ".ci { display: block;" in css
 
+
+def test_a_heatmap_with_one_value_has_no_colour_scale(project):
+    """A colour bar over one value (a one-cell confusion matrix, or all cells equal) means
+    nothing: such heatmaps have none; a matrix with several values keeps it. In a run with one
+    expected tool, all answered right, the report's confusion chart is that one cell."""
+    import base64
+    import re
+
+    import pandas as pd
+
+    from bench.report.charts import heatmap
+
+    def axes(svg):  # matplotlib writes each axes, the colour bar's too, as <g id="axes_N">
+        return re.findall(r'<g id="(axes_\d+)"', svg)
+
+    assert axes(heatmap(pd.DataFrame([[7]], index=["a"], columns=["a"]), "t", "x", "y")) \
+        == ["axes_1"]
+    assert len(axes(heatmap(pd.DataFrame([[2, 2], [2, 2]]), "t", "x", "y"))) == 1
+    assert len(axes(heatmap(pd.DataFrame([[7, 1], [0, 3]]), "t", "x", "y"))) == 2
+    make_run("one-cell", expected_answer, variants=("l3",), limit=3)  # all search_orders
+    html = render_html(load_runs(["one-cell"]), "t")
+    (uri,) = re.findall(r'alt="confusion matrix [^"]*" src="data:image/svg\+xml;base64,([^"]+)"',
+                        html)
+    assert axes(base64.b64decode(uri).decode("utf-8")) == ["axes_1"]
