@@ -426,3 +426,37 @@ def test_a_heatmap_with_one_value_has_no_colour_scale(project):
     (uri,) = re.findall(r'alt="confusion matrix [^"]*" src="data:image/svg\+xml;base64,([^"]+)"',
                         html)
     assert axes(base64.b64decode(uri).decode("utf-8")) == ["axes_1"]
+
+
+@pytest.mark.parametrize("status", ["interrupted", "failed", "budget_exhausted", "partial",
+                                    "crashed"])
+def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
+    """Figures of a run that did not finish cover only its rows: the HTML page opens with a
+    banner and the Markdown summary with a line, both with rows done / planned."""
+    make_run("cut", mixed_answer, variants=("l3",), limit=6)
+    store = RunStore(project / "reports" / "runs", "cut")
+    manifest = store.read_manifest()
+    rows = list(store.rows())
+    store.results_path.unlink()
+    for row in rows[:4]:
+        store.append(row)
+    stored = "running" if status == "crashed" else status  # what a dead process leaves
+    store.write_manifest({**manifest, "status": stored, "rows_done": 4, "error": "boom",
+                          "providers_skipped": [{"provider": "openai:x", "reason": "no key"}]})
+    html = render_html(load_runs(["cut"]), "t")
+    body = html.split("<body>", 1)[1].lstrip()
+    assert body.startswith('<div class="banner incomplete" role="alert"><strong>Incomplete '
+                           'run: 4 of 6 planned rows.</strong> Run cut is ' + status)
+    assert "bench run --resume cut" in body.split("</div>", 1)[0]
+    lines = render_markdown(load_runs(["cut"]), "t").splitlines()
+    assert lines[2].startswith(f"> **Incomplete run: 4 of 6 planned rows.** Run cut is {status}")
+    assert ("openai:x" in lines[2]) == (status == "partial")
+    assert ("boom" in lines[2]) == (status == "failed")
+
+
+def test_a_complete_run_has_no_incomplete_banner(project):
+    make_run("done", mixed_answer, variants=("l3",), limit=3)
+    html = render_html(load_runs(["done"]), "t")
+    assert html.split("<body>", 1)[1].lstrip().startswith("<header>")
+    assert 'class="banner' not in html
+    assert "Incomplete" not in render_markdown(load_runs(["done"]), "t")

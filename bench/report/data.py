@@ -340,6 +340,53 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     }
 
 
+# Why a run's rows fall short of its plan, per manifest status (bench.runner, and "crashed"
+# from bench.runstore.RunStore.shown_status); any other status but "complete" is shown as is.
+INCOMPLETE_REASONS = {
+    "interrupted": "stopped by Ctrl-C or SIGTERM",
+    "failed": "stopped by an error",
+    "crashed": "its process died before it finished",
+    "budget_exhausted": "stopped at its --max-usd / --max-total-tokens budget",
+    "partial": "a provider was skipped",
+    "running": "still running: this report shows the rows written so far",
+}
+
+
+def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+    """The runs whose status is not ``complete``, for the warning a report puts at its top.
+
+    Returns:
+        One ``{"run_id", "status", "reason", "done", "planned", "text"}`` per such run, in run
+        order: ``done`` the distinct rows written (int), ``planned`` the manifest's
+        ``rows_planned`` (int, or ``"?"``), ``reason`` a few words from
+        :data:`INCOMPLETE_REASONS` (with the skipped providers or the error where the manifest
+        has them) and ``text`` what the status means for the figures and how to finish the
+        run (shown after "Incomplete run: <done> of <planned> planned rows.").
+    """
+    found = []
+    for run in runs:
+        status = str(run.manifest.get("status"))
+        if status == "complete":
+            continue
+        reason = INCOMPLETE_REASONS.get(status, f"status {status}")
+        skipped = [str(p.get("provider")) for p in run.manifest.get("providers_skipped") or []
+                   if isinstance(p, dict)]
+        if status == "partial" and skipped:
+            reason = f"skipped provider{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}"
+        error = run.manifest.get("error")
+        if status == "failed" and error:
+            reason += f" ({' '.join(str(error).split())[:300]})"
+        done = len({row["key"] for row in run.source_rows})
+        planned = run.manifest.get("rows_planned", "?")
+        text = (f"Run {run.run_id} is {status} ({reason}); every figure covers only the "
+                f"rows written."
+                + ("" if status == "running" else
+                   f" Finish it with: bench run --resume {run.run_id}"))
+        found.append({"run_id": run.run_id, "status": status, "reason": reason, "done": done,
+                      "planned": planned, "text": text})
+    return found
+
+
 def now_utc() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -23,8 +23,8 @@ from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.report.data import (GROUP_RATES, LoadedRun, all_rows, drilldown, frame_of,
-                               group_rates, headline, now_utc, run_metadata, shown_metrics,
-                               variant_order)
+                               group_rates, headline, incomplete_runs, now_utc, run_metadata,
+                               shown_metrics, variant_order)
 from bench.report.table import format_rate
 from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
@@ -203,6 +203,7 @@ def render_html(runs: Sequence[LoadedRun], title: str,
         title=title,
         generated_at=now_utc(),
         run_ids=[run.run_id for run in runs],
+        incomplete=incomplete_runs(runs),
         summary=summary.to_dict("records"),
         metrics=metrics,
         cost_column="cost_usd" if "cost_usd" in summary else None,
