@@ -24,6 +24,7 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.limits import (AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES, DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES, MAX_TRIALS)
+from bench.plural import count
 
 # The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
 # (status budget_exhausted), or a provider was skipped, e.g. for a missing key (partial).
@@ -37,11 +38,6 @@ out = Console()
 if not out.is_terminal and "COLUMNS" not in os.environ:
     out = Console(width=200)  # logs and CI: keep the table's rows on one line each
 err = Console(stderr=True, soft_wrap=True)  # messages unwrapped: commands stay copyable
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 variant``, ``2 variants``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -198,13 +194,13 @@ def run(
         run_name = runner.store.run_id
         pending = runner.pending()
         if resume and not pending and runner.store.read_manifest().get("status") == "complete":
-            err.print(f"run {run_name} is already complete ({len(runner.plan)} rows); "
+            err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
                       "nothing to do")
             _print_summary(run_name, runner.config.variants)
             return
         if resume:
             err.print(f"resuming run {run_name}: {len(runner.plan) - len(pending)} of "
-                      f"{len(runner.plan)} rows already done")
+                      f"{count(len(runner.plan), 'row')} already done")
         if pending:
             try:
                 runner.open_providers()  # fail on a missing model before any output
@@ -217,10 +213,10 @@ def run(
                 err.print(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
-        err.print(f"run {run_name}: {_count(len(runner.cases), 'case')} x "
-                  f"{_count(len(runner.variants), 'variant')} x "
-                  f"{_count(len(runner.config.providers), 'provider')} x "
-                  f"{_count(runner.config.trials, 'trial')} -> {runner.store.dir}")
+        err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x "
+                  f"{count(len(runner.variants), 'variant')} x "
+                  f"{count(len(runner.config.providers), 'provider')} x "
+                  f"{count(runner.config.trials, 'trial')} -> {runner.store.dir}")
         columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
                    MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
         with Progress(*columns, console=err) as progress:
@@ -237,11 +233,12 @@ def run(
                 terminated = _terminated or (runner.signals is not None
                                              and runner.signals.signum == signal.SIGTERM)
                 err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
-                          f"{len(runner.plan)} rows kept in {runner.store.results_path}; finish "
-                          f"with: bench run --resume {run_name}")
+                          f"{count(len(runner.plan), 'row')} kept in "
+                          f"{runner.store.results_path}; finish with: bench run --resume "
+                          f"{run_name}")
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         _print_summary(run_name, runner.config.variants)
-        err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
+        err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
         if manifest["status"] == "complete":
             compared = runner.config.variants[:2]
@@ -250,13 +247,13 @@ def run(
                          if len(compared) == 2 else ""))
         if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
             err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
-                      f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
-                      "--max-usd N / --max-total-tokens N")
+                      f"{count(len(runner.plan), 'row')}; continue with: bench run --resume "
+                      f"{run_name} --max-usd N / --max-total-tokens N")
             raise typer.Exit(BUDGET_EXIT_CODE)
         if manifest["status"] == "partial":  # a skipped provider's rows are missing
             skipped = ", ".join(f"{p['provider']} ({p['reason']})"
                                 for p in manifest.get("providers_skipped") or [])
-            err.print(f"partial run: {manifest['rows_done']} of {len(runner.plan)} rows; "
+            err.print(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
                       f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
 

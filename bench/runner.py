@@ -36,6 +36,7 @@ from bench.limits import (DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_PROVIDE
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.parse import ParsedAnswer
+from bench.plural import count
 from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
                              make_provider)
 from bench.providers.batch import CHUNK as BATCH_CHUNK
@@ -1024,9 +1025,9 @@ class Runner:
             if self.batch_errors and failure is None:
                 first = self.batch_errors[0]
                 failure = BenchError(
-                    f"{len(self.batch_errors)} batch request(s) failed (first: {first['key']}: "
-                    f"{first['error']}); finished rows are kept, submit the rest again with: "
-                    f"bench run --resume {self.store.run_id}")
+                    f"{count(len(self.batch_errors), 'batch request')} failed (first: "
+                    f"{first['key']}: {first['error']}); finished rows are kept, submit the "
+                    f"rest again with: bench run --resume {self.store.run_id}")
         except KeyboardInterrupt:
             status = "interrupted"
             raise

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from bench.compare import cells
 from bench.errors import BenchError
+from bench.plural import count
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
     from bench.compare.core import Comparison
@@ -125,8 +126,8 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     if runner.store.exists():
         raise BenchError(f"run '{runner.store.run_id}' already exists; compare it with "
                          f"--run {runner.store.run_id}")
-    _console(stderr=True).print(f"running {variant_a} and {variant_b}: {len(runner.plan)} rows "
-                                f"-> {runner.store.dir}")
+    _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
+                                f"{count(len(runner.plan), 'row')} -> {runner.store.dir}")
     runner.run()
     return list(runner.store.rows())
 

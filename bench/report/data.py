@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.paths import runs_dir
+from bench.plural import count, noun
 from bench.runstore import RunStore
 from bench.stats.aggregate import aggregate
 from bench.stats.frame import results_frame
@@ -215,7 +216,8 @@ def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:
         text = json.dumps(text, ensure_ascii=False)
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters in results.jsonl]"
+    more = count(len(text) - limit, "more character")
+    return text[:limit] + f"\n[... {more} in results.jsonl]"
 
 
 def _optional_float(value: Any) -> float | None:
@@ -322,7 +324,8 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "status": manifest.get("status"),
-        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} cases, sha256 "
+        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} "
+                   f"{noun(dataset.get('cases'), 'case')}, sha256 "
                    f"{str(dataset.get('sha256', ''))[:12]})",
         "command": " ".join(str(p) for p in manifest.get("command") or []),
         "providers": [p for p in manifest.get("providers") or [] if isinstance(p, dict)],
