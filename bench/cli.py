@@ -13,8 +13,6 @@ from typing import Annotated, Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 from rich.text import Text
 
 from bench.cli_import import import_app
@@ -45,14 +43,6 @@ def _split(values: list[str] | None) -> list[str]:
     for value in values or []:
         items += [v.strip() for v in value.split(",") if v.strip()]
     return items
-
-
-class _RateColumn(ProgressColumn):
-    """Completed rows per second (rich's own speed estimate)."""
-
-    def render(self, task) -> Text:  # noqa: ANN001 - rich's Task
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:.2f} cases/s" if speed else "- cases/s")
 
 
 def _print_summary(run_id: str, variant_order: list[str]) -> None:
@@ -217,16 +207,11 @@ def run(
                   f"{count(len(runner.variants), 'variant')} x "
                   f"{count(len(runner.config.providers), 'provider')} x "
                   f"{count(runner.config.trials, 'trial')} -> {runner.store.dir}")
-        columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
-                   MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
-        with Progress(*columns, console=err) as progress:
-            task = progress.add_task("rows", total=len(runner.plan))
+        from bench.progress import RunProgress
 
-            def hook(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
-
+        with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
             try:
-                manifest = runner.run(progress=hook)
+                manifest = runner.run(progress=progress)
             except KeyboardInterrupt:
                 progress.stop()
                 kept = sum(1 for _ in runner.store.rows())

@@ -363,7 +363,9 @@ class Spend:
         return self.tokens / self.requests if self.requests else 0.0
 
 
-ProgressHook = Callable[[int, int], None]
+# Called as hook(rows done, rows planned, plan item of the row just written) per row, and
+# once with item None when the run starts (bench.progress.RunProgress is the CLI's).
+ProgressHook = Callable[[int, int, "PlanItem | None"], None]
 
 
 class Runner:
@@ -872,7 +874,7 @@ class Runner:
         spend = self._spent()
         finished = done
         if progress:
-            progress(finished, len(self.plan))
+            progress(finished, len(self.plan), None)
         queues: dict[str, deque[PlanItem]] = {}
         pools = {pid: ThreadPoolExecutor(max_workers=self.concurrency(pid),
                                          thread_name_prefix=f"bench-{i}")
@@ -909,7 +911,7 @@ class Runner:
                 spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
             finished += 1
             if progress:
-                progress(finished, len(self.plan))
+                progress(finished, len(self.plan), item)
 
         sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
         prepared: set[tuple[str, str]] = set()
