@@ -13,8 +13,6 @@ from typing import Annotated, Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 from rich.text import Text
 
 from bench.cli_import import import_app
@@ -24,8 +22,12 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.limits import (AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES, DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES, MAX_TRIALS)
+from bench.plural import count
 
-BUDGET_EXIT_CODE = 3  # the run stopped at --max-usd / --max-total-tokens; it can be resumed
+# The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
+# (status budget_exhausted), or a provider was skipped, e.g. for a missing key (partial).
+INCOMPLETE_EXIT_CODE = 3
+BUDGET_EXIT_CODE = INCOMPLETE_EXIT_CODE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark LLM tool descriptions: tool selection, arguments and token "
@@ -36,24 +38,11 @@ if not out.is_terminal and "COLUMNS" not in os.environ:
 err = Console(stderr=True, soft_wrap=True)  # messages unwrapped: commands stay copyable
 
 
-def _count(n: int, noun: str) -> str:
-    """``1 variant``, ``2 variants``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _split(values: list[str] | None) -> list[str]:
     items: list[str] = []
     for value in values or []:
         items += [v.strip() for v in value.split(",") if v.strip()]
     return items
-
-
-class _RateColumn(ProgressColumn):
-    """Completed rows per second (rich's own speed estimate)."""
-
-    def render(self, task) -> Text:  # noqa: ANN001 - rich's Task
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:.2f} cases/s" if speed else "- cases/s")
 
 
 def _print_summary(run_id: str, variant_order: list[str]) -> None:
@@ -83,7 +72,10 @@ def run(
                                  f"{','.join(DEFAULT_PROVIDERS)}).")] = None,
     trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Repetitions per case.")]
     = 1,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N cases.")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        min=1, help="Only N cases: a sample stratified by expected tool (no-call and ask "
+                    "cases included), seeded by --seed, nested (N+1 adds one case) and in "
+                    "dataset order.")] = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
     model: Annotated[Optional[str], typer.Option(
         help="Local provider: a model preset (bench doctor --models lists them; default "
@@ -149,7 +141,11 @@ def run(
         help="Execute the calls on this MCP server (a command line, started over stdio, e.g. "
              "'python server.py') instead of the reference backends.")] = None,
 ) -> None:
-    """Run every case x variant x provider x trial, score it and print a per-variant table."""
+    """Run every case x variant x provider x trial, score it and print a per-variant table.
+
+    Exit code 0: complete; 3: incomplete but resumable (a budget reached, or a provider
+    skipped, e.g. for a missing key: one line says which); 2: bad input; 130/143: stopped.
+    """
     with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
         from bench.runner import RunConfig, Runner
 
@@ -195,13 +191,13 @@ def run(
         run_name = runner.store.run_id
         pending = runner.pending()
         if resume and not pending and runner.store.read_manifest().get("status") == "complete":
-            err.print(f"run {run_name} is already complete ({len(runner.plan)} rows); "
+            err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
                       "nothing to do")
             _print_summary(run_name, runner.config.variants)
             return
         if resume:
             err.print(f"resuming run {run_name}: {len(runner.plan) - len(pending)} of "
-                      f"{len(runner.plan)} rows already done")
+                      f"{count(len(runner.plan), 'row')} already done")
         if pending:
             try:
                 runner.open_providers()  # fail on a missing model before any output
@@ -214,31 +210,27 @@ def run(
                 err.print(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
-        err.print(f"run {run_name}: {_count(len(runner.cases), 'case')} x "
-                  f"{_count(len(runner.variants), 'variant')} x "
-                  f"{_count(len(runner.config.providers), 'provider')} x "
-                  f"{_count(runner.config.trials, 'trial')} -> {runner.store.dir}")
-        columns = [TextColumn("[progress.description]{task.description}"), BarColumn(),
-                   MofNCompleteColumn(), _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
-        with Progress(*columns, console=err) as progress:
-            task = progress.add_task("rows", total=len(runner.plan))
+        err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x "
+                  f"{count(len(runner.variants), 'variant')} x "
+                  f"{count(len(runner.config.providers), 'provider')} x "
+                  f"{count(runner.config.trials, 'trial')} -> {runner.store.dir}")
+        from bench.progress import RunProgress
 
-            def hook(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
-
+        with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
             try:
-                manifest = runner.run(progress=hook)
+                manifest = runner.run(progress=progress)
             except KeyboardInterrupt:
                 progress.stop()
                 kept = sum(1 for _ in runner.store.rows())
                 terminated = _terminated or (runner.signals is not None
                                              and runner.signals.signum == signal.SIGTERM)
                 err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
-                          f"{len(runner.plan)} rows kept in {runner.store.results_path}; finish "
-                          f"with: bench run --resume {run_name}")
+                          f"{count(len(runner.plan), 'row')} kept in "
+                          f"{runner.store.results_path}; finish with: bench run --resume "
+                          f"{run_name}")
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         _print_summary(run_name, runner.config.variants)
-        err.print(f"{manifest['rows_done']} rows in {runner.store.results_path} "
+        err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
         if manifest["status"] == "complete":
             compared = runner.config.variants[:2]
@@ -247,9 +239,15 @@ def run(
                          if len(compared) == 2 else ""))
         if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
             err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
-                      f"{len(runner.plan)} rows; continue with: bench run --resume {run_name} "
-                      "--max-usd N / --max-total-tokens N")
+                      f"{count(len(runner.plan), 'row')}; continue with: bench run --resume "
+                      f"{run_name} --max-usd N / --max-total-tokens N")
             raise typer.Exit(BUDGET_EXIT_CODE)
+        if manifest["status"] == "partial":  # a skipped provider's rows are missing
+            skipped = ", ".join(f"{p['provider']} ({p['reason']})"
+                                for p in manifest.get("providers_skipped") or [])
+            err.print(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
+                      f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
+            raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 @app.command()
@@ -269,13 +267,18 @@ def doctor(
 @app.command()
 def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")]) -> None:
     """Print the per-variant table of a stored run."""
-    from bench.runstore import RunStore
     from bench.paths import runs_dir
+    from bench.runstore import CRASHED, RunStore
 
-    manifest = RunStore(runs_dir(), run_id).read_manifest()
+    store = RunStore(runs_dir(), run_id)
+    manifest = store.read_manifest()
     _print_summary(run_id, manifest["config"]["variants"])
-    out.print(f"status: {manifest['status']}, rows {manifest['rows_done']}/"
-              f"{manifest['rows_planned']}")
+    status = store.shown_status(manifest)
+    # a crashed or running run's manifest holds the count of its last write: count the rows
+    done = len({row["key"] for row in store.rows()}) if status in (CRASHED, "running") \
+        else manifest["rows_done"]
+    out.print(f"status: {status}, rows {done}/{manifest['rows_planned']}"
+              + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
 
 
 from bench.compare.command import compare  # noqa: E402 - typer needs the function object
@@ -297,7 +300,8 @@ def main() -> None:
     """Console-script entry point.
 
     Exit codes: 0 done; 2 bad input (one ``error:`` line naming file, line and field, or a
-    usage error from the CLI parser); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g.
+    usage error from the CLI parser); 3 an incomplete, resumable run (a budget reached, or a
+    provider skipped: status ``partial``; one line says which); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g.
     a CI job's timeout). Both stop a run the same way: finished rows are kept, the manifest
     says ``interrupted``, and ``bench run --resume`` continues. Bad input never shows a
     traceback.

@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from bench.plural import count
+
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
                          "BFCL, OpenAI or Anthropic tool lists, or a live MCP server.")
 out = Console()
@@ -27,10 +29,10 @@ def _report(imported, variant_path: Path) -> None:  # noqa: ANN001 - ImportedToo
     for note in imported.notes:
         out.print(f"note: {note}", soft_wrap=True, markup=False)
     if imported.renamed:
-        out.print(f"renamed {len(imported.renamed)} tools to valid names (e.g. "
+        out.print(f"renamed {count(len(imported.renamed), 'tool')} to valid names (e.g. "
                   f"{next(iter(imported.renamed))} -> {next(iter(imported.renamed.values()))})",
                   markup=False)
-    out.print(f"wrote {len(imported.tools)} tools -> {variant_path}", markup=False)
+    out.print(f"wrote {count(len(imported.tools), 'tool')} -> {variant_path}", markup=False)
 
 
 @import_app.command("bfcl")
@@ -54,7 +56,7 @@ def import_bfcl_cmd(
     cases_path = write_cases(name, cases, force=force)
     variant_path = write_variant(name, variant, imported, header=header, force=force)
     _report(imported, variant_path)
-    out.print(f"wrote {len(cases)} cases -> {cases_path}", markup=False)
+    out.print(f"wrote {count(len(cases), 'case')} -> {cases_path}", markup=False)
     out.print(f"run it: bench run --dataset {name} --variants {variant}", markup=False)
 
 

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.plural import count
+
 out = Console()
 if not out.is_terminal and "COLUMNS" not in os.environ:
     out = Console(width=200)
@@ -87,4 +89,5 @@ def _print(findings, linted) -> None:  # noqa: ANN001 - plain data
         summary.add_row(f"{ts}/{v}", *map(str, row), str(sum(row)))
     out.print(summary)
     errors = sum(1 for f in findings if f.severity == "error")
-    out.print(f"{len(findings)} findings, {errors} errors in {len(linted)} variants")
+    out.print(f"{count(len(findings), 'finding')}, {count(errors, 'error')} in "
+              f"{count(len(linted), 'variant')}")

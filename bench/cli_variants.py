@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.errors import BenchError
+from bench.plural import count
 
 variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
                            help="List variants (lines, tokens per provider) or diff two.")
@@ -157,7 +158,7 @@ def variants_diff(
 
 def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001 - plain data
     out.print(f"[bold]{escape(toolset)}: {escape(a)} -> {escape(b)}[/bold]: "
-              f"{len(diffs)} tools changed")
+              f"{count(len(diffs), 'tool')} changed")
     table = Table(show_header=True, title_justify="left")
     for column in ("tool", "change", "parameter", "detail"):
         table.add_column(column)

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from importlib import metadata
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.datasets import Dataset, check_against_tools, load_dataset
+from bench.datasets.sample import stratified_sample
 from bench.descriptions import Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
 from bench.limits import (DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS,
@@ -35,6 +36,7 @@ from bench.limits import (DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_PROVIDE
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.parse import ParsedAnswer
+from bench.plural import count
 from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
                              make_provider)
 from bench.providers.batch import CHUNK as BATCH_CHUNK
@@ -69,7 +71,12 @@ class RunConfig(BaseModel):
         variants: variant names, e.g. ``["l3", "l10", "l30", "l50"]``.
         providers: provider ids, e.g. ``["local"]``.
         trials: repetitions per case (>= 1).
-        limit: only the first N cases (None: all).
+        limit: only N cases (None: all): a sample stratified by expected tool (no-call and
+            ask cases are strata too), seeded by ``seed``, in dataset order
+            (:mod:`bench.datasets.sample`).
+        limit_sampling: how ``limit`` picks: ``stratified`` (the sample above) or ``first``
+            (the first N in file order: what runs recorded before the sample existed did; a
+            resumed run keeps its own).
         case_ids: only these cases (None: all).
         model: the local provider's model preset (None: default).
         model_path: GGUF for the local provider (None: the preset).
@@ -109,6 +116,7 @@ class RunConfig(BaseModel):
     providers: list[str] = Field(default_factory=lambda: list(DEFAULT_PROVIDERS))
     trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
     limit: int | None = Field(default=None, ge=1)
+    limit_sampling: Literal["stratified", "first"] = "stratified"
     case_ids: list[str] | None = None
     model: str | None = None
     model_path: str | None = None
@@ -181,7 +189,9 @@ class PlanItem:
 
 
 def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
-    """The cases a config selects, in file order.
+    """The cases a config selects, in file order: ``case_ids`` (all when None), then of those
+    ``limit`` cases as ``limit_sampling`` says (a stratified sample seeded by ``seed``, or
+    the first N).
 
     Raises:
         BenchError: ``case_ids`` names a case the dataset does not have.
@@ -195,7 +205,8 @@ def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
         wanted = set(config.case_ids)
         cases = [c for c in cases if c.id in wanted]
     if config.limit:
-        cases = cases[:config.limit]
+        cases = stratified_sample(cases, config.limit, config.seed) \
+            if config.limit_sampling == "stratified" else cases[:config.limit]
     return cases
 
 
@@ -354,7 +365,9 @@ class Spend:
         return self.tokens / self.requests if self.requests else 0.0
 
 
-ProgressHook = Callable[[int, int], None]
+# Called as hook(rows done, rows planned, plan item of the row just written) per row, and
+# once with item None when the run starts (bench.progress.RunProgress is the CLI's).
+ProgressHook = Callable[[int, int, "PlanItem | None"], None]
 
 
 class Runner:
@@ -419,6 +432,8 @@ class Runner:
             if not isinstance(stored_config, dict):
                 raise BenchError("config must be an object", file=store.manifest_path,
                                  field="config")
+            # a run from before --limit sampled took the first N cases: it keeps them
+            stored_config = {"limit_sampling": "first", **stored_config}
             config = RunConfig.model_validate({**stored_config, **changes})
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
@@ -861,7 +876,7 @@ class Runner:
         spend = self._spent()
         finished = done
         if progress:
-            progress(finished, len(self.plan))
+            progress(finished, len(self.plan), None)
         queues: dict[str, deque[PlanItem]] = {}
         pools = {pid: ThreadPoolExecutor(max_workers=self.concurrency(pid),
                                          thread_name_prefix=f"bench-{i}")
@@ -898,7 +913,7 @@ class Runner:
                 spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
             finished += 1
             if progress:
-                progress(finished, len(self.plan))
+                progress(finished, len(self.plan), item)
 
         sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
         prepared: set[tuple[str, str]] = set()
@@ -1014,9 +1029,9 @@ class Runner:
             if self.batch_errors and failure is None:
                 first = self.batch_errors[0]
                 failure = BenchError(
-                    f"{len(self.batch_errors)} batch request(s) failed (first: {first['key']}: "
-                    f"{first['error']}); finished rows are kept, submit the rest again with: "
-                    f"bench run --resume {self.store.run_id}")
+                    f"{count(len(self.batch_errors), 'batch request')} failed (first: "
+                    f"{first['key']}: {first['error']}); finished rows are kept, submit the "
+                    f"rest again with: bench run --resume {self.store.run_id}")
         except KeyboardInterrupt:
             status = "interrupted"
             raise

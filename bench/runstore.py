@@ -30,6 +30,8 @@ MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_pl
 ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
               "usage", "latency_s")
 _ROW_FIELD_SET = frozenset(ROW_FIELDS)
+# Shown (never stored) for a run whose manifest says "running" while no process writes it.
+CRASHED = "crashed"
 
 
 def new_run_id() -> str:
@@ -145,6 +147,41 @@ class RunStore:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def is_being_written(self) -> bool:
+        """True while a process (this one included) holds the run's write lock
+        (:meth:`writing`); False when none does or the run folder does not exist.
+
+        Probes with a shared, non-blocking ``flock`` that is released at once: it conflicts
+        only with a writer's exclusive lock, never with other readers. A writer that starts in
+        the same microsecond as the probe is told the run is busy and can simply retry.
+        """
+        if self._held:
+            return True
+        try:
+            fd = os.open(self.dir, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    def shown_status(self, manifest: dict[str, Any]) -> str:
+        """The status to show for ``manifest`` (this run's, as :meth:`read_manifest` returns
+        it): ``crashed`` when it says ``running`` but no process holds the run's write lock
+        (the process that ran it died without writing its final status: killed, out of
+        memory, power cut), else the stored status. Nothing is written: ``bench run
+        --resume`` finishes a crashed run like an interrupted one."""
+        status = str(manifest.get("status"))
+        if status == "running" and not self.is_being_written():
+            return CRASHED
+        return status
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Replace the manifest atomically."""

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bench.executor.outcome import ERROR_CLASSES
@@ -33,7 +34,9 @@ def traces(
         typer.echo(json.dumps({"run_id": run_id, "tools": clean}, ensure_ascii=False,
                               indent=2))
         return
-    table = Table(title=f"traces of run {run_id}", title_justify="left")
+    table = Table(title=f"traces of run {run_id}", title_justify="left",
+                  caption="error classes: failed attempts, with their error codes",
+                  caption_justify="left")
     columns = ["tool", "calls", "attempts", "retries", "failure rate", "p50 ms", "p95 ms",
                "p99 ms", "max ms", *ERROR_CLASSES]
     for column in columns:
@@ -42,5 +45,22 @@ def traces(
         table.add_row(str(r["tool"]), str(r["calls"]), str(r["attempts"]), str(r["retries"]),
                       f"{r['failure_rate'] * 100:.1f}%", f"{r['p50_ms']:.2f}",
                       f"{r['p95_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
-                      *(str(int(r.get(c, 0) or 0)) for c in ERROR_CLASSES))
+                      *(class_cell(int(r.get(c, 0) or 0), (r.get("error_codes") or {}).get(c))
+                        for c in ERROR_CLASSES))
     console.print(table)
+
+
+def class_cell(count: int, codes: dict[str, int] | None) -> str:
+    """An error class's cell: the attempts with their codes beside them, e.g. ``0``,
+    ``2 permission_denied``, ``3: not_found 2, permission_denied 1`` (most frequent first).
+
+    Args:
+        count: attempts that failed with this class.
+        codes: error code -> attempts for this class (None or {}: none recorded).
+    """
+    if not count or not codes:
+        return str(count)
+    if len(codes) == 1:
+        return f"{count} {escape(next(iter(codes)))}"
+    ranked = sorted(codes.items(), key=lambda item: (-item[1], item[0]))
+    return f"{count}: " + ", ".join(f"{escape(code)} {n}" for code, n in ranked)

@@ -58,10 +58,16 @@ class ScriptedProvider(Provider):
 def make_run(run_id: str, script: Callable[[Case], str], *, variants: Sequence[str] = ("l3",
              "l10"), providers: Sequence[str] = ("local",), limit: int | None = 12,
              trials: int = 1, case_ids: Sequence[str] | None = None,
-             execute: bool = False) -> None:
+             execute: bool = False, first: bool = True) -> None:
     """Run the project's ``ecommerce`` cases through :class:`ScriptedProvider` (BENCH_HOME);
     ``execute`` runs the calls on the reference executor (off: rows carry no execution
-    metrics, as the report tests assume)."""
+    metrics, as the report tests assume). ``limit`` takes the first N cases (named as
+    ``case_ids``: the report tests know which cases ran) or, with ``first=False``, the
+    run's own ``limit`` (the stratified sample ``bench run --limit`` takes)."""
+    if first and limit and not case_ids:
+        from bench.datasets import load_dataset
+        case_ids = [case.id for case in load_dataset("ecommerce").cases[:limit]]
+        limit = None
     config = RunConfig(variants=list(variants), providers=list(providers), limit=limit,
                        trials=trials, case_ids=list(case_ids) if case_ids else None,
                        execute=execute)

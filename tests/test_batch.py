@@ -83,7 +83,7 @@ def test_failed_batch_requests_stay_pending_and_resume_submits_only_them(backend
     runner = runner_for(backend, "openai", "partial")
     failing = custom_id(runner.plan[3].key)
     backend.fail = {failing}
-    with pytest.raises(BenchError, match=r"1 batch request\(s\) failed .*--resume partial"):
+    with pytest.raises(BenchError, match=r"1 batch request failed .*--resume partial"):
         runner.run()
     manifest = json.loads(runner.store.manifest_path.read_text())
     assert manifest["rows_done"] == 11 and manifest["status"] == "failed"

@@ -18,6 +18,15 @@ def test_unknown_dataset(run_bench):
                           "known: analytics, ecommerce, logistics")
 
 
+def test_missing_dataset_file_is_not_found_naming_the_path(run_bench, project):
+    result = run_bench("run", "--dataset", "./nope.jsonl")
+    assert_one_line_error(result, f"{project / 'nope.jsonl'}: dataset file not found")
+    assert "unknown dataset" not in result.stderr
+    (project / "folder.jsonl").mkdir()
+    assert_one_line_error(run_bench("run", "--dataset", "folder.jsonl"),
+                          f"{project / 'folder.jsonl'}: dataset path is not a file")
+
+
 def test_unknown_variant(run_bench):
     assert_one_line_error(run_bench("run", "--variants", "l3,l99"), "unknown variant 'l99'")
 

@@ -225,3 +225,10 @@ def test_sql_cannot_build_huge_values(tmp_path):
         db.select("SELECT randomblob(200000000) AS b FROM t", 10, None)
     assert raised.value.code == "sql_error" and "too big" in str(raised.value)
     assert db.select("SELECT a FROM t", 10, None)["row_count"] == 3
+
+
+def test_sql_limit_of_one_row_reads_singular(executor):
+    outcome = run(executor, "ecommerce", "query_database",
+                  {"sql": "SELECT order_id FROM orders ORDER BY order_id", "limit": 1})
+    assert outcome.data["row_count"] == 1
+    assert outcome.data["note"].startswith("more than 1 row matched; only the first is shown.")

@@ -108,7 +108,8 @@ def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
         return ProviderResponse(raw="", parsed=parsed, latency_s=0.01)
 
     monkeypatch.setattr(OracleProvider, "complete", complete)
-    config = RunConfig(variants=["l3"], providers=["oracle"], limit=30)
+    # the first 30 cases: their labels hold no $regex matcher the oracle could not answer
+    config = RunConfig(variants=["l3"], providers=["oracle"], case_ids=list(cases)[:30])
     runner = Runner(config, run_id="exec-1", provider_factory=lambda pid, cfg: OracleProvider())
     runner.run()
     rows = list(runner.store.rows())
@@ -138,6 +139,41 @@ def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
     tools = {t["tool"]: t for t in summary["tools"]}
     assert tools["search_orders"]["failure_rate"] == 0.0
     assert sum(t["calls"] for t in tools.values()) == len(traces)
+
+
+def test_traces_show_each_error_class_with_its_codes(project, monkeypatch):
+    """`bench traces` puts the error code beside the class: a write tool refused without
+    --allow-writes reads `permanent` with `permission_denied`, in the table and the JSON."""
+    from bench.datasets import load_dataset
+    cases = [c for c in load_dataset("ecommerce").cases
+             if [e.name for e in c.expected.calls] == ["cancel_order"]][:2]
+
+    def complete(self, messages, tools, variant_key, trial=0):
+        case = next(c for c in cases if c.messages[-1].content == messages[-1].content)
+        calls = [build_expected_call(e, i) for i, e in enumerate(case.expected.calls)]
+        return ProviderResponse(raw="", parsed=ParsedAnswer(calls=calls), latency_s=0.01)
+
+    monkeypatch.setattr(OracleProvider, "complete", complete)
+    config = RunConfig(variants=["l3"], providers=["oracle"], case_ids=[c.id for c in cases])
+    Runner(config, run_id="refused", provider_factory=lambda pid, cfg: OracleProvider()).run()
+    cli = CliRunner()
+    table = cli.invoke(app, ["traces", "refused"])
+    assert table.exit_code == 0, table.output
+    (line,) = [l for l in table.output.splitlines() if "cancel_order" in l]
+    permanent = line.split("│")[1 + 9 + 3].strip()  # tool, 8 figures, then the classes
+    assert permanent == "2 permission_denied", line
+    summary = json.loads(cli.invoke(app, ["traces", "refused", "--json"]).output)
+    (tool,) = [t for t in summary["tools"] if t["tool"] == "cancel_order"]
+    assert tool["permanent"] == 2
+    assert tool["error_codes"] == {"permanent": {"permission_denied": 2}}
+
+
+def test_traces_class_cells_list_several_codes_most_frequent_first():
+    from bench.traces_cmd import class_cell
+    assert class_cell(0, None) == "0"
+    assert class_cell(3, {"permission_denied": 1, "not_found": 2}) == \
+        "3: not_found 2, permission_denied 1"
+    assert class_cell(1, {"[bold]x": 1}) == "1 \\[bold]x"  # rich markup stays text
 
 
 def test_runner_without_execution_writes_no_traces(project):

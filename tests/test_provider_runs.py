@@ -27,8 +27,11 @@ def test_missing_keys_are_skipped_and_the_other_provider_runs(run_bench, project
                            "--provider", "openai:gpt-test", "--provider", "anthropic:claude-test",
                            "--provider", compat, "--parallel-tool-calls", timeout=300)
         served = list(server.requests)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # incomplete: not to be taken as done
     assert "provider openai:gpt-test skipped: OPENAI_API_KEY is not set" in result.stderr
+    assert ("partial run: 2 of 6 rows; skipped openai:gpt-test (OPENAI_API_KEY is not set), "
+            "anthropic:claude-test (ANTHROPIC_API_KEY is not set); fix that, then: bench run "
+            "--resume multi") in result.stderr
     assert "provider anthropic:claude-test skipped: ANTHROPIC_API_KEY is not set" \
         in result.stderr
     run_dir = project / "reports" / "runs" / "multi"

@@ -380,3 +380,83 @@ def test_the_drilldown_is_the_same_whatever_the_hash_seed(project):
              "PYTHONPATH": str(REPO)}).stdout for seed in ("1", "2", "3", "4")}
     assert len(outputs) == 1
     assert len(json.loads(outputs.pop())["tools"]) >= 3
+
+
+def test_headline_table_scrolls_in_its_box_with_each_interval_on_its_own_line(project):
+    """A headline with a column per metric fits a 1400 px window: its headers wrap, each
+    interval sits on its own line under the rate (no cell holds "x% [low-high]" on one
+    unbreakable line), and the table sits in a box that scrolls sideways when it is still
+    too wide (tests/test_report_browser.py measures it in Chromium)."""
+    import re
+    from importlib import resources
+
+    make_run("wide", mixed_answer, variants=("l3",), limit=4)
+    html = render_html(load_runs(["wide"]), "t")
+    headline = html.split('<section id="headline">')[1].split("</section>")[0]
+    assert '<div class="scroll" id="headline-scroll"><table class="num headline">' in headline
+    assert not re.search(r"\d% \[", headline)  # rate and interval never share a line
+    cells = re.findall(r"<td>([\d.]+%)<span class=\"ci\">(\[[\d.]+-[\d.]+\])</span>", headline)
+    assert len(cells) >= 4
+    css = resources.files("bench.report").joinpath("templates", "report.css").read_text()
+    assert ".scroll { overflow-x: auto; }" in css
+    assert "table.headline th { white-space: normal;" in css
+    assert ".ci { display: block;" in css
+
+
+def test_a_heatmap_with_one_value_has_no_colour_scale(project):
+    """A colour bar over one value (a one-cell confusion matrix, or all cells equal) means
+    nothing: such heatmaps have none; a matrix with several values keeps it. In a run with one
+    expected tool, all answered right, the report's confusion chart is that one cell."""
+    import base64
+    import re
+
+    import pandas as pd
+
+    from bench.report.charts import heatmap
+
+    def axes(svg):  # matplotlib writes each axes, the colour bar's too, as <g id="axes_N">
+        return re.findall(r'<g id="(axes_\d+)"', svg)
+
+    assert axes(heatmap(pd.DataFrame([[7]], index=["a"], columns=["a"]), "t", "x", "y")) \
+        == ["axes_1"]
+    assert len(axes(heatmap(pd.DataFrame([[2, 2], [2, 2]]), "t", "x", "y"))) == 1
+    assert len(axes(heatmap(pd.DataFrame([[7, 1], [0, 3]]), "t", "x", "y"))) == 2
+    make_run("one-cell", expected_answer, variants=("l3",), limit=3)  # all search_orders
+    html = render_html(load_runs(["one-cell"]), "t")
+    (uri,) = re.findall(r'alt="confusion matrix [^"]*" src="data:image/svg\+xml;base64,([^"]+)"',
+                        html)
+    assert axes(base64.b64decode(uri).decode("utf-8")) == ["axes_1"]
+
+
+@pytest.mark.parametrize("status", ["interrupted", "failed", "budget_exhausted", "partial",
+                                    "crashed"])
+def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
+    """Figures of a run that did not finish cover only its rows: the HTML page opens with a
+    banner and the Markdown summary with a line, both with rows done / planned."""
+    make_run("cut", mixed_answer, variants=("l3",), limit=6)
+    store = RunStore(project / "reports" / "runs", "cut")
+    manifest = store.read_manifest()
+    rows = list(store.rows())
+    store.results_path.unlink()
+    for row in rows[:4]:
+        store.append(row)
+    stored = "running" if status == "crashed" else status  # what a dead process leaves
+    store.write_manifest({**manifest, "status": stored, "rows_done": 4, "error": "boom",
+                          "providers_skipped": [{"provider": "openai:x", "reason": "no key"}]})
+    html = render_html(load_runs(["cut"]), "t")
+    body = html.split("<body>", 1)[1].lstrip()
+    assert body.startswith('<div class="banner incomplete" role="alert"><strong>Incomplete '
+                           'run: 4 of 6 planned rows.</strong> Run cut is ' + status)
+    assert "bench run --resume cut" in body.split("</div>", 1)[0]
+    lines = render_markdown(load_runs(["cut"]), "t").splitlines()
+    assert lines[2].startswith(f"> **Incomplete run: 4 of 6 planned rows.** Run cut is {status}")
+    assert ("openai:x" in lines[2]) == (status == "partial")
+    assert ("boom" in lines[2]) == (status == "failed")
+
+
+def test_a_complete_run_has_no_incomplete_banner(project):
+    make_run("done", mixed_answer, variants=("l3",), limit=3)
+    html = render_html(load_runs(["done"]), "t")
+    assert html.split("<body>", 1)[1].lstrip().startswith("<header>")
+    assert 'class="banner' not in html
+    assert "Incomplete" not in render_markdown(load_runs(["done"]), "t")

@@ -122,3 +122,33 @@ def test_hostile_output_shows_as_text_and_never_runs(page):
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("main script, .detail *:is(script, img, a, iframe)").count() == 0
     assert page.problems == []
+
+
+def test_headline_fits_a_1400_px_window(browser, project):
+    """All eight rates, cost and a long provider id at 1400 px: the page never scrolls
+    sideways and the headline fits its box (which would scroll it otherwise)."""
+    from bench.runstore import RunStore
+
+    make_run("wide", half_hostile, limit=12, execute=True, first=False)  # no-call, ask too
+    store = RunStore(project / "reports" / "runs", "wide")
+    rows = list(store.rows())
+    store.results_path.unlink()
+    for row in rows:
+        row["provider"] = "openai-compat:qwen2.5-7b-instruct@http://127.0.0.1:8080/v1"
+        row["cost_usd"] = 0.001
+        store.append(row)
+    path = project / "reports" / "wide" / "index.html"
+    path.parent.mkdir(parents=True)
+    path.write_text(render_html(load_runs(["wide"]), "wide"), encoding="utf-8")
+    tab = browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        tab.goto(path.as_uri())
+        assert tab.locator("table.headline th").count() >= 3 + 8 + 5
+        page_width = tab.evaluate("document.documentElement.scrollWidth")
+        box = tab.evaluate("(() => { const s = document.getElementById('headline-scroll');"
+                           " return [s.clientWidth, s.scrollWidth,"
+                           " s.getBoundingClientRect().right]; })()")
+        assert page_width <= 1400, page_width
+        assert box[1] <= box[0] and box[2] <= 1400, box
+    finally:
+        tab.close()

@@ -242,3 +242,63 @@ def test_a_row_nested_past_any_parser_is_written_with_the_deep_part_dropped(tmp_
     while isinstance(value, dict):
         value, depth = value["a"], depth + 1
     assert value == TOO_DEEP and 150 < depth < 260
+
+
+# A run whose process dies mid-run (SIGKILL: no handler, no final manifest): two rows are
+# written, the third request kills the process.
+CRASHING_RUN = """
+import os, signal, time
+from bench.paths import runs_dir
+from bench.runner import RunConfig, Runner, _default_factory
+asked, rows = [], runs_dir() / "crash" / "results.jsonl"
+def factory(provider_id, config):
+    provider = _default_factory(provider_id, config)
+    complete = provider.complete
+    def complete_or_die(*args, **kwargs):
+        asked.append(1)
+        if len(asked) == 3:  # once the main thread has written the first two rows
+            while rows.read_bytes().count(b"\\n") < 2:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return complete(*args, **kwargs)
+    provider.complete = complete_or_die
+    return provider
+config = RunConfig(variants=["l3"], providers=["replay:rec"], limit=5, concurrency=1,
+                   execute=False)
+Runner(config, run_id="crash", command=["bench", "run"], provider_factory=factory).run()
+"""
+
+
+def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
+    """A run whose process died stays `running` in its manifest: `bench show` and `bench
+    report` call it crashed (no process holds its lock), `running` while one does, the
+    manifest is not rewritten by them, and `bench run --resume` finishes it."""
+    import os
+    from bench.paths import runs_dir
+    from conftest import REPO
+    from report_runs import expected_answer, make_run
+
+    make_run("rec", expected_answer, variants=("l3",), limit=5, first=False)
+    died = subprocess.run([sys.executable, "-c", CRASHING_RUN], cwd=project, timeout=300,
+                          env={**os.environ, "BENCH_HOME": str(project), "PYTHONPATH": str(REPO)})
+    assert died.returncode == -9
+    store = RunStore(runs_dir(), "crash")
+    assert store.read_manifest()["status"] == "running"
+    assert len(list(store.rows())) == 2
+
+    shown = run_bench("show", "crash")
+    assert shown.returncode == 0, shown.stderr
+    assert "status: crashed, rows 2/5; finish with: bench run --resume crash" in shown.stdout
+    summary = run_bench("report", "crash", "-f", "md", "-o", "-")
+    assert summary.returncode == 0, summary.stderr
+    assert "`crash` (crashed," in summary.stdout
+    with locked_by_another_process(runs_dir(), "crash"):
+        assert "status: running, rows 2/5" in run_bench("show", "crash").stdout
+    assert store.read_manifest()["status"] == "running"  # shown, never written by readers
+
+    resumed = run_bench("run", "--resume", "crash")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "2 of 5 rows already done" in resumed.stderr
+    assert store.read_manifest()["status"] == "complete"
+    assert len(list(store.rows())) == 5
+    assert "status: complete, rows 5/5" in run_bench("show", "crash").stdout

@@ -61,3 +61,39 @@ def test_duplicate_rows_count_once():
     rows = [row("c1", "a", True, True, None, 1.0)] * 3 + [row("c2", "a", False, False, None, 1.0)]
     summary = summarize(rows_frame(rows))
     assert (summary.loc[0, "selection_k"], summary.loc[0, "selection_n"]) == (1, 2)
+
+
+RUN_ID = "replay:20261130-050032-973d"
+CACHE = "replay:/home/someone/project/reports/cache/responses-20261130.sqlite"
+
+
+@pytest.mark.parametrize("width", [100, 150, 200])
+def test_provider_ids_are_never_cut_in_the_terminal_table(width):
+    """A replay id used to show as `replay:202612…`: the provider column folds an id it
+    cannot fit onto more lines, and a replay file path keeps its file name."""
+    from rich.console import Console
+
+    rows = [{**row(f"c{i}", "l3", True, i == 0, None, 1.0), "provider": provider,
+             "key": f"c{i}|l3|{provider}"}
+            for provider in (RUN_ID, CACHE, "local") for i in range(3)]
+    console = Console(width=width, record=True)
+    console.print(summary_table(summarize(rows_frame(rows), ["l3"])))
+    lines = console.export_text().splitlines()
+    body = [line for line in lines if line.startswith("│")]
+    column = "".join(line.split("│")[1].strip() for line in body)  # the provider cells
+    assert RUN_ID in column and "local" in column
+    assert "replay:…/responses-20261130.sqlite" in column
+    assert "…" not in column.replace("replay:…/", "")  # nothing else is cut
+
+
+def test_shown_replay_paths_keep_the_parts_that_tell_them_apart():
+    from bench.report.table import shown_provider_ids
+    shown = shown_provider_ids(["replay:/x/a/r.sqlite", "replay:/y/a/r.sqlite#local",
+                                "replay:/z/b/r.sqlite", "replay:/y/a/r.sqlite", RUN_ID,
+                                "replay:c.sqlite", "local"])
+    assert shown == {"replay:/x/a/r.sqlite": "replay:/x/a/r.sqlite",  # nothing left to cut
+                     "replay:/y/a/r.sqlite#local": "replay:…/r.sqlite#local",
+                     "replay:/z/b/r.sqlite": "replay:…/b/r.sqlite",
+                     "replay:/y/a/r.sqlite": "replay:/y/a/r.sqlite",
+                     RUN_ID: RUN_ID, "replay:c.sqlite": "replay:c.sqlite", "local": "local"}
+    assert len(set(shown.values())) == len(shown)

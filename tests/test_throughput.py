@@ -179,18 +179,20 @@ def test_server_errors_are_retried_and_permanent_errors_stop_the_run_resumably(p
         server.script(Reply(body=chat_body(calls=[("search_orders", {})])),
                       Reply(401, error_body(401, "bad key")))
         runner = Runner(config(server, limit=3), run_id="perm", command=[])
-        with pytest.raises(BenchError, match=r"permanent HTTP 401 error on case 'ecom-0002', "
+        first, second = (item.case for item in runner.plan[:2])  # the 401 answers the second
+        with pytest.raises(BenchError, match=rf"permanent HTTP 401 error on case '{second.id}', "
                                              r"variant 'l3', trial 0.*--resume perm") as info:
             runner.run()
         assert SECRET not in str(info.value)
         manifest = json.loads(runner.store.manifest_path.read_text())
         kept = {r["case_id"] for r in rows_of(runner)}
         # a request already in flight when the error arrived is finished and kept
-        assert manifest["status"] == "failed" and "ecom-0002" not in kept and "ecom-0001" in kept
+        assert manifest["status"] == "failed" and second.id not in kept and first.id in kept
         resumed = Runner.resume("perm", command=[]).run()
     assert resumed["status"] == "complete" and resumed["rows_done"] == 3
     asked = [json.dumps(r.body, ensure_ascii=False) for r in server.requests[4:]]
-    assert sum("我想看看我所有待付款的订单" in body for body in asked) == 2  # ecom-0002: 401, then ok
+    assert sum(json.dumps(second.query, ensure_ascii=False)[1:-1] in body
+               for body in asked) == 2  # the second case: 401, then ok
 
 
 def write_pricing(path, usd_per_million=1.0):
@@ -346,11 +348,13 @@ def test_replay_answers_from_a_run_and_a_miss_names_case_variant_and_how_to_reco
 
     missing = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["replay:rec"],
                                limit=4), run_id="miss", command=[])
+    # --limit samples are nested: the sample of 4 is the recorded 3 and one more case
+    (new,) = {c.id for c in missing.cases} - {c.id for c in recorded.cases}
     with pytest.raises(BenchError) as info:
         missing.run()
     message = str(info.value)
-    assert "no recorded answer for case 'ecom-0004', variant 'l3', trial 0" in message
-    assert "--cache write" in message and "--cases ecom-0004" in message
+    assert f"no recorded answer for case '{new}', variant 'l3', trial 0" in message
+    assert "--cache write" in message and f"--cases {new}" in message
     assert len(rows_of(missing)) == 3  # the hits before the miss were kept
 
 

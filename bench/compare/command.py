@@ -22,6 +22,7 @@ from rich.table import Table
 
 from bench.compare import cells
 from bench.errors import BenchError
+from bench.plural import count
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
     from bench.compare.core import Comparison
@@ -125,8 +126,8 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     if runner.store.exists():
         raise BenchError(f"run '{runner.store.run_id}' already exists; compare it with "
                          f"--run {runner.store.run_id}")
-    _console(stderr=True).print(f"running {variant_a} and {variant_b}: {len(runner.plan)} rows "
-                                f"-> {runner.store.dir}")
+    _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
+                                f"{count(len(runner.plan), 'row')} -> {runner.store.dir}")
     runner.run()
     return list(runner.store.rows())
 
@@ -147,7 +148,9 @@ def compare(
     provider: Annotated[Optional[list[str]], typer.Option(
         "--provider", "-p", help="Running now: provider id(s).")] = None,
     trials: Annotated[int, typer.Option(min=1, help="Running now: trials per case.")] = 1,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Running now: first N cases.")]
+    limit: Annotated[Optional[int], typer.Option(
+        min=1, help="Running now: N cases, stratified by expected tool and seeded by --seed "
+                    "(as bench run --limit).")]
     = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Running now: these case ids.")]
     = None,

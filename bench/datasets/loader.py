@@ -67,7 +67,8 @@ def load_dataset(name: str, root: Path | None = None) -> Dataset:
     """Load ``datasets/<name>/cases.jsonl``, a path to a ``.jsonl`` file, or ``hf:<spec>[:split]``.
 
     Raises:
-        BenchError: unknown dataset (lists the known ones), a line that is not UTF-8 or not
+        BenchError: a ``.jsonl`` path that is not a file (names the path), an unknown
+            dataset name (lists the known ones), a line that is not UTF-8 or not
             JSON, a case that does not fit the format, a duplicate id, an ``hf:`` spec that
             ``datasets`` cannot load (no network, unknown name or split); each names the file
             (or spec), the line (or row) and the field where known.
@@ -76,6 +77,9 @@ def load_dataset(name: str, root: Path | None = None) -> Dataset:
         return _load_hf(name)
     root = root or datasets_dir()
     path = Path(name) if name.endswith(".jsonl") else root / name / "cases.jsonl"
+    if name.endswith(".jsonl") and not path.is_file():  # a path, not a name: say which file
+        raise BenchError("dataset file not found" if not path.exists()
+                         else "dataset path is not a file", file=path)
     if not path.is_file():
         known = ", ".join(available_datasets(root)) or "none"
         raise BenchError(f"unknown dataset '{name}' (known: {known}; or a .jsonl path, "

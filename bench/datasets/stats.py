@@ -21,6 +21,7 @@ import typer
 from bench.datasets.loader import Dataset, load_dataset
 from bench.errors import BenchError
 from bench.models import Case
+from bench.plural import count
 
 CATEGORIES = ("simple", "multiple", "parallel", "parallel-multiple", "no_call", "ask",
               "multi-turn")
@@ -78,7 +79,7 @@ def markdown(dataset: Dataset, tools: list[str] | None = None) -> str:
              f"{100 * sum(cat[(k, lang)] for lang in LANGS) / total:.0f}%"] for k in cats]
     langs = Counter(c.lang for c in cases)
     rows.append(["**total**", *(langs[lang] for lang in LANGS), total, "100%"])
-    parts = [f"{total} cases.", "",
+    parts = [f"{count(total, 'case')}.", "",
              _table(["category", *LANGS, "cases", "share"], rows)]
 
     tags = Counter(t for c in cases for t in c.tags if t not in CATEGORIES)
@@ -92,8 +93,8 @@ def markdown(dataset: Dataset, tools: list[str] | None = None) -> str:
     rows = [[f"`{n}`", in_case[n], in_calls[n], *(per_lang[(n, lang)] for lang in LANGS)]
             for n in names]
     calls_total = sum(in_calls.values())
-    parts += ["", f"Expected tools ({calls_total} expected calls; \"cases\" counts cases that "
-              "expect the tool at least once):", "",
+    parts += ["", f"Expected tools ({count(calls_total, 'expected call')}; \"cases\" counts "
+              "cases that expect the tool at least once):", "",
               _table(["tool", "cases", "calls", *LANGS], rows)]
     turns = Counter(len(c.messages) for c in cases)
     history_calls = sum(len(m.tool_calls or []) for c in cases for m in c.messages)

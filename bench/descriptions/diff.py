@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 from bench.datasets import Dataset
 from bench.datasets.labels import LabelProblem, iter_label_problems
 from bench.models import Tool
+from bench.plural import count
 
 # Keywords compared one by one (the rest of a parameter's schema is compared as a whole).
 BOUND_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
@@ -142,7 +143,7 @@ def diff_tool(a: Tool | None, b: Tool | None) -> ToolDiff:
         plus = sum(1 for ln in result.description_diff if ln.startswith("+"))
         minus = sum(1 for ln in result.description_diff if ln.startswith("-"))
         result.changes.append(Change("description", None, None, None,
-                                     f"{minus} lines removed, {plus} added"))
+                                     f"{count(minus, 'line')} removed, {plus} added"))
     params_a = {p: (s, r) for p, s, r in _params(a.input_schema)}
     params_b = {p: (s, r) for p, s, r in _params(b.input_schema)}
     removed = [p for p in params_a if p not in params_b]

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from bench.descriptions.variants import Variant, count_lines
+from bench.plural import count
 
 ERROR, WARNING = "error", "warning"
 
@@ -216,7 +217,7 @@ def _rule_texts(tool_name: str, description: str, schema: dict, cfg: LintConfig
                "add when to use it and when to use which other tool instead")
     lines = count_lines(description)
     if not cfg.min_lines <= lines <= cfg.max_lines:
-        yield ("length-budget", None, f"{lines} description lines (budget {cfg.min_lines}-"
+        yield ("length-budget", None, f"{count(lines, 'description line')} (budget {cfg.min_lines}-"
                f"{cfg.max_lines})", "shorten to the essentials" if lines > cfg.max_lines
                else "add parameters, constraints, business context and an example")
     texts = [(None, description)] + [(p, str(s.get("description") or ""))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bench.plural import count
+
 BYTES_PER_TOKEN = 4
 PAGING_HINT = ("narrow the request (filters, aggregation) or page through it with the tool's "
                "page/limit arguments")
@@ -89,5 +91,6 @@ def cap_result(data: Any, budget_tokens: int) -> tuple[Any, bool, int]:
             return _with_items(data, key, kept, note), True, total
     keep_chars = max(32, budget_tokens * BYTES_PER_TOKEN // 2 // 3 - 40)
     note = {"total_chars": len(text), "kept_chars": 2 * keep_chars, "total_tokens": total,
-            "hint": f"{len(text) - 2 * keep_chars} characters were cut; " + PAGING_HINT}
+            "hint": f"{count(len(text) - 2 * keep_chars, 'character')} "
+                    f"{'was' if len(text) - 2 * keep_chars == 1 else 'were'} cut; " + PAGING_HINT}
     return {"head": text[:keep_chars], "tail": text[-keep_chars:], "truncation": note}, True, total

@@ -101,17 +101,20 @@ def summarize_traces(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     Returns:
         One row per tool, sorted by name, columns ``tool, calls, attempts, retries, failed,
         failure_rate`` (failed / calls: calls whose final attempt was not ok or fallback),
-        ``p50_ms, p95_ms, p99_ms, max_ms`` (attempt durations, milliseconds) and one
-        ``<error class>`` column per class (attempt counts).
+        ``p50_ms, p95_ms, p99_ms, max_ms`` (attempt durations, milliseconds), one
+        ``<error class>`` column per class (attempt counts) and ``error_codes``
+        (``{error class: {error code: attempts}}``, e.g. ``{"permanent":
+        {"permission_denied": 2}}``; attempts without a code count under ``"?"``).
     """
     import pandas as pd
 
     frame = pd.DataFrame.from_records(list(records))
     if frame.empty:
         return pd.DataFrame(columns=["tool", "calls", "attempts", "retries", "failed",
-                                     "failure_rate", "p50_ms", "p95_ms", "p99_ms", "max_ms"])
-    for column, default in (("final", True), ("error_class", None), ("duration_ms", 0.0),
-                            ("status", "ok"), ("attempt", 0)):
+                                     "failure_rate", "p50_ms", "p95_ms", "p99_ms", "max_ms",
+                                     "error_codes"])
+    for column, default in (("final", True), ("error_class", None), ("error_code", None),
+                            ("duration_ms", 0.0), ("status", "ok"), ("attempt", 0)):
         if column not in frame:
             frame[column] = default
     out = []
@@ -127,6 +130,13 @@ def summarize_traces(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "p99_ms": float(durations.quantile(0.99)), "max_ms": float(durations.max())}
         for name, count in group["error_class"].dropna().value_counts().items():
             record[str(name)] = int(count)
+        codes: dict[str, dict[str, int]] = {}
+        for name, code in zip(group["error_class"], group["error_code"]):
+            if isinstance(name, str):
+                per_class = codes.setdefault(name, {})
+                key = code if isinstance(code, str) and code else "?"
+                per_class[key] = per_class.get(key, 0) + 1
+        record["error_codes"] = codes
         out.append(record)
     return pd.DataFrame.from_records(out).fillna(
         {c: 0 for c in ("transient", "rate_limited", "timeout", "permanent", "validation")})

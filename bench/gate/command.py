@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from bench.errors import BenchError
+from bench.plural import count
 
 baseline_app = typer.Typer(help="The pytest gate's baseline.", no_args_is_help=True)
 
@@ -37,4 +38,4 @@ def update(
     else:
         result = run_gate(gate)
     path = write_baseline(gate, result)
-    typer.echo(f"baseline written: {path} (run {result.run_id}, {len(result.rows)} rows)")
+    typer.echo(f"baseline written: {path} (run {result.run_id}, {count(len(result.rows), 'row')})")

@@ -46,7 +46,8 @@ class GateConfig(BaseModel):
         margin: a drop vs the baseline no larger than this (fraction) never fails.
         alpha: family-wise significance level, Holm-corrected across the gate's tests.
         baseline: the baseline JSON file (relative to ``root``).
-        cases / limit: optional case subset (ids) and/or the first N cases.
+        cases / limit: optional case subset (ids) and/or N of them, sampled as ``bench run
+            --limit`` does (stratified by expected tool, seed 1234).
         execute: run the answers on the reference backends (execution metrics).
         flips_shown: flipped cases quoted in a failure message.
         root: the project folder (set by :func:`load_gate_config`, not in the TOML).

@@ -30,6 +30,7 @@ import pandas as pd
 from bench.compare.core import Comparison, compare_frames
 from bench.errors import BenchError
 from bench.gate.config import GateConfig
+from bench.plural import count
 from bench.runstore import atomic_write_json
 from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
@@ -340,8 +341,8 @@ class Verdict:
         if self.baseline_rate is None:
             lines.append("  baseline  none (write one with: bench baseline update)")
         else:
-            lines.append(f"  baseline  {pct(self.baseline_rate)} on the same {self.baseline_n} "
-                         f"case(s)")
+            lines.append(f"  baseline  {pct(self.baseline_rate)} on the same "
+                         f"{count(self.baseline_n, 'case')}")
             lines.append(f"  change    {100 * self.diff:+.1f} points [{100 * self.diff_low:+.1f}, "
                          f"{100 * self.diff_high:+.1f}] (paired bootstrap), McNemar exact "
                          f"p={self.p_value:.4g}, Holm p={self.p_holm:.4g}; "

@@ -167,6 +167,11 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
 def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str:
     """A count matrix as a heatmap with the count in each non-empty cell.
 
+    Colours run from white at 0 to the darkest blue at the largest count, with a colour bar;
+    a matrix whose cells all hold one value (a single cell, say) has nothing for a scale to
+    tell apart, so it gets no colour bar: its cells are drawn in one colour (white for
+    zeros) and read by the counts written in them.
+
     Args:
         matrix: counts; index = rows (e.g. expected tool), columns = predicted tool.
         title, x_label, y_label: chart texts.
@@ -182,7 +187,12 @@ def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str
             ax.set_axis_off()
             return _svg(fig)
         values = matrix.to_numpy(dtype=float)
-        image = ax.imshow(values, cmap="Blues", aspect="auto")
+        finite = values[~np.isnan(values)]
+        uniform = finite.size == 0 or finite.min() == finite.max()
+        # counts: the scale starts at 0 (imshow's default, min to max, would make the
+        # smallest count of a matrix white however large it is)
+        image = ax.imshow(values, cmap="Blues", aspect="auto", vmin=0,
+                          vmax=max(float(finite.max()) if finite.size else 0.0, 1.0))
         ax.set_xticks(range(cols), [_short(c) for c in matrix.columns], rotation=40, ha="right")
         ax.set_yticks(range(rows), [_short(r) for r in matrix.index])
         peak = values.max() if values.size else 0
@@ -194,7 +204,8 @@ def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str
         ax.set_title(title)
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
-        bar = fig.colorbar(image, ax=ax, shrink=0.8)
-        bar.locator = matplotlib.ticker.MaxNLocator(integer=True)  # counts
-        bar.update_ticks()
+        if not uniform:
+            bar = fig.colorbar(image, ax=ax, shrink=0.8)
+            bar.locator = matplotlib.ticker.MaxNLocator(integer=True)  # counts
+            bar.update_ticks()
         return _svg(fig)

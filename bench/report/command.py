@@ -13,6 +13,7 @@ import typer
 
 from bench.errors import BenchError
 from bench.paths import runs_dir
+from bench.plural import noun
 from bench.runstore import atomic_write_text
 
 
@@ -120,4 +121,5 @@ def report(
     target = Path(output) if output else path
     assert target is not None
     atomic_write_text(target, text)
-    typer.echo(f"wrote {target} ({target.stat().st_size:,} bytes)", err=True)
+    size = target.stat().st_size
+    typer.echo(f"wrote {target} ({size:,} {noun(size, 'byte')})", err=True)

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from bench.compare.core import Comparison, compare_rows
 from bench.compare import cells
 from bench.errors import BenchError
+from bench.plural import count
 from bench.report.data import METRIC_TITLES, LoadedRun, all_rows, variant_order
 
 FLIPS_SHOWN = 200  # per report; the rest are counted
@@ -96,7 +97,7 @@ def comparison_view(comparison: Comparison) -> dict[str, Any]:
     return {
         "title": f"{comparison.label_a} (A) vs {comparison.label_b} (B)",
         "settings": f"paired on (case, trial); McNemar exact test, Holm-adjusted across "
-                    f"{len(comparison.tests)} tests at alpha {comparison.alpha}; "
+                    f"{count(len(comparison.tests), 'test')} at alpha {comparison.alpha}; "
                     f"{level}% paired bootstrap interval of B-A ({comparison.n_boot} "
                     f"resamples by case); minimum detectable difference (MDD) at "
                     f"{round(comparison.power * 100)}% power",

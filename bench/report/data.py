@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.paths import runs_dir
+from bench.plural import count, noun
 from bench.runstore import RunStore
 from bench.stats.aggregate import aggregate
 from bench.stats.frame import results_frame
@@ -61,7 +62,9 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
     """Read the named runs from ``reports/runs``.
 
     When several runs share a (variant, provider) pair, each row's variant is relabelled
-    ``<run-id>/<variant>`` so the runs stay apart in every table and chart.
+    ``<run-id>/<variant>`` so the runs stay apart in every table and chart. A manifest's
+    ``status`` is the one to show (:meth:`bench.runstore.RunStore.shown_status`: ``crashed``
+    for a run that says ``running`` while no process writes it); the file is not changed.
 
     Raises:
         BenchError: no run id, a run that does not exist, a corrupt manifest or row, or a run
@@ -73,6 +76,7 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
     for run_id in dict.fromkeys(run_ids):
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
+        manifest["status"] = store.shown_status(manifest)  # "crashed" is shown, not stored
         rows = list(store.rows())
         if not rows:
             raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
@@ -212,7 +216,8 @@ def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:
         text = json.dumps(text, ensure_ascii=False)
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters in results.jsonl]"
+    more = count(len(text) - limit, "more character")
+    return text[:limit] + f"\n[... {more} in results.jsonl]"
 
 
 def _optional_float(value: Any) -> float | None:
@@ -319,7 +324,8 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "status": manifest.get("status"),
-        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} cases, sha256 "
+        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} "
+                   f"{noun(dataset.get('cases'), 'case')}, sha256 "
                    f"{str(dataset.get('sha256', ''))[:12]})",
         "command": " ".join(str(p) for p in manifest.get("command") or []),
         "providers": [p for p in manifest.get("providers") or [] if isinstance(p, dict)],
@@ -335,6 +341,53 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
         "spent": manifest.get("spent") if isinstance(manifest.get("spent"), dict) else None,
         "skipped": [p for p in manifest.get("providers_skipped") or [] if isinstance(p, dict)],
     }
+
+
+# Why a run's rows fall short of its plan, per manifest status (bench.runner, and "crashed"
+# from bench.runstore.RunStore.shown_status); any other status but "complete" is shown as is.
+INCOMPLETE_REASONS = {
+    "interrupted": "stopped by Ctrl-C or SIGTERM",
+    "failed": "stopped by an error",
+    "crashed": "its process died before it finished",
+    "budget_exhausted": "stopped at its --max-usd / --max-total-tokens budget",
+    "partial": "a provider was skipped",
+    "running": "still running: this report shows the rows written so far",
+}
+
+
+def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+    """The runs whose status is not ``complete``, for the warning a report puts at its top.
+
+    Returns:
+        One ``{"run_id", "status", "reason", "done", "planned", "text"}`` per such run, in run
+        order: ``done`` the distinct rows written (int), ``planned`` the manifest's
+        ``rows_planned`` (int, or ``"?"``), ``reason`` a few words from
+        :data:`INCOMPLETE_REASONS` (with the skipped providers or the error where the manifest
+        has them) and ``text`` what the status means for the figures and how to finish the
+        run (shown after "Incomplete run: <done> of <planned> planned rows.").
+    """
+    found = []
+    for run in runs:
+        status = str(run.manifest.get("status"))
+        if status == "complete":
+            continue
+        reason = INCOMPLETE_REASONS.get(status, f"status {status}")
+        skipped = [str(p.get("provider")) for p in run.manifest.get("providers_skipped") or []
+                   if isinstance(p, dict)]
+        if status == "partial" and skipped:
+            reason = f"skipped provider{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}"
+        error = run.manifest.get("error")
+        if status == "failed" and error:
+            reason += f" ({' '.join(str(error).split())[:300]})"
+        done = len({row["key"] for row in run.source_rows})
+        planned = run.manifest.get("rows_planned", "?")
+        text = (f"Run {run.run_id} is {status} ({reason}); every figure covers only the "
+                f"rows written."
+                + ("" if status == "running" else
+                   f" Finish it with: bench run --resume {run.run_id}"))
+        found.append({"run_id": run.run_id, "status": status, "reason": reason, "done": done,
+                      "planned": planned, "text": text})
+    return found
 
 
 def now_utc() -> str:

@@ -23,8 +23,8 @@ from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.report.data import (GROUP_RATES, LoadedRun, all_rows, drilldown, frame_of,
-                               group_rates, headline, now_utc, run_metadata, shown_metrics,
-                               variant_order)
+                               group_rates, headline, incomplete_runs, now_utc, run_metadata,
+                               shown_metrics, variant_order)
 from bench.report.table import format_rate
 from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
@@ -58,9 +58,20 @@ def _environment() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["rate"] = lambda r, p: format_rate(r[f"{p}_rate"], *charts.bounds(r, p),
                                                    r[f"{p}_n"])
+    env.filters["rate_parts"] = _rate_parts
     env.filters["frac"] = lambda r, p: f"{r[f'{p}_k']}/{r[f'{p}_n']}" if r[f"{p}_n"] else ""
     env.filters["num"] = _number
     return env
+
+
+def _rate_parts(record: Any, prefix: str) -> tuple[str, str]:
+    """``("62.5%", "[51.2-72.6]")``: :func:`bench.report.table.format_rate` of a metric in an
+    aggregate record, split so that the interval can go on its own line; ``("-", "")`` when
+    no row applies."""
+    text = format_rate(record[f"{prefix}_rate"], *charts.bounds(record, prefix),
+                       record[f"{prefix}_n"])
+    rate, _, interval = text.partition(" ")
+    return rate, interval
 
 
 def _number(value: Any, digits: int = 0) -> str:
@@ -192,6 +203,7 @@ def render_html(runs: Sequence[LoadedRun], title: str,
         title=title,
         generated_at=now_utc(),
         run_ids=[run.run_id for run in runs],
+        incomplete=incomplete_runs(runs),
         summary=summary.to_dict("records"),
         metrics=metrics,
         cost_column="cost_usd" if "cost_usd" in summary else None,

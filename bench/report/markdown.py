@@ -8,7 +8,8 @@ from typing import Any, Sequence
 from bench.compare.core import Comparison
 from bench.report.charts import bounds
 from bench.report.comparison import comparison_view
-from bench.report.data import LoadedRun, all_rows, headline, row_outcome, shown_metrics
+from bench.report.data import (LoadedRun, all_rows, headline, incomplete_runs, row_outcome,
+                               shown_metrics)
 from bench.report.table import format_rate
 from bench.stats.codes import error_code_counts
 
@@ -31,8 +32,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int
 
 def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | None = None,
                     comparison: Comparison | None = None) -> str:
-    """The summary: headline rates with 95% Wilson intervals per (provider, variant), pass /
-    fail / unparseable counts, error-code counts and, when given, the comparison's lines.
+    """The summary: a warning line per run that is not complete (rows done / planned, see
+    :func:`bench.report.data.incomplete_runs`), headline rates with 95% Wilson intervals per
+    (provider, variant), pass / fail / unparseable counts, error-code counts and, when given,
+    the comparison's lines.
 
     Args:
         runs: loaded runs.
@@ -46,6 +49,9 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
     summary = headline(runs)
     metrics = shown_metrics(summary)
     lines = [f"### {md_cell(title)}", ""]
+    for run in incomplete_runs(runs):  # before any figure: they cover only the rows written
+        lines += [f"> **Incomplete run: {run['done']} of {run['planned']} planned rows.** "
+                  f"{md_cell(run['text'])}", ""]
     rows = []
     outcomes: dict[tuple[str, str], dict[str, int]] = {}
     for row in all_rows(runs):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 import pandas as pd
+from rich.markup import escape
 from rich.table import Table
 
 COLUMNS = (
@@ -25,26 +27,68 @@ def format_rate(rate: float, low: float, high: float, n: int) -> str:
     return f"{rate * 100:.1f}% [{low * 100:.1f}-{high * 100:.1f}]"
 
 
+def shown_provider_ids(ids: Iterable[str]) -> dict[str, str]:
+    """How the terminal table shows each provider id: whole, except ``replay:`` ids of a file
+    path, which keep the last path parts that tell them apart (at least the file name), e.g.
+    ``replay:/home/me/project/reports/cache/responses.sqlite`` -> ``replay:…/responses.sqlite``
+    (``replay:…/a/responses.sqlite`` and ``replay:…/b/responses.sqlite`` when two files share
+    a name). A run id (``replay:20261130-050032-973d``) has no path and stays whole.
+
+    Args:
+        ids: provider ids (duplicates allowed).
+
+    Returns:
+        ``{provider id: text to show}``; distinct ids always get distinct texts.
+    """
+    unique = list(dict.fromkeys(ids))
+    paths: dict[str, tuple[tuple[str, ...], str]] = {}
+    for pid in unique:
+        source, hash_sign, recorded = pid.removeprefix("replay:").partition("#")
+        if pid.startswith("replay:") and "/" in source.rstrip("/"):
+            parts = tuple(part for part in source.split("/") if part)
+            paths[pid] = (parts, hash_sign + recorded)
+    keep = {pid: 1 for pid in paths}
+    while True:
+        shown = {pid: pid for pid in unique}
+        for pid, (parts, suffix) in paths.items():
+            if keep[pid] < len(parts):
+                shown[pid] = "replay:…/" + "/".join(parts[-keep[pid]:]) + suffix
+        texts = list(shown.values())
+        clashing = [pid for pid in paths if texts.count(shown[pid]) > 1
+                    and shown[pid] != pid]
+        if not clashing:
+            return shown
+        for pid in clashing:
+            keep[pid] += 1
+
+
 def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
-    """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant)."""
+    """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant).
+
+    Provider ids are never cut: ``replay:`` file paths are shortened to their distinguishing
+    end (:func:`shown_provider_ids`), and an id wider than its column wraps onto more lines.
+    The figure columns' headers wrap too (their values are single words), which leaves the
+    provider column room on a narrow terminal."""
     table = Table(title=title, title_justify="left",
                   caption="rates with 95% Wilson intervals \\[low-high] (case-clustered bootstrap "
                           "with several trials); - : no case of that kind",
                   caption_justify="left")
-    table.add_column("provider")
-    table.add_column("variant")
+    providers = shown_provider_ids(str(p) for p in summary["provider"]) \
+        if "provider" in summary else {}
+    # fold: a column squeezed below an id's length wraps it onto more lines, never cuts it
+    table.add_column("provider", overflow="fold")
+    table.add_column("variant", overflow="fold")
     table.add_column("cases", justify="right")
     for _, label in COLUMNS:
         table.add_column(label, justify="right")
-    table.add_column("tool-def tokens", justify="right", no_wrap=True)
-    table.add_column("mean prompt tokens", justify="right", no_wrap=True)
-    table.add_column("p50 latency s", justify="right", no_wrap=True)
-    table.add_column("cases/s", justify="right", no_wrap=True)
+    for label in ("tool-def tokens", "mean prompt tokens", "p50 latency s", "cases/s"):
+        table.add_column(label, justify="right")
     has_cost = "cost_usd" in summary
     if has_cost:
         table.add_column("cost USD (per case)", justify="right")
     for record in summary.to_dict("records"):
-        cells = [str(record["provider"]), str(record["variant"]), str(record["cases"])]
+        cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
+                 str(record["cases"])]
         for prefix, _ in COLUMNS:
             cells.append(format_rate(record[f"{prefix}_rate"], record[f"{prefix}_low"],
                                      record[f"{prefix}_high"], record[f"{prefix}_n"]))

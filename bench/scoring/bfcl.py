@@ -46,6 +46,7 @@ from pydantic import BaseModel, Field
 
 from bench.models import ToolCall
 from bench.parse import ParsedAnswer
+from bench.plural import count
 
 PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool,
                                  "array": list, "tuple": list, "dict": dict, "any": str}
@@ -268,7 +269,7 @@ def check_parallel(functions: Sequence[dict[str, Any]], outputs: Sequence[dict[s
     turn takes the first unused output call that passes :func:`check_simple` (greedy)."""
     if len(outputs) != len(answers):
         return _fail("parallel_function_checker_no_order:wrong_count",
-                     f"{len(outputs)} calls for {len(answers)} expected")
+                     f"{count(len(outputs), 'call')} for {len(answers)} expected")
     used: set[int] = set()
     for index, answer in enumerate(answers):
         function = _find(functions, next(iter(answer)))

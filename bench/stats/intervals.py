@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
+from bench.plural import count
+
 
 def wilson_arrays(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score intervals (Wilson 1927), vectorised over arrays of counts.
@@ -84,7 +86,7 @@ def _trial_counts(n, c, k: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     n = np.asarray(n, dtype=int)
     c = np.asarray(c, dtype=int)
     if k < 1 or np.any(n < k):
-        raise ValueError(f"{name} needs at least {k} trials per case")
+        raise ValueError(f"{name} needs at least {count(k, 'trial')} per case")
     return n, c
 
 

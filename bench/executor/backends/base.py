@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 from bench.executor.outcome import CallContext, ToolError, permanent_error, validation_error
 from bench.models import Permission
+from bench.plural import count
 
 RunFn = Callable[[dict[str, Any], CallContext], Any]
 
@@ -200,8 +201,9 @@ class ShopDB:
         result: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows),
                                   "truncated": truncated}
         if truncated:
-            result["note"] = (f"more than {limit} rows matched; only the first {limit} are "
-                              "shown. Aggregate or filter, or raise limit (max 1000)")
+            shown = "only the first is" if limit == 1 else f"only the first {limit} are"
+            result["note"] = (f"more than {count(limit, 'row')} matched; {shown} shown. "
+                              "Aggregate or filter, or raise limit (max 1000)")
         return result
 
 

@@ -1,0 +1,155 @@
+"""Progress of ``bench run`` a person can plan by: rows done / planned, rows per second, the
+time left (ETA), and the variant and provider of the latest row.
+
+The runner calls a :class:`RunProgress` once when it starts and once per finished row
+(:data:`bench.runner.ProgressHook`). On a terminal it draws rich's progress bar; elsewhere
+(CI logs, a pipe) it prints one plain line at each change of variant or provider, then at
+most every ``interval_s`` seconds, and when the last row is done::
+
+    progress: 120/1116 rows (10.8%), 1.9 rows/s, ETA 8m 44s, variant l10, provider local
+
+Rows per second count only this session's rows (a resumed run's earlier rows took no time
+here) over the time since the run started, so the first rows of a variant, which fill the
+local model's prompt cache and take longest, weigh in as they should.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench.plural import count, noun
+
+if TYPE_CHECKING:
+    from bench.runner import PlanItem
+
+PLAIN_INTERVAL_S = 10.0  # seconds between plain progress lines (CI logs)
+
+
+def format_duration(seconds: float) -> str:
+    """``45s``, ``8m 44s``, ``2h 05m`` (rounded to the second; hours drop the seconds)."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def format_rate(rows_per_s: float | None) -> str:
+    """``1.9 rows/s`` (two decimals below 1, none from 10 up); ``- rows/s`` before any row."""
+    if rows_per_s is None:
+        return "- rows/s"
+    digits = 2 if rows_per_s < 1 else 1 if rows_per_s < 10 else 0
+    return f"{rows_per_s:.{digits}f} rows/s"
+
+
+class RunProgress:
+    """The progress hook of one ``bench run``: call it as ``progress(done, total, item)``.
+
+    Args:
+        console: where to draw or print (``bench run`` passes its stderr console).
+        interval_s: seconds between plain lines while the variant and provider stay the same.
+        clock: monotonic seconds (injectable for tests); read once per call.
+        live: draw rich's progress bar (default: when ``console`` is a terminal), else print
+            plain lines.
+
+    Use it as a context manager (the bar is drawn inside the block) or call :meth:`stop`.
+    """
+
+    def __init__(self, console: Console, *, interval_s: float = PLAIN_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic, live: bool | None = None) -> None:
+        self.console = console
+        self.interval_s = interval_s
+        self.clock = clock
+        self.live = console.is_terminal if live is None else live
+        self.done = 0
+        self.total = 0
+        self.variant: str | None = None
+        self.provider: str | None = None
+        self._started_at: float | None = None  # the first call: the run's start
+        self._done_at_start = 0
+        self._now = 0.0
+        self._last_line_at: float | None = None
+        self._bar: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> "RunProgress":
+        if self.live:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[rows]}, "
+                                                                  "{task.fields[speed]}, "
+                                                                  "ETA {task.fields[eta]}"),
+                                 TimeElapsedColumn(), console=self.console)
+            self._bar.start()
+            self._task = self._bar.add_task("starting", total=None, rows="rows",
+                                            speed="- rows/s", eta="-")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop drawing the bar (idempotent; plain mode has nothing to stop)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    @property
+    def rows_per_s(self) -> float | None:
+        """Rows finished per second in this session, None before the first row."""
+        rows = self.done - self._done_at_start
+        elapsed = self._now - (self._started_at or self._now)
+        return rows / elapsed if rows > 0 and elapsed > 0 else None
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds until every planned row is done at :attr:`rows_per_s`; None unknown."""
+        rate = self.rows_per_s
+        if self.done >= self.total:
+            return 0.0
+        return (self.total - self.done) / rate if rate else None
+
+    def line(self) -> str:
+        """The plain progress line, e.g. ``progress: 120/1116 rows (10.8%), 1.9 rows/s, ETA
+        8m 44s, variant l10, provider local``."""
+        share = 100.0 * self.done / self.total if self.total else 100.0
+        eta = self.eta_s
+        return (f"progress: {self.done}/{count(self.total, 'row')} ({share:.1f}%), "
+                f"{format_rate(self.rows_per_s)}, "
+                f"ETA {'-' if eta is None else format_duration(eta)}, "
+                f"variant {self.variant or '-'}, provider {self.provider or '-'}")
+
+    def __call__(self, done: int, total: int, item: PlanItem | None = None) -> None:
+        """One event: the run started (``item`` None) or finished the row of ``item``.
+
+        Args:
+            done: rows done so far, earlier sessions' included.
+            total: rows planned.
+            item: the plan item whose row was just written, or None.
+        """
+        self._now = self.clock()
+        if self._started_at is None:
+            self._started_at, self._done_at_start = self._now, done
+        self.done, self.total = done, total
+        changed = False
+        if item is not None:
+            changed = (item.variant.name, item.provider_id) != (self.variant, self.provider)
+            self.variant, self.provider = item.variant.name, item.provider_id
+        if self._bar is not None:
+            eta = self.eta_s
+            self._bar.update(self._task, completed=done, total=total,
+                             description=f"{self.variant} · {self.provider}"
+                             if self.variant else "starting",
+                             rows=noun(total, "row"), speed=format_rate(self.rows_per_s),
+                             eta="-" if eta is None else format_duration(eta))
+            return
+        if item is None:
+            return
+        due = self._last_line_at is None or self._now - self._last_line_at >= self.interval_s
+        if changed or due or done >= total:
+            self._last_line_at = self._now
+            self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,43 @@
+"""Counts read singular at 1: "1 row", "1 description line", never "1 rows"."""
+
+from bench.descriptions.diff import diff_tool
+from bench.descriptions.lint import LintConfig, lint_variant
+from bench.descriptions.variants import Variant
+from bench.models import Tool
+from bench.plural import count, noun
+
+SCHEMA = {"type": "object", "properties": {}}
+
+
+def test_count_and_noun():
+    assert [count(n, "row") for n in (0, 1, 2)] == ["0 rows", "1 row", "2 rows"]
+    assert count(1, "description line") == "1 description line"
+    assert noun(3, "match", "matches") == "matches" and noun(1, "match", "matches") == "match"
+
+
+def test_lint_length_budget_of_a_one_line_description():
+    tool = Tool(name="get_weather", description="Weather forecast for a city.",
+                input_schema=SCHEMA)
+    variant = Variant(name="v", toolset="t", tools=(tool,), source="test")
+    (budget,) = [f for f in lint_variant(variant, LintConfig()) if f.rule == "length-budget"]
+    assert budget.message.startswith("1 description line (budget 15-30)"), budget.message
+
+
+def test_variants_diff_of_one_changed_line():
+    a = Tool(name="t", description="one\ntwo", input_schema=SCHEMA)
+    b = Tool(name="t", description="one\nthree", input_schema=SCHEMA)
+    (change,) = [c for c in diff_tool(a, b).changes if c.kind == "description"]
+    assert change.detail == "1 line removed, 1 added"
+
+
+def test_a_one_row_run_says_1_row(run_bench):
+    from report_runs import expected_answer, make_run
+
+    make_run("rec", expected_answer, variants=("l3",), limit=1, first=False)
+    result = run_bench("run", "--limit", "1", "--variants", "l3", "--provider", "replay:rec",
+                       "--run-id", "one")
+    assert result.returncode == 0, result.stderr
+    assert "run one: 1 case x 1 variant x 1 provider x 1 trial" in result.stderr
+    assert "\n1 row in " in result.stderr and "1 rows" not in result.stderr
+    again = run_bench("run", "--resume", "one")
+    assert "run one is already complete (1 row); nothing to do" in again.stderr
