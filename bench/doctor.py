@@ -23,10 +23,13 @@ from typing import Any, Callable
 
 from bench.errors import BenchError
 
-# The install command that builds llama-cpp-python with portable CPU kernels (README).
-PORTABLE_INSTALL = ("CMAKE_ARGS=\"$(cat requirements/llama-cpp-cmake-args.txt)\" pip install "
-                    "--force-reinstall --no-cache-dir --no-deps -c constraints.txt "
-                    "llama-cpp-python")
+# llama-cpp-python's build with portable CPU kernels (x86-64-v3: AVX2, FMA, F16C), as the
+# README's commands and .ci/run install it. No AMX kernels (they crash on Sapphire-Rapids-class
+# CPUs, ggml-org/llama.cpp issue 20824) and no -march=native (a wheel built on one machine and
+# cached by pip would carry that machine's instructions to another).
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+PORTABLE_INSTALL = (f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --force-reinstall '
+                    "--no-cache-dir --no-deps -c constraints.txt llama-cpp-python")
 # llama.cpp's system-info feature names -> /proc/cpuinfo flags they need.
 BUILD_FEATURE_FLAGS = {
     "SSE3": "pni", "SSSE3": "ssse3", "AVX": "avx", "AVX2": "avx2", "F16C": "f16c",

@@ -512,6 +512,12 @@ class Runner:
                     self.skipped[provider_id] = exc.reason
                     continue
                 self.providers[provider_id] = provider
+                if provider_id == "local":  # bench doctor's quick part: build, CPU, load
+                    from bench.doctor import quick_checks
+                    for finding in quick_checks(provider):
+                        if finding.level == "warn":
+                            print(f"warning: {finding.text}; {finding.fix}", file=sys.stderr,
+                                  flush=True)
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
                                      label=f"variant '{variant.name}' of '{variant.toolset}'")

@@ -70,7 +70,8 @@ def test_a_hung_worker_is_killed_and_restarted():
         provider.close()
 
 
-def _children(pid: int) -> list[int]:
+def _model_workers(pid: int) -> list[int]:
+    """Child processes of ``pid`` that are multiprocessing workers (not its resource tracker)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -78,7 +79,8 @@ def _children(pid: int) -> list[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid and \
+                    b"spawn_main" in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
     return found
 
@@ -103,7 +105,7 @@ def test_a_run_whose_model_keeps_crashing_stops_with_one_line_and_resumes(run_be
         while len(kills) < 2 and time.monotonic() < deadline and process.poll() is None:
             rows = run_dir / "results.jsonl"
             done = len(rows.read_text().splitlines()) if rows.is_file() else 0
-            workers = [p for p in _children(process.pid) if p not in kills]
+            workers = [p for p in _model_workers(process.pid) if p not in kills]
             if done >= 1 and workers:  # after the first row, kill each new worker once
                 os.kill(workers[0], signal.SIGSEGV)
                 kills.append(workers[0])

@@ -184,11 +184,12 @@ class LocalProvider(Provider):
 
     # -- the worker ----------------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start(self, restart: bool = False) -> None:
         """Start the worker and wait until it has loaded the model.
 
         Raises:
             BenchError: the model fails to load, or the worker dies or hangs while loading.
+            WorkerDied: (``restart``) the worker died or hung while loading.
         """
         from bench.providers.local_worker import serve
         context = multiprocessing.get_context("spawn")
@@ -204,6 +205,8 @@ class LocalProvider(Provider):
             reply = self._receive(LOAD_TIMEOUT_S)
         except WorkerDied as died:
             self._stop()
+            if restart:
+                raise
             raise BenchError(f"the model process died while loading the model ({died.reason}); "
                              "run bench doctor", file=self.model_path) from None
         if reply[0] == "error":
@@ -256,7 +259,7 @@ class LocalProvider(Provider):
         while True:
             try:
                 if self._process is None:
-                    self._start()
+                    self._start(restart=True)
                 self._conn.send(message)
                 reply = self._receive(self.answer_timeout_s)
             except WorkerDied as died:

@@ -1,0 +1,104 @@
+"""The embedded model's engine: its shortcuts change speed, never answers.
+
+- checking the most likely tokens first gives the same answers as applying the grammar to the
+  whole vocabulary at every step;
+- a prefix state saved on disk gives the same answers as reading the tools block again;
+- the default model answers a fixed set of cases exactly as recorded in
+  ``tests/data/local_golden.json``, on every supported llama.cpp build (the portable build of
+  the README; rerun with another build, e.g. ``PYTHONPATH=<avx512 build> pytest -k golden``).
+  Re-record after an intended change with ``BENCH_RECORD_GOLDEN=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import requires_local_model
+
+pytestmark = [requires_local_model, pytest.mark.local_model]
+
+GOLDEN = Path(__file__).parent / "data" / "local_golden.json"
+GOLDEN_CASES = 8
+
+
+def _engine(**options):
+    from bench.providers.local import NO_CALL_LAYOUTS, DEFAULT_NO_CALL_LAYOUT, resolve_model_path
+    from bench.providers.local_engine import LocalEngine
+    return LocalEngine(resolve_model_path(None), n_ctx=4096, threads=2, seed=1234,
+                       layout=NO_CALL_LAYOUTS[DEFAULT_NO_CALL_LAYOUT], **options)
+
+
+def _cases(count: int):
+    from bench.datasets.loader import load_dataset
+    cases = list(load_dataset("ecommerce").cases)
+    step = len(cases) // count
+    return [cases[i * step] for i in range(count)]
+
+
+def _answers(engine, variant, cases):
+    return [engine.complete(c.messages, variant.tools, variant_key=variant.name,
+                            max_tokens=256).text for c in cases]
+
+
+@pytest.fixture(scope="module")
+def l3():
+    from bench.descriptions.variants import load_variant
+    return load_variant("ecommerce", "l3")
+
+
+def test_top_tokens_first_gives_the_answers_of_the_whole_vocabulary(l3):
+    cases = _cases(4)
+    fast = _engine(save_states=False)
+    try:
+        quick = _answers(fast, l3, cases)
+    finally:
+        fast.close()
+    slow = _engine(save_states=False, top_first=False)
+    try:
+        reference = _answers(slow, l3, cases)
+    finally:
+        slow.close()
+    assert quick == reference
+    assert all(json.loads(text)["tool_calls"] for text in quick)
+
+
+def test_a_saved_prefix_state_gives_the_same_answers(l3, tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    cases = _cases(3)
+    first = _engine(save_states=True)
+    try:
+        computed = _answers(first, l3, cases)
+    finally:
+        first.close()
+    saved = list((tmp_path / "local-state").glob("*.state"))
+    assert len(saved) == 1
+    second = _engine(save_states=True)
+    try:
+        answer = second.complete(cases[0].messages, l3.tools, variant_key="l3", max_tokens=256)
+        loaded = [answer.text, *_answers(second, l3, cases[1:])]
+    finally:
+        second.close()
+    assert answer.cached_tokens >= 2000  # the tools block came from the file
+    assert loaded == computed
+
+
+def test_the_default_model_gives_the_recorded_answers(l3):
+    """Same raw answers on a fixed set of cases (greedy decoding is deterministic for a given
+    model file; the llama.cpp build must not change it)."""
+    cases = _cases(GOLDEN_CASES)
+    engine = _engine(save_states=False)
+    try:
+        answers = {c.id: text for c, text in zip(cases, _answers(engine, l3, cases))}
+        build = engine.system_info()
+    finally:
+        engine.close()
+    if os.environ.get("BENCH_RECORD_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps({"recorded_with": build, "answers": answers},
+                                     ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert answers == recorded["answers"], build
