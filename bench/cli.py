@@ -78,8 +78,8 @@ def run(
                     "dataset order.")] = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
     model: Annotated[Optional[str], typer.Option(
-        help="Local provider: a model preset (bench doctor --models lists them; default "
-             "smollm2-135m).")] = None,
+        help="Local provider: a model preset: qwen2.5-coder-0.5b (default), smollm2-135m, "
+             "gemma3-270m.")] = None,
     model_path: Annotated[Optional[str], typer.Option(
         help="Local provider: a GGUF file instead of a preset (default: --model, else "
              "$BENCH_LOCAL_MODEL, else the default preset).")]
@@ -252,7 +252,7 @@ def run(
 
 @app.command()
 def doctor(
-    model: Annotated[Optional[str], typer.Option(help="A model preset (default smollm2-135m).")]
+    model: Annotated[Optional[str], typer.Option(help="A model preset (default qwen2.5-coder-0.5b).")]
     = None,
     model_path: Annotated[Optional[str], typer.Option(help="A GGUF file instead of a preset.")]
     = None,

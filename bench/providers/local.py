@@ -38,9 +38,9 @@ MODEL_ENV = "BENCH_LOCAL_MODEL"
 THREADS_ENV = "BENCH_THREADS"
 DEFAULT_SEED = 1234
 DEFAULT_MAX_TOKENS = 512
-# Default context window (tokens). SmolLM2 was trained with 8,192; the l30/l50 tools blocks of the
-# 11-13 tool toolsets need 8.5k-13.5k, so the window is larger (RoPE past its trained length:
-# quality may degrade there, which is part of what a long variant costs on a small model).
+# Default context window (tokens): the l30/l50 tools blocks of the 11-13 tool toolsets need
+# 8.5k-13.5k. Qwen2.5-Coder was trained with 32,768; SmolLM2 with 8,192 (RoPE past its trained
+# length: quality degrades there, which is part of what a long variant costs a small model).
 DEFAULT_N_CTX = 16384
 # Seconds the worker may take to load the model, and to answer one request, before it counts
 # as hung (it is then killed and restarted once). Reading a 13.5k-token tools block took 199 s
@@ -65,10 +65,13 @@ def quiet_native_stderr() -> Iterator[None]:
 
 
 def find_default_model() -> Path | None:
-    """The default preset's installed GGUF file (found without importing its package), or None
-    when it is not installed."""
-    from bench.providers.local_models import DEFAULT_MODEL, MODEL_PRESETS, locate_preset_file
-    return locate_preset_file(MODEL_PRESETS[DEFAULT_MODEL])
+    """The default preset's GGUF file (assembled and verified on first use), or None when its
+    packages are not installed."""
+    from bench.providers.local_models import (DEFAULT_MODEL, MODEL_PRESETS, preset_installed,
+                                              resolve_model)
+    if not preset_installed(MODEL_PRESETS[DEFAULT_MODEL]):
+        return None
+    return resolve_model(DEFAULT_MODEL, None).path
 
 
 def resolve_model_path(model_path: str | os.PathLike[str] | None,
@@ -127,15 +130,14 @@ class WorkerDied(Exception):
 
 
 class LocalProvider(Provider):
-    """A GGUF model (default: SmolLM2-135M-Instruct) in a worker process, greedy, fixed seed.
+    """A GGUF model (default: Qwen2.5-Coder-0.5B-Instruct) in a worker process, greedy, fixed seed.
 
     Args:
         model_path: a GGUF file (see :func:`resolve_model_path`).
         seed: sampling seed (decoding is greedy at temperature 0, the seed makes it explicit).
         max_tokens: budget of tokens the model chooses per answer; an answer that exhausts it
             is cut and invalid.
-        n_ctx: context window in tokens (default :data:`DEFAULT_N_CTX`; SmolLM2 was trained
-            with 8,192).
+        n_ctx: context window in tokens (default :data:`DEFAULT_N_CTX`).
         no_call_layout: key of :data:`NO_CALL_LAYOUTS`.
         threads: CPU threads (see :func:`resolve_threads`).
         model: a preset of :data:`bench.providers.local_models.MODEL_PRESETS`.

