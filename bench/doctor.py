@@ -39,9 +39,11 @@ BUILD_FEATURE_FLAGS = {
 }
 # A core counts as busy above this share of its time (other processes, sampled over 1 s).
 BUSY_SHARE = 0.25
-# Per-row tokens of an answer (forced punctuation + sampled), the median measured with
-# benchmarks/local_model_speed.py on the ecommerce set (see benchmarks/RESULTS.md).
-ANSWER_TOKENS = 48
+# The default model's rows on this project's machine (2-core AMD EPYC, portable build, idle;
+# benchmarks/local_model_speed.py, benchmarks/RESULTS.md): per variant (first row s, mean of
+# the later rows s), no saved prefix state, and the doctor's decode speed measured there.
+REFERENCE: dict[str, Any] = {"model": "qwen2.5-coder-0.5b", "decode_tokens_per_s": 0.0,
+                             "rows": {}}
 
 
 @dataclass
@@ -210,25 +212,29 @@ def quick_checks(provider: Any) -> list[Finding]:
     return [*findings, check_load(0.5)]
 
 
-def estimate_default_run(speed: dict[str, float], plan: list[tuple[int, int, int]]) -> float:
-    """Seconds the default run should take at the measured speeds.
+def estimate_default_run(speed: dict[str, float], cases: int,
+                         reference: dict[str, Any] | None = None) -> float | None:
+    """Seconds the default run should take here, scaled from a measured reference run.
 
     Args:
-        speed: ``prefill_tokens_per_s`` and ``decode_tokens_per_s`` (short context).
-        plan: per variant ``(tools-block tokens, cases, mean case tokens)``.
+        speed: this machine's ``decode_tokens_per_s`` (:meth:`LocalProvider.speed`).
+        cases: cases per variant.
+        reference: per variant ``(first row s, mean later row s)`` and the ``decode`` speed
+            measured with them (default :data:`REFERENCE`, the default model on this project's
+            machine; benchmarks/RESULTS.md).
 
-    Each variant reads its tools block once, then per case its own tokens and
-    :data:`ANSWER_TOKENS` answer tokens. Long contexts cost more per token (attention); the
-    model: cost x (1 + context / 4096), a fit to this machine's l3 and l50 rows in
-    benchmarks/RESULTS.md. An estimate, not a measurement.
+    Returns:
+        ``sum(first + (cases - 1) * mean) * reference decode / this decode``, or None when the
+        reference does not cover every default variant. Decoding dominates a row, so its speed
+        ratio carries the estimate to another machine; an estimate, not a measurement.
     """
-    total = 0.0
-    for tool_tokens, cases, case_tokens in plan:
-        slowdown = 1 + tool_tokens / 4096
-        total += tool_tokens * (1 + tool_tokens / 8192) / speed["prefill_tokens_per_s"]
-        total += cases * slowdown * (case_tokens / speed["prefill_tokens_per_s"]
-                                     + ANSWER_TOKENS / speed["decode_tokens_per_s"])
-    return total
+    reference = REFERENCE if reference is None else reference
+    from bench.limits import DEFAULT_VARIANTS
+    rows = reference["rows"]
+    if not all(name in rows for name in DEFAULT_VARIANTS):
+        return None
+    seconds = sum(rows[n][0] + (cases - 1) * rows[n][1] for n in DEFAULT_VARIANTS)
+    return seconds * reference["decode_tokens_per_s"] / speed["decode_tokens_per_s"]
 
 
 def _versions() -> dict[str, str]:
@@ -287,9 +293,16 @@ def run_doctor(model: str | None = None, model_path: str | None = None,
         say(Finding("ok", "speed", f"prompt reading {speed['prefill_tokens_per_s']:.0f} "
                     f"tokens/s, decoding {speed['decode_tokens_per_s']:.1f} tokens/s "
                     f"(short context, {provider.threads} threads)"))
-        minutes = estimate_default_run(speed, _default_plan(provider)) / 60
-        say(Finding("ok", "estimate", f"the default run (bench run) should take about "
-                    f"{minutes:.0f} minutes on this machine as it is now"))
+        from bench.providers.local_models import MODEL_PRESETS
+        seconds = estimate_default_run(speed, _default_cases())
+        if seconds is None or \
+                provider.model_path.name != MODEL_PRESETS[REFERENCE["model"]].file_name:
+            say(Finding("ok", "estimate", "no reference timing for this model: time a short "
+                        "run (bench run --limit 20) to plan a long one"))
+        else:
+            say(Finding("ok", "estimate", f"the default run (bench run) should take about "
+                        f"{seconds / 60:.0f} minutes on this machine as it is now, "
+                        "without saved tools-block states (scaled from benchmarks/RESULTS.md)"))
     except Exception as exc:  # noqa: BLE001 - a crashed worker or a bad answer is the finding
         say(Finding("error", "model", f"{type(exc).__name__}: {exc}",
                     f"reinstall llama-cpp-python with portable kernels: {PORTABLE_INSTALL}"))
@@ -317,20 +330,9 @@ def _answer_check(provider: Any, load_s: float) -> Finding:
                    f"'What is the weather in Paris?' in {seconds:.1f} s with {shown}")
 
 
-def _default_plan(provider: Any) -> list[tuple[int, int, int]]:
+def _default_cases() -> int:
     from bench.datasets.loader import load_dataset
-    from bench.descriptions.variants import load_variant
-    from bench.limits import DEFAULT_VARIANTS
-    dataset = load_dataset("ecommerce")
-    cases = list(dataset.cases)
-    case_chars = sum(len(m.content or "") for c in cases for m in c.messages) / len(cases)
-    plan = []
-    for name in DEFAULT_VARIANTS:
-        variant = load_variant(dataset.toolsets[0], name)
-        from bench.providers.local import tools_block
-        tokens = len(tools_block(variant.tools, provider.layout)) // 4  # ~4 characters/token
-        plan.append((tokens, len(cases), int(case_chars / 3) + 20))  # + chat template tokens
-    return plan
+    return len(load_dataset("ecommerce").cases)
 
 
 def main(model: str | None, model_path: str | None) -> int:

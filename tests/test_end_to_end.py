@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import os
+from pathlib import Path
 import time
 
 from conftest import REPO, requires_local_model
@@ -32,7 +33,10 @@ def test_run_writes_run_directory_and_prints_table(run_bench, project):
     assert [v["name"] for v in manifest["variants"]] == ["l3", "l10"]
     assert all(len(v["sha256"]) == 64 for v in manifest["variants"])
     (local,) = manifest["providers"]
-    assert local["model"] == "SmolLM2-135M-Instruct.Q4_1" and len(local["model_sha256"]) == 64
+    from bench.providers.local_models import DEFAULT_MODEL, MODEL_PRESETS
+    default = MODEL_PRESETS[DEFAULT_MODEL]
+    assert local["model"] == Path(default.file_name).stem
+    assert local["model_sha256"] == default.sha256
     assert "llama_cpp_python" in manifest["versions"] and manifest["started_at"]
     assert manifest["ended_at"] >= manifest["started_at"]
 

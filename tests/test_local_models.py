@@ -471,14 +471,16 @@ def test_unknown_preset_name(tmp_path):
         resolve_model("gpt-5", None, cache_dir=tmp_path)
 
 
-def test_model_path_and_env_win_over_the_preset(tmp_path, monkeypatch):
+def test_model_path_wins_over_the_preset_and_env_over_the_default(tmp_path, monkeypatch):
     path = write(tmp_path, gguf_bytes())
     got = resolve_model("no-such-preset", str(path), cache_dir=tmp_path)
     assert (got.path, got.preset, got.verified, got.source) == (path, None, False,
                                                                 "--model-path")
     monkeypatch.setenv(MODEL_ENV, str(path))
-    got = resolve_model("no-such-preset", None, cache_dir=tmp_path)
+    got = resolve_model(None, None, cache_dir=tmp_path)
     assert (got.path, got.source) == (path, MODEL_ENV)
+    with pytest.raises(BenchError, match="unknown model 'no-such-preset'"):
+        resolve_model("no-such-preset", None, cache_dir=tmp_path)  # an explicit --model wins
 
 
 def test_model_path_is_checked(tmp_path):

@@ -262,7 +262,11 @@ class LocalProvider(Provider):
             try:
                 if self._process is None:
                     self._start(restart=True)
-                self._conn.send(message)
+                try:
+                    self._conn.send(message)
+                except OSError:  # the pipe broke: the worker is gone; its exit code says why
+                    self._process.join(5)
+                    raise WorkerDied(signal_name(self._process.exitcode)) from None
                 reply = self._receive(self.answer_timeout_s)
             except WorkerDied as died:
                 self._stop()
@@ -274,9 +278,6 @@ class LocalProvider(Provider):
                 self.restarts += 1
                 print(f"warning: the model process died ({died.reason}); restarting it once",
                       file=sys.stderr, flush=True)
-                continue
-            except (BrokenPipeError, OSError):
-                self._stop()
                 continue
             if reply[0] == "error":
                 raise BenchError(reply[1])
