@@ -42,8 +42,10 @@ BUSY_SHARE = 0.25
 # The default model's rows on this project's machine (2-core AMD EPYC, portable build, idle;
 # benchmarks/local_model_speed.py, benchmarks/RESULTS.md): per variant (first row s, mean of
 # the later rows s), no saved prefix state, and the doctor's decode speed measured there.
-REFERENCE: dict[str, Any] = {"model": "qwen2.5-coder-0.5b", "decode_tokens_per_s": 0.0,
-                             "rows": {}}
+REFERENCE: dict[str, Any] = {
+    "model": "qwen2.5-coder-0.5b", "decode_tokens_per_s": 37.4,
+    "rows": {"l3": (29.19, 2.13), "l10": (53.45, 2.37), "l30": (96.04, 2.85),
+             "l50": (189.96, 3.98)}}
 
 
 @dataclass
@@ -300,9 +302,15 @@ def run_doctor(model: str | None = None, model_path: str | None = None,
             say(Finding("ok", "estimate", "no reference timing for this model: time a short "
                         "run (bench run --limit 20) to plan a long one"))
         else:
-            say(Finding("ok", "estimate", f"the default run (bench run) should take about "
-                        f"{seconds / 60:.0f} minutes on this machine as it is now, "
-                        "without saved tools-block states (scaled from benchmarks/RESULTS.md)"))
+            slow = speed["decode_tokens_per_s"] < 0.5 * REFERENCE["decode_tokens_per_s"]
+            idle = estimate_default_run(REFERENCE, _default_cases()) or 0.0
+            say(Finding("warn" if slow else "ok", "estimate",
+                        f"the default run (bench run) should take about {_duration(seconds)} "
+                        "on this machine as loaded now, without saved tools-block states "
+                        "(scaled from benchmarks/RESULTS.md)",
+                        f"decoding runs at under half the reference speed: free the cores; "
+                        f"on 2 idle cores of the reference machine it took about "
+                        f"{_duration(idle)}" if slow else None))
     except Exception as exc:  # noqa: BLE001 - a crashed worker or a bad answer is the finding
         say(Finding("error", "model", f"{type(exc).__name__}: {exc}",
                     f"reinstall llama-cpp-python with portable kernels: {PORTABLE_INSTALL}"))
@@ -328,6 +336,12 @@ def _answer_check(provider: Any, load_s: float) -> Finding:
     shown = ", ".join(f"{c.name}({c.arguments})" for c in calls) or "no call"
     return Finding("ok", "model", f"{provider.model_id} loaded in {load_s:.1f} s and answered "
                    f"'What is the weather in Paris?' in {seconds:.1f} s with {shown}")
+
+
+def _duration(seconds: float) -> str:
+    """``"42 minutes"`` up to 90 minutes, else ``"3.5 hours"``."""
+    minutes = seconds / 60
+    return f"{minutes:.0f} minutes" if minutes < 90 else f"{minutes / 60:.1f} hours"
 
 
 def _default_cases() -> int:

@@ -518,6 +518,9 @@ class Runner:
                         if finding.level == "warn":
                             print(f"warning: {finding.text}; {finding.fix}", file=sys.stderr,
                                   flush=True)
+                    print(f"local: model {provider.model_id}; the first row of a variant "
+                          "reads its tools block (minutes, unless saved by an earlier run)",
+                          file=sys.stderr, flush=True)
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
                                      label=f"variant '{variant.name}' of '{variant.toolset}'")

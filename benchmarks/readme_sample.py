@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     took = (f", {wall / 60:.1f} min wall time on {os.cpu_count()} cores, load average "
             f"{os.getloadavg()[0]:.1f} at the end" if wall else "")
     block = (f"`bench {' '.join(COMMAND)}`{took}; `bench show {run_id}`:\n\n```\n"
-             + shown.stdout.rstrip() + "\n```")
+             + "\n".join(line.rstrip() for line in shown.stdout.rstrip().splitlines())
+             + "\n```")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     head, _, rest = readme.partition(BEGIN)
     _, _, tail = rest.partition(END)
