@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,15 @@ def test_doctor_with_a_broken_model_file_fails_with_the_reason(run_bench, tmp_pa
     assert result.returncode == 1
     assert str(bad) in result.stdout and "ERROR" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value, message", [("1000", "at most"), ("abc", "positive integer"),
+                                            ("0", "positive integer")])
+def test_thread_counts_beyond_the_cores_or_not_numbers_are_refused(monkeypatch, value, message):
+    from bench.errors import BenchError
+    from bench.providers.local import resolve_threads
+    monkeypatch.setenv("BENCH_THREADS", value)
+    with pytest.raises(BenchError, match=message):
+        resolve_threads(None)
+    monkeypatch.delenv("BENCH_THREADS")
+    assert 1 <= resolve_threads(None) <= (os.cpu_count() or 1)

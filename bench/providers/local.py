@@ -88,27 +88,33 @@ def resolve_model_path(model_path: str | os.PathLike[str] | None,
 
 
 def resolve_threads(threads: int | None) -> int:
-    """CPU threads for llama.cpp: ``threads``, else ``$BENCH_THREADS``, else min(4, cores).
+    """CPU threads for llama.cpp: ``threads`` (``--threads``), else ``$BENCH_THREADS``, else
+    min(4, cores).
 
     Two llama.cpp processes that each take every core of a 2-core machine slow each other down
-    badly (about 40x as observed on the project's machine), so the count is explicit and
-    capped.
+    badly (about 40x as observed on the project's machine), and llama.cpp's threads spin-wait,
+    so more threads than cores only slows it: the count is explicit and capped at the cores.
 
     Raises:
-        BenchError: ``$BENCH_THREADS`` is not a positive integer.
+        BenchError: the count is not a positive integer, or exceeds the logical cores.
     """
-    if threads is not None:
-        return max(1, int(threads))
-    value = os.environ.get(THREADS_ENV)
-    if value:
+    cores = os.cpu_count() or 1
+    source = "--threads"
+    if threads is None:
+        value = os.environ.get(THREADS_ENV)
+        if not value:
+            return max(1, min(4, cores))
+        source = f"{THREADS_ENV}={value!r}"
         try:
-            count = int(value)
+            threads = int(value)
         except ValueError:
-            count = 0
-        if count < 1:
-            raise BenchError(f"{THREADS_ENV}={value!r}: give a positive integer")
-        return count
-    return max(1, min(4, os.cpu_count() or 1))
+            threads = 0
+    if threads < 1:
+        raise BenchError(f"{source}: give a positive integer")
+    if threads > cores:
+        raise BenchError(f"{source}: {threads} threads for {cores} logical cores; llama.cpp's "
+                         f"threads spin-wait, so give at most {cores}")
+    return int(threads)
 
 
 def signal_name(exitcode: int | None) -> str:
