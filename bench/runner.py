@@ -512,7 +512,8 @@ class Runner:
                     self.skipped[provider_id] = exc.reason
                     continue
                 self.providers[provider_id] = provider
-                if provider_id == "local":  # bench doctor's quick part: build, CPU, load
+                from bench.providers.local import LocalProvider
+                if isinstance(provider, LocalProvider):  # bench doctor's quick part
                     from bench.doctor import quick_checks
                     for finding in quick_checks(provider):
                         if finding.level == "warn":
