@@ -132,8 +132,12 @@ def test_local_threads_option_env_and_default(monkeypatch):
 
     monkeypatch.delenv("BENCH_THREADS", raising=False)
     assert resolve_threads(None) == max(1, min(4, os.cpu_count() or 1))
-    monkeypatch.setenv("BENCH_THREADS", "3")
-    assert resolve_threads(None) == 3 and resolve_threads(1) == 1
+    cores = os.cpu_count() or 1
+    monkeypatch.setenv("BENCH_THREADS", str(cores))
+    assert resolve_threads(None) == cores and resolve_threads(1) == 1
+    monkeypatch.setenv("BENCH_THREADS", str(cores + 1))  # more than the cores: refused
+    with pytest.raises(BenchError, match="logical cores"):
+        resolve_threads(None)
     monkeypatch.setenv("BENCH_THREADS", "many")
     with pytest.raises(BenchError, match="BENCH_THREADS"):
         resolve_threads(None)
