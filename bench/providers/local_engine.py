@@ -296,6 +296,12 @@ class LocalEngine:
         return True
 
     def _save_state(self, path: Path) -> None:
+        try:
+            self._write_state(path)
+        except OSError:  # best effort: a cache that cannot be written is read again next time
+            pass
+
+    def _write_state(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
         tokens = (self._lib.llama_token * self.llm.n_tokens)(

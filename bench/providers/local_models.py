@@ -387,7 +387,7 @@ def _sidecar_matches(sidecar: Path, preset: ModelPreset, target: Path,
         with sidecar.open("rb") as handle:
             stored = json.loads(handle.read(1 << 16))
         return stored == _sidecar_record(preset, target, sources)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
 
 

@@ -49,12 +49,18 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
     """
     # Ctrl-C in a terminal reaches the whole process group; the run decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a CI timeout signals the group: the run stops it
+    os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # an abort prints no gdb backtrace
     die_with_parent(parent)
     from bench.providers.local_engine import LocalEngine
     try:
         engine = LocalEngine(**options)
     except BenchError as exc:
         conn.send(("error", str(exc), str(exc.file) if exc.file else None))
+        return
+    except Exception as exc:  # noqa: BLE001 - e.g. a chat template that raises: one line
+        conn.send(("error", f"{options['model_path']}: cannot load the model: "
+                            f"{type(exc).__name__}: {exc}", None))
         return
     conn.send(("ready", engine.system_info()))
     while True:
@@ -77,6 +83,9 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
                 raise BenchError(f"unknown request {op!r}")
         except BenchError as exc:
             conn.send(("error", str(exc), str(exc.file) if exc.file else None))
+            continue
+        except Exception as exc:  # noqa: BLE001 - reported as one line, not as a dead worker
+            conn.send(("error", f"{options['model_path']}: {type(exc).__name__}: {exc}", None))
             continue
         conn.send(("ok", value))
     engine.close()
