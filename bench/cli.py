@@ -153,9 +153,13 @@ def run(
                       "max_usd": max_usd, "cache": cache,
                       "max_total_tokens": max_total_tokens, "cache_path": cache_path,
                       "pricing": pricing, "attempts": attempts, "batch": batch,
-                      "batch_poll_s": batch_poll_s}
+                      "batch_poll_s": batch_poll_s,
+                      # may change on resume (the model's SHA-256 is checked against the run's)
+                      "model": model, "model_path": model_path}
         if cache is not None and cache not in ("off", "read", "write", "readwrite"):
             raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
+        if model and model_path:
+            raise BenchError("--model and --model-path both name the model: give one")
         if resume:
             fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
                      if name not in (*throughput, "resume") and
@@ -167,14 +171,12 @@ def run(
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
         else:
-            if model and model_path:
-                raise BenchError("--model and --model-path both name the model: give one")
             try:
                 config = RunConfig(
                     dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
                     providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials,
                     limit=limit,
-                    case_ids=_split(cases) or None, model=model, model_path=model_path,
+                    case_ids=_split(cases) or None,
                     seed=seed,
                     max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
                     tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,

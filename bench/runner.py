@@ -60,7 +60,36 @@ DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 STOP_GRACE_S = 5.0
 # Settings a resumed run may change (they decide how, not what, is computed).
 RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
-                    "cache_path", "pricing", "attempts", "batch", "batch_poll_s")
+                    "cache_path", "pricing", "attempts", "batch", "batch_poll_s",
+                    # where the model is found may change (another machine); the model may not:
+                    # a resume checks the provider's identity (:func:`provider_identity`)
+                    "model", "model_path")
+# Fields of :meth:`Provider.describe` that say which model answers; a resumed run must match.
+IDENTITY_FIELDS = ("model", "model_sha256")
+
+
+def identity_mismatch(stored: list[Any], current: dict[str, dict[str, Any]]) -> str | None:
+    """Why the providers now differ from those a run started with, or None.
+
+    Args:
+        stored: the manifest's ``providers`` list (each a :meth:`Provider.describe` dict).
+        current: provider id -> its :meth:`Provider.describe` now.
+
+    Returns:
+        One clause naming the provider and both values of the first :data:`IDENTITY_FIELDS`
+        field that differs (a field missing on either side is not compared), else None.
+    """
+    for before in stored:
+        if not isinstance(before, dict) or before.get("provider") not in current:
+            continue
+        now = current[before["provider"]]
+        for field in IDENTITY_FIELDS:
+            if field in before and field in now and before[field] != now[field]:
+                preset = before.get("model_preset")
+                hint = f" (--model {preset})" if preset else ""
+                return (f"provider '{before['provider']}' now has {field} {now[field]!r}, but the "
+                        f"run started with {before[field]!r}{hint}")
+    return None
 
 
 class RunConfig(BaseModel):
@@ -434,6 +463,8 @@ class Runner:
                                  field="config")
             # a run from before --limit sampled took the first N cases: it keeps them
             stored_config = {"limit_sampling": "first", **stored_config}
+            if "model" in changes or "model_path" in changes:  # one names the model: not both
+                stored_config = {**stored_config, "model": None, "model_path": None}
             config = RunConfig.model_validate({**stored_config, **changes})
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
@@ -498,7 +529,8 @@ class Runner:
 
         Raises:
             BenchError: a provider or its sender processes cannot start (those already
-                started are stopped), or ``--max-usd`` is set and a provider has no price.
+                started are stopped), ``--max-usd`` is set and a provider has no price, or
+                (resuming) a provider's model differs from the run's (:func:`identity_mismatch`).
         """
         for provider_id in self.config.providers:
             if provider_id not in self.providers and provider_id not in self.skipped:
@@ -512,6 +544,12 @@ class Runner:
                     self.skipped[provider_id] = exc.reason
                     continue
                 self.providers[provider_id] = provider
+                mismatch = identity_mismatch((self._manifest or {}).get("providers") or [],
+                                             {provider_id: provider.describe()})
+                if mismatch:  # mixing two models' rows in one table would measure nothing
+                    self.close_providers()
+                    raise BenchError(f"cannot resume '{self.store.run_id}': {mismatch}; "
+                                     "resume with that model, or start a new run")
                 from bench.providers.local import LocalProvider
                 if isinstance(provider, LocalProvider):  # bench doctor's quick part
                     from bench.doctor import quick_checks
@@ -535,6 +573,12 @@ class Runner:
                     except BenchError:
                         self.close_senders()
                         raise
+
+    def close_providers(self) -> None:
+        """Close every started provider (stops local model workers) and forget them."""
+        for provider in self.providers.values():
+            provider.close()
+        self.providers.clear()
 
     def close_senders(self) -> None:
         """Stop every provider's sender processes (:meth:`open_providers` starts them)."""
@@ -1089,9 +1133,7 @@ class Runner:
             for pool in pools.values():
                 pool.shutdown(wait=True)
             self.close_senders()
-            for provider in self.providers.values():
-                provider.close()
-            self.providers.clear()
+            self.close_providers()
             if self.cache is not None:
                 self.cache.close()
         if failure is not None:

@@ -23,9 +23,9 @@ from report_runs import SCRIPT, expected_answer, hostile_answer, make_run
 CHROMIUM = os.environ.get("BENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not Path(CHROMIUM).is_file(),
-    reason=f"no Chromium at {CHROMIUM} (apt-get install -y chromium, or set BENCH_CHROMIUM)")
+    reason=f"no Chromium at {CHROMIUM} (apt-get install -y chromium, or set BENCH_CHROMIUM)")]
 
 
 def half_hostile(case):

@@ -107,7 +107,7 @@ class LocalEngine:
             and decoded 40% slower, benchmarks/RESULTS.md).
         n_batch: tokens per prompt-reading batch.
         save_states: keep each variant's prefix state on disk between runs (default: on
-            unless ``$BENCH_LOCAL_STATE_CACHE`` is ``0``/``off``).
+            unless ``$BENCH_LOCAL_STATE_CACHE`` is ``0``/``off``/``no``/``false``).
         top_first: ask the grammar about the most likely tokens before the whole vocabulary
             (same answers, faster); False applies it to the whole vocabulary at every step
             (the reference the tests compare with).
@@ -135,7 +135,8 @@ class LocalEngine:
         self.n_batch = n_batch
         self.top_first = top_first
         if save_states is None:
-            save_states = os.environ.get(STATE_CACHE_ENV, "1").lower() not in ("0", "off", "no")
+            save_states = os.environ.get(STATE_CACHE_ENV, "1").strip().lower() not in \
+                ("0", "off", "no", "false")
         self.save_states = save_states
         from bench.providers.local import quiet_native_stderr
         try:
