@@ -262,6 +262,8 @@ def doctor(
     """Check that the embedded model runs well here: versions, CPU and llama.cpp build, load on
     the cores, a one-line answer, tokens/s, and the default run's expected time. Exit 1 on a
     failed check (each says its fix)."""
+    if model and model_path:
+        raise BenchError("--model and --model-path both name the model: give one")
     from bench.doctor import main as doctor_main
     raise typer.Exit(doctor_main(model, model_path))
 

@@ -565,3 +565,18 @@ def test_models_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("BENCH_CACHE_DIR")
     monkeypatch.setenv("BENCH_HOME", str(tmp_path))
     assert models_cache_dir() == tmp_path.resolve() / "reports" / ".cache" / "models"
+
+
+@pytest.mark.parametrize("name, path, expected", [
+    ("", None, "--model is empty"), ("  ", None, "--model is empty"),
+    (None, "", "--model-path is empty")])
+def test_an_empty_model_name_or_path_is_refused_not_the_default(tmp_path, name, path, expected):
+    with pytest.raises(BenchError, match=expected):
+        resolve_model(name, path, cache_dir=tmp_path)
+
+
+def test_doctor_refuses_both_model_and_model_path(run_bench, tmp_path):
+    result = run_bench("doctor", "--model", "smollm2-135m", "--model-path", str(tmp_path / "x"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == \
+        "error: --model and --model-path both name the model: give one"

@@ -145,3 +145,24 @@ def test_a_model_path_that_is_not_a_loadable_gguf_is_one_line(run_bench, project
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(bad) in lines[0], result.stderr
+
+
+def test_a_gguf_that_llama_cpp_refuses_names_llama_cpps_reason(run_bench, project, tmp_path):
+    """A header that passes bench's GGUF check but names a tensor llama.cpp does not expect
+    (one renamed, same length): the one line carries llama.cpp's own reason, which
+    llama-cpp-python's exception leaves out."""
+    from bench.providers.local import find_default_model
+    data = bytearray(find_default_model().read_bytes())
+    name = b"blk.0.attn_q.weight"
+    at = data.find(name)
+    assert 0 < at < 50_000_000
+    data[at:at + len(name)] = b"blk.0.attn_X.weight"
+    bad = tmp_path / "renamed.gguf"
+    bad.write_bytes(bytes(data))
+    result = run_bench("run", "--variants", "l3", "--limit", "1", "--no-execute",
+                       "--model-path", str(bad))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(bad) in lines[0] and "llama.cpp:" in lines[0], lines[0]

@@ -47,6 +47,41 @@ MIN_SAVED_PREFIX_TOKENS = 2048
 # Candidates the grammar checks before the whole vocabulary when it rejects the top token.
 TOP_K = 64
 
+# llama.cpp's log lines at ERROR level (ggml_log_level 3 in ggml.h), newest last: the reason a
+# load failed (a missing tensor, an unknown tokenizer) which llama-cpp-python's exception omits.
+_native_errors: list[str] = []
+_log_callback: Any = None  # kept referenced: llama.cpp calls it from native code
+
+
+def capture_native_errors(llama_cpp: Any) -> None:
+    """Route llama.cpp's log through a callback that keeps its ERROR lines (last 20) in
+    :data:`_native_errors` and drops the rest (bench prints its own messages).
+
+    Args:
+        llama_cpp: the imported ``llama_cpp`` module (``llama_log_set`` and the
+            ``llama_log_callback`` ctypes type, llama-cpp-python 0.3.16 ``llama_cpp.py``).
+    """
+    global _log_callback
+    if _log_callback is not None:
+        return
+    last_level = [0]
+
+    def keep(level: int, text: bytes, _user_data: Any) -> None:
+        level = last_level[0] if level == 5 else level  # 5: continues the previous line
+        last_level[0] = level
+        if level == 3:
+            line = text.decode("utf-8", "replace").strip()
+            if line:
+                _native_errors[:] = [*_native_errors[-19:], line]
+
+    _log_callback = llama_cpp.llama_log_callback(keep)
+    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+
+
+def last_native_error() -> str | None:
+    """The most recent llama.cpp ERROR log line, or None."""
+    return _native_errors[-1] if _native_errors else None
+
 
 @dataclass
 class _Variant:
@@ -127,6 +162,7 @@ class LocalEngine:
             raise BenchError("the local provider needs llama-cpp-python: "
                              "pip install -e '.[local]'") from None
         self._lib = llama_cpp
+        capture_native_errors(llama_cpp)
         self.model_path = Path(model_path)
         self.layout = layout
         self.n_ctx = n_ctx
@@ -145,7 +181,10 @@ class LocalEngine:
                                  n_ubatch=n_batch, n_threads=threads, n_threads_batch=threads,
                                  flash_attn=flash_attn, seed=seed, verbose=False)
         except (ValueError, RuntimeError) as exc:
-            raise BenchError(f"cannot load the model: {exc}", file=model_path) from None
+            reason = last_native_error()
+            raise BenchError(f"cannot load the model: {exc}"
+                             + (f" (llama.cpp: {reason[:300]})" if reason else ""),
+                             file=model_path) from None
         llm = self.llm
         self.n_vocab = llm.n_vocab()
         self._vocab = llm._model.vocab

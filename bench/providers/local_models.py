@@ -294,6 +294,10 @@ def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *
             (naming the file and both values); the cache folder cannot be written.
     """
     presets = MODEL_PRESETS if presets is None else presets
+    if name is not None and not name.strip():  # `--model ''` must not silently mean the default
+        raise BenchError(f"--model is empty: give a preset ({', '.join(sorted(presets))})")
+    if model_path is not None and not str(model_path).strip():
+        raise BenchError("--model-path is empty: give a GGUF file")
     env_path = None if name else os.environ.get(MODEL_ENV)  # an explicit --model wins
     if model_path or env_path:
         source = "--model-path" if model_path else MODEL_ENV
