@@ -70,13 +70,18 @@ def test_a_saved_prefix_state_gives_the_same_answers(l3, tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     cases = _cases(3)
     first = _engine(save_states=True)
+    notes: list[str] = []
+    first.notify = notes.append  # the worker relays these lines to the run's stderr
     try:
         computed = _answers(first, l3, cases)
     finally:
         first.close()
     saved = list((tmp_path / "local-state").glob("*.state"))
     assert len(saved) == 1
+    assert len(notes) == 1 and "reading the tools block" in notes[0], notes
+    assert "then saved" in notes[0]
     second = _engine(save_states=True)
+    second.notify = notes.append
     try:
         answer = second.complete(cases[0].messages, l3.tools, variant_key="l3", max_tokens=256)
         loaded = [answer.text, *_answers(second, l3, cases[1:])]
@@ -84,6 +89,7 @@ def test_a_saved_prefix_state_gives_the_same_answers(l3, tmp_path, monkeypatch):
         second.close()
     assert answer.cached_tokens >= 2000  # the tools block came from the file
     assert loaded == computed
+    assert len(notes) == 1  # a loaded state is not announced: it takes under a second
 
 
 def test_the_default_model_gives_the_recorded_answers(l3):

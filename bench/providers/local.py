@@ -274,6 +274,9 @@ class LocalProvider(Provider):
                     self._process.join(5)
                     raise WorkerDied(signal_name(self._process.exitcode)) from None
                 reply = self._receive(self.answer_timeout_s)
+                while reply[0] == "note":  # slow work announced: say it, wait for the answer
+                    print(f"local: {reply[1]}", file=sys.stderr, flush=True)
+                    reply = self._receive(self.answer_timeout_s)
             except WorkerDied as died:
                 self._stop()
                 if self.restarts >= 1:

@@ -30,7 +30,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -94,6 +94,11 @@ class _Variant:
     name_sampler: Any
     arg_samplers: dict[str, Any] = field(default_factory=dict)  # None: no arguments, "{}"
     state_file: Path | None = None
+    label: str = "variant"
+
+
+# Reading more prefix tokens than this takes long enough (seconds to minutes) to announce.
+ANNOUNCED_PREFIX_TOKENS = 1024
 
 
 @dataclass
@@ -162,6 +167,8 @@ class LocalEngine:
             raise BenchError("the local provider needs llama-cpp-python: "
                              "pip install -e '.[local]'") from None
         self._lib = llama_cpp
+        # called with one line before work that takes long (the worker relays it to the run)
+        self.notify: Callable[[str], None] | None = None
         capture_native_errors(llama_cpp)
         self.model_path = Path(model_path)
         self.layout = layout
@@ -250,7 +257,7 @@ class LocalEngine:
         alternatives = " | ".join(json.dumps(n) for n in names)  # JSON escaping suits GBNF
         variant = _Variant(system=system,
                            tool_tokens=len(self._tokens(system)),
-                           prefix=self._prefix(system), names=names,
+                           prefix=self._prefix(system), names=names, label=label,
                            name_sampler=self._sampler(f'root ::= ({alternatives}) "\\""'))
         for tool in tools:
             schema = grammar_schema(tool.input_schema)
@@ -308,6 +315,10 @@ class LocalEngine:
             state = variant.state_file
             if state is None or not self._load_state(state, prefix):
                 llm.n_tokens = min(reuse, llm.n_tokens)
+                if len(prefix) - llm.n_tokens >= ANNOUNCED_PREFIX_TOKENS and self.notify:
+                    self.notify(f"reading the tools block of {variant.label} "
+                                f"({len(prefix) - llm.n_tokens:,} tokens; once per variant"
+                                + (", then saved)" if state is not None else ")"))
                 llm.eval(prefix[llm.n_tokens:])
                 if state is not None:
                     self._save_state(state)

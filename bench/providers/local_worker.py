@@ -11,7 +11,8 @@ Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
   ``("complete", messages, tools, variant_key, max_tokens)``,
   ``("speed", prompt_tokens, decode_tokens)``, ``("close",)``;
 - back: ``("ready", info)`` once loaded, then ``("ok", value)`` or
-  ``("error", message, file)`` (a :class:`bench.errors.BenchError`) per request.
+  ``("error", message, file)`` (a :class:`bench.errors.BenchError`) per request, after any
+  number of ``("note", text)`` lines announcing slow work (e.g. reading a tools block).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
         conn.send(("error", f"{options['model_path']}: cannot load the model: "
                             f"{type(exc).__name__}: {exc}", None))
         return
+    engine.notify = lambda text: conn.send(("note", text))
     conn.send(("ready", engine.system_info()))
     while True:
         try:
