@@ -127,6 +127,19 @@ def signal_name(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+def likely_cause(reason: str) -> str:
+    """What a worker death most likely means, from how it died (:func:`signal_name`).
+
+    SIGKILL comes from outside (the kernel's out-of-memory killer, a container limit, a
+    user), not from llama.cpp; a hang is ours to detect; the rest are faults in native code.
+    """
+    if reason.startswith("SIGKILL"):
+        return "it was killed from outside (often the out-of-memory killer: see dmesg)"
+    if reason.startswith("no answer"):
+        return "a hang in llama.cpp's native code or a machine far too loaded"
+    return "a crash in llama.cpp's native code"
+
+
 class WorkerDied(Exception):
     """The model's worker process died or hung; ``reason`` says how (e.g. ``SIGSEGV``)."""
 
@@ -281,8 +294,8 @@ class LocalProvider(Provider):
                 self._stop()
                 if self.restarts >= 1:
                     raise ProviderError(
-                        f"the model process died ({died.reason}) again after a restart: a "
-                        "crash or hang in llama.cpp's native code; run bench doctor",
+                        f"the model process died ({died.reason}) again after a restart: "
+                        f"{likely_cause(died.reason)}; run bench doctor",
                         error_class="permanent") from None
                 self.restarts += 1
                 print(f"warning: the model process died ({died.reason}); restarting it once",
