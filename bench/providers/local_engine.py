@@ -134,6 +134,56 @@ def state_dir() -> Path:
     return cache_dir() / "local-state"
 
 
+# Saved prefix states kept at most (bytes): a Qwen2.5-0.5B l50 state is about 330 MB, so the
+# four default variants fit with room for a few edited ones; older states are read again.
+STATE_CACHE_BYTES = 2 * 1024**3
+
+
+def prune_states(folder: Path, keep_bytes: int = STATE_CACHE_BYTES, *,
+                 keep: Path | None = None) -> list[Path]:
+    """Delete leftovers and the least recently used states beyond ``keep_bytes``.
+
+    Leftovers are ``.<name>.<pid>.partial`` files whose writer process is gone (a run killed
+    while saving). States are ranked by modification time, which a load refreshes.
+
+    Args:
+        folder: the states' folder (:func:`state_dir`).
+        keep_bytes: the most bytes of ``*.state`` files kept.
+        keep: a state never deleted (the one just written).
+
+    Returns:
+        The files deleted. Files that vanish or cannot be deleted meanwhile are skipped.
+    """
+    deleted: list[Path] = []
+    states: list[tuple[float, int, Path]] = []
+    for path in folder.glob("*"):
+        try:
+            if path.name.endswith(".partial"):
+                pid = int(path.name.rsplit(".", 2)[-2])
+                if pid == os.getpid() or Path(f"/proc/{pid}").exists():
+                    continue
+                path.unlink()
+                deleted.append(path)
+            elif path.suffix == ".state":
+                stat = path.stat()
+                states.append((stat.st_mtime, stat.st_size, path))
+        except (OSError, ValueError, IndexError):
+            continue
+    total = sum(size for _, size, _ in states)
+    for _, size, path in sorted(states):
+        if total <= keep_bytes:
+            break
+        if keep is not None and path == keep:
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        deleted.append(path)
+        total -= size
+    return deleted
+
+
 class LocalEngine:
     """A GGUF model loaded with llama-cpp-python, answering with staged greedy decoding.
 
@@ -344,6 +394,10 @@ class LocalEngine:
             return False
         self.llm.input_ids[:len(prefix)] = prefix
         self.llm.n_tokens = len(prefix)
+        try:
+            os.utime(path)  # recently used: kept by prune_states
+        except OSError:
+            pass
         return True
 
     def _save_state(self, path: Path) -> None:
@@ -360,6 +414,7 @@ class LocalEngine:
         if self._lib.llama_state_save_file(self._ctx, str(partial).encode(), tokens,
                                            self.llm.n_tokens):
             os.replace(partial, path)  # a reader never sees half a file
+            prune_states(path.parent, keep=path)
         else:
             partial.unlink(missing_ok=True)
 
