@@ -1,4 +1,4 @@
-"""Model presets and the GGUF header check (bench/providers/local_models.py).
+"""Model presets (bench/providers/local_models.py) and the GGUF header check (bench/providers/gguf.py).
 
 No model runs and nothing is downloaded: GGUF files are synthetic (written with struct in
 tmp_path), and chunked presets are fake distributions (a ``*.dist-info`` with a RECORD) put on
