@@ -300,6 +300,22 @@ from bench.report.command import report  # noqa: E402
 app.command()(report)
 
 
+def _unwrap_docstrings(typer_app: typer.Typer) -> None:
+    """Give each command's help its docstring with each paragraph on one line: rich keeps a
+    docstring's line breaks and wraps again, which cut sentences mid-line in ``--help``."""
+    import inspect
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            paragraphs = inspect.cleandoc(command.callback.__doc__).split("\n\n")
+            command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _unwrap_docstrings(group.typer_instance)
+
+
+_unwrap_docstrings(app)
+
+
 def main() -> None:
     """Console-script entry point.
 

@@ -174,3 +174,12 @@ def test_a_signal_after_the_command_ended_does_not_change_its_exit_code():
                                 capture_output=True, text=True, timeout=60,
                                 env={**os.environ, "LATE_SIGNAL": signame})
         assert result.returncode == 0, (signame, result.stderr)
+
+
+def test_help_paragraphs_are_not_cut_at_the_docstrings_line_breaks(run_bench):
+    """rich keeps a docstring's line breaks; bench joins each paragraph so that a wide
+    terminal shows a sentence on one line."""
+    result = run_bench("run", "--help")
+    assert result.returncode == 0
+    assert ("(a budget reached, or a provider skipped, e.g. for a missing key: one line says "
+            "which)") in result.stdout
