@@ -1037,7 +1037,15 @@ class Runner:
                 stops += 1
                 status, polling = "interrupted", True
                 stop_everything()
-                wait = self.config.request_timeout_s + STOP_GRACE_S if stops == 1 else 0.0
+                wait = 0.0
+                if stops == 1:
+                    wait = max((self.config.request_timeout_s if p.stop_wait_s is None
+                                else p.stop_wait_s for p in self.providers.values()),
+                               default=0.0) + STOP_GRACE_S
+                    if outstanding:
+                        print(f"stopping: waiting up to {wait:.0f} s for "
+                              f"{count(len(outstanding), 'request')} in flight (a second "
+                              "Ctrl-C stops now)", file=sys.stderr, flush=True)
                 give_up_at = min(give_up_at, time.monotonic() + wait)
 
             idle = warm_up
@@ -1046,8 +1054,11 @@ class Runner:
                     if polling:
                         if time.monotonic() >= give_up_at:  # rows never written: resumable
                             give_up_at = float("inf")
+                            why = "the run stopped before this request was answered"
                             for pool in self.senders.values():
-                                pool.abandon("the run stopped before this request was answered")
+                                pool.abandon(why)
+                            for provider in self.providers.values():
+                                provider.abandon(why)
                         finished_now = [f for f in outstanding if f.done()]
                         if not finished_now:
                             time.sleep(0.05)

@@ -166,3 +166,35 @@ def test_a_gguf_that_llama_cpp_refuses_names_llama_cpps_reason(run_bench, projec
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert str(bad) in lines[0] and "llama.cpp:" in lines[0], lines[0]
+
+
+def test_ctrl_c_while_a_tools_block_is_read_stops_without_waiting_for_the_row(project):
+    """A first row reads its tools block for up to minutes: Ctrl-C says what it waits for,
+    gives the worker its grace period, then kills it; the row is not written (a resume redoes
+    it), the manifest says interrupted and no model process is left."""
+    import subprocess
+    import sys
+    env = {**os.environ, "BENCH_HOME": str(project), "COLUMNS": "200",
+           "BENCH_LOCAL_STATE_CACHE": "0",  # the tools block is read, never loaded
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", "--variants", "l10", "--limit", "2",
+         "--no-execute", "--run-id", "stopped"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in process.stderr:  # wait until the long first row has started
+        lines.append(line)
+        if "reading the tools block" in line:
+            break
+    workers = _model_workers(process.pid)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    err = "".join(lines) + err
+    assert process.returncode == 130, err
+    assert "stopping: waiting up to 5 s for 1 request in flight" in err
+    assert "bench run --resume stopped" in err
+    run_dir = project / "reports" / "runs" / "stopped"
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    results = run_dir / "results.jsonl"
+    assert not results.is_file() or results.read_text() == ""
+    assert workers and not any(Path(f"/proc/{pid}").exists() for pid in workers)

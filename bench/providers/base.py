@@ -129,6 +129,16 @@ class Provider(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (models, connections)."""
 
+    #: Seconds a stopping run waits for this provider's requests in flight before it
+    #: abandons them (None: the run's request timeout; rows abandoned are redone on resume).
+    stop_wait_s: float | None = None
+
+    def abandon(self, why: str) -> None:  # noqa: B027 - optional hook
+        """Give up the requests in flight: each raises
+        :class:`~bench.providers.ratelimit.GateClosed` ``(why)`` in its caller, and later ones
+        too. Called by a stopping run after :attr:`stop_wait_s`; default: nothing (HTTP
+        requests end within their timeout)."""
+
 
 class HTTPOptions(BaseModel):
     """Settings shared by the HTTP adapters.

@@ -224,6 +224,9 @@ class LocalProvider(Provider):
         self._process, self._conn = process, ours
         try:
             reply = self._receive(LOAD_TIMEOUT_S)
+        except KeyboardInterrupt:  # else the interpreter's exit would wait for it for good
+            self._kill()
+            raise
         except WorkerDied as died:
             self._stop()
             if restart:
@@ -254,6 +257,30 @@ class LocalProvider(Provider):
         self._process.join(5)
         raise WorkerDied(signal_name(self._process.exitcode))
 
+    #: A stopping run waits no longer than its grace period (``STOP_GRACE_S`` in
+    #: bench/runner.py) for an answer in flight, then kills the worker: a first row reads
+    #: its tools block for minutes (README, "Start here"); a resume redoes the row.
+    stop_wait_s = 0.0
+    _abandoned: str | None = None
+
+    def abandon(self, why: str) -> None:
+        """Kill the worker now; the request in flight and any later one raise
+        :class:`~bench.providers.ratelimit.GateClosed` (their rows are not written)."""
+        self._abandoned = why
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
+
+    def _kill(self) -> None:
+        """Stop the worker at once (it ignores SIGINT and SIGTERM: see local_worker)."""
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if process is not None:
+            process.kill()
+            process.join(5)
+        if conn is not None:
+            conn.close()
+
     def _stop(self) -> None:
         process, conn = self._process, self._conn
         self._process = self._conn = None
@@ -277,7 +304,10 @@ class LocalProvider(Provider):
                 rejects).
             ProviderError: class ``permanent``: the worker died again after its restart.
         """
+        from bench.providers.ratelimit import GateClosed
         while True:
+            if self._abandoned:
+                raise GateClosed(self._abandoned)
             try:
                 if self._process is None:
                     self._start(restart=True)
@@ -292,6 +322,8 @@ class LocalProvider(Provider):
                     reply = self._receive(self.answer_timeout_s)
             except WorkerDied as died:
                 self._stop()
+                if self._abandoned:  # killed by abandon(): the run is stopping
+                    raise GateClosed(self._abandoned) from None
                 if self.restarts >= 1:
                     raise ProviderError(
                         f"the model process died ({died.reason}) again after a restart: "

@@ -47,8 +47,12 @@ MIN_SAVED_PREFIX_TOKENS = 2048
 # Candidates the grammar checks before the whole vocabulary when it rejects the top token.
 TOP_K = 64
 
-# llama.cpp's log lines at ERROR level (ggml_log_level 3 in ggml.h), newest last: the reason a
-# load failed (a missing tensor, an unknown tokenizer) which llama-cpp-python's exception omits.
+# llama.cpp's log lines at ERROR level, newest last: the reason a load failed (a missing tensor,
+# an unknown tokenizer) which llama-cpp-python's exception omits. Levels: ``enum ggml_log_level``
+# in the vendored ggml/include/ggml.h of llama-cpp-python 0.3.16 (ERROR = 4, CONT = 5; the
+# comment in llama-cpp-python's own _logger.py lists an older order).
+_GGML_LOG_LEVEL_ERROR = 4
+_GGML_LOG_LEVEL_CONT = 5
 _native_errors: list[str] = []
 _log_callback: Any = None  # kept referenced: llama.cpp calls it from native code
 
@@ -67,9 +71,9 @@ def capture_native_errors(llama_cpp: Any) -> None:
     last_level = [0]
 
     def keep(level: int, text: bytes, _user_data: Any) -> None:
-        level = last_level[0] if level == 5 else level  # 5: continues the previous line
+        level = last_level[0] if level == _GGML_LOG_LEVEL_CONT else level
         last_level[0] = level
-        if level == 3:
+        if level == _GGML_LOG_LEVEL_ERROR:
             line = text.decode("utf-8", "replace").strip()
             if line:
                 _native_errors[:] = [*_native_errors[-19:], line]

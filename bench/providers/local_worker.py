@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -52,6 +53,9 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a CI timeout signals the group: the run stops it
     os.environ.setdefault("GGML_NO_BACKTRACE", "1")  # an abort prints no gdb backtrace
+    # llama-cpp-python's LlamaModel.__del__ raises AttributeError after a failed load; the
+    # failure itself is reported as one line, so such noise is dropped, not printed.
+    sys.unraisablehook = lambda unraisable: None
     die_with_parent(parent)
     from bench.providers.local_engine import LocalEngine
     try:
