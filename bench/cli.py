@@ -162,12 +162,13 @@ def run(
             raise BenchError("--model and --model-path both name the model: give one")
         if resume:
             fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
-                     if name not in (*throughput, "resume") and
+                     if name not in (*throughput, "resume", "provider") and
                      getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
             if fixed:  # the stored config decides what the run measures
                 raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
                                  "(it would change what the run measures); start a new run")
             runner = Runner.resume(resume, overrides=throughput)
+            _resume_credentials(resume, _split(provider), runner.config.providers)
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
         else:
@@ -252,6 +253,23 @@ def run(
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
+def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> None:
+    """Check ``--provider`` ids given with ``--resume``: they may only hand back the base-URL
+    credentials of a stored provider (never stored: :mod:`bench.redact`); their public ids
+    were registered when ``given`` was parsed here.
+
+    Raises:
+        BenchError: an id whose public form is not a provider of the run.
+    """
+    from bench.redact import public_provider_id
+    for provider_id in given:
+        public = public_provider_id(provider_id)
+        if public == provider_id or public not in stored:
+            raise BenchError(f"--provider cannot change when resuming '{run_id}' (it would "
+                             "change what the run measures); with --resume it only gives a "
+                             "stored provider's base-URL credentials (user:password@) again")
+
+
 @app.command()
 def doctor(
     model: Annotated[Optional[str], typer.Option(help="A model preset (default qwen2.5-coder-0.5b).")]
@@ -328,6 +346,9 @@ def main() -> None:
     """
     signal.signal(signal.SIGTERM, _terminate)
     atexit.register(_ignore_stop_signals)
+    from bench.redact import RedactingStream
+    if not isinstance(sys.stderr, RedactingStream):  # every message, from bench or a library
+        sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
         app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
     except SystemExit as exc:

@@ -98,7 +98,8 @@ class RunConfig(BaseModel):
     Attributes:
         dataset: dataset name or path to a ``.jsonl`` file.
         variants: variant names, e.g. ``["l3", "l10", "l30", "l50"]``.
-        providers: provider ids, e.g. ``["local"]``.
+        providers: provider ids, e.g. ``["local"]``; a base URL's ``user:password@`` is
+            stored as ``***@`` (:func:`bench.redact.public_provider_id`).
         trials: repetitions per case (>= 1).
         limit: only N cases (None: all): a sample stratified by expected tool (no-call and
             ask cases are strata too), seeded by ``seed``, in dataset order
@@ -194,6 +195,13 @@ class RunConfig(BaseModel):
         if not values:
             raise ValueError("needs at least one name")
         return list(dict.fromkeys(values))  # a name given twice runs once
+
+    @field_validator("providers")
+    @classmethod
+    def _public_ids(cls, values: list[str]) -> list[str]:
+        # credentials in a base URL stay in memory, never in a row key or the manifest
+        from bench.redact import public_provider_id
+        return list(dict.fromkeys(public_provider_id(v) for v in values))
 
     @field_validator("dataset")
     @classmethod

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 from bench.errors import BenchError
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
+from bench.redact import redact, redact_bytes
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MANIFEST = "manifest.json"
@@ -45,7 +46,9 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
+    """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``),
+    secrets redacted (:func:`bench.redact.redact`): manifests, reports, baselines."""
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -240,9 +243,9 @@ class RunStore:
         return RowWriter(self, sync_interval_s)
 
     def append(self, row: dict[str, Any]) -> None:
-        """Append one row as one line, flushed and fsynced before returning."""
+        """Append one row as one line (secrets redacted), flushed and fsynced before returning."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = line_bytes(row)
+        line = redact_bytes(line_bytes(row))
         with self.results_path.open("ab") as handle:
             handle.write(line)
             handle.flush()
@@ -278,10 +281,11 @@ class RowWriter:
         self._syncer.start()
 
     def append(self, row: dict[str, Any]) -> None:
-        """Write one row as one line and flush it; the background thread fsyncs it."""
+        """Write one row as one line (secrets redacted) and flush it; the background thread
+        fsyncs it."""
         if self._error is not None:
             raise self._error
-        self._handle.write(line_bytes(row))
+        self._handle.write(redact_bytes(line_bytes(row)))
         self._handle.flush()
         self._dirty.set()
 

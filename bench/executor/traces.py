@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from bench.errors import BenchError
 from bench.jsonl import canonical_bytes, dumps
+from bench.redact import redact
 
 if TYPE_CHECKING:  # pandas costs ~0.4 s to import; only summaries need it
     import pandas as pd
@@ -45,9 +46,9 @@ class TraceWriter:
         self._handle = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one record as a JSON line (flushed at once)."""
-        line = dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                      **record})
+        """Append one record as a JSON line, secrets redacted (flushed at once)."""
+        line = redact(dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                      **record}))
         with self._lock:
             self._handle.write(line + "\n")
             self._handle.flush()

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.providers.base import ProviderResponse
+from bench.redact import redact
 
 CacheMode = Literal["off", "read", "write", "readwrite"]
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "readwrite")
@@ -172,13 +173,14 @@ class ResponseCache:
     def put(self, key: str, response: ProviderResponse, *, provider_id: str,
             base_url: str | None, messages: Sequence[Message], tools: Sequence[Tool],
             trial: int) -> None:
-        """Store one answer (replacing an older one with the same key)."""
+        """Store one answer (replacing an older one with the same key); secrets in the
+        provider id and the answer are redacted (:func:`bench.redact.redact`)."""
         if not self.writes_enabled:
             return
         self._connection().execute(
             "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, provider_id, public_url(base_url), messages_digest(messages),
-             tools_digest(tools), trial, response.model_dump_json(), time.time()))
+            (key, redact(provider_id), public_url(base_url), messages_digest(messages),
+             tools_digest(tools), trial, redact(response.model_dump_json()), time.time()))
         with self._lock:
             self.writes += 1
 
