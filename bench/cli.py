@@ -294,11 +294,16 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
 
     store = RunStore(runs_dir(), run_id)
     manifest = store.read_manifest()
-    _print_summary(run_id, manifest["config"]["variants"])
+    order = manifest["config"].get("variants")
+    if not isinstance(order, list):
+        raise BenchError("corrupt manifest: must be a list", file=store.manifest_path,
+                         field="config.variants")
+    _print_summary(run_id, [str(v) for v in order])
     status = store.shown_status(manifest)
     # a crashed or running run's manifest holds the count of its last write: count the rows
-    done = len({row["key"] for row in store.rows()}) if status in (CRASHED, "running") \
-        else manifest["rows_done"]
+    done = len({row["key"] for row in store.checked_rows(manifest)}) \
+        if status in (CRASHED, "running") \
+        else manifest.get("rows_done", "?")
     out.print(f"status: {status}, rows {done}/{manifest['rows_planned']}"
               + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
 
@@ -349,12 +354,25 @@ def main() -> None:
     from bench.redact import RedactingStream
     if not isinstance(sys.stderr, RedactingStream):  # every message, from bench or a library
         sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    # typer 0.29 vendors click as typer._click (typer.core uses it); older typer uses click
+    click = getattr(typer.core, "_click", None) or __import__("click")
     try:
-        app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
-    except SystemExit as exc:
-        if exc.code == 130 and _stop_code is None:  # typer's silent exit for a KeyboardInterrupt
+        # not standalone: usage errors come here and are said in one line like every other
+        # error (typer's standalone mode draws a multi-line box)
+        code = app(prog_name="bench", standalone_mode=False)
+        if code == 130 and _stop_code is None:  # typer's silent exit for a KeyboardInterrupt
             _fail_stopped()
-        raise
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `bench` or `bench variants` alone
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        sys.exit(2)
+    except click.exceptions.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "bench"
+        _fail(f"{command}: {exc.format_message()} (see {command} --help)", 2)
+    except click.exceptions.ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        _fail_stopped()
     except BenchError as exc:
         _fail(str(exc), exc.exit_code)
     except OSError as exc:  # unreadable or unwritable files and folders

@@ -251,8 +251,20 @@ def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
     """Render each named variant for every toolset the dataset uses, and check the labels.
 
     Raises:
-        BenchError: an unknown variant, a bad spec, or a case naming an unknown tool/argument.
+        BenchError: an unknown variant, a bad spec, a case naming an unknown tool/argument,
+            or a toolset without descriptions (blamed on the first case naming it: file,
+            line, field ``toolset``).
     """
+    from bench.paths import descriptions_dir
+    root = descriptions_dir()
+    for toolset in dataset.toolsets:
+        if not (root / toolset).is_dir():
+            first = next(c for c in dataset.cases if c.toolset == toolset)
+            known = sorted(p.name for p in root.iterdir() if p.is_dir() and
+                           p.name != "templates") if root.is_dir() else []
+            raise BenchError(f"unknown toolset '{toolset}' (no folder {root / toolset}; "
+                             f"known: {', '.join(known) or 'none'})", file=dataset.path,
+                             line=dataset.lines.get(first.id), field="toolset")
     variants = []
     for toolset in dataset.toolsets:
         for name in names:
@@ -496,10 +508,17 @@ class Runner:
     _manifest: dict[str, Any] | None = None
 
     def done_keys(self) -> set[str]:
-        """Keys of the planned rows already in ``results.jsonl`` (a half-written row is cut)."""
+        """Keys of the planned rows already in ``results.jsonl`` (a half-written row is cut).
+
+        Raises:
+            BenchError: a corrupt row, or a row whose key the plan does not hold (rows of
+                another run appended to the file), naming file and line.
+        """
         self.store.repair()
         planned = {item.key for item in self.plan}
-        return {row["key"] for row in self.store.rows()} & planned
+        return {row["key"] for row in self.store.rows(
+            plan=lambda row: None if row["key"] in planned else
+            f"no planned row has key '{row['key']}'")}
 
     def pending(self) -> list[PlanItem]:
         """Planned items without a finished row, in plan order."""
@@ -1252,5 +1271,7 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
 
 
 def iter_rows(run_id: str) -> Iterable[dict[str, Any]]:
-    """Rows of a stored run (for tables and reports)."""
-    return RunStore(runs_dir(), run_id).rows()
+    """Rows of a stored run (for tables and reports), checked against its manifest
+    (:meth:`bench.runstore.RunStore.checked_rows`)."""
+    store = RunStore(runs_dir(), run_id)
+    return store.checked_rows(store.read_manifest())

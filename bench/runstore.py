@@ -31,6 +31,65 @@ MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_pl
 ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
               "usage", "latency_s")
 _ROW_FIELD_SET = frozenset(ROW_FIELDS)
+# The JSON types of a row's fields that readers (resume, show, report, compare, gate) use;
+# a row is checked when read, so a corrupt one is named instead of crashing a reader.
+_TEXT = (str,)
+_NUMBER = (int, float)
+ROW_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, None allowed)
+    "key": (_TEXT, False), "case_id": (_TEXT, False), "toolset": (_TEXT, False),
+    "variant": (_TEXT, False), "provider": (_TEXT, False), "trial": ((int,), False),
+    "lang": (_TEXT, True), "metrics": ((dict,), False), "usage": ((dict,), True),
+    "latency_s": (_NUMBER, True), "run_id": (_TEXT, True), "tags": ((list,), True),
+    "query": (_TEXT, True), "expected": ((dict,), True), "request": ((dict,), True),
+    "response": ((dict,), True), "parsed": ((dict,), True), "cost_usd": (_NUMBER, True),
+    "billed_usd": (_NUMBER, True), "cache": (_TEXT, True),
+}
+# nested fields readers use: (parent, field) -> (types, None allowed)
+NESTED_TYPES: dict[tuple[str, str], tuple[tuple[type, ...], bool]] = {
+    ("metrics", "error_codes"): ((list,), True),
+    ("metrics", "argument_errors"): ((list,), True),
+    ("parsed", "calls"): ((list,), True),
+    ("usage", "prompt_tokens"): (_NUMBER, True),
+    ("usage", "completion_tokens"): (_NUMBER, True),
+    ("usage", "cached_tokens"): (_NUMBER, True),
+}
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
+               float: "a number"}
+# The manifest's fields and their JSON types (every reader relies on them).
+MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,), "status": (str,), "config": (dict,), "dataset": (dict,),
+    "variants": (list,), "rows_planned": (int,)}
+
+
+def _type_problem(value: Any, types: tuple[type, ...], nullable: bool) -> str | None:
+    """None when ``value`` has one of ``types`` (bool is not a number here), else what is
+    wrong in a few words."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in types):
+        return None
+    wanted = " or ".join(_JSON_TYPES.get(t, t.__name__) for t in types)
+    got = "null" if value is None else type(value).__name__.replace("dict", "object")
+    return f"must be {wanted}, not {got}"
+
+
+def check_row(row: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, problem) of the first field of a result row with the wrong JSON type
+    (:data:`ROW_TYPES`, :data:`NESTED_TYPES`), or None when the row is well formed."""
+    for name, (types, nullable) in ROW_TYPES.items():
+        if name in row:
+            problem = _type_problem(row[name], types, nullable)
+            if problem:
+                return name, problem
+    for (parent, name), (types, nullable) in NESTED_TYPES.items():
+        holder = row.get(parent)
+        if isinstance(holder, dict) and name in holder:
+            problem = _type_problem(holder[name], types, nullable)
+            if problem:
+                return f"{parent}.{name}", problem
+    if row["trial"] < 0:
+        return "trial", "must be 0 or more"
+    return None
 # Shown (never stored) for a run whose manifest says "running" while no process writes it.
 CRASHED = "crashed"
 
@@ -110,6 +169,14 @@ class RunStore:
             if field not in manifest:
                 raise BenchError("manifest lacks this field", file=self.manifest_path,
                                  field=field)
+            problem = _type_problem(manifest[field], MANIFEST_TYPES[field], False)
+            if problem:
+                raise BenchError(f"corrupt manifest: {problem}", file=self.manifest_path,
+                                 field=field)
+        for index, variant in enumerate(manifest["variants"]):
+            if not isinstance(variant, dict):
+                raise BenchError("corrupt manifest: each variant must be an object",
+                                 file=self.manifest_path, field=f"variants.{index}")
         return manifest
 
     @contextlib.contextmanager
@@ -204,13 +271,22 @@ class RunStore:
             os.fsync(handle.fileno())
         return len(data) - keep
 
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """Complete result rows in file order (a last line without newline is skipped).
+    def rows(self, plan: Any = None) -> Iterator[dict[str, Any]]:
+        """Complete result rows in file order (a last line without newline is skipped), each
+        checked: a JSON object with every :data:`ROW_FIELDS` field, of the types
+        :func:`check_row` names.
+
+        Args:
+            plan: ``row -> None or why the row is not in the run's plan`` (see
+                :meth:`checked_rows`); None: not checked.
 
         Raises:
-            BenchError: a complete line that is not valid JSON (names file and line).
+            BenchError: a complete line that is not valid JSON, a corrupt row, a row outside
+                ``plan`` (names file, line and field), or ``results.jsonl`` not a file.
         """
         if not self.results_path.is_file():
+            if self.results_path.exists():  # a folder, a device: never "no rows yet"
+                raise BenchError("results.jsonl is not a file", file=self.results_path)
             return
         with self.results_path.open("rb") as handle:
             for number, line in enumerate(handle, start=1):
@@ -236,7 +312,46 @@ class RunStore:
                     missing = next(f for f in ROW_FIELDS if f not in row)
                     raise BenchError("corrupt result row: missing field", file=self.results_path,
                                      line=number, field=missing)
+                wrong = check_row(row)
+                if wrong:
+                    raise BenchError(f"corrupt result row: {wrong[1]}", file=self.results_path,
+                                     line=number, field=wrong[0])
+                if plan is not None:
+                    stray = plan(row)
+                    if stray:
+                        raise BenchError(f"result row not in this run's plan: {stray}",
+                                         file=self.results_path, line=number, field="key")
                 yield row
+
+    def checked_rows(self, manifest: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """:meth:`rows`, each also checked against the run's ``manifest`` (as
+        :meth:`read_manifest` returns it): the manifest's ``run_id``, a variant, provider and trial the
+        run's config plans, and a key made of its case, variant, provider and trial. Rows of
+        another run appended to the file are refused, never shown as this run's.
+
+        Raises:
+            BenchError: as :meth:`rows`, or a row not in the plan (file, line, field ``key``).
+        """
+        config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+        variants = {v.get("name") for v in manifest["variants"] if isinstance(v, dict)}
+        providers = set(config.get("providers") or [])
+        trials = config.get("trials") if isinstance(config.get("trials"), int) else None
+
+        def stray(row: dict[str, Any]) -> str | None:
+            if row.get("run_id") not in (None, manifest["run_id"]):
+                return f"it belongs to run '{row['run_id']}'"
+            if variants and row["variant"] not in variants:
+                return f"variant '{row['variant']}' is not one of the run's"
+            if providers and row["provider"] not in providers:
+                return f"provider '{row['provider']}' is not one of the run's"
+            if trials is not None and row["trial"] >= trials:
+                return f"trial {row['trial']} is past the run's {trials} trial(s)"
+            if row["key"] != f"{row['case_id']}|{row['variant']}|{row['provider']}|" \
+                             f"{row['trial']}":
+                return "its key does not match its case, variant, provider and trial"
+            return None
+
+        return self.rows(plan=stray)
 
     def writer(self, sync_interval_s: float = 0.05) -> "RowWriter":
         """A :class:`RowWriter` appending to this run's ``results.jsonl``."""

@@ -82,7 +82,7 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
         manifest["status"] = store.shown_status(manifest)  # "crashed" is shown, not stored
-        rows = list(store.rows())
+        rows = list(store.checked_rows(manifest))
         if not rows:
             raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
         runs.append(LoadedRun(run_id, manifest, rows))
