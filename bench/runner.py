@@ -811,6 +811,14 @@ class Runner:
                 f"bench run --resume {self.store.run_id}")
         return exc
 
+    def _write_failure(self, exc: OSError) -> BenchError:
+        """The one-line error for a run file that could not be written (a full disk, a
+        file-size limit): names the file, says the finished rows are kept and how to resume."""
+        where = f"{exc.filename}: " if exc.filename else ""
+        return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
+                          f"are kept: free some space, then: bench run --resume "
+                          f"{self.store.run_id}")
+
     def _run_batches(self, todo: list[PlanItem], record: Callable[[PlanItem, Outcome], None],
                      spend: Spend) -> tuple[list[PlanItem], str | None]:
         """Batch mode: answer the items of batch-capable providers through their batch APIs.
@@ -1116,6 +1124,10 @@ class Runner:
         except KeyboardInterrupt:
             status = "interrupted"
             raise
+        except OSError as exc:  # a file of the run could not be written (e.g. the disk is full)
+            status = "failed"
+            failure = self._write_failure(exc)
+            manifest["error"] = str(failure)
         except BaseException as exc:
             status = "failed"
             manifest["error"] = f"{type(exc).__name__}: {exc}"
@@ -1133,7 +1145,7 @@ class Runner:
                     rows.close()
                 except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
                     if failure is None:
-                        failure = exc
+                        failure = self._write_failure(exc)
                 if failure is not None:
                     status = "failed"
                     manifest["error"] = str(failure)
@@ -1155,8 +1167,19 @@ class Runner:
                         **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
                            for k in ("hits", "misses", "writes")}}
                 if execution is not None:
-                    execution.close()
-                self.store.write_manifest(manifest)
+                    try:
+                        execution.close()
+                    except OSError as exc:
+                        if failure is None:
+                            failure = self._write_failure(exc)
+                            status = "failed"
+                            manifest.update(status=status, error=str(failure))
+                try:
+                    self.store.write_manifest(manifest)
+                except OSError as exc:  # a full disk: the status, at least, must not say running
+                    self.store.set_status_in_place(status)
+                    if failure is None:
+                        failure = self._write_failure(exc)
             for pool in pools.values():
                 pool.shutdown(wait=True)
             self.close_senders()

@@ -99,6 +99,16 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+def named_os_error(exc: OSError, path: Path | str) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none (a failed ``write`` or
+    ``fsync`` on an open file says only "No space left on device")."""
+    if exc.filename:
+        return exc
+    named = type(exc)(exc.errno, exc.strerror or str(exc), str(path)) if exc.errno \
+        else OSError(exc.errno, str(exc), str(path))
+    return named
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented UTF-8 JSON to ``path`` atomically."""
     atomic_write_text(path, _dumps(data, indent=2) + "\n")
@@ -117,6 +127,9 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and reports are shared alike
         os.replace(tmp, path)
+    except OSError as exc:  # e.g. the disk is full: say which file
+        Path(tmp).unlink(missing_ok=True)
+        raise named_os_error(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -257,6 +270,30 @@ class RunStore:
         """Replace the manifest atomically."""
         atomic_write_json(self.manifest_path, manifest)
 
+    def set_status_in_place(self, status: str) -> bool:
+        """Rewrite the stored manifest's ``"status": "running"`` as ``status`` in place, at
+        the same size (padded with JSON whitespace), so that it needs no new disk space: the
+        last resort when :meth:`write_manifest` fails because the disk is full. Returns
+        True when done; False when the stored status is not ``running``, ``status`` is
+        longer than it, or the file cannot be written."""
+        old = b'"status": "running"'
+        new = f'"status": "{status}"'.encode("utf-8")
+        if len(new) > len(old):
+            return False
+        try:
+            with self.manifest_path.open("r+b") as handle:
+                data = handle.read()
+                at = data.find(old)
+                if at < 0:
+                    return False
+                handle.seek(at)
+                handle.write(new + b" " * (len(old) - len(new)))
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            return False
+        return True
+
     def repair(self) -> int:
         """Cut a half-written last row off ``results.jsonl``; return the bytes removed."""
         if not self.results_path.is_file():
@@ -386,6 +423,7 @@ class RowWriter:
 
     def __init__(self, store: RunStore, sync_interval_s: float = 0.05) -> None:
         store.dir.mkdir(parents=True, exist_ok=True)
+        self.path = store.results_path
         self._handle = store.results_path.open("ab")
         self._interval = sync_interval_s
         self._dirty = threading.Event()
@@ -400,8 +438,12 @@ class RowWriter:
         fsyncs it."""
         if self._error is not None:
             raise self._error
-        self._handle.write(redact_bytes(line_bytes(row)))
-        self._handle.flush()
+        try:
+            self._handle.write(redact_bytes(line_bytes(row)))
+            self._handle.flush()
+        except OSError as exc:  # e.g. the disk is full: name the file
+            self._error = named_os_error(exc, self.path)
+            raise self._error from None
         self._dirty.set()
 
     def _sync_loop(self) -> None:
@@ -413,7 +455,8 @@ class RowWriter:
             try:
                 os.fsync(self._handle.fileno())
             except (OSError, ValueError) as exc:  # ValueError: closed under us
-                self._error = exc if isinstance(exc, OSError) else OSError(str(exc))
+                self._error = named_os_error(exc if isinstance(exc, OSError)
+                                             else OSError(str(exc)), self.path)
                 return
             if self._closing.wait(self._interval):  # group commit window
                 return
@@ -430,7 +473,12 @@ class RowWriter:
             self._syncer.join()
             try:
                 self.sync()
+            except OSError as exc:
+                raise named_os_error(exc, self.path) from None
             finally:
-                self._handle.close()
+                try:
+                    self._handle.close()  # flushes: fails again on a full disk
+                except OSError:
+                    pass
             if self._error is not None:
                 raise self._error

@@ -50,8 +50,12 @@ class TraceWriter:
         line = redact(dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                       **record}))
         with self._lock:
-            self._handle.write(line + "\n")
-            self._handle.flush()
+            try:
+                self._handle.write(line + "\n")
+                self._handle.flush()
+            except OSError as exc:  # e.g. the disk is full: name the file
+                from bench.runstore import named_os_error
+                raise named_os_error(exc, self.path) from None
 
     def close(self) -> None:
         """Close the file (later writes raise ValueError)."""
