@@ -173,6 +173,10 @@ def run(
             stack.enter_context(runner.store.writing())
         else:
             try:
+                mcp_server = shlex.split(execute_mcp) if execute_mcp else None
+            except ValueError as exc:  # e.g. an unclosed quote
+                raise BenchError(f"--execute-mcp: {exc} in '{execute_mcp}'") from None
+            try:
                 config = RunConfig(
                     dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
                     providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials,
@@ -183,7 +187,7 @@ def run(
                     tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                     openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
                     execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
-                    mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
+                    mcp_server=mcp_server,
                     **{k: v for k, v in throughput.items() if v is not None})
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
