@@ -69,7 +69,9 @@ def run(
                                  f"{','.join(DEFAULT_VARIANTS)}).")] = None,
     provider: Annotated[Optional[list[str]], typer.Option(
         "--provider", "-p", help="Provider id; repeat for several (default: "
-                                 f"{','.join(DEFAULT_PROVIDERS)}).")] = None,
+                                 f"{','.join(DEFAULT_PROVIDERS)}). With --resume: only a "
+                                 "stored provider's id again with its base URL's "
+                                 "user:password@ (never stored).")] = None,
     trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Repetitions per case.")]
     = 1,
     limit: Annotated[Optional[int], typer.Option(
