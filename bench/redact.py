@@ -34,7 +34,7 @@ import os
 import re
 import threading
 from typing import Any, TextIO
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 __all__ = ["MARK", "RedactingStream", "public_provider_id", "real_provider_id", "redact",
            "redact_bytes", "register_secret"]
@@ -167,11 +167,6 @@ def real_provider_id(provider_id: str) -> str | None:
         return provider_id
     with _lock:
         return _credentials.get(provider_id)
-
-
-def url_has_userinfo(url: str | None) -> bool:
-    """True when ``url`` carries ``user[:password]@`` before its host."""
-    return bool(url) and "@" in (urlsplit(url).netloc or "")
 
 
 class RedactingStream(io.TextIOBase):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import signal
 import sqlite3
 import sys

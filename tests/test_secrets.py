@@ -44,6 +44,7 @@ def scan(root: Path) -> tuple[int, list[str]]:
     return files, hits
 
 
+@pytest.mark.timeout(1800)  # about 25 bench commands in subprocesses
 def test_planted_secrets_reach_no_file_and_no_message(run_bench, project, monkeypatch):
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", KEY)
     outputs = []
@@ -102,3 +103,37 @@ def test_planted_secrets_reach_no_file_and_no_message(run_bench, project, monkey
     denied = json.loads((project / "reports/runs/denied/manifest.json").read_text())
     assert denied["status"] == "complete" and denied["config"]["providers"] == [
         f"openai-compat:fake-model@http://***@{host}/v1"]
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("openai-compat:m@http://alice:s3cr3t-pw@host:8000/v1", "s3cr3t-pw"),
+    ('{"message": "bad key: Authorization: Bearer abcdef123456789"}', "abcdef123456789"),
+    ('{"headers": {"x-api-key": "k-0123456789abcdef"}}', "k-0123456789abcdef"),
+    ('{"x-goog-api-key": "AIzaSyA0123456789abcdefghijklmnopqrs"}', "AIzaSyA0123456789"),
+    ("https://x.googleapis.com/v1/m:generateContent?key=AIzaSyA0123456789abcdefghijkl",
+     "AIzaSyA0123456789"),
+    ("error: sk-proj-0123456789abcdefghij rejected", "0123456789abcdefghij"),
+    ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+])
+def test_redact_removes_each_kind_of_secret_and_keeps_json_valid(text, secret):
+    from bench.redact import redact
+    cleaned = redact(text)
+    assert secret not in cleaned and "***" in cleaned
+    if text.startswith("{"):
+        json.loads(cleaned)
+
+
+def test_redact_keeps_ordinary_text_and_row_keys():
+    from bench.redact import redact
+    for text in ('{"key": "ecom-0001|l3|openai:gpt-4o|0", "task-12345678": 1}',
+                 "mailto:someone@example.com", '{"cached_tokens": 0, "disk-12345678": 2}'):
+        assert redact(text) == text
+
+
+def test_a_credentialed_provider_id_runs_under_its_public_id():
+    from bench.providers import make_provider
+    from bench.redact import real_provider_id
+    provider = make_provider("openai-compat:m@http://bob:pw-123456@127.0.0.1:9/v1")
+    assert provider.provider_id == "openai-compat:m@http://***@127.0.0.1:9/v1"
+    assert provider.options.base_url == "http://bob:pw-123456@127.0.0.1:9/v1"
+    assert real_provider_id(provider.provider_id).endswith("bob:pw-123456@127.0.0.1:9/v1")
