@@ -69,7 +69,9 @@ def run(
                                  f"{','.join(DEFAULT_VARIANTS)}).")] = None,
     provider: Annotated[Optional[list[str]], typer.Option(
         "--provider", "-p", help="Provider id; repeat for several (default: "
-                                 f"{','.join(DEFAULT_PROVIDERS)}).")] = None,
+                                 f"{','.join(DEFAULT_PROVIDERS)}). With --resume: only a "
+                                 "stored provider's id again with its base URL's "
+                                 "user:password@ (never stored).")] = None,
     trials: Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Repetitions per case.")]
     = 1,
     limit: Annotated[Optional[int], typer.Option(
@@ -162,15 +164,20 @@ def run(
             raise BenchError("--model and --model-path both name the model: give one")
         if resume:
             fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
-                     if name not in (*throughput, "resume") and
+                     if name not in (*throughput, "resume", "provider") and
                      getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
             if fixed:  # the stored config decides what the run measures
                 raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
                                  "(it would change what the run measures); start a new run")
             runner = Runner.resume(resume, overrides=throughput)
+            _resume_credentials(resume, _split(provider), runner.config.providers)
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
         else:
+            try:
+                mcp_server = shlex.split(execute_mcp) if execute_mcp else None
+            except ValueError as exc:  # e.g. an unclosed quote
+                raise BenchError(f"--execute-mcp: {exc} in '{execute_mcp}'") from None
             try:
                 config = RunConfig(
                     dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
@@ -182,7 +189,7 @@ def run(
                     tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                     openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
                     execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
-                    mcp_server=shlex.split(execute_mcp) if execute_mcp else None,
+                    mcp_server=mcp_server,
                     **{k: v for k, v in throughput.items() if v is not None})
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
@@ -252,6 +259,23 @@ def run(
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
+def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> None:
+    """Check ``--provider`` ids given with ``--resume``: they may only hand back the base-URL
+    credentials of a stored provider (never stored: :mod:`bench.redact`); their public ids
+    were registered when ``given`` was parsed here.
+
+    Raises:
+        BenchError: an id whose public form is not a provider of the run.
+    """
+    from bench.redact import public_provider_id
+    for provider_id in given:
+        public = public_provider_id(provider_id)
+        if public == provider_id or public not in stored:
+            raise BenchError(f"--provider cannot change when resuming '{run_id}' (it would "
+                             "change what the run measures); with --resume it only gives a "
+                             "stored provider's base-URL credentials (user:password@) again")
+
+
 @app.command()
 def doctor(
     model: Annotated[Optional[str], typer.Option(help="A model preset (default qwen2.5-coder-0.5b).")]
@@ -276,11 +300,16 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
 
     store = RunStore(runs_dir(), run_id)
     manifest = store.read_manifest()
-    _print_summary(run_id, manifest["config"]["variants"])
+    order = manifest["config"].get("variants")
+    if not isinstance(order, list):
+        raise BenchError("corrupt manifest: must be a list", file=store.manifest_path,
+                         field="config.variants")
+    _print_summary(run_id, [str(v) for v in order])
     status = store.shown_status(manifest)
     # a crashed or running run's manifest holds the count of its last write: count the rows
-    done = len({row["key"] for row in store.rows()}) if status in (CRASHED, "running") \
-        else manifest["rows_done"]
+    done = len({row["key"] for row in store.checked_rows(manifest)}) \
+        if status in (CRASHED, "running") \
+        else manifest.get("rows_done", "?")
     out.print(f"status: {status}, rows {done}/{manifest['rows_planned']}"
               + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
 
@@ -328,12 +357,28 @@ def main() -> None:
     """
     signal.signal(signal.SIGTERM, _terminate)
     atexit.register(_ignore_stop_signals)
+    from bench.redact import RedactingStream
+    if not isinstance(sys.stderr, RedactingStream):  # every message, from bench or a library
+        sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    # typer 0.29 vendors click as typer._click (typer.core uses it); older typer uses click
+    click = getattr(typer.core, "_click", None) or __import__("click")
     try:
-        app(prog_name="bench")  # standalone: the parser reports usage errors itself (exit 2)
-    except SystemExit as exc:
-        if exc.code == 130 and _stop_code is None:  # typer's silent exit for a KeyboardInterrupt
+        # not standalone: usage errors come here and are said in one line like every other
+        # error (typer's standalone mode draws a multi-line box)
+        code = app(prog_name="bench", standalone_mode=False)
+        if code == 130 and _stop_code is None:  # typer's silent exit for a KeyboardInterrupt
             _fail_stopped()
-        raise
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `bench` or `bench variants` alone
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        sys.exit(2)
+    except click.exceptions.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "bench"
+        _fail(f"{command}: {exc.format_message()} (see {command} --help)", 2)
+    except click.exceptions.ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        _fail_stopped()
     except BenchError as exc:
         _fail(str(exc), exc.exit_code)
     except OSError as exc:  # unreadable or unwritable files and folders

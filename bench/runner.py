@@ -98,7 +98,8 @@ class RunConfig(BaseModel):
     Attributes:
         dataset: dataset name or path to a ``.jsonl`` file.
         variants: variant names, e.g. ``["l3", "l10", "l30", "l50"]``.
-        providers: provider ids, e.g. ``["local"]``.
+        providers: provider ids, e.g. ``["local"]``; a base URL's ``user:password@`` is
+            stored as ``***@`` (:func:`bench.redact.public_provider_id`).
         trials: repetitions per case (>= 1).
         limit: only N cases (None: all): a sample stratified by expected tool (no-call and
             ask cases are strata too), seeded by ``seed``, in dataset order
@@ -195,6 +196,13 @@ class RunConfig(BaseModel):
             raise ValueError("needs at least one name")
         return list(dict.fromkeys(values))  # a name given twice runs once
 
+    @field_validator("providers")
+    @classmethod
+    def _public_ids(cls, values: list[str]) -> list[str]:
+        # credentials in a base URL stay in memory, never in a row key or the manifest
+        from bench.redact import public_provider_id
+        return list(dict.fromkeys(public_provider_id(v) for v in values))
+
     @field_validator("dataset")
     @classmethod
     def _absolute_path(cls, value: str) -> str:
@@ -243,8 +251,20 @@ def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
     """Render each named variant for every toolset the dataset uses, and check the labels.
 
     Raises:
-        BenchError: an unknown variant, a bad spec, or a case naming an unknown tool/argument.
+        BenchError: an unknown variant, a bad spec, a case naming an unknown tool/argument,
+            or a toolset without descriptions (blamed on the first case naming it: file,
+            line, field ``toolset``).
     """
+    from bench.paths import descriptions_dir
+    root = descriptions_dir()
+    for toolset in dataset.toolsets:
+        if not (root / toolset).is_dir():
+            first = next(c for c in dataset.cases if c.toolset == toolset)
+            known = sorted(p.name for p in root.iterdir() if p.is_dir() and
+                           p.name != "templates") if root.is_dir() else []
+            raise BenchError(f"unknown toolset '{toolset}' (no folder {root / toolset}; "
+                             f"known: {', '.join(known) or 'none'})", file=dataset.path,
+                             line=dataset.lines.get(first.id), field="toolset")
     variants = []
     for toolset in dataset.toolsets:
         for name in names:
@@ -488,10 +508,17 @@ class Runner:
     _manifest: dict[str, Any] | None = None
 
     def done_keys(self) -> set[str]:
-        """Keys of the planned rows already in ``results.jsonl`` (a half-written row is cut)."""
+        """Keys of the planned rows already in ``results.jsonl`` (a half-written row is cut).
+
+        Raises:
+            BenchError: a corrupt row, or a row whose key the plan does not hold (rows of
+                another run appended to the file), naming file and line.
+        """
         self.store.repair()
         planned = {item.key for item in self.plan}
-        return {row["key"] for row in self.store.rows()} & planned
+        return {row["key"] for row in self.store.rows(
+            plan=lambda row: None if row["key"] in planned else
+            f"no planned row has key '{row['key']}'")}
 
     def pending(self) -> list[PlanItem]:
         """Planned items without a finished row, in plan order."""
@@ -783,6 +810,14 @@ class Runner:
                 f"{exc}{request}; finished rows are kept, continue with: "
                 f"bench run --resume {self.store.run_id}")
         return exc
+
+    def _write_failure(self, exc: OSError) -> BenchError:
+        """The one-line error for a run file that could not be written (a full disk, a
+        file-size limit): names the file, says the finished rows are kept and how to resume."""
+        where = f"{exc.filename}: " if exc.filename else ""
+        return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
+                          f"are kept: free some space, then: bench run --resume "
+                          f"{self.store.run_id}")
 
     def _run_batches(self, todo: list[PlanItem], record: Callable[[PlanItem, Outcome], None],
                      spend: Spend) -> tuple[list[PlanItem], str | None]:
@@ -1100,6 +1135,10 @@ class Runner:
         except KeyboardInterrupt:
             status = "interrupted"
             raise
+        except OSError as exc:  # a file of the run could not be written (e.g. the disk is full)
+            status = "failed"
+            failure = self._write_failure(exc)
+            manifest["error"] = str(failure)
         except BaseException as exc:
             status = "failed"
             manifest["error"] = f"{type(exc).__name__}: {exc}"
@@ -1117,7 +1156,7 @@ class Runner:
                     rows.close()
                 except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
                     if failure is None:
-                        failure = exc
+                        failure = self._write_failure(exc)
                 if failure is not None:
                     status = "failed"
                     manifest["error"] = str(failure)
@@ -1139,8 +1178,19 @@ class Runner:
                         **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
                            for k in ("hits", "misses", "writes")}}
                 if execution is not None:
-                    execution.close()
-                self.store.write_manifest(manifest)
+                    try:
+                        execution.close()
+                    except OSError as exc:
+                        if failure is None:
+                            failure = self._write_failure(exc)
+                            status = "failed"
+                            manifest.update(status=status, error=str(failure))
+                try:
+                    self.store.write_manifest(manifest)
+                except OSError as exc:  # a full disk: the status, at least, must not say running
+                    self.store.set_status_in_place(status)
+                    if failure is None:
+                        failure = self._write_failure(exc)
             for pool in pools.values():
                 pool.shutdown(wait=True)
             self.close_senders()
@@ -1255,5 +1305,7 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
 
 
 def iter_rows(run_id: str) -> Iterable[dict[str, Any]]:
-    """Rows of a stored run (for tables and reports)."""
-    return RunStore(runs_dir(), run_id).rows()
+    """Rows of a stored run (for tables and reports), checked against its manifest
+    (:meth:`bench.runstore.RunStore.checked_rows`)."""
+    store = RunStore(runs_dir(), run_id)
+    return store.checked_rows(store.read_manifest())

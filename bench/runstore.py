@@ -22,6 +22,7 @@ from typing import Any, Iterator
 from bench.errors import BenchError
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
+from bench.redact import redact, redact_bytes
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MANIFEST = "manifest.json"
@@ -30,6 +31,65 @@ MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_pl
 ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
               "usage", "latency_s")
 _ROW_FIELD_SET = frozenset(ROW_FIELDS)
+# The JSON types of a row's fields that readers (resume, show, report, compare, gate) use;
+# a row is checked when read, so a corrupt one is named instead of crashing a reader.
+_TEXT = (str,)
+_NUMBER = (int, float)
+ROW_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, None allowed)
+    "key": (_TEXT, False), "case_id": (_TEXT, False), "toolset": (_TEXT, False),
+    "variant": (_TEXT, False), "provider": (_TEXT, False), "trial": ((int,), False),
+    "lang": (_TEXT, True), "metrics": ((dict,), False), "usage": ((dict,), True),
+    "latency_s": (_NUMBER, True), "run_id": (_TEXT, True), "tags": ((list,), True),
+    "query": (_TEXT, True), "expected": ((dict,), True), "request": ((dict,), True),
+    "response": ((dict,), True), "parsed": ((dict,), True), "cost_usd": (_NUMBER, True),
+    "billed_usd": (_NUMBER, True), "cache": (_TEXT, True),
+}
+# nested fields readers use: (parent, field) -> (types, None allowed)
+NESTED_TYPES: dict[tuple[str, str], tuple[tuple[type, ...], bool]] = {
+    ("metrics", "error_codes"): ((list,), True),
+    ("metrics", "argument_errors"): ((list,), True),
+    ("parsed", "calls"): ((list,), True),
+    ("usage", "prompt_tokens"): (_NUMBER, True),
+    ("usage", "completion_tokens"): (_NUMBER, True),
+    ("usage", "cached_tokens"): (_NUMBER, True),
+}
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
+               float: "a number"}
+# The manifest's fields and their JSON types (every reader relies on them).
+MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,), "status": (str,), "config": (dict,), "dataset": (dict,),
+    "variants": (list,), "rows_planned": (int,)}
+
+
+def _type_problem(value: Any, types: tuple[type, ...], nullable: bool) -> str | None:
+    """None when ``value`` has one of ``types`` (bool is not a number here), else what is
+    wrong in a few words."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in types):
+        return None
+    wanted = " or ".join(_JSON_TYPES.get(t, t.__name__) for t in types)
+    got = "null" if value is None else type(value).__name__.replace("dict", "object")
+    return f"must be {wanted}, not {got}"
+
+
+def check_row(row: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, problem) of the first field of a result row with the wrong JSON type
+    (:data:`ROW_TYPES`, :data:`NESTED_TYPES`), or None when the row is well formed."""
+    for name, (types, nullable) in ROW_TYPES.items():
+        if name in row:
+            problem = _type_problem(row[name], types, nullable)
+            if problem:
+                return name, problem
+    for (parent, name), (types, nullable) in NESTED_TYPES.items():
+        holder = row.get(parent)
+        if isinstance(holder, dict) and name in holder:
+            problem = _type_problem(holder[name], types, nullable)
+            if problem:
+                return f"{parent}.{name}", problem
+    if row["trial"] < 0:
+        return "trial", "must be 0 or more"
+    return None
 # Shown (never stored) for a run whose manifest says "running" while no process writes it.
 CRASHED = "crashed"
 
@@ -39,13 +99,25 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+def named_os_error(exc: OSError, path: Path | str) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none (a failed ``write`` or
+    ``fsync`` on an open file says only "No space left on device")."""
+    if exc.filename:
+        return exc
+    named = type(exc)(exc.errno, exc.strerror or str(exc), str(path)) if exc.errno \
+        else OSError(exc.errno, str(exc), str(path))
+    return named
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented UTF-8 JSON to ``path`` atomically."""
     atomic_write_text(path, _dumps(data, indent=2) + "\n")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
+    """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``),
+    secrets redacted (:func:`bench.redact.redact`): manifests, reports, baselines."""
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -55,6 +127,9 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and reports are shared alike
         os.replace(tmp, path)
+    except OSError as exc:  # e.g. the disk is full: say which file
+        Path(tmp).unlink(missing_ok=True)
+        raise named_os_error(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -107,6 +182,14 @@ class RunStore:
             if field not in manifest:
                 raise BenchError("manifest lacks this field", file=self.manifest_path,
                                  field=field)
+            problem = _type_problem(manifest[field], MANIFEST_TYPES[field], False)
+            if problem:
+                raise BenchError(f"corrupt manifest: {problem}", file=self.manifest_path,
+                                 field=field)
+        for index, variant in enumerate(manifest["variants"]):
+            if not isinstance(variant, dict):
+                raise BenchError("corrupt manifest: each variant must be an object",
+                                 file=self.manifest_path, field=f"variants.{index}")
         return manifest
 
     @contextlib.contextmanager
@@ -187,6 +270,30 @@ class RunStore:
         """Replace the manifest atomically."""
         atomic_write_json(self.manifest_path, manifest)
 
+    def set_status_in_place(self, status: str) -> bool:
+        """Rewrite the stored manifest's ``"status": "running"`` as ``status`` in place, at
+        the same size (padded with JSON whitespace), so that it needs no new disk space: the
+        last resort when :meth:`write_manifest` fails because the disk is full. Returns
+        True when done; False when the stored status is not ``running``, ``status`` is
+        longer than it, or the file cannot be written."""
+        old = b'"status": "running"'
+        new = f'"status": "{status}"'.encode("utf-8")
+        if len(new) > len(old):
+            return False
+        try:
+            with self.manifest_path.open("r+b") as handle:
+                data = handle.read()
+                at = data.find(old)
+                if at < 0:
+                    return False
+                handle.seek(at)
+                handle.write(new + b" " * (len(old) - len(new)))
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            return False
+        return True
+
     def repair(self) -> int:
         """Cut a half-written last row off ``results.jsonl``; return the bytes removed."""
         if not self.results_path.is_file():
@@ -201,13 +308,22 @@ class RunStore:
             os.fsync(handle.fileno())
         return len(data) - keep
 
-    def rows(self) -> Iterator[dict[str, Any]]:
-        """Complete result rows in file order (a last line without newline is skipped).
+    def rows(self, plan: Any = None) -> Iterator[dict[str, Any]]:
+        """Complete result rows in file order (a last line without newline is skipped), each
+        checked: a JSON object with every :data:`ROW_FIELDS` field, of the types
+        :func:`check_row` names.
+
+        Args:
+            plan: ``row -> None or why the row is not in the run's plan`` (see
+                :meth:`checked_rows`); None: not checked.
 
         Raises:
-            BenchError: a complete line that is not valid JSON (names file and line).
+            BenchError: a complete line that is not valid JSON, a corrupt row, a row outside
+                ``plan`` (names file, line and field), or ``results.jsonl`` not a file.
         """
         if not self.results_path.is_file():
+            if self.results_path.exists():  # a folder, a device: never "no rows yet"
+                raise BenchError("results.jsonl is not a file", file=self.results_path)
             return
         with self.results_path.open("rb") as handle:
             for number, line in enumerate(handle, start=1):
@@ -233,16 +349,55 @@ class RunStore:
                     missing = next(f for f in ROW_FIELDS if f not in row)
                     raise BenchError("corrupt result row: missing field", file=self.results_path,
                                      line=number, field=missing)
+                wrong = check_row(row)
+                if wrong:
+                    raise BenchError(f"corrupt result row: {wrong[1]}", file=self.results_path,
+                                     line=number, field=wrong[0])
+                if plan is not None:
+                    stray = plan(row)
+                    if stray:
+                        raise BenchError(f"result row not in this run's plan: {stray}",
+                                         file=self.results_path, line=number, field="key")
                 yield row
+
+    def checked_rows(self, manifest: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """:meth:`rows`, each also checked against the run's ``manifest`` (as
+        :meth:`read_manifest` returns it): the manifest's ``run_id``, a variant, provider and trial the
+        run's config plans, and a key made of its case, variant, provider and trial. Rows of
+        another run appended to the file are refused, never shown as this run's.
+
+        Raises:
+            BenchError: as :meth:`rows`, or a row not in the plan (file, line, field ``key``).
+        """
+        config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+        variants = {v.get("name") for v in manifest["variants"] if isinstance(v, dict)}
+        providers = set(config.get("providers") or [])
+        trials = config.get("trials") if isinstance(config.get("trials"), int) else None
+
+        def stray(row: dict[str, Any]) -> str | None:
+            if row.get("run_id") not in (None, manifest["run_id"]):
+                return f"it belongs to run '{row['run_id']}'"
+            if variants and row["variant"] not in variants:
+                return f"variant '{row['variant']}' is not one of the run's"
+            if providers and row["provider"] not in providers:
+                return f"provider '{row['provider']}' is not one of the run's"
+            if trials is not None and row["trial"] >= trials:
+                return f"trial {row['trial']} is past the run's {trials} trial(s)"
+            if row["key"] != f"{row['case_id']}|{row['variant']}|{row['provider']}|" \
+                             f"{row['trial']}":
+                return "its key does not match its case, variant, provider and trial"
+            return None
+
+        return self.rows(plan=stray)
 
     def writer(self, sync_interval_s: float = 0.05) -> "RowWriter":
         """A :class:`RowWriter` appending to this run's ``results.jsonl``."""
         return RowWriter(self, sync_interval_s)
 
     def append(self, row: dict[str, Any]) -> None:
-        """Append one row as one line, flushed and fsynced before returning."""
+        """Append one row as one line (secrets redacted), flushed and fsynced before returning."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = line_bytes(row)
+        line = redact_bytes(line_bytes(row))
         with self.results_path.open("ab") as handle:
             handle.write(line)
             handle.flush()
@@ -268,6 +423,7 @@ class RowWriter:
 
     def __init__(self, store: RunStore, sync_interval_s: float = 0.05) -> None:
         store.dir.mkdir(parents=True, exist_ok=True)
+        self.path = store.results_path
         self._handle = store.results_path.open("ab")
         self._interval = sync_interval_s
         self._dirty = threading.Event()
@@ -278,11 +434,16 @@ class RowWriter:
         self._syncer.start()
 
     def append(self, row: dict[str, Any]) -> None:
-        """Write one row as one line and flush it; the background thread fsyncs it."""
+        """Write one row as one line (secrets redacted) and flush it; the background thread
+        fsyncs it."""
         if self._error is not None:
             raise self._error
-        self._handle.write(line_bytes(row))
-        self._handle.flush()
+        try:
+            self._handle.write(redact_bytes(line_bytes(row)))
+            self._handle.flush()
+        except OSError as exc:  # e.g. the disk is full: name the file
+            self._error = named_os_error(exc, self.path)
+            raise self._error from None
         self._dirty.set()
 
     def _sync_loop(self) -> None:
@@ -294,7 +455,8 @@ class RowWriter:
             try:
                 os.fsync(self._handle.fileno())
             except (OSError, ValueError) as exc:  # ValueError: closed under us
-                self._error = exc if isinstance(exc, OSError) else OSError(str(exc))
+                self._error = named_os_error(exc if isinstance(exc, OSError)
+                                             else OSError(str(exc)), self.path)
                 return
             if self._closing.wait(self._interval):  # group commit window
                 return
@@ -311,7 +473,12 @@ class RowWriter:
             self._syncer.join()
             try:
                 self.sync()
+            except OSError as exc:
+                raise named_os_error(exc, self.path) from None
             finally:
-                self._handle.close()
+                try:
+                    self._handle.close()  # flushes: fails again on a full disk
+                except OSError:
+                    pass
             if self._error is not None:
                 raise self._error

@@ -28,7 +28,7 @@ def build_run(source: Path, home: Path, rows: int, providers: int) -> int:
     base = [json.loads(line) for line in (source / "results.jsonl").open(encoding="utf-8")]
     store = RunStore(home / "reports" / "runs", "scale")
     store.dir.mkdir(parents=True)
-    written = 0
+    written = trials = 0
     with store.results_path.open("w", encoding="utf-8") as handle:
         copy = 0
         while written < rows:
@@ -40,8 +40,12 @@ def build_run(source: Path, home: Path, rows: int, providers: int) -> int:
                        "key": f"{row['case_id']}|{row['variant']}|{provider}|{trial}"}
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                 written += 1
+                trials = max(trials, trial + 1)
             copy += 1
-    manifest.update(run_id="scale", rows_planned=written, rows_done=written,
+    # the config plans the copies: readers refuse rows outside a run's plan
+    config = {**manifest["config"], "providers": [f"p{i}" for i in range(providers)],
+              "trials": trials}
+    manifest.update(run_id="scale", rows_planned=written, rows_done=written, config=config,
                     providers=[{"provider": f"p{i}", "model": "copy"} for i in range(providers)])
     store.write_manifest(manifest)
     return written

@@ -329,7 +329,7 @@ def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monk
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_fsync(fd)
     monkeypatch.setattr(runstore.os, "fsync", full)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(BenchError, match="results.jsonl: No space .*bench run --resume full"):
         make_run("full", expected_answer, variants=("l3",), limit=3)
     manifest = RunStore(project / "reports" / "runs", "full").read_manifest()
     assert manifest["status"] == "failed" and "No space" in manifest["error"]

@@ -42,8 +42,8 @@ def _rows_of(run_id: str) -> list[dict[str, Any]]:
     from bench.runstore import RunStore
 
     store = RunStore(runs_dir(), run_id)
-    store.read_manifest()  # BenchError when the run does not exist
-    rows = list(store.rows())
+    manifest = store.read_manifest()  # BenchError when the run does not exist
+    rows = list(store.checked_rows(manifest))
     if not rows:
         raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
     return rows

@@ -3,8 +3,10 @@
 Every source goes through the Hugging Face ``datasets`` library (BRIEF §9):
 
 - ``datasets/<name>/cases.jsonl`` or any ``.jsonl`` path: read with its ``text`` builder in
-  streaming mode (one row per line, nothing written to the HF cache), each line parsed as JSON
-  here so that an error names the file and the 1-based line;
+  streaming mode (one row per line, no Arrow files), each line parsed as JSON here so that an
+  error names the file and the 1-based line. The builder still takes a lock file in its cache
+  folder (``datasets`` 5.2, ``load_dataset_builder``); that folder is bench's own cache
+  (:func:`bench.paths.cache_dir`), so nothing lands in ``~/.cache/huggingface``;
 - ``hf:<spec>[:<split>]``: anything ``datasets.load_dataset`` accepts (a Hub id such as
   ``owner/name``, or a local folder of parquet/JSON files), one case per row. Columns may hold
   nested objects or JSON strings; an error names the spec and the 1-based row.
@@ -24,7 +26,7 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case, Tool
-from bench.paths import datasets_dir
+from bench.paths import cache_dir, datasets_dir
 
 MATCHER_KEYS = ("$regex", "$any")
 HF_PREFIX = "hf:"
@@ -109,7 +111,8 @@ def _jsonl_lines(path: Path) -> Iterable[str]:
     string at U+2028; ``utf-8-sig`` drops a BOM)."""
     hf = _hf()
     stream = hf.load_dataset("text", data_files=glob.escape(str(path.resolve())), split="train",
-                             streaming=True, encoding="utf-8-sig")
+                             streaming=True, encoding="utf-8-sig",
+                             cache_dir=str(cache_dir() / "hf-datasets"))
     for row in stream:
         yield row["text"]
 
@@ -192,6 +195,9 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
             except json.JSONDecodeError as exc:
                 raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})",
                                  file=source, line=number) from None
+            except RecursionError:  # e.g. [[[[... 100,000 deep
+                raise BenchError("malformed case: JSON nested too deeply", file=source,
+                                 line=number) from None
         else:
             obj = row["object"]
         if not isinstance(obj, dict):
@@ -201,6 +207,9 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
             raise BenchError(msg, file=source, line=number, field=field) from None
+        except RecursionError:
+            raise BenchError("malformed case: nested too deeply", file=source,
+                             line=number) from None
         if case.id in lines:
             raise BenchError(f"duplicate case id '{case.id}' (first on line {lines[case.id]})",
                              file=source, line=number, field="id")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from bench.errors import BenchError
 from bench.jsonl import canonical_bytes, dumps
+from bench.redact import redact
 
 if TYPE_CHECKING:  # pandas costs ~0.4 s to import; only summaries need it
     import pandas as pd
@@ -45,12 +46,16 @@ class TraceWriter:
         self._handle = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one record as a JSON line (flushed at once)."""
-        line = dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                      **record})
+        """Append one record as a JSON line, secrets redacted (flushed at once)."""
+        line = redact(dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                      **record}))
         with self._lock:
-            self._handle.write(line + "\n")
-            self._handle.flush()
+            try:
+                self._handle.write(line + "\n")
+                self._handle.flush()
+            except OSError as exc:  # e.g. the disk is full: name the file
+                from bench.runstore import named_os_error
+                raise named_os_error(exc, self.path) from None
 
     def close(self) -> None:
         """Close the file (later writes raise ValueError)."""

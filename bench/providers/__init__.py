@@ -57,8 +57,9 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
 
     Raises:
         BenchError: an unknown provider id or option, or the provider cannot start.
-        ProviderUnavailable: (a BenchError) the API key is missing or an optional SDK is not
-            installed; the runner skips such a provider.
+        ProviderUnavailable: (a BenchError) the API key is missing, an optional SDK is not
+            installed, or the id's base URL had credentials this process does not know
+            (:func:`bench.redact.real_provider_id`); the runner skips such a provider.
     """
     if provider_id == "local":
         from bench.providers.local import LocalProvider
@@ -66,14 +67,20 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
     if provider_id.startswith("replay:"):
         from bench.providers.replay import ReplayProvider
         return ReplayProvider(provider_id)
-    kind, model, base_url = split_provider_id(provider_id)
+    from bench.redact import public_provider_id, real_provider_id
+    public = public_provider_id(provider_id)  # the id rows, manifests and messages show
+    real = real_provider_id(public)
+    if real is None:  # a resumed run: credentials are never stored
+        raise ProviderUnavailable(public, "the base URL's credentials are never stored: give "
+                                          "the id with user:password@ again with --provider")
+    kind, model, base_url = split_provider_id(real)
     if base_url is not None:
         options = {**options, "base_url": base_url}
     try:
         settings = HTTPOptions(model=model, **options)
     except ValidationError as exc:
         field, message = pydantic_error_field(exc)
-        raise BenchError(f"provider '{provider_id}': option '{field}': {message}") from None
+        raise BenchError(f"provider '{public}': option '{field}': {message}") from None
     if kind == "openai":
         from bench.providers.openai_chat import OpenAIChatProvider as cls
     elif kind == "openai-compat":
@@ -84,4 +91,4 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
         from bench.providers.anthropic_messages import AnthropicProvider as cls
     else:
         from bench.providers.gemini import GeminiProvider as cls
-    return cls(settings, provider_id=provider_id)
+    return cls(settings, provider_id=public)

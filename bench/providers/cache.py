@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from bench.errors import BenchError
+from pydantic import ValidationError
+
+from bench.errors import BenchError, pydantic_error_field
 from bench.models import Message, Tool
 from bench.providers.base import ProviderResponse
+from bench.redact import redact
 
 CacheMode = Literal["off", "read", "write", "readwrite"]
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "readwrite")
@@ -167,18 +170,35 @@ class ResponseCache:
                 self.misses += 1
             else:
                 self.hits += 1
-        return None if row is None else ProviderResponse.model_validate_json(row[0])
+        return None if row is None else self._answer(key, row[0])
+
+    def _answer(self, key: str, stored: Any) -> ProviderResponse:
+        """The stored answer of row ``key``, validated.
+
+        Raises:
+            BenchError: the ``response`` column is not JSON or not an answer's shape (names
+                the file, the row's key and the field).
+        """
+        try:
+            return ProviderResponse.model_validate_json(stored)
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            where = "response" + (f".{field}" if field else "")
+            raise BenchError(f"corrupt cache row (key {key}): {message}; delete the file or "
+                             "record again with --cache write", file=self.path,
+                             field=where) from None
 
     def put(self, key: str, response: ProviderResponse, *, provider_id: str,
             base_url: str | None, messages: Sequence[Message], tools: Sequence[Tool],
             trial: int) -> None:
-        """Store one answer (replacing an older one with the same key)."""
+        """Store one answer (replacing an older one with the same key); secrets in the
+        provider id and the answer are redacted (:func:`bench.redact.redact`)."""
         if not self.writes_enabled:
             return
         self._connection().execute(
             "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, provider_id, public_url(base_url), messages_digest(messages),
-             tools_digest(tools), trial, response.model_dump_json(), time.time()))
+            (key, redact(provider_id), public_url(base_url), messages_digest(messages),
+             tools_digest(tools), trial, redact(response.model_dump_json()), time.time()))
         with self._lock:
             self.writes += 1
 
@@ -189,11 +209,10 @@ class ResponseCache:
         Used by ``replay``, which does not know the original provider's settings.
         """
         rows = self._connection().execute(
-            "SELECT provider, response FROM responses WHERE messages_sha256 = ? AND "
+            "SELECT key, provider, response FROM responses WHERE messages_sha256 = ? AND "
             "tools_sha256 = ? AND trial = ? ORDER BY created_at",
             (messages_sha256, tools_sha256, trial)).fetchall()
-        return [(provider, ProviderResponse.model_validate_json(body))
-                for provider, body in rows]
+        return [(str(provider), self._answer(key, body)) for key, provider, body in rows]
 
     def stats(self) -> dict[str, Any]:
         """``{"mode", "path", "hits", "misses", "writes"}`` for the manifest."""

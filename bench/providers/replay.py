@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.errors import BenchError
+from pydantic import ValidationError
+
+from bench.errors import BenchError, pydantic_error_field
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer
 from bench.paths import runs_dir
@@ -37,14 +39,32 @@ class ReplayMiss(ProviderError):
         self.recorded_providers = list(recorded_providers)
 
 
-def response_from_row(row: dict[str, Any]) -> ProviderResponse:
-    """Rebuild the :class:`ProviderResponse` a ``results.jsonl`` row was scored from."""
+def response_from_row(row: dict[str, Any], source: Path | None = None) -> ProviderResponse:
+    """Rebuild the :class:`ProviderResponse` a ``results.jsonl`` row was scored from.
+
+    Raises:
+        BenchError: the row's ``parsed``, ``usage`` or ``response`` is not of that shape
+            (names ``source``, the row's key and the field).
+    """
+    parts: dict[str, Any] = {}
+    for name, model in (("parsed", ParsedAnswer), ("usage", Usage)):
+        try:
+            parts[name] = model.model_validate(row.get(name) or {})
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            raise BenchError(f"corrupt result row (key {row.get('key')}): {message}",
+                             file=source, field=f"{name}.{field}" if field else name) from None
     response = row.get("response") or {}
-    return ProviderResponse(
-        raw=response.get("raw"), parsed=ParsedAnswer.model_validate(row["parsed"]),
-        finish_reason=response.get("finish_reason"), usage=Usage.model_validate(row["usage"]),
-        latency_s=row["latency_s"], tool_definition_tokens=row.get("tool_definition_tokens"),
-        request=row.get("request") or {})
+    try:
+        return ProviderResponse(
+            raw=response.get("raw"), parsed=parts["parsed"],
+            finish_reason=response.get("finish_reason"), usage=parts["usage"],
+            latency_s=row["latency_s"], tool_definition_tokens=row.get("tool_definition_tokens"),
+            request=row.get("request") or {})
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"corrupt result row (key {row.get('key')}): {message}", file=source,
+                         field=field) from None
 
 
 class ReplayProvider(Provider):
@@ -81,6 +101,7 @@ class ReplayProvider(Provider):
                 raise BenchError(f"provider '{provider_id}': '{self.source}' is neither a "
                                  f"cache file nor a run under {runs_dir()}")
             self.kind = "run"
+            self._results = store.results_path
             for row in store.rows():
                 request = row.get("request") or {}
                 key = (request.get("messages_sha256"), request.get("tools_sha256"), row["trial"])
@@ -96,7 +117,7 @@ class ReplayProvider(Provider):
         if self._cache is not None:
             found = self._cache.find(*key)
         else:
-            found = [(row["provider"], response_from_row(row))
+            found = [(row["provider"], response_from_row(row, self._results))
                      for row in self._index.get(key, [])]
         return [(p, r) for p, r in found if not self.only or p == self.only]
 

@@ -40,8 +40,13 @@ METRIC_TITLES = {**RATE_TITLES, "schema_valid_lenient": "arg schema valid (lenie
 # The rates of the per-tool and per-tag tables.
 GROUP_RATES = ("selection_correct", "arguments_correct", "execution_success")
 OUTCOMES = ("pass", "fail", "unparseable")
-# Long model answers are cut in the embedded drill-down (the run's results.jsonl keeps all).
-TEXT_LIMIT = 4000
+# Model-controlled fields are cut in the report (the run's results.jsonl keeps all): a hostile
+# answer (a 1 MiB argument, thousands of calls) must not bloat the page (issue 19, item 5).
+TEXT_LIMIT = 4000  # characters of a raw answer, model text or query
+ARGUMENTS_LIMIT = 2000  # characters of one call's arguments (as JSON)
+NAME_LIMIT = 120  # characters of a tool name
+ERROR_LIMIT = 500  # characters of a parse error or one argument error
+LIST_LIMIT = 20  # calls and argument errors shown per row
 
 
 @dataclass
@@ -77,7 +82,7 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
         store = RunStore(runs_dir(), run_id)
         manifest = store.read_manifest()
         manifest["status"] = store.shown_status(manifest)  # "crashed" is shown, not stored
-        rows = list(store.rows())
+        rows = list(store.checked_rows(manifest))
         if not rows:
             raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
         runs.append(LoadedRun(run_id, manifest, rows))
@@ -213,11 +218,62 @@ def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:
     if text is None:
         return None
     if not isinstance(text, str):
-        text = json.dumps(text, ensure_ascii=False)
+        text = json.dumps(text, ensure_ascii=False, default=str)
     if len(text) <= limit:
         return text
     more = count(len(text) - limit, "more character")
     return text[:limit] + f"\n[... {more} in results.jsonl]"
+
+
+def cap_text(value: Any, limit: int = TEXT_LIMIT) -> str | None:
+    """``value`` as text (JSON for non-strings) cut to ``limit`` characters plus a note of
+    how many more ``results.jsonl`` holds; None stays None. For every model-controlled string
+    a report shows (tool names, arguments, errors, answers)."""
+    return _cut(value, limit)
+
+
+def _cap_arguments(arguments: Any) -> Any:
+    """A call's arguments as the page shows them: the object itself when its JSON is at most
+    :data:`ARGUMENTS_LIMIT` characters, else that JSON cut (a string)."""
+    if isinstance(arguments, str) or arguments is None:
+        return _cut(arguments, ARGUMENTS_LIMIT)
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return arguments if len(text) <= ARGUMENTS_LIMIT else _cut(text, ARGUMENTS_LIMIT)
+
+
+def _cap_list(items: Any, limit: int = LIST_LIMIT) -> tuple[list[Any], int]:
+    """(the first ``limit`` items of a list, how many were left out); not a list: ([], 0)."""
+    if not isinstance(items, list):
+        return [], 0
+    return items[:limit], max(0, len(items) - limit)
+
+
+def _capped_calls(parsed: dict[str, Any]) -> list[list[Any]]:
+    """``[[name, arguments], ...]`` of a row's parsed calls, every part capped; a last entry
+    says how many calls were left out."""
+    calls, more = _cap_list(parsed.get("calls"))
+    shown = [[_name(c.get("name")),
+              _cap_arguments(c.get("arguments")) if c.get("valid", True)
+              else _cut(c.get("raw_arguments"), ARGUMENTS_LIMIT)]
+             for c in calls if isinstance(c, dict)]
+    if more:
+        shown.append([f"[... {count(more, 'more call')} in results.jsonl]", ""])
+    return shown
+
+
+def _name(name: Any) -> str | None:
+    """A tool name as the report shows it: text cut to :data:`NAME_LIMIT`; None stays None."""
+    return None if name is None else _cut(str(name), NAME_LIMIT)
+
+
+def _capped_errors(errors: Any) -> list[str]:
+    """A row's argument errors as text, each cut to :data:`ERROR_LIMIT`, at most
+    :data:`LIST_LIMIT` of them (a last line says how many more)."""
+    shown, more = _cap_list(errors)
+    lines = [_cut(str(e), ERROR_LIMIT) or "" for e in shown]
+    if more:
+        lines.append(f"[... {count(more, 'more argument error')} in results.jsonl]")
+    return lines
 
 
 def _optional_float(value: Any) -> float | None:
@@ -255,7 +311,11 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
         ``{"fields": [...], "rows": [[...], ...], "cases": [[id, query, tags, expected], ...],
         "variants", "providers", "codes", "tools", "tags", "outcomes", "runs": [str]}``;
         each row is a list in ``fields`` order with indexes into those lists. Model output is
-        plain data here; the page shows it with ``textContent`` only.
+        plain data here; the page shows it with ``textContent`` only. Every model-controlled
+        field is capped: answers and texts at :data:`TEXT_LIMIT` characters, each call's
+        arguments at :data:`ARGUMENTS_LIMIT`, tool names at :data:`NAME_LIMIT`, parse and
+        argument errors at :data:`ERROR_LIMIT`, calls and argument errors at
+        :data:`LIST_LIMIT` per row.
     """
     variants, providers, codes, tools, tags = Lookup(), Lookup(), Lookup(), Lookup(), Lookup()
     for name in variant_order(runs):
@@ -273,29 +333,31 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
                 case_rows.append([row["case_id"], _cut(row.get("query")),
                                   [tags(str(t)) for t in row.get("tags") or []],
                                   expected])
-            parsed = row.get("parsed") or {}
+            parsed = row.get("parsed") if isinstance(row.get("parsed"), dict) else {}
             metrics = row.get("metrics") or {}
-            calls = [[c.get("name"), c.get("arguments") if c.get("valid", True)
-                      else _cut(c.get("raw_arguments"))] for c in parsed.get("calls") or []]
-            raw = (row.get("response") or {}).get("raw")
+            calls = _capped_calls(parsed)
+            parsed_calls = _cap_list(parsed.get("calls"))[0]
+            response = row.get("response") if isinstance(row.get("response"), dict) else {}
+            raw = response.get("raw")
             text = parsed.get("text")
             execution = {k: v for k, v in metrics.items() if k.startswith("execution")}
             for name in ("execution", "executor"):  # the executor's per-call results
                 if row.get(name) is not None:
                     execution["result"] = row[name]
-            names = {c.get("name") for c in expected.get("calls") or []} | \
-                {c[0] for c in calls}
+            names = {_name(c.get("name")) for c in expected.get("calls") or []
+                     if isinstance(c, dict)} | {c[0] for c in calls[:len(parsed_calls)]}
             usage = row.get("usage") or {}
             rows.append([
                 cases[case_key], variants(row["variant"]), providers(row["provider"]),
                 row.get("trial", 0), outcomes(row_outcome(row)),
-                [codes(str(c)) for c in metrics.get("error_codes") or []],
+                [codes(_cut(str(c), NAME_LIMIT)) for c in
+                 _cap_list(metrics.get("error_codes"))[0]],
                 # names sorted first: a set's order changes between processes (str hashing),
                 # and the lookup's numbering follows first use
                 sorted(tools(n) for n in sorted(str(n) for n in names if n is not None)),
-                _cut(raw), calls, parsed.get("error"),
+                _cut(raw), calls, _cut(parsed.get("error"), ERROR_LIMIT),
                 None if text == raw else _cut(text),
-                metrics.get("argument_errors") or [],
+                _capped_errors(metrics.get("argument_errors")),
                 _cut(execution, 2000) if execution else None,
                 row.get("latency_s"),
                 [usage.get("prompt_tokens"), usage.get("completion_tokens"),

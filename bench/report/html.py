@@ -22,7 +22,8 @@ from markupsafe import Markup
 from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
-from bench.report.data import (GROUP_RATES, LoadedRun, all_rows, drilldown, frame_of,
+from bench.report.data import (ERROR_LIMIT, GROUP_RATES, NAME_LIMIT, LoadedRun, all_rows,
+                               cap_text, drilldown, frame_of,
                                group_rates, headline, incomplete_runs, now_utc, run_metadata,
                                shown_metrics, variant_order)
 from bench.report.table import format_rate
@@ -140,6 +141,9 @@ def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str
             rest = [c for c in matrix.columns if c not in keep]
             matrix = matrix[[c for c in matrix.columns if c in keep]].assign(
                 **{f"(other {len(rest)})": matrix[rest].sum(axis=1)})
+        # made-up tool names are model output: cut them (issue 19, item 5)
+        matrix = matrix.rename(columns=lambda c: cap_text(str(c), NAME_LIMIT),
+                               index=lambda c: cap_text(str(c), NAME_LIMIT))
         label = " · ".join(str(k) for k in key) + (" (all variants)" if len(keys) == 1 else "")
         out.append({"label": label, "uri": svg_data_uri(charts.heatmap(
             matrix, label, "chosen tool", "expected tool"))})
@@ -163,8 +167,8 @@ def top_errors_table(frame: pd.DataFrame, order: Sequence[str], limit: int = 20
     several = len({p for p, _ in pairs}) > 1
     columns = ["argument error (tool.argument: expected -> got)", "rows"] + \
         [f"{p} · {v}" if several else v for p, v in pairs]
-    rows = [[r["argument_error"], r["count"], *[counts.get((p, v, r["argument_error"]), 0)
-                                                  for p, v in pairs]]
+    rows = [[cap_text(r["argument_error"], ERROR_LIMIT), r["count"],
+             *[counts.get((p, v, r["argument_error"]), 0) for p, v in pairs]]
             for r in top.to_dict("records")]
     return {"columns": columns, "rows": rows}
 

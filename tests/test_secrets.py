@@ -1,0 +1,139 @@
+"""Planted secrets never reach a file bench writes or a message it prints (issue 19.3).
+
+A run goes through the real CLI against the loopback fake server with credentials in the
+base URL's userinfo, an API key in the environment and a 401 reply that echoes the request's
+``Authorization`` header; then the response cache is read back, reports are written (HTML,
+Markdown, JUnit) and traces listed. Every file under the project folder is scanned for the
+planted strings."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from fakeserver import FakeServer, Recorded, Reply, default_reply, error_body
+
+USER = "planteduser7"
+PASSWORD = "plantedpass-9f3k2"
+KEY = "sk-plantedkey-0123456789abcdef"
+BASIC = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()  # httpx sends userinfo so
+SECRETS = (PASSWORD, KEY, USER, BASIC)
+
+
+def echo_401(request: Recorded) -> Reply:
+    """A 401 whose message echoes the Authorization header the client sent (some servers
+    and proxies do)."""
+    echoed = request.headers.get("authorization", "")
+    return Reply(401, error_body(401, f"invalid credentials: Authorization: {echoed}; "
+                                      f"x-api-key={request.headers.get('x-api-key', '')}"))
+
+
+def scan(root: Path) -> tuple[int, list[str]]:
+    """(files scanned, 'path: secret' for every hit) over every file under ``root``."""
+    files, hits = 0, []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        files += 1
+        data = path.read_bytes()
+        hits += [f"{path.relative_to(root)}: {secret}" for secret in SECRETS
+                 if secret.encode() in data]
+    return files, hits
+
+
+@pytest.mark.timeout(1800)  # about 25 bench commands in subprocesses
+def test_planted_secrets_reach_no_file_and_no_message(run_bench, project, monkeypatch):
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", KEY)
+    outputs = []
+
+    def bench(*args, codes=(0,)):
+        result = run_bench(*args, timeout=300)
+        outputs.append(result.stdout + result.stderr)
+        assert result.returncode in codes, (args, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        return result
+
+    with FakeServer() as server:
+        host = server.url.removeprefix("http://")
+        provider = f"openai-compat:fake-model@http://{USER}:{PASSWORD}@{host}/v1"
+        bench("run", "--limit", "3", "--variants", "l3", "--provider", provider, "--run-id",
+              "good", "--cache", "readwrite")
+        sent = list(server.requests)
+        # the second run is answered from the cache, then a 401 echoing the header
+        bench("run", "--limit", "3", "--variants", "l3,l10", "--provider", provider,
+              "--run-id", "cached", "--cache", "readwrite", codes=(0, 1, 2, 3))
+        server.handler = echo_401  # echoes "Basic <user:password>", then "Bearer <key>"
+        bench("run", "--limit", "2", "--variants", "l30", "--provider", provider, "--run-id",
+              "denied", "--cache", "readwrite", codes=(2,))
+        bench("run", "--limit", "2", "--variants", "l30", "--provider",
+              f"openai-compat:fake-model@{server.url}/v1", "--run-id", "denied-key", codes=(2,))
+        echoed = [r.headers["authorization"] for r in server.requests[len(sent):]]
+        server.handler = default_reply
+        # the credentials are never stored: resuming without them skips the provider
+        skipped = bench("run", "--resume", "denied", codes=(2,))
+        assert "credentials are never stored" in skipped.stderr
+        # another provider cannot sneak in; the same one with its credentials finishes the run
+        other = f"openai-compat:other@http://{USER}:{PASSWORD}@{host}/v1"
+        bench("run", "--resume", "denied", "--provider", other, codes=(2,))
+        bench("run", "--resume", "denied", "--provider", provider)
+    # the credentials were used for the requests (httpx turns userinfo into Basic auth)
+    assert sent and sent[0].headers["authorization"] == f"Basic {BASIC}"
+    assert echoed[0] == f"Basic {BASIC}" and echoed[-1] == f"Bearer {KEY}"
+    for run_id in ("good", "cached", "denied", "denied-key"):
+        bench("show", run_id, codes=(0, 2))
+        bench("traces", run_id, codes=(0, 2))
+        bench("traces", run_id, "--json", codes=(0, 2))
+    bench("report", "good")
+    bench("report", "good", "-f", "md")
+    bench("report", "good", "-f", "junit")
+    bench("report", "good", "denied")
+    bench("report", "good", "-f", "md", "-o", "-")
+    bench("run", "--provider", "replay:good", "--limit", "3", "--variants", "l3", "--run-id",
+          "replayed")
+    files, hits = scan(project)
+    print(f"secret scan: {files} files, {len(hits)} hits")
+    printed = [s for out in outputs for s in SECRETS if s in out]
+    assert (files, hits, printed) == (files, [], [])
+    assert files >= 20
+    manifest = json.loads((project / "reports/runs/good/manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    denied = json.loads((project / "reports/runs/denied/manifest.json").read_text())
+    assert denied["status"] == "complete" and denied["config"]["providers"] == [
+        f"openai-compat:fake-model@http://***@{host}/v1"]
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("openai-compat:m@http://alice:s3cr3t-pw@host:8000/v1", "s3cr3t-pw"),
+    ('{"message": "bad key: Authorization: Bearer abcdef123456789"}', "abcdef123456789"),
+    ('{"headers": {"x-api-key": "k-0123456789abcdef"}}', "k-0123456789abcdef"),
+    ('{"x-goog-api-key": "AIzaSyA0123456789abcdefghijklmnopqrs"}', "AIzaSyA0123456789"),
+    ("https://x.googleapis.com/v1/m:generateContent?key=AIzaSyA0123456789abcdefghijkl",
+     "AIzaSyA0123456789"),
+    ("error: sk-proj-0123456789abcdefghij rejected", "0123456789abcdefghij"),
+    ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+])
+def test_redact_removes_each_kind_of_secret_and_keeps_json_valid(text, secret):
+    from bench.redact import redact
+    cleaned = redact(text)
+    assert secret not in cleaned and "***" in cleaned
+    if text.startswith("{"):
+        json.loads(cleaned)
+
+
+def test_redact_keeps_ordinary_text_and_row_keys():
+    from bench.redact import redact
+    for text in ('{"key": "ecom-0001|l3|openai:gpt-4o|0", "task-12345678": 1}',
+                 "mailto:someone@example.com", '{"cached_tokens": 0, "disk-12345678": 2}'):
+        assert redact(text) == text
+
+
+def test_a_credentialed_provider_id_runs_under_its_public_id():
+    from bench.providers import make_provider
+    from bench.redact import real_provider_id
+    provider = make_provider("openai-compat:m@http://bob:pw-123456@127.0.0.1:9/v1")
+    assert provider.provider_id == "openai-compat:m@http://***@127.0.0.1:9/v1"
+    assert provider.options.base_url == "http://bob:pw-123456@127.0.0.1:9/v1"
+    assert real_provider_id(provider.provider_id).endswith("bob:pw-123456@127.0.0.1:9/v1")
