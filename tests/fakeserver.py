@@ -379,21 +379,32 @@ def gemini_stream(body: dict[str, Any], *, error: dict[str, Any] | None = None
 
 
 def default_reply(request: Recorded) -> Reply:
-    """A valid answer for the request's path: a call of the first tool with ``{}``, or text."""
+    """A valid answer for the request's path: a call of the first tool with ``{}``, or text;
+    streamed (server-sent events) when the request asks for a stream."""
     body = request.body if isinstance(request.body, dict) else {}
     tools = body.get("tools") or []
+    stream = bool(body.get("stream"))
     if request.path.endswith("/chat/completions"):
         first = tools[0]["function"]["name"] if tools else None
+        if stream:
+            return Reply(events=chat_stream(chat_fragments(f"call_{next(_ids)}", first, "{}")
+                                            if first else [], finish="tool_calls" if first
+                                            else "stop", text=None if first else "ok"))
         return Reply(body=chat_body(calls=[(first, {})] if first else (), text=None if first
                                     else "ok"))
     if request.path.endswith("/messages"):
         first = tools[0]["name"] if tools else None
+        if stream:
+            return Reply(events=anthropic_stream(
+                [(f"toolu_{next(_ids)}", first, ["{}"])] if first else [],
+                text=None if first else "ok", stop="tool_use" if first else "end_turn"))
         return Reply(body=anthropic_body(calls=[(first, {})] if first else (),
                                          text=None if first else "ok"))
     if request.path.endswith("/responses"):
         first = tools[0]["name"] if tools else None
-        return Reply(body=responses_body(calls=[(first, {})] if first else (),
-                                         text=None if first else "ok"))
+        answer = responses_body(calls=[(first, {})] if first else (),
+                                text=None if first else "ok")
+        return Reply(events=responses_stream(answer)) if stream else Reply(body=answer)
     if ":generateContent" in request.path or ":streamGenerateContent" in request.path:
         declarations = tools[0].get("functionDeclarations", []) if tools else []
         first = declarations[0]["name"] if declarations else None
