@@ -157,8 +157,9 @@ def stream_error_status(error: Any) -> tuple[int, str] | None:
 
     Args:
         error: the error as sent in a stream: ``{"error": {...}}`` or the inner object, with a
-            numeric ``code`` (OpenRouter, Gemini; an int or a numeric string), a ``status``
-            name (Gemini), a ``type`` (Anthropic, OpenAI) or a string ``code`` (OpenAI).
+            numeric ``code`` (OpenRouter, Gemini; an int or a numeric string), a numeric
+            ``status_code`` (Groq), a ``status`` name (Gemini), a ``type`` (Anthropic, OpenAI)
+            or a string ``code`` (OpenAI).
 
     Returns:
         (status, what named it: ``"code 400"``, ``"overloaded_error"``...), or None when the
@@ -175,6 +176,9 @@ def stream_error_status(error: Any) -> tuple[int, str] | None:
         status = _as_status(code)
         if status is not None:
             return status, f"code {status}"
+        status = _as_status(found.get("status_code"))  # Groq's in-stream errors
+        if status is not None:
+            return status, f"status_code {status}"
         for key in ("status", "type", "code"):
             name = found.get(key)
             if isinstance(name, str) and name in ERROR_NAME_STATUS:

@@ -256,8 +256,10 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
 
     Tool-call fragments are joined by call id (:func:`bench.parse.assemble_call_deltas`), so
     parallel calls that share a stream ``index`` stay apart; a first call at ``index: 1`` and
-    ``name: ""`` on continuation fragments are read as sent. ``usage`` is taken from whichever
-    chunk carries it (a separate last chunk, or the finish chunk). When a call's joined
+    ``name: ""`` on continuation fragments are read as sent. ``delta.content`` may be a string
+    or, from Mistral's reasoning models, a list of ``text`` / ``thinking`` parts (the text
+    parts are kept). ``usage`` is taken from whichever chunk carries it (a separate last chunk,
+    or the finish chunk). When a call's joined
     arguments do not decode and a fragment repeated its opening fragment's arguments
     (:func:`_repeated_openings`), the call is joined again without that repeat if that makes
     it decode; the call then records ``x_bench_repair``. Otherwise the arguments stay as sent
@@ -273,8 +275,12 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            if delta.get("content"):
-                text.append(delta["content"])
+            content = delta.get("content")
+            if isinstance(content, str):
+                text.append(content)
+            elif isinstance(content, list):  # Mistral: [{"type": "text" | "thinking", ...}]
+                text += [str(part.get("text") or "") for part in content
+                         if isinstance(part, dict) and part.get("type") == "text"]
             for fragment in delta.get("tool_calls") or []:
                 function = fragment.get("function") or {}
                 deltas.append(CallDelta(fragment.get("index"), fragment.get("id"),
