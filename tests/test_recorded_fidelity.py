@@ -78,13 +78,13 @@ def user_text(request: Recorded) -> str:
 
 class RecordedServer(FakeServer):
     """Serves each route its recordings in manifest order, then default answers; remembers
-    which (route, query) got which recording."""
+    which (streamed?, route, query) got which recording."""
 
     def __init__(self) -> None:
         self.queues: dict[tuple[str, bool], deque] = defaultdict(deque)
         for recording in RECORDINGS:
             self.queues[recording["route"], recording["stream"]].append(recording)
-        self.served: dict[tuple[str, str], str] = {}
+        self.served: dict[tuple[bool, str, str], str] = {}
         self._served_lock = threading.Lock()
         super().__init__(handler=self.answer)
 
@@ -94,7 +94,7 @@ class RecordedServer(FakeServer):
             queue = self.queues.get((route, stream))
             recording = queue.popleft() if queue else None
             if recording is not None:
-                self.served[route, user_text(request)] = recording["id"]
+                self.served[stream, route, user_text(request)] = recording["id"]
         if recording is None:
             return default_reply(request)
         served = recording["served"]
@@ -145,7 +145,8 @@ def rows_by_recording(tmp_path_factory) -> dict[str, dict]:
             results = project / "reports" / "runs" / run_id / "results.jsonl"
             for line in results.read_text(encoding="utf-8").splitlines():
                 row = json.loads(line)
-                served = server.served.get((route_by_provider[row["provider"]], row["query"]))
+                served = server.served.get((stream, route_by_provider[row["provider"]],
+                                            row["query"]))
                 if served is not None and row["trial"] == 0:
                     found[served] = row
     return found
