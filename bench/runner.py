@@ -58,6 +58,9 @@ DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # sender process still holds then (a stopped or stuck child) is abandoned, so that a stop never
 # waits for the pool's 3 x timeout + 30 s stuck-child limit. A second signal abandons at once.
 STOP_GRACE_S = 5.0
+# A provider whose requests fail this many times in a row after every retry (no answer between)
+# is down: its other items are not sent (they stay pending for --resume); other providers go on.
+FAILED_IN_A_ROW_TO_PAUSE = 5
 # Settings a resumed run may change (they decide how, not what, is computed).
 RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
                     "cache_path", "pricing", "attempts", "batch", "batch_poll_s",
@@ -452,6 +455,10 @@ class Runner:
         self.gates: dict[str, ProviderGate] = {}
         self.senders: dict[str, SenderPool] = {}  # provider id -> its SDK worker processes
         self.batch_errors: list[dict[str, Any]] = []
+        # requests that failed after every retry (transient, rate-limited, timeout): not written,
+        # a resume sends them again
+        self.request_errors: list[dict[str, Any]] = []
+        self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
         self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
 
     @classmethod
@@ -939,9 +946,16 @@ class Runner:
         seconds to answer (their rows are written); then, or at a second signal, those still
         waiting on a sender process are abandoned (not written; a resume sends them again).
 
+        Provider errors never stop the run except auth and configuration errors (class
+        ``permanent``: a bad key, an unknown model, a replay miss). A request that fails after
+        every retry is left unwritten (listed in the manifest's ``request_errors``; a resume
+        sends it again) and the run goes on; after :data:`FAILED_IN_A_ROW_TO_PAUSE` such
+        failures in a row, that provider's remaining items are left for the resume too.
+
         Raises:
-            BenchError: a provider error that retries could not fix, or a replay miss (rows
-                finished before it are kept; the run can be resumed).
+            BenchError: an auth or configuration error, or requests that failed after every
+                retry (raised once the rest is done); rows finished are kept and the run can be
+                resumed.
         """
         manifest = self._manifest or self._new_manifest()
         todo = self.pending()
@@ -960,7 +974,8 @@ class Runner:
         self.gates = {pid: ProviderGate(self.concurrency(pid)) for pid in self.providers}
         manifest.update(status="running", rows_done=done, ended_at=None,
                         pricing=self.pricing.describe())
-        manifest.pop("error", None)
+        for stale in ("error", "request_errors", "providers_paused"):
+            manifest.pop(stale, None)
         self.store.write_manifest(manifest)
         spend = self._spent()
         finished = done
@@ -971,6 +986,7 @@ class Runner:
                                          thread_name_prefix=f"bench-{i}")
                  for i, pid in enumerate(self.providers)}
         outstanding: dict[Future, PlanItem] = {}
+        failed_in_a_row = {pid: 0 for pid in self.providers}
         # Finished futures arrive here: O(1) per request, where concurrent.futures.wait()
         # installs a waiter on every outstanding future each time (~8% of a 32-way run's CPU).
         completed: queue.SimpleQueue[Future] = queue.SimpleQueue()
@@ -1114,18 +1130,44 @@ class Runner:
                         outcome = future.result()
                     except GateClosed:
                         continue
+                    except ProviderError as exc:
+                        if exc.error_class == "permanent" or failure is not None:
+                            if failure is None:
+                                failure = self._error(item, exc)
+                                status = "failed"
+                                stop_everything()
+                            continue
+                        # retries exhausted: the item stays pending, the run goes on
+                        self.request_errors.append({"key": item.key, "error": str(exc)})
+                        failed_in_a_row[item.provider_id] += 1
+                        if failed_in_a_row[item.provider_id] >= FAILED_IN_A_ROW_TO_PAUSE and \
+                                item.provider_id not in self.paused:
+                            self.paused[item.provider_id] = (
+                                f"{FAILED_IN_A_ROW_TO_PAUSE} requests in a row failed after "
+                                f"every retry (last: {exc})")
+                            queues[item.provider_id].clear()
+                        continue
                     except Exception as exc:  # noqa: BLE001 - reported after draining
                         if failure is None:
                             failure = self._error(item, exc)
                             status = "failed"
                             stop_everything()
                         continue
+                    failed_in_a_row[item.provider_id] = 0
                     record(item, outcome)
                 if signals.pending:  # a signal arrived while recording
                     signals.pending = False
                     stop_signal()
                 if status == "complete":
                     dispatch()
+            if self.request_errors and failure is None:
+                first = self.request_errors[0]
+                paused = "".join(f"; stopped sending to {pid}: {why}"
+                                 for pid, why in self.paused.items())
+                failure = BenchError(
+                    f"{count(len(self.request_errors), 'request')} failed after every retry "
+                    f"(first: {first['key']}: {first['error']}){paused}; finished rows are "
+                    f"kept, send the rest again with: bench run --resume {self.store.run_id}")
             if self.batch_errors and failure is None:
                 first = self.batch_errors[0]
                 failure = BenchError(
@@ -1171,6 +1213,11 @@ class Runner:
                                 rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
                 if self.batch_errors:
                     manifest["batch_errors"] = self.batch_errors[:100]
+                if self.request_errors:
+                    manifest["request_errors"] = self.request_errors[:100]
+                if self.paused:
+                    manifest["providers_paused"] = [{"provider": k, "reason": v}
+                                                    for k, v in self.paused.items()]
                 if self.cache is not None or previous_cache:
                     now = self.cache.stats() if self.cache is not None else {}
                     manifest["cache"] = {

@@ -9,7 +9,10 @@ OpenAI: ``POST /v1/files`` (multipart, ``purpose=batch``), ``POST /v1/batches``,
 ``GET <results_url>`` (JSONL of ``{custom_id, result: {type, message}}``).
 
 Each answer calls the first tool with ``{"echo": <last user text>}`` so tests can check that
-every answer reached its own plan item.
+every answer reached its own plan item. Results come back in reverse input order by default:
+both APIs say the output order need not match the input order (OpenAI Batch guide: "the output
+line order may not match the input line order"; Anthropic Message Batches: results "may be in
+any order"), so a client must match them by ``custom_id``.
 """
 
 from __future__ import annotations
@@ -39,10 +42,14 @@ class BatchBackend:
     Args:
         polls_to_end: status requests a batch answers "in progress" before it ends.
         fail_custom_ids: custom ids answered with an error line instead of a body.
+        reverse_results: write result lines in reverse input order (the APIs promise no
+            order); False keeps the input order.
     """
 
-    def __init__(self, polls_to_end: int = 2, fail_custom_ids: set[str] | None = None) -> None:
+    def __init__(self, polls_to_end: int = 2, fail_custom_ids: set[str] | None = None,
+                 reverse_results: bool = True) -> None:
         self.url = ""
+        self.reverse_results = reverse_results
         self.polls_to_end = polls_to_end
         self.fail = fail_custom_ids or set()
         self.files: dict[str, bytes] = {}
@@ -134,6 +141,8 @@ class BatchBackend:
                                              "body": chat_body(calls=[(name, {
                                                  "echo": _last_user_text(body["messages"])})])},
                                 "error": None})
+                if self.reverse_results:
+                    out.reverse()
                 for key, rows in (("output_file_id", out), ("error_file_id", errors)):
                     if rows:
                         file_id = f"file-{next(_ids)}"
@@ -183,4 +192,6 @@ class BatchBackend:
                     "echo": _last_user_text(params["messages"])})])
                 result = {"type": "succeeded", "message": message}
             lines.append(json.dumps({"custom_id": cid, "result": result}, ensure_ascii=False))
+        if self.reverse_results:
+            lines.reverse()
         return ("\n".join(lines) + "\n").encode("utf-8")

@@ -3,7 +3,14 @@
 Tests (and ``benchmarks/``) point the real SDKs at :attr:`FakeServer.url` and script what the
 server answers: normal answers, parallel calls, arguments as an object, malformed JSON,
 truncated output, 429 with Retry-After, 500, slow answers past the client's timeout, streams
-(server-sent events) with a repeated index.
+(server-sent events) with a repeated index, and the quirks of real traffic (each seen in
+recorded responses, see ``tests/data/recorded/``): usage on the finish chunk, a repeated first
+argument fragment, a first tool call at ``index: 1``, ``name: ""`` on continuation deltas
+(:func:`chat_fragments`, :func:`chat_stream`), Anthropic's empty first ``partial_json`` and
+``ping`` events (:func:`anthropic_stream`), Gemini ``thoughtSignature`` parts
+(:func:`gemini_body`, :func:`gemini_stream`), an error inside a 200 stream
+(:func:`chat_stream`'s ``error``, :func:`anthropic_stream`'s ``error``), SSE comment lines, gzip
+bodies and chunked transfer (:class:`Reply`).
 
 Usage::
 
@@ -23,6 +30,7 @@ Messages and streaming events, Gemini generateContent).
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import threading
@@ -32,9 +40,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 
-__all__ = ["FakeServer", "Reply", "Recorded", "chat_body", "chat_stream", "anthropic_body",
-           "anthropic_stream", "responses_body", "responses_stream", "gemini_body",
-           "error_body", "default_reply"]
+__all__ = ["FakeServer", "Reply", "Recorded", "chat_body", "chat_stream", "chat_fragments",
+           "anthropic_body", "anthropic_stream", "responses_body", "responses_stream",
+           "gemini_body", "gemini_stream", "error_body", "default_reply"]
 
 
 @dataclass
@@ -47,8 +55,15 @@ class Reply:
         headers: extra response headers.
         delay_s: seconds to wait before answering (on top of the server's fixed latency).
         events: server-sent events ``(event name or None, data)``; data dicts become JSON and
-            ``"[DONE]"`` is sent as is. Replaces ``body`` when given.
-        raw: exact response bytes (e.g. broken JSON); replaces ``body``.
+            ``"[DONE]"`` is sent as is; the name ``":"`` sends ``data`` as an SSE comment line
+            (``: OPENROUTER PROCESSING``). Replaces ``body`` when given.
+        raw: exact response bytes (e.g. broken JSON, or a recorded body); replaces ``body``.
+        content_type: the Content-Type header (default: ``text/event-stream`` for events,
+            else ``application/json``).
+        gzip: send the payload gzip-compressed with ``Content-Encoding: gzip``.
+        chunk_size: send the payload with ``Transfer-Encoding: chunked`` in chunks of this
+            many bytes (cut anywhere, even inside a line or a UTF-8 character), no
+            Content-Length.
     """
 
     status: int = 200
@@ -57,6 +72,9 @@ class Reply:
     delay_s: float = 0.0
     events: list[tuple[str | None, Any]] | None = None
     raw: bytes | None = None
+    content_type: str | None = None
+    gzip: bool = False
+    chunk_size: int | None = None
 
 
 @dataclass
@@ -107,12 +125,50 @@ def chat_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
                       "prompt_tokens_details": {"cached_tokens": cached}}}
 
 
+def chat_fragments(call_id: str, name: str, arguments: str, *, index: int = 0,
+                   pieces: int = 3, repeat_first: bool = False, empty_name: bool = False
+                   ) -> list[dict[str, Any]]:
+    """``delta.tool_calls`` fragments of one call, for :func:`chat_stream`.
+
+    The first fragment carries ``id``, ``name`` and the first piece of ``arguments`` (cut into
+    ``pieces`` pieces); the others carry the rest.
+
+    Args:
+        index: the stream ``index`` of the call (real servers may start at 1).
+        repeat_first: send the first argument piece a second time in the next fragment (a
+            server that repeats the opening fragment's arguments).
+        empty_name: continuation fragments carry ``name: ""`` (as some OpenAI-compatible
+            servers send), instead of no name.
+    """
+    size = max(1, -(-len(arguments) // max(1, pieces)))
+    cut = [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
+    if repeat_first:
+        cut.insert(1, cut[0])
+    out = [{"index": index, "id": call_id, "name": name, "arguments": cut[0]}]
+    for piece in cut[1:]:
+        fragment: dict[str, Any] = {"index": index, "arguments": piece}
+        if empty_name:
+            fragment["name"] = ""
+        out.append(fragment)
+    return out
+
+
 def chat_stream(fragments: Sequence[dict[str, Any]], finish: str = "tool_calls",
-                text: str | None = None, usage: tuple[int, int] = (100, 20)
-                ) -> list[tuple[str | None, Any]]:
+                text: str | None = None, usage: tuple[int, int] = (100, 20), *,
+                usage_on_finish: bool = False, error: dict[str, Any] | None = None,
+                comments: bool = False) -> list[tuple[str | None, Any]]:
     """Chat Completions chunks: one per ``delta.tool_calls`` fragment (dicts with ``index``,
-    optional ``id``, ``name``, ``arguments``), then the finish chunk, a usage chunk and
-    ``[DONE]``."""
+    optional ``id``, ``name`` (sent even when ``""``), ``arguments``), then the finish chunk,
+    a usage chunk and ``[DONE]``.
+
+    Args:
+        usage_on_finish: put ``usage`` on the finish chunk and send no separate usage chunk
+            (as OpenRouter, Groq and vLLM do).
+        error: an error chunk ``{"error": error}`` sent after the finish chunk instead of the
+            usage chunk (OpenRouter's ``{"error": {"code": 400, "message": "Token limit
+            reached"}}`` after ``finish_reason: "length"``).
+        comments: start with SSE comment lines (``: OPENROUTER PROCESSING``).
+    """
     base = {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion.chunk", "created": 0,
             "model": "fake-model"}
 
@@ -120,7 +176,10 @@ def chat_stream(fragments: Sequence[dict[str, Any]], finish: str = "tool_calls",
         return {**base, "choices": [{"index": 0, "delta": delta,
                                      "finish_reason": finish_reason}]}
 
-    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant"}))]
+    events: list[tuple[str | None, Any]] = []
+    if comments:
+        events += [(":", "OPENROUTER PROCESSING"), (":", "OPENROUTER PROCESSING")]
+    events.append((None, chunk({"role": "assistant"})))
     if text:
         events.append((None, chunk({"content": text})))
     for fragment in fragments:
@@ -129,16 +188,20 @@ def chat_stream(fragments: Sequence[dict[str, Any]], finish: str = "tool_calls",
             call["id"] = fragment["id"]
             call["type"] = "function"
         function = {}
-        if fragment.get("name"):
+        if "name" in fragment:
             function["name"] = fragment["name"]
         if "arguments" in fragment:
             function["arguments"] = fragment["arguments"]
         call["function"] = function
         events.append((None, chunk({"tool_calls": [call]})))
-    events.append((None, chunk({}, finish)))
-    events.append((None, {**base, "choices": [], "usage": {
-        "prompt_tokens": usage[0], "completion_tokens": usage[1],
-        "total_tokens": sum(usage)}}))
+    counted = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+               "total_tokens": sum(usage)}
+    events.append((None, {**chunk({}, finish), "usage": counted} if usage_on_finish
+                   else chunk({}, finish)))
+    if error is not None:
+        events.append((None, {**base, "choices": [], "error": error}))
+    elif not usage_on_finish:
+        events.append((None, {**base, "choices": [], "usage": counted}))
     events.append((None, "[DONE]"))
     return events
 
@@ -163,18 +226,31 @@ def anthropic_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = Non
 
 
 def anthropic_stream(calls: Sequence[tuple[str, str, Sequence[str]]], text: str | None = None,
-                     stop: str = "tool_use", usage: tuple[int, int] = (100, 20)
-                     ) -> list[tuple[str | None, Any]]:
-    """Messages streaming events. ``calls``: (id, name, partial_json pieces)."""
+                     stop: str = "tool_use", usage: tuple[int, int] = (100, 20), *,
+                     empty_first_partial: bool = True, ping: bool = True,
+                     error: dict[str, Any] | None = None) -> list[tuple[str | None, Any]]:
+    """Messages streaming events. ``calls``: (id, name, partial_json pieces).
+
+    Args:
+        empty_first_partial: each ``tool_use`` block's first ``input_json_delta`` has
+            ``partial_json: ""``, as the real API sends.
+        ping: ``ping`` events between blocks, as the real API sends.
+        error: end the stream with ``event: error`` carrying ``{"type": "error", "error":
+            error}`` (e.g. ``{"type": "overloaded_error", "message": "Overloaded"}``, the
+            streamed 529) after the content blocks, instead of ``message_delta`` and
+            ``message_stop``.
+    """
     events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start",
         "message": {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
                     "model": "fake-model", "content": [], "stop_reason": None,
                     "stop_sequence": None,
                     "usage": {"input_tokens": usage[0], "output_tokens": 1}}})]
+    pinged = [("ping", {"type": "ping"})] if ping else []
     index = 0
     if text:
         events += [("content_block_start", {"type": "content_block_start", "index": index,
                                             "content_block": {"type": "text", "text": ""}}),
+                   *pinged,
                    ("content_block_delta", {"type": "content_block_delta", "index": index,
                                             "delta": {"type": "text_delta", "text": text}}),
                    ("content_block_stop", {"type": "content_block_stop", "index": index})]
@@ -183,11 +259,16 @@ def anthropic_stream(calls: Sequence[tuple[str, str, Sequence[str]]], text: str 
         events.append(("content_block_start", {"type": "content_block_start", "index": index,
                        "content_block": {"type": "tool_use", "id": call_id, "name": name,
                                          "input": {}}}))
+        events += pinged
+        sent = [""] + list(pieces) if empty_first_partial else list(pieces)
         events += [("content_block_delta", {"type": "content_block_delta", "index": index,
                     "delta": {"type": "input_json_delta", "partial_json": piece}})
-                   for piece in pieces]
+                   for piece in sent]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
+    if error is not None:
+        events.append(("error", {"type": "error", "error": error}))
+        return events
     events += [("message_delta", {"type": "message_delta",
                                   "delta": {"stop_reason": stop, "stop_sequence": None},
                                   "usage": {"output_tokens": usage[1]}}),
@@ -247,14 +328,22 @@ def responses_stream(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
 
 
 def gemini_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
-                finish: str = "STOP", usage: tuple[int, int, int] = (100, 20, 0)
-                ) -> dict[str, Any]:
-    """A Gemini ``GenerateContentResponse`` body (``functionCall`` parts)."""
+                finish: str = "STOP", usage: tuple[int, int, int] = (100, 20, 0), *,
+                thought_signature: str | None = None) -> dict[str, Any]:
+    """A Gemini ``GenerateContentResponse`` body (``functionCall`` parts).
+
+    Args:
+        thought_signature: put this ``thoughtSignature`` on the first ``functionCall`` part
+            (on the text part when there is no call), as thinking models (Gemini 2.5, 3) do.
+    """
     parts: list[dict[str, Any]] = []
     if text:
         parts.append({"text": text})
     for name, arguments in calls:
         parts.append({"functionCall": {"name": name, "args": arguments}})
+    if thought_signature and parts:
+        signed = next((p for p in parts if "functionCall" in p), parts[0])
+        signed["thoughtSignature"] = thought_signature
     prompt, completion, cached = usage
     return {"candidates": [{"content": {"role": "model", "parts": parts},
                             "finishReason": finish, "index": 0}],
@@ -264,27 +353,65 @@ def gemini_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = None,
             "modelVersion": "fake-model", "responseId": f"resp-{next(_ids)}"}
 
 
+def gemini_stream(body: dict[str, Any], *, error: dict[str, Any] | None = None
+                  ) -> list[tuple[str | None, Any]]:
+    """``streamGenerateContent?alt=sse`` events for a final ``body``: one chunk per part (the
+    last one with ``finishReason``; every chunk with the usage so far, as Gemini sends), or,
+    with ``error``, the first part then ``{"error": error}`` (e.g. ``{"code": 503, "status":
+    "UNAVAILABLE", "message": "overloaded"}``)."""
+    candidate = body["candidates"][0]
+    parts = candidate["content"]["parts"] or [{"text": ""}]
+    events: list[tuple[str | None, Any]] = []
+    for position, part in enumerate(parts):
+        last = position == len(parts) - 1
+        chunk_candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]},
+                                           "index": 0}
+        if last:
+            chunk_candidate["finishReason"] = candidate["finishReason"]
+        events.append((None, {"candidates": [chunk_candidate],
+                              "usageMetadata": body["usageMetadata"],
+                              "modelVersion": body.get("modelVersion"),
+                              "responseId": body.get("responseId")}))
+        if error is not None:
+            events.append((None, {"error": error}))
+            break
+    return events
+
+
 def default_reply(request: Recorded) -> Reply:
-    """A valid answer for the request's path: a call of the first tool with ``{}``, or text."""
+    """A valid answer for the request's path: a call of the first tool with ``{}``, or text;
+    streamed (server-sent events) when the request asks for a stream."""
     body = request.body if isinstance(request.body, dict) else {}
     tools = body.get("tools") or []
+    stream = bool(body.get("stream"))
     if request.path.endswith("/chat/completions"):
         first = tools[0]["function"]["name"] if tools else None
+        if stream:
+            return Reply(events=chat_stream(chat_fragments(f"call_{next(_ids)}", first, "{}")
+                                            if first else [], finish="tool_calls" if first
+                                            else "stop", text=None if first else "ok"))
         return Reply(body=chat_body(calls=[(first, {})] if first else (), text=None if first
                                     else "ok"))
     if request.path.endswith("/messages"):
         first = tools[0]["name"] if tools else None
+        if stream:
+            return Reply(events=anthropic_stream(
+                [(f"toolu_{next(_ids)}", first, ["{}"])] if first else [],
+                text=None if first else "ok", stop="tool_use" if first else "end_turn"))
         return Reply(body=anthropic_body(calls=[(first, {})] if first else (),
                                          text=None if first else "ok"))
     if request.path.endswith("/responses"):
         first = tools[0]["name"] if tools else None
-        return Reply(body=responses_body(calls=[(first, {})] if first else (),
-                                         text=None if first else "ok"))
-    if ":generateContent" in request.path:
+        answer = responses_body(calls=[(first, {})] if first else (),
+                                text=None if first else "ok")
+        return Reply(events=responses_stream(answer)) if stream else Reply(body=answer)
+    if ":generateContent" in request.path or ":streamGenerateContent" in request.path:
         declarations = tools[0].get("functionDeclarations", []) if tools else []
         first = declarations[0]["name"] if declarations else None
-        return Reply(body=gemini_body(calls=[(first, {})] if first else (),
-                                      text=None if first else "ok"))
+        answer = gemini_body(calls=[(first, {})] if first else (), text=None if first else "ok")
+        if ":streamGenerateContent" in request.path:
+            return Reply(events=gemini_stream(answer))
+        return Reply(body=answer)
     return Reply(404, error_body(404, f"no such path {request.path}"))
 
 
@@ -389,6 +516,9 @@ class FakeServer:
                     for name, data in reply.events:
                         text = data if isinstance(data, str) else json.dumps(data,
                                                                              ensure_ascii=False)
+                        if name == ":":
+                            lines.append(f": {text}\n\n")
+                            continue
                         lines.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
                     payload = "".join(lines).encode("utf-8")
                     content_type = "text/event-stream"
@@ -397,6 +527,9 @@ class FakeServer:
                 else:
                     payload = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
                     content_type = "application/json"
+                content_type = reply.content_type or content_type
+                if reply.gzip:
+                    payload = gzip.compress(payload, mtime=0)
                 # The latency counts from the request's arrival, so the time this server
                 # spends decoding and encoding bodies is part of it, not added to it.
                 wait = self._received + server.latency_s + reply.delay_s - time.monotonic()
@@ -405,13 +538,25 @@ class FakeServer:
                 try:
                     self.send_response(reply.status)
                     self.send_header("content-type", content_type)
-                    self.send_header("content-length", str(len(payload)))
+                    if reply.gzip:
+                        self.send_header("content-encoding", "gzip")
+                    if reply.chunk_size:
+                        self.send_header("transfer-encoding", "chunked")
+                    else:
+                        self.send_header("content-length", str(len(payload)))
                     self.send_header("x-request-id", f"req_{next(_ids)}")
                     self.send_header("request-id", f"req_{next(_ids)}")
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if not reply.chunk_size:
+                        self.wfile.write(payload)
+                        return
+                    for start in range(0, len(payload), reply.chunk_size):
+                        piece = payload[start:start + reply.chunk_size]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 

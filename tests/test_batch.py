@@ -94,3 +94,21 @@ def test_failed_batch_requests_stay_pending_and_resume_submits_only_them(backend
     assert len(backend.created) == 2
     second = backend.batches[backend.created[1]]
     assert [r["custom_id"] for r in second["requests"]] == [failing]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_batch_results_out_of_input_order_reach_their_own_items(backend, provider):
+    """The fake APIs answer in reverse input order (neither API promises an order): every row
+    still gets its own answer, matched by custom_id."""
+    assert backend.reverse_results
+    runner = runner_for(backend, provider, f"order-{provider}")
+    runner.run()
+    rows = list(runner.store.rows())
+    assert len(rows) == 12
+    assert all(row["parsed"]["calls"][0]["arguments"]["echo"] == row["query"] for row in rows)
+    state = backend.batches[backend.created[0]]
+    first_in = state["requests"][0]["custom_id"]
+    written = [json.loads(line)["custom_id"] for line in (
+        backend.files[state["output_file_id"]].decode().splitlines() if provider == "openai"
+        else backend._anthropic_results(backend.created[0]).decode().splitlines())]
+    assert written[-1] == first_in and written[0] != first_in

@@ -498,7 +498,7 @@ def test_gemini_schema_subset_tool_config_and_answer(server):
     assert any("exclusiveMinimum" in c for c in changes) and len(changes) >= 6
     (call,) = response.parsed.calls
     assert call.arguments == {"status": "shipped"} and response.usage.prompt_tokens == 70
-    assert provider.describe()["not_sent"] == ["parallel_tool_calls", "stream"]
+    assert provider.describe()["not_sent"] == ["parallel_tool_calls"]
 
 
 def test_gemini_history_names_the_function_response(server):

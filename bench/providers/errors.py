@@ -3,21 +3,30 @@
 An adapter raises :class:`ProviderError` for a request that got no usable answer; its
 ``error_class`` tells the caller what to do:
 
-=============== ============================================== ===============================
-class           raised for                                     caller's action
-=============== ============================================== ===============================
-``transient``   connection reset/refused, HTTP 409, 5xx, 529   retry, exponential backoff
-``rate_limited`` HTTP 429                                      wait ``retry_after_s``, retry
-``timeout``     request timeout, HTTP 408                      retry, exponential backoff
-``permanent``   HTTP 401/403/404 and other 4xx                 never retry
-``validation``  HTTP 400/413/422, a request bench cannot build never retry
-=============== ============================================== ===============================
+- ``transient``: connection reset/refused, HTTP 409, 5xx, 529, an overloaded or server error
+  inside a stream. Retried with exponential backoff.
+- ``rate_limited``: HTTP 429, a rate-limit error inside a stream. Retried after
+  ``retry_after_s``.
+- ``timeout``: request timeout, HTTP 408. Retried with exponential backoff.
+- ``permanent``: auth and configuration errors: HTTP 401, 402, 403, 404, 405, OpenAI's
+  ``insufficient_quota``. Every later request would fail alike: the run stops at once.
+- ``validation``: any other 4xx (400, 413, 422...), a 4xx-like error inside a stream, an answer
+  that cannot be read, a request bench cannot build. Never retried; it becomes the row's
+  invalid answer with the message kept.
 
 The mapping follows the providers' documented error codes (OpenAI and Anthropic "Errors" pages:
 429 rate limit, 500/503 server, 529 Anthropic overloaded; Gemini's 429 RESOURCE_EXHAUSTED,
-500/503/504). The SDKs are not imported here: exceptions are read by duck typing
-(``status_code``/``code``, ``response.headers``, class names), so this module has no optional
-dependency.
+500/503/504).
+
+An HTTP 200 stream can end in an error: OpenRouter sends a chunk ``{"error": {"code": 400,
+"message": "Token limit reached"}}`` (the openai SDK raises ``APIError`` with ``.code == "400"``,
+a string, and no status); Anthropic sends ``event: error`` with ``{"type": "error", "error":
+{"type": "overloaded_error", ...}}``, its streamed 529 (the anthropic SDK raises
+``APIStatusError`` with ``status_code == 200``); Gemini sends ``{"error": {"code", "status",
+"message"}}``. :func:`stream_error_status` reads such an error object as the HTTP status it
+stands for, so it is classified like that status. The SDKs are not imported here: exceptions
+are read by duck typing (``status_code``/``code``/``body``, ``response.headers``, class names),
+so this module has no optional dependency.
 """
 
 from __future__ import annotations
@@ -89,17 +98,101 @@ def _provider_error(message: str, error_class: ErrorClass, status: int | None,
                          retry_after_s=retry_after_s, request_id=request_id)
 
 
+# Statuses that say the run itself is misconfigured (key, billing, model name, base URL): every
+# later request would fail the same way, so the run stops.
+AUTH_OR_CONFIG_STATUSES = frozenset({401, 402, 403, 404, 405})
+
+# Error ``type``/``code`` strings sent without an HTTP status (inside a 200 stream), as the HTTP
+# status each provider documents for them: Anthropic "Errors" page (invalid_request_error 400,
+# authentication_error 401, billing_error 402, permission_error 403, not_found_error 404,
+# request_too_large 413, rate_limit_error 429, api_error 500, timeout_error 504,
+# overloaded_error 529); OpenAI "Error codes" (server_error 500, rate_limit_exceeded 429,
+# invalid_request_error 400); Gemini / google.rpc ``status`` names (google/rpc/code.proto:
+# INVALID_ARGUMENT 400, FAILED_PRECONDITION 400, OUT_OF_RANGE 400, UNAUTHENTICATED 401,
+# PERMISSION_DENIED 403, NOT_FOUND 404, RESOURCE_EXHAUSTED 429, CANCELLED 499, UNKNOWN 500,
+# INTERNAL 500, UNAVAILABLE 503, DEADLINE_EXCEEDED 504).
+ERROR_NAME_STATUS: dict[str, int] = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+    "server_error": 500, "rate_limit_exceeded": 429, "invalid_prompt": 400,
+    "context_length_exceeded": 400,
+    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 429, "CANCELLED": 499, "UNKNOWN": 500, "INTERNAL": 500,
+    "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
+}
+# OpenAI's 429 ``insufficient_quota``: the account is out of credit, waiting does not help.
+CONFIG_ERROR_CODES = frozenset({"insufficient_quota", "invalid_api_key"})
+
+
 def classify_status(status: int) -> ErrorClass:
-    """Error class of an HTTP status code (see the module table)."""
+    """Error class of an HTTP status code (see the module table).
+
+    Only auth and configuration statuses (:data:`AUTH_OR_CONFIG_STATUSES`) are ``permanent``;
+    any other 4xx is about this one request (``validation``).
+    """
     if status == 429:
         return "rate_limited"
     if status == 408:
         return "timeout"
     if status == 409 or status >= 500:  # 409: OpenAI's "try again" conflict; 529 overloaded
         return "transient"
-    if status in (400, 413, 422):
-        return "validation"
-    return "permanent"
+    if status in AUTH_OR_CONFIG_STATUSES:
+        return "permanent"
+    return "validation"
+
+
+def _as_status(value: Any) -> int | None:
+    """An HTTP-like status from an int or a numeric string (``"400"``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    return value if isinstance(value, int) and 400 <= value <= 599 else None
+
+
+def stream_error_status(error: Any) -> tuple[int, str] | None:
+    """The HTTP status an error object sent without one stands for, and its name.
+
+    Args:
+        error: the error as sent in a stream: ``{"error": {...}}`` or the inner object, with a
+            numeric ``code`` (OpenRouter, Gemini; an int or a numeric string), a numeric
+            ``status_code`` (Groq), a ``status`` name (Gemini), a ``type`` (Anthropic, OpenAI)
+            or a string ``code`` (OpenAI).
+
+    Returns:
+        (status, what named it: ``"code 400"``, ``"overloaded_error"``...), or None when the
+        object names nothing known (see :data:`ERROR_NAME_STATUS`).
+    """
+    if not isinstance(error, dict):
+        return None
+    inner = error.get("error")
+    candidates = [inner, error] if isinstance(inner, dict) else [error]
+    for found in candidates:
+        code = found.get("code")
+        if isinstance(code, str) and code in CONFIG_ERROR_CODES:
+            return 403, code
+        status = _as_status(code)
+        if status is not None:
+            return status, f"code {status}"
+        status = _as_status(found.get("status_code"))  # Groq's in-stream errors
+        if status is not None:
+            return status, f"status_code {status}"
+        for key in ("status", "type", "code"):
+            name = found.get(key)
+            if isinstance(name, str) and name in ERROR_NAME_STATUS:
+                return ERROR_NAME_STATUS[name], name
+    return None
+
+
+def _error_message(exc: BaseException, body: Any) -> str:
+    """The provider's own message: the error object's ``message``, else the exception's."""
+    for found in (body.get("error") if isinstance(body, dict) else None, body):
+        if isinstance(found, dict) and isinstance(found.get("message"), str) and found["message"]:
+            return found["message"]
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, str) and message else str(exc)
 
 
 def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
@@ -206,8 +299,12 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     """Map an SDK or transport exception to a :class:`ProviderError`.
 
     Works for the ``openai`` and ``anthropic`` SDKs (``APIStatusError.status_code``,
-    ``APITimeoutError``, ``APIConnectionError``), ``google-genai`` (``APIError.code``) and
-    httpx transport errors, read by attribute and class name.
+    ``APITimeoutError``, ``APIConnectionError``, and ``APIError`` raised for an error inside a
+    200 stream, whose ``body`` is read with :func:`stream_error_status`), ``google-genai``
+    (``APIError.code`` / ``.details``) and httpx transport errors, read by attribute and class
+    name. An exception that names no status, no timeout and no connection failure (e.g. a body
+    that is not JSON) is class ``validation``: this request's answer could not be read, the run
+    goes on.
     """
     if isinstance(exc, ProviderError):
         return exc
@@ -225,6 +322,19 @@ def error_from_exception(exc: BaseException) -> ProviderError:
         return ProviderError(f"HTTP {status}: {_one_line(body_message)}",
                              error_class=classify_status(status), status=status,
                              retry_after_s=parse_retry_after(headers), request_id=request_id)
+    body = getattr(exc, "body", None)
+    if body is None:
+        body = getattr(exc, "details", None)  # google-genai
+    streamed = stream_error_status(body) or stream_error_status(
+        {"code": getattr(exc, "code", None), "type": getattr(exc, "type", None)})
+    if streamed is not None:
+        equivalent, name = streamed
+        error_class: ErrorClass = "permanent" if name in CONFIG_ERROR_CODES \
+            else classify_status(equivalent)
+        return ProviderError(f"error in the stream ({name}): "
+                             f"{_one_line(_error_message(exc, body))}",
+                             error_class=error_class, retry_after_s=parse_retry_after(headers),
+                             request_id=request_id)
     if any("Timeout" in name for name in names) or isinstance(exc, TimeoutError):
         return ProviderError(f"request timed out ({type(exc).__name__})", error_class="timeout",
                              request_id=request_id)
@@ -233,8 +343,9 @@ def error_from_exception(exc: BaseException) -> ProviderError:
             or isinstance(exc, ConnectionError):
         return ProviderError(f"connection failed: {_one_line(str(exc))}",
                              error_class="transient", request_id=request_id)
-    return ProviderError(f"{type(exc).__name__}: {_one_line(str(exc))}",
-                         error_class="permanent", request_id=request_id)
+    return ProviderError(f"the answer could not be read ({type(exc).__name__}: "
+                         f"{_one_line(str(exc))})", error_class="validation",
+                         request_id=request_id)
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
 from bench.parse import RawCall, answer_from_calls
@@ -41,15 +41,16 @@ def _parts(turn: Turn) -> list[dict[str, Any]]:
 class GeminiProvider(HTTPProvider):
     """``gemini:<model>`` (key from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``).
 
-    Gemini has no switch for parallel calls and this adapter does not stream
-    (``describe()["not_sent"]``).
+    Gemini has no switch for parallel calls (``describe()["not_sent"]``). With
+    ``options.stream`` the answer comes from ``streamGenerateContent?alt=sse``; the request
+    body is the same (so the response cache and the batch file see one body).
 
     Raises:
         ProviderUnavailable: no API key, or google-genai is not installed.
     """
 
     kind = "gemini"
-    not_sent = ("parallel_tool_calls", "stream")
+    not_sent = ("parallel_tool_calls",)
 
     def __init__(self, options: HTTPOptions, *, provider_id: str | None = None) -> None:
         super().__init__(options, provider_id=provider_id)
@@ -70,7 +71,10 @@ class GeminiProvider(HTTPProvider):
 
     @property
     def endpoint(self) -> str:
-        """``/v1beta/models/<model>:generateContent``."""
+        """``/v1beta/models/<model>:generateContent``, or ``:streamGenerateContent?alt=sse``
+        when streaming."""
+        if self.options.stream:
+            return f"/v1beta/models/{self.options.model}:streamGenerateContent?alt=sse"
         return f"/v1beta/models/{self.options.model}:generateContent"
 
     def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
@@ -119,10 +123,13 @@ class GeminiProvider(HTTPProvider):
         return body
 
     def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
-        """One generateContent call through google-genai; see the CONTRACT."""
+        """One generateContent call through google-genai (streamGenerateContent when
+        ``options.stream``); see the CONTRACT."""
         types = self._types
         config = {k: v for k, v in body.items() if k != "contents"}
         config.update(config.pop("generationConfig", {}))
+        if self.options.stream:
+            return self._send_stream(body["contents"], config)
         try:
             result = self._client.models.generate_content(
                 model=self.options.model, contents=body["contents"],
@@ -135,6 +142,30 @@ class GeminiProvider(HTTPProvider):
         answer = json.loads(raw) if isinstance(raw, str) else \
             result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return answer, (http.headers or {}) if http is not None else {}
+
+    def _send_stream(self, contents: list[dict[str, Any]], config: dict[str, Any]
+                     ) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """``streamGenerateContent?alt=sse`` through google-genai's ``generate_content_stream``;
+        the chunks (typed by the SDK, dumped back to their wire names) joined by
+        :func:`assemble_gemini_stream`.
+
+        Raises:
+            ProviderError: any SDK or transport failure, an error event in the stream included.
+        """
+        headers: Mapping[str, str] = {}
+        chunks: list[dict[str, Any]] = []
+        try:
+            stream = self._client.models.generate_content_stream(
+                model=self.options.model, contents=contents,
+                config=self._types.GenerateContentConfig.model_validate(config))
+            for chunk in stream:
+                http = chunk.sdk_http_response
+                headers = (http.headers or {}) if http is not None else headers
+                chunks.append(chunk.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                               exclude={"sdk_http_response"}))
+        except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
+            raise error_from_exception(exc) from exc
+        return assemble_gemini_stream(chunks), headers
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
@@ -169,3 +200,40 @@ class GeminiProvider(HTTPProvider):
         return ProviderResponse(raw=body, parsed=parsed, finish_reason=finish,
                                 latency_s=latency_s, request=summary, usage=counted,
                                 request_id=body.get("responseId"))
+
+
+def assemble_gemini_stream(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Join streamed ``GenerateContentResponse`` chunks into one body.
+
+    The first candidate's parts are concatenated in arrival order (text, ``functionCall`` and
+    ``thoughtSignature`` parts as sent); ``finishReason``, ``usageMetadata`` (cumulative in
+    every chunk: the last one is final), ``modelVersion`` and ``responseId`` come from the last
+    chunk that has them; ``promptFeedback`` from any chunk (a blocked prompt). A stream without
+    candidates gives a body without candidates (parsed as "no candidates").
+
+    Args:
+        chunks: the chunks as JSON objects with the wire's camelCase names.
+    """
+    body: dict[str, Any] = {}
+    parts: list[dict[str, Any]] = []
+    candidate: dict[str, Any] | None = None
+    for chunk in chunks:
+        for key in ("usageMetadata", "modelVersion", "responseId", "promptFeedback"):
+            if chunk.get(key) is not None:
+                body[key] = chunk[key]
+        candidates = chunk.get("candidates") or []
+        if not candidates or not isinstance(candidates[0], Mapping):
+            continue
+        first = candidates[0]
+        if candidate is None:
+            candidate = {k: v for k, v in first.items() if k != "content"}
+        else:
+            candidate.update({k: v for k, v in first.items() if k != "content"})
+        content = first.get("content") or {}
+        parts += [dict(p) for p in content.get("parts") or [] if isinstance(p, Mapping)]
+        if content.get("role"):
+            candidate["role"] = content["role"]
+    if candidate is not None:
+        role = candidate.pop("role", "model")
+        body["candidates"] = [{**candidate, "content": {"role": role, "parts": parts}}]
+    return body
