@@ -15,7 +15,7 @@ pair), which no UTF-8 writer or reader (pandas, pyarrow) accepts. They are dealt
 where answers are parsed: in what scoring reads (tool names, call ids, argument keys and
 values, prose) each lone surrogate becomes U+FFFD and the call gets the note
 ``broken_unicode``; in what records the reply as received (``ToolCall.raw_arguments`` and the
-provider's raw body, :func:`escape_surrogates`) each becomes the six characters of its
+provider's raw body, :func:`storable`) each becomes the six characters of its
 ``\\udXXX`` escape, so the exact code points stay in the row.
 """
 
@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import orjson
 from pydantic import BaseModel, Field
 
+from bench.jsonl import MAX_DEPTH, TOO_DEEP
 from bench.models import ToolCall
 
 
@@ -185,11 +186,19 @@ def clean_text(value: Any) -> tuple[Any, bool]:
         return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in value), True
 
 
-def escape_surrogates(value: Any) -> Any:
-    """``value`` (any decoded JSON) with each lone surrogate in its strings and keys written as
-    its escape ``\\udXXX`` (six characters): the form a row keeps of text as received. Values
-    without one are returned as they are (the same object); containers nested deeper than
-    the interpreter's recursion allows are returned unchanged."""
+def storable(value: Any, *, walk: bool = False) -> Any:
+    """``value`` (any decoded JSON) in the form a row keeps of what was received: each lone
+    surrogate in its strings and keys written as its escape ``\\udXXX`` (six characters),
+    and containers nested deeper than :data:`bench.jsonl.MAX_DEPTH` levels replaced by
+    :data:`bench.jsonl.TOO_DEEP` (the row writer does the same, and the response cache's
+    serializer refuses 255 levels). A value that needs neither is returned as it is (the same
+    object).
+
+    Args:
+        value: decoded JSON.
+        walk: check every level even when orjson can encode the value (orjson accepts up
+            to 254 levels).
+    """
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -198,25 +207,25 @@ def escape_surrogates(value: Any) -> Any:
             return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if not isinstance(value, (dict, list)):
         return value
-    try:
-        orjson.dumps(value)  # fast path: orjson refuses lone surrogates (and deep nesting)
-        return value
-    except (orjson.JSONEncodeError, TypeError):
-        pass
-    try:
-        return _escape(value)
-    except RecursionError:
-        return value
+    if not walk:
+        try:
+            orjson.dumps(value)  # fast path: orjson refuses lone surrogates and deep nesting
+            return value
+        except (orjson.JSONEncodeError, TypeError):
+            pass
+    return _storable(value, 0)
 
 
-def _escape(value: Any) -> Any:
+def _storable(value: Any, depth: int) -> Any:
     if isinstance(value, str):
-        return escape_surrogates(value)
+        return storable(value)
+    if isinstance(value, (dict, list)) and depth >= MAX_DEPTH:
+        return TOO_DEEP
     if isinstance(value, dict):
-        return {escape_surrogates(k) if isinstance(k, str) else k: _escape(v)
+        return {storable(k) if isinstance(k, str) else k: _storable(v, depth + 1)
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [_escape(v) for v in value]
+        return [_storable(v, depth + 1) for v in value]
     return value
 
 
@@ -270,7 +279,8 @@ def answer_from_calls(calls: Sequence[RawCall], *, text: str | None, truncated: 
             notes, valid = [*notes, "missing_name"], False
         parsed.append(ToolCall(id=call_id or f"call_{index}", name=name or "",
                                arguments=arguments if valid else {},
-                               raw_arguments=escape_surrogates(call.arguments), notes=notes,
+                               raw_arguments=storable(call.arguments,
+                                                      walk="too_deep" in notes), notes=notes,
                                valid=valid))
     prose = clean_text(text)[0] or None
     if truncated:

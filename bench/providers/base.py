@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer,
-                         escape_surrogates, invalid_answer)
+                         invalid_answer, storable)
 from bench.providers.dialects import Turn, history
 from bench.providers.errors import ProviderError, error_from_exception, request_id_from
 from bench.providers.replies import UnreadableReply, reply_json
@@ -98,8 +98,9 @@ class ProviderResponse(BaseModel):
     @field_validator("raw", mode="after")
     @classmethod
     def _escaped(cls, value: Any) -> Any:
-        # Lone surrogates would make the row unreadable (see bench.parse): kept escaped.
-        return escape_surrogates(value)
+        # Lone surrogates would make the row unreadable, absurd nesting the response cache's
+        # serializer fail (see bench.parse.storable).
+        return storable(value)
 
 
 class Provider(ABC):
