@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from bench.jsonl import dumps
 from bench.models import Message, Tool
-from bench.parse import (BLOCKED, NO_ANSWER, CallDelta, ParsedAnswer, RawCall,
+from bench.parse import (BLOCKED, CallDelta, ParsedAnswer, RawCall,
                          answer_from_calls, assemble_call_deltas, clean_text)
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
