@@ -183,12 +183,13 @@ class OpenAIChatProvider(HTTPProvider):
             return self.no_answer(body, "the reply has no choices", latency_s=latency_s,
                                   summary=summary, usage=usage)
         choice = reply.choices[0]
-        message = choice.message or ChatMessage()
+        message = choice.message
         finish = clean_text(choice.finish_reason)[0]
-        calls = [RawCall(call.id, (call.function or ChatFunction()).name or "",
-                         (call.function or ChatFunction()).arguments)
-                 for call in message.tool_calls or []]
-        parsed = answer_from_calls(calls, text=message.content or message.refusal,
+        calls = [RawCall(call.id, "", None) if call.function is None else
+                 RawCall(call.id, call.function.name or "", call.function.arguments)
+                 for call in (message.tool_calls if message is not None else None) or []]
+        parsed = answer_from_calls(calls, text=None if message is None
+                                   else message.content or message.refusal,
                                    truncated=finish == "length", expect_string=True)
         if finish == "content_filter" and parsed.error is None:
             parsed = parsed.model_copy(update={
@@ -278,13 +279,14 @@ def openai_usage(usage: ChatUsage | None) -> Usage:
         return Usage()
     prompt = usage.prompt_tokens or 0
     completion = usage.completion_tokens or 0
-    reasoning = (usage.completion_tokens_details or CompletionTokensDetails()).reasoning_tokens
+    details = usage.completion_tokens_details
+    reasoning = details.reasoning_tokens if details is not None else None
     if reasoning and reasoning > 0 and usage.total_tokens is not None \
             and usage.total_tokens == prompt + completion + reasoning:
         completion += reasoning
-    return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 cached_tokens=(usage.prompt_tokens_details
-                                or PromptTokensDetails()).cached_tokens or 0,
+    cached = usage.prompt_tokens_details.cached_tokens \
+        if usage.prompt_tokens_details is not None else None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached or 0,
                  reasoning_tokens=reasoning)
 
 
