@@ -5,6 +5,18 @@ an answer that cannot be decoded is an *invalid* answer (``ParsedAnswer.error``)
 empty call list, so a truncated answer can never pass as "no call". :func:`repair_arguments`
 holds the schema-guided lenient repairs of argument values, used by both the lenient scores
 (:mod:`bench.scoring.metrics`) and the executor's lenient mode (:mod:`bench.executor.decode`).
+
+An invalid answer carries an error code (``ParsedAnswer.error_code``, one of
+:data:`ANSWER_ERROR_CODES`) beside its one-line message, so that reports can count why answers
+were invalid.
+
+Unencodable text: a JSON reply may hold lone UTF-16 surrogates (``"\\ud83d"`` cut from its
+pair), which no UTF-8 writer or reader (pandas, pyarrow) accepts. They are dealt with once, here,
+where answers are parsed: in what scoring reads (tool names, call ids, argument keys and
+values, prose) each lone surrogate becomes U+FFFD and the call gets the note
+``broken_unicode``; in what records the reply as received (``ToolCall.raw_arguments`` and the
+provider's raw body, :func:`storable`) each becomes the six characters of its
+``\\udXXX`` escape, so the exact code points stay in the row.
 """
 
 from __future__ import annotations
@@ -14,9 +26,30 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import orjson
 from pydantic import BaseModel, Field
 
+from bench.jsonl import MAX_DEPTH, TOO_DEEP
 from bench.models import ToolCall
+
+
+# Why an answer is invalid (``ParsedAnswer.error_code``). Reports and ``metrics.error_codes``
+# key on these strings: a code is never renamed, only added.
+MALFORMED_REPLY = "malformed_reply"      # the reply does not have the provider's documented shape
+UNREADABLE_REPLY = "unreadable_reply"    # a 200 reply whose body is not JSON (after retries)
+NO_ANSWER = "no_answer"                  # a well-formed reply that holds no answer (no choices)
+TRUNCATED = "truncated"                  # the answer hit the token limit
+BLOCKED = "blocked"                      # the provider's safety filter withheld the answer
+REFUSAL = "refusal"                      # Anthropic stop_reason "refusal"
+PAUSE_TURN = "pause_turn"                # Anthropic stop_reason "pause_turn" (turn left unfinished)
+UNEXPECTED_TOOL_CALL = "unexpected_tool_call"        # Gemini finishReason UNEXPECTED_TOOL_CALL
+MALFORMED_FUNCTION_CALL = "malformed_function_call"  # Gemini finishReason MALFORMED_FUNCTION_CALL
+PROVIDER_ERROR = "provider_error"        # the provider refused this one request (e.g. HTTP 400)
+PARSER_FAILED = "parser_failed"          # bench's parser raised on the reply (a bench bug)
+UNDECODABLE_ANSWER = "undecodable_answer"  # the embedded model's answer is not the JSON asked for
+ANSWER_ERROR_CODES = (MALFORMED_REPLY, UNREADABLE_REPLY, NO_ANSWER, TRUNCATED, BLOCKED, REFUSAL,
+                      PAUSE_TURN, UNEXPECTED_TOOL_CALL, MALFORMED_FUNCTION_CALL, PROVIDER_ERROR,
+                      PARSER_FAILED, UNDECODABLE_ANSWER)
 
 
 class ParsedAnswer(BaseModel):
@@ -25,14 +58,24 @@ class ParsedAnswer(BaseModel):
     Attributes:
         calls: the tool calls, in the order received.
         declined: True when the model explicitly said that no tool fits.
-        error: why the answer could not be decoded (None when it could).
+        error: why the answer could not be decoded (None when it could), one line.
+        error_code: with ``error``: one of :data:`ANSWER_ERROR_CODES` (None on rows written
+            before codes existed).
         text: prose the model wrote instead of or beside its calls.
     """
 
     calls: list[ToolCall] = Field(default_factory=list)
     declined: bool = False
     error: str | None = None
+    error_code: str | None = None
     text: str | None = None
+
+
+def invalid_answer(code: str, message: str, *, text: str | None = None) -> ParsedAnswer:
+    """An invalid answer: ``error_code`` ``code`` (one of :data:`ANSWER_ERROR_CODES`) and the
+    one-line ``message`` (prefixed with the code, e.g. ``"malformed_reply: choices[0].message:
+    expected an object, got str"``)."""
+    return ParsedAnswer(error=f"{code}: {message}", error_code=code, text=text)
 
 
 # Notes of repairs that only the lenient reading accepts; a strict parser rejects such a call.
@@ -131,6 +174,61 @@ def _repair_surrogates(value: Any, depth: int = 0) -> tuple[Any, bool]:
     return value, False
 
 
+def clean_text(value: Any) -> tuple[Any, bool]:
+    """``value`` (a str or None) with lone surrogates replaced by U+FFFD, and whether any was.
+    For what scoring and reports read: tool names, call ids, prose."""
+    if not isinstance(value, str):
+        return value, False
+    try:
+        value.encode("utf-8")
+        return value, False
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in value), True
+
+
+def storable(value: Any, *, walk: bool = False) -> Any:
+    """``value`` (any decoded JSON) in the form a row keeps of what was received: each lone
+    surrogate in its strings and keys written as its escape ``\\udXXX`` (six characters),
+    and containers nested deeper than :data:`bench.jsonl.MAX_DEPTH` levels replaced by
+    :data:`bench.jsonl.TOO_DEEP` (the row writer does the same, and the response cache's
+    serializer refuses 255 levels). A value that needs neither is returned as it is (the same
+    object).
+
+    Args:
+        value: decoded JSON.
+        walk: check every level even when orjson can encode the value (orjson accepts up
+            to 254 levels).
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not isinstance(value, (dict, list)):
+        return value
+    if not walk:
+        try:
+            orjson.dumps(value)  # fast path: orjson refuses lone surrogates and deep nesting
+            return value
+        except (orjson.JSONEncodeError, TypeError):
+            pass
+    return _storable(value, 0)
+
+
+def _storable(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, (dict, list)) and depth >= MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {storable(k) if isinstance(k, str) else k: _storable(v, depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v, depth + 1) for v in value]
+    return value
+
+
 def strictly_valid(call: ToolCall) -> bool:
     """The strict reading of a call: decodable without any lenient repair (BRIEF §8)."""
     return call.valid and not LENIENT_REPAIRS.intersection(call.notes)
@@ -160,24 +258,31 @@ def answer_from_calls(calls: Sequence[RawCall], *, text: str | None, truncated: 
         text: prose the model wrote (None or "" when none).
         truncated: the provider stopped at the token limit (finish reason ``length``,
             ``max_tokens``, ``MAX_TOKENS``, ``max_output_tokens``). The answer is then invalid
-            (``error`` set) and its last call is marked invalid with note ``truncated``, even
-            when its arguments happen to decode (never a silent ``{}``).
+            (``error`` set, code :data:`TRUNCATED`) and its last call is marked invalid with
+            note ``truncated``, even when its arguments happen to decode (never a silent
+            ``{}``).
         expect_string: the wire format sends arguments as a JSON string (see
             :func:`decode_arguments`).
 
     Returns:
         The parsed answer; no calls and no error means the model made no call
-        (``declined=True``).
+        (``declined=True``). Lone surrogates are cleaned as the module docstring says.
     """
     parsed: list[ToolCall] = []
     for index, call in enumerate(calls):
         arguments, notes, valid = decode_arguments(call.arguments, expect_string=expect_string)
-        if not call.name:
+        name, broken_name = clean_text(call.name)
+        call_id, broken_id = clean_text(call.id)
+        if (broken_name or broken_id) and "broken_unicode" not in notes:
+            notes = [*notes, "broken_unicode"]
+        if not name:
             notes, valid = [*notes, "missing_name"], False
-        parsed.append(ToolCall(id=call.id or f"call_{index}", name=call.name or "",
+        parsed.append(ToolCall(id=call_id or f"call_{index}", name=name or "",
                                arguments=arguments if valid else {},
-                               raw_arguments=call.arguments, notes=notes, valid=valid))
-    prose = text or None
+                               raw_arguments=storable(call.arguments,
+                                                      walk="too_deep" in notes), notes=notes,
+                               valid=valid))
+    prose = clean_text(text)[0] or None
     if truncated:
         if parsed:
             last = parsed[-1]
@@ -185,7 +290,7 @@ def answer_from_calls(calls: Sequence[RawCall], *, text: str | None, truncated: 
                 "valid": False, "arguments": {},
                 "notes": [n for n in last.notes if n != "empty"] + ["truncated"]})
         return ParsedAnswer(calls=parsed, error="truncated: the answer hit the token limit",
-                            text=prose)
+                            error_code=TRUNCATED, text=prose)
     return ParsedAnswer(calls=parsed, declined=not parsed, text=prose)
 
 
@@ -257,20 +362,25 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
         A :class:`ParsedAnswer`; ``error`` is set for truncated or undecodable answers.
     """
     if finish_reason == "length":
-        return ParsedAnswer(error="truncated: the answer hit the token limit", text=text)
+        return ParsedAnswer(error="truncated: the answer hit the token limit",
+                            error_code=TRUNCATED, text=text)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return ParsedAnswer(error=f"malformed JSON answer: {exc.msg}", text=text)
+        return ParsedAnswer(error=f"malformed JSON answer: {exc.msg}",
+                            error_code=UNDECODABLE_ANSWER, text=text)
     except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
-        return ParsedAnswer(error=f"undecodable JSON answer: {type(exc).__name__}", text=text)
+        return ParsedAnswer(error=f"undecodable JSON answer: {type(exc).__name__}",
+                            error_code=UNDECODABLE_ANSWER, text=text)
     if not isinstance(obj, dict) or not isinstance(obj.get("tool_calls"), list):
-        return ParsedAnswer(error="answer has no 'tool_calls' list", text=text)
+        return ParsedAnswer(error="answer has no 'tool_calls' list",
+                            error_code=UNDECODABLE_ANSWER, text=text)
     calls: list[ToolCall] = []
     declined = False
     for index, item in enumerate(obj["tool_calls"]):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            return ParsedAnswer(error=f"tool_calls[{index}] has no 'name'", text=text)
+            return ParsedAnswer(error=f"tool_calls[{index}] has no 'name'",
+                                error_code=UNDECODABLE_ANSWER, text=text)
         if decline_tool is not None and item["name"] == decline_tool:
             declined = True
             continue

@@ -35,7 +35,7 @@ from bench.limits import (DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_PROVIDE
                           MAX_TRIALS)
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
-from bench.parse import ParsedAnswer
+from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
 from bench.plural import count
 from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
                              make_provider)
@@ -46,6 +46,7 @@ from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
+from bench.providers.replies import UnreadableReply
 from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
@@ -694,7 +695,7 @@ class Runner:
         answer, headers = sender.send(body)
         latency = time.perf_counter() - started
         self.gates[item.provider_id].observe(headers)
-        response = provider.parse_body(answer, latency_s=latency, request=body)
+        response = provider.parse_reply(answer, latency_s=latency, request=body)
         response.request_id = request_id_from(headers) or response.request_id
         return response
 
@@ -724,12 +725,16 @@ class Runner:
                            trial=item.trial)
 
     @staticmethod
-    def _invalid(exc: ProviderError) -> Outcome:
-        """A ``validation`` error as the item's answer: invalid, naming the error."""
+    def _invalid(exc: ProviderError, attempts: int = 1) -> Outcome:
+        """A ``validation`` error, or an unreadable 200 reply after the last attempt, as the
+        item's answer: invalid, naming the error (code ``provider_error`` or
+        ``unreadable_reply``)."""
+        code = UNREADABLE_REPLY if isinstance(exc, UnreadableReply) else PROVIDER_ERROR
         return Outcome(ProviderResponse(
-            raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}"), finish_reason="error",
-            latency_s=0.0, request={"error_class": exc.error_class, "status": exc.status},
-            request_id=exc.request_id), 1, None)
+            raw=None, parsed=ParsedAnswer(error=f"provider error: {exc}", error_code=code),
+            finish_reason="error", latency_s=0.0,
+            request={"error_class": exc.error_class, "status": exc.status},
+            request_id=exc.request_id), attempts, None)
 
     def execute(self, item: PlanItem) -> Outcome:
         """Answer one plan item: from the cache when allowed, else from the provider through
@@ -737,7 +742,10 @@ class Runner:
 
         A ``validation`` error (the provider rejects this one request, e.g. HTTP 400 for a
         prompt over the context window) becomes this item's answer: an invalid answer naming
-        the error, as the local provider does for a context overflow.
+        the error, as the local provider does for a context overflow. So does a 200 reply
+        whose body is not JSON once its retries are spent (:class:`UnreadableReply`), and a
+        reply the adapter cannot parse (:meth:`HTTPProvider.parse_reply`): neither ends the
+        run.
 
         Raises:
             ProviderError: a permanent error (401/403/404...), or retries exhausted.
@@ -755,6 +763,8 @@ class Runner:
             response, attempts = call_with_retries(lambda: self._ask(provider, item, body),
                                                    self.gates[item.provider_id],
                                                    attempts=self.config.attempts)
+        except UnreadableReply as exc:  # retried like a 5xx; the last one is the answer
+            return self._invalid(exc, self.config.attempts)
         except ProviderError as exc:
             if exc.error_class != "validation":
                 raise
@@ -904,7 +914,7 @@ class Runner:
                         self.batch_errors.append({"key": item.key, "batch": job.batch_id,
                                                   "error": error})
                         continue
-                    response = provider.parse_body(body, latency_s=0.0, request=entry["body"])
+                    response = provider.parse_reply(body, latency_s=0.0, request=entry["body"])
                     response.request["batch"] = job.batch_id
                     self._cache_store(provider, item, entry["body"], response)
                     record(item, Outcome(response, 1, "miss" if self.cache else None))

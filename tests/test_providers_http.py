@@ -71,7 +71,7 @@ def test_openai_normal_answer_request_body_usage_and_request_id(server):
     assert call.name == "get_weather" and call.arguments == {"city": "上海"} and call.valid
     assert response.finish_reason == "tool_calls"
     assert response.usage.model_dump() == {"prompt_tokens": 120, "completion_tokens": 15,
-                                           "cached_tokens": 64}
+                                           "cached_tokens": 64, "reasoning_tokens": None}
     assert response.request_id.startswith("req_") and response.latency_s > 0
     assert response.request["tools"] == ["get_weather", "ping"]
 
@@ -308,7 +308,7 @@ def test_anthropic_answer_request_shape_and_usage(server):
     assert call.arguments == {"city": "上海"} and call.id.startswith("toolu_")
     assert response.parsed.text == "Checking." and response.finish_reason == "tool_use"
     assert response.usage.model_dump() == {"prompt_tokens": 230, "completion_tokens": 12,
-                                           "cached_tokens": 200}
+                                           "cached_tokens": 200, "reasoning_tokens": None}
     assert response.request_id
 
 
@@ -517,7 +517,9 @@ def test_gemini_max_tokens_and_malformed_call_are_invalid(server):
     provider = gemini(server)
     assert ask(provider).parsed.error.startswith("truncated")
     answer = ask(provider).parsed
-    assert answer.error.startswith("malformed function call") and not answer.declined
+    assert answer.error.startswith("malformed_function_call: finishReason "
+                                   "MALFORMED_FUNCTION_CALL") and not answer.declined
+    assert answer.error_code == "malformed_function_call"
 
 
 def test_gemini_rate_limit_is_classified(server):

@@ -8,6 +8,11 @@ in the next user message, before any text; ``stop_reason`` ``max_tokens`` on tru
 streamed events ``message_start``, ``content_block_start``, ``content_block_delta``
 (``text_delta``, ``input_json_delta.partial_json``), ``content_block_stop``, ``message_delta``,
 ``message_stop``. The request id is the ``request-id`` header.
+
+Replies are read through :class:`MessagesReply` and, per content block type, the block models
+(:mod:`bench.providers.replies`): a body of unexpected shape is an invalid answer naming the
+field, never an exception. Stop reasons that leave no usable answer (``refusal``,
+``pause_turn``) make it invalid with that reason as its code.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
-from bench.parse import RawCall, answer_from_calls
+from bench.parse import PAUSE_TURN, REFUSAL, RawCall, answer_from_calls, clean_text
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
+from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
 from bench.providers.dialects import Turn, merged_turns, system_text
 from bench.providers.errors import ProviderUnavailable
 
@@ -102,26 +108,85 @@ class AnthropicProvider(HTTPProvider):
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
-        """Parse a Messages body; see the CONTRACT in :mod:`bench.providers.base`."""
+        """Parse a Messages body; see the CONTRACT in :mod:`bench.providers.base`.
+
+        ``text`` and ``tool_use`` blocks are read; others (``thinking``...) are not prose.
+        ``stop_reason`` ``max_tokens`` or ``model_context_window_exceeded``: truncated;
+        ``refusal`` (Claude's safety classifier stopped the answer) and ``pause_turn`` (a
+        long turn paused, to be continued by another request): invalid, with that code.
+        Anthropic "Handling stop reasons" (docs.anthropic.com/en/api/handling-stop-reasons).
+        """
+        try:
+            reply = read_reply(MessagesReply, body_object(body))
+            blocks = at(reply.content, "content")
+            text, calls = [], []
+            for index, block in enumerate(blocks):
+                if block.get("type") == "text":
+                    text.append(read_reply(TextBlock, block, f"content[{index}]").text or "")
+                elif block.get("type") == "tool_use":
+                    use = read_reply(ToolUseBlock, block, f"content[{index}]")
+                    calls.append(RawCall(use.id, use.name or "", use.input))
+        except MalformedReply as exc:
+            return self.malformed(body, str(exc), latency_s=latency_s, request=request)
         summary = self.summarize_request(request) if request is not None else {}
-        content = body.get("content") if isinstance(body, Mapping) else None
-        if not isinstance(content, list):
-            return self.no_answer(body, "response has no content", latency_s=latency_s,
-                                  summary=summary)
-        text = "".join(b.get("text") or "" for b in content if b.get("type") == "text")
-        calls = [RawCall(b.get("id"), str(b.get("name") or ""), b.get("input"))
-                 for b in content if b.get("type") == "tool_use"]
-        stop = body.get("stop_reason")
-        parsed = answer_from_calls(calls, text=text, truncated=stop == "max_tokens")
-        usage = body.get("usage") or {}
-        cached = int(usage.get("cache_read_input_tokens") or 0)
-        prompt = int(usage.get("input_tokens") or 0) + cached + \
-            int(usage.get("cache_creation_input_tokens") or 0)
-        return ProviderResponse(
-            raw=body, parsed=parsed, finish_reason=stop, latency_s=latency_s, request=summary,
-            usage=Usage(prompt_tokens=prompt, completion_tokens=int(usage.get("output_tokens")
-                                                                    or 0),
-                        cached_tokens=cached))
+        usage = anthropic_usage(reply.usage)
+        if reply.content is None:
+            return self.no_answer(body, "the reply has no content", latency_s=latency_s,
+                                  summary=summary, usage=usage)
+        stop = clean_text(reply.stop_reason)[0]
+        parsed = answer_from_calls(calls, text="".join(text), truncated=stop in (
+            "max_tokens", "model_context_window_exceeded"))
+        if stop in (REFUSAL, PAUSE_TURN) and parsed.error is None:
+            why = "the model's safety classifier stopped the answer" if stop == REFUSAL \
+                else "the turn was paused before it finished"
+            parsed = parsed.model_copy(update={"error": f"{stop}: stop_reason {stop} ({why})",
+                                               "error_code": stop, "declined": False})
+        return ProviderResponse(raw=body, parsed=parsed, finish_reason=stop,
+                                latency_s=latency_s, request=summary, usage=usage)
+
+
+class TextBlock(ReplyModel):
+    """A ``content[]`` block of type ``text``."""
+
+    text: str | None = None
+
+
+class ToolUseBlock(ReplyModel):
+    """A ``content[]`` block of type ``tool_use`` (``input`` an object)."""
+
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+
+
+class MessagesUsage(ReplyModel):
+    """``usage`` (tokens)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+class MessagesReply(ReplyModel):
+    """The fields of a ``message`` body bench reads (blocks are read by type)."""
+
+    content: Any = None
+    stop_reason: str | None = None
+    usage: MessagesUsage | None = None
+
+
+def anthropic_usage(usage: MessagesUsage | None) -> Usage:
+    """:class:`Usage` from a Messages ``usage``: the prompt is input + cache reads + cache
+    writes. Extended thinking is inside ``output_tokens`` and billed as output (Anthropic
+    "Building with extended thinking", "Pricing": "you're charged for the full thinking
+    tokens"); no separate count is sent, so ``reasoning_tokens`` stays None."""
+    if usage is None:
+        return Usage()
+    cached = usage.cache_read_input_tokens or 0
+    return Usage(prompt_tokens=(usage.input_tokens or 0) + cached
+                 + (usage.cache_creation_input_tokens or 0),
+                 completion_tokens=usage.output_tokens or 0, cached_tokens=cached)
 
 
 def _content_blocks(turn: Turn) -> list[dict[str, Any]]:

@@ -11,8 +11,11 @@ replay and batch mode rely on:
   entries are shared between requests of a variant). Raises :class:`~bench.providers.errors.
   ProviderError` (class ``validation``) when the request cannot be built.
 - ``parse_body(body, *, latency_s, request=None) -> ProviderResponse``: parse one raw JSON
-  response body (a dict, as the provider sent it). Never raises on model output: undecodable
-  calls become invalid calls / ``parsed.error``. ``request`` is the body that was sent (its
+  response body (as the provider sent it). Never raises on model output or on a body of
+  unexpected shape: undecodable calls become invalid calls, a body that does not fit the
+  adapter's typed reply model (:mod:`bench.providers.replies`) becomes an invalid answer
+  (``parsed.error_code`` ``malformed_reply``). :meth:`HTTPProvider.parse_reply` wraps it for
+  callers: whatever it raises (a bench bug) becomes the answer's ``parser_failed`` error. ``request`` is the body that was sent (its
   summary goes to ``ProviderResponse.request``). With ``strict=True`` it maps the ``null``
   sent for an optional argument back to "omitted", which needs the variant's tools converted
   first (``prepare()`` or ``build_request()``).
@@ -39,23 +42,30 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.parse import ParsedAnswer
+from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer,
+                         invalid_answer, storable)
 from bench.providers.dialects import Turn, history
 from bench.providers.errors import ProviderError, error_from_exception, request_id_from
+from bench.providers.replies import UnreadableReply, reply_json
 
 
 class Usage(BaseModel):
     """Token usage of one request (tokens).
 
     ``cached_tokens`` is the part of the prompt the provider did not have to process again
-    (a prefix-cache hit).
+    (a prefix-cache hit). ``completion_tokens`` counts every output token the provider bills,
+    reasoning included (each adapter documents how its provider reports them);
+    ``reasoning_tokens`` is the reasoning ("thinking") part of it, or None when the provider
+    does not report it separately.
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int | None = None
 
-    @field_validator("prompt_tokens", "completion_tokens", "cached_tokens", mode="before")
+    @field_validator("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                     mode="before")
     @classmethod
     def _non_negative(cls, value: Any) -> Any:
         # A server's negative count would make costs negative and disarm --max-usd.
@@ -84,6 +94,13 @@ class ProviderResponse(BaseModel):
     tool_definition_tokens: int | None = None
     request: dict[str, Any] = Field(default_factory=dict)
     request_id: str | None = None
+
+    @field_validator("raw", mode="after")
+    @classmethod
+    def _escaped(cls, value: Any) -> Any:
+        # Lone surrogates would make the row unreadable, absurd nesting the response cache's
+        # serializer fail (see bench.parse.storable).
+        return storable(value)
 
 
 class Provider(ABC):
@@ -263,10 +280,37 @@ class HTTPProvider(Provider):
             raise ProviderError(str(exc), error_class="validation") from None
 
     def no_answer(self, body: Any, why: str, *, latency_s: float,
-                  summary: dict[str, Any], **fields: Any) -> ProviderResponse:
-        """A response whose body holds no answer (``parsed.error = why``)."""
-        return ProviderResponse(raw=body, parsed=ParsedAnswer(error=why), latency_s=latency_s,
+                  summary: dict[str, Any], code: str = NO_ANSWER,
+                  **fields: Any) -> ProviderResponse:
+        """A response whose body holds no answer: ``parsed`` is an invalid answer with
+        ``error_code`` ``code`` and the message ``why``."""
+        return ProviderResponse(raw=body, parsed=invalid_answer(code, why), latency_s=latency_s,
                                 request=summary, **fields)
+
+    def malformed(self, body: Any, why: str, *, latency_s: float,
+                  request: Mapping[str, Any] | None) -> ProviderResponse:
+        """The answer to a body of unexpected shape: invalid, code ``malformed_reply``,
+        ``why`` naming the field (usage unknown: zero)."""
+        summary = self.summarize_request(request) if request is not None else {}
+        return self.no_answer(body, why, latency_s=latency_s, summary=summary,
+                              code=MALFORMED_REPLY)
+
+    def parse_reply(self, body: Any, *, latency_s: float,
+                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
+        """:meth:`parse_body`, except that an exception it raises (a bench bug: parse_body
+        must not raise) becomes the answer: invalid, code ``parser_failed``, naming the
+        exception. Never raises."""
+        try:
+            return self.parse_body(body, latency_s=latency_s, request=request)
+        except Exception as exc:  # noqa: BLE001 - one bad reply must not end the run
+            try:
+                summary = self.summarize_request(request) if request is not None else {}
+            except Exception:  # noqa: BLE001
+                summary = {}
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            return ProviderResponse(raw=body, parsed=invalid_answer(
+                PARSER_FAILED, f"the reply could not be parsed ({message})"),
+                latency_s=latency_s, request=summary)
 
     def check_tool_choice(self, tools: Sequence[Tool]) -> None:
         """Raise ProviderError(validation) when tool_choice names a tool not in ``tools``."""
@@ -318,7 +362,7 @@ class HTTPProvider(Provider):
         started = time.perf_counter()
         answer, headers = self.send(body)
         latency = time.perf_counter() - started
-        response = self.parse_body(answer, latency_s=latency, request=body)
+        response = self.parse_reply(answer, latency_s=latency, request=body)
         response.request_id = request_id_from(headers) or response.request_id
         return response
 
@@ -341,15 +385,26 @@ def send_with_sdk(resource: Any, body: dict[str, Any],
     (``body["stream"]``): the events' dicts joined by ``assemble`` into one body.
 
     Raises:
-        ProviderError: any SDK or transport failure, classified.
+        UnreadableReply: a 200 body (or a streamed event) that is not JSON (transient).
+        ProviderError: any other SDK or transport failure, classified.
     """
     try:
         if body.get("stream"):
             stream = resource.create(**body)
             with stream:
-                assembled = assemble(event.to_dict() for event in stream)
+                try:
+                    assembled = assemble(event.to_dict() for event in stream)
+                except (ValueError, RecursionError, TypeError, AttributeError, KeyError,
+                        IndexError) as exc:
+                    # The SDK decodes each event's data with json.loads (ValueError); the
+                    # others: an event of unexpected shape. Like an unreadable 200 body.
+                    raise UnreadableReply(
+                        f"a streamed event could not be read ({type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:200]})",
+                        request_id=request_id_from(stream.response.headers)) from None
             return assembled, stream.response.headers
         raw = resource.with_raw_response.create(**body)
-        return raw.http_response.json(), raw.headers
+        return reply_json(raw.http_response.content,
+                          request_id=request_id_from(raw.headers)), raw.headers
     except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
         raise error_from_exception(exc) from exc

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from bench.errors import BenchError
 from bench.providers.base import HTTPProvider
 from bench.providers.errors import error_from_exception
+from bench.providers.replies import MalformedReply, ReplyModel, read_reply
 from bench.runstore import atomic_write_json
 
 BatchKind = Literal["openai", "anthropic"]
@@ -154,10 +155,53 @@ def poll(provider: HTTPProvider, job: BatchJob) -> bool:
         raise error_from_exception(exc) from exc
 
 
+class BatchOutputResponse(ReplyModel):
+    """``response`` of one OpenAI Batch output line."""
+
+    status_code: int | None = None
+    body: Any = None
+
+
+class BatchOutputLine(ReplyModel):
+    """One line of an OpenAI Batch output or error file: ``custom_id``, ``response``
+    (``status_code``, ``body``: what the endpoint answered) or ``error``."""
+
+    custom_id: str
+    response: BatchOutputResponse | None = None
+    error: Any = None
+
+
+def _openai_line(number: int, line: str) -> tuple[str, dict[str, Any] | None, str | None] | None:
+    """One OpenAI Batch output line as ``results`` yields it; None for a line that names no
+    request (not JSON, or no ``custom_id``: that request stays pending). A line of another
+    shape is that request's error; its ``body`` is parsed like an interactive reply (a body of
+    unexpected shape is then its invalid answer)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    custom = data.get("custom_id") if isinstance(data, dict) else None
+    if not isinstance(custom, str):
+        return None
+    try:
+        entry = read_reply(BatchOutputLine, data)
+    except MalformedReply as exc:
+        return custom, None, f"malformed batch output line {number}: {exc}"
+    response = entry.response or BatchOutputResponse()
+    if entry.error or response.status_code != 200:
+        error = entry.error
+        if error is None and isinstance(response.body, dict):
+            error = response.body.get("error")
+        return custom, None, f"HTTP {response.status_code}: {error}"
+    return custom, response.body, None
+
+
 def results(provider: HTTPProvider, job: BatchJob
             ) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
     """``(custom_id, response body or None, error or None)`` for each request of an ended
-    batch; a request the batch did not answer is not yielded (it stays pending).
+    batch; a request the batch did not answer (or whose result line names no request) is not
+    yielded (it stays pending). A result of unexpected shape is yielded as that request's
+    error, never raised.
 
     Raises:
         ProviderError: a download failed.
@@ -169,24 +213,28 @@ def results(provider: HTTPProvider, job: BatchJob
             for file_id in (batch.output_file_id, batch.error_file_id):
                 if not file_id:
                     continue
-                for line in client.files.content(file_id).text.splitlines():
-                    if not line.strip():
-                        continue
-                    entry = json.loads(line)
-                    response = entry.get("response") or {}
-                    status = response.get("status_code")
-                    if entry.get("error") or status != 200:
-                        error = entry.get("error") or (response.get("body") or {}).get("error")
-                        yield entry["custom_id"], None, f"HTTP {status}: {error}"
-                    else:
-                        yield entry["custom_id"], response.get("body"), None
+                for number, line in enumerate(client.files.content(file_id).text.splitlines(),
+                                              1):
+                    if line.strip():
+                        found = _openai_line(number, line)
+                        if found is not None:
+                            yield found
         else:
             for entry in client.messages.batches.results(job.batch_id):
-                result = entry.result
-                if result.type == "succeeded":
-                    yield entry.custom_id, result.message.to_dict(), None
-                else:
-                    detail = getattr(result, "error", None)
-                    yield entry.custom_id, None, f"{result.type}: {detail.to_dict() if detail else ''}"
+                custom = getattr(entry, "custom_id", None)
+                if not isinstance(custom, str):
+                    continue
+                try:
+                    result = entry.result
+                    if result.type == "succeeded":
+                        found = (custom, result.message.to_dict(), None)
+                    else:
+                        detail = getattr(result, "error", None)
+                        found = (custom, None, f"{result.type}: "
+                                 f"{detail.to_dict() if detail else ''}")
+                except (AttributeError, TypeError, ValueError) as exc:
+                    found = (custom, None, f"malformed batch result ({type(exc).__name__}: "
+                                           f"{' '.join(str(exc).split())[:200]})")
+                yield found
     except Exception as exc:  # noqa: BLE001
         raise error_from_exception(exc) from exc

@@ -8,21 +8,28 @@ name, response}`` parts; ``systemInstruction``; ``tools[].functionDeclarations[]
 ``toolConfig.functionCallingConfig {mode: AUTO | ANY | NONE, allowedFunctionNames}``;
 ``generationConfig {temperature, maxOutputTokens, seed}``. Answer: ``candidates[0].content.
 parts[].functionCall`` (``args`` an object), ``finishReason`` (``MAX_TOKENS`` on truncation,
-``MALFORMED_FUNCTION_CALL``), ``usageMetadata {promptTokenCount, candidatesTokenCount,
-cachedContentTokenCount}``, ``responseId``.
+``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``), ``usageMetadata {promptTokenCount,
+candidatesTokenCount, cachedContentTokenCount, thoughtsTokenCount}``, ``responseId``.
+
+Replies are read through :class:`GeminiReply` (:mod:`bench.providers.replies`): a body of
+unexpected shape is an invalid answer naming the field, never an exception.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
+
 from bench.models import Message, Tool
-from bench.parse import RawCall, answer_from_calls
+from bench.parse import (BLOCKED, MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, RawCall,
+                         answer_from_calls, clean_text)
 from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
 from bench.providers.dialects import Turn, gemini_schema, merged_turns, system_text
 from bench.providers.errors import ProviderUnavailable, error_from_exception
+from bench.providers.replies import MalformedReply, ReplyModel, body_object, read_reply, reply_json
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
@@ -139,7 +146,7 @@ class GeminiProvider(HTTPProvider):
             raise error_from_exception(exc) from exc
         http = result.sdk_http_response
         raw = http.body if http is not None else None
-        answer = json.loads(raw) if isinstance(raw, str) else \
+        answer = reply_json(raw) if isinstance(raw, str) else \
             result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return answer, (http.headers or {}) if http is not None else {}
 
@@ -169,37 +176,49 @@ class GeminiProvider(HTTPProvider):
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
-        """Parse a generateContent body; see the CONTRACT in :mod:`bench.providers.base`.
+        """Parse a generateContent body (or one streamed chunk's); see the CONTRACT in
+        :mod:`bench.providers.base`.
 
-        ``MALFORMED_FUNCTION_CALL`` makes the answer invalid; ``MAX_TOKENS`` truncates it.
+        The first candidate is the answer; ``thought`` parts are not prose. ``MAX_TOKENS``
+        truncates it (also when it has no ``parts`` at all: a thinking model spent the
+        budget on thoughts); ``MALFORMED_FUNCTION_CALL`` and ``UNEXPECTED_TOOL_CALL`` make
+        it invalid with that code; a safety finish reason (:data:`BLOCKED_REASONS`) or a
+        prompt blocked without candidates makes it invalid with code ``blocked``.
         """
+        try:
+            reply = read_reply(GeminiReply, body_object(body))
+        except MalformedReply as exc:
+            return self.malformed(body, str(exc), latency_s=latency_s, request=request)
         summary = self.summarize_request(request) if request is not None else {}
-        candidates = body.get("candidates") if isinstance(body, Mapping) else None
-        usage = body.get("usageMetadata") or {} if isinstance(body, Mapping) else {}
-        counted = Usage(prompt_tokens=int(usage.get("promptTokenCount") or 0),
-                        completion_tokens=int(usage.get("candidatesTokenCount") or 0),
-                        cached_tokens=int(usage.get("cachedContentTokenCount") or 0))
-        if not candidates:
-            blocked = (body.get("promptFeedback") or {}).get("blockReason") \
-                if isinstance(body, Mapping) else None
-            return self.no_answer(body, "response has no candidates"
-                                  + (f" (blocked: {blocked})" if blocked else ""),
-                                  latency_s=latency_s, summary=summary, usage=counted)
-        candidate = candidates[0]
-        parts = (candidate.get("content") or {}).get("parts") or []
-        calls = [RawCall((p["functionCall"].get("id")), str(p["functionCall"].get("name") or ""),
-                         p["functionCall"].get("args"))
-                 for p in parts if isinstance(p.get("functionCall"), dict)]
-        text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
-        finish = candidate.get("finishReason")
+        counted = gemini_usage(reply.usage_metadata)
+        request_id = clean_text(reply.response_id)[0]
+        if not reply.candidates:
+            blocked = clean_text((reply.prompt_feedback or PromptFeedback()).block_reason)[0]
+            if blocked:
+                return self.no_answer(body, f"the prompt was blocked (blockReason {blocked})",
+                                      latency_s=latency_s, summary=summary, code=BLOCKED,
+                                      usage=counted, request_id=request_id)
+            return self.no_answer(body, "the reply has no candidates", latency_s=latency_s,
+                                  summary=summary, usage=counted, request_id=request_id)
+        candidate = reply.candidates[0]
+        parts = (candidate.content or GeminiContent()).parts or []
+        calls = [RawCall(p.function_call.id, p.function_call.name or "", p.function_call.args)
+                 for p in parts if p.function_call is not None]
+        text = "".join(p.text or "" for p in parts if not p.thought)
+        finish = clean_text(candidate.finish_reason)[0]
         parsed = answer_from_calls(calls, text=text, truncated=finish == "MAX_TOKENS")
-        if finish == "MALFORMED_FUNCTION_CALL" and parsed.error is None:
+        code = {"MALFORMED_FUNCTION_CALL": MALFORMED_FUNCTION_CALL,
+                "UNEXPECTED_TOOL_CALL": UNEXPECTED_TOOL_CALL}.get(finish or "")
+        if code is None and finish in BLOCKED_REASONS:
+            code = BLOCKED
+        if code is not None and parsed.error is None:
+            said = " ".join((clean_text(candidate.finish_message)[0] or "").split())[:300]
             parsed = parsed.model_copy(update={
-                "error": "malformed function call (finishReason MALFORMED_FUNCTION_CALL)",
-                "declined": False})
+                "error": f"{code}: finishReason {finish}" + (f" ({said})" if said else ""),
+                "error_code": code, "declined": False})
         return ProviderResponse(raw=body, parsed=parsed, finish_reason=finish,
                                 latency_s=latency_s, request=summary, usage=counted,
-                                request_id=body.get("responseId"))
+                                request_id=request_id)
 
 
 def assemble_gemini_stream(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -237,3 +256,88 @@ def assemble_gemini_stream(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any
         role = candidate.pop("role", "model")
         body["candidates"] = [{**candidate, "content": {"role": role, "parts": parts}}]
     return body
+
+
+# Finish reasons of an answer the safety or recitation filters withheld (Gemini API reference,
+# "FinishReason").
+BLOCKED_REASONS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT",
+                             "SPII", "IMAGE_SAFETY"})
+
+
+class _Gemini(ReplyModel):
+    """Gemini replies are camelCase; the models name fields in snake_case."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True,
+                              alias_generator=to_camel, populate_by_name=True)
+
+
+class FunctionCall(_Gemini):
+    """A part's ``functionCall`` (``args`` an object)."""
+
+    id: str | None = None
+    name: str | None = None
+    args: Any = None
+
+
+class Part(_Gemini):
+    """``content.parts[]``: ``text``, ``functionCall``; ``thought: true`` marks thoughts."""
+
+    text: str | None = None
+    thought: bool | None = None
+    function_call: FunctionCall | None = None
+
+
+class GeminiContent(_Gemini):
+    """``candidates[].content``; no ``parts`` at all is valid (``MAX_TOKENS``)."""
+
+    parts: list[Part] | None = None
+
+
+class Candidate(_Gemini):
+    """``candidates[]``."""
+
+    content: GeminiContent | None = None
+    finish_reason: str | None = None
+    finish_message: str | None = None
+
+
+class PromptFeedback(_Gemini):
+    """``promptFeedback``."""
+
+    block_reason: str | None = None
+
+
+class UsageMetadata(_Gemini):
+    """``usageMetadata`` (tokens)."""
+
+    prompt_token_count: int | None = None
+    candidates_token_count: int | None = None
+    cached_content_token_count: int | None = None
+    thoughts_token_count: int | None = None
+
+
+class GeminiReply(_Gemini):
+    """The fields of a ``GenerateContentResponse`` bench reads."""
+
+    candidates: list[Candidate] | None = None
+    prompt_feedback: PromptFeedback | None = None
+    usage_metadata: UsageMetadata | None = None
+    response_id: str | None = None
+
+
+def gemini_usage(usage: UsageMetadata | None) -> Usage:
+    """:class:`Usage` from ``usageMetadata``.
+
+    Thoughts are billed as output but are not part of ``candidatesTokenCount``: the API
+    reference's ``UsageMetadata`` gives ``totalTokenCount`` as "prompt + thoughts + response
+    candidates" (ai.google.dev/api/generate-content#UsageMetadata) and the pricing page's
+    output price is "including thinking tokens" (ai.google.dev/gemini-api/docs/pricing). So
+    ``completion_tokens`` = ``candidatesTokenCount`` + ``thoughtsTokenCount``.
+    """
+    if usage is None:
+        return Usage()
+    thoughts = usage.thoughts_token_count
+    return Usage(prompt_tokens=usage.prompt_token_count or 0,
+                 completion_tokens=(usage.candidates_token_count or 0) + max(thoughts or 0, 0),
+                 cached_tokens=usage.cached_content_token_count or 0,
+                 reasoning_tokens=thoughts)

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Sequence
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.parse import ParsedAnswer, parse_json_tool_calls
+from bench.parse import PROVIDER_ERROR, ParsedAnswer, parse_json_tool_calls
 from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError
 from bench.providers.local_prompt import (  # noqa: F401 - re-exported: the prompt's public names
@@ -367,7 +367,8 @@ class LocalProvider(Provider):
         if answer.finish_reason == "error":
             # One case's failure is that case's result (an invalid answer), not the run's end.
             return ProviderResponse(raw=None,
-                                    parsed=ParsedAnswer(error=f"provider error: {answer.error}"),
+                                    parsed=ParsedAnswer(error=f"provider error: {answer.error}",
+                                                        error_code=PROVIDER_ERROR),
                                     finish_reason="error", latency_s=latency,
                                     tool_definition_tokens=tool_tokens, request=request)
         return ProviderResponse(

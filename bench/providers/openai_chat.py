@@ -5,7 +5,11 @@ official ``openai`` SDK.
 Wire format: OpenAI API reference, "Create chat completion" (request ``tools``,
 ``tool_choice``, ``parallel_tool_calls``; response ``choices[0].message.tool_calls[]`` with
 ``function.arguments`` as a JSON string; streamed ``delta.tool_calls[]`` fragments with
-``index``/``id``; ``usage.prompt_tokens_details.cached_tokens``).
+``index``/``id``; ``usage.prompt_tokens_details.cached_tokens``,
+``usage.completion_tokens_details.reasoning_tokens``).
+
+Replies are read through :class:`ChatReply` (:mod:`bench.providers.replies`): a body of
+unexpected shape is an invalid answer naming the field, never an exception.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ from typing import Any, Sequence
 
 from bench.jsonl import dumps
 from bench.models import Message, Tool
-from bench.parse import CallDelta, ParsedAnswer, RawCall, answer_from_calls, assemble_call_deltas
+from bench.parse import (BLOCKED, CallDelta, ParsedAnswer, RawCall,
+                         answer_from_calls, assemble_call_deltas, clean_text)
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
 from bench.providers.dialects import openai_strict_schema, optional_properties
-from bench.providers.errors import ProviderUnavailable, error_from_exception
+from bench.providers.errors import ProviderUnavailable, error_from_exception, request_id_from
+from bench.providers.replies import (MalformedReply, ReplyModel, Text, body_object, read_reply,
+                                     reply_json)
 
 COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
 
@@ -154,37 +161,133 @@ class OpenAIChatProvider(HTTPProvider):
             raw = self._client.post("/chat/completions", content=dumps(body).encode("utf-8"),
                                     options={"headers": _JSON_HEADERS},
                                     cast_to=_response_class())
-            return raw.json(), raw.headers
+            return reply_json(raw.content, request_id=request_id_from(raw.headers)), raw.headers
         except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
             raise error_from_exception(exc) from exc
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
-        """Parse a Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`."""
+        """Parse a Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`.
+
+        The first choice is the answer: ``finish_reason`` ``length`` makes it truncated,
+        ``content_filter`` makes it invalid (code ``blocked``); a ``refusal`` with no
+        ``content`` is its prose. Usage as :func:`openai_usage` counts it.
+        """
+        try:
+            reply = read_reply(ChatReply, body_object(body))
+        except MalformedReply as exc:
+            return self.malformed(body, str(exc), latency_s=latency_s, request=request)
         summary = self.summarize_request(request) if request is not None else {}
-        choices = body.get("choices") if isinstance(body, Mapping) else None
-        if not choices or not isinstance(choices[0], Mapping):
-            return self.no_answer(body, "response has no choices", latency_s=latency_s,
-                                  summary=summary)
-        choice = choices[0]
-        message = choice.get("message") or {}
-        finish = choice.get("finish_reason")
-        calls = []
-        for entry in message.get("tool_calls") or []:
-            function = entry.get("function") or {}
-            calls.append(RawCall(entry.get("id"), str(function.get("name") or ""),
-                                 function.get("arguments")))
-        parsed = answer_from_calls(calls, text=message.get("content") or message.get("refusal"),
+        usage = openai_usage(reply.usage)
+        if not reply.choices:
+            return self.no_answer(body, "the reply has no choices", latency_s=latency_s,
+                                  summary=summary, usage=usage)
+        choice = reply.choices[0]
+        message = choice.message
+        finish = clean_text(choice.finish_reason)[0]
+        calls = [RawCall(call.id, "", None) if call.function is None else
+                 RawCall(call.id, call.function.name or "", call.function.arguments)
+                 for call in (message.tool_calls if message is not None else None) or []]
+        parsed = answer_from_calls(calls, text=None if message is None
+                                   else message.content or message.refusal,
                                    truncated=finish == "length", expect_string=True)
+        if finish == "content_filter" and parsed.error is None:
+            parsed = parsed.model_copy(update={
+                "error": f"{BLOCKED}: finish_reason content_filter (the provider's content "
+                         "filter withheld the answer)", "error_code": BLOCKED,
+                "declined": False})
         if self.options.strict:
             parsed = drop_strict_nulls(parsed, self._optional)
-        usage = body.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        return ProviderResponse(
-            raw=body, parsed=parsed, finish_reason=finish, latency_s=latency_s, request=summary,
-            usage=Usage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                        completion_tokens=int(usage.get("completion_tokens") or 0),
-                        cached_tokens=int(details.get("cached_tokens") or 0)))
+        return ProviderResponse(raw=body, parsed=parsed, finish_reason=finish,
+                                latency_s=latency_s, request=summary, usage=usage)
+
+
+class ChatFunction(ReplyModel):
+    """``tool_calls[].function``: ``arguments`` is a JSON string (some servers send an
+    object; :func:`bench.parse.decode_arguments` judges it)."""
+
+    name: str | None = None
+    arguments: Any = None
+
+
+class ChatToolCall(ReplyModel):
+    """``message.tool_calls[]``."""
+
+    id: str | None = None
+    function: ChatFunction | None = None
+
+
+class ChatMessage(ReplyModel):
+    """``choices[].message``; ``content`` may be a list of text parts."""
+
+    content: Text = None
+    refusal: str | None = None
+    tool_calls: list[ChatToolCall] | None = None
+
+
+class ChatChoice(ReplyModel):
+    """``choices[]``."""
+
+    message: ChatMessage | None = None
+    finish_reason: str | None = None
+
+
+class PromptTokensDetails(ReplyModel):
+    """``usage.prompt_tokens_details``."""
+
+    cached_tokens: int | None = None
+
+
+class CompletionTokensDetails(ReplyModel):
+    """``usage.completion_tokens_details``."""
+
+    reasoning_tokens: int | None = None
+
+
+class ChatUsage(ReplyModel):
+    """``usage`` (tokens)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: CompletionTokensDetails | None = None
+
+
+class ChatReply(ReplyModel):
+    """The fields of a ``chat.completion`` body bench reads (or of one streamed chunk)."""
+
+    choices: list[ChatChoice] | None = None
+    usage: ChatUsage | None = None
+
+
+def openai_usage(usage: ChatUsage | None) -> Usage:
+    """:class:`Usage` from a Chat Completions ``usage``.
+
+    Reasoning tokens: OpenAI counts them inside ``completion_tokens`` and bills them as output
+    (OpenAI API reference, "The chat completion object", ``usage.completion_tokens_details``:
+    rejected prediction tokens are "like reasoning tokens ... still counted in the total
+    completion tokens for purposes of billing, output, and context window limits";
+    github.com/openai/openai-openapi). Some OpenAI-compatible servers count them outside it
+    (xAI: "reasoning token consumption will be counted separately from completion_tokens, but
+    will be counted in the total_tokens", docs.x.ai "Consumption and rate limits", as quoted in
+    github.com/vercel/ai pull request 12425). So when ``total_tokens`` equals prompt +
+    completion + reasoning (and not prompt + completion), they are added to
+    ``completion_tokens``, which then holds every billed output token.
+    """
+    if usage is None:
+        return Usage()
+    prompt = usage.prompt_tokens or 0
+    completion = usage.completion_tokens or 0
+    details = usage.completion_tokens_details
+    reasoning = details.reasoning_tokens if details is not None else None
+    if reasoning and reasoning > 0 and usage.total_tokens is not None \
+            and usage.total_tokens == prompt + completion + reasoning:
+        completion += reasoning
+    cached = usage.prompt_tokens_details.cached_tokens \
+        if usage.prompt_tokens_details is not None else None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached or 0,
+                 reasoning_tokens=reasoning)
 
 
 class OpenAICompatProvider(OpenAIChatProvider):

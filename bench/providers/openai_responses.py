@@ -8,6 +8,10 @@ items (messages, ``function_call`` with ``call_id``, ``function_call_output``); 
 has ``status: "incomplete"`` and ``incomplete_details.reason: "max_output_tokens"``. Streamed
 answers end with a ``response.completed`` / ``response.incomplete`` event carrying the whole
 response.
+
+Replies are read through :class:`ResponsesReply` and, per output item type, the item models
+(:mod:`bench.providers.replies`): a body of unexpected shape is an invalid answer naming the
+field, never an exception.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
-from bench.parse import RawCall, answer_from_calls
+from bench.parse import (BLOCKED, PROVIDER_ERROR, RawCall, answer_from_calls, clean_text,
+                         invalid_answer)
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
+from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
 from bench.providers.dialects import openai_strict_schema, optional_properties, system_text
 from bench.providers.openai_chat import drop_strict_nulls, openai_client
 
@@ -108,37 +114,133 @@ class OpenAIResponsesProvider(HTTPProvider):
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """Parse a Responses body; see the CONTRACT in :mod:`bench.providers.base`.
 
-        ``finish_reason`` is ``incomplete_details.reason`` for an incomplete response,
-        otherwise ``tool_calls`` or ``stop``.
+        ``finish_reason`` is ``incomplete_details.reason`` for an incomplete response
+        (``max_output_tokens``: truncated; ``content_filter``: invalid, code ``blocked``),
+        ``failed`` for a failed one (invalid, code ``provider_error``), otherwise
+        ``tool_calls`` or ``stop``. Output items other than ``function_call`` and
+        ``message`` (``reasoning``...) are not read.
         """
+        try:
+            reply = read_reply(ResponsesReply, body_object(body))
+            items = at(reply.output, "output")
+            calls, text = [], []
+            for index, item in enumerate(items):
+                if item.get("type") == "function_call":
+                    call = read_reply(FunctionCallItem, item, f"output[{index}]")
+                    calls.append(RawCall(call.call_id or call.id, call.name or "",
+                                         call.arguments))
+                elif item.get("type") == "message":
+                    message = read_reply(MessageItem, item, f"output[{index}]")
+                    text += [part.text or part.refusal or "" for part in message.content or []]
+        except MalformedReply as exc:
+            return self.malformed(body, str(exc), latency_s=latency_s, request=request)
         summary = self.summarize_request(request) if request is not None else {}
-        output = body.get("output") if isinstance(body, Mapping) else None
-        if not isinstance(output, list):
-            return self.no_answer(body, "response has no output", latency_s=latency_s,
-                                  summary=summary)
-        calls, text = [], []
-        for item in output:
-            if item.get("type") == "function_call":
-                calls.append(RawCall(item.get("call_id") or item.get("id"),
-                                     str(item.get("name") or ""), item.get("arguments")))
-            elif item.get("type") == "message":
-                text += [part.get("text") or part.get("refusal") or ""
-                         for part in item.get("content") or []]
-        incomplete = (body.get("incomplete_details") or {}).get("reason") \
-            if body.get("status") == "incomplete" else None
+        usage = responses_usage(reply.usage)
+        if reply.output is None and reply.status != "failed":
+            return self.no_answer(body, "the reply has no output", latency_s=latency_s,
+                                  summary=summary, usage=usage)
+        incomplete = clean_text((reply.incomplete_details or IncompleteDetails()).reason)[0] \
+            if reply.status == "incomplete" else None
         parsed = answer_from_calls(calls, text="".join(text),
                                    truncated=incomplete in ("max_output_tokens", "stream_ended"),
                                    expect_string=True)
+        if reply.status == "failed":
+            error = reply.error or ResponseError()
+            parsed = invalid_answer(PROVIDER_ERROR, clean_text(
+                f"the response failed ({error.code or 'no code'}: "
+                f"{' '.join((error.message or '').split())[:300]})")[0])
+            incomplete = "failed"
+        elif incomplete == "content_filter":
+            parsed = parsed.model_copy(update={
+                "error": f"{BLOCKED}: incomplete_details.reason content_filter",
+                "error_code": BLOCKED, "declined": False})
         if self.options.strict:
             parsed = drop_strict_nulls(parsed, self._optional)
-        usage = body.get("usage") or {}
-        details = usage.get("input_tokens_details") or {}
         return ProviderResponse(
             raw=body, parsed=parsed, latency_s=latency_s, request=summary,
-            finish_reason=incomplete or ("tool_calls" if calls else "stop"),
-            usage=Usage(prompt_tokens=int(usage.get("input_tokens") or 0),
-                        completion_tokens=int(usage.get("output_tokens") or 0),
-                        cached_tokens=int(details.get("cached_tokens") or 0)))
+            finish_reason=incomplete or ("tool_calls" if calls else "stop"), usage=usage)
+
+
+class FunctionCallItem(ReplyModel):
+    """An ``output[]`` item of type ``function_call`` (``arguments`` a JSON string)."""
+
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+
+
+class ContentPart(ReplyModel):
+    """A ``message`` item's ``content[]`` part (``output_text`` or ``refusal``)."""
+
+    text: str | None = None
+    refusal: str | None = None
+
+
+class MessageItem(ReplyModel):
+    """An ``output[]`` item of type ``message``."""
+
+    content: list[ContentPart] | None = None
+
+
+class IncompleteDetails(ReplyModel):
+    """``incomplete_details``."""
+
+    reason: str | None = None
+
+
+class ResponseError(ReplyModel):
+    """``error`` of a failed response."""
+
+    code: str | None = None
+    message: str | None = None
+
+
+class InputTokensDetails(ReplyModel):
+    """``usage.input_tokens_details``."""
+
+    cached_tokens: int | None = None
+
+
+class OutputTokensDetails(ReplyModel):
+    """``usage.output_tokens_details``."""
+
+    reasoning_tokens: int | None = None
+
+
+class ResponsesUsage(ReplyModel):
+    """``usage`` (tokens)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_tokens_details: InputTokensDetails | None = None
+    output_tokens_details: OutputTokensDetails | None = None
+
+
+class ResponsesReply(ReplyModel):
+    """The fields of a ``response`` body bench reads (items are read by type)."""
+
+    output: Any = None
+    status: str | None = None
+    incomplete_details: IncompleteDetails | None = None
+    error: ResponseError | None = None
+    usage: ResponsesUsage | None = None
+
+
+def responses_usage(usage: ResponsesUsage | None) -> Usage:
+    """:class:`Usage` from a Responses ``usage``. ``output_tokens`` already includes the
+    reasoning tokens, which are billed as output (OpenAI API reference, "The response
+    object": ``usage.output_tokens_details.reasoning_tokens``, "the number of reasoning
+    tokens"; OpenAI "Reasoning models" guide: reasoning tokens "are billed as output
+    tokens")."""
+    if usage is None:
+        return Usage()
+    return Usage(prompt_tokens=usage.input_tokens or 0,
+                 completion_tokens=usage.output_tokens or 0,
+                 cached_tokens=(usage.input_tokens_details
+                                or InputTokensDetails()).cached_tokens or 0,
+                 reasoning_tokens=(usage.output_tokens_details
+                                   or OutputTokensDetails()).reasoning_tokens)
 
 
 def assemble_response_stream(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

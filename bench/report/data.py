@@ -165,9 +165,10 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     the charts draw one line for)."""
     frame = frame_of(runs) if frame is None else frame
     rates = aggregate(frame, ("provider", "variant"), metrics=list(RATE_TITLES))
-    usage = summarize(frame)[["provider", "variant", "tool_definition_tokens",
-                              "mean_prompt_tokens", "mean_cached_tokens", "p50_latency_s",
-                              "cases_per_s"]]
+    usage = summarize(frame)
+    usage = usage[["provider", "variant", "tool_definition_tokens", "mean_prompt_tokens",
+                   "mean_cached_tokens", "p50_latency_s", "cases_per_s",
+                   *(["mean_reasoning_tokens"] if "mean_reasoning_tokens" in usage else [])]]
     table = rates.merge(usage, on=["provider", "variant"], how="left")
     table["mean_lines"] = table["variant"].map(variant_lines(runs)).astype(float)
     if len(runs) > 1:  # one chart line per run and provider
@@ -379,7 +380,10 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     manifest = run.manifest
     frame = pd.DataFrame([r.get("usage") or {} for r in run.rows])
     tokens = {name: int(frame[name].fillna(0).sum()) for name in
-              ("prompt_tokens", "completion_tokens", "cached_tokens") if name in frame}
+              ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
+              if name in frame}
+    if not tokens.get("reasoning_tokens"):  # shown only when some row has them
+        tokens.pop("reasoning_tokens", None)
     costs = [_optional_float(r.get("cost_usd")) for r in run.rows]
     known_costs = [c for c in costs if c is not None]
     dataset = manifest.get("dataset") if isinstance(manifest.get("dataset"), dict) else {}

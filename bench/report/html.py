@@ -211,6 +211,8 @@ def render_html(runs: Sequence[LoadedRun], title: str,
         summary=summary.to_dict("records"),
         metrics=metrics,
         cost_column="cost_usd" if "cost_usd" in summary else None,
+        reasoning_column="mean_reasoning_tokens" if "mean_reasoning_tokens" in summary
+        else None,
         bootstrap=any(c.endswith("_boot_low") for c in summary.columns),
         charts=chart_uris,
         by_tool=pivot_groups(by_tool),

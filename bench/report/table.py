@@ -81,7 +81,11 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     table.add_column("cases", justify="right")
     for _, label in COLUMNS:
         table.add_column(label, justify="right")
-    for label in ("tool-def tokens", "mean prompt tokens", "p50 latency s", "cases/s"):
+    # reasoning tokens: only when some row has them (most runs have none)
+    has_reasoning = "mean_reasoning_tokens" in summary
+    for label in ("tool-def tokens", "mean prompt tokens",
+                  *(("mean reasoning tokens",) if has_reasoning else ()),
+                  "p50 latency s", "cases/s"):
         table.add_column(label, justify="right")
     has_cost = "cost_usd" in summary
     if has_cost:
@@ -95,6 +99,8 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
         tokens = record["tool_definition_tokens"]
         cells.append("-" if tokens is None or pd.isna(tokens) else str(int(tokens)))
         cells.append(f"{record['mean_prompt_tokens']:.0f}")
+        if has_reasoning:
+            cells.append(f"{record['mean_reasoning_tokens']:.0f}")
         cells.append(f"{record['p50_latency_s']:.2f}")
         cells.append(f"{record['cases_per_s']:.2f}")
         if has_cost:

@@ -35,7 +35,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
-from bench.parse import (REPAIR_ENUM_CASE, REPAIR_JSON_STRING, REPAIR_STRING_BOOLEAN,
+from bench.parse import (ANSWER_ERROR_CODES, REPAIR_ENUM_CASE, REPAIR_JSON_STRING, REPAIR_STRING_BOOLEAN,
                          REPAIR_STRING_NUMBER, ParsedAnswer)
 from bench.parse import repair_arguments as _repair_arguments
 
@@ -57,10 +57,12 @@ ENUM_CASE = "enum_case"                # an enum value differing only in letter 
 TYPE_ERROR = "type_error"              # a value of the wrong JSON type for its schema
 INVALID_ARGUMENTS = "invalid_arguments"  # arguments not decodable as a JSON object (strictly)
 
+# An unparseable answer also carries why (ParsedAnswer.error_code: malformed_reply,
+# truncated, refusal...; bench.parse.ANSWER_ERROR_CODES), next to UNPARSEABLE.
 ERROR_CODES = (UNPARSEABLE, FALSE_NO_CALL, FALSE_CALL, WRONG_TOOL, MISSING_CALL, EXTRA_CALL,
                HALLUCINATED_TOOL, WRONG_VALUE, MISSING_ARGUMENT, UNEXPECTED_ARGUMENT,
                SCHEMA_INVALID, HALLUCINATED_ARGUMENT, MISSING_REQUIRED, ENUM_CASE, TYPE_ERROR,
-               INVALID_ARGUMENTS)
+               INVALID_ARGUMENTS, *ANSWER_ERROR_CODES)
 
 # Lenient repairs (``CaseScore.lenient_repairs`` entries end with one of these).
 # The value repairs are :func:`bench.parse.repair_arguments`'s (shared with the executor).
@@ -108,7 +110,8 @@ class CaseScore:
             errors, any depth; an integer is a number, a boolean is not).
         lenient_repairs: ``"<tool>.<argument>: <repair>"`` (``"<tool>: double_encoded"`` for a
             whole call) for every repair the lenient score needed; see :data:`REPAIRS`.
-        error_codes: sorted distinct codes of :data:`ERROR_CODES` (strict).
+        error_codes: sorted distinct codes of :data:`ERROR_CODES` (strict); an unparseable
+            answer has ``unparseable`` and its ``ParsedAnswer.error_code``.
         argument_errors: ``"tool.argument: expected -> got"`` strings for wrong values (strict).
     """
 
@@ -487,7 +490,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     calls = tuple((c.name, repr(c.arguments), c.valid, tuple(c.notes)) for c in answer.calls)
     if sum(len(c[1]) for c in calls) > _MEMO_ARGUMENTS_CHARS:
         return _score_case(expected, answer, tools)  # too big to keep
-    key = (id(expected), id(tools), answer.error, calls)
+    key = (id(expected), id(tools), answer.error, answer.error_code, calls)
     found = _SCORE_MEMO.get(key)
     if found is not None and found[0] is expected and found[1] is tools:
         score_memo_stats["hits"] += 1
@@ -515,7 +518,7 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
             schema_valid_lenient=False,
             no_call_correct=False if expected.no_call else None,
             ask_correct=False if expected.ask else None,
-            error_codes=[UNPARSEABLE],
+            error_codes=sorted({UNPARSEABLE, answer.error_code} - {None}),
         )
     by_name = {t.name: t for t in tools}
     calls = _strict_calls(answer.calls)

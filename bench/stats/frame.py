@@ -19,8 +19,9 @@ Column schema (dtype in brackets):
   ``exec_success`` / ``exec_match``) appear only when the executor ran.
 - ``selection_precision``, ``selection_recall``, ``selection_f1`` [float, NaN on no-call/ask].
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
-- ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``tool_definition_tokens``
-  [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float,
+- ``prompt_tokens``, ``completion_tokens`` (reasoning included), ``cached_tokens``,
+  ``reasoning_tokens`` (NaN where the provider does not report them separately),
+  ``tool_definition_tokens`` [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float,
   USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows].
 """
 
@@ -54,7 +55,7 @@ NO_CALL = "(no call)"
 UNPARSEABLE = "(unparseable)"
 
 _ID_COLUMNS = ("key", "run_id", "case_id", "toolset", "variant", "provider", "trial", "lang")
-_USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens")
+_USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
 _LIST_COLUMNS = ("error_codes", "argument_errors", "lenient_repairs")
 _OBJECT_COLUMNS = ("tags", "expected_tools", "predicted_tools", *_LIST_COLUMNS)
 _ALL_COLUMNS = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",

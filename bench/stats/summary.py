@@ -44,12 +44,16 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     <p>_low, <p>_high`` (fractions), then ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache), and, when any row carries a cost, ``cost_usd`` (USD at list
+    it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, rows that report none
+    count 0) only when some row of the frame has reasoning tokens, and, when any row carries a
+    cost, ``cost_usd`` (USD at list
     price, summed over the group's rows; NaN when a row has no price) and
     ``cost_per_case_usd`` (that sum / rows).
     """
     out = []
     has_cost = "cost_usd" in frame and bool(frame["cost_usd"].notna().any())
+    has_reasoning = "reasoning_tokens" in frame and bool((frame["reasoning_tokens"].fillna(0)
+                                                          > 0).any())
     for (provider, variant), group in frame.groupby(["provider", "variant"], sort=False):
         record: dict[str, Any] = {"provider": provider, "variant": variant,
                                   "cases": int(group["case_id"].nunique())}
@@ -62,6 +66,8 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record["tool_definition_tokens"] = group["tool_definition_tokens"].max()
         record["mean_prompt_tokens"] = float(group["prompt_tokens"].mean())
         record["mean_cached_tokens"] = float(group["cached_tokens"].mean())
+        if has_reasoning:
+            record["mean_reasoning_tokens"] = float(group["reasoning_tokens"].fillna(0).mean())
         record["p50_latency_s"] = float(group["latency_s"].median())
         warm = group["latency_s"].iloc[1:] if len(group) > 1 else group["latency_s"]
         record["cases_per_s"] = float(1.0 / warm.mean()) if warm.mean() > 0 else float("nan")
