@@ -46,7 +46,8 @@ def test_cli_imports_the_sample_into_a_loadable_dataset_and_toolset(run_bench, p
 
 
 def test_possible_answers_map_to_acceptable_values(sample):
-    toolset, cases = import_bfcl(_files(sample), toolset="bfcl")
+    result = import_bfcl(_files(sample), toolset="bfcl")
+    toolset, cases = result.toolset, result.cases
     by_id = {c["id"]: c for c in cases}
     simple = by_id["simple_python_0"]["expected"]["calls"][0]
     assert simple == {"name": "calculate_triangle_area",
@@ -115,6 +116,6 @@ def test_explicit_answers_file_and_nested_expansion(tmp_path):
         {"role": "user", "content": "paint 2 by 3 or 3 by 2"}]], "function": [fn]}])
     answers = _write(tmp_path / "a.json", [{"id": "simple_7", "ground_truth": [
         {"paint": {"area": [{"w": [2, 3], "h": [3, ""]}]}}]}])
-    _, cases = import_bfcl([questions], [answers], toolset="t")
+    cases = import_bfcl([questions], [answers], toolset="t").cases
     assert cases[0]["expected"]["calls"][0]["arguments"]["area"] == [
         {"w": 2, "h": 3}, {"w": 2}, {"w": 3, "h": 3}, {"w": 3}]

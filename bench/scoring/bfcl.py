@@ -61,8 +61,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from bench.errors import BenchError, pydantic_error_field, read_text_file
 from bench.models import ToolCall
 from bench.parse import ParsedAnswer
 from bench.plural import count
@@ -415,3 +416,82 @@ def load_entries(data_dir: Path, category: str) -> Iterator[BfclEntry]:
     for _, item in lines(data_dir / f"BFCL_v4_{category}.json"):
         yield BfclEntry(id=item["id"], category=category, question=item["question"],
                         function=item["function"], ground_truth=answers.get(item["id"]))
+
+
+# Beside a dataset's cases.jsonl: each case's BFCL entry (written by ``bench import bfcl``).
+SOURCES_FILE = "bfcl.jsonl"
+
+
+class BfclSource(BaseModel):
+    """One case's BFCL entry, as ``bench import bfcl`` keeps it for ``bench run``.
+
+    Attributes:
+        id: the case id (the BFCL entry id).
+        category: the BFCL category (``simple_python``, ``live_multiple``, ``irrelevance``...).
+        function: BFCL's function docs, unchanged (BFCL types such as ``float``, ``tuple``).
+        ground_truth: BFCL's possible answer, unchanged (conflicting values included: BFCL
+            scores with them); None for irrelevance.
+        tool_names: bench tool name -> BFCL function name for the functions BFCL offered
+            (``math_hcf`` -> ``math.hcf``; a second definition's ``name_2`` -> ``name``).
+    """
+
+    id: str
+    category: str
+    function: list[dict[str, Any]]
+    ground_truth: list[dict[str, Any]] | None = None
+    tool_names: dict[str, str] = Field(default_factory=dict)
+
+
+def sources_path(dataset_path: Path | str) -> Path | None:
+    """Where a dataset's BFCL entries are: ``bfcl.jsonl`` in the folder of a ``cases.jsonl``
+    (None for other files and ``hf:`` specs)."""
+    path = Path(dataset_path)
+    if str(dataset_path).startswith("hf:") or path.name != "cases.jsonl":
+        return None
+    return path.with_name(SOURCES_FILE)
+
+
+def load_sources(path: Path) -> dict[str, BfclSource]:
+    """Read a ``bfcl.jsonl`` file into ``{case id: BfclSource}``.
+
+    Raises:
+        BenchError: a line that is not JSON or not an entry (names file, line and field).
+    """
+    sources: dict[str, BfclSource] = {}
+    for number, line in enumerate(read_text_file(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            source = BfclSource.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
+                             line=number) from None
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            raise BenchError(message, file=path, line=number, field=field) from None
+        sources[source.id] = source
+    return sources
+
+
+def run_verdict(source: BfclSource, answer: ParsedAnswer) -> CheckResult:
+    """BFCL's verdict on one answer of a ``bench run`` (the ``bfcl_valid`` metric).
+
+    The answer is put in BFCL's output form with each called tool renamed back to BFCL's
+    function name (``source.tool_names``; a tool BFCL did not offer keeps its bench name and
+    cannot match). An answer without any call, or one that cannot be decoded, counts as
+    undecodable, which is what BFCL's function-calling handlers give for a text answer
+    (``decode_ast`` fails on it: ``ast_decoder:decoder_failed``; irrelevance passes).
+
+    Returns:
+        A :class:`CheckResult`; a checker error (e.g. a BFCL type it does not know) gives
+        ``valid=False`` with error type ``bfcl_checker_error``.
+    """
+    outputs = outputs_from_answer(answer)
+    if outputs is not None:
+        outputs = [{source.tool_names.get(name, name): args for name, args in call.items()}
+                   for call in outputs] or None
+    try:
+        return check_entry(source.category, source.function, outputs, source.ground_truth)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        return _fail("bfcl_checker_error", f"{type(exc).__name__}: {exc}")
+
