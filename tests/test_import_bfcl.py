@@ -163,3 +163,28 @@ def test_unsupported_categories_are_one_line_errors(tmp_path, category):
         {"role": "user", "content": "x"}]], "function": [FN]}])
     with pytest.raises(BenchError, match=f"BFCL category '{category}' is not supported"):
         import_bfcl([questions], toolset="t")
+
+
+def test_a_literal_null_answer_is_checked_against_the_schema(tmp_path):
+    # BFCL v4 live_multiple_1038-265-0 answers "start_date": [null] for a string parameter:
+    # in BFCL that demands the value None (type_checker takes None's type from the answer),
+    # while "" is what marks "may be omitted"; bench's null means "may be omitted".
+    fn = {"name": "detail_project", "description": "Details.", "parameters": {
+        "type": "dict", "required": ["name"], "properties": {
+            "name": {"type": "string"}, "start_date": {"type": "string"}}}}
+    ids = ["live_multiple_1-1-0", "live_multiple_2-1-0"]
+    questions = _write(tmp_path / "q.json", [
+        {"id": i, "question": [[{"role": "user", "content": "x"}]], "function": [fn]}
+        for i in ids])
+    answers = _write(tmp_path / "a.json", [
+        {"id": ids[0], "ground_truth": [{"detail_project": {"name": ["a"],
+                                                            "start_date": [None]}}]},
+        {"id": ids[1], "ground_truth": [{"detail_project": {"name": ["a"],
+                                                            "start_date": [None, "2024"]}}]}])
+    result = import_bfcl([questions], [answers], toolset="t")
+    assert [c["id"] for c in result.cases] == ids[1:]
+    assert result.cases[0]["expected"]["calls"][0]["arguments"]["start_date"] == ["2024"]
+    assert [(c.case_id, c.action) for c in result.conflicts] == [
+        (ids[0], "case excluded"), (ids[1], "value dropped")]
+    assert "acceptable value null breaks the tool's schema: None is not of type 'string'" \
+        in result.conflicts[0].why

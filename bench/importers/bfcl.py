@@ -20,7 +20,9 @@ Mapping to bench (BRIEF §5):
   ``bench run`` would judge it (:func:`bench.datasets.labels.value_problem`), e.g.
   ``[["Apple"], ["Microsoft"]]`` for an array of strings, ``true`` for a string, ``"GF"``
   outside an enum, ``"bronze"`` where the enum has ``"Bronze"``; an argument the tool does not
-  have; ``[]`` (no acceptable value at all); a per-key value that is not a list. Each is
+  have; ``[]`` (no acceptable value at all); a per-key value that is not a list; a literal
+  ``null`` (for BFCL "the value must be None", unlike ``""``) where the schema forbids null
+  (one it allows becomes bench's ``null``, "may be omitted"). Each is
   reported as a :class:`LabelConflict` (case, parameter, why) and kept out of scoring: the
   value is dropped when the argument keeps another acceptable value (``null`` counts: the
   argument may then only be omitted), and otherwise the whole case is left out of
@@ -131,6 +133,11 @@ class BfclImport:
     conflicts: list[LabelConflict] = field(default_factory=list)
     excluded: list[dict[str, Any]] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+# BFCL's literal null ("the value must be None"), distinct from "" ("may be omitted"): bench's
+# null means "may be omitted", so a null answer is checked against the schema first.
+_NULL = {"$bfcl_null": True}
 
 
 class _Conflict(Exception):
@@ -245,6 +252,8 @@ def _expand(value: Any, where: str, notes: list[str]) -> list[Any]:
     form, or a list of them, -> every literal it accepts (capped, see the module docstring)."""
     if value == "":
         return [None]
+    if value is None:
+        return [_NULL]
     if isinstance(value, dict):
         shapes = [_per_key_count(value, where)]
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -277,6 +286,12 @@ def _per_key_count(value: dict[str, Any], where: str) -> int:
             raise _Conflict(f"no acceptable value for key '{key}' ([])")
         total *= len(listed)
     return total
+
+
+def _null_problem(validator: Any) -> str | None:
+    """Why ``null`` breaks a schema (None when it fits)."""
+    error = next(iter(validator.iter_errors(None)), None)
+    return None if error is None else error.message
 
 
 def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
@@ -366,11 +381,16 @@ def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str
                 del call["arguments"][arg]
                 continue
             validator = value_validator(properties[arg])
-            problems = [(value, value_problem(validator, value)) for value in acceptable]
-            kept = [value for value, why in problems if why is None]
+            problems = [(value, _null_problem(validator) if value == _NULL else
+                         value_problem(validator, value)) for value in acceptable]
+            # a null the schema allows can only be sent as null or left out: "may be omitted"
+            kept = _unique([None if value == _NULL else value
+                            for value, why in problems if why is None])
             action = "value dropped" if kept else "case excluded"  # nothing would be right
             conflicts.extend(LabelConflict(case["id"], where, parameter,
-                                           f"acceptable value {json.dumps(value)} breaks the "
+                                           f"acceptable value "
+                                           f"{'null' if value == _NULL else json.dumps(value)} "
+                                           f"breaks the "
                                            f"tool's schema: {why}", action)
                              for value, why in problems if why is not None)
             call["arguments"][arg] = kept
