@@ -188,3 +188,21 @@ def test_a_literal_null_answer_is_checked_against_the_schema(tmp_path):
         (ids[0], "case excluded"), (ids[1], "value dropped")]
     assert "acceptable value null breaks the tool's schema: None is not of type 'string'" \
         in result.conflicts[0].why
+
+
+def test_omission_of_a_required_parameter_is_a_conflicting_label(tmp_path):
+    # BFCL v4 simple_python_200 accepts "" for a parameter its function requires; BFCL's
+    # simple_function_checker fails every output that omits a required parameter.
+    fn = {"name": "co2", "description": "CO2.", "parameters": {
+        "type": "dict", "required": ["miles", "mpg"], "properties": {
+            "miles": {"type": "integer"}, "mpg": {"type": "integer"}}}}
+    questions = _write(tmp_path / "q.json", [{"id": "simple_python_1", "question": [[
+        {"role": "user", "content": "x"}]], "function": [fn]}])
+    answers = _write(tmp_path / "a.json", [{"id": "simple_python_1", "ground_truth": [
+        {"co2": {"miles": [12], "mpg": ["", 25]}}]}])
+    result = import_bfcl([questions], [answers], toolset="t")
+    assert result.cases[0]["expected"]["calls"][0]["arguments"]["mpg"] == [25]
+    (conflict,) = result.conflicts
+    assert (conflict.parameter, conflict.action) == ("co2.mpg", "value dropped")
+    assert conflict.why == '"" (may be omitted): the parameter is required, so it cannot be ' \
+        "omitted"

@@ -22,7 +22,8 @@ Mapping to bench (BRIEF §5):
   outside an enum, ``"bronze"`` where the enum has ``"Bronze"``; an argument the tool does not
   have; ``[]`` (no acceptable value at all); a per-key value that is not a list; a literal
   ``null`` (for BFCL "the value must be None", unlike ``""``) where the schema forbids null
-  (one it allows becomes bench's ``null``, "may be omitted"). Each is
+  (one it allows becomes bench's ``null``, "may be omitted"); ``""`` (may be omitted) for a
+  parameter the function requires. Each is
   reported as a :class:`LabelConflict` (case, parameter, why) and kept out of scoring: the
   value is dropped when the argument keeps another acceptable value (``null`` counts: the
   argument may then only be omitted), and otherwise the whole case is left out of
@@ -288,6 +289,14 @@ def _per_key_count(value: dict[str, Any], where: str) -> int:
     return total
 
 
+def _why(value: Any, why: str) -> str:
+    """A conflict's reason: which acceptable value, and what is wrong with it."""
+    if value is None:
+        return f'"" (may be omitted): {why}'
+    shown = "null" if value == _NULL else json.dumps(value)
+    return f"acceptable value {shown} breaks the tool's schema: {why}"
+
+
 def _null_problem(validator: Any) -> str | None:
     """Why ``null`` breaks a schema (None when it fits)."""
     error = next(iter(validator.iter_errors(None)), None)
@@ -368,10 +377,13 @@ def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str
     where = f"{answer[0]}:{answer[1]}"
     bfcl_name = {bench: bfcl for bfcl, bench in offered.items()}
     conflicts = list(pending)
-    for call in case.get("expected", {}).get("calls", []):
+    calls = case.get("expected", {}).get("calls", [])
+    for index, call in enumerate(calls):
         properties = tools[call["name"]].input_schema.get("properties", {})
+        required = tools[call["name"]].input_schema.get("required", [])
         for arg in list(call["arguments"]):
-            parameter = f"{bfcl_name[call['name']]}.{arg}"
+            parameter = f"{bfcl_name[call['name']]}.{arg}" + \
+                (f" (call {index + 1})" if len(calls) > 1 else "")
             acceptable = call["arguments"][arg]
             if arg not in properties:
                 omissible = None in acceptable
@@ -386,12 +398,12 @@ def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str
             # a null the schema allows can only be sent as null or left out: "may be omitted"
             kept = _unique([None if value == _NULL else value
                             for value, why in problems if why is None])
+            if None in kept and arg in required:  # "" for a parameter the tool requires
+                kept.remove(None)
+                problems.append((None, "the parameter is required, so it cannot be omitted"))
             action = "value dropped" if kept else "case excluded"  # nothing would be right
             conflicts.extend(LabelConflict(case["id"], where, parameter,
-                                           f"acceptable value "
-                                           f"{'null' if value == _NULL else json.dumps(value)} "
-                                           f"breaks the "
-                                           f"tool's schema: {why}", action)
+                                           _why(value, why), action)
                              for value, why in problems if why is not None)
             call["arguments"][arg] = kept
     return conflicts
