@@ -142,6 +142,11 @@ def run(
     execute_mcp: Annotated[Optional[str], typer.Option(
         help="Execute the calls on this MCP server (a command line, started over stdio, e.g. "
              "'python server.py') instead of the reference backends.")] = None,
+    skip_invalid_cases: Annotated[bool, typer.Option(
+        "--skip-invalid-cases",
+        help="Leave out, and list, cases whose labels do not fit the tools (unknown tool or "
+             "argument, a value the schema rejects) instead of refusing the dataset.")]
+    = False,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table.
 
@@ -190,6 +195,7 @@ def run(
                     openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
                     execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
                     mcp_server=mcp_server,
+                    skip_invalid_cases=skip_invalid_cases,
                     **{k: v for k, v in throughput.items() if v is not None})
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
@@ -198,6 +204,13 @@ def run(
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
         run_name = runner.store.run_id
+        for problem in runner.invalid_cases:
+            err.print(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
+                      f"{problem.field}): {problem.message}", soft_wrap=True, markup=False)
+        if runner.invalid_cases:
+            skipped = len({p.case_id for p in runner.invalid_cases})
+            err.print(f"{count(skipped, 'case')} skipped for labels that do not fit the tools",
+                      markup=False)
         pending = runner.pending()
         if resume and not pending and runner.store.read_manifest().get("status") == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "

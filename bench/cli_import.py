@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from bench.errors import BenchError
 from bench.plural import count
 
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
@@ -45,18 +46,34 @@ def import_bfcl_cmd(
     variant: VariantOption = "bfcl",
     force: ForceOption = False,
 ) -> None:
-    """BFCL questions + possible answers -> datasets/NAME/cases.jsonl and a toolset variant."""
-    from bench.importers.bfcl import import_bfcl
-    from bench.importers.common import write_cases, write_variant
+    """BFCL questions + possible answers -> datasets/NAME/cases.jsonl and a toolset variant.
 
-    imported, cases = import_bfcl(questions, answers, toolset=name)
+    Also writes, beside cases.jsonl, bfcl.jsonl (each case's BFCL entry, for the BFCL
+    verdict of `bench run`) and excluded.jsonl (cases left out for conflicting labels); each
+    conflicting label is reported on one line (case, parameter, why).
+    """
+    from bench.importers.bfcl import EXCLUDED_FILE, SOURCE_FILE, import_bfcl
+    from bench.importers.common import write_cases, write_dataset_file, write_variant
+
+    result = import_bfcl(questions, answers, toolset=name)
+    if not result.cases:
+        raise BenchError(f"no case left to import: all {count(len(result.excluded), 'case')} "
+                         "have conflicting labels")
     header = (f"Imported by `bench import bfcl` from {', '.join(p.name for p in questions)}.\n"
               "Source: Berkeley Function Calling Leaderboard (gorilla), Apache-2.0; cite the "
               "BFCL authors.")
-    cases_path = write_cases(name, cases, force=force)
-    variant_path = write_variant(name, variant, imported, header=header, force=force)
-    _report(imported, variant_path)
-    out.print(f"wrote {count(len(cases), 'case')} -> {cases_path}", markup=False)
+    cases_path = write_cases(name, result.cases, force=force)
+    write_dataset_file(name, SOURCE_FILE, result.sources, force=force)
+    excluded_path = write_dataset_file(name, EXCLUDED_FILE, result.excluded, force=force)
+    variant_path = write_variant(name, variant, result.toolset, header=header, force=force)
+    _report(result.toolset, variant_path)
+    for conflict in result.conflicts:
+        out.print(f"conflicting label: {conflict.line()}", soft_wrap=True, markup=False)
+    out.print(f"wrote {count(len(result.cases), 'case')} -> {cases_path}", markup=False)
+    if result.conflicts:
+        out.print(f"{count(len(result.conflicts), 'conflicting label')}: "
+                  f"{count(len(result.excluded), 'case')} left out (listed in {excluded_path}), "
+                  "the other conflicting values dropped", soft_wrap=True, markup=False)
     out.print(f"run it: bench run --dataset {name} --variants {variant}", markup=False)
 
 

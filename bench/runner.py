@@ -8,6 +8,8 @@ one variant's cases back to back (the embedded model then reuses the cached tool
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import itertools
 import platform
 import queue
@@ -27,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.datasets import Dataset, check_against_tools, load_dataset
+from bench.datasets.labels import LabelProblem, iter_label_problems
 from bench.datasets.sample import stratified_sample
 from bench.descriptions import Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
@@ -50,6 +53,7 @@ from bench.providers.replies import UnreadableReply
 from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
 from bench.scoring import score_case
+from bench.scoring.bfcl import BfclSource, load_sources, run_verdict, sources_path
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
             "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
@@ -143,6 +147,9 @@ class RunConfig(BaseModel):
         allow_writes / allow_sensitive: let write / sensitive tools run when executing.
         mcp_server: execute on this MCP server (argv, started over stdio) instead of the
             reference backends.
+        skip_invalid_cases: leave out (and list) the cases whose labels do not fit the
+            tools (unknown tool or argument, an acceptable value the schema rejects) instead
+            of refusing the dataset.
     """
 
     dataset: str = "ecommerce"
@@ -178,6 +185,7 @@ class RunConfig(BaseModel):
     allow_writes: bool = False
     allow_sensitive: bool = False
     mcp_server: list[str] | None = None
+    skip_invalid_cases: bool = False
 
     model_config = ConfigDict(extra="forbid")
 
@@ -251,6 +259,28 @@ def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
     return cases
 
 
+def skip_invalid_cases(dataset: Dataset, names: Sequence[str]
+                       ) -> tuple[Dataset, list[LabelProblem]]:
+    """The dataset without the cases whose labels do not fit the named variants' tools, and
+    every problem found (one per case, field and reason, in file order).
+
+    Raises:
+        BenchError: an unknown variant or bad spec, or no case left.
+    """
+    problems: dict[tuple[str, str, str], LabelProblem] = {}
+    for toolset in dataset.toolsets:
+        for name in names:
+            for problem in iter_label_problems(dataset, toolset, load_variant(toolset, name).tools):
+                problems.setdefault((problem.case_id, problem.field, problem.message), problem)
+    bad = {p.case_id for p in problems.values()}
+    kept = tuple(c for c in dataset.cases if c.id not in bad)
+    if not kept:
+        raise BenchError(f"every case has a label that does not fit its tools "
+                         f"({count(len(bad), 'case')}); nothing to run", file=dataset.path)
+    ordered = sorted(problems.values(), key=lambda p: (p.line, p.field))
+    return dataclasses.replace(dataset, cases=kept), ordered
+
+
 def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
     """Render each named variant for every toolset the dataset uses, and check the labels.
 
@@ -273,7 +303,11 @@ def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
     for toolset in dataset.toolsets:
         for name in names:
             variant = load_variant(toolset, name)
-            check_against_tools(dataset, toolset, variant.tools)
+            try:
+                check_against_tools(dataset, toolset, variant.tools)
+            except BenchError as exc:
+                raise BenchError(f"{exc.message} (--skip-invalid-cases leaves such cases out)",
+                                 file=exc.file, line=exc.line, field=exc.field) from None
             variants.append(variant)
     return variants
 
@@ -339,7 +373,8 @@ def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
 def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
               billed_usd: float | None = None, attempts: int = 1,
               cache: str | None = None, execution: Any = None,
-              case_summary: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+              case_summary: tuple[str, dict[str, Any]] | None = None,
+              bfcl: BfclSource | None = None) -> dict[str, Any]:
     """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
 
     Args:
@@ -354,6 +389,10 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
             None (not executed).
         case_summary: ``(messages_sha256, expected as a dict)`` of ``item.case`` when the
             caller keeps them (the same for every variant, provider and trial), else computed.
+        bfcl: the case's BFCL entry (imported BFCL datasets): adds BFCL's own verdict as
+            metrics ``bfcl_valid`` (bool; None when BFCL's checker cannot judge the entry)
+            and ``bfcl_error_type`` (BFCL's error type, None when valid), see
+            :func:`bench.scoring.bfcl.run_verdict`.
     """
     if case_summary is None:
         case_summary = summarize_case(item.case)
@@ -363,6 +402,11 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
     if execution is not None:
         metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
                                              response.parsed, item.trial))
+    if bfcl is not None:
+        verdict = run_verdict(bfcl, response.parsed)
+        metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
+            else verdict.valid
+        metrics["bfcl_error_type"] = verdict.error_type
     return {
         "key": item.key,
         "run_id": run_id,
@@ -442,6 +486,15 @@ class Runner:
         self.config = config
         self.store = store or RunStore(runs_dir(), run_id or new_run_id())
         self.dataset = load_dataset(config.dataset)
+        self.invalid_cases: list[LabelProblem] = []
+        if config.skip_invalid_cases:
+            self.dataset, self.invalid_cases = skip_invalid_cases(self.dataset,
+                                                                  config.variants)
+        bfcl_path = sources_path(self.dataset.path)
+        # an imported BFCL dataset: every row also gets BFCL's own verdict
+        self.bfcl_path = bfcl_path if bfcl_path is not None and bfcl_path.is_file() else None
+        self.bfcl: dict[str, BfclSource] = load_sources(self.bfcl_path) \
+            if self.bfcl_path else {}
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         self.plan = make_plan(self.cases, self.variants, config.providers, config.trials)
@@ -541,6 +594,11 @@ class Runner:
             "config": self.config.model_dump(),
             "dataset": {"name": self.dataset.name, "path": str(self.dataset.path),
                         "sha256": self.dataset.sha256, "cases": len(self.cases)},
+            "cases_skipped": [{"case": p.case_id, "line": p.line, "field": p.field,
+                               "why": p.message} for p in self.invalid_cases],
+            "bfcl": None if not self.bfcl_path else {
+                "path": str(self.bfcl_path), "entries": len(self.bfcl),
+                "sha256": hashlib.sha256(self.bfcl_path.read_bytes()).hexdigest()},
             "variants": [{"name": v.name, "toolset": v.toolset, "sha256": v.sha256,
                           "source": v.source, "tools": len(v.tools),
                           "mean_lines_per_tool": round(v.mean_lines, 2),
@@ -1022,7 +1080,8 @@ class Runner:
             rows.append(build_row(item, self.store.run_id, outcome.response,
                                   cost_usd=cost, billed_usd=billed,
                                   attempts=outcome.attempts, cache=outcome.cache,
-                                  execution=execution, case_summary=summary))
+                                  execution=execution, case_summary=summary,
+                                  bfcl=self.bfcl.get(item.case.id)))
             if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
                 usage = outcome.response.usage
                 spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)

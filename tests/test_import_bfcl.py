@@ -46,7 +46,8 @@ def test_cli_imports_the_sample_into_a_loadable_dataset_and_toolset(run_bench, p
 
 
 def test_possible_answers_map_to_acceptable_values(sample):
-    toolset, cases = import_bfcl(_files(sample), toolset="bfcl")
+    result = import_bfcl(_files(sample), toolset="bfcl")
+    toolset, cases = result.toolset, result.cases
     by_id = {c["id"]: c for c in cases}
     simple = by_id["simple_python_0"]["expected"]["calls"][0]
     assert simple == {"name": "calculate_triangle_area",
@@ -115,6 +116,93 @@ def test_explicit_answers_file_and_nested_expansion(tmp_path):
         {"role": "user", "content": "paint 2 by 3 or 3 by 2"}]], "function": [fn]}])
     answers = _write(tmp_path / "a.json", [{"id": "simple_7", "ground_truth": [
         {"paint": {"area": [{"w": [2, 3], "h": [3, ""]}]}}]}])
-    _, cases = import_bfcl([questions], [answers], toolset="t")
+    cases = import_bfcl([questions], [answers], toolset="t").cases
     assert cases[0]["expected"]["calls"][0]["arguments"]["area"] == [
         {"w": 2, "h": 3}, {"w": 2}, {"w": 3, "h": 3}, {"w": 3}]
+
+
+def test_per_key_form_is_one_level_deep_and_unusable_answers_exclude_the_case(tmp_path):
+    # Shapes of BFCL v4 live_multiple_121-46-0 (an object inside a per-key object is a literal,
+    # as BFCL's dict_checker compares it), live_simple_106-63-0 (`[]`: nothing acceptable) and
+    # simple_java_64 (a per-key value that is not a list), gorilla commit 6ea57973.
+    point = {"type": "dict", "properties": {"lateral": {"type": "float"},
+                                            "longitudinal": {"type": "float"}}}
+    fn = {"name": "get_headway", "description": "Headway.", "parameters": {
+        "type": "dict", "required": ["ego_info"], "properties": {"ego_info": {
+            "type": "dict", "properties": {"position": point, "orientation": {"type": "float"}}},
+            "meta": {"type": "dict", "properties": {"format": {"type": "string"}}},
+            "note": {"type": "string"}}}}
+    ids = ["live_multiple_1-1-0", "live_multiple_2-1-0", "live_multiple_3-1-0"]
+    questions = _write(tmp_path / "q.json", [
+        {"id": i, "question": [[{"role": "user", "content": "x"}]], "function": [fn]}
+        for i in ids])
+    ego = [{"position": [{"lateral": 10.5, "longitudinal": 50}], "orientation": [30]}]
+    answers = _write(tmp_path / "a.json", [
+        {"id": ids[0], "ground_truth": [{"get_headway": {"ego_info": ego}}]},
+        {"id": ids[1], "ground_truth": [{"get_headway": {"ego_info": ego, "note": []}}]},
+        {"id": ids[2], "ground_truth": [{"get_headway": {
+            "ego_info": ego, "meta": [{"format": "epoch_millis"}]}}]}])
+    result = import_bfcl([questions], [answers], toolset="t")
+    assert [c["id"] for c in result.cases] == ids[:1]
+    assert result.cases[0]["expected"]["calls"][0]["arguments"]["ego_info"] == [
+        {"position": {"lateral": 10.5, "longitudinal": 50}, "orientation": 30}]
+    assert [(c.case_id, c.parameter, c.why, c.action) for c in result.conflicts] == [
+        (ids[1], "get_headway.note", "no acceptable value ([])", "case excluded"),
+        (ids[2], "get_headway.meta", "the acceptable values of key 'format' are not a list "
+         '("epoch_millis")', "case excluded")]
+    assert [e["id"] for e in result.excluded] == ids[1:]
+    assert result.conflicts[0].line() == (f"{answers}:2: {ids[1]}: get_headway.note: no "
+                                          "acceptable value ([]) (case excluded)")
+
+
+@pytest.mark.parametrize("category", ["simple_java", "simple_javascript", "live_relevance"])
+def test_unsupported_categories_are_one_line_errors(tmp_path, category):
+    from bench.errors import BenchError
+
+    questions = _write(tmp_path / "q.json", [{"id": f"{category}_0", "question": [[
+        {"role": "user", "content": "x"}]], "function": [FN]}])
+    with pytest.raises(BenchError, match=f"BFCL category '{category}' is not supported"):
+        import_bfcl([questions], toolset="t")
+
+
+def test_a_literal_null_answer_is_checked_against_the_schema(tmp_path):
+    # BFCL v4 live_multiple_1038-265-0 answers "start_date": [null] for a string parameter:
+    # in BFCL that demands the value None (type_checker takes None's type from the answer),
+    # while "" is what marks "may be omitted"; bench's null means "may be omitted".
+    fn = {"name": "detail_project", "description": "Details.", "parameters": {
+        "type": "dict", "required": ["name"], "properties": {
+            "name": {"type": "string"}, "start_date": {"type": "string"}}}}
+    ids = ["live_multiple_1-1-0", "live_multiple_2-1-0"]
+    questions = _write(tmp_path / "q.json", [
+        {"id": i, "question": [[{"role": "user", "content": "x"}]], "function": [fn]}
+        for i in ids])
+    answers = _write(tmp_path / "a.json", [
+        {"id": ids[0], "ground_truth": [{"detail_project": {"name": ["a"],
+                                                            "start_date": [None]}}]},
+        {"id": ids[1], "ground_truth": [{"detail_project": {"name": ["a"],
+                                                            "start_date": [None, "2024"]}}]}])
+    result = import_bfcl([questions], [answers], toolset="t")
+    assert [c["id"] for c in result.cases] == ids[1:]
+    assert result.cases[0]["expected"]["calls"][0]["arguments"]["start_date"] == ["2024"]
+    assert [(c.case_id, c.action) for c in result.conflicts] == [
+        (ids[0], "case excluded"), (ids[1], "value dropped")]
+    assert "acceptable value null breaks the tool's schema: None is not of type 'string'" \
+        in result.conflicts[0].why
+
+
+def test_omission_of_a_required_parameter_is_a_conflicting_label(tmp_path):
+    # BFCL v4 simple_python_200 accepts "" for a parameter its function requires; BFCL's
+    # simple_function_checker fails every output that omits a required parameter.
+    fn = {"name": "co2", "description": "CO2.", "parameters": {
+        "type": "dict", "required": ["miles", "mpg"], "properties": {
+            "miles": {"type": "integer"}, "mpg": {"type": "integer"}}}}
+    questions = _write(tmp_path / "q.json", [{"id": "simple_python_1", "question": [[
+        {"role": "user", "content": "x"}]], "function": [fn]}])
+    answers = _write(tmp_path / "a.json", [{"id": "simple_python_1", "ground_truth": [
+        {"co2": {"miles": [12], "mpg": ["", 25]}}]}])
+    result = import_bfcl([questions], [answers], toolset="t")
+    assert result.cases[0]["expected"]["calls"][0]["arguments"]["mpg"] == [25]
+    (conflict,) = result.conflicts
+    assert (conflict.parameter, conflict.action) == ("co2.mpg", "value dropped")
+    assert conflict.why == '"" (may be omitted): the parameter is required, so it cannot be ' \
+        "omitted"

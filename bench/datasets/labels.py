@@ -50,15 +50,26 @@ def iter_label_problems(dataset: Dataset, toolset: str,
                     yield LabelProblem(case.id, line, field,
                                        f"tool '{call.name}' has no argument '{arg}'")
                     continue
-                validator = jsonschema.Draft202012Validator(
-                    by_name[call.name][arg],
-                    format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+                validator = value_validator(by_name[call.name][arg])
                 for value in acceptable:
-                    if value is None or (isinstance(value, dict) and
-                                         any(k in MATCHER_KEYS for k in value)):
-                        continue
-                    error = next(iter(validator.iter_errors(value)), None)
-                    if error is not None:
+                    why = value_problem(validator, value)
+                    if why is not None:
                         yield LabelProblem(case.id, line, field,
                                            f"acceptable value {value!r} breaks the tool's "
-                                           f"schema: {error.message}")
+                                           f"schema: {why}")
+
+
+def value_validator(schema: dict) -> jsonschema.Draft202012Validator:
+    """The validator labels are checked with: JSON Schema 2020-12, formats checked."""
+    return jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+def value_problem(validator: jsonschema.Draft202012Validator, value: object) -> str | None:
+    """Why one acceptable value breaks its argument's schema (the first error's message), or
+    None when it fits; ``null`` (may be omitted) and matchers (``$regex``, ``$any``) always
+    fit. Shared by the dataset check and the BFCL importer so that both judge alike."""
+    if value is None or (isinstance(value, dict) and any(k in MATCHER_KEYS for k in value)):
+        return None
+    error = next(iter(validator.iter_errors(value)), None)
+    return None if error is None else error.message

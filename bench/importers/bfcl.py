@@ -10,9 +10,28 @@ the case expects no call.
 
 Mapping to bench (BRIEF §5):
 
-- ``""`` -> ``null`` (may be omitted); a nested-object answer ``[{"k": [v1, v2]}]`` is expanded
-  into the literal objects it accepts (at most :data:`MAX_NESTED_COMBINATIONS`, else
-  ``{"$any": true}``).
+- ``""`` -> ``null`` (may be omitted). An object answer in BFCL's per-key form
+  ``{"k": [v1, v2]}``, or a list of such objects (``[{"field": ["age"]}, ...]``, e.g.
+  simple_python_96), is expanded into the literal values it accepts (at most
+  :data:`MAX_NESTED_COMBINATIONS`, else ``{"$any": true}``). As in BFCL's ``dict_checker``,
+  the per-key form holds one level deep: the values listed for a key are literals (an object
+  there is compared whole, e.g. live_multiple_121).
+- Conflicting labels: an acceptable value that the tool's own (converted) schema rejects, as
+  ``bench run`` would judge it (:func:`bench.datasets.labels.value_problem`), e.g.
+  ``[["Apple"], ["Microsoft"]]`` for an array of strings, ``true`` for a string, ``"GF"``
+  outside an enum, ``"bronze"`` where the enum has ``"Bronze"``; an argument the tool does not
+  have; ``[]`` (no acceptable value at all); a per-key value that is not a list; a literal
+  ``null`` (for BFCL "the value must be None", unlike ``""``) where the schema forbids null
+  (one it allows becomes bench's ``null``, "may be omitted"); ``""`` (may be omitted) for a
+  parameter the function requires. Each is
+  reported as a :class:`LabelConflict` (case, parameter, why) and kept out of scoring: the
+  value is dropped when the argument keeps another acceptable value (``null`` counts: the
+  argument may then only be omitted), and otherwise the whole case is left out of
+  ``cases.jsonl`` (listed in ``excluded.jsonl``). An argument the tool lacks is dropped from
+  the label when BFCL lets it be omitted (``""``), else the case is left out.
+- The BFCL entry itself (function docs, possible answer, category, bench -> BFCL tool names)
+  is kept per case in ``bfcl.jsonl`` beside ``cases.jsonl`` so that ``bench run`` can add
+  BFCL's own verdict (:mod:`bench.scoring.bfcl`) to each row.
 - BFCL's own parameter types (Python and Java/JavaScript names, :data:`BFCL_TYPES`) become JSON
   Schema types; ``any`` becomes an unconstrained schema; the non-standard ``optional`` keyword
   is dropped (``required`` already says it).
@@ -22,18 +41,24 @@ Mapping to bench (BRIEF §5):
 - Every case of a bench toolset sees the whole toolset, so the imported toolset is the union
   of the functions of all entries; each case's ``notes`` names the functions BFCL offered it.
 - Multi-turn categories (more than one turn in ``question``) are rejected: they need BFCL's
-  stateful executor.
+  stateful executor. So are ``simple_java`` and ``simple_javascript`` (their answers are Java
+  or JavaScript source text that BFCL parses with its own type converters) and
+  ``live_relevance`` (no possible answers: BFCL only checks that some call is made).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.datasets.labels import value_problem, value_validator
 from bench.errors import BenchError, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
+from bench.scoring.bfcl import SOURCES_FILE as SOURCE_FILE
+from bench.models import Tool
 
 # BFCL parameter type -> JSON Schema type (None: no type constraint). From the type table BFCL
 # uses to build OpenAPI tools (bfcl_eval/constants/type_mappings.py, GORILLA_TO_OPENAPI), with
@@ -57,6 +82,67 @@ _CATEGORY_TAGS = (("parallel_multiple", "parallel-multiple"), ("parallel", "para
                   ("live_parallel", "parallel"), ("live_multiple", "multiple"),
                   ("live_simple", "simple"), ("live_irrelevance", "no_call"),
                   ("irrelevance", "no_call"))
+# Categories whose entries bench cannot score (see the module docstring), and why.
+UNSUPPORTED = {
+    "simple_java": "its answers are Java source text checked after BFCL's Java type converter",
+    "simple_javascript": "its answers are JavaScript source text checked after BFCL's "
+                         "JavaScript type converter",
+    "live_relevance": "it has no possible answers (BFCL only checks that some call is made)",
+}
+EXCLUDED_FILE = "excluded.jsonl"
+
+
+@dataclass(frozen=True)
+class LabelConflict:
+    """A BFCL label that contradicts its own function doc (see the module docstring).
+
+    Attributes:
+        case_id: the BFCL entry id.
+        where: ``file:line`` of the possible answer.
+        parameter: ``tool.argument`` (BFCL's tool name).
+        why: what is wrong, e.g. ``acceptable value 'GF' breaks the tool's schema: ...``.
+        action: ``value dropped``, ``argument dropped`` or ``case excluded``.
+    """
+
+    case_id: str
+    where: str
+    parameter: str
+    why: str
+    action: str
+
+    def line(self) -> str:
+        """One report line: case, parameter, why, and what the import did."""
+        return f"{self.where}: {self.case_id}: {self.parameter}: {self.why} ({self.action})"
+
+
+@dataclass
+class BfclImport:
+    """What :func:`import_bfcl` read.
+
+    Attributes:
+        toolset: the tools (union of every entry's functions).
+        cases: scorable cases as dicts in :class:`bench.models.Case` shape, file order.
+        conflicts: every conflicting label, in file order.
+        excluded: ``{"id", "category", "conflicts": [why...]}`` per case left out.
+        sources: per kept case ``{"id", "category", "function", "ground_truth",
+            "tool_names"}``: the BFCL entry as BFCL checks it; ``tool_names`` maps the
+            bench tool names offered to BFCL's.
+    """
+
+    toolset: ImportedToolset
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[LabelConflict] = field(default_factory=list)
+    excluded: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+# BFCL's literal null ("the value must be None"), distinct from "" ("may be omitted"): bench's
+# null means "may be omitted", so a null answer is checked against the schema first.
+_NULL = {"$bfcl_null": True}
+
+
+class _Conflict(Exception):
+    """A label problem found while expanding a possible answer (the case is excluded)."""
 
 
 def bfcl_schema(schema: Any, where: str) -> Any:
@@ -131,36 +217,94 @@ def default_answers_path(questions: Path) -> Path:
 
 
 def _acceptable(values: Any, where: str, notes: list[str]) -> list[Any]:
-    if not isinstance(values, list) or not values:
-        raise BenchError(f"{where}: acceptable values must be a non-empty list")
-    out: list[Any] = []
+    """A parameter's BFCL acceptable values -> bench literal values.
+
+    Raises:
+        BenchError: ``values`` is not a list (a malformed file).
+        _Conflict: the list is empty (nothing is acceptable), or a per-key value is no list.
+    """
+    if not isinstance(values, list):
+        raise BenchError(f"{where}: acceptable values must be a list")
+    if not values:
+        raise _Conflict("no acceptable value ([])")
+    return _unique([mapped for value in values for mapped in _expand(value, where, notes)])
+
+
+def _per_key(value: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """The literal objects one per-key object accepts (``""`` for a key: it may be left out;
+    listed values are literals, as BFCL's ``dict_checker`` compares them)."""
+    _per_key_count(value, where)  # raises on a malformed per-key object
+    keys = list(value)
+    options = [_unique(value[key]) for key in keys]
+    return [{k: v for k, v in zip(keys, combo) if v != ""}
+            for combo in itertools.product(*options)]
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    """``values`` without repeats, by JSON text (so ``true``, ``1`` and ``1.0`` stay apart)."""
+    seen: dict[str, Any] = {}
     for value in values:
-        for mapped in _expand(value, where, notes):
-            if mapped not in out:
-                out.append(mapped)
-    return out
+        seen.setdefault(json.dumps(value, sort_keys=True), value)
+    return list(seen.values())
 
 
 def _expand(value: Any, where: str, notes: list[str]) -> list[Any]:
-    """BFCL acceptable value -> bench literal values ('' -> None; nested dicts expanded)."""
+    """One BFCL acceptable value -> bench literal values: ``""`` -> None; an object in per-key
+    form, or a list of them, -> every literal it accepts (capped, see the module docstring)."""
     if value == "":
         return [None]
+    if value is None:
+        return [_NULL]
     if isinstance(value, dict):
-        keys = list(value)
-        options = [_acceptable(value[k], f"{where}.{k}", notes) for k in keys]
-        total = 1
-        for opt in options:
-            total *= len(opt)
-        if total > MAX_NESTED_COMBINATIONS:
-            notes.append(f"{where}: {total} nested combinations, label relaxed to $any")
-            return [{"$any": True}]
-        return [{k: v for k, v in zip(keys, combo) if v is not None}
-                for combo in itertools.product(*options)]
-    return [value]
+        shapes = [_per_key_count(value, where)]
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        shapes = [_per_key_count(item, where) for item in value]
+    else:
+        return [value]
+    total = 1
+    for size in shapes:
+        total *= size
+    if total > MAX_NESTED_COMBINATIONS:
+        notes.append(f"{where}: {total} nested combinations, label relaxed to $any")
+        return [{"$any": True}]
+    if isinstance(value, dict):
+        return _per_key(value, where)
+    return [list(combo) for combo in itertools.product(*(_per_key(v, where) for v in value))]
+
+
+def _per_key_count(value: dict[str, Any], where: str) -> int:
+    """How many literal objects one per-key object accepts.
+
+    Raises:
+        _Conflict: a key whose acceptable values are not a list, or an empty list.
+    """
+    total = 1
+    for key, listed in value.items():
+        if not isinstance(listed, list):
+            raise _Conflict(f"the acceptable values of key '{key}' are not a list "
+                            f"({json.dumps(listed)[:60]})")
+        if not listed:
+            raise _Conflict(f"no acceptable value for key '{key}' ([])")
+        total *= len(listed)
+    return total
+
+
+def _why(value: Any, why: str) -> str:
+    """A conflict's reason: which acceptable value, and what is wrong with it."""
+    if value is None:
+        return f'"" (may be omitted): {why}'
+    shown = "null" if value == _NULL else json.dumps(value)
+    return f"acceptable value {shown} breaks the tool's schema: {why}"
+
+
+def _null_problem(validator: Any) -> str | None:
+    """Why ``null`` breaks a schema (None when it fits)."""
+    error = next(iter(validator.iter_errors(None)), None)
+    return None if error is None else error.message
 
 
 def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
-                toolset: str) -> tuple[ImportedToolset, list[dict[str, Any]]]:
+                toolset: str) -> BfclImport:
     """Read BFCL question files (and their answers) into a toolset and bench cases.
 
     Args:
@@ -170,11 +314,13 @@ def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
         toolset: the toolset name the cases refer to.
 
     Returns:
-        (toolset, cases as dicts in :class:`bench.models.Case` shape, question-file order).
+        A :class:`BfclImport`: the toolset, the scorable cases (question-file order), the
+        conflicting labels and the cases they excluded, and each kept case's BFCL entry.
 
     Raises:
-        BenchError: malformed files, a multi-turn entry, an unknown BFCL type, or an entry of a
-            category that needs an answer but has none (names file, line and id).
+        BenchError: malformed files, a multi-turn entry, an entry of an unsupported category
+            (:data:`UNSUPPORTED`), an unknown BFCL type, or an entry of a category that needs
+            an answer but has none (names file, line and id).
     """
     answer_files = list(answers or [])
     if answers is None:
@@ -184,9 +330,10 @@ def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
         for number, entry in _read_jsonl(path):
             truth[entry["id"]] = (path, number, entry.get("ground_truth"))
 
-    imported = ImportedToolset()
+    result = BfclImport(ImportedToolset())
+    imported = result.toolset
     by_definition: dict[tuple[str, str], str] = {}
-    cases: list[dict[str, Any]] = []
+    tools: dict[str, Tool] = {}
     seen_ids: set[str] = set()
     for path in questions:
         for number, entry in _read_jsonl(path):
@@ -195,9 +342,71 @@ def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
             if case_id in seen_ids:
                 raise BenchError(f"duplicate id '{case_id}'", file=path, line=number, field="id")
             seen_ids.add(case_id)
+            category = category_of(case_id)
+            if category in UNSUPPORTED:
+                raise BenchError(f"BFCL category '{category}' is not supported: "
+                                 f"{UNSUPPORTED[category]}", file=path, line=number, field="id")
             offered = _entry_tools(entry, where, imported, by_definition)
-            cases.append(_entry_case(entry, path, number, toolset, offered, truth, imported))
-    return imported, cases
+            for tool in imported.tools[len(tools):]:
+                tools[tool.name] = tool
+            case = _entry_case(entry, path, number, toolset, offered, truth, imported)
+            conflicts = _check_labels(case, offered, tools, truth.get(case_id))
+            result.conflicts.extend(conflicts)
+            if any(c.action == "case excluded" for c in conflicts):
+                result.excluded.append({"id": case_id, "category": category,
+                                        "conflicts": [f"{c.parameter}: {c.why}"
+                                                      for c in conflicts]})
+                continue
+            result.cases.append(case)
+            ground_truth = truth[case_id][2] if case_id in truth else None
+            result.sources.append({"id": case_id, "category": category,
+                                   "function": entry["function"],
+                                   "ground_truth": ground_truth,
+                                   "tool_names": {bench: bfcl for bfcl, bench in
+                                                  offered.items()}})
+    return result
+
+
+def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str, Tool],
+                  answer: tuple[Path, int, Any] | None) -> list[LabelConflict]:
+    """Drop the acceptable values of ``case`` that break their tool's schema, in place, and
+    return the conflicts (see the module docstring for what is dropped or excluded)."""
+    pending = case.pop("_conflicts", [])
+    if answer is None:
+        return pending
+    where = f"{answer[0]}:{answer[1]}"
+    bfcl_name = {bench: bfcl for bfcl, bench in offered.items()}
+    conflicts = list(pending)
+    calls = case.get("expected", {}).get("calls", [])
+    for index, call in enumerate(calls):
+        properties = tools[call["name"]].input_schema.get("properties", {})
+        required = tools[call["name"]].input_schema.get("required", [])
+        for arg in list(call["arguments"]):
+            parameter = f"{bfcl_name[call['name']]}.{arg}" + \
+                (f" (call {index + 1})" if len(calls) > 1 else "")
+            acceptable = call["arguments"][arg]
+            if arg not in properties:
+                omissible = None in acceptable
+                conflicts.append(LabelConflict(
+                    case["id"], where, parameter, "the function has no such parameter",
+                    "argument dropped" if omissible else "case excluded"))
+                del call["arguments"][arg]
+                continue
+            validator = value_validator(properties[arg])
+            problems = [(value, _null_problem(validator) if value == _NULL else
+                         value_problem(validator, value)) for value in acceptable]
+            # a null the schema allows can only be sent as null or left out: "may be omitted"
+            kept = _unique([None if value == _NULL else value
+                            for value, why in problems if why is None])
+            if None in kept and arg in required:  # "" for a parameter the tool requires
+                kept.remove(None)
+                problems.append((None, "the parameter is required, so it cannot be omitted"))
+            action = "value dropped" if kept else "case excluded"  # nothing would be right
+            conflicts.extend(LabelConflict(case["id"], where, parameter,
+                                           _why(value, why), action)
+                             for value, why in problems if why is not None)
+            call["arguments"][arg] = kept
+    return conflicts
 
 
 def _entry_tools(entry: dict[str, Any], where: str, imported: ImportedToolset,
@@ -256,6 +465,7 @@ def _entry_case(entry: dict[str, Any], path: Path, number: int, toolset: str,
         raise BenchError("'ground_truth' must be a non-empty list", file=answer_path,
                          line=answer_line, field="ground_truth")
     calls = []
+    conflicts: list[LabelConflict] = []
     for i, call in enumerate(ground_truth):
         if not isinstance(call, dict) or len(call) != 1:
             raise BenchError("each ground-truth call must be {tool_name: {argument: [...]}}",
@@ -268,8 +478,17 @@ def _entry_case(entry: dict[str, Any], path: Path, number: int, toolset: str,
             raise BenchError("arguments must be an object", file=answer_path,
                              line=answer_line, field=f"ground_truth.{i}.{fn_name}")
         where = f"{answer_path}:{answer_line}: {case_id}: {fn_name}"
-        calls.append({"name": offered[fn_name],
-                      "arguments": {arg: _acceptable(values, f"{where}.{arg}", imported.notes)
-                                    for arg, values in arguments.items()}})
+        expanded: dict[str, list[Any]] = {}
+        for arg, values in arguments.items():
+            try:
+                expanded[arg] = _acceptable(values, f"{where}.{arg}", imported.notes)
+            except _Conflict as conflict:  # reported and excluded by _check_labels
+                conflicts.append(LabelConflict(case_id, f"{answer_path}:{answer_line}",
+                                               f"{fn_name}.{arg}", str(conflict),
+                                               "case excluded"))
+                expanded[arg] = [None]
+        calls.append({"name": offered[fn_name], "arguments": expanded})
     case["expected"] = {"calls": calls}
+    if conflicts:
+        case["_conflicts"] = conflicts
     return case

@@ -184,3 +184,20 @@ def write_cases(dataset: str, cases: list[dict[str, Any]], *, force: bool = Fals
     path = root / dataset / "cases.jsonl"
     _atomic_write(path, "\n".join(lines) + "\n", force)
     return path
+
+
+def write_dataset_file(dataset: str, name: str, rows: list[dict[str, Any]], *,
+                       force: bool = False, root: Path | None = None) -> Path:
+    """Write ``rows`` as JSON Lines to ``datasets/<dataset>/<name>`` (a file beside
+    ``cases.jsonl``, e.g. the BFCL importer's ``bfcl.jsonl``); an empty list writes an empty
+    file.
+
+    Raises:
+        BenchError: the file exists and ``force`` is False.
+    """
+    check_name("dataset", dataset)
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    path = (root or datasets_dir()) / dataset / name
+    _atomic_write(path, text, force)
+    return path
+

@@ -34,6 +34,7 @@ RATE_TITLES = {
     "no_call_correct": "no-call",
     "ask_correct": "ask",
     "schema_valid": "arg schema valid",
+    "bfcl_valid": "BFCL checker",
 }
 # Every compared metric's label (comparisons test more metrics than the tables show).
 METRIC_TITLES = {**RATE_TITLES, "schema_valid_lenient": "arg schema valid (lenient)"}

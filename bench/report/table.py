@@ -17,7 +17,10 @@ COLUMNS = (
     ("ask", "ask"),
     ("execution", "exec success"),
     ("exec_match", "exec match"),
+    ("bfcl", "BFCL checker"),
 )
+# Shown only when some row carries them (BFCL's verdict: imported BFCL datasets).
+OPTIONAL_COLUMNS = ("bfcl",)
 
 
 def format_rate(rate: float, low: float, high: float, n: int) -> str:
@@ -79,7 +82,9 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     table.add_column("provider", overflow="fold")
     table.add_column("variant", overflow="fold")
     table.add_column("cases", justify="right")
-    for _, label in COLUMNS:
+    columns = [(prefix, label) for prefix, label in COLUMNS if prefix not in OPTIONAL_COLUMNS
+               or (f"{prefix}_n" in summary and summary[f"{prefix}_n"].fillna(0).sum() > 0)]
+    for _, label in columns:
         table.add_column(label, justify="right")
     # reasoning tokens: only when some row has them (most runs have none)
     has_reasoning = "mean_reasoning_tokens" in summary
@@ -93,7 +98,7 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     for record in summary.to_dict("records"):
         cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
                  str(record["cases"])]
-        for prefix, _ in COLUMNS:
+        for prefix, _ in columns:
             cells.append(format_rate(record[f"{prefix}_rate"], record[f"{prefix}_low"],
                                      record[f"{prefix}_high"], record[f"{prefix}_n"]))
         tokens = record["tool_definition_tokens"]

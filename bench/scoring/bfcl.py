@@ -1,38 +1,57 @@
 """BFCL-compatible checker mode: the AST checker rules of the Berkeley Function Calling
 Leaderboard, reproduced for Python-style function docs.
 
-Source of the rules: ``berkeley-function-call-leaderboard/bfcl_eval/eval_checker/ast_eval/
-ast_checker.py`` in the public ``ShishirPatil/gorilla`` repository (read at commit a6da28ee;
-Apache-2.0), functions ``ast_checker``, ``simple_function_checker``, ``type_checker``,
-``standardize_string``, ``string_checker``, ``list_checker``, ``dict_checker``,
-``list_dict_checker``, ``parallel_function_checker_no_order`` and
-``multiple_function_checker``; irrelevance as scored by its runner (an answer passes when it
-holds no decodable function call). This is an independent implementation of those rules, not a
-copy; the Java and JavaScript type converters are not reproduced (Python only).
+Source of the rules: the public ``ShishirPatil/gorilla`` repository (Apache-2.0) at commit
+6ea57973c7a6097fd7c5915698c54c17c5b1b6c8 (2026-03-23; ``ast_checker.py`` last changed in
+58f57e91, "BFCL V4 Release"):
+
+- ``berkeley-function-call-leaderboard/bfcl_eval/eval_checker/ast_eval/ast_checker.py``,
+  functions ``ast_checker``, ``simple_function_checker``, ``type_checker``,
+  ``standardize_string``, ``string_checker``, ``list_checker``, ``dict_checker``,
+  ``list_dict_checker``, ``parallel_function_checker_no_order`` and
+  ``multiple_function_checker``;
+- ``bfcl_eval/eval_checker/eval_runner.py``, ``_evaluate_single_ast_entry`` (an output not in
+  call format is ``ast_decoder:decoder_wrong_output_format``) and
+  ``_evaluate_single_relevance_entry`` (irrelevance);
+- ``bfcl_eval/utils.py``, ``is_function_calling_format_output`` and ``is_empty_output``.
+
+This is an independent implementation of those rules, not a copy; the Java and JavaScript
+type converters are not reproduced (Python only). ``benchmarks/bfcl_agreement.py`` runs it
+beside BFCL's own ``ast_checker.py`` and prints how often the two agree.
 
 The rules, as BFCL applies them:
 
 - Formats: a model output is a list of ``{function_name: {param: value}}``; a possible answer
   is a list of ``{function_name: {param: [acceptable values]}}``; ``""`` among the acceptable
   values means the parameter may be omitted.
+- Call format (``is_function_calling_format_output``): a list of one-key dicts whose value is
+  a dict. An output of another shape fails the AST categories
+  (``ast_decoder:decoder_wrong_output_format``) and counts as "no call" for irrelevance.
 - Simple (one call): the output must hold exactly one call, with the function's name; every
   ``required`` parameter present; no parameter outside the function's properties or the
   possible answer; each value of the right type; each value acceptable; every possible-answer
   parameter present unless ``""`` is acceptable.
 - Types: ``string, integer, float, boolean, array, tuple, dict, any`` map to Python ``str, int,
   float, bool, list, list, dict, str`` and are compared with ``type(value) == t`` (so a bool is
-  not an integer). An int is accepted for a ``float`` parameter at the top level only (it is
-  converted before the check; inside arrays it is not). Arrays are checked one level deep
-  against the item type. When the possible answer's own type differs from the declared type,
-  the value counts as a "variable" and its type may match the possible answer's instead.
+  not an integer). A tuple given for a ``tuple`` parameter is converted to a list first. An
+  int is accepted for a ``float`` parameter at the top level only (it is converted before the
+  check; inside arrays it is not). Arrays are checked one level deep against the item type.
+  When the possible answer's own type differs from the declared type, the value counts as a
+  "variable" and its type may match the possible answer's instead.
 - Strings are compared after :func:`standardize_string` (remove spaces and ``,./-_*^``,
   lower-case, ``'`` -> ``"``), also inside lists and dicts; other values with Python ``==``.
+- Lists: each acceptable value is read item by item, so ``""`` reads as ``[]`` (an empty list
+  passes where the parameter may be omitted); the same for a list of dicts.
+- Dicts: per acceptable dict, the output's keys are checked (unknown key, then value), then
+  the acceptable dict's keys are checked for presence; that last check runs even after a value
+  failed, so a wrong value plus a missing key reports ``value_error:dict_key``.
 - Parallel: the number of calls must equal the number of expected calls; each expected call,
   in order, takes the first not-yet-used output call that passes the simple check (a greedy
   first-fit, unordered).
-- Multiple (one call chosen among several functions): exactly one call, checked as simple
-  against the expected function.
-- Irrelevance: correct when no call can be decoded from the answer (empty or undecodable).
+- Multiple (one call chosen among several functions): as many calls as expected (one), the
+  first checked as simple against the expected function.
+- Irrelevance: correct when the answer holds no call: it cannot be decoded, or it decodes to
+  an "empty" output (``[]``, ``[{}]``, or anything not in call format).
 """
 
 from __future__ import annotations
@@ -42,8 +61,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from bench.errors import BenchError, pydantic_error_field, read_text_file
 from bench.models import ToolCall
 from bench.parse import ParsedAnswer
 from bench.plural import count
@@ -136,8 +156,10 @@ def _string_check(param: str, value: str, acceptable: Sequence[Any]) -> CheckRes
 
 def _list_check(param: str, value: list, acceptable: Sequence[Any]) -> CheckResult:
     got = [_standard(v) for v in value]
+    # BFCL's list_checker reads every acceptable value item by item: "" reads as [] (so an
+    # empty list passes where the parameter may be omitted) and a string as its characters
     options = [[_standard(v) for v in option] for option in acceptable
-               if isinstance(option, list)]
+               if isinstance(option, (list, str))]
     if got in options:
         return _OK
     return _fail("value_error:list/tuple", f"invalid value for {param!r}: {value!r}; expected "
@@ -149,6 +171,10 @@ def _dict_check(param: str, value: dict, acceptable: Sequence[Any]) -> CheckResu
     for option in acceptable:
         if option == "":
             continue
+        if not isinstance(option, dict):  # BFCL would compare against a non-dict: no match
+            result = _fail("value_error:dict_key", f"acceptable value {option!r} of {param!r} "
+                           "is not a dict")
+            continue
         ok = True
         for key, item in value.items():
             if key not in option:
@@ -159,12 +185,12 @@ def _dict_check(param: str, value: dict, acceptable: Sequence[Any]) -> CheckResu
                 result = _fail("value_error:dict_value", f"invalid value for {key!r}: {item!r}")
                 ok = False
                 break
-        if ok:
-            for key, values in option.items():
-                if key not in value and "" not in values:
-                    result = _fail("value_error:dict_key", f"missing dict key {key!r}")
-                    ok = False
-                    break
+        # BFCL runs the missing-key check even after a value failed (its error type wins)
+        for key, values in option.items():
+            if key not in value and "" not in values:
+                result = _fail("value_error:dict_key", f"missing dict key {key!r}")
+                ok = False
+                break
         if ok:
             return _OK
     return result
@@ -173,7 +199,8 @@ def _dict_check(param: str, value: dict, acceptable: Sequence[Any]) -> CheckResu
 def _list_dict_check(param: str, value: list, acceptable: Sequence[Any]) -> CheckResult:
     result = _fail("list_dict_checker:unclear", f"no acceptable list of dicts for {param!r}")
     for option in acceptable:
-        if not isinstance(option, list) or len(value) != len(option):
+        # BFCL compares lengths first: "" has length 0, so [] passes where "" is acceptable
+        if not isinstance(option, (list, str)) or len(value) != len(option):
             result = _fail("value_error:list_dict_count", "wrong number of dicts in the list")
             continue
         checks = [_dict_check(param, item, [want]) for item, want in zip(value, option)]
@@ -224,6 +251,8 @@ def check_simple(function: dict[str, Any], output: dict[str, Any], answer: dict[
         nested = None
         if declared in NESTED_TYPES:
             nested = PYTHON_TYPES.get(properties[param].get("items", {}).get("type"))
+        if declared == "tuple" and type(value) == tuple:  # noqa: E721 - as BFCL, before typing
+            value = list(value)
         if declared == "float" and type(value) == int:  # noqa: E721 - top level only
             value = float(value)
         acceptable = acceptable_by_param[param]
@@ -304,22 +333,42 @@ def check_entry(category: str, functions: Sequence[dict[str, Any]],
         ValueError: a non-irrelevance entry without answers, or a malformed entry.
     """
     if "irrelevance" in category:
-        if outputs:
+        if outputs is not None and not is_empty_output(outputs):
             return _fail("irrelevance_error:decoder_success", "the model called a function")
         return _OK
     if answers is None:
         raise ValueError(f"category {category!r} needs possible answers")
     if outputs is None:
         return _fail("ast_decoder:decoder_failed", "the answer could not be decoded")
+    if not is_call_format(outputs):
+        return _fail("ast_decoder:decoder_wrong_output_format",
+                     "the output is not a list of {function: {parameter: value}}")
     if "parallel" in category:
         return check_parallel(functions, outputs, answers, underscore_to_dot)
-    if len(outputs) != 1 or len(answers) != 1:
-        kind = "multiple_function_checker" if "multiple" in category else \
-            "simple_function_checker"
-        return _fail(f"{kind}:wrong_count", "wrong number of functions")
-    function = _find(functions, next(iter(answers[0]))) if "multiple" in category \
-        else functions[0]
-    return check_simple(function, outputs[0], answers[0], underscore_to_dot)
+    if "multiple" in category:
+        if len(outputs) != len(answers):
+            return _fail("multiple_function_checker:wrong_count", "wrong number of functions")
+        function = _find(functions, next(iter(answers[0])))
+        return check_simple(function, outputs[0], answers[0], underscore_to_dot)
+    if len(outputs) != 1:
+        return _fail("simple_function_checker:wrong_count", "wrong number of functions")
+    return check_simple(functions[0], outputs[0], answers[0], underscore_to_dot)
+
+
+def is_call_format(outputs: Any) -> bool:
+    """BFCL's ``is_function_calling_format_output`` (``bfcl_eval/utils.py``): a list of dicts,
+    each with exactly one key whose value is a dict; ``[]`` qualifies."""
+    return type(outputs) == list and all(  # noqa: E721 - BFCL compares exact types
+        type(item) == dict and len(item) == 1 and  # noqa: E721
+        type(next(iter(item.values()))) == dict for item in outputs)  # noqa: E721
+
+
+def is_empty_output(outputs: Any) -> bool:
+    """BFCL's ``is_empty_output`` (``bfcl_eval/utils.py``), used for irrelevance: ``[]``,
+    ``[{}]`` and anything not in call format (:func:`is_call_format`) hold no call."""
+    if not is_call_format(outputs):
+        return True
+    return len(outputs) == 0 or (len(outputs) == 1 and len(outputs[0]) == 0)
 
 
 def outputs_from_answer(answer: ParsedAnswer) -> list[dict[str, Any]] | None:
@@ -367,3 +416,82 @@ def load_entries(data_dir: Path, category: str) -> Iterator[BfclEntry]:
     for _, item in lines(data_dir / f"BFCL_v4_{category}.json"):
         yield BfclEntry(id=item["id"], category=category, question=item["question"],
                         function=item["function"], ground_truth=answers.get(item["id"]))
+
+
+# Beside a dataset's cases.jsonl: each case's BFCL entry (written by ``bench import bfcl``).
+SOURCES_FILE = "bfcl.jsonl"
+
+
+class BfclSource(BaseModel):
+    """One case's BFCL entry, as ``bench import bfcl`` keeps it for ``bench run``.
+
+    Attributes:
+        id: the case id (the BFCL entry id).
+        category: the BFCL category (``simple_python``, ``live_multiple``, ``irrelevance``...).
+        function: BFCL's function docs, unchanged (BFCL types such as ``float``, ``tuple``).
+        ground_truth: BFCL's possible answer, unchanged (conflicting values included: BFCL
+            scores with them); None for irrelevance.
+        tool_names: bench tool name -> BFCL function name for the functions BFCL offered
+            (``math_hcf`` -> ``math.hcf``; a second definition's ``name_2`` -> ``name``).
+    """
+
+    id: str
+    category: str
+    function: list[dict[str, Any]]
+    ground_truth: list[dict[str, Any]] | None = None
+    tool_names: dict[str, str] = Field(default_factory=dict)
+
+
+def sources_path(dataset_path: Path | str) -> Path | None:
+    """Where a dataset's BFCL entries are: ``bfcl.jsonl`` in the folder of a ``cases.jsonl``
+    (None for other files and ``hf:`` specs)."""
+    path = Path(dataset_path)
+    if str(dataset_path).startswith("hf:") or path.name != "cases.jsonl":
+        return None
+    return path.with_name(SOURCES_FILE)
+
+
+def load_sources(path: Path) -> dict[str, BfclSource]:
+    """Read a ``bfcl.jsonl`` file into ``{case id: BfclSource}``.
+
+    Raises:
+        BenchError: a line that is not JSON or not an entry (names file, line and field).
+    """
+    sources: dict[str, BfclSource] = {}
+    for number, line in enumerate(read_text_file(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            source = BfclSource.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
+                             line=number) from None
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            raise BenchError(message, file=path, line=number, field=field) from None
+        sources[source.id] = source
+    return sources
+
+
+def run_verdict(source: BfclSource, answer: ParsedAnswer) -> CheckResult:
+    """BFCL's verdict on one answer of a ``bench run`` (the ``bfcl_valid`` metric).
+
+    The answer is put in BFCL's output form with each called tool renamed back to BFCL's
+    function name (``source.tool_names``; a tool BFCL did not offer keeps its bench name and
+    cannot match). An answer without any call, or one that cannot be decoded, counts as
+    undecodable, which is what BFCL's function-calling handlers give for a text answer
+    (``decode_ast`` fails on it: ``ast_decoder:decoder_failed``; irrelevance passes).
+
+    Returns:
+        A :class:`CheckResult`; a checker error (e.g. a BFCL type it does not know) gives
+        ``valid=False`` with error type ``bfcl_checker_error``.
+    """
+    outputs = outputs_from_answer(answer)
+    if outputs is not None:
+        outputs = [{source.tool_names.get(name, name): args for name, args in call.items()}
+                   for call in outputs] or None
+    try:
+        return check_entry(source.category, source.function, outputs, source.ground_truth)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        return _fail("bfcl_checker_error", f"{type(exc).__name__}: {exc}")
+

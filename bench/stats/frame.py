@@ -16,7 +16,8 @@ Column schema (dtype in brackets):
 - one column per binary metric of :data:`BINARY_METRICS` that at least one row carries
   [pandas nullable ``boolean``: True / False / <NA> where the metric does not apply].
   Execution outcomes (``execution_success``, ``execution_match``; the executor may name them
-  ``exec_success`` / ``exec_match``) appear only when the executor ran.
+  ``exec_success`` / ``exec_match``) appear only when the executor ran; ``bfcl_valid``
+  (BFCL's own checker, :func:`bench.scoring.bfcl.run_verdict`) only on imported BFCL datasets.
 - ``selection_precision``, ``selection_recall``, ``selection_f1`` [float, NaN on no-call/ask].
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
 - ``prompt_tokens``, ``completion_tokens`` (reasoning included), ``cached_tokens``,
@@ -43,6 +44,7 @@ ACCURACY_METRICS = (
     "ask_correct",
     "execution_success",
     "execution_match",
+    "bfcl_valid",  # BFCL's own checker (imported BFCL datasets only)
 )
 # Binary error flags where True is bad (rates of how often a failure occurs).
 ERROR_FLAGS = ("hallucinated_tool", "hallucinated_argument", "missing_required",

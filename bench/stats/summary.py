@@ -23,6 +23,7 @@ RATE_METRICS = (
     ("ask", "ask_correct"),
     ("execution", "execution_success"),
     ("exec_match", "execution_match"),
+    ("bfcl", "bfcl_valid"),
 )
 
 
