@@ -168,12 +168,14 @@ def test_an_unreadable_answer_is_a_validation_error_not_a_run_stopper():
     assert error.error_class == "validation" and "could not be read" in str(error)
 
 
-def test_non_json_200_body_is_the_rows_invalid_answer(server):
+def test_non_json_200_body_is_a_transient_fault_retried_by_the_run(server):
+    """A 200 body that is not JSON is a server fault like a 5xx (retried; after the last
+    attempt the run records the row's invalid answer: tests/test_reply_shapes_cli.py)."""
     server.script(Reply(raw=b"<html>bad gateway</html>"))
     with pytest.raises(ProviderError) as caught:
         make_provider("openai:m", base_url=server.url + "/v1").complete(
             ASK, [WEATHER], variant_key="v", trial=0)
-    assert caught.value.error_class == "validation"
+    assert caught.value.error_class == "transient"
 
 
 @pytest.mark.parametrize("status,expected", [(402, "permanent"), (405, "permanent"),
