@@ -485,7 +485,7 @@ def test_model_path_wins_over_the_preset_and_env_over_the_default(tmp_path, monk
 
 def test_model_path_is_checked(tmp_path):
     missing = tmp_path / "missing.gguf"
-    with pytest.raises(BenchError, match="model file not found: .*missing.gguf .from "
+    with pytest.raises(BenchError, match="missing.gguf: model file not found .from "
                                          "--model-path"):
         resolve_model(None, str(missing))
     text_file = write(tmp_path, b"just text, not a model", "notes.gguf")
@@ -580,3 +580,17 @@ def test_doctor_refuses_both_model_and_model_path(run_bench, tmp_path):
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == \
         "error: --model and --model-path both name the model: give one"
+
+
+def test_an_existing_path_that_is_not_a_file_is_named_as_such(tmp_path):
+    with pytest.raises(BenchError, match="not a regular file") as caught:
+        resolve_model(None, str(tmp_path), cache_dir=tmp_path)
+    assert str(caught.value).count(str(tmp_path)) == 1
+    with pytest.raises(BenchError, match="not a regular file"):
+        resolve_model(None, "/dev/zero", cache_dir=tmp_path)
+
+
+def test_an_empty_model_environment_variable_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_LOCAL_MODEL", " ")
+    with pytest.raises(BenchError, match="set but empty"):
+        resolve_model(None, None, cache_dir=tmp_path)

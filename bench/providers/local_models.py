@@ -292,11 +292,15 @@ def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *
     if model_path is not None and not str(model_path).strip():
         raise BenchError("--model-path is empty: give a GGUF file")
     env_path = None if name else os.environ.get(MODEL_ENV)  # an explicit --model wins
+    if env_path is not None and not env_path.strip():
+        raise BenchError(f"${MODEL_ENV} is set but empty: unset it or name a GGUF file")
     if model_path or env_path:
         source = "--model-path" if model_path else MODEL_ENV
         path = Path(model_path or env_path or "").expanduser()
-        if not path.is_file():
-            raise BenchError(f"model file not found: {path} (from {source})", file=path)
+        if not path.exists():
+            raise BenchError(f"model file not found (from {source})", file=path)
+        if not path.is_file():  # a folder, a device, a FIFO: llama.cpp would read it blindly
+            raise BenchError(f"not a regular file (from {source}): give a GGUF file", file=path)
         check_gguf(path)
         return ResolvedModel(path=path, preset=None, verified=False, source=source)
     chosen = name or DEFAULT_MODEL
