@@ -129,12 +129,12 @@ def test_headline_fits_a_1400_px_window(browser, project):
     sideways and the headline fits its box (which would scroll it otherwise)."""
     from bench.runstore import RunStore
 
-    make_run("wide", half_hostile, limit=12, execute=True, first=False)  # no-call, ask too
+    make_run("wide", half_hostile, limit=12, execute=True, first=False,  # no-call, ask too
+             providers=("openai-compat:qwen2.5-7b-instruct@http://127.0.0.1:8080/v1",))
     store = RunStore(project / "reports" / "runs", "wide")
     rows = list(store.rows())
     store.results_path.unlink()
     for row in rows:
-        row["provider"] = "openai-compat:qwen2.5-7b-instruct@http://127.0.0.1:8080/v1"
         row["cost_usd"] = 0.001
         store.append(row)
     path = project / "reports" / "wide" / "index.html"
