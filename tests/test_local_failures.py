@@ -41,5 +41,6 @@ def test_case_longer_than_the_context_is_an_invalid_row_not_a_crash(run_bench, p
             (project / "reports" / "runs" / "long" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     assert rows[0]["parsed"]["error"].startswith("provider error:")
-    assert rows[0]["metrics"]["error_codes"] == ["unparseable"]
+    # the answer's own code (bench.parse) next to the scoring's
+    assert rows[0]["metrics"]["error_codes"] == ["provider_error", "unparseable"]
     assert rows[1]["parsed"]["error"] is None
