@@ -90,6 +90,17 @@ class Recorded:
 _ids = itertools.count(1)
 
 
+#: Dummy API keys for the SDKs under test: they only ever reach 127.0.0.1.
+DUMMY_KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test",
+              "GEMINI_API_KEY": "gm-test"}
+
+
+def set_dummy_keys(monkeypatch: Any) -> None:
+    """Set :data:`DUMMY_KEYS` in the environment for one test (pytest's ``monkeypatch``)."""
+    for name, value in DUMMY_KEYS.items():
+        monkeypatch.setenv(name, value)
+
+
 def error_body(status: int, message: str) -> dict[str, Any]:
     """An error body in the OpenAI/Anthropic style ``{"error": {"type", "message"}}``."""
     return {"type": "error", "error": {"type": f"http_{status}", "message": message,

@@ -10,7 +10,8 @@ from bench.models import Message, Tool
 from bench.parse import strictly_valid
 from bench.providers import ProviderError, ProviderUnavailable, make_provider
 from fakeserver import (FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
-                        chat_stream, error_body, gemini_body, responses_body, responses_stream)
+                        chat_stream, error_body, gemini_body, responses_body, responses_stream,
+                        set_dummy_keys)
 
 WEATHER = Tool(name="get_weather", description="Weather of a city.", input_schema={
     "type": "object",
@@ -32,10 +33,7 @@ def server():
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch):
-    """Dummy keys: the SDKs only send them to 127.0.0.1."""
-    for name, value in (("OPENAI_API_KEY", "sk-test"), ("ANTHROPIC_API_KEY", "sk-ant-test"),
-                        ("GEMINI_API_KEY", "gm-test")):
-        monkeypatch.setenv(name, value)
+    set_dummy_keys(monkeypatch)
 
 
 def openai(server, **options):

@@ -24,7 +24,7 @@ from bench.providers import make_provider
 from bench.providers.openai_chat import OpenAIChatProvider
 from bench.providers.replies import UnreadableReply, reply_json
 from fakeserver import (FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
-                        gemini_body, responses_body)
+                        gemini_body, responses_body, set_dummy_keys)
 
 PING = Tool(name="ping", description="No parameters.",
             input_schema={"type": "object", "properties": {}})
@@ -33,10 +33,7 @@ ASK = [Message(role="user", content="ping it")]
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch):
-    """Dummy keys: the SDKs only send them to 127.0.0.1."""
-    for name, value in (("OPENAI_API_KEY", "sk-test"), ("ANTHROPIC_API_KEY", "sk-ant-test"),
-                        ("GEMINI_API_KEY", "gm-test")):
-        monkeypatch.setenv(name, value)
+    set_dummy_keys(monkeypatch)
 
 
 def _provider(kind: str, url: str = "http://127.0.0.1:9"):

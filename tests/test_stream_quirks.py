@@ -13,7 +13,7 @@ from bench.models import Message, Tool
 from bench.providers import ProviderError, make_provider
 from bench.providers.errors import error_from_exception, stream_error_status
 from fakeserver import (FakeServer, Reply, anthropic_stream, chat_fragments, chat_stream,
-                        error_body, gemini_body, gemini_stream)
+                        error_body, gemini_body, gemini_stream, set_dummy_keys)
 
 WEATHER = Tool(name="get_weather", description="Weather of a city.", input_schema={
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
@@ -28,9 +28,7 @@ def server():
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch):
-    for name, value in (("OPENAI_API_KEY", "sk-test"), ("ANTHROPIC_API_KEY", "sk-ant-test"),
-                        ("GEMINI_API_KEY", "gm-test")):
-        monkeypatch.setenv(name, value)
+    set_dummy_keys(monkeypatch)
 
 
 def provider(kind, server, **options):
