@@ -252,7 +252,8 @@ def test_a_row_nested_past_any_parser_is_written_with_the_deep_part_dropped(tmp_
 CRASHING_RUN = """
 import os, signal, time
 from bench.paths import runs_dir
-from bench.runner import RunConfig, Runner, _default_factory
+from bench.runner import RunConfig, Runner
+from bench.runner.core import _default_factory
 asked, rows = [], runs_dir() / "crash" / "results.jsonl"
 def factory(provider_id, config):
     provider = _default_factory(provider_id, config)

@@ -1,50 +1,35 @@
-"""Plan and execute a run: case x variant x provider x trial -> one scored row each.
+"""Create or resume a run and execute its plan.
 
 Data flow (BRIEF §3): dataset + variants + providers -> plan -> provider -> parse -> score ->
-``results.jsonl``. The plan is ordered provider, variant, trial, case so that each provider sees
-one variant's cases back to back (the embedded model then reuses the cached tools prefix).
+``results.jsonl``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import hashlib
 import itertools
 import platform
 import queue
-import signal
-import subprocess
 import sys
-import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from importlib import metadata
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from bench.datasets import Dataset, check_against_tools, load_dataset
-from bench.datasets.labels import LabelProblem, iter_label_problems
-from bench.datasets.sample import stratified_sample
-from bench.descriptions import Variant, load_variant
+from bench.datasets import load_dataset
+from bench.datasets.labels import LabelProblem
 from bench.errors import BenchError, pydantic_error_field
-from bench.limits import (DEFAULT_ATTEMPTS, DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS,
-                          DEFAULT_VARIANTS, MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES,
-                          MAX_TRIALS)
-from bench.models import Case
-from bench.paths import PACKAGE_PARENT, runs_dir
+from bench.paths import runs_dir
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
 from bench.plural import count
 from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
                              make_provider)
 from bench.providers.batch import CHUNK as BATCH_CHUNK
 from bench.providers.batch import BatchLedger, batch_kind, custom_id, poll, results, submit
-from bench.providers.cache import CACHE_MODES, ResponseCache, messages_digest, request_key
+from bench.providers.cache import ResponseCache, request_key
 from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
@@ -52,419 +37,15 @@ from bench.providers.replay import ReplayMiss
 from bench.providers.replies import UnreadableReply
 from bench.providers.senders import SenderPool, default_sender_processes
 from bench.runstore import RunStore, new_run_id
-from bench.scoring import score_case
-from bench.scoring.bfcl import BfclSource, load_sources, run_verdict, sources_path
+from bench.scoring.bfcl import BfclSource, load_sources, sources_path
+from bench.runner.config import (FAILED_IN_A_ROW_TO_PAUSE, RESUME_OVERRIDES,
+                                 STOP_GRACE_S, DEFAULT_CACHE_PATH, RunConfig, identity_mismatch)
+from bench.runner.plan import (PlanItem, load_variants, make_plan, select_cases,
+                               skip_invalid_cases)
+from bench.runner.rows import Outcome, _now, _git_commit, _versions, build_row, summarize_case
+from bench.runner.budget import ProgressHook, Spend
+from bench.runner.signals import StopSignals, _next_completed
 
-PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
-            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
-            "google-genai", "tenacity")
-DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
-# After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; what a
-# sender process still holds then (a stopped or stuck child) is abandoned, so that a stop never
-# waits for the pool's 3 x timeout + 30 s stuck-child limit. A second signal abandons at once.
-STOP_GRACE_S = 5.0
-# A provider whose requests fail this many times in a row after every retry (no answer between)
-# is down: its other items are not sent (they stay pending for --resume); other providers go on.
-FAILED_IN_A_ROW_TO_PAUSE = 5
-# Settings a resumed run may change (they decide how, not what, is computed).
-RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
-                    "cache_path", "pricing", "attempts", "batch", "batch_poll_s",
-                    # where the model is found may change (another machine); the model may not:
-                    # a resume checks the provider's identity (:func:`provider_identity`)
-                    "model", "model_path")
-# Fields of :meth:`Provider.describe` that say which model answers; a resumed run must match.
-IDENTITY_FIELDS = ("model", "model_sha256")
-
-
-def identity_mismatch(stored: list[Any], current: dict[str, dict[str, Any]]) -> str | None:
-    """Why the providers now differ from those a run started with, or None.
-
-    Args:
-        stored: the manifest's ``providers`` list (each a :meth:`Provider.describe` dict).
-        current: provider id -> its :meth:`Provider.describe` now.
-
-    Returns:
-        One clause naming the provider and both values of the first :data:`IDENTITY_FIELDS`
-        field that differs (a field missing on either side is not compared), else None.
-    """
-    for before in stored:
-        if not isinstance(before, dict) or before.get("provider") not in current:
-            continue
-        now = current[before["provider"]]
-        for field in IDENTITY_FIELDS:
-            if field in before and field in now and before[field] != now[field]:
-                preset = before.get("model_preset")
-                hint = f" (--model {preset})" if preset else ""
-                return (f"provider '{before['provider']}' now has {field} {now[field]!r}, but the "
-                        f"run started with {before[field]!r}{hint}")
-    return None
-
-
-class RunConfig(BaseModel):
-    """Everything that defines a run (stored in the manifest; ``--resume`` reuses it).
-
-    Attributes:
-        dataset: dataset name or path to a ``.jsonl`` file.
-        variants: variant names, e.g. ``["l3", "l10", "l30", "l50"]``.
-        providers: provider ids, e.g. ``["local"]``; a base URL's ``user:password@`` is
-            stored as ``***@`` (:func:`bench.redact.public_provider_id`).
-        trials: repetitions per case (>= 1).
-        limit: only N cases (None: all): a sample stratified by expected tool (no-call and
-            ask cases are strata too), seeded by ``seed``, in dataset order
-            (:mod:`bench.datasets.sample`).
-        limit_sampling: how ``limit`` picks: ``stratified`` (the sample above) or ``first``
-            (the first N in file order: what runs recorded before the sample existed did; a
-            resumed run keeps its own).
-        case_ids: only these cases (None: all).
-        model: the local provider's model preset (None: default).
-        model_path: GGUF for the local provider (None: the preset).
-        seed: base sampling seed.
-        max_tokens: completion cap in tokens.
-        no_call_layout: the local provider's "no tool fits" layout (None: its default).
-        threads: CPU threads of the local model (None: ``$BENCH_THREADS`` or min(4, cores)).
-        tool_choice: HTTP providers: ``auto``, ``required``, ``none`` or a tool name.
-        parallel_tool_calls: HTTP providers: allow several calls per answer (None: default).
-        openai_strict: OpenAI strict mode for tool schemas.
-        stream: HTTP providers: receive answers as server-sent events.
-        request_timeout_s: HTTP providers: per-request timeout in seconds.
-        concurrency: requests in flight per provider (a provider may allow fewer: ``local``
-            runs one at a time).
-        sender_processes: worker processes making each HTTP provider's SDK calls (0: threads
-            in the run's process; None: :func:`bench.providers.senders.default_sender_processes`
-            of ``concurrency``). Ignored with ``batch`` and for ``local`` and ``replay``.
-        attempts: the most attempts per request (429, 5xx and timeouts are retried).
-        max_usd: stop the run (status ``budget_exhausted``, resumable) once the billed cost
-            reaches this many USD; None: no limit.
-        max_total_tokens: the same for prompt + completion tokens billed.
-        cache: response cache mode, one of ``off``, ``read``, ``write``, ``readwrite``.
-        cache_path: the cache's SQLite file (None: ``reports/cache/responses.sqlite``).
-        pricing: a pricing YAML overriding the built-in table (None: built-in, plus
-            ``$BENCH_HOME/pricing.yaml`` when present).
-        batch: send OpenAI and Anthropic requests through their batch APIs (half price,
-            answers within 24 h); other providers run interactively.
-        batch_poll_s: seconds between batch status polls.
-        execute: run each answer's calls on the reference backends (execution metrics).
-        allow_writes / allow_sensitive: let write / sensitive tools run when executing.
-        mcp_server: execute on this MCP server (argv, started over stdio) instead of the
-            reference backends.
-        skip_invalid_cases: leave out (and list) the cases whose labels do not fit the
-            tools (unknown tool or argument, an acceptable value the schema rejects) instead
-            of refusing the dataset.
-    """
-
-    dataset: str = "ecommerce"
-    variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS))
-    providers: list[str] = Field(default_factory=lambda: list(DEFAULT_PROVIDERS))
-    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
-    limit: int | None = Field(default=None, ge=1)
-    limit_sampling: Literal["stratified", "first"] = "stratified"
-    case_ids: list[str] | None = None
-    model: str | None = None
-    model_path: str | None = None
-    seed: int = 1234
-    max_tokens: int = Field(default=512, ge=16)
-    no_call_layout: str | None = None
-    # provider settings (bench.providers; issue 5)
-    threads: int | None = Field(default=None, ge=1)
-    tool_choice: str = "auto"
-    parallel_tool_calls: bool | None = None
-    openai_strict: bool = False
-    stream: bool = False
-    request_timeout_s: float = Field(default=60.0, gt=0)
-    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
-    sender_processes: int | None = Field(default=None, ge=0, le=MAX_SENDER_PROCESSES)
-    attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=MAX_ATTEMPTS)
-    max_usd: float | None = Field(default=None, gt=0)
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    cache: str = "off"
-    cache_path: str | None = None
-    pricing: str | None = None
-    batch: bool = False
-    batch_poll_s: float = Field(default=30.0, ge=0)
-    execute: bool = True
-    allow_writes: bool = False
-    allow_sensitive: bool = False
-    mcp_server: list[str] | None = None
-    skip_invalid_cases: bool = False
-
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("cache")
-    @classmethod
-    def _cache_mode(cls, value: str) -> str:
-        if value not in CACHE_MODES:
-            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}")
-        return value
-
-    @field_validator("cache_path", "pricing")
-    @classmethod
-    def _absolute_file(cls, value: str | None) -> str | None:
-        return str(Path(value).resolve()) if value else value
-
-    @field_validator("variants", "providers")
-    @classmethod
-    def _unique(cls, values: list[str]) -> list[str]:
-        if not values:
-            raise ValueError("needs at least one name")
-        return list(dict.fromkeys(values))  # a name given twice runs once
-
-    @field_validator("providers")
-    @classmethod
-    def _public_ids(cls, values: list[str]) -> list[str]:
-        # credentials in a base URL stay in memory, never in a row key or the manifest
-        from bench.redact import public_provider_id
-        return list(dict.fromkeys(public_provider_id(v) for v in values))
-
-    @field_validator("dataset")
-    @classmethod
-    def _absolute_path(cls, value: str) -> str:
-        # a .jsonl path is stored absolute so that --resume works from any folder
-        return str(Path(value).resolve()) if value.endswith(".jsonl") else value
-
-
-@dataclass(frozen=True)
-class PlanItem:
-    """One planned request: a case under a variant for a provider, one trial."""
-
-    case: Case
-    variant: Variant
-    provider_id: str
-    trial: int
-
-    @property
-    def key(self) -> str:
-        """Unique row key ``case|variant|provider|trial`` (resume skips done keys)."""
-        return f"{self.case.id}|{self.variant.name}|{self.provider_id}|{self.trial}"
-
-
-def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
-    """The cases a config selects, in file order: ``case_ids`` (all when None), then of those
-    ``limit`` cases as ``limit_sampling`` says (a stratified sample seeded by ``seed``, or
-    the first N).
-
-    Raises:
-        BenchError: ``case_ids`` names a case the dataset does not have.
-    """
-    cases = list(dataset.cases)
-    if config.case_ids:
-        known = {c.id for c in cases}
-        missing = [i for i in config.case_ids if i not in known]
-        if missing:
-            raise BenchError(f"unknown case id(s): {', '.join(missing)}", file=dataset.path)
-        wanted = set(config.case_ids)
-        cases = [c for c in cases if c.id in wanted]
-    if config.limit:
-        cases = stratified_sample(cases, config.limit, config.seed) \
-            if config.limit_sampling == "stratified" else cases[:config.limit]
-    return cases
-
-
-def skip_invalid_cases(dataset: Dataset, names: Sequence[str]
-                       ) -> tuple[Dataset, list[LabelProblem]]:
-    """The dataset without the cases whose labels do not fit the named variants' tools, and
-    every problem found (one per case, field and reason, in file order).
-
-    Raises:
-        BenchError: an unknown variant or bad spec, or no case left.
-    """
-    problems: dict[tuple[str, str, str], LabelProblem] = {}
-    for toolset in dataset.toolsets:
-        for name in names:
-            for problem in iter_label_problems(dataset, toolset, load_variant(toolset, name).tools):
-                problems.setdefault((problem.case_id, problem.field, problem.message), problem)
-    bad = {p.case_id for p in problems.values()}
-    kept = tuple(c for c in dataset.cases if c.id not in bad)
-    if not kept:
-        raise BenchError(f"every case has a label that does not fit its tools "
-                         f"({count(len(bad), 'case')}); nothing to run", file=dataset.path)
-    ordered = sorted(problems.values(), key=lambda p: (p.line, p.field))
-    return dataclasses.replace(dataset, cases=kept), ordered
-
-
-def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
-    """Render each named variant for every toolset the dataset uses, and check the labels.
-
-    Raises:
-        BenchError: an unknown variant, a bad spec, a case naming an unknown tool/argument,
-            or a toolset without descriptions (blamed on the first case naming it: file,
-            line, field ``toolset``).
-    """
-    from bench.paths import descriptions_dir
-    root = descriptions_dir()
-    for toolset in dataset.toolsets:
-        if not (root / toolset).is_dir():
-            first = next(c for c in dataset.cases if c.toolset == toolset)
-            known = sorted(p.name for p in root.iterdir() if p.is_dir() and
-                           p.name != "templates") if root.is_dir() else []
-            raise BenchError(f"unknown toolset '{toolset}' (no folder {root / toolset}; "
-                             f"known: {', '.join(known) or 'none'})", file=dataset.path,
-                             line=dataset.lines.get(first.id), field="toolset")
-    variants = []
-    for toolset in dataset.toolsets:
-        for name in names:
-            variant = load_variant(toolset, name)
-            try:
-                check_against_tools(dataset, toolset, variant.tools)
-            except BenchError as exc:
-                raise BenchError(f"{exc.message} (--skip-invalid-cases leaves such cases out)",
-                                 file=exc.file, line=exc.line, field=exc.field) from None
-            variants.append(variant)
-    return variants
-
-
-def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: Sequence[str],
-              trials: int) -> list[PlanItem]:
-    """All planned items, grouped by provider, then variant, then trial, then case."""
-    return [PlanItem(case, variant, provider_id, trial)
-            for provider_id in provider_ids
-            for variant in variants
-            for trial in range(trials)
-            for case in cases if case.toolset == variant.toolset]
-
-
-def _versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_PARENT, text=True,
-                             capture_output=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                           cwd=PACKAGE_PARENT, text=True, capture_output=True, timeout=5,
-                           check=False).stdout.strip()
-    return out.stdout.strip() + ("-dirty" if dirty else "")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What executing one plan item produced.
-
-    Attributes:
-        response: the provider's answer (fresh, cached or replayed).
-        attempts: requests sent (0 for a cache hit).
-        cache: ``hit``, ``miss`` (asked the provider, cache on) or None (cache off).
-    """
-
-    response: Any
-    attempts: int
-    cache: str | None
-
-
-def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
-    """``(messages digest, expected label as a dict)`` of a case, as rows store them."""
-    return messages_digest(case.messages), case.expected.model_dump()
-
-
-def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
-              billed_usd: float | None = None, attempts: int = 1,
-              cache: str | None = None, execution: Any = None,
-              case_summary: tuple[str, dict[str, Any]] | None = None,
-              bfcl: BfclSource | None = None) -> dict[str, Any]:
-    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
-
-    Args:
-        item: the plan item.
-        run_id: the run's id.
-        response: a :class:`~bench.providers.ProviderResponse`.
-        cost_usd: what the request's tokens cost at list price (USD), None without a price.
-        billed_usd: what this run paid for it (0 for cache hits and replays), USD.
-        attempts: requests sent for it (retries included; 0 for a cache hit).
-        cache: ``hit``, ``miss`` or None (cache off).
-        execution: a :class:`bench.executor.runhook.RunExecution` adding execution metrics, or
-            None (not executed).
-        case_summary: ``(messages_sha256, expected as a dict)`` of ``item.case`` when the
-            caller keeps them (the same for every variant, provider and trial), else computed.
-        bfcl: the case's BFCL entry (imported BFCL datasets): adds BFCL's own verdict as
-            metrics ``bfcl_valid`` (bool; None when BFCL's checker cannot judge the entry)
-            and ``bfcl_error_type`` (BFCL's error type, None when valid), see
-            :func:`bench.scoring.bfcl.run_verdict`.
-    """
-    if case_summary is None:
-        case_summary = summarize_case(item.case)
-    messages_sha256, expected = case_summary
-    score = score_case(item.case.expected, response.parsed, item.variant.tools)
-    metrics = score.as_dict()
-    if execution is not None:
-        metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
-                                             response.parsed, item.trial))
-    if bfcl is not None:
-        verdict = run_verdict(bfcl, response.parsed)
-        metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
-            else verdict.valid
-        metrics["bfcl_error_type"] = verdict.error_type
-    return {
-        "key": item.key,
-        "run_id": run_id,
-        "case_id": item.case.id,
-        "toolset": item.case.toolset,
-        "variant": item.variant.name,
-        "provider": item.provider_id,
-        "trial": item.trial,
-        "lang": item.case.lang,
-        "tags": item.case.tags,
-        "query": item.case.query,
-        "expected": expected,
-        "request": {**response.request, "variant_sha256": item.variant.sha256,
-                    "messages_sha256": messages_sha256,
-                    "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
-        "response": {"raw": response.raw, "finish_reason": response.finish_reason,
-                     "request_id": getattr(response, "request_id", None)},
-        "parsed": response.parsed.model_dump(),
-        "metrics": metrics,
-        "usage": response.usage.model_dump(),
-        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
-        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
-        "attempts": attempts,
-        "cache": cache,
-        "tool_definition_tokens": response.tool_definition_tokens,
-        "latency_s": round(response.latency_s, 6),
-        "finished_at": _now(),
-    }
-
-
-@dataclass
-class Spend:
-    """What a run has been billed: USD, prompt + completion tokens, and requests."""
-
-    usd: float = 0.0
-    tokens: int = 0
-    requests: int = 0
-
-    def add(self, usd: float, tokens: int) -> None:
-        """Count one billed request."""
-        self.usd += usd
-        self.tokens += tokens
-        self.requests += 1
-
-    @property
-    def mean_usd(self) -> float:
-        """Mean USD per billed request (0 before the first)."""
-        return self.usd / self.requests if self.requests else 0.0
-
-    @property
-    def mean_tokens(self) -> float:
-        """Mean tokens per billed request (0 before the first)."""
-        return self.tokens / self.requests if self.requests else 0.0
-
-
-# Called as hook(rows done, rows planned, plan item of the row just written) per row, and
-# once with item None when the run starts (bench.progress.RunProgress is the CLI's).
-ProgressHook = Callable[[int, int, "PlanItem | None"], None]
 
 
 class Runner:
@@ -1320,78 +901,6 @@ class Runner:
         return manifest
 
 
-class StopSignals:
-    """SIGINT (Ctrl-C) and SIGTERM while a run executes.
-
-    Outside critical sections a signal raises KeyboardInterrupt at once, as Python does.
-    Inside one (scoring and executing a row, preparing a label: library code there, such as
-    SQLite's progress-handler callback, turns the exception into an ordinary error and would
-    swallow it) the signal is only noted in :attr:`pending`, and the run loop stops at its
-    next safe point. Handlers are installed only in the main thread (Python's rule) and
-    restored on exit.
-
-    Attributes:
-        signum: the first signal received (``signal.SIGINT`` / ``signal.SIGTERM``) or None:
-            a CI job's SIGTERM followed by a Ctrl-C still reads as terminated.
-        pending: a signal arrived inside a critical section and has not been acted on.
-    """
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.pending = False
-        self._critical = 0
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is None:
-            self.signum = signum
-        if self._critical:
-            self.pending = True
-        else:
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def critical(self) -> Iterator[None]:
-        """A section where a signal is noted, not raised."""
-        self._critical += 1
-        try:
-            yield
-        finally:
-            self._critical -= 1
-
-
-def _next_completed(completed: queue.SimpleQueue[Future], idle: Callable[[], bool],
-                    signals: StopSignals) -> Future:
-    """The next finished future. While none is there, runs ``idle()`` steps (work that rows
-    need later, as a critical section) until one returns False; then waits in 0.5 s slices
-    so that Ctrl-C is seen at once.
-
-    Raises:
-        KeyboardInterrupt: a stop signal (also one noted during an idle step).
-    """
-    while True:
-        if signals.pending:
-            signals.pending = False
-            raise KeyboardInterrupt
-        if completed.empty():
-            with signals.critical():
-                stepped = idle()
-            if stepped:
-                continue
-        try:
-            return completed.get(timeout=0.5)
-        except queue.Empty:
-            continue
 
 
 
@@ -1420,8 +929,3 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
     return make_provider(provider_id, **options)
 
 
-def iter_rows(run_id: str) -> Iterable[dict[str, Any]]:
-    """Rows of a stored run (for tables and reports), checked against its manifest
-    (:meth:`bench.runstore.RunStore.checked_rows`)."""
-    store = RunStore(runs_dir(), run_id)
-    return store.checked_rows(store.read_manifest())

@@ -1,0 +1,20 @@
+"""Plan and execute a run: case x variant x provider x trial -> one scored row each.
+
+Data flow (BRIEF §3), one module per step: :mod:`~bench.runner.config` (what to run) ->
+:mod:`~bench.runner.plan` (the items) -> :mod:`~bench.runner.core` (providers, cache, retries,
+the asyncio loop) -> :mod:`~bench.runner.rows` (scored rows), with
+:mod:`~bench.runner.budget` (spend limits) and :mod:`~bench.runner.signals` (Ctrl-C, SIGTERM).
+"""
+
+from bench.runner.budget import ProgressHook, Spend
+from bench.runner.config import (FAILED_IN_A_ROW_TO_PAUSE, IDENTITY_FIELDS, RESUME_OVERRIDES,
+                                 STOP_GRACE_S, RunConfig, identity_mismatch)
+from bench.runner.core import Runner
+from bench.runner.plan import PlanItem, load_variants, make_plan, select_cases, skip_invalid_cases
+from bench.runner.rows import Outcome, build_row, iter_rows, summarize_case
+from bench.runner.signals import StopSignals
+
+__all__ = ["FAILED_IN_A_ROW_TO_PAUSE", "IDENTITY_FIELDS", "RESUME_OVERRIDES", "STOP_GRACE_S",
+           "Outcome", "PlanItem", "ProgressHook", "RunConfig", "Runner", "Spend", "StopSignals",
+           "build_row", "identity_mismatch", "iter_rows", "load_variants", "make_plan",
+           "select_cases", "skip_invalid_cases", "summarize_case"]

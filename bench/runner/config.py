@@ -1,0 +1,187 @@
+"""A run's configuration (:class:`RunConfig`) and the settings a resume may change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bench.limits import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_PROVIDERS,
+    DEFAULT_VARIANTS,
+    MAX_ATTEMPTS,
+    MAX_CONCURRENCY,
+    MAX_SENDER_PROCESSES,
+    MAX_TRIALS,
+)
+from bench.providers.cache import (
+    CACHE_MODES,
+)
+
+DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
+# After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; what a
+# sender process still holds then (a stopped or stuck child) is abandoned, so that a stop never
+# waits for the pool's 3 x timeout + 30 s stuck-child limit. A second signal abandons at once.
+STOP_GRACE_S = 5.0
+# A provider whose requests fail this many times in a row after every retry (no answer between)
+# is down: its other items are not sent (they stay pending for --resume); other providers go on.
+FAILED_IN_A_ROW_TO_PAUSE = 5
+# Settings a resumed run may change (they decide how, not what, is computed).
+RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
+                    "cache_path", "pricing", "attempts", "batch", "batch_poll_s",
+                    # where the model is found may change (another machine); the model may not:
+                    # a resume checks the provider's identity (:func:`provider_identity`)
+                    "model", "model_path")
+# Fields of :meth:`Provider.describe` that say which model answers; a resumed run must match.
+IDENTITY_FIELDS = ("model", "model_sha256")
+
+
+def identity_mismatch(stored: list[Any], current: dict[str, dict[str, Any]]) -> str | None:
+    """Why the providers now differ from those a run started with, or None.
+
+    Args:
+        stored: the manifest's ``providers`` list (each a :meth:`Provider.describe` dict).
+        current: provider id -> its :meth:`Provider.describe` now.
+
+    Returns:
+        One clause naming the provider and both values of the first :data:`IDENTITY_FIELDS`
+        field that differs (a field missing on either side is not compared), else None.
+    """
+    for before in stored:
+        if not isinstance(before, dict) or before.get("provider") not in current:
+            continue
+        now = current[before["provider"]]
+        for field in IDENTITY_FIELDS:
+            if field in before and field in now and before[field] != now[field]:
+                preset = before.get("model_preset")
+                hint = f" (--model {preset})" if preset else ""
+                return (f"provider '{before['provider']}' now has {field} {now[field]!r}, but the "
+                        f"run started with {before[field]!r}{hint}")
+    return None
+
+
+class RunConfig(BaseModel):
+    """Everything that defines a run (stored in the manifest; ``--resume`` reuses it).
+
+    Attributes:
+        dataset: dataset name or path to a ``.jsonl`` file.
+        variants: variant names, e.g. ``["l3", "l10", "l30", "l50"]``.
+        providers: provider ids, e.g. ``["local"]``; a base URL's ``user:password@`` is
+            stored as ``***@`` (:func:`bench.redact.public_provider_id`).
+        trials: repetitions per case (>= 1).
+        limit: only N cases (None: all): a sample stratified by expected tool (no-call and
+            ask cases are strata too), seeded by ``seed``, in dataset order
+            (:mod:`bench.datasets.sample`).
+        limit_sampling: how ``limit`` picks: ``stratified`` (the sample above) or ``first``
+            (the first N in file order: what runs recorded before the sample existed did; a
+            resumed run keeps its own).
+        case_ids: only these cases (None: all).
+        model: the local provider's model preset (None: default).
+        model_path: GGUF for the local provider (None: the preset).
+        seed: base sampling seed.
+        max_tokens: completion cap in tokens.
+        no_call_layout: the local provider's "no tool fits" layout (None: its default).
+        threads: CPU threads of the local model (None: ``$BENCH_THREADS`` or min(4, cores)).
+        tool_choice: HTTP providers: ``auto``, ``required``, ``none`` or a tool name.
+        parallel_tool_calls: HTTP providers: allow several calls per answer (None: default).
+        openai_strict: OpenAI strict mode for tool schemas.
+        stream: HTTP providers: receive answers as server-sent events.
+        request_timeout_s: HTTP providers: per-request timeout in seconds.
+        concurrency: requests in flight per provider (a provider may allow fewer: ``local``
+            runs one at a time).
+        sender_processes: worker processes making each HTTP provider's SDK calls (0: threads
+            in the run's process; None: :func:`bench.providers.senders.default_sender_processes`
+            of ``concurrency``). Ignored with ``batch`` and for ``local`` and ``replay``.
+        attempts: the most attempts per request (429, 5xx and timeouts are retried).
+        max_usd: stop the run (status ``budget_exhausted``, resumable) once the billed cost
+            reaches this many USD; None: no limit.
+        max_total_tokens: the same for prompt + completion tokens billed.
+        cache: response cache mode, one of ``off``, ``read``, ``write``, ``readwrite``.
+        cache_path: the cache's SQLite file (None: ``reports/cache/responses.sqlite``).
+        pricing: a pricing YAML overriding the built-in table (None: built-in, plus
+            ``$BENCH_HOME/pricing.yaml`` when present).
+        batch: send OpenAI and Anthropic requests through their batch APIs (half price,
+            answers within 24 h); other providers run interactively.
+        batch_poll_s: seconds between batch status polls.
+        execute: run each answer's calls on the reference backends (execution metrics).
+        allow_writes / allow_sensitive: let write / sensitive tools run when executing.
+        mcp_server: execute on this MCP server (argv, started over stdio) instead of the
+            reference backends.
+        skip_invalid_cases: leave out (and list) the cases whose labels do not fit the
+            tools (unknown tool or argument, an acceptable value the schema rejects) instead
+            of refusing the dataset.
+    """
+
+    dataset: str = "ecommerce"
+    variants: list[str] = Field(default_factory=lambda: list(DEFAULT_VARIANTS))
+    providers: list[str] = Field(default_factory=lambda: list(DEFAULT_PROVIDERS))
+    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
+    limit: int | None = Field(default=None, ge=1)
+    limit_sampling: Literal["stratified", "first"] = "stratified"
+    case_ids: list[str] | None = None
+    model: str | None = None
+    model_path: str | None = None
+    seed: int = 1234
+    max_tokens: int = Field(default=512, ge=16)
+    no_call_layout: str | None = None
+    # provider settings (bench.providers; issue 5)
+    threads: int | None = Field(default=None, ge=1)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None
+    openai_strict: bool = False
+    stream: bool = False
+    request_timeout_s: float = Field(default=60.0, gt=0)
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
+    sender_processes: int | None = Field(default=None, ge=0, le=MAX_SENDER_PROCESSES)
+    attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=MAX_ATTEMPTS)
+    max_usd: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    cache: str = "off"
+    cache_path: str | None = None
+    pricing: str | None = None
+    batch: bool = False
+    batch_poll_s: float = Field(default=30.0, ge=0)
+    execute: bool = True
+    allow_writes: bool = False
+    allow_sensitive: bool = False
+    mcp_server: list[str] | None = None
+    skip_invalid_cases: bool = False
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("cache")
+    @classmethod
+    def _cache_mode(cls, value: str) -> str:
+        if value not in CACHE_MODES:
+            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}")
+        return value
+
+    @field_validator("cache_path", "pricing")
+    @classmethod
+    def _absolute_file(cls, value: str | None) -> str | None:
+        return str(Path(value).resolve()) if value else value
+
+    @field_validator("variants", "providers")
+    @classmethod
+    def _unique(cls, values: list[str]) -> list[str]:
+        if not values:
+            raise ValueError("needs at least one name")
+        return list(dict.fromkeys(values))  # a name given twice runs once
+
+    @field_validator("providers")
+    @classmethod
+    def _public_ids(cls, values: list[str]) -> list[str]:
+        # credentials in a base URL stay in memory, never in a row key or the manifest
+        from bench.redact import public_provider_id
+        return list(dict.fromkeys(public_provider_id(v) for v in values))
+
+    @field_validator("dataset")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        # a .jsonl path is stored absolute so that --resume works from any folder
+        return str(Path(value).resolve()) if value.endswith(".jsonl") else value
+
+

@@ -1,0 +1,121 @@
+"""The plan: case x variant x provider x trial items, ordered provider, variant, trial, case
+so that each provider sees one variant's cases back to back (the embedded model then reuses
+the cached tools prefix)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Sequence
+
+
+from bench.datasets import Dataset, check_against_tools
+from bench.datasets.labels import LabelProblem, iter_label_problems
+from bench.datasets.sample import stratified_sample
+from bench.descriptions import Variant, load_variant
+from bench.errors import BenchError
+from bench.models import Case
+from bench.plural import count
+from bench.runner.config import RunConfig
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One planned request: a case under a variant for a provider, one trial."""
+
+    case: Case
+    variant: Variant
+    provider_id: str
+    trial: int
+
+    @property
+    def key(self) -> str:
+        """Unique row key ``case|variant|provider|trial`` (resume skips done keys)."""
+        return f"{self.case.id}|{self.variant.name}|{self.provider_id}|{self.trial}"
+
+
+def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
+    """The cases a config selects, in file order: ``case_ids`` (all when None), then of those
+    ``limit`` cases as ``limit_sampling`` says (a stratified sample seeded by ``seed``, or
+    the first N).
+
+    Raises:
+        BenchError: ``case_ids`` names a case the dataset does not have.
+    """
+    cases = list(dataset.cases)
+    if config.case_ids:
+        known = {c.id for c in cases}
+        missing = [i for i in config.case_ids if i not in known]
+        if missing:
+            raise BenchError(f"unknown case id(s): {', '.join(missing)}", file=dataset.path)
+        wanted = set(config.case_ids)
+        cases = [c for c in cases if c.id in wanted]
+    if config.limit:
+        cases = stratified_sample(cases, config.limit, config.seed) \
+            if config.limit_sampling == "stratified" else cases[:config.limit]
+    return cases
+
+
+def skip_invalid_cases(dataset: Dataset, names: Sequence[str]
+                       ) -> tuple[Dataset, list[LabelProblem]]:
+    """The dataset without the cases whose labels do not fit the named variants' tools, and
+    every problem found (one per case, field and reason, in file order).
+
+    Raises:
+        BenchError: an unknown variant or bad spec, or no case left.
+    """
+    problems: dict[tuple[str, str, str], LabelProblem] = {}
+    for toolset in dataset.toolsets:
+        for name in names:
+            for problem in iter_label_problems(dataset, toolset, load_variant(toolset, name).tools):
+                problems.setdefault((problem.case_id, problem.field, problem.message), problem)
+    bad = {p.case_id for p in problems.values()}
+    kept = tuple(c for c in dataset.cases if c.id not in bad)
+    if not kept:
+        raise BenchError(f"every case has a label that does not fit its tools "
+                         f"({count(len(bad), 'case')}); nothing to run", file=dataset.path)
+    ordered = sorted(problems.values(), key=lambda p: (p.line, p.field))
+    return dataclasses.replace(dataset, cases=kept), ordered
+
+
+def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
+    """Render each named variant for every toolset the dataset uses, and check the labels.
+
+    Raises:
+        BenchError: an unknown variant, a bad spec, a case naming an unknown tool/argument,
+            or a toolset without descriptions (blamed on the first case naming it: file,
+            line, field ``toolset``).
+    """
+    from bench.paths import descriptions_dir
+    root = descriptions_dir()
+    for toolset in dataset.toolsets:
+        if not (root / toolset).is_dir():
+            first = next(c for c in dataset.cases if c.toolset == toolset)
+            known = sorted(p.name for p in root.iterdir() if p.is_dir() and
+                           p.name != "templates") if root.is_dir() else []
+            raise BenchError(f"unknown toolset '{toolset}' (no folder {root / toolset}; "
+                             f"known: {', '.join(known) or 'none'})", file=dataset.path,
+                             line=dataset.lines.get(first.id), field="toolset")
+    variants = []
+    for toolset in dataset.toolsets:
+        for name in names:
+            variant = load_variant(toolset, name)
+            try:
+                check_against_tools(dataset, toolset, variant.tools)
+            except BenchError as exc:
+                raise BenchError(f"{exc.message} (--skip-invalid-cases leaves such cases out)",
+                                 file=exc.file, line=exc.line, field=exc.field) from None
+            variants.append(variant)
+    return variants
+
+
+def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: Sequence[str],
+              trials: int) -> list[PlanItem]:
+    """All planned items, grouped by provider, then variant, then trial, then case."""
+    return [PlanItem(case, variant, provider_id, trial)
+            for provider_id in provider_ids
+            for variant in variants
+            for trial in range(trials)
+            for case in cases if case.toolset == variant.toolset]
+
+

@@ -1,0 +1,149 @@
+"""Result rows: one scored row per plan item (BRIEF §5), and reading a stored run's rows."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any, Iterable
+
+
+from bench.models import Case
+from bench.paths import PACKAGE_PARENT, runs_dir
+from bench.providers.cache import messages_digest
+from bench.runstore import RunStore
+from bench.scoring import score_case
+from bench.scoring.bfcl import BfclSource, run_verdict
+from bench.runner.plan import PlanItem
+
+
+PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
+
+            "pandas", "rich", "typer", "bpe-openai", "PyYAML", "openai", "anthropic",
+            "google-genai", "tenacity")
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_PARENT, text=True,
+                             capture_output=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           cwd=PACKAGE_PARENT, text=True, capture_output=True, timeout=5,
+                           check=False).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What executing one plan item produced.
+
+    Attributes:
+        response: the provider's answer (fresh, cached or replayed).
+        attempts: requests sent (0 for a cache hit).
+        cache: ``hit``, ``miss`` (asked the provider, cache on) or None (cache off).
+    """
+
+    response: Any
+    attempts: int
+    cache: str | None
+
+
+def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
+    """``(messages digest, expected label as a dict)`` of a case, as rows store them."""
+    return messages_digest(case.messages), case.expected.model_dump()
+
+
+def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
+              billed_usd: float | None = None, attempts: int = 1,
+              cache: str | None = None, execution: Any = None,
+              case_summary: tuple[str, dict[str, Any]] | None = None,
+              bfcl: BfclSource | None = None) -> dict[str, Any]:
+    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
+
+    Args:
+        item: the plan item.
+        run_id: the run's id.
+        response: a :class:`~bench.providers.ProviderResponse`.
+        cost_usd: what the request's tokens cost at list price (USD), None without a price.
+        billed_usd: what this run paid for it (0 for cache hits and replays), USD.
+        attempts: requests sent for it (retries included; 0 for a cache hit).
+        cache: ``hit``, ``miss`` or None (cache off).
+        execution: a :class:`bench.executor.runhook.RunExecution` adding execution metrics, or
+            None (not executed).
+        case_summary: ``(messages_sha256, expected as a dict)`` of ``item.case`` when the
+            caller keeps them (the same for every variant, provider and trial), else computed.
+        bfcl: the case's BFCL entry (imported BFCL datasets): adds BFCL's own verdict as
+            metrics ``bfcl_valid`` (bool; None when BFCL's checker cannot judge the entry)
+            and ``bfcl_error_type`` (BFCL's error type, None when valid), see
+            :func:`bench.scoring.bfcl.run_verdict`.
+    """
+    if case_summary is None:
+        case_summary = summarize_case(item.case)
+    messages_sha256, expected = case_summary
+    score = score_case(item.case.expected, response.parsed, item.variant.tools)
+    metrics = score.as_dict()
+    if execution is not None:
+        metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
+                                             response.parsed, item.trial))
+    if bfcl is not None:
+        verdict = run_verdict(bfcl, response.parsed)
+        metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
+            else verdict.valid
+        metrics["bfcl_error_type"] = verdict.error_type
+    return {
+        "key": item.key,
+        "run_id": run_id,
+        "case_id": item.case.id,
+        "toolset": item.case.toolset,
+        "variant": item.variant.name,
+        "provider": item.provider_id,
+        "trial": item.trial,
+        "lang": item.case.lang,
+        "tags": item.case.tags,
+        "query": item.case.query,
+        "expected": expected,
+        "request": {**response.request, "variant_sha256": item.variant.sha256,
+                    "messages_sha256": messages_sha256,
+                    "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
+        "response": {"raw": response.raw, "finish_reason": response.finish_reason,
+                     "request_id": getattr(response, "request_id", None)},
+        "parsed": response.parsed.model_dump(),
+        "metrics": metrics,
+        "usage": response.usage.model_dump(),
+        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
+        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
+        "attempts": attempts,
+        "cache": cache,
+        "tool_definition_tokens": response.tool_definition_tokens,
+        "latency_s": round(response.latency_s, 6),
+        "finished_at": _now(),
+    }
+
+
+
+
+def iter_rows(run_id: str) -> Iterable[dict[str, Any]]:
+    """Rows of a stored run (for tables and reports), checked against its manifest
+    (:meth:`bench.runstore.RunStore.checked_rows`)."""
+    store = RunStore(runs_dir(), run_id)
+    return store.checked_rows(store.read_manifest())
