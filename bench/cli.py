@@ -19,9 +19,9 @@ from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_variants import variants_app
 from bench.errors import BenchError, pydantic_error_field
-from bench.limits import (AUTO_SENDER_MIN_CONCURRENCY, AUTO_SENDER_PROCESSES, DEFAULT_ATTEMPTS,
+from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
-                          MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_SENDER_PROCESSES, MAX_TRIALS)
+                          MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_TRIALS)
 from bench.plural import count
 
 # The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
@@ -112,11 +112,6 @@ def run(
         min=1, max=MAX_CONCURRENCY,
         help=f"Requests in flight per provider (default {DEFAULT_CONCURRENCY}; local always 1)."
     )] = None,
-    sender_processes: Annotated[Optional[int], typer.Option(
-        min=0, max=MAX_SENDER_PROCESSES,
-        help="Worker processes making HTTP providers' SDK calls (0: threads in this process; "
-             f"default {AUTO_SENDER_PROCESSES} at --concurrency {AUTO_SENDER_MIN_CONCURRENCY}+, "
-             "else 0).")] = None,
     max_usd: Annotated[Optional[float], typer.Option(
         min=0.0, help="Stop (resumably) once the run has billed this many USD.")] = None,
     max_total_tokens: Annotated[Optional[int], typer.Option(
@@ -156,7 +151,7 @@ def run(
     with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
         from bench.runner import RunConfig, Runner
 
-        throughput = {"concurrency": concurrency, "sender_processes": sender_processes,
+        throughput = {"concurrency": concurrency,
                       "max_usd": max_usd, "cache": cache,
                       "max_total_tokens": max_total_tokens, "cache_path": cache_path,
                       "pricing": pricing, "attempts": attempts, "batch": batch,
@@ -223,8 +218,8 @@ def run(
         if pending:
             try:
                 runner.open_providers()  # fail on a missing model before any output
-            except KeyboardInterrupt:  # e.g. while a model loads or sender processes start
-                runner.close_senders()
+            except KeyboardInterrupt:  # e.g. while a model loads
+                runner.close_providers()
                 err.print(f"{'terminated' if _terminated else 'interrupted'} while starting the "
                           "providers; nothing was sent")
                 raise typer.Exit(_stopped(143 if _terminated else 130)) from None

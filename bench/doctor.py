@@ -326,8 +326,9 @@ def _answer_check(provider: Any, load_s: float) -> Finding:
                     "city": {"type": "string", "description": "City name"}},
                     "required": ["city"]})
     started = time.perf_counter()
-    response = provider.complete([Message(role="user", content="What is the weather in Paris?")],
-                                 [tool], variant_key="doctor", trial=0)
+    response = provider.complete_blocking(
+        [Message(role="user", content="What is the weather in Paris?")], [tool],
+        variant_key="doctor", trial=0)
     seconds = time.perf_counter() - started
     calls = response.parsed.calls if response.parsed else []
     if response.parsed is None or response.parsed.error:

@@ -13,10 +13,5 @@ DEFAULT_PROVIDERS = ("local",)  # the embedded model: no key, no network
 MAX_TRIALS = 1000
 DEFAULT_CONCURRENCY = 4  # requests in flight per HTTP provider (local always runs 1)
 MAX_CONCURRENCY = 1024
-MAX_SENDER_PROCESSES = 64
-# Sender processes when the user does not choose (bench.providers.senders): this many from
-# this concurrency up; below it one process keeps up (benchmarks/provider_throughput.py).
-AUTO_SENDER_PROCESSES = 2
-AUTO_SENDER_MIN_CONCURRENCY = 16
 DEFAULT_ATTEMPTS = 6  # per request: 429s, 5xx and timeouts are retried
 MAX_ATTEMPTS = 100

@@ -42,8 +42,8 @@ class ScriptedProvider(Provider):
         self._script = script
         self._by_query = {c.query: c for c in cases}
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *, variant_key: str,
-                 trial: int) -> ProviderResponse:
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
         case = self._by_query[[m for m in messages if m.role == "user"][-1].content]
         text = self._script(case)
         return ProviderResponse(raw=text, parsed=parse_json_tool_calls(text, "stop"),

@@ -87,7 +87,7 @@ class OracleProvider(Provider):
     def prepare(self, tools, variant_key, label=""):
         pass
 
-    def complete(self, messages, tools, variant_key, trial=0):
+    async def complete(self, messages, tools, variant_key, trial=0):
         raise NotImplementedError  # replaced per case below
 
     def describe(self):
@@ -101,7 +101,7 @@ def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
     from bench.datasets import load_dataset
     cases = {c.id: c for c in load_dataset("ecommerce").cases}
 
-    def complete(self, messages, tools, variant_key, trial=0):
+    async def complete(self, messages, tools, variant_key, trial=0):
         case = next(c for c in cases.values() if c.messages[-1].content == messages[-1].content)
         calls = [build_expected_call(e, i) for i, e in enumerate(case.expected.calls)]
         parsed = ParsedAnswer(calls=[c for c in calls if c is not None])
@@ -148,7 +148,7 @@ def test_traces_show_each_error_class_with_its_codes(project, monkeypatch):
     cases = [c for c in load_dataset("ecommerce").cases
              if [e.name for e in c.expected.calls] == ["cancel_order"]][:2]
 
-    def complete(self, messages, tools, variant_key, trial=0):
+    async def complete(self, messages, tools, variant_key, trial=0):
         case = next(c for c in cases if c.messages[-1].content == messages[-1].content)
         calls = [build_expected_call(e, i) for i, e in enumerate(case.expected.calls)]
         return ProviderResponse(raw="", parsed=ParsedAnswer(calls=calls), latency_s=0.01)
@@ -180,7 +180,7 @@ def test_runner_without_execution_writes_no_traces(project):
     config = RunConfig(variants=["l3"], providers=["oracle"], limit=2, execute=False)
 
     class Silent(OracleProvider):
-        def complete(self, messages, tools, variant_key, trial=0):
+        async def complete(self, messages, tools, variant_key, trial=0):
             return ProviderResponse(raw="", parsed=ParsedAnswer(), latency_s=0.01)
 
     runner = Runner(config, run_id="exec-2", provider_factory=lambda pid, cfg: Silent())

@@ -6,6 +6,7 @@ raises) or stopped with SIGSTOP (a hang), from outside, as the kernel or a stuck
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -31,8 +32,8 @@ def _weather_tool():
 
 def _ask(provider):
     from bench.models import Message
-    return provider.complete([Message(role="user", content="Weather in Paris?")],
-                             [_weather_tool()], variant_key="t", trial=0)
+    return asyncio.run(provider.complete([Message(role="user", content="Weather in Paris?")],
+                             [_weather_tool()], variant_key="t", trial=0))
 
 
 def test_a_crashed_worker_is_restarted_once_then_the_provider_reports_the_signal():

@@ -1,6 +1,7 @@
 """HTTP adapters driven through the real SDKs against the loopback fake server (no keys, no
 internet): wire formats, parsing failure modes (BRIEF §8), error classes, streaming."""
 
+import asyncio
 import json
 import socket
 
@@ -49,7 +50,7 @@ def responses(server, **options):
 
 
 def ask(provider, messages=ASK, tools=TOOLS, trial=0):
-    return provider.complete(messages, tools, variant_key="v", trial=trial)
+    return asyncio.run(provider.complete(messages, tools, variant_key="v", trial=trial))
 
 
 # --- OpenAI Chat Completions --------------------------------------------------------------

@@ -258,13 +258,13 @@ asked, rows = [], runs_dir() / "crash" / "results.jsonl"
 def factory(provider_id, config):
     provider = _default_factory(provider_id, config)
     complete = provider.complete
-    def complete_or_die(*args, **kwargs):
+    async def complete_or_die(*args, **kwargs):
         asked.append(1)
         if len(asked) == 3:  # once the main thread has written the first two rows
             while rows.read_bytes().count(b"\\n") < 2:
                 time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGKILL)
-        return complete(*args, **kwargs)
+        return await complete(*args, **kwargs)
     provider.complete = complete_or_die
     return provider
 config = RunConfig(variants=["l3"], providers=["replay:rec"], limit=5, concurrency=1,

@@ -5,6 +5,7 @@ usage on the finish chunk, a repeated first argument fragment, a first call at `
 classified by what they say (a 4xx: the row's invalid answer; overloaded, 5xx and rate limits:
 retried; only auth and configuration errors stop a run)."""
 
+import asyncio
 import json
 
 import pytest
@@ -40,7 +41,7 @@ def provider(kind, server, **options):
 
 
 def ask(kind, server, **options):
-    return provider(kind, server, **options).complete(ASK, [WEATHER], variant_key="v", trial=0)
+    return asyncio.run(provider(kind, server, **options).complete(ASK, [WEATHER], variant_key="v", trial=0))
 
 
 # --- OpenAI Chat Completions stream quirks --------------------------------------------------
@@ -171,8 +172,8 @@ def test_non_json_200_body_is_a_transient_fault_retried_by_the_run(server):
     attempt the run records the row's invalid answer: tests/test_reply_shapes_cli.py)."""
     server.script(Reply(raw=b"<html>bad gateway</html>"))
     with pytest.raises(ProviderError) as caught:
-        make_provider("openai:m", base_url=server.url + "/v1").complete(
-            ASK, [WEATHER], variant_key="v", trial=0)
+        asyncio.run(make_provider("openai:m", base_url=server.url + "/v1").complete(
+            ASK, [WEATHER], variant_key="v", trial=0))
     assert caught.value.error_class == "transient"
 
 
@@ -181,8 +182,8 @@ def test_non_json_200_body_is_a_transient_fault_retried_by_the_run(server):
 def test_only_auth_and_configuration_statuses_are_permanent(server, status, expected):
     server.script(Reply(status, error_body(status, "nope")))
     with pytest.raises(ProviderError) as caught:
-        make_provider("openai:m", base_url=server.url + "/v1").complete(
-            ASK, [WEATHER], variant_key="v", trial=0)
+        asyncio.run(make_provider("openai:m", base_url=server.url + "/v1").complete(
+            ASK, [WEATHER], variant_key="v", trial=0))
     assert caught.value.error_class == expected
 
 
@@ -211,8 +212,8 @@ def test_gemini_thought_signature_parts(server, stream):
                        thought_signature="EpwICpkIAXLI2nxl", usage=(29, 10, 0))
     body["candidates"][0]["content"]["parts"].append({"text": "", "thoughtSignature": "Eq0"})
     server.script(Reply(events=gemini_stream(body)) if stream else Reply(body=body))
-    response = provider("gemini", server, stream=stream).complete(
-        ASK, [WEATHER], variant_key="v", trial=0)
+    response = asyncio.run(provider("gemini", server, stream=stream).complete(
+        ASK, [WEATHER], variant_key="v", trial=0))
     sent = server.requests[-1]
     assert sent.path.endswith(":streamGenerateContent" if stream else ":generateContent")
     assert [c.arguments for c in response.parsed.calls] == [{"city": "Paris"}, {"city": "Oslo"}]
@@ -228,7 +229,7 @@ def test_gemini_stream_joins_text_and_calls_across_chunks(server):
     assert len(events) == 2 and "finishReason" not in events[0][1]["candidates"][0]
     server.script(Reply(events=events, chunk_size=5))
     p = provider("gemini", server)
-    response = p.complete(ASK, [WEATHER], variant_key="v", trial=0)
+    response = asyncio.run(p.complete(ASK, [WEATHER], variant_key="v", trial=0))
     assert "alt=sse" in p.endpoint and "stream" not in p.describe()["not_sent"]
     assert response.parsed.text == "Checking."
     assert [(c.name, c.arguments) for c in response.parsed.calls] == [

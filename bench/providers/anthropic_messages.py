@@ -56,8 +56,8 @@ class AnthropicProvider(HTTPProvider):
         except ImportError:
             raise ProviderUnavailable(self.provider_id, "the anthropic SDK is not installed "
                                                         "(pip install anthropic)") from None
-        self._client = anthropic.Anthropic(api_key=key, base_url=options.base_url,
-                                           timeout=options.timeout_s, max_retries=0)
+        self._client = anthropic.AsyncAnthropic(api_key=key, base_url=options.base_url,
+                                                timeout=options.timeout_s, max_retries=0)
 
     @property
     def endpoint(self) -> str:
@@ -102,9 +102,9 @@ class AnthropicProvider(HTTPProvider):
             body["stream"] = True
         return body
 
-    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Messages call (streamed when ``body["stream"]``); see the CONTRACT."""
-        return send_with_sdk(self._client.messages, body, assemble_message_stream)
+        return await send_with_sdk(self._client.messages, body, assemble_message_stream)
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:

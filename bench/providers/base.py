@@ -19,16 +19,18 @@ replay and batch mode rely on:
   summary goes to ``ProviderResponse.request``). With ``strict=True`` it maps the ``null``
   sent for an optional argument back to "omitted", which needs the variant's tools converted
   first (``prepare()`` or ``build_request()``).
-- ``send(body) -> (response_body, headers)``: one SDK call, no retries (``max_retries=0``);
-  raises :class:`~bench.providers.errors.ProviderError` with an ``error_class`` and
-  ``retry_after_s``. Retrying is the caller's job.
-- ``complete()`` = ``build_request`` + ``send`` + ``parse_body``; it records latency and the
-  provider's request id.
+- ``async send(body) -> (response_body, headers)``: one call through the SDK's async client
+  (``AsyncOpenAI``, ``AsyncAnthropic``, google-genai's ``client.aio``; httpx underneath), no
+  retries (``max_retries=0``); raises :class:`~bench.providers.errors.ProviderError` with an
+  ``error_class`` and ``retry_after_s``. Retrying is the caller's job.
+- ``async complete()`` = ``build_request`` + ``send`` + ``parse_body``; it records latency and
+  the provider's request id.
 - ``summarize_request(body) -> dict``: what a result row records about the request (model,
   tool names, tool_choice, parallel_tool_calls, the dialect changes made to the tools).
 
-Thread-safety: ``build_request``, ``parse_body`` and ``send`` may be called from several threads
-at once (the SDK clients are thread-safe; tool conversions are cached under a lock).
+Concurrency: one event loop runs every request of a run (:mod:`bench.runner.core`); many
+``send`` calls are in flight at once on it. ``build_request`` and ``parse_body`` are plain
+functions (tool conversions are cached under a lock, so other threads may call them too).
 """
 
 from __future__ import annotations
@@ -106,14 +108,16 @@ class ProviderResponse(BaseModel):
 class Provider(ABC):
     """A model behind one provider id (BRIEF §4: ``local``, ``openai:<model>``...).
 
-    Subclasses are used from one thread; ``complete`` may be slow and must not mutate shared
-    state other than the provider's own caches.
+    ``complete`` is a coroutine: the run's event loop awaits many at once (up to the
+    provider's concurrency). A provider whose work blocks (the embedded model) runs it in a
+    worker behind ``await`` (:func:`asyncio.to_thread`), never on the loop itself. It must not
+    mutate shared state other than the provider's own caches.
     """
 
     provider_id: str
 
     @abstractmethod
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                  variant_key: str, trial: int) -> ProviderResponse:
         """Ask the model for tool calls.
 
@@ -146,15 +150,20 @@ class Provider(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (models, connections)."""
 
+    async def aclose(self) -> None:
+        """Release resources from inside the run's event loop (an async client's connection
+        pool closes there); default: :meth:`close`."""
+        self.close()
+
     #: Seconds a stopping run waits for this provider's requests in flight before it
     #: abandons them (None: the run's request timeout; rows abandoned are redone on resume).
     stop_wait_s: float | None = None
 
     def abandon(self, why: str) -> None:  # noqa: B027 - optional hook
-        """Give up the requests in flight: each raises
-        :class:`~bench.providers.ratelimit.GateClosed` ``(why)`` in its caller, and later ones
-        too. Called by a stopping run after :attr:`stop_wait_s`; default: nothing (HTTP
-        requests end within their timeout)."""
+        """Give up the requests in flight (the stopping run has cancelled their tasks): stop
+        work that cancellation cannot reach, such as a model generating in a worker. Called by
+        a stopping run after :attr:`stop_wait_s`; default: nothing (a cancelled HTTP request
+        closes its connection)."""
 
 
 class HTTPOptions(BaseModel):
@@ -242,8 +251,8 @@ class HTTPProvider(Provider):
         """Parse one raw JSON response body (see the module CONTRACT)."""
 
     @abstractmethod
-    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
-        """POST ``body`` through the SDK once; return (response JSON, response headers).
+    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """POST ``body`` through the SDK's async client once; return (response JSON, response headers).
 
         Raises:
             ProviderError: the request failed (class per :mod:`bench.providers.errors`).
@@ -351,8 +360,8 @@ class HTTPProvider(Provider):
                 "max_tokens": self.options.max_tokens, "stream": self.options.stream,
                 "dialect_changes": [c for n in names for c in self._tool_changes.get(n, [])]}
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                 variant_key: str, trial: int) -> ProviderResponse:
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
         """``build_request`` + ``send`` + ``parse_body``; see :meth:`Provider.complete`.
 
         Raises:
@@ -360,11 +369,18 @@ class HTTPProvider(Provider):
         """
         body = self.build_request(messages, tools, trial=trial)
         started = time.perf_counter()
-        answer, headers = self.send(body)
+        answer, headers = await self.send(body)
         latency = time.perf_counter() - started
         response = self.parse_reply(answer, latency_s=latency, request=body)
         response.request_id = request_id_from(headers) or response.request_id
         return response
+
+    async def aclose(self) -> None:
+        """Close the SDK's async client (``AsyncOpenAI.close`` / ``AsyncAnthropic.close``: its
+        httpx connection pool) inside the run's loop."""
+        client = getattr(self, "_client", None)
+        if client is not None:
+            await client.close()
 
     def describe(self) -> dict[str, Any]:
         """Provider id, model, base URL, settings and the dialect changes per variant (never a
@@ -375,11 +391,12 @@ class HTTPProvider(Provider):
                 "not_sent": list(self.not_sent), "dialect_changes": self._variant_changes}
 
 
-def send_with_sdk(resource: Any, body: dict[str, Any],
-                  assemble: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
-                  ) -> tuple[dict[str, Any], Mapping[str, str]]:
-    """POST ``body`` through a Stainless-generated SDK resource (``openai`` / ``anthropic``:
-    ``client.chat.completions``, ``client.responses``, ``client.messages``).
+async def send_with_sdk(resource: Any, body: dict[str, Any],
+                        assemble: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
+                        ) -> tuple[dict[str, Any], Mapping[str, str]]:
+    """POST ``body`` through a Stainless-generated async SDK resource (``openai`` /
+    ``anthropic``: ``client.chat.completions``, ``client.responses``, ``client.messages`` of
+    ``AsyncOpenAI`` / ``AsyncAnthropic``).
 
     Non-streamed: ``resource.with_raw_response.create`` and the raw JSON body. Streamed
     (``body["stream"]``): the events' dicts joined by ``assemble`` into one body.
@@ -390,10 +407,11 @@ def send_with_sdk(resource: Any, body: dict[str, Any],
     """
     try:
         if body.get("stream"):
-            stream = resource.create(**body)
-            with stream:
+            stream = await resource.create(**body)
+            async with stream:
                 try:
-                    assembled = assemble(event.to_dict() for event in stream)
+                    events = [event.to_dict() async for event in stream]
+                    assembled = assemble(events)
                 except (ValueError, RecursionError, TypeError, AttributeError, KeyError,
                         IndexError) as exc:
                     # The SDK decodes each event's data with json.loads (ValueError); the
@@ -403,7 +421,7 @@ def send_with_sdk(resource: Any, body: dict[str, Any],
                         f"{' '.join(str(exc).split())[:200]})",
                         request_id=request_id_from(stream.response.headers)) from None
             return assembled, stream.response.headers
-        raw = resource.with_raw_response.create(**body)
+        raw = await resource.with_raw_response.create(**body)
         return reply_json(raw.http_response.content,
                           request_id=request_id_from(raw.headers)), raw.headers
     except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed

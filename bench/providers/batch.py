@@ -18,7 +18,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, AsyncIterator, Literal
 
 from pydantic import BaseModel, Field
 
@@ -103,7 +103,7 @@ def custom_id(key: str) -> str:
     return "r" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
 
 
-def submit(provider: HTTPProvider, kind: BatchKind,
+async def submit(provider: HTTPProvider, kind: BatchKind,
            requests: dict[str, dict[str, Any]]) -> BatchJob:
     """Submit one batch; return its (not yet saved) ledger entry.
 
@@ -122,13 +122,13 @@ def submit(provider: HTTPProvider, kind: BatchKind,
                                         "url": provider.endpoint, "body": entry["body"]},
                                        ensure_ascii=False) + "\n"
                             for cid, entry in requests.items())
-            upload = client.files.create(file=("bench-batch.jsonl", lines.encode("utf-8")),
+            upload = await client.files.create(file=("bench-batch.jsonl", lines.encode("utf-8")),
                                          purpose="batch")
-            batch = client.batches.create(input_file_id=upload.id, endpoint=provider.endpoint,
+            batch = await client.batches.create(input_file_id=upload.id, endpoint=provider.endpoint,
                                           completion_window="24h",
                                           metadata={"source": "bench"})
         else:
-            batch = client.messages.batches.create(requests=[
+            batch = await client.messages.batches.create(requests=[
                 {"custom_id": cid, "params": entry["body"]} for cid, entry in requests.items()])
     except Exception as exc:  # noqa: BLE001 - classified for the runner
         raise error_from_exception(exc) from exc
@@ -136,7 +136,7 @@ def submit(provider: HTTPProvider, kind: BatchKind,
                     endpoint=provider.endpoint, requests=requests, submitted_at=time.time())
 
 
-def poll(provider: HTTPProvider, job: BatchJob) -> bool:
+async def poll(provider: HTTPProvider, job: BatchJob) -> bool:
     """Refresh ``job.status``; True once the batch has ended (results can be collected).
 
     Raises:
@@ -145,10 +145,10 @@ def poll(provider: HTTPProvider, job: BatchJob) -> bool:
     client = getattr(provider, "_client")
     try:
         if job.kind == "openai":
-            batch = client.batches.retrieve(job.batch_id)
+            batch = await client.batches.retrieve(job.batch_id)
             job.status = batch.status
             return batch.status in OPENAI_DONE
-        batch = client.messages.batches.retrieve(job.batch_id)
+        batch = await client.messages.batches.retrieve(job.batch_id)
         job.status = batch.processing_status
         return batch.processing_status == "ended"
     except Exception as exc:  # noqa: BLE001
@@ -196,8 +196,8 @@ def _openai_line(number: int, line: str) -> tuple[str, dict[str, Any] | None, st
     return custom, response.body, None
 
 
-def results(provider: HTTPProvider, job: BatchJob
-            ) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+async def results(provider: HTTPProvider, job: BatchJob
+                  ) -> AsyncIterator[tuple[str, dict[str, Any] | None, str | None]]:
     """``(custom_id, response body or None, error or None)`` for each request of an ended
     batch; a request the batch did not answer (or whose result line names no request) is not
     yielded (it stays pending). A result of unexpected shape is yielded as that request's
@@ -209,18 +209,18 @@ def results(provider: HTTPProvider, job: BatchJob
     client = getattr(provider, "_client")
     try:
         if job.kind == "openai":
-            batch = client.batches.retrieve(job.batch_id)
+            batch = await client.batches.retrieve(job.batch_id)
             for file_id in (batch.output_file_id, batch.error_file_id):
                 if not file_id:
                     continue
-                for number, line in enumerate(client.files.content(file_id).text.splitlines(),
-                                              1):
+                content = await client.files.content(file_id)
+                for number, line in enumerate(content.text.splitlines(), 1):
                     if line.strip():
                         found = _openai_line(number, line)
                         if found is not None:
                             yield found
         else:
-            for entry in client.messages.batches.results(job.batch_id):
+            async for entry in await client.messages.batches.results(job.batch_id):
                 custom = getattr(entry, "custom_id", None)
                 if not isinstance(custom, str):
                     continue

@@ -129,16 +129,16 @@ class GeminiProvider(HTTPProvider):
                                     "seed": options.seed + trial}
         return body
 
-    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
-        """One generateContent call through google-genai (streamGenerateContent when
+    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """One generateContent call through google-genai's async client (streamGenerateContent when
         ``options.stream``); see the CONTRACT."""
         types = self._types
         config = {k: v for k, v in body.items() if k != "contents"}
         config.update(config.pop("generationConfig", {}))
         if self.options.stream:
-            return self._send_stream(body["contents"], config)
+            return await self._send_stream(body["contents"], config)
         try:
-            result = self._client.models.generate_content(
+            result = await self._client.aio.models.generate_content(
                 model=self.options.model, contents=body["contents"],
                 config=types.GenerateContentConfig.model_validate(
                     {**config, "shouldReturnHttpResponse": True}))
@@ -150,7 +150,7 @@ class GeminiProvider(HTTPProvider):
             result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return answer, (http.headers or {}) if http is not None else {}
 
-    def _send_stream(self, contents: list[dict[str, Any]], config: dict[str, Any]
+    async def _send_stream(self, contents: list[dict[str, Any]], config: dict[str, Any]
                      ) -> tuple[dict[str, Any], Mapping[str, str]]:
         """``streamGenerateContent?alt=sse`` through google-genai's ``generate_content_stream``;
         the chunks (typed by the SDK, dumped back to their wire names) joined by
@@ -162,10 +162,10 @@ class GeminiProvider(HTTPProvider):
         headers: Mapping[str, str] = {}
         chunks: list[dict[str, Any]] = []
         try:
-            stream = self._client.models.generate_content_stream(
+            stream = await self._client.aio.models.generate_content_stream(
                 model=self.options.model, contents=contents,
                 config=self._types.GenerateContentConfig.model_validate(config))
-            for chunk in stream:
+            async for chunk in stream:
                 http = chunk.sdk_http_response
                 headers = (http.headers or {}) if http is not None else headers
                 chunks.append(chunk.model_dump(mode="json", by_alias=True, exclude_none=True,
@@ -173,6 +173,10 @@ class GeminiProvider(HTTPProvider):
         except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
             raise error_from_exception(exc) from exc
         return assemble_gemini_stream(chunks), headers
+
+    async def aclose(self) -> None:
+        """Close google-genai's async client (its httpx pool) inside the run's loop."""
+        await self._client.aio.aclose()
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:

@@ -13,6 +13,7 @@ tools block in its KV cache and only evaluates each case's own tokens.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import multiprocessing
 import os
@@ -348,12 +349,27 @@ class LocalProvider(Provider):
         """
         self._request("prepare", list(tools), variant_key, label)
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                 variant_key: str, trial: int) -> ProviderResponse:
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
         """Generate one grammar-constrained answer; see :meth:`Provider.complete`.
+
+        The worker process generates; this waits for its answer in a thread
+        (:func:`asyncio.to_thread`) so that the run's event loop stays free.
 
         Raises:
             ProviderError: class ``permanent``: the model process died twice.
+            GateClosed: the run stopped and :meth:`abandon` killed the worker.
+        """
+        return await asyncio.to_thread(self.complete_blocking, messages, tools,
+                                       variant_key=variant_key, trial=trial)
+
+    def complete_blocking(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                          variant_key: str, trial: int) -> ProviderResponse:
+        """:meth:`complete` in the calling thread (waits for the worker's answer).
+
+        Raises:
+            ProviderError: class ``permanent``: the model process died twice.
+            GateClosed: :meth:`abandon` killed the worker.
         """
         request = {"model": self.model_id, "tools": [t.name for t in tools],
                    "tool_choice": "auto", "no_call_layout": self.layout.name,

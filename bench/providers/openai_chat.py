@@ -34,7 +34,7 @@ COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
 
 
 def openai_client(provider_id: str, options: HTTPOptions, key_env: str | None) -> Any:
-    """An ``openai.OpenAI`` client with SDK retries off (the runner retries).
+    """An ``openai.AsyncOpenAI`` client with SDK retries off (the runner retries).
 
     Args:
         key_env: variable holding the key; None for servers that need none (a placeholder is
@@ -51,7 +51,7 @@ def openai_client(provider_id: str, options: HTTPOptions, key_env: str | None) -
     except ImportError:
         raise ProviderUnavailable(provider_id, "the openai SDK is not installed "
                                                "(pip install openai)") from None
-    return openai.OpenAI(api_key=key or "no-key-required", base_url=options.base_url,
+    return openai.AsyncOpenAI(api_key=key or "no-key-required", base_url=options.base_url,
                          timeout=options.timeout_s, max_retries=0)
 
 
@@ -149,16 +149,16 @@ class OpenAIChatProvider(HTTPProvider):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Chat Completions call (streamed when ``body["stream"]``); see the CONTRACT."""
         if body.get("stream"):
-            return send_with_sdk(self._client.chat.completions, body, assemble_chat_stream)
+            return await send_with_sdk(self._client.chat.completions, body, assemble_chat_stream)
         try:
             # The body is already exact JSON: the SDK's generic post (same auth, base URL,
             # timeout and error mapping) skips create()'s typed transform of every nested
             # schema (~1.3 ms CPU per request), and sending it pre-encoded skips the SDK's
             # own JSON pass over every tool schema (benchmarks/provider_throughput.py).
-            raw = self._client.post("/chat/completions", content=dumps(body).encode("utf-8"),
+            raw = await self._client.post("/chat/completions", content=dumps(body).encode("utf-8"),
                                     options={"headers": _JSON_HEADERS},
                                     cast_to=_response_class())
             return reply_json(raw.content, request_id=request_id_from(raw.headers)), raw.headers

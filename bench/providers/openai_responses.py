@@ -106,9 +106,9 @@ class OpenAIResponsesProvider(HTTPProvider):
             body["stream"] = True
         return body
 
-    def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
         """One Responses call (streamed when ``body["stream"]``); see the CONTRACT."""
-        return send_with_sdk(self._client.responses, body, assemble_response_stream)
+        return await send_with_sdk(self._client.responses, body, assemble_response_stream)
 
     def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:

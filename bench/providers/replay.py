@@ -121,8 +121,8 @@ class ReplayProvider(Provider):
                      for row in self._index.get(key, [])]
         return [(p, r) for p, r in found if not self.only or p == self.only]
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                 variant_key: str, trial: int) -> ProviderResponse:
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
         """The recorded answer; see :meth:`Provider.complete`.
 
         Raises:

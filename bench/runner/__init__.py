@@ -7,10 +7,22 @@ the asyncio loop) -> :mod:`~bench.runner.rows` (scored rows), with
 """
 
 from bench.runner.budget import ProgressHook, Spend
-from bench.runner.config import (FAILED_IN_A_ROW_TO_PAUSE, IDENTITY_FIELDS, RESUME_OVERRIDES,
-                                 STOP_GRACE_S, RunConfig, identity_mismatch)
+from bench.runner.config import (
+                                 FAILED_IN_A_ROW_TO_PAUSE,
+                                 IDENTITY_FIELDS,
+                                 RESUME_OVERRIDES,
+                                 STOP_GRACE_S,
+                                 RunConfig,
+                                 identity_mismatch,
+)
 from bench.runner.core import Runner
-from bench.runner.plan import PlanItem, load_variants, make_plan, select_cases, skip_invalid_cases
+from bench.runner.plan import (
+                                 PlanItem,
+                                 load_variants,
+                                 make_plan,
+                                 select_cases,
+                                 skip_invalid_cases,
+)
 from bench.runner.rows import Outcome, build_row, iter_rows, summarize_case
 from bench.runner.signals import StopSignals
 

@@ -14,7 +14,7 @@ from bench.limits import (
     DEFAULT_VARIANTS,
     MAX_ATTEMPTS,
     MAX_CONCURRENCY,
-    MAX_SENDER_PROCESSES,
+   
     MAX_TRIALS,
 )
 from bench.providers.cache import (
@@ -22,15 +22,14 @@ from bench.providers.cache import (
 )
 
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
-# After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; what a
-# sender process still holds then (a stopped or stuck child) is abandoned, so that a stop never
-# waits for the pool's 3 x timeout + 30 s stuck-child limit. A second signal abandons at once.
+# After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; then
+# they are cancelled (a stuck one never holds the stop). A second signal cancels them at once.
 STOP_GRACE_S = 5.0
 # A provider whose requests fail this many times in a row after every retry (no answer between)
 # is down: its other items are not sent (they stay pending for --resume); other providers go on.
 FAILED_IN_A_ROW_TO_PAUSE = 5
 # Settings a resumed run may change (they decide how, not what, is computed).
-RESUME_OVERRIDES = ("concurrency", "sender_processes", "max_usd", "max_total_tokens", "cache",
+RESUME_OVERRIDES = ("concurrency", "max_usd", "max_total_tokens", "cache",
                     "cache_path", "pricing", "attempts", "batch", "batch_poll_s",
                     # where the model is found may change (another machine); the model may not:
                     # a resume checks the provider's identity (:func:`provider_identity`)
@@ -92,9 +91,6 @@ class RunConfig(BaseModel):
         request_timeout_s: HTTP providers: per-request timeout in seconds.
         concurrency: requests in flight per provider (a provider may allow fewer: ``local``
             runs one at a time).
-        sender_processes: worker processes making each HTTP provider's SDK calls (0: threads
-            in the run's process; None: :func:`bench.providers.senders.default_sender_processes`
-            of ``concurrency``). Ignored with ``batch`` and for ``local`` and ``replay``.
         attempts: the most attempts per request (429, 5xx and timeouts are retried).
         max_usd: stop the run (status ``budget_exhausted``, resumable) once the billed cost
             reaches this many USD; None: no limit.
@@ -135,7 +131,6 @@ class RunConfig(BaseModel):
     stream: bool = False
     request_timeout_s: float = Field(default=60.0, gt=0)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY)
-    sender_processes: int | None = Field(default=None, ge=0, le=MAX_SENDER_PROCESSES)
     attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=MAX_ATTEMPTS)
     max_usd: float | None = Field(default=None, gt=0)
     max_total_tokens: int | None = Field(default=None, gt=0)

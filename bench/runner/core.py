@@ -6,46 +6,66 @@ Data flow (BRIEF §3): dataset + variants + providers -> plan -> provider -> par
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import itertools
 import platform
-import queue
 import sys
 import time
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from pydantic import ValidationError
 
 from bench.datasets import load_dataset
 from bench.datasets.labels import LabelProblem
 from bench.errors import BenchError, pydantic_error_field
-from bench.paths import runs_dir
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
+from bench.paths import runs_dir
 from bench.plural import count
-from bench.providers import (HTTPProvider, Provider, ProviderResponse, ProviderUnavailable,
-                             make_provider)
+from bench.providers import (
+    HTTPProvider,
+    Provider,
+    ProviderResponse,
+    ProviderUnavailable,
+    make_provider,
+)
 from bench.providers.batch import CHUNK as BATCH_CHUNK
-from bench.providers.batch import BatchLedger, batch_kind, custom_id, poll, results, submit
+from bench.providers.batch import BatchLedger, batch_kind
 from bench.providers.cache import ResponseCache, request_key
 from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
 from bench.providers.replies import UnreadableReply
-from bench.providers.senders import SenderPool, default_sender_processes
+from bench.runner.batch import Batcher, BatchFailed
+from bench.runner.budget import ProgressHook, Spend
+from bench.runner.config import (
+    DEFAULT_CACHE_PATH,
+    FAILED_IN_A_ROW_TO_PAUSE,
+    RESUME_OVERRIDES,
+    STOP_GRACE_S,
+    RunConfig,
+    identity_mismatch,
+)
+from bench.runner.plan import (
+    PlanItem,
+    load_variants,
+    make_plan,
+    select_cases,
+    skip_invalid_cases,
+)
+from bench.runner.rows import (
+    Outcome,
+    _git_commit,
+    _now,
+    _versions,
+    build_row,
+    summarize_case,
+)
+from bench.runner.signals import StopSignals
 from bench.runstore import RunStore, new_run_id
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
-from bench.runner.config import (FAILED_IN_A_ROW_TO_PAUSE, RESUME_OVERRIDES,
-                                 STOP_GRACE_S, DEFAULT_CACHE_PATH, RunConfig, identity_mismatch)
-from bench.runner.plan import (PlanItem, load_variants, make_plan, select_cases,
-                               skip_invalid_cases)
-from bench.runner.rows import Outcome, _now, _git_commit, _versions, build_row, summarize_case
-from bench.runner.budget import ProgressHook, Spend
-from bench.runner.signals import StopSignals, _next_completed
-
 
 
 class Runner:
@@ -88,13 +108,14 @@ class Runner:
             runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
         self.cache: ResponseCache | None = None
         self.gates: dict[str, ProviderGate] = {}
-        self.senders: dict[str, SenderPool] = {}  # provider id -> its SDK worker processes
+        self.batchers: dict[str, Batcher] = {}  # batch mode: provider id -> its batcher
         self.batch_errors: list[dict[str, Any]] = []
         # requests that failed after every retry (transient, rate-limited, timeout): not written,
         # a resume sends them again
         self.request_errors: list[dict[str, Any]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
-        self._sleep: Callable[[float], None] = time.sleep  # batch polling (tests shorten it)
+        # how batch polling waits (s); tests replace it
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     @classmethod
     def resume(cls, run_id: str, overrides: dict[str, Any] | None = None,
@@ -125,6 +146,8 @@ class Runner:
                                  field="config")
             # a run from before --limit sampled took the first N cases: it keeps them
             stored_config = {"limit_sampling": "first", **stored_config}
+            # the sender processes of the previous release are gone (one event loop now)
+            stored_config = {k: v for k, v in stored_config.items() if k != "sender_processes"}
             if "model" in changes or "model_path" in changes:  # one names the model: not both
                 stored_config = {**stored_config, "model": None, "model_path": None}
             config = RunConfig.model_validate({**stored_config, **changes})
@@ -195,15 +218,13 @@ class Runner:
         }
 
     def open_providers(self) -> None:
-        """Start every provider of the run (loads models; fails early on missing ones) and
-        the sender processes of those that use them (:meth:`sender_processes`).
+        """Start every provider of the run (loads models; fails early on missing ones).
 
         A provider that raises :class:`ProviderUnavailable` (no API key, optional SDK missing)
         is recorded in :attr:`skipped` with its reason; the others run.
 
         Raises:
-            BenchError: a provider or its sender processes cannot start (those already
-                started are stopped), ``--max-usd`` is set and a provider has no price, or
+            BenchError: a provider cannot start (those already started are stopped), ``--max-usd`` is set and a provider has no price, or
                 (resuming) a provider's model differs from the run's (:func:`identity_mismatch`).
         """
         for provider_id in self.config.providers:
@@ -237,44 +258,12 @@ class Runner:
                 for variant in self.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
                                      label=f"variant '{variant.name}' of '{variant.toolset}'")
-                processes = self.sender_processes(provider_id)
-                if processes:
-                    assert isinstance(provider, HTTPProvider)
-                    try:
-                        self.senders[provider_id] = SenderPool(
-                            provider, processes=processes,
-                            threads=self.concurrency(provider_id))
-                    except BenchError:
-                        self.close_senders()
-                        raise
 
     def close_providers(self) -> None:
         """Close every started provider (stops local model workers) and forget them."""
         for provider in self.providers.values():
             provider.close()
         self.providers.clear()
-
-    def close_senders(self) -> None:
-        """Stop every provider's sender processes (:meth:`open_providers` starts them)."""
-        for sender in self.senders.values():
-            sender.close()
-        self.senders.clear()
-
-    def sender_processes(self, provider_id: str) -> int:
-        """Worker processes for a provider's SDK calls (:mod:`bench.providers.senders`):
-        ``--sender-processes`` (at most the provider's concurrency) or, unset, its default for
-        that concurrency; 0 for batch runs and for providers that are not HTTP adapters
-        (``local``, ``replay``). A caller's own ``provider_factory`` gets none unless asked:
-        a child rebuilds the provider from its class and options only, without the changes
-        such a factory may make to the object."""
-        if self.config.batch or not isinstance(self.providers.get(provider_id), HTTPProvider):
-            return 0
-        concurrency = self.concurrency(provider_id)
-        chosen = self.config.sender_processes
-        if chosen is None:
-            return default_sender_processes(concurrency) if self._factory is _default_factory \
-                else 0
-        return min(chosen, concurrency)
 
     @staticmethod
     def _price_id(provider_id: str) -> bool:
@@ -320,18 +309,17 @@ class Runner:
             described.pop(machine_specific, None)
         return described
 
-    def _ask(self, provider: Provider, item: PlanItem,
-             body: dict[str, Any] | None) -> ProviderResponse:
+    async def _ask(self, provider: Provider, item: PlanItem,
+                   body: dict[str, Any] | None) -> ProviderResponse:
         """One request: HTTP adapters get ``send(body)`` + ``parse_body`` (so the body built
         for the cache key is built once, and the gate sees the response headers); other
         providers get ``complete``."""
         if body is None:
-            return provider.complete(item.case.messages, item.variant.tools,
-                                     variant_key=item.variant.sha256, trial=item.trial)
+            return await provider.complete(item.case.messages, item.variant.tools,
+                                           variant_key=item.variant.sha256, trial=item.trial)
         assert isinstance(provider, HTTPProvider)
-        sender = self.senders.get(item.provider_id, provider)
         started = time.perf_counter()
-        answer, headers = sender.send(body)
+        answer, headers = await provider.send(body)
         latency = time.perf_counter() - started
         self.gates[item.provider_id].observe(headers)
         response = provider.parse_reply(answer, latency_s=latency, request=body)
@@ -375,9 +363,10 @@ class Runner:
             request={"error_class": exc.error_class, "status": exc.status},
             request_id=exc.request_id), attempts, None)
 
-    def execute(self, item: PlanItem) -> Outcome:
-        """Answer one plan item: from the cache when allowed, else from the provider through
-        its gate with retries; store fresh answers in the cache when allowed.
+    async def execute(self, item: PlanItem) -> Outcome:
+        """Answer one plan item: from the cache when allowed, else from the provider (through
+        its batcher in batch mode, else through its gate with retries); store fresh answers in
+        the cache when allowed.
 
         A ``validation`` error (the provider rejects this one request, e.g. HTTP 400 for a
         prompt over the context window) becomes this item's answer: an invalid answer naming
@@ -388,6 +377,7 @@ class Runner:
 
         Raises:
             ProviderError: a permanent error (401/403/404...), or retries exhausted.
+            BatchFailed: the item's batch reported an error for it.
             GateClosed: the run is stopping.
         """
         provider = self.providers[item.provider_id]
@@ -399,9 +389,17 @@ class Runner:
             hit = self._cache_lookup(provider, item, body)
             if hit is not None:
                 return Outcome(hit, 0, "hit")
-            response, attempts = call_with_retries(lambda: self._ask(provider, item, body),
-                                                   self.gates[item.provider_id],
-                                                   attempts=self.config.attempts)
+            batcher = self.batchers.get(item.provider_id)
+            if batcher is not None and body is not None:
+                answer, batch_id = await batcher.answer(item.key, body)
+                assert isinstance(provider, HTTPProvider)
+                response = provider.parse_reply(answer, latency_s=0.0, request=body)
+                response.request["batch"] = batch_id
+                attempts = 1
+            else:
+                response, attempts = await call_with_retries(
+                    lambda: self._ask(provider, item, body), self.gates[item.provider_id],
+                    attempts=self.config.attempts)
         except UnreadableReply as exc:  # retried like a 5xx; the last one is the answer
             return self._invalid(exc, self.config.attempts)
         except ProviderError as exc:
@@ -475,125 +473,43 @@ class Runner:
                           f"are kept: free some space, then: bench run --resume "
                           f"{self.store.run_id}")
 
-    def _run_batches(self, todo: list[PlanItem], record: Callable[[PlanItem, Outcome], None],
-                     spend: Spend) -> tuple[list[PlanItem], str | None]:
-        """Batch mode: answer the items of batch-capable providers through their batch APIs.
-
-        Collects batches recorded by an earlier, interrupted session first (never submits an
-        item twice), then submits the remaining items in chunks of :data:`batch.CHUNK`
-        (cache hits and requests that cannot be built are recorded directly), saves each batch
-        id before polling, polls every ``batch_poll_s`` seconds and records every answer.
-        Requests a batch reports as failed stay pending (listed in ``self.batch_errors``);
-        resuming submits them again.
-
-        Returns:
-            (the items left for the interactive path, ``"budget_exhausted"`` or None).
-
-        Raises:
-            ProviderError: a submit, poll or download request failed (the batch ids are
-                saved: resuming picks them up).
-        """
-        ledger = BatchLedger(self.store.dir)
-        by_key = {item.key: item for item in todo}
-        in_batch = {entry["key"] for job in ledger.open_jobs()
-                    for entry in job.requests.values()}
-        left, status = [], None
-        for provider_id, provider in self.providers.items():
-            kind = batch_kind(provider)
-            mine = [i for i in todo if i.provider_id == provider_id]
-            if kind is None:
-                left += mine
-                continue
-            assert isinstance(provider, HTTPProvider)
-            chunk: dict[str, dict[str, Any]] = {}
-            for item in [i for i in mine if i.key not in in_batch] + [None]:
-                if item is not None:
-                    body = None
-                    try:
-                        body = provider.build_request(item.case.messages, item.variant.tools,
-                                                      trial=item.trial)
-                        hit = self._cache_lookup(provider, item, body)
-                    except ProviderError as exc:
-                        record(item, self._invalid(exc))
-                        continue
-                    if hit is not None:
-                        record(item, Outcome(hit, 0, "hit"))
-                        continue
-                    chunk[custom_id(item.key)] = {"key": item.key, "body": body}
-                if chunk and (item is None or len(chunk) >= BATCH_CHUNK):
-                    if self._budget(spend, 0) == "stop":
-                        status = "budget_exhausted"
-                        break
-                    ledger.jobs.append(submit(provider, kind, chunk))
-                    ledger.save()  # before polling: a crash from here on is resumable
-                    if self.config.max_usd or self.config.max_total_tokens:
-                        self._collect(ledger, by_key, record)  # budgets see each chunk's cost
-                    chunk = {}
-        self._collect(ledger, by_key, record)
-        return left, status
-
-    def _collect(self, ledger: BatchLedger, by_key: dict[str, PlanItem],
-                 record: Callable[[PlanItem, Outcome], None]) -> None:
-        """Poll every open batch until it ends, then record its answers."""
-        while True:
-            pending = [job for job in ledger.open_jobs() if job.provider in self.providers]
-            if not pending:
-                return
-            for job in pending:
-                provider = self.providers[job.provider]
-                assert isinstance(provider, HTTPProvider)
-                if not poll(provider, job):
-                    continue
-                for cid, body, error in results(provider, job):
-                    entry = job.requests.get(cid)
-                    item = by_key.pop(entry["key"], None) if entry else None
-                    if item is None:
-                        continue  # unknown id, or a row already written
-                    if body is None:
-                        self.batch_errors.append({"key": item.key, "batch": job.batch_id,
-                                                  "error": error})
-                        continue
-                    response = provider.parse_reply(body, latency_s=0.0, request=entry["body"])
-                    response.request["batch"] = job.batch_id
-                    self._cache_store(provider, item, entry["body"], response)
-                    record(item, Outcome(response, 1, "miss" if self.cache else None))
-                job.status = "collected"
-                ledger.save()
-            if any(job.status != "collected" for job in pending):
-                self._sleep(self.config.batch_poll_s)
-
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
 
-        Holds the run's write lock throughout (:meth:`bench.runstore.RunStore.writing`): a
-        second process resuming the same run gets a one-line error instead of duplicate
-        rows. See :meth:`_run` for what a run does and raises.
+        Runs one asyncio event loop (:func:`asyncio.run`) for the whole run, holding the run's
+        write lock throughout (:meth:`bench.runstore.RunStore.writing`): a second process
+        resuming the same run gets a one-line error instead of duplicate rows. See
+        :meth:`_run` for what a run does and raises.
 
         Raises:
             BenchError: the run is being written by another process; or as :meth:`_run`.
+            KeyboardInterrupt: the run was stopped (Ctrl-C, SIGTERM); finished rows are kept
+                and the manifest says ``interrupted``.
         """
-        with self.store.writing(), StopSignals() as self.signals:
+        with self.store.writing():
             if self._manifest is not None:  # resumed: another process may have run since
                 self._manifest = {**self.store.read_manifest(),
                                   "config": self._manifest["config"]}  # with the overrides
-            try:
-                return self._run(progress, self.signals)
-            finally:
-                self.close_senders()  # also when the run fails before its loop starts
+            self.signals = StopSignals()
+            return asyncio.run(self._run(progress, self.signals))
 
     signals: StopSignals | None = None  # the last run's stop signals (which one stopped it)
 
-    def _run(self, progress: ProgressHook | None, signals: StopSignals) -> dict[str, Any]:
+    async def _run(self, progress: ProgressHook | None, signals: StopSignals) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
 
-        Each provider gets ``concurrency(provider)`` worker threads behind its gate; rows are
-        scored and appended by this thread as answers arrive, in any order (each row carries
-        its own key). The run ends with status ``complete``, ``budget_exhausted`` (a budget
-        was reached: nothing new is sent, requests in flight are finished and kept; resume
-        with a higher budget), ``interrupted`` (KeyboardInterrupt, re-raised) or ``failed``.
-        After a stop signal, requests in flight get ``request_timeout_s`` + :data:`STOP_GRACE_S`
-        seconds to answer (their rows are written); then, or at a second signal, those still
-        waiting on a sender process are abandoned (not written; a resume sends them again).
+        One task per request in flight, at most ``concurrency(provider)`` per provider (each
+        waits at its provider's gate, :class:`~bench.providers.ratelimit.ProviderGate`); in
+        batch mode a batch-capable provider's requests are awaited through its
+        :class:`~bench.runner.batch.Batcher` instead. Rows are scored and appended by the loop
+        as answers arrive, in any order (each row carries its own key). The run ends with
+        status ``complete``, ``budget_exhausted`` (a budget was reached: nothing new is sent,
+        requests in flight are finished and kept; resume with a higher budget),
+        ``interrupted`` (a stop signal; KeyboardInterrupt is raised) or ``failed``. After a
+        first stop signal, requests in flight get ``request_timeout_s`` (a provider's own
+        ``stop_wait_s`` when set) + :data:`STOP_GRACE_S` seconds to answer (their rows are
+        written); then, or at a second signal, they are cancelled (not written; a resume sends
+        them again).
 
         Provider errors never stop the run except auth and configuration errors (class
         ``permanent``: a bad key, an unknown model, a replay miss). A request that fails after
@@ -605,22 +521,32 @@ class Runner:
             BenchError: an auth or configuration error, or requests that failed after every
                 retry (raised once the rest is done); rows finished are kept and the run can be
                 resumed.
+            KeyboardInterrupt: a stop signal ended the run.
         """
+        loop = asyncio.get_running_loop()
         manifest = self._manifest or self._new_manifest()
         todo = self.pending()
         done = len(self.plan) - len(todo)
         previous_cache = manifest.get("cache") or {}
         if todo:
             self.open_providers()
-            manifest["providers"] = [{**p.describe(),
-                                      "sender_processes": self.sender_processes(pid)}
-                                     for pid, p in self.providers.items()]
+            manifest["providers"] = [p.describe() for p in self.providers.values()]
             manifest["providers_skipped"] = [{"provider": k, "reason": v}
                                              for k, v in self.skipped.items()]
             todo = [item for item in todo if item.provider_id not in self.skipped]
         if self.config.cache != "off":
             self.cache = ResponseCache(self.cache_path, self.config.cache)  # type: ignore[arg-type]
         self.gates = {pid: ProviderGate(self.concurrency(pid)) for pid in self.providers}
+        self.batchers = {}
+        if self.config.batch:
+            ledger = BatchLedger(self.store.dir)
+            for pid, provider in self.providers.items():
+                kind = batch_kind(provider)
+                if kind is not None:
+                    assert isinstance(provider, HTTPProvider)
+                    self.batchers[pid] = Batcher(provider, kind, ledger,
+                                                 poll_s=self.config.batch_poll_s,
+                                                 sleep=lambda s: self._sleep(s))
         manifest.update(status="running", rows_done=done, ended_at=None,
                         pricing=self.pricing.describe())
         for stale in ("error", "request_errors", "providers_paused"):
@@ -631,28 +557,18 @@ class Runner:
         if progress:
             progress(finished, len(self.plan), None)
         queues: dict[str, deque[PlanItem]] = {}
-        pools = {pid: ThreadPoolExecutor(max_workers=self.concurrency(pid),
-                                         thread_name_prefix=f"bench-{i}")
-                 for i, pid in enumerate(self.providers)}
-        outstanding: dict[Future, PlanItem] = {}
+        in_flight: dict[asyncio.Task[Outcome], PlanItem] = {}
+        # Finished tasks arrive here through their done-callbacks: O(1) per request, where
+        # asyncio.wait() adds and removes a callback on every task in flight at each call.
+        completed: asyncio.Queue[asyncio.Task[Outcome]] = asyncio.Queue()
         failed_in_a_row = {pid: 0 for pid in self.providers}
-        # Finished futures arrive here: O(1) per request, where concurrent.futures.wait()
-        # installs a waiter on every outstanding future each time (~8% of a 32-way run's CPU).
-        completed: queue.SimpleQueue[Future] = queue.SimpleQueue()
-        sequence: dict[Future, int] = {}
-        counter = itertools.count()
-        rows = self.store.writer()
         per_provider = {pid: 0 for pid in self.providers}
+        rows = self.store.writer()
         status, failure = "complete", None
         execution = None  # set in the try below: a failing MCP server start fails the run there
-
         case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
 
         def record(item: PlanItem, outcome: Outcome) -> None:
-            with signals.critical():
-                record_row(item, outcome)
-
-        def record_row(item: PlanItem, outcome: Outcome) -> None:
             nonlocal finished
             cost, billed = self._cost(item, outcome)
             summary = case_summaries.get(item.case.id)
@@ -675,10 +591,10 @@ class Runner:
 
         def warm_up() -> bool:
             """For one dispatched (case, variant): the row's case summary and the label's
-            reference results, computed while this thread would otherwise wait for its
-            answer. Only for requests already sent (a label's reference calls may run on a
-            user's MCP server: none for rows that a budget stop or failure never records).
-            Returns False when there is nothing to do."""
+            reference results, computed while the loop would otherwise wait for an answer.
+            Only for requests already sent (a label's reference calls may run on a user's MCP
+            server: none for rows that a budget stop or failure never records). Returns False
+            when there is nothing to do."""
             while sent and status == "complete":
                 item = sent.popleft()
                 if (item.case.id, item.variant.name) in prepared:
@@ -694,23 +610,25 @@ class Runner:
                 return True
             return False
 
+        def cap(pid: str) -> int:
+            """Tasks in flight per provider: its concurrency, or a whole batch in batch mode."""
+            return BATCH_CHUNK if pid in self.batchers else self.concurrency(pid)
+
         def dispatch() -> None:
             nonlocal status
             for pid, pending in queues.items():
-                # twice the workers queued: workers never idle, memory stays flat
-                while pending and per_provider[pid] < 2 * self.concurrency(pid):
-                    decision = self._budget(spend, len(outstanding))
+                while pending and per_provider[pid] < cap(pid):
+                    decision = self._budget(spend, len(in_flight))
                     if decision == "wait":
                         return
                     if decision == "stop":
                         status = "budget_exhausted"
                         return
                     item = pending.popleft()
-                    future = pools[pid].submit(self.execute, item)
-                    outstanding[future] = item
-                    sequence[future] = next(counter)
+                    task = loop.create_task(self.execute(item))
+                    in_flight[task] = item
                     per_provider[pid] += 1
-                    future.add_done_callback(completed.put)
+                    task.add_done_callback(completed.put_nowait)
                     sent.append(item)
 
         def stop_everything() -> None:
@@ -719,95 +637,75 @@ class Runner:
             for gate in self.gates.values():
                 gate.close()
 
+        give_up_timer: asyncio.TimerHandle | None = None
+
+        def give_up() -> None:
+            """Cancel the requests still in flight (their rows are not written: resumable)."""
+            why = "the run stopped before this request was answered"
+            for task in in_flight:
+                task.cancel()
+            for provider in self.providers.values():
+                provider.abandon(why)
+
+        def stop_signal(stops: int) -> None:
+            nonlocal status, give_up_timer
+            status = "interrupted"
+            stop_everything()
+            if stops > 1:
+                give_up()
+                return
+            wait = max((self.config.request_timeout_s if p.stop_wait_s is None
+                        else p.stop_wait_s for p in self.providers.values()),
+                       default=0.0) + STOP_GRACE_S
+            if in_flight:
+                print(f"stopping: waiting up to {wait:.0f} s for "
+                      f"{count(len(in_flight), 'request')} in flight (a second "
+                      "Ctrl-C stops now)", file=sys.stderr, flush=True)
+            give_up_timer = loop.call_later(wait, give_up)
+
+        signals.install(loop, stop_signal)
         try:
             # inside the try: a failure to start the executor (e.g. its MCP server) marks the
             # run failed and closes the row writer (whose fsync thread would otherwise live on)
             execution = _execution(self.config, self.store) if todo else None
-            if self.config.batch:
-                todo, batch_status = self._run_batches(todo, record, spend)
-                status = batch_status or status
             queues.update({pid: deque(i for i in todo if i.provider_id == pid)
                            for pid in self.providers})
-            if status == "complete":
-                dispatch()
-            polling = False  # after Ctrl-C: a future taken off the queue may have been lost
-            stops, give_up_at = 0, float("inf")
-
-            def stop_signal() -> None:
-                nonlocal status, polling, stops, give_up_at
-                stops += 1
-                status, polling = "interrupted", True
-                stop_everything()
-                wait = 0.0
-                if stops == 1:
-                    wait = max((self.config.request_timeout_s if p.stop_wait_s is None
-                                else p.stop_wait_s for p in self.providers.values()),
-                               default=0.0) + STOP_GRACE_S
-                    if outstanding:
-                        print(f"stopping: waiting up to {wait:.0f} s for "
-                              f"{count(len(outstanding), 'request')} in flight (a second "
-                              "Ctrl-C stops now)", file=sys.stderr, flush=True)
-                give_up_at = min(give_up_at, time.monotonic() + wait)
-
-            idle = warm_up
-            while outstanding:
-                try:
-                    if polling:
-                        if time.monotonic() >= give_up_at:  # rows never written: resumable
-                            give_up_at = float("inf")
-                            why = "the run stopped before this request was answered"
-                            for pool in self.senders.values():
-                                pool.abandon(why)
-                            for provider in self.providers.values():
-                                provider.abandon(why)
-                        finished_now = [f for f in outstanding if f.done()]
-                        if not finished_now:
-                            time.sleep(0.05)
-                            continue
-                    else:
-                        finished_now = [_next_completed(completed, idle, signals)]
-                        while not completed.empty():
-                            finished_now.append(completed.get_nowait())
-                except KeyboardInterrupt:
-                    stop_signal()
-                    continue  # collect what is in flight (it is written), then stop
-                # in submission order: one worker (local) writes rows in plan order
-                for future in sorted(finished_now, key=sequence.__getitem__):
-                    item = outstanding.pop(future)
-                    del sequence[future]
-                    per_provider[item.provider_id] -= 1
-                    try:
-                        outcome = future.result()
-                    except GateClosed:
-                        continue
-                    except ProviderError as exc:
-                        if exc.error_class == "permanent" or failure is not None:
-                            if failure is None:
-                                failure = self._error(item, exc)
-                                status = "failed"
-                                stop_everything()
-                            continue
-                        # retries exhausted: the item stays pending, the run goes on
-                        self.request_errors.append({"key": item.key, "error": str(exc)})
-                        failed_in_a_row[item.provider_id] += 1
-                        if failed_in_a_row[item.provider_id] >= FAILED_IN_A_ROW_TO_PAUSE and \
-                                item.provider_id not in self.paused:
-                            self.paused[item.provider_id] = (
-                                f"{FAILED_IN_A_ROW_TO_PAUSE} requests in a row failed after "
-                                f"every retry (last: {exc})")
-                            queues[item.provider_id].clear()
-                        continue
-                    except Exception as exc:  # noqa: BLE001 - reported after draining
-                        if failure is None:
-                            failure = self._error(item, exc)
-                            status = "failed"
-                            stop_everything()
-                        continue
+            dispatch()
+            while in_flight:
+                if completed.empty() and warm_up():
+                    await asyncio.sleep(0)  # let finished requests report first
+                    continue
+                task = await completed.get()
+                item = in_flight.pop(task)
+                per_provider[item.provider_id] -= 1
+                if task.cancelled():
+                    continue  # given up after a stop signal: a resume sends it again
+                exc = task.exception()
+                if exc is None:
                     failed_in_a_row[item.provider_id] = 0
-                    record(item, outcome)
-                if signals.pending:  # a signal arrived while recording
-                    signals.pending = False
-                    stop_signal()
+                    record(item, task.result())
+                elif isinstance(exc, GateClosed):
+                    pass
+                elif isinstance(exc, BatchFailed):
+                    self.batch_errors.append({"key": item.key, "batch": exc.batch_id,
+                                              "error": str(exc)})
+                elif isinstance(exc, ProviderError) and exc.error_class != "permanent" and \
+                        failure is None:
+                    # retries exhausted: the item stays pending, the run goes on
+                    self.request_errors.append({"key": item.key, "error": str(exc)})
+                    failed_in_a_row[item.provider_id] += 1
+                    if failed_in_a_row[item.provider_id] >= FAILED_IN_A_ROW_TO_PAUSE and \
+                            item.provider_id not in self.paused:
+                        self.paused[item.provider_id] = (
+                            f"{FAILED_IN_A_ROW_TO_PAUSE} requests in a row failed after "
+                            f"every retry (last: {exc})")
+                        queues[item.provider_id].clear()
+                elif failure is None:
+                    if not isinstance(exc, Exception):
+                        raise exc  # KeyboardInterrupt, SystemExit: not a provider's failure
+                    failure = self._error(item, exc)
+                    status = "failed"
+                    stop_everything()
                 if status == "complete":
                     dispatch()
             if self.request_errors and failure is None:
@@ -824,7 +722,7 @@ class Runner:
                     f"{count(len(self.batch_errors), 'batch request')} failed (first: "
                     f"{first['key']}: {first['error']}); finished rows are kept, submit the "
                     f"rest again with: bench run --resume {self.store.run_id}")
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
             raise
         except OSError as exc:  # a file of the run could not be written (e.g. the disk is full)
@@ -836,62 +734,68 @@ class Runner:
             manifest["error"] = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            # The manifest is written before waiting for requests still in flight (nobody
-            # records them now), inside a critical section: more Ctrl-Cs cannot leave it at
-            # "running"; the wait after it stays interruptible (a local generation can take
-            # minutes).
-            with signals.critical():
-                stop_everything()
-                for pool in pools.values():
-                    pool.shutdown(wait=False, cancel_futures=True)
+            # Nothing here awaits before the manifest is written: a signal (a loop callback)
+            # cannot leave it at "running".
+            signals.remove()
+            if give_up_timer is not None:
+                give_up_timer.cancel()
+            stop_everything()
+            for task in in_flight:
+                task.cancel()
+            try:
+                rows.close()
+            except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
+                if failure is None:
+                    failure = self._write_failure(exc)
+            if failure is not None:
+                status = "failed"
+                manifest["error"] = str(failure)
+            if status == "complete" and self.skipped:
+                status = "partial"  # a skipped provider's rows are missing; --resume runs them
+            manifest.update(status=status, rows_done=finished, ended_at=_now(),
+                            spent={"billed_usd": round(spend.usd, 6),
+                                   "billed_tokens": spend.tokens,
+                                   "billed_requests": spend.requests},
+                            budget={"max_usd": self.config.max_usd,
+                                    "max_total_tokens": self.config.max_total_tokens},
+                            rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
+            if self.batch_errors:
+                manifest["batch_errors"] = self.batch_errors[:100]
+            if self.request_errors:
+                manifest["request_errors"] = self.request_errors[:100]
+            if self.paused:
+                manifest["providers_paused"] = [{"provider": k, "reason": v}
+                                                for k, v in self.paused.items()]
+            if self.cache is not None or previous_cache:
+                now = self.cache.stats() if self.cache is not None else {}
+                manifest["cache"] = {
+                    **previous_cache, **now,
+                    **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
+                       for k in ("hits", "misses", "writes")}}
+            if execution is not None:
                 try:
-                    rows.close()
-                except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
+                    execution.close()
+                except OSError as exc:
                     if failure is None:
                         failure = self._write_failure(exc)
-                if failure is not None:
-                    status = "failed"
-                    manifest["error"] = str(failure)
-                if status == "complete" and self.skipped:
-                    status = "partial"  # a skipped provider's rows are missing; --resume runs them
-                manifest.update(status=status, rows_done=finished, ended_at=_now(),
-                                spent={"billed_usd": round(spend.usd, 6),
-                                       "billed_tokens": spend.tokens,
-                                       "billed_requests": spend.requests},
-                                budget={"max_usd": self.config.max_usd,
-                                        "max_total_tokens": self.config.max_total_tokens},
-                                rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
-                if self.batch_errors:
-                    manifest["batch_errors"] = self.batch_errors[:100]
-                if self.request_errors:
-                    manifest["request_errors"] = self.request_errors[:100]
-                if self.paused:
-                    manifest["providers_paused"] = [{"provider": k, "reason": v}
-                                                    for k, v in self.paused.items()]
-                if self.cache is not None or previous_cache:
-                    now = self.cache.stats() if self.cache is not None else {}
-                    manifest["cache"] = {
-                        **previous_cache, **now,
-                        **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
-                           for k in ("hits", "misses", "writes")}}
-                if execution is not None:
-                    try:
-                        execution.close()
-                    except OSError as exc:
-                        if failure is None:
-                            failure = self._write_failure(exc)
-                            status = "failed"
-                            manifest.update(status=status, error=str(failure))
+                        status = "failed"
+                        manifest.update(status=status, error=str(failure))
+            try:
+                self.store.write_manifest(manifest)
+            except OSError as exc:  # a full disk: the status, at least, must not say running
+                self.store.set_status_in_place(status)
+                if failure is None:
+                    failure = self._write_failure(exc)
+            if in_flight:  # cancelled above: let them finish cancelling
+                await asyncio.gather(*in_flight, return_exceptions=True)
+            for batcher in self.batchers.values():
+                await batcher.aclose()
+            for provider in self.providers.values():
                 try:
-                    self.store.write_manifest(manifest)
-                except OSError as exc:  # a full disk: the status, at least, must not say running
-                    self.store.set_status_in_place(status)
-                    if failure is None:
-                        failure = self._write_failure(exc)
-            for pool in pools.values():
-                pool.shutdown(wait=True)
-            self.close_senders()
-            self.close_providers()
+                    await provider.aclose()
+                except Exception:  # noqa: BLE001 - a connection pool that fails to close
+                    pass
+            self.providers.clear()
             if self.cache is not None:
                 self.cache.close()
         if failure is not None:
@@ -899,10 +803,6 @@ class Runner:
         if status == "interrupted":
             raise KeyboardInterrupt
         return manifest
-
-
-
-
 
 def _execution(config: RunConfig, store: RunStore) -> Any:
     """The run's executor hook, or None with ``--no-execute``."""

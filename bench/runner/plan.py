@@ -8,7 +8,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
-
 from bench.datasets import Dataset, check_against_tools
 from bench.datasets.labels import LabelProblem, iter_label_problems
 from bench.datasets.sample import stratified_sample

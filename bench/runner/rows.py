@@ -9,15 +9,13 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any, Iterable
 
-
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT, runs_dir
 from bench.providers.cache import messages_digest
+from bench.runner.plan import PlanItem
 from bench.runstore import RunStore
 from bench.scoring import score_case
 from bench.scoring.bfcl import BfclSource, run_verdict
-from bench.runner.plan import PlanItem
-
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
 

@@ -1,88 +1,56 @@
-"""Stop signals (SIGINT, SIGTERM) while a run executes."""
+"""Stop signals (SIGINT, SIGTERM) while a run executes, as event-loop callbacks."""
 
 from __future__ import annotations
 
-import contextlib
-import queue
+import asyncio
 import signal
 import threading
-from concurrent.futures import Future
-from typing import Any, Callable, Iterator
-
-
+from typing import Any, Callable
 
 
 class StopSignals:
-    """SIGINT (Ctrl-C) and SIGTERM while a run executes.
+    """SIGINT (Ctrl-C) and SIGTERM while a run's event loop runs.
 
-    Outside critical sections a signal raises KeyboardInterrupt at once, as Python does.
-    Inside one (scoring and executing a row, preparing a label: library code there, such as
-    SQLite's progress-handler callback, turns the exception into an ordinary error and would
-    swallow it) the signal is only noted in :attr:`pending`, and the run loop stops at its
-    next safe point. Handlers are installed only in the main thread (Python's rule) and
-    restored on exit.
+    A signal calls ``on_stop(n)`` (n = signals so far) from the loop, between two steps of the
+    run: never in the middle of scoring or writing a row, so no critical sections are needed.
+    The run's first reaction is to stop sending and wait for the requests in flight; the second
+    cancels them. Handlers are installed only in the main thread (Python's rule); the previous
+    handlers are restored afterwards (``loop.remove_signal_handler`` alone would reset them to
+    the defaults, dropping the CLI's own).
 
     Attributes:
         signum: the first signal received (``signal.SIGINT`` / ``signal.SIGTERM``) or None:
             a CI job's SIGTERM followed by a Ctrl-C still reads as terminated.
-        pending: a signal arrived inside a critical section and has not been acted on.
+        count: signals received so far.
     """
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.pending = False
-        self._critical = 0
+        self.count = 0
         self._previous: dict[int, Any] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
+    def install(self, loop: asyncio.AbstractEventLoop, on_stop: Callable[[int], None]) -> None:
+        """Route SIGINT and SIGTERM to ``on_stop`` (main thread only; elsewhere a no-op)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._loop = loop
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.getsignal(signum)
+            loop.add_signal_handler(signum, self._handle, signum, on_stop)
 
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-    def _handle(self, signum: int, frame: Any) -> None:
+    def _handle(self, signum: int, on_stop: Callable[[int], None]) -> None:
         if self.signum is None:
             self.signum = signum
-        if self._critical:
-            self.pending = True
-        else:
-            raise KeyboardInterrupt
+        self.count += 1
+        on_stop(self.count)
 
-    @contextlib.contextmanager
-    def critical(self) -> Iterator[None]:
-        """A section where a signal is noted, not raised."""
-        self._critical += 1
-        try:
-            yield
-        finally:
-            self._critical -= 1
-
-
-def _next_completed(completed: queue.SimpleQueue[Future], idle: Callable[[], bool],
-                    signals: StopSignals) -> Future:
-    """The next finished future. While none is there, runs ``idle()`` steps (work that rows
-    need later, as a critical section) until one returns False; then waits in 0.5 s slices
-    so that Ctrl-C is seen at once.
-
-    Raises:
-        KeyboardInterrupt: a stop signal (also one noted during an idle step).
-    """
-    while True:
-        if signals.pending:
-            signals.pending = False
-            raise KeyboardInterrupt
-        if completed.empty():
-            with signals.critical():
-                stepped = idle()
-            if stepped:
-                continue
-        try:
-            return completed.get(timeout=0.5)
-        except queue.Empty:
-            continue
-
-
+    def remove(self) -> None:
+        """Restore the handlers that were there before :meth:`install`."""
+        if self._loop is None:
+            return
+        for signum, previous in self._previous.items():
+            self._loop.remove_signal_handler(signum)
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        self._previous.clear()
+        self._loop = None
