@@ -302,8 +302,6 @@ CLI: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("max-tokens-tiny", ("run", "--max-tokens", "1"), ("--max-tokens",)),
     ("timeout-zero", ("run", "--request-timeout", "0"), ("--request-timeout",)),
     ("attempts-zero", ("run", "--attempts", "0"), ("--attempts",)),
-    ("sender-processes-negative", ("run", "--sender-processes", "-1"),
-     ("--sender-processes",)),
     ("max-usd-negative", ("run", "--max-usd", "-1"), ("--max-usd",)),
     ("cache-mode", ("run", "--cache", "sometimes"), ("--cache",)),
     ("unknown-option", ("run", "--bogus"), ("--bogus",)),

@@ -708,7 +708,7 @@ class Runner:
                     stop_everything()
                 if status == "complete":
                     dispatch()
-            if self.request_errors and failure is None:
+            if self.request_errors and failure is None and status != "interrupted":
                 first = self.request_errors[0]
                 paused = "".join(f"; stopped sending to {pid}: {why}"
                                  for pid, why in self.paused.items())
