@@ -30,6 +30,7 @@ Messages and streaming events, Gemini generateContent).
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import itertools
 import json
@@ -93,6 +94,17 @@ _ids = itertools.count(1)
 #: Dummy API keys for the SDKs under test: they only ever reach 127.0.0.1.
 DUMMY_KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test",
               "GEMINI_API_KEY": "gm-test"}
+
+
+def complete_once(provider: Any, *args: Any, **kwargs: Any) -> Any:
+    """``provider.complete(*args, **kwargs)`` on a fresh event loop, then the provider's async
+    client closed on that loop (as a run closes it): one request from synchronous test code."""
+    async def once() -> Any:
+        try:
+            return await provider.complete(*args, **kwargs)
+        finally:
+            await provider.aclose()
+    return asyncio.run(once())
 
 
 def set_dummy_keys(monkeypatch: Any) -> None:

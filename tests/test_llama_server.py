@@ -2,7 +2,6 @@
 ``python -m llama_cpp.server`` on loopback with the embedded SmolLM2 model, through the
 ``openai-compat`` adapter and the real openai SDK."""
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from bench.models import Message, Tool
 from bench.providers import make_provider
 from conftest import requires_local_model
+from fakeserver import complete_once
 
 pytestmark = [requires_local_model, pytest.mark.local_model]
 
@@ -71,8 +71,8 @@ def compat(base, **options):
 
 
 def test_named_tool_choice_yields_a_parsed_call(llama_server):
-    response = asyncio.run(compat(llama_server, tool_choice="get_weather", max_tokens=40).complete(
-        ASK, [WEATHER], variant_key="v", trial=0))
+    response = complete_once(compat(llama_server, tool_choice="get_weather", max_tokens=40), 
+        ASK, [WEATHER], variant_key="v", trial=0)
     (call,) = response.parsed.calls
     assert call.name == "get_weather" and call.valid
     assert isinstance(call.raw_arguments, str)  # this server sends a JSON string, like OpenAI
@@ -82,16 +82,16 @@ def test_named_tool_choice_yields_a_parsed_call(llama_server):
 
 
 def test_streamed_call_is_assembled(llama_server):
-    response = asyncio.run(compat(llama_server, tool_choice="get_weather", max_tokens=40,
-                      stream=True).complete(ASK, [WEATHER], variant_key="v", trial=0))
+    response = complete_once(compat(llama_server, tool_choice="get_weather", max_tokens=40,
+                      stream=True), ASK, [WEATHER], variant_key="v", trial=0)
     (call,) = response.parsed.calls
     assert call.name == "get_weather" and call.valid and call.id
     assert response.finish_reason == "tool_calls"
 
 
 def test_prose_cut_at_the_token_limit_is_invalid(llama_server):
-    response = asyncio.run(compat(llama_server, tool_choice="auto", max_tokens=6).complete(
-        ASK, [WEATHER], variant_key="v", trial=0))
+    response = complete_once(compat(llama_server, tool_choice="auto", max_tokens=6), 
+        ASK, [WEATHER], variant_key="v", trial=0)
     assert response.finish_reason == "length"
     assert response.parsed.error.startswith("truncated") and not response.parsed.declined
     assert response.usage.completion_tokens == 6

@@ -33,7 +33,7 @@ def _weather_tool():
 def _ask(provider):
     from bench.models import Message
     return asyncio.run(provider.complete([Message(role="user", content="Weather in Paris?")],
-                             [_weather_tool()], variant_key="t", trial=0))
+                                         [_weather_tool()], variant_key="t", trial=0))
 
 
 def test_a_crashed_worker_is_restarted_once_then_the_provider_reports_the_signal():

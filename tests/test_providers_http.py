@@ -1,7 +1,6 @@
 """HTTP adapters driven through the real SDKs against the loopback fake server (no keys, no
 internet): wire formats, parsing failure modes (BRIEF §8), error classes, streaming."""
 
-import asyncio
 import json
 import socket
 
@@ -10,7 +9,7 @@ import pytest
 from bench.models import Message, Tool
 from bench.parse import strictly_valid
 from bench.providers import ProviderError, ProviderUnavailable, make_provider
-from fakeserver import (FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
+from fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
                         chat_stream, error_body, gemini_body, responses_body, responses_stream,
                         set_dummy_keys)
 
@@ -50,7 +49,7 @@ def responses(server, **options):
 
 
 def ask(provider, messages=ASK, tools=TOOLS, trial=0):
-    return asyncio.run(provider.complete(messages, tools, variant_key="v", trial=trial))
+    return complete_once(provider, messages, tools, variant_key="v", trial=trial)
 
 
 # --- OpenAI Chat Completions --------------------------------------------------------------

@@ -10,7 +10,6 @@ stop reasons go through the real SDKs against the loopback fake server.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import math
@@ -24,7 +23,7 @@ from bench.parse import ANSWER_ERROR_CODES, PARSER_FAILED
 from bench.providers import make_provider
 from bench.providers.openai_chat import OpenAIChatProvider
 from bench.providers.replies import UnreadableReply, reply_json
-from fakeserver import (FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
+from fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
                         gemini_body, responses_body, set_dummy_keys)
 
 PING = Tool(name="ping", description="No parameters.",
@@ -232,7 +231,7 @@ def test_unreadable_replies_through_every_sdk_are_transient():
             provider = _provider(kind, server.url)
             server.script(Reply(raw=b"<html>502</html>"))
             with pytest.raises(UnreadableReply) as caught:
-                asyncio.run(provider.complete(ASK, [PING], variant_key="v", trial=0))
+                complete_once(provider, ASK, [PING], variant_key="v", trial=0)
             assert caught.value.error_class == "transient", kind
 
 
@@ -306,7 +305,7 @@ def test_gemini_cut_off_and_refused_answers_are_invalid_with_their_code(server, 
     message = {"UNEXPECTED_TOOL_CALL": "Unexpected tool call: code_execution",
                "MALFORMED_FUNCTION_CALL": "Malformed function call: print(ping())"}.get(finish)
     server.script(Reply(body=_gemini_reply(finish, parts, message)))
-    response = asyncio.run(_provider("gemini", server.url).complete(ASK, [PING], variant_key="v", trial=0))
+    response = complete_once(_provider("gemini", server.url), ASK, [PING], variant_key="v", trial=0)
     assert response.parsed.error_code == code and response.parsed.error == error
     assert response.parsed.calls == [] and not response.parsed.declined
     assert response.finish_reason == finish
@@ -317,7 +316,7 @@ def test_gemini_max_tokens_with_thoughts_only_counts_them(server):
     body["usageMetadata"] = {"promptTokenCount": 50, "thoughtsTokenCount": 512,
                              "totalTokenCount": 562}  # no candidatesTokenCount: no output
     server.script(Reply(body=body))
-    response = asyncio.run(_provider("gemini", server.url).complete(ASK, [PING], variant_key="v", trial=0))
+    response = complete_once(_provider("gemini", server.url), ASK, [PING], variant_key="v", trial=0)
     assert response.parsed.error_code == "truncated"
     assert response.usage.completion_tokens == 512 and response.usage.reasoning_tokens == 512
 
@@ -337,7 +336,7 @@ def test_anthropic_refusal_and_pause_turn_are_invalid_with_their_code(server, st
         server.script(Reply(body=anthropic_body(text="I can", stop=stop)))
     provider = _provider("anthropic", server.url) if not stream else \
         make_provider("anthropic:claude-test", base_url=server.url, stream=True)
-    response = asyncio.run(provider.complete(ASK, [PING], variant_key="v", trial=0))
+    response = complete_once(provider, ASK, [PING], variant_key="v", trial=0)
     assert response.parsed.error_code == stop and response.parsed.error == error
     assert response.parsed.text == "I can" and not response.parsed.declined
     assert response.finish_reason == stop
@@ -372,8 +371,8 @@ def test_reasoning_tokens_of_every_adapter(server):
     ]
     for kind, body, completion, reasoning in expected:
         server.script(Reply(body=body))
-        usage = asyncio.run(_provider(kind, server.url).complete(ASK, [PING], variant_key="v",
-                                                     trial=0)).usage
+        usage = complete_once(_provider(kind, server.url), ASK, [PING], variant_key="v",
+                                                     trial=0).usage
         assert (usage.completion_tokens, usage.reasoning_tokens) == (completion, reasoning), kind
         assert usage.prompt_tokens == 100
 

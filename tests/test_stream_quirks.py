@@ -5,7 +5,6 @@ usage on the finish chunk, a repeated first argument fragment, a first call at `
 classified by what they say (a 4xx: the row's invalid answer; overloaded, 5xx and rate limits:
 retried; only auth and configuration errors stop a run)."""
 
-import asyncio
 import json
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from bench.models import Message, Tool
 from bench.providers import ProviderError, make_provider
 from bench.providers.errors import error_from_exception, stream_error_status
-from fakeserver import (FakeServer, Reply, anthropic_stream, chat_fragments, chat_stream,
+from fakeserver import (complete_once, FakeServer, Reply, anthropic_stream, chat_fragments, chat_stream,
                         error_body, gemini_body, gemini_stream, set_dummy_keys)
 
 WEATHER = Tool(name="get_weather", description="Weather of a city.", input_schema={
@@ -41,7 +40,7 @@ def provider(kind, server, **options):
 
 
 def ask(kind, server, **options):
-    return asyncio.run(provider(kind, server, **options).complete(ASK, [WEATHER], variant_key="v", trial=0))
+    return complete_once(provider(kind, server, **options), ASK, [WEATHER], variant_key="v", trial=0)
 
 
 # --- OpenAI Chat Completions stream quirks --------------------------------------------------
@@ -172,8 +171,8 @@ def test_non_json_200_body_is_a_transient_fault_retried_by_the_run(server):
     attempt the run records the row's invalid answer: tests/test_reply_shapes_cli.py)."""
     server.script(Reply(raw=b"<html>bad gateway</html>"))
     with pytest.raises(ProviderError) as caught:
-        asyncio.run(make_provider("openai:m", base_url=server.url + "/v1").complete(
-            ASK, [WEATHER], variant_key="v", trial=0))
+        complete_once(make_provider("openai:m", base_url=server.url + "/v1"), 
+            ASK, [WEATHER], variant_key="v", trial=0)
     assert caught.value.error_class == "transient"
 
 
@@ -182,8 +181,8 @@ def test_non_json_200_body_is_a_transient_fault_retried_by_the_run(server):
 def test_only_auth_and_configuration_statuses_are_permanent(server, status, expected):
     server.script(Reply(status, error_body(status, "nope")))
     with pytest.raises(ProviderError) as caught:
-        asyncio.run(make_provider("openai:m", base_url=server.url + "/v1").complete(
-            ASK, [WEATHER], variant_key="v", trial=0))
+        complete_once(make_provider("openai:m", base_url=server.url + "/v1"), 
+            ASK, [WEATHER], variant_key="v", trial=0)
     assert caught.value.error_class == expected
 
 
@@ -212,8 +211,8 @@ def test_gemini_thought_signature_parts(server, stream):
                        thought_signature="EpwICpkIAXLI2nxl", usage=(29, 10, 0))
     body["candidates"][0]["content"]["parts"].append({"text": "", "thoughtSignature": "Eq0"})
     server.script(Reply(events=gemini_stream(body)) if stream else Reply(body=body))
-    response = asyncio.run(provider("gemini", server, stream=stream).complete(
-        ASK, [WEATHER], variant_key="v", trial=0))
+    response = complete_once(provider("gemini", server, stream=stream), 
+        ASK, [WEATHER], variant_key="v", trial=0)
     sent = server.requests[-1]
     assert sent.path.endswith(":streamGenerateContent" if stream else ":generateContent")
     assert [c.arguments for c in response.parsed.calls] == [{"city": "Paris"}, {"city": "Oslo"}]
@@ -229,7 +228,7 @@ def test_gemini_stream_joins_text_and_calls_across_chunks(server):
     assert len(events) == 2 and "finishReason" not in events[0][1]["candidates"][0]
     server.script(Reply(events=events, chunk_size=5))
     p = provider("gemini", server)
-    response = asyncio.run(p.complete(ASK, [WEATHER], variant_key="v", trial=0))
+    response = complete_once(p, ASK, [WEATHER], variant_key="v", trial=0)
     assert "alt=sse" in p.endpoint and "stream" not in p.describe()["not_sent"]
     assert response.parsed.text == "Checking."
     assert [(c.name, c.arguments) for c in response.parsed.calls] == [

@@ -57,7 +57,8 @@ class AnthropicProvider(HTTPProvider):
             raise ProviderUnavailable(self.provider_id, "the anthropic SDK is not installed "
                                                         "(pip install anthropic)") from None
         self._client = anthropic.AsyncAnthropic(api_key=key, base_url=options.base_url,
-                                                timeout=options.timeout_s, max_retries=0)
+                                                timeout=options.timeout_s, max_retries=0,
+                                                http_client=anthropic.DefaultAioHttpClient())
 
     @property
     def endpoint(self) -> str:

@@ -335,6 +335,9 @@ def error_from_exception(exc: BaseException) -> ProviderError:
                              f"{_one_line(_error_message(exc, body))}",
                              error_class=error_class, retry_after_s=parse_retry_after(headers),
                              request_id=request_id)
+    if _refused(exc):
+        return ProviderError(f"connection failed: {_one_line(str(exc.__cause__ or exc))}",
+                             error_class="transient", request_id=request_id)
     if any("Timeout" in name for name in names) or isinstance(exc, TimeoutError):
         return ProviderError(f"request timed out ({type(exc).__name__})", error_class="timeout",
                              request_id=request_id)
@@ -346,6 +349,19 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     return ProviderError(f"the answer could not be read ({type(exc).__name__}: "
                          f"{_one_line(str(exc))})", error_class="validation",
                          request_id=request_id)
+
+
+def _refused(exc: BaseException) -> bool:
+    """True when a connection was refused or reset somewhere down ``exc``'s cause chain. The
+    SDKs' aiohttp transport (``_vendor/httpx_aiohttp/transport.py`` in openai and anthropic)
+    maps aiohttp's ``ClientConnectorError`` to httpx's ``ConnectTimeout``: a refused connection
+    would otherwise read as a timeout."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, (ConnectionRefusedError, ConnectionResetError)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1  # type: ignore[assignment]
+    return False
 
 
 def _one_line(text: str, limit: int = 300) -> str:
