@@ -259,7 +259,7 @@ class LocalProvider(Provider):
 
     #: A stopping run waits no longer than its grace period (``STOP_GRACE_S`` in
     #: bench/runner.py) for an answer in flight, then kills the worker: a first row reads
-    #: its tools block for minutes (README, "Start here"); a resume redoes the row.
+    #: its tools block for minutes (docs/running.md); a resume redoes the row.
     stop_wait_s = 0.0
     _abandoned: str | None = None
 
