@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
              + "\n".join(line.rstrip() for line in shown.stdout.rstrip().splitlines())
              + "\n```")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    if (readme.count(BEGIN), readme.count(END)) != (1, 1) or \
+            readme.index(BEGIN) > readme.index(END):
+        print(f"README.md: needs one {BEGIN} line before one {END} line", file=sys.stderr)
+        return 1
     head, _, rest = readme.partition(BEGIN)
     _, _, tail = rest.partition(END)
     (ROOT / "README.md").write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")

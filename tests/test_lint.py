@@ -192,3 +192,40 @@ def test_lint_command_exit_code_and_json(run_bench, project):
     repeated = next(f for f in findings if f["rule"] == "repeats-name")
     assert repeated["code"] == "BL008" and repeated["severity"] == "error"
     assert repeated["tool"] == "search_orders" and repeated["hint"]
+
+
+@pytest.fixture
+def own_rules(monkeypatch):
+    """register_rule's changes stay inside the test."""
+    from bench.descriptions import lint
+    monkeypatch.setattr(lint, "RULES", dict(lint.RULES))
+    monkeypatch.setattr(lint, "_ADDED_CHECKS", {})
+
+
+def test_a_registered_rule_runs_on_every_tool_after_the_built_in_ones(own_rules):
+    from bench.descriptions.lint import WARNING, Rule, register_rule
+    seen = []
+
+    def shouting(tool, config):
+        seen.append((tool.name, config.max_lines))
+        if tool.description.isupper():
+            yield None, "all capitals", "write in sentence case"
+
+    register_rule(Rule("BL900", "shouting", WARNING, "all capitals"), shouting)
+    tools = (Tool(name="a", description="SEARCH ORDERS", input_schema={"type": "object"}),
+             Tool(name="b", description=GOOD_DESCRIPTION, input_schema=GOOD_SCHEMA))
+    findings = lint_variant(Variant(name="v", toolset="t", tools=tools, source="x"), LOOSE)
+    assert seen == [("a", 100), ("b", 100)]
+    assert [(f.code, f.rule, f.severity, f.tool) for f in findings if f.code == "BL900"] == [
+        ("BL900", "shouting", "warning", "a")]
+
+
+@pytest.mark.parametrize("rule, message", [
+    (("BL001", "new-name", "warning", "x"), "already used by BL001 no-purpose"),
+    (("BL901", "no-purpose", "warning", "x"), "already used by BL001 no-purpose"),
+    (("BL902", "fine", "info", "x"), "severity must be"),
+])
+def test_register_rule_refuses_taken_codes_names_and_unknown_severities(own_rules, rule, message):
+    from bench.descriptions.lint import Rule, register_rule
+    with pytest.raises(ValueError, match=message):
+        register_rule(Rule(*rule), lambda tool, config: ())

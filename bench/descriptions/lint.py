@@ -26,9 +26,10 @@ import math
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from bench.descriptions.variants import Variant, count_lines
+from bench.models import Tool
 from bench.plural import count
 
 ERROR, WARNING = "error", "warning"
@@ -68,6 +69,35 @@ class LintConfig:
     min_lines: int = 15
     max_lines: int = 30
     overlap: float = 0.5
+
+
+#: A per-tool check added with :func:`register_rule`: ``(tool, config) -> iterable of
+#: (param or None, message, hint)``, one item per violation.
+ToolCheck = Callable[[Tool, LintConfig], Iterable[tuple[str | None, str, str]]]
+_ADDED_CHECKS: dict[str, ToolCheck] = {}
+
+
+def register_rule(rule: Rule, check: ToolCheck) -> None:
+    """Add a rule that :func:`lint_variant` (and so ``bench lint``) runs on every tool, after
+    the built-in rules. How-to: docs/extending.md#add-a-lint-rule.
+
+    Args:
+        rule: the rule's code (``BL`` + digits for rules shipped with bench), name, severity
+            (``error`` or ``warning``) and summary.
+        check: called once per tool of every linted variant.
+
+    Raises:
+        ValueError: the name or code is already taken, or the severity is unknown.
+    """
+    if rule.severity not in (ERROR, WARNING):
+        raise ValueError(f"rule {rule.code}: severity must be '{ERROR}' or '{WARNING}', "
+                         f"got {rule.severity!r}")
+    taken = [r for r in RULES.values() if r.name == rule.name or r.code == rule.code]
+    if taken:
+        raise ValueError(f"rule {rule.code} {rule.name}: code or name already used by "
+                         f"{taken[0].code} {taken[0].name}")
+    RULES[rule.name] = rule
+    _ADDED_CHECKS[rule.name] = check
 
 
 @dataclass(frozen=True)
@@ -361,6 +391,9 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
             add("gemini-schema", tool.name, None, _first_problems(gemini),
                 "inline $ref, drop unsupported keywords (state them in prose) or send the "
                 "schema as parametersJsonSchema")
+        for rule_name, check in list(_ADDED_CHECKS.items()):
+            for param, message, hint in check(tool, config):
+                add(rule_name, tool.name, param, message, hint)
     tools = list(variant.tools)
     if len(tools) > 1:
         sims = tfidf_cosine([t.description for t in tools])

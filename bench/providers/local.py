@@ -259,8 +259,8 @@ class LocalProvider(Provider):
         raise WorkerDied(signal_name(self._process.exitcode))
 
     #: A stopping run waits no longer than its grace period (``STOP_GRACE_S`` in
-    #: bench/runner.py) for an answer in flight, then kills the worker: a first row reads
-    #: its tools block for minutes (README, "Start here"); a resume redoes the row.
+    #: bench/runner/config.py) for an answer in flight, then kills the worker: a first row reads
+    #: its tools block for minutes (docs/running.md); a resume redoes the row.
     stop_wait_s = 0.0
     _abandoned: str | None = None
 

@@ -229,7 +229,7 @@ _QWEN_CODER = ModelPreset(
 MODEL_PRESETS: dict[str, ModelPreset] = {p.name: p for p in (_SMOLLM2, _GEMMA3, _QWEN_CODER)}
 #: The preset used when neither ``--model`` nor a model path is given: the only one whose tool
 #: selection is well above chance on the ecommerce set (47.5-52.5% on 40 cases against 10-15%
-#: for SmolLM2-135M; README, The embedded model), at about 2 s per row on 2 cores.
+#: for SmolLM2-135M; docs/embedded-model.md#choosing-a-model), at about 2 s per row on 2 cores.
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 

@@ -57,7 +57,8 @@ NO_CALL_LAYOUTS: dict[str, NoCallLayout] = {layout.name: layout for layout in (
                  "questions, or requests that no tool can do.", "last",
                  "If the request needs no tool or no tool can do it, call reply_without_tool."),
 )}
-# Chosen by benchmarks/no_call_layout.py on the ecommerce dataset (see the README's figures).
+# Chosen by benchmarks/no_call_layout.py on the ecommerce dataset
+# (docs/embedded-model.md#how-the-model-says-no-tool-fits).
 DEFAULT_NO_CALL_LAYOUT = "reply-tool-last"
 
 
