@@ -18,17 +18,40 @@ import json
 import os
 from collections.abc import Mapping
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 from bench.jsonl import dumps
 from bench.models import Message, Tool
-from bench.parse import (BLOCKED, CallDelta, ParsedAnswer, RawCall,
-                         answer_from_calls, assemble_call_deltas, clean_text)
-from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
-                                  send_with_sdk)
+from bench.parse import (
+    BLOCKED,
+    CallDelta,
+    ParsedAnswer,
+    RawCall,
+    answer_from_calls,
+    assemble_call_deltas,
+    clean_text,
+)
+from bench.providers.base import (
+    HTTPOptions,
+    HTTPProvider,
+    ProviderResponse,
+    Usage,
+    send_with_sdk,
+)
 from bench.providers.dialects import openai_strict_schema, optional_properties
-from bench.providers.errors import ProviderUnavailable, error_from_exception, request_id_from
-from bench.providers.replies import (MalformedReply, ReplyModel, Text, body_object, read_reply,
-                                     reply_json)
+from bench.providers.errors import (
+    ProviderUnavailable,
+    error_from_exception,
+    request_id_from,
+)
+from bench.providers.replies import (
+    MalformedReply,
+    ReplyModel,
+    Text,
+    body_object,
+    read_reply,
+    reply_json,
+)
 
 COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
 
@@ -52,10 +75,13 @@ def openai_client(provider_id: str, options: HTTPOptions, key_env: str | None) -
         raise ProviderUnavailable(provider_id, "the openai SDK is not installed "
                                                "(pip install openai)") from None
     # aiohttp under the SDK (its documented DefaultAioHttpClient): 1.1 against 1.5-1.8 ms of
-    # CPU per request with httpx's async transport (benchmarks/RESULTS.md)
+    # CPU per request with httpx's async transport (benchmarks/RESULTS.md). Not for a base URL
+    # with user:password (a proxy's Basic auth): aiohttp refuses those beside the SDK's own
+    # Authorization header, httpx sends them.
+    userinfo = urlsplit(options.base_url or "").username is not None
     return openai.AsyncOpenAI(api_key=key or "no-key-required", base_url=options.base_url,
                               timeout=options.timeout_s, max_retries=0,
-                              http_client=openai.DefaultAioHttpClient())
+                              http_client=None if userinfo else openai.DefaultAioHttpClient())
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
