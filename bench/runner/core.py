@@ -485,13 +485,22 @@ class Runner:
             BenchError: the run is being written by another process; or as :meth:`_run`.
             KeyboardInterrupt: the run was stopped (Ctrl-C, SIGTERM); finished rows are kept
                 and the manifest says ``interrupted``.
+            RuntimeError: called from inside a running event loop (await :meth:`arun` there).
+        """
+        return asyncio.run(self.arun(progress))
+
+    async def arun(self, progress: ProgressHook | None = None) -> dict[str, Any]:
+        """:meth:`run` on the caller's event loop (e.g. from async code or a notebook).
+
+        Raises:
+            BenchError, KeyboardInterrupt: as :meth:`run`.
         """
         with self.store.writing():
             if self._manifest is not None:  # resumed: another process may have run since
                 self._manifest = {**self.store.read_manifest(),
                                   "config": self._manifest["config"]}  # with the overrides
             self.signals = StopSignals()
-            return asyncio.run(self._run(progress, self.signals))
+            return await self._run(progress, self.signals)
 
     signals: StopSignals | None = None  # the last run's stop signals (which one stopped it)
 
