@@ -58,6 +58,21 @@ def _print_summary(run_id: str, variant_order: list[str]) -> None:
     out.print(summary_table(summary, title=f"run {run_id}"))
 
 
+def _shard_option(value: str | None) -> str | None:
+    """``--shard``'s check: ``i/n`` (:func:`bench.shard.parse_shard`), canonical form.
+
+    Raises:
+        typer.BadParameter: another form (a one-line usage error, exit 2).
+    """
+    if value is None:
+        return None
+    from bench.shard import format_shard, parse_shard
+    try:
+        return format_shard(*parse_shard(value))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 @app.command()
 def run(
     ctx: typer.Context,
@@ -142,6 +157,11 @@ def run(
         help="Leave out, and list, cases whose labels do not fit the tools (unknown tool or "
              "argument, a value the schema rejects) instead of refusing the dataset.")]
     = False,
+    shard: Annotated[Optional[str], typer.Option(
+        callback=_shard_option, metavar="I/N",
+        help="Run only shard I of N of the plan (1/4 .. 4/4), e.g. one per CI machine; join "
+             "the shards' runs with bench merge. Every shard needs the same other options.")]
+    = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table.
 
@@ -190,7 +210,7 @@ def run(
                     openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
                     execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
                     mcp_server=mcp_server,
-                    skip_invalid_cases=skip_invalid_cases,
+                    skip_invalid_cases=skip_invalid_cases, shard=shard,
                     **{k: v for k, v in throughput.items() if v is not None})
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
@@ -230,7 +250,9 @@ def run(
         err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x "
                   f"{count(len(runner.variants), 'variant')} x "
                   f"{count(len(runner.config.providers), 'provider')} x "
-                  f"{count(runner.config.trials, 'trial')} -> {runner.store.dir}")
+                  f"{count(runner.config.trials, 'trial')}"
+                  + (f", shard {runner.config.shard}: {count(len(runner.plan), 'row')}"
+                     if runner.config.shard else "") + f" -> {runner.store.dir}")
         from bench.progress import RunProgress
 
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
@@ -320,6 +342,47 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
         else manifest.get("rows_done", "?")
     out.print(f"status: {status}, rows {done}/{manifest['rows_planned']}"
               + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
+
+
+@app.command()
+def merge(
+    runs: Annotated[list[str], typer.Argument(
+        help="The shards' run ids under reports/runs/ (bench run --shard i/n), any order.")],
+    run_id: Annotated[Optional[str], typer.Option(help="Name the merged run.")] = None,
+    allow_partial: Annotated[bool, typer.Option(
+        "--allow-partial", help="Accept missing or unfinished shards: the merged run is then "
+                                "partial, and bench run --resume NEW runs the rows it lacks.")]
+    = False,
+) -> None:
+    """Join the runs of one plan's shards into one new run, for show, report and compare.
+
+    Refused, with one line naming the run and the field: runs that differ in config (except
+    --shard and what a resume may change: concurrency, budgets, cache, pricing, attempts,
+    batch, model path), dataset, variants or provider models; a shard given twice; a missing
+    or unfinished shard (unless --allow-partial). The merge rebuilds the plan from this
+    checkout's dataset and descriptions, which must be those the shards ran with.
+    """
+    from bench.merge import merge_runs
+
+    result = merge_runs(runs, new_run_id_=run_id, allow_partial=allow_partial,
+                        command=list(sys.argv))
+    manifest = result.manifest
+    if len(result.commits) > 1:
+        err.print(f"warning: the shards ran at different bench commits "
+                  f"({', '.join(result.commits)}); their scoring may differ", markup=False)
+    for shard_run, status, rows, planned in result.unfinished:
+        err.print(f"run {shard_run} is {status}: {rows} of {count(planned, 'row')} merged",
+                  markup=False)
+    if result.missing_shards:
+        err.print(f"shard{'s' if len(result.missing_shards) > 1 else ''} "
+                  f"{', '.join(result.missing_shards)} missing", markup=False)
+    _print_summary(result.run_id, [str(v) for v in manifest["config"]["variants"]])
+    err.print(f"merged {count(len(runs), 'run')} into run {result.run_id}: "
+              f"{manifest['rows_done']} of {count(manifest['rows_planned'], 'row')} "
+              f"({manifest['status']})", markup=False)
+    if manifest["status"] != "complete":
+        err.print(f"finish it with: bench run --resume {result.run_id}", markup=False)
+        raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 from bench.compare.command import compare  # noqa: E402 - typer needs the function object

@@ -20,6 +20,7 @@ from bench.limits import (
 from bench.providers.cache import (
     CACHE_MODES,
 )
+from bench.shard import format_shard, parse_shard
 
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; then
@@ -109,6 +110,8 @@ class RunConfig(BaseModel):
         skip_invalid_cases: leave out (and list) the cases whose labels do not fit the
             tools (unknown tool or argument, an acceptable value the schema rejects) instead
             of refusing the dataset.
+        shard: ``"i/n"``: run only shard i (1-based) of n of the plan (:mod:`bench.shard`);
+            None: the whole plan.
     """
 
     dataset: str = "ecommerce"
@@ -144,6 +147,7 @@ class RunConfig(BaseModel):
     allow_sensitive: bool = False
     mcp_server: list[str] | None = None
     skip_invalid_cases: bool = False
+    shard: str | None = None
 
     model_config = ConfigDict(extra="forbid")
 
@@ -172,6 +176,11 @@ class RunConfig(BaseModel):
         # credentials in a base URL stay in memory, never in a row key or the manifest
         from bench.redact import public_provider_id
         return list(dict.fromkeys(public_provider_id(v) for v in values))
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: str | None) -> str | None:
+        return None if value is None else format_shard(*parse_shard(value))
 
     @field_validator("dataset")
     @classmethod

@@ -66,6 +66,7 @@ from bench.runner.rows import (
 from bench.runner.signals import StopSignals
 from bench.runstore import RunStore, new_run_id
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
+from bench.shard import parse_shard, shard_plan
 
 
 class Runner:
@@ -99,6 +100,8 @@ class Runner:
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         self.plan = make_plan(self.cases, self.variants, config.providers, config.trials)
+        if config.shard:  # this machine's slice of the plan
+            self.plan = shard_plan(self.plan, *parse_shard(config.shard))
         self.command = list(command) if command is not None else list(sys.argv)
         self._factory = provider_factory or _default_factory
         self.providers: dict[str, Provider] = {}

@@ -1,0 +1,422 @@
+"""``bench merge``: join the runs of one plan's shards (``bench run --shard i/n``) into one run.
+
+What a merge accepts (each refusal is one line naming the run and the field):
+
+- **The same run, sharded.** Every config field must match the first run's, except
+  ``shard`` and the settings a resume may also change, because they decide how, not what, is
+  measured (:data:`bench.runner.RESUME_OVERRIDES`: concurrency, budgets, cache, pricing,
+  attempts, batch, and where the model file is). The dataset's and every variant's SHA-256
+  (and a BFCL import's sources) must match too, and every provider's identity (``model``,
+  ``model_sha256``).
+- **Shards of one split.** Every run has a shard with the same ``n``; no shard is given twice.
+- **Every row.** By default all ``n`` shards must be there and complete. With
+  ``allow_partial`` a missing shard or an unfinished one (interrupted, over budget, a
+  provider skipped, crashed) is accepted: the merged run's status is then ``partial`` and
+  ``bench run --resume NEW`` runs the rows it lacks, as for any unfinished run.
+- **The plan of this checkout.** The merge rebuilds the whole plan from the config, the
+  dataset and the descriptions, as a resume does, so they must be those the shards ran with:
+  each row is checked to belong to its shard's slice, and the merged run's planned rows are
+  the whole plan's.
+
+The merged run is an ordinary run under ``reports/runs/NEW`` (``bench show``, ``report``,
+``compare``, ``traces`` and ``run --resume`` read it): its config is the first shard's with
+``shard`` unset, its rows and traces are the shards' (``run_id`` set to NEW; a key repeated in
+one run is kept once, the first), and its manifest lists the shards under ``merged_from``. It
+is written in a hidden folder beside it and renamed into place only when complete, so a
+failed or stopped merge leaves no run behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from pydantic import ValidationError
+
+from bench.errors import BenchError, pydantic_error_field
+from bench.jsonl import loads
+from bench.paths import runs_dir
+from bench.plural import count
+from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, new_run_id
+from bench.shard import format_shard, parse_shard, shard_plan
+
+
+@dataclass
+class Shard:
+    """One run given to :func:`merge_runs`.
+
+    Attributes:
+        store: the run's folder.
+        manifest: its manifest (:meth:`RunStore.read_manifest`).
+        config: its :class:`~bench.runner.RunConfig`.
+        index / total: its shard ``index`` of ``total``.
+        status: its status as shown (``crashed`` for a dead writer).
+    """
+
+    store: RunStore
+    manifest: dict[str, Any]
+    config: Any
+    index: int
+    total: int
+    status: str
+
+    @property
+    def name(self) -> str:
+        """``run 'ID' (shard i/n)`` for messages."""
+        return f"run '{self.store.run_id}' (shard {format_shard(self.index, self.total)})"
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What :func:`merge_runs` wrote.
+
+    Attributes:
+        run_id: the merged run's id.
+        manifest: its manifest as written.
+        missing_shards: the shards not given (``"i/n"``; only with ``allow_partial``).
+        unfinished: ``(run id, status, rows, planned)`` of each given shard that was not
+            complete (only with ``allow_partial``).
+        commits: the distinct ``git_commit`` values the shards ran at (more than one: the
+            shards ran different bench code).
+    """
+
+    run_id: str
+    manifest: dict[str, Any]
+    missing_shards: list[str]
+    unfinished: list[tuple[str, str, int, int]]
+    commits: list[str]
+
+
+def _open(run_id: str) -> Shard:
+    """Read run ``run_id``'s manifest and config and check that it is a shard.
+
+    Raises:
+        BenchError: no such run, a corrupt manifest or config, or a run without ``shard``.
+    """
+    from bench.runner import RunConfig
+    store = RunStore(runs_dir(), run_id)
+    manifest = store.read_manifest()
+    try:
+        # as a resume reads it: a run from before --limit sampled took the first N cases
+        config = RunConfig.model_validate({"limit_sampling": "first", **manifest["config"]})
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"stored config is invalid: {message}", file=store.manifest_path,
+                         field=f"config.{field}") from None
+    if config.shard is None:
+        raise BenchError(f"run '{run_id}' is not a shard (it ran without --shard); bench merge "
+                         "joins the runs of one plan's shards", file=store.manifest_path,
+                         field="config.shard")
+    index, total = parse_shard(config.shard)
+    return Shard(store, manifest, config, index, total, str(manifest["status"]))
+
+
+def _differences(first: Shard, other: Shard) -> None:
+    """Refuse ``other`` when it does not measure what ``first`` measures (see the module
+    docstring).
+
+    Raises:
+        BenchError: the first field that differs, naming both runs and both values.
+    """
+    from bench.runner import RESUME_OVERRIDES
+
+    def refuse(field: str, mine: Any, theirs: Any) -> BenchError:
+        return BenchError(f"{other.name} differs from run '{first.store.run_id}' in {field}: "
+                          f"{theirs!r}, not {mine!r}; only shards of one run can be merged",
+                          file=other.store.manifest_path, field=field)
+
+    if other.total != first.total:
+        raise refuse("config.shard", first.config.shard, other.config.shard)
+    ignored = {"shard", *RESUME_OVERRIDES}
+    mine, theirs = first.config.model_dump(), other.config.model_dump()
+    for field in mine:
+        if field not in ignored and mine[field] != theirs[field]:
+            raise refuse(f"config.{field}", mine[field], theirs[field])
+    for field in ("sha256", "cases"):
+        a = (first.manifest["dataset"]).get(field)
+        b = (other.manifest["dataset"]).get(field)
+        if a != b:
+            raise refuse(f"dataset.{field}", a, b)
+    a_bfcl = (first.manifest.get("bfcl") or {}).get("sha256")
+    b_bfcl = (other.manifest.get("bfcl") or {}).get("sha256")
+    if a_bfcl != b_bfcl:
+        raise refuse("bfcl.sha256", a_bfcl, b_bfcl)
+    a_variants = {(v.get("toolset"), v.get("name")): v.get("sha256")
+                  for v in first.manifest["variants"]}
+    b_variants = {(v.get("toolset"), v.get("name")): v.get("sha256")
+                  for v in other.manifest["variants"]}
+    for (toolset, name) in sorted(set(a_variants) | set(b_variants), key=str):
+        if a_variants.get((toolset, name)) != b_variants.get((toolset, name)):
+            raise refuse(f"variants.{name}.sha256 (toolset '{toolset}')",
+                         a_variants.get((toolset, name)), b_variants.get((toolset, name)))
+
+
+def _check_identities(shards: list[Shard]) -> None:
+    """Refuse shards whose providers are different models (:data:`IDENTITY_FIELDS` of their
+    ``describe()``; a shard with nothing to send for a provider never described it).
+
+    Raises:
+        BenchError: names the later run, the provider, the field and both values.
+    """
+    from bench.runner import IDENTITY_FIELDS
+    seen: dict[str, tuple[Shard, dict[str, Any]]] = {}
+    for shard in shards:
+        for provider_id, described in _described(shard).items():
+            if provider_id not in seen:
+                seen[provider_id] = (shard, described)
+                continue
+            first, before = seen[provider_id]
+            for field in IDENTITY_FIELDS:
+                if field in before and field in described and \
+                        before[field] != described[field]:
+                    raise BenchError(
+                        f"{shard.name} differs from run '{first.store.run_id}' in provider "
+                        f"'{provider_id}''s {field}: {described[field]!r}, not "
+                        f"{before[field]!r}; only shards of one run can be merged",
+                        file=shard.store.manifest_path,
+                        field=f"providers.{provider_id}.{field}")
+
+
+def _described(shard: Shard) -> dict[str, dict[str, Any]]:
+    """Provider id -> its ``describe()`` entry in the shard's manifest."""
+    return {p["provider"]: p for p in shard.manifest.get("providers") or []
+            if isinstance(p, dict) and isinstance(p.get("provider"), str)}
+
+
+def _check_set(shards: list[Shard], allow_partial: bool) -> list[str]:
+    """Refuse a shard given twice and (without ``allow_partial``) a missing one; return the
+    missing shards as ``"i/n"``.
+
+    Raises:
+        BenchError: two runs of the same shard, or a missing shard without ``allow_partial``.
+    """
+    seen: dict[int, Shard] = {}
+    for shard in shards:
+        if shard.index in seen:
+            raise BenchError(f"runs '{seen[shard.index].store.run_id}' and "
+                             f"'{shard.store.run_id}' are both shard "
+                             f"{format_shard(shard.index, shard.total)}; give each shard once",
+                             file=shard.store.manifest_path, field="config.shard")
+        seen[shard.index] = shard
+    total = shards[0].total
+    missing = [format_shard(i, total) for i in range(1, total + 1) if i not in seen]
+    if missing and not allow_partial:
+        given = ", ".join(format_shard(i, total) for i in sorted(seen))
+        raise BenchError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         f"missing (given: {given}); merge every shard, or pass "
+                         "--allow-partial and finish the merged run with bench run --resume")
+    return missing
+
+
+def _plan_slices(shards: list[Shard]) -> tuple[int, list[set[str]]]:
+    """The whole plan's size and each shard's keys (index 0 is shard 1), rebuilt from the first
+    shard's config with this checkout's dataset and descriptions.
+
+    Raises:
+        BenchError: the dataset or descriptions cannot be loaded, or they are not those the
+            shards ran with (SHA-256 differs).
+    """
+    from bench.runner import Runner
+    first = shards[0]
+    # where the cache and prices are has nothing to do with the plan (and may not be here)
+    config = first.config.model_copy(update={"shard": None, "pricing": None,
+                                             "cache_path": None})
+    runner = Runner(config, store=RunStore(runs_dir(), first.store.run_id), command=[])
+    if runner.dataset.sha256 != first.manifest["dataset"].get("sha256"):
+        raise BenchError(f"dataset '{config.dataset}' is not the one the shards ran with "
+                         "(its SHA-256 differs); merge where the shards' dataset is",
+                         file=runner.dataset.path)
+    for variant in runner.variants:
+        ran = next((v.get("sha256") for v in first.manifest["variants"]
+                    if v.get("name") == variant.name and v.get("toolset") == variant.toolset),
+                   None)
+        if ran != variant.sha256:
+            raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
+                             "the shards ran with (its SHA-256 differs); merge where the "
+                             "shards' descriptions are")
+    total = first.total
+    return len(runner.plan), [{item.key for item in shard_plan(runner.plan, i, total)}
+                              for i in range(1, total + 1)]
+
+
+def _copy_traces(shard: Shard, target: Path, run_id: str) -> None:
+    """Append the shard's complete ``traces.jsonl`` lines to ``target``, ``run_id`` replaced.
+
+    Raises:
+        BenchError: a complete trace line that is not a JSON object (file and line).
+    """
+    from bench.executor.traces import TRACES
+    source = shard.store.dir / TRACES
+    if not source.is_file():
+        return
+    with source.open("rb") as lines, target.open("ab") as out:
+        for number, line in enumerate(lines, start=1):
+            if not line.endswith(b"\n") or line.isspace():
+                continue  # half-written by a stopped run
+            try:
+                record = loads(line)
+            except (ValueError, RecursionError):
+                record = None
+            if not isinstance(record, dict):
+                raise BenchError("corrupt trace line: not a JSON object", file=source,
+                                 line=number)
+            record["run_id"] = run_id
+            out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def merge_runs(run_ids: Sequence[str], *, new_run_id_: str | None = None,
+               allow_partial: bool = False, command: Sequence[str] = ()) -> MergeResult:
+    """Join shard runs into one new run (the rules are in the module docstring).
+
+    Args:
+        run_ids: the shards' run ids under ``reports/runs``, in any order.
+        new_run_id_: the merged run's id (default: a new ``YYYYmmdd-HHMMSS-xxxx``).
+        allow_partial: accept missing and unfinished shards (the merged run is ``partial``).
+        command: the command line, stored in the manifest.
+
+    Returns:
+        A :class:`MergeResult`.
+
+    Raises:
+        BenchError: no run given, a run given twice, an unknown or corrupt run, a run that is
+            not a shard or is being written, runs that differ (names the run and the field),
+            a shard given twice, a missing or unfinished shard without ``allow_partial``, a
+            row outside its shard's slice, a dataset or description that changed, or a
+            merged run id that exists already.
+        OSError: the merged run cannot be written (nothing is left behind).
+    """
+    if not run_ids:
+        raise BenchError("bench merge needs the runs of a plan's shards")
+    repeated = sorted({r for r in run_ids if list(run_ids).count(r) > 1})
+    if repeated:
+        raise BenchError(f"run '{repeated[0]}' is given twice")
+    run_id = new_run_id_ or new_run_id()
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        raise BenchError(f"invalid run id '{run_id}' (letters, digits, '.', '_', '-')")
+    final = runs_dir() / run_id
+    if final.exists():
+        raise BenchError(f"run '{run_id}' already exists; choose another --run-id", file=final)
+    shards = [_open(r) for r in run_ids]
+    for other in shards[1:]:
+        _differences(shards[0], other)
+    _check_identities(shards)
+    missing = _check_set(shards, allow_partial)
+    shards.sort(key=lambda s: s.index)
+    with contextlib.ExitStack() as locks:
+        for shard in shards:  # no shard may be resumed (appended to) while it is read
+            locks.enter_context(shard.store.writing())
+            # read again under the lock; "running" with the lock ours: its writer died
+            shard.manifest = shard.store.read_manifest()
+            shard.status = shard.manifest["status"]
+            if shard.status == "running":
+                shard.status = CRASHED
+        planned, slices = _plan_slices(shards)
+        tmp_root = runs_dir() / f".merge-{secrets.token_hex(4)}"
+        try:
+            result = _write(shards, slices, planned, missing, run_id, tmp_root,
+                            allow_partial, list(command))
+            if final.exists():
+                raise BenchError(f"run '{run_id}' already exists; choose another --run-id",
+                                 file=final)
+            os.rename(tmp_root / run_id, final)
+        finally:
+            shutil.rmtree(tmp_root, ignore_errors=True)
+    return result
+
+
+def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: list[str],
+           run_id: str, tmp_root: Path, allow_partial: bool, command: list[str]) -> MergeResult:
+    """Write the merged run into ``tmp_root/run_id``: rows, traces, then the manifest.
+
+    Raises:
+        BenchError: a row outside its shard's slice, or an unfinished shard without
+            ``allow_partial``.
+    """
+    from bench.executor.traces import TRACES
+    store = RunStore(tmp_root, run_id)
+    store.dir.mkdir(parents=True)
+    done: set[str] = set()
+    unfinished: list[tuple[str, str, int, int]] = []
+    merged_from = []
+    writer = store.writer()
+    try:
+        for shard in shards:
+            mine = slices[shard.index - 1]
+            kept = set()
+            for row in shard.store.checked_rows(shard.manifest):
+                key = row["key"]
+                if key not in mine:
+                    raise BenchError(f"{shard.name} holds row '{key}', which is not in its "
+                                     "shard of the plan", file=shard.store.results_path,
+                                     field="key")
+                if key in kept:
+                    continue
+                kept.add(key)
+                writer.append({**row, "run_id": run_id})
+            if shard.status != "complete" or len(kept) < len(mine):
+                if not allow_partial:
+                    raise BenchError(
+                        f"{shard.name} is {shard.status} with {len(kept)} of "
+                        f"{count(len(mine), 'row')}; finish it with: bench run --resume "
+                        f"{shard.store.run_id} (or pass --allow-partial)",
+                        file=shard.store.manifest_path, field="status")
+                unfinished.append((shard.store.run_id, shard.status, len(kept), len(mine)))
+            done |= kept
+            merged_from.append({
+                "run_id": shard.store.run_id, "shard": shard.config.shard,
+                "status": shard.status, "rows": len(kept),
+                "started_at": shard.manifest.get("started_at"),
+                "ended_at": shard.manifest.get("ended_at"),
+                "git_commit": shard.manifest.get("git_commit"),
+                "host": shard.manifest.get("host"),
+                "providers_skipped": shard.manifest.get("providers_skipped") or []})
+    finally:
+        writer.close()
+    for shard in shards:
+        _copy_traces(shard, store.dir / TRACES, run_id)
+    manifest = _manifest(shards, run_id, command, planned, len(done), missing, merged_from)
+    store.write_manifest(manifest)
+    commits = sorted({str(s.manifest.get("git_commit")) for s in shards})
+    return MergeResult(run_id, manifest, missing, unfinished, commits)
+
+
+def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int, done: int,
+              missing: list[str], merged_from: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merged run's manifest: the first shard's, with the merge's counts and times."""
+    first = shards[0].manifest
+    providers: dict[str, dict[str, Any]] = {}
+    for shard in shards:
+        for provider_id, described in _described(shard).items():
+            providers.setdefault(provider_id, described)
+    spent = {field: sum((s.manifest.get("spent") or {}).get(field) or 0 for s in shards)
+             for field in ("billed_usd", "billed_tokens", "billed_requests")}
+    spent["billed_usd"] = round(spent["billed_usd"], 6)
+    started = [s.manifest["started_at"] for s in shards if s.manifest.get("started_at")]
+    ended = [s.manifest["ended_at"] for s in shards if s.manifest.get("ended_at")]
+    keep = ("dataset", "cases_skipped", "bfcl", "variants", "versions", "git_commit", "host",
+            "pricing", "budget")
+    return {
+        "run_id": run_id,
+        "status": "complete" if done == planned else "partial",
+        "command": command,
+        "config": shards[0].config.model_copy(update={"shard": None}).model_dump(),
+        **{field: first[field] for field in keep if field in first},
+        "providers": list(providers.values()),
+        "rows_planned": planned,
+        "rows_done": done,
+        "started_at": min(started) if started else None,
+        "ended_at": max(ended) if ended else None,
+        "merged_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "spent": spent,
+        "merged_from": merged_from,
+        "shards_missing": missing,
+    }
