@@ -152,7 +152,7 @@ def _differences(first: Shard, other: Shard) -> None:
                   for v in first.manifest["variants"]}
     b_variants = {(v.get("toolset"), v.get("name")): v.get("sha256")
                   for v in other.manifest["variants"]}
-    for (toolset, name) in sorted(set(a_variants) | set(b_variants), key=str):
+    for (toolset, name) in [*a_variants, *(v for v in b_variants if v not in a_variants)]:
         if a_variants.get((toolset, name)) != b_variants.get((toolset, name)):
             raise refuse(f"variants.{name}.sha256 (toolset '{toolset}')",
                          a_variants.get((toolset, name)), b_variants.get((toolset, name)))

@@ -443,6 +443,10 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
                    if isinstance(p, dict)]
         if status == "partial" and skipped:
             reason = f"skipped provider{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}"
+        missing = run.manifest.get("shards_missing")  # bench merge --allow-partial
+        if status == "partial" and isinstance(missing, list) and missing:
+            reason = (f"shard{'s' if len(missing) > 1 else ''} "
+                      f"{', '.join(map(str, missing))} missing from the merge")
         error = run.manifest.get("error")
         if status == "failed" and error:
             reason += f" ({' '.join(str(error).split())[:300]})"
