@@ -402,6 +402,11 @@ def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int
     spent["billed_usd"] = round(spent["billed_usd"], 6)
     started = [s.manifest["started_at"] for s in shards if s.manifest.get("started_at")]
     ended = [s.manifest["ended_at"] for s in shards if s.manifest.get("ended_at")]
+    skipped: dict[str, Any] = {}
+    for shard in shards:
+        for entry in shard.manifest.get("providers_skipped") or []:
+            if isinstance(entry, dict):
+                skipped.setdefault(str(entry.get("provider")), entry)
     keep = ("dataset", "cases_skipped", "bfcl", "variants", "versions", "git_commit", "host",
             "pricing", "budget")
     return {
@@ -411,6 +416,7 @@ def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int
         "config": shards[0].config.model_copy(update={"shard": None}).model_dump(),
         **{field: first[field] for field in keep if field in first},
         "providers": list(providers.values()),
+        "providers_skipped": list(skipped.values()),
         "rows_planned": planned,
         "rows_done": done,
         "started_at": min(started) if started else None,

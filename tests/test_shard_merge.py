@@ -158,6 +158,12 @@ def test_a_shard_resumes_as_that_shard_and_is_not_merged_unfinished(project, ser
     refused = refusal("s1", "s2")
     assert "run 's1' (shard 1/2) is budget_exhausted with 1 of 8 rows" in refused.message
     assert "bench run --resume s1" in refused.message and refused.field == "status"
+    from bench.merge import merge_runs
+    from bench.report.data import merge_gaps
+    part = merge_runs(["s1", "s2"], new_run_id_="part", allow_partial=True)
+    assert part.unfinished == [("s1", "budget_exhausted", 1, 8)] and not part.missing_shards
+    assert part.manifest["status"] == "partial" and part.manifest["rows_done"] == 9
+    assert merge_gaps(part.manifest) == "shard 1/2 (run s1) budget_exhausted"
 
     changed = run_bench("run", "--resume", "s1", "--shard", "2/2")
     assert changed.returncode == 2 and "--shard cannot change when resuming 's1'" in \

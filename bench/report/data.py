@@ -422,6 +422,18 @@ INCOMPLETE_REASONS = {
 }
 
 
+def merge_gaps(manifest: dict[str, Any]) -> str:
+    """What a merged run (``bench merge --allow-partial``) lacks, in a few words: its missing
+    shards and its unfinished ones with their status; ``""`` when it lacks neither."""
+    missing = [str(s) for s in manifest.get("shards_missing") or []]
+    parts = [f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing from the "
+             "merge"] if missing else []
+    parts += [f"shard {m.get('shard')} (run {m.get('run_id')}) {m.get('status')}"
+              for m in manifest.get("merged_from") or []
+              if isinstance(m, dict) and m.get("status") != "complete"]
+    return "; ".join(parts)
+
+
 def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     """The runs whose status is not ``complete``, for the warning a report puts at its top.
 
@@ -443,10 +455,8 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
                    if isinstance(p, dict)]
         if status == "partial" and skipped:
             reason = f"skipped provider{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}"
-        missing = run.manifest.get("shards_missing")  # bench merge --allow-partial
-        if status == "partial" and isinstance(missing, list) and missing:
-            reason = (f"shard{'s' if len(missing) > 1 else ''} "
-                      f"{', '.join(map(str, missing))} missing from the merge")
+        if status == "partial" and run.manifest.get("merged_from"):  # merge --allow-partial
+            reason = merge_gaps(run.manifest) or reason
         error = run.manifest.get("error")
         if status == "failed" and error:
             reason += f" ({' '.join(str(error).split())[:300]})"
