@@ -38,8 +38,7 @@ def server(monkeypatch):
 def run(server, run_id, shard=None, **changes):
     """Run 8 cases x l3, l10 against ``server`` in this process; return the manifest."""
     from bench.runner import RunConfig, Runner
-    settings = {"variants": ["l3", "l10"], "limit": 8, "execute": False,
-                "sender_processes": 0, **changes}
+    settings = {"variants": ["l3", "l10"], "limit": 8, "execute": False, **changes}
     config = RunConfig(providers=[f"openai-compat:m@{server.url}/v1"], shard=shard,
                        **settings)
     return Runner(config, run_id=run_id, command=["bench", "run"]).run()
