@@ -364,7 +364,7 @@ def merge(
     """
     from bench.merge import merge_runs
 
-    result = merge_runs(runs, new_run_id_=run_id, allow_partial=allow_partial,
+    result = merge_runs(runs, run_id=run_id, allow_partial=allow_partial,
                         command=list(sys.argv))
     manifest = result.manifest
     if len(result.commits) > 1:

@@ -273,13 +273,13 @@ def _copy_traces(shard: Shard, target: Path, run_id: str) -> None:
         os.fsync(out.fileno())
 
 
-def merge_runs(run_ids: Sequence[str], *, new_run_id_: str | None = None,
+def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
                allow_partial: bool = False, command: Sequence[str] = ()) -> MergeResult:
     """Join shard runs into one new run (the rules are in the module docstring).
 
     Args:
         run_ids: the shards' run ids under ``reports/runs``, in any order.
-        new_run_id_: the merged run's id (default: a new ``YYYYmmdd-HHMMSS-xxxx``).
+        run_id: the merged run's id (default: a new ``YYYYmmdd-HHMMSS-xxxx``).
         allow_partial: accept missing and unfinished shards (the merged run is ``partial``).
         command: the command line, stored in the manifest.
 
@@ -299,12 +299,12 @@ def merge_runs(run_ids: Sequence[str], *, new_run_id_: str | None = None,
     repeated = sorted({r for r in run_ids if list(run_ids).count(r) > 1})
     if repeated:
         raise BenchError(f"run '{repeated[0]}' is given twice")
-    run_id = new_run_id_ or new_run_id()
-    if not RUN_ID_PATTERN.fullmatch(run_id):
-        raise BenchError(f"invalid run id '{run_id}' (letters, digits, '.', '_', '-')")
-    final = runs_dir() / run_id
+    merged_id = run_id or new_run_id()
+    if not RUN_ID_PATTERN.fullmatch(merged_id):
+        raise BenchError(f"invalid run id '{merged_id}' (letters, digits, '.', '_', '-')")
+    final = runs_dir() / merged_id
     if final.exists():
-        raise BenchError(f"run '{run_id}' already exists; choose another --run-id", file=final)
+        raise BenchError(f"run '{merged_id}' already exists; choose another --run-id", file=final)
     shards = [_open(r) for r in run_ids]
     for other in shards[1:]:
         _differences(shards[0], other)
@@ -322,12 +322,12 @@ def merge_runs(run_ids: Sequence[str], *, new_run_id_: str | None = None,
         planned, slices = _plan_slices(shards)
         tmp_root = runs_dir() / f".merge-{secrets.token_hex(4)}"
         try:
-            result = _write(shards, slices, planned, missing, run_id, tmp_root,
+            result = _write(shards, slices, planned, missing, merged_id, tmp_root,
                             allow_partial, list(command))
             if final.exists():
-                raise BenchError(f"run '{run_id}' already exists; choose another --run-id",
+                raise BenchError(f"run '{merged_id}' already exists; choose another --run-id",
                                  file=final)
-            os.rename(tmp_root / run_id, final)
+            os.rename(tmp_root / merged_id, final)
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
     return result

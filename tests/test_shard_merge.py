@@ -159,7 +159,7 @@ def test_a_shard_resumes_as_that_shard_and_is_not_merged_unfinished(project, ser
     assert "bench run --resume s1" in refused.message and refused.field == "status"
     from bench.merge import merge_runs
     from bench.report.data import merge_gaps
-    part = merge_runs(["s1", "s2"], new_run_id_="part", allow_partial=True)
+    part = merge_runs(["s1", "s2"], run_id="part", allow_partial=True)
     assert part.unfinished == [("s1", "budget_exhausted", 1, 8)] and not part.missing_shards
     assert part.manifest["status"] == "partial" and part.manifest["rows_done"] == 9
     assert merge_gaps(part.manifest) == "shard 1/2 (run s1) budget_exhausted"
@@ -225,7 +225,7 @@ def test_merge_refuses_runs_that_are_not_shards_of_one_run(project, server):
     assert "differs from run 's1' in config.shard: '1/3', not '1/2'" in error.message
     error = refusal("s1", "s1-again", "s2")
     assert "runs 's1' and 's1-again' are both shard 1/2; give each shard once" in error.message
-    assert refusal("s1", "s2", new_run_id_="whole").message.startswith(
+    assert refusal("s1", "s2", run_id="whole").message.startswith(
         "run 'whole' already exists")
 
     # what a resume may change may differ between shards: it is not what is measured
