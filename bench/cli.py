@@ -18,7 +18,7 @@ from rich.text import Text
 from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_variants import variants_app
-from bench.errors import BenchError, pydantic_error_field
+from bench.errors import BenchError, RunIncomplete, pydantic_error_field
 from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_TRIALS)
@@ -256,8 +256,12 @@ def run(
         from bench.progress import RunProgress
 
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
+            incomplete = None
             try:
                 manifest = runner.run(progress=progress)
+            except RunIncomplete as exc:  # rows left for a resume: show what is done
+                progress.stop()
+                incomplete, manifest = exc, runner.store.read_manifest()
             except KeyboardInterrupt:
                 progress.stop()
                 kept = sum(1 for _ in runner.store.rows())
@@ -276,6 +280,9 @@ def run(
             err.print(f"next: bench report {run_name} (HTML in reports/{run_name}/)"
                       + (f"; bench compare {compared[0]} {compared[1]} --run {run_name}"
                          if len(compared) == 2 else ""))
+        if incomplete is not None:
+            err.print(f"partial run: {incomplete}", soft_wrap=True, markup=False)
+            raise typer.Exit(INCOMPLETE_EXIT_CODE)
         if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
             err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
                       f"{count(len(runner.plan), 'row')}; continue with: bench run --resume "

@@ -44,6 +44,14 @@ class BenchError(Exception):
         return " ".join(text.split("\n"))
 
 
+
+class RunIncomplete(BenchError):
+    """A run that ended with rows left to do that a resume can finish: requests that failed
+    after every retry, or batch requests the batch answered with an error. The manifest says
+    ``partial``; the CLI prints the table of the rows done, this message, and exits 3."""
+
+    exit_code = 3
+
 def pydantic_error_field(exc: Exception) -> tuple[str | None, str]:
     """Return (dotted field path, message) of the first error of a pydantic ``ValidationError``."""
     errors = getattr(exc, "errors", None)

@@ -171,6 +171,7 @@ def write_dataset(project: Path, second: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, second, fragments", DATASETS, ids=[d[0] for d in DATASETS])
 def test_dataset_inputs(bench, project, name, second, fragments):
     path = write_dataset(project, second)
@@ -327,6 +328,7 @@ CLI: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, args, fragments", CLI, ids=[c[0] for c in CLI])
 def test_cli_inputs(bench, name, args, fragments):
     one_line_error(bench(*args), *fragments)
@@ -388,6 +390,7 @@ ROWS: list[tuple[str, Callable[[dict], object], tuple[str, ...]]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, change, fragments", ROWS, ids=[r[0] for r in ROWS])
 @pytest.mark.parametrize("command", ["show", "report", "resume"])
 def test_result_rows(bench, stored_run, name, change, fragments, command):
@@ -403,6 +406,7 @@ def test_a_half_written_last_row_is_valid(bench, stored_run):
     accepted(bench("show", "ok"))
 
 
+@pytest.mark.slow
 def test_results_jsonl_a_folder(bench, stored_run):
     (stored_run / "results.jsonl").unlink()
     (stored_run / "results.jsonl").mkdir()
@@ -424,6 +428,7 @@ MANIFESTS: list[tuple[str, Callable[[dict], object], tuple[str, ...]]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, change, fragments", MANIFESTS, ids=[m[0] for m in MANIFESTS])
 @pytest.mark.parametrize("command", ["show", "report", "resume"])
 def test_manifests(bench, stored_run, name, change, fragments, command):
@@ -466,6 +471,7 @@ def corrupt_cache(path: Path, name: str, value: str | None) -> None:
         db.execute("UPDATE responses SET response = ?", (value,))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, value", CACHE_ROWS, ids=[c[0] for c in CACHE_ROWS])
 @pytest.mark.parametrize("how", ["readwrite", "replay"])
 def test_cache_rows(bench, cache_file, name, value, how):
@@ -480,6 +486,7 @@ def test_cache_rows(bench, cache_file, name, value, how):
     one_line_error(bench(*args), str(cache_file), "corrupt cache row", "field 'response")
 
 
+@pytest.mark.slow
 def test_cache_file_not_sqlite(bench, project):
     path = project / "text.sqlite"
     path.write_text("not a database, just text " * 100, encoding="utf-8")
@@ -503,6 +510,7 @@ def test_replay_of_a_run_with_a_corrupt_row(bench, stored_run):
                          "--no-execute", "--run-id", "re"), "results.jsonl")
 
 
+@pytest.mark.slow
 def test_replay_source_missing(bench):
     one_line_error(bench("run", "--limit", "1", "--provider", "replay:nowhere"), "nowhere")
 

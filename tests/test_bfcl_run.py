@@ -133,6 +133,7 @@ def imported(run_bench, project, tmp_path):
     return result
 
 
+@pytest.mark.slow
 def test_conflicting_labels_are_reported_one_line_each_and_kept_out(imported, project):
     lines = [line for line in imported.stdout.splitlines()
              if line.startswith("conflicting label:")]
@@ -174,6 +175,7 @@ def test_conflicting_labels_are_reported_one_line_each_and_kept_out(imported, pr
     assert venue["tool_names"] == {"game_result_get_winner": "game_result.get_winner"}
 
 
+@pytest.mark.slow
 def test_run_scores_with_bfcl_beside_bench_and_table_report_compare_show_it(
         imported, run_bench, project, monkeypatch):
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "x")
@@ -217,6 +219,7 @@ def test_run_scores_with_bfcl_beside_bench_and_table_report_compare_show_it(
     assert tests["bfcl_valid"]["rate_b"] == pytest.approx(1 / (len(ENTRIES) - 1))
 
 
+@pytest.mark.slow
 def test_skip_invalid_cases_lists_and_skips_instead_of_refusing(imported, run_bench, project,
                                                                 monkeypatch):
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "x")

@@ -13,11 +13,13 @@ def assert_one_line_error(result, *fragments):
         assert fragment in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_unknown_dataset(run_bench):
     assert_one_line_error(run_bench("run", "--dataset", "nope"), "unknown dataset 'nope'",
                           "known: analytics, ecommerce, logistics")
 
 
+@pytest.mark.slow
 def test_missing_dataset_file_is_not_found_naming_the_path(run_bench, project):
     result = run_bench("run", "--dataset", "./nope.jsonl")
     assert_one_line_error(result, f"{project / 'nope.jsonl'}: dataset file not found")
@@ -27,15 +29,18 @@ def test_missing_dataset_file_is_not_found_naming_the_path(run_bench, project):
                           f"{project / 'folder.jsonl'}: dataset path is not a file")
 
 
+@pytest.mark.slow
 def test_unknown_variant(run_bench):
     assert_one_line_error(run_bench("run", "--variants", "l3,l99"), "unknown variant 'l99'")
 
 
+@pytest.mark.slow
 def test_unknown_provider(run_bench):
     assert_one_line_error(run_bench("run", "--provider", "bogus", "--limit", "1"),
                           "unknown provider 'bogus'")
 
 
+@pytest.mark.slow
 def test_malformed_jsonl_line(run_bench, project):
     cases = project / "datasets" / "ecommerce" / "cases.jsonl"
     lines = cases.read_text(encoding="utf-8").splitlines()
@@ -55,6 +60,7 @@ def rewrite_first_case_with(project, old, new):
     return cases, index + 1
 
 
+@pytest.mark.slow
 def test_case_with_unknown_tool(run_bench, project):
     cases, line = rewrite_first_case_with(project, '"name": "get_weather"',
                                           '"name": "get_forecast"')
@@ -62,6 +68,7 @@ def test_case_with_unknown_tool(run_bench, project):
                           "unknown tool 'get_forecast'", "expected.calls.")
 
 
+@pytest.mark.slow
 def test_case_id_that_would_break_row_keys(run_bench, project):
     cases, line = rewrite_first_case_with(project, '"id": "ecom-0001"', '"id": "ecom|0001"')
     assert_one_line_error(run_bench("run"), f"{cases}:{line}:", "field 'id'", "'|'")
@@ -75,12 +82,14 @@ def test_invalid_schema_in_spec(run_bench, project):
                           "field 'input_schema.properties.limit.minimum'", "invalid JSON Schema")
 
 
+@pytest.mark.slow
 def test_missing_model_file(run_bench, tmp_path):
     missing = tmp_path / "nope.gguf"
     assert_one_line_error(run_bench("run", "--limit", "1", "--model-path", str(missing)),
                           "model file not found", str(missing))
 
 
+@pytest.mark.slow
 def test_missing_model_file_from_env(run_bench, tmp_path, monkeypatch):
     missing = tmp_path / "gone.gguf"
     monkeypatch.setenv("BENCH_LOCAL_MODEL", str(missing))
@@ -88,15 +97,18 @@ def test_missing_model_file_from_env(run_bench, tmp_path, monkeypatch):
                           "BENCH_LOCAL_MODEL")
 
 
+@pytest.mark.slow
 def test_resume_unknown_run(run_bench):
     assert_one_line_error(run_bench("run", "--resume", "no-such-run"), "no run 'no-such-run'")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["../x", "a/b"])
 def test_run_id_is_not_a_path(run_bench, bad):
     assert_one_line_error(run_bench("run", "--run-id", bad, "--limit", "1"), "invalid run id")
 
 
+@pytest.mark.slow
 def test_variants_command_prints_lines_and_tokens(run_bench):
     result = run_bench("variants", "--toolset", "ecommerce")
     assert result.returncode == 0, result.stderr
@@ -111,6 +123,7 @@ def test_variants_command_prints_lines_and_tokens(run_bench):
     assert local == "-" or int(local) > 0
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2_without_traceback(run_bench):
     for args in (("run", "--trials", "0"), ("run", "--bogus"), ("frobnicate",)):
         result = run_bench(*args)
@@ -118,6 +131,7 @@ def test_usage_errors_exit_2_without_traceback(run_bench):
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_label_value_that_breaks_the_schema(run_bench, project):
     cases, line = rewrite_first_case_with(project, '"status": ["shipped"]',
                                           '"status": ["SHIPPED"]')
@@ -125,6 +139,7 @@ def test_label_value_that_breaks_the_schema(run_bench, project):
                           "'SHIPPED' breaks the tool's schema", ".arguments.status")
 
 
+@pytest.mark.slow
 def test_variant_name_cannot_be_a_path(run_bench):
     assert_one_line_error(run_bench("run", "--variants", "../templates/l3"),
                           "invalid variant name")
@@ -149,6 +164,7 @@ cli.main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame, code, word", [("SIGTERM", 143, "terminated"),
                                                  ("SIGINT", 130, "interrupted")])
 def test_a_stop_signal_outside_a_run_exits_with_its_code_and_says_so(signame, code, word):
@@ -163,6 +179,7 @@ def test_a_stop_signal_outside_a_run_exits_with_its_code_and_says_so(signame, co
     assert result.stderr.strip() == f"error: {word}"
 
 
+@pytest.mark.slow
 def test_a_signal_after_the_command_ended_does_not_change_its_exit_code():
     """Everything is written by then: a late Ctrl-C during the interpreter's teardown used to
     end a finished command by SIGINT (exit -2)."""

@@ -115,6 +115,7 @@ def home(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_cli_variants_of_a_run(home):
     result = bench(home, "l10", "l30", "--run", "both", "--show", "2")
     assert result.returncode == 1, result.stderr
@@ -125,6 +126,7 @@ def test_cli_variants_of_a_run(home):
     assert better.returncode == 0 and "improvement" in better.stdout
 
 
+@pytest.mark.slow
 def test_cli_two_runs_and_json(home):
     result = bench(home, "base", "cand", "--json")
     assert result.returncode == 1, result.stderr
@@ -137,6 +139,7 @@ def test_cli_two_runs_and_json(home):
     assert bench(home, "base", "cand", "--margin", "0.5").returncode == 0
 
 
+@pytest.mark.slow
 def test_cli_says_why_no_difference_is_detectable_with_few_pairs(tmp_path):
     rows_a, rows_b = pair(5, 3, 2)
     write_run(tmp_path, "few", rows_a + rows_b, ["l10", "l30"])
@@ -148,6 +151,7 @@ def test_cli_says_why_no_difference_is_detectable_with_few_pairs(tmp_path):
     assert "too few pairs" not in bench(tmp_path, "l10", "l30", "--run", "many").stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["l10", "l99", "--run", "both"], "no variant 'l99'"),
     (["l10", "l30", "--run", "missing"], "no run 'missing'"),

@@ -50,6 +50,7 @@ def test_cpu_info_reads_model_and_flags(tmp_path):
     assert info.model == "Test CPU 9000" and info.flags == {"fpu", "avx2", "fma"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 def test_busy_cores_finds_a_spinning_process():
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -76,7 +77,7 @@ def test_the_readme_and_ci_install_with_the_doctors_build_flags():
 
 
 @requires_local_model
-@pytest.mark.local_model
+@pytest.mark.model
 def test_doctor_answers_and_estimates(run_bench):
     result = run_bench("doctor", timeout=600)
     assert result.returncode in (0, 1), result.stderr
@@ -88,6 +89,7 @@ def test_doctor_answers_and_estimates(run_bench):
         assert "ERROR" in out
 
 
+@pytest.mark.slow
 def test_doctor_with_a_broken_model_file_fails_with_the_reason(run_bench, tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00")

@@ -47,6 +47,7 @@ def test_every_shipped_tool_has_a_reference_handler(backends):
         assert names - set(backends(toolset)) == set(), toolset
 
 
+@pytest.mark.slow
 def test_every_spec_example_executes_without_a_validation_or_internal_error(executor):
     """Each spec example's arguments pass validation and the handler runs; business outcomes
     such as not_found are fine, a crash or a rejected example is not."""
@@ -68,6 +69,7 @@ def test_every_spec_example_executes_without_a_validation_or_internal_error(exec
     assert checked > 60
 
 
+@pytest.mark.slow
 def test_database_is_deterministic_and_large_enough(tmp_path):
     first, second = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     generate(first, seed=7)
@@ -114,6 +116,7 @@ def test_sql_tool_rejects_everything_but_one_select(executor, backends, sql):
     assert hashlib.sha256(backends.db.path.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow
 def test_sql_tool_limit_and_truncation(executor):
     outcome = run(executor, "ecommerce", "query_database",
                   {"sql": "SELECT order_id FROM orders ORDER BY order_id", "limit": 5})
@@ -134,6 +137,7 @@ def test_sql_error_is_returned_readably(executor):
     assert outcome.error_code == "sql_error" and "no such column" in outcome.error
 
 
+@pytest.mark.slow
 def test_writes_are_sandboxed_and_permission_checked(executor, backends):
     order = sqlite3.connect(backends.db.path).execute(
         "SELECT order_id FROM orders WHERE status = 'paid' LIMIT 1").fetchone()[0]
@@ -160,6 +164,7 @@ def test_backend_permission_wins_over_a_variant_that_calls_a_write_tool_read(exe
     assert outcome.error_code == "permission_denied"
 
 
+@pytest.mark.slow
 def test_city_names_in_any_language_give_the_same_weather(executor):
     results = [run(executor, "ecommerce", "get_weather", {"city": city, "days": 3}).data
                for city in ("北京", "北京市", "Beijing", "beijing")]
@@ -181,6 +186,7 @@ def _drifted_tools(values: list[str]) -> list[Tool]:
     return tools
 
 
+@pytest.mark.slow
 def test_analytics_sort_order_accepts_exactly_the_configured_values():
     args = {"table": "customers", "metric": "count(*)", "group_by": "city", "limit": 3}
     default = Executor(ReferenceBackends())

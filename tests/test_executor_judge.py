@@ -97,6 +97,7 @@ class OracleProvider(Provider):
         pass
 
 
+@pytest.mark.slow
 def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
     from bench.datasets import load_dataset
     cases = {c.id: c for c in load_dataset("ecommerce").cases}

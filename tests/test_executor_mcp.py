@@ -25,6 +25,7 @@ def mcp_backend():
     backend.close()
 
 
+@pytest.mark.slow
 def test_tools_are_listed_with_permissions_from_annotations(mcp_backend):
     tools = {t.name: t for t in mcp_backend.tools}
     assert set(tools) == {"add", "lookup_city", "delete_everything"}
@@ -72,6 +73,7 @@ def test_a_server_that_cannot_start_is_a_clear_error():
         McpBackend(sys.executable, ["-c", "import sys; sys.exit(3)"], startup_timeout_s=20)
 
 
+@pytest.mark.slow
 def test_a_run_can_execute_on_an_mcp_server_instead_of_the_reference_backends(mcp_backend,
                                                                               tmp_path):
     from bench.executor.runhook import RunExecution

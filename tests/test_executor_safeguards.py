@@ -211,6 +211,7 @@ def test_each_injected_fault_is_classified_and_retried_boundedly(tmp_path, kind,
     assert [line["final"] for line in lines[:3]] == [False, False, True]
 
 
+@pytest.mark.slow
 def test_oversized_results_are_capped():
     ex = Executor(ReferenceBackends(), ExecutorConfig(
         result_token_budget=1500, faults=FaultConfig(rules=[

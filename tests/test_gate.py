@@ -139,6 +139,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
         project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Baseline on ASC/DESC; backend goes asc/desc: execution_success fails naming the sort
@@ -180,6 +181,7 @@ def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
     fixed.stdout.fnmatch_lines(["*the description of l10 changed since the baseline*"])
 
 
+@pytest.mark.slow
 def test_improvement_passes_and_says_the_baseline_can_be_updated(
         project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A baseline recorded on the drifted backend, then the backend is fixed: the gate passes
@@ -193,6 +195,7 @@ def test_improvement_passes_and_says_the_baseline_can_be_updated(
                                  "`bench baseline update`*"])
 
 
+@pytest.mark.slow
 def test_replay_miss_names_the_case_and_how_to_record_it(project: Path,
                                                          pytester: pytest.Pytester) -> None:
     """A case without a recorded answer fails the item with the case id and the command."""
@@ -208,6 +211,7 @@ def test_replay_miss_names_the_case_and_how_to_record_it(project: Path,
     assert "Traceback" not in text
 
 
+@pytest.mark.slow
 def test_fixtures_give_results_and_comparison_for_custom_assertions(
         project: Path, pytester: pytest.Pytester) -> None:
     """bench_results is the results frame; bench_compare compares with the baseline."""
@@ -252,6 +256,7 @@ def test_bad_gate_table_is_a_one_line_collection_error(pytester: pytest.Pytester
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_baseline_update_without_a_gate_table_is_a_one_line_error(
         pytester: pytest.Pytester) -> None:
     """``bench baseline update`` on a pyproject without the table: exit 2, one error line."""

@@ -31,12 +31,14 @@ def test_usage_errors_are_one_line_naming_the_option(run_bench, args, option):
     assert option in lines[0] and "--help" in lines[0]
 
 
+@pytest.mark.slow
 def test_help_and_no_arguments_still_work(run_bench):
     assert run_bench("run", "--help").returncode == 0
     bare = run_bench()
     assert bare.returncode == 2 and "Usage" in bare.stdout + bare.stderr
 
 
+@pytest.mark.slow
 def test_a_local_dataset_path_writes_nothing_in_the_home_cache(run_bench, project, tmp_path):
     """``datasets`` took a 0-byte lock file in ~/.cache/huggingface/datasets per path."""
     home = tmp_path / "home"
@@ -77,6 +79,7 @@ main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["tmpfs", "fsize"])
 def test_a_full_disk_names_the_file_and_the_resume_and_fails_the_manifest(project, how):
     """A run folder on a 64 KiB tmpfs (ENOSPC; skipped unless this process may mount one),

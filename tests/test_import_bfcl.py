@@ -29,6 +29,7 @@ def _files(sample: Path) -> list[Path]:
     return sorted(sample.glob("BFCL_v4_*.json"))
 
 
+@pytest.mark.slow
 def test_cli_imports_the_sample_into_a_loadable_dataset_and_toolset(run_bench, project, sample):
     result = run_bench("import", "bfcl", *map(str, _files(sample)), "--name", "bfcl")
     assert result.returncode == 0, result.stderr
@@ -88,6 +89,7 @@ FN = {"name": "a.b", "description": "Do x.", "parameters": {
     "type": "dict", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
 
 
+@pytest.mark.slow
 def test_missing_answers_are_an_error_naming_file_and_id(run_bench, tmp_path):
     questions = _write(tmp_path / "BFCL_v4_simple.json",
                        [{"id": "simple_1", "question": [[{"role": "user", "content": "x"}]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 import sys
 from pathlib import Path
@@ -54,6 +55,7 @@ def test_invalid_schema_is_a_one_line_error(run_bench, tmp_path):
     assert "tool 0" in result.stderr and "properties.n.type" in result.stderr
 
 
+@pytest.mark.slow
 def test_mcp_server_tools_become_a_variant(run_bench, project):
     result = run_bench("import", "mcp", "--name", "mcpshop", "--",
                        sys.executable, str(TESTS / "mcp_server.py"), timeout=120)
@@ -71,6 +73,7 @@ def test_mcp_server_tools_become_a_variant(run_bench, project):
         .read_text()  # only the program name is recorded
 
 
+@pytest.mark.slow
 def test_mcp_server_that_dies_is_a_one_line_error(run_bench):
     result = run_bench("import", "mcp", "--name", "dead", "--timeout", "20", "--",
                        sys.executable, "-c", "import sys; sys.exit(3)", timeout=120)

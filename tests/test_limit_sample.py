@@ -1,6 +1,7 @@
 """``--limit N``: a seeded sample stratified by expected tool, not the first N cases (the
 datasets are written tool by tool: the first 17 ecommerce cases all expect search_orders)."""
 
+import pytest
 import json
 
 from bench.datasets import load_dataset
@@ -33,6 +34,7 @@ def test_limit_takes_a_stratified_seeded_nested_sample_in_dataset_order(project)
     assert chosen == sorted(chosen, key=ids.index)
 
 
+@pytest.mark.slow
 def test_resume_picks_the_cases_the_run_started_with(project):
     from bench.paths import runs_dir
     from report_runs import expected_answer, make_run
@@ -50,6 +52,7 @@ def test_resume_picks_the_cases_the_run_started_with(project):
     assert [c.id for c in Runner.resume("sampled").cases] == first
 
 
+@pytest.mark.slow
 def test_cli_limit_samples_and_says_so(run_bench, project):
     from report_runs import expected_answer, make_run
 

@@ -177,6 +177,7 @@ def test_rule_codes_are_stable_and_unique():
     assert codes == [f"BL{i:03d}" for i in range(1, 13)]
 
 
+@pytest.mark.slow
 def test_lint_command_exit_code_and_json(run_bench, project):
     folder = project / "descriptions" / "linted" / "variants"
     folder.mkdir(parents=True)

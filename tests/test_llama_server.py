@@ -16,7 +16,7 @@ from bench.providers import make_provider
 from conftest import requires_local_model
 from fakeserver import complete_once
 
-pytestmark = [requires_local_model, pytest.mark.local_model]
+pytestmark = [requires_local_model, pytest.mark.model]
 
 WEATHER = Tool(name="get_weather", description="Get the current weather of a city.",
                input_schema={"type": "object", "properties": {"city": {"type": "string"}},

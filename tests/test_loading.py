@@ -106,6 +106,7 @@ def test_spec_yaml_syntax_error_has_line(tmp_path):
     assert info.value.line is not None and "invalid YAML" in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path, run_bench):
     # nine levels of nine aliases: 9^9 (387 million) strings from ten short lines
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

@@ -539,6 +539,7 @@ def _installed(preset: ModelPreset) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODEL_PRESETS))
 def test_installed_presets_resolve_to_their_pinned_file(name, tmp_path):
     """Real packages only (skipped where not installed): smollm2 comes with the `local` extra."""

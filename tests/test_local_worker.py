@@ -19,7 +19,7 @@ import pytest
 
 from conftest import requires_local_model
 
-pytestmark = [requires_local_model, pytest.mark.local_model]
+pytestmark = [requires_local_model, pytest.mark.model]
 
 
 def _weather_tool():

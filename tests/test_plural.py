@@ -1,5 +1,6 @@
 """Counts read singular at 1: "1 row", "1 description line", never "1 rows"."""
 
+import pytest
 from bench.descriptions.diff import diff_tool
 from bench.descriptions.lint import LintConfig, lint_variant
 from bench.descriptions.variants import Variant
@@ -30,6 +31,7 @@ def test_variants_diff_of_one_changed_line():
     assert change.detail == "1 line removed, 1 added"
 
 
+@pytest.mark.slow
 def test_a_one_row_run_says_1_row(run_bench):
     from report_runs import expected_answer, make_run
 

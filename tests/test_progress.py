@@ -1,6 +1,7 @@
 """`bench run` progress: rows done / planned, rows/s, ETA, variant and provider; plain lines
 when stderr is not a terminal (CI logs), rich's bar when it is."""
 
+import pytest
 import io
 import re
 
@@ -52,6 +53,7 @@ def test_plain_lines_at_each_variant_change_every_interval_and_at_the_end(projec
     assert lines[-1].startswith("progress: 12/12 rows (100.0%), 0.25 rows/s, ETA 0s")
 
 
+@pytest.mark.slow
 def test_a_resumed_run_rates_only_this_sessions_rows(project):
     runner = replay_run("again")
     runner.run()
@@ -98,6 +100,7 @@ def test_durations_and_rates():
                                                                   "1.9 rows/s", "12 rows/s"]
 
 
+@pytest.mark.slow
 def test_bench_run_in_a_log_prints_progress_lines(run_bench, project):
     make_run("rec", expected_answer, variants=("l3", "l10"), limit=4, first=False)
     result = run_bench("run", "--limit", "4", "--variants", "l3,l10", "--provider",

@@ -20,6 +20,7 @@ def no_keys(monkeypatch):
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", SECRET)
 
 
+@pytest.mark.slow
 def test_missing_keys_are_skipped_and_the_other_provider_runs(run_bench, project, no_keys):
     with FakeServer() as server:
         compat = f"openai-compat:fake-model@{server.url}/v1"
@@ -53,6 +54,7 @@ def test_missing_keys_are_skipped_and_the_other_provider_runs(run_bench, project
         assert SECRET not in path.read_text(encoding="utf-8"), path.name
 
 
+@pytest.mark.slow
 def test_every_provider_skipped_is_a_one_line_error(run_bench, no_keys):
     result = run_bench("run", "--limit", "1", "--variants", "l3", "--provider", "openai:gpt-x",
                        timeout=300)
@@ -60,6 +62,7 @@ def test_every_provider_skipped_is_a_one_line_error(run_bench, no_keys):
     assert "every provider was skipped" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_bad_provider_ids_are_one_line_errors(run_bench):
     for provider, words in (("openai-compat:model-without-url", "openai-compat:<model>@"),
                             ("mistral:large", "unknown provider"), ("openai:", "model is "

@@ -447,6 +447,7 @@ def test_responses_incomplete_answer_is_invalid(server):
     assert response.parsed.error.startswith("truncated") and not response.parsed.calls[0].valid
 
 
+@pytest.mark.slow
 def test_responses_stream_uses_the_completed_response(server):
     body = responses_body(calls=[("get_weather", {"city": "Lagos"}), ("ping", "")])
     server.script(Reply(events=responses_stream(body)))

@@ -152,6 +152,7 @@ def rows_by_recording(tmp_path_factory) -> dict[str, dict]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recording", RECORDINGS, ids=[r["id"] for r in RECORDINGS])
 def test_recorded_response_parses_as_read_by_hand(recording, rows_by_recording):
     row = rows_by_recording.get(recording["id"])

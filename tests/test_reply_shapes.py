@@ -167,6 +167,7 @@ FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ADAPTERS)
 @FUZZ
 @given(data=st.data())
@@ -186,6 +187,7 @@ def test_fuzzed_reply_shapes_never_raise(kind, data):
     _check(provider, body)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ADAPTERS)
 @FUZZ
 @given(body=ODD)

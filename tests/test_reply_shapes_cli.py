@@ -14,6 +14,7 @@ fake server, real openai SDK): none ends the run (issue 19, items 1, 2 and 4).
 
 from __future__ import annotations
 
+import pytest
 import copy
 import json
 
@@ -82,6 +83,7 @@ def _body(mutate) -> bytes:
     return json.dumps(body).encode("utf-8")  # json writes NaN and Infinity, as servers do
 
 
+@pytest.mark.slow
 def test_replies_of_unexpected_shape_are_invalid_rows_and_the_run_completes(run_bench,
                                                                             project):
     with FakeServer() as server:
@@ -114,6 +116,7 @@ def test_replies_of_unexpected_shape_are_invalid_rows_and_the_run_completes(run_
     assert "reasoning" not in result.stdout  # no reasoning tokens: no column
 
 
+@pytest.mark.slow
 def test_a_200_reply_that_is_not_json_is_retried_then_is_the_rows_invalid_answer(run_bench,
                                                                                 project):
     good = Reply(body=chat_body(calls=[("search_orders", {"keyword": "cable"})]))
@@ -143,6 +146,7 @@ SURROGATE_BODY = chat_body(calls=[("search_orders\ud800", {"keyword\udfff": "cab
                            text="Sure \udc00")
 
 
+@pytest.mark.slow
 def test_lone_surrogates_from_the_model_leave_every_reader_working(run_bench, project):
     # ensure_ascii writes the lone surrogates as \\udXXX escapes: valid UTF-8 bytes, as a
     # server sends them
@@ -172,6 +176,7 @@ def test_lone_surrogates_from_the_model_leave_every_reader_working(run_bench, pr
     assert "search_orders\ufffd" in outputs[("traces", "lone1", "--json")]
 
 
+@pytest.mark.slow
 def test_gemini_thoughts_count_in_tokens_budgets_the_table_and_the_report(run_bench, project,
                                                                          monkeypatch):
     body = gemini_body(calls=[("search_orders", {"keyword": "cable"})], usage=(100, 20, 0))

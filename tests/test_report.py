@@ -61,6 +61,7 @@ def test_script_json_escapes_everything_that_could_end_the_element():
     assert json.loads(text) == data
 
 
+@pytest.mark.slow
 def test_hostile_model_output_is_inert_in_the_html_text(hostile_run):
     html = render_html(load_runs(["hostile"]), "t")
     for hostile in HOSTILE:
@@ -87,6 +88,7 @@ def test_hostile_model_output_is_inert_in_the_html_text(hostile_run):
     assert not any(sink in parser.scripts[1] for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("))
 
 
+@pytest.mark.slow
 def test_page_allows_no_network_and_only_its_own_script(hostile_run):
     html = render_html(load_runs(["hostile"]), "t")
     parser = Elements()
@@ -97,6 +99,7 @@ def test_page_allows_no_network_and_only_its_own_script(hostile_run):
     assert "unsafe-inline" not in csp and "http" not in csp
 
 
+@pytest.mark.slow
 def test_report_shows_headline_charts_groups_and_metadata(project):
     make_run("good", mixed_answer, limit=10)
     html = render_html(load_runs(["good"]), "report <title>")
@@ -130,6 +133,7 @@ def test_two_runs_with_the_same_variants_stay_apart(project):
     assert "| local | a/l3 | 4 |" in markdown and "| local | b/l3 | 4 |" in markdown
 
 
+@pytest.mark.slow
 def test_two_runs_are_compared_variant_by_variant_with_their_flips(project):
     make_run("right", expected_answer, limit=6)
     make_run("half", mixed_answer, limit=6)
@@ -192,6 +196,7 @@ def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
     assert xml_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
 
 
+@pytest.mark.slow
 def test_cli_writes_each_format_and_rejects_bad_input(hostile_run, run_bench):
     result = run_bench("report", "hostile", "--name", "r1")
     assert result.returncode == 0, result.stderr
@@ -218,6 +223,7 @@ def test_load_runs_errors_are_bench_errors(project):
         load_runs([])
 
 
+@pytest.mark.slow
 def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     make_run("plain", mixed_answer, variants=("l3",), limit=4)
     plain = render_html(load_runs(["plain"]), "t")
@@ -242,6 +248,7 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     assert "| cost USD |" in markdown.splitlines()[2] and "| 1.0000 |" in markdown
 
 
+@pytest.mark.slow
 def test_trials_name_junit_cases_and_switch_to_bootstrap_intervals(project):
     make_run("trials", mixed_answer, variants=("l3",), limit=3, trials=2)
     runs = load_runs(["trials"])
@@ -252,6 +259,7 @@ def test_trials_name_junit_cases_and_switch_to_bootstrap_intervals(project):
     assert "95% case-clustered bootstrap intervals (several trials per case)" in html
 
 
+@pytest.mark.slow
 def test_two_runs_with_different_variant_sets_are_compared_on_the_shared_ones(project):
     make_run("both", expected_answer, variants=("l3", "l10"), limit=4)
     make_run("one", mixed_answer, variants=("l3",), limit=4)
@@ -285,6 +293,7 @@ def test_report_of_two_runs_needs_no_name_and_says_why_it_has_no_comparison(proj
     assert printed.exit_code == 0 and "Full report" not in printed.stdout  # -o: no name needed
 
 
+@pytest.mark.slow
 def test_a_report_with_compare_gets_its_own_folder_and_keeps_the_plain_one(project):
     make_run("pair", mixed_answer, variants=("l3", "l10"), limit=3)
     cli = CliRunner()
@@ -356,6 +365,7 @@ def test_charts_without_token_counts_say_so_instead_of_warning(project):
     assert "no rows with" not in lines
 
 
+@pytest.mark.slow
 def test_the_drilldown_is_the_same_whatever_the_hash_seed(project):
     """Two renders of the same runs give the same drill-down data: its tool list was built
     from a set, whose order follows the process's string-hash seed."""
@@ -403,6 +413,7 @@ def test_headline_table_scrolls_in_its_box_with_each_interval_on_its_own_line(pr
     assert ".ci { display: block;" in css
 
 
+@pytest.mark.slow
 def test_a_heatmap_with_one_value_has_no_colour_scale(project):
     """A colour bar over one value (a one-cell confusion matrix, or all cells equal) means
     nothing: such heatmaps have none; a matrix with several values keeps it. In a run with one
@@ -428,6 +439,7 @@ def test_a_heatmap_with_one_value_has_no_colour_scale(project):
     assert axes(base64.b64decode(uri).decode("utf-8")) == ["axes_1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", ["interrupted", "failed", "budget_exhausted", "partial",
                                     "crashed"])
 def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
@@ -454,6 +466,7 @@ def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
     assert ("boom" in lines[2]) == (status == "failed")
 
 
+@pytest.mark.slow
 def test_a_complete_run_has_no_incomplete_banner(project):
     make_run("done", mixed_answer, variants=("l3",), limit=3)
     html = render_html(load_runs(["done"]), "t")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 
 from bench.report.data import (ARGUMENTS_LIMIT, ERROR_LIMIT, LIST_LIMIT, NAME_LIMIT,
@@ -31,6 +32,7 @@ def huge_answer(case) -> str:
     return json.dumps({"tool_calls": calls})
 
 
+@pytest.mark.slow
 def test_hostile_answers_make_a_small_page(project):
     make_run("plain", expected_answer, limit=10, variants=("l3",))
     make_run("huge", huge_answer, limit=10, variants=("l3",))
@@ -44,6 +46,7 @@ def test_hostile_answers_make_a_small_page(project):
     assert len(huge) < 2 * MIB
 
 
+@pytest.mark.slow
 def test_every_capped_field_says_how_much_was_left_out(project):
     make_run("huge", huge_answer, limit=10, variants=("l3",))
     data = drilldown(load_runs(["huge"]))

@@ -33,7 +33,7 @@ def test_a_field_missing_on_one_side_and_other_providers_are_not_compared():
 
 
 @requires_local_model
-@pytest.mark.local_model
+@pytest.mark.model
 def test_resuming_a_run_that_another_model_started_is_refused(run_bench, project):
     """A run started by the previous release's default (SmolLM2) cannot be finished by
     today's default model: one line names both models and how to resume; the rows and the

@@ -35,6 +35,7 @@ def openrouter_cut_stream():
                                     finish="length", error=TOKEN_LIMIT))
 
 
+@pytest.mark.slow
 def test_an_error_chunk_after_a_length_finish_is_the_rows_invalid_answer(project):
     with FakeServer() as server:
         server.script(openrouter_cut_stream())
@@ -50,6 +51,7 @@ def test_an_error_chunk_after_a_length_finish_is_the_rows_invalid_answer(project
     assert all(r["parsed"]["calls"] for r in rows if r is not row)
 
 
+@pytest.mark.slow
 def test_the_cli_run_goes_on_past_a_stream_error(run_bench, project):
     with FakeServer() as server:
         server.script(openrouter_cut_stream())
@@ -76,6 +78,7 @@ def test_an_anthropic_overloaded_event_is_retried_like_a_529(project, monkeypatc
     assert row["parsed"]["error"] is None and row["parsed"]["calls"]
 
 
+@pytest.mark.slow
 def test_requests_failing_after_every_retry_stay_pending_and_the_run_goes_on(project):
     with FakeServer() as server:
         server.script(Reply(503, error_body(503, "busy")), Reply(503, error_body(503, "busy")))
@@ -86,12 +89,30 @@ def test_requests_failing_after_every_retry_stay_pending_and_the_run_goes_on(pro
                                              rf"{first}: .*busy\).*--resume pend"):
             runner.run()
         manifest = json.loads(runner.store.manifest_path.read_text())
-        assert manifest["status"] == "failed" and manifest["rows_done"] == 2
+        assert manifest["status"] == "partial" and manifest["rows_done"] == 2
         assert [e["key"] for e in manifest["request_errors"]] == [first]
         assert first not in {r["key"] for r in runner.store.rows()}
         resumed = Runner.resume("pend", command=[]).run()
     assert resumed["status"] == "complete" and resumed["rows_done"] == 3
     assert "request_errors" not in resumed
+
+
+@pytest.mark.slow
+def test_the_cli_shows_the_rows_done_and_exits_3_when_requests_are_left_for_resume(run_bench,
+                                                                                   project):
+    """Retries exhausted on one request: the run is partial, not failed (exit 3, the code for
+    'incomplete, resumable'), and the table of the rows done is still printed."""
+    with FakeServer() as server:
+        server.script(Reply(503, error_body(503, "busy")), Reply(503, error_body(503, "busy")))
+        result = run_bench("run", "--limit", "2", "--variants", "l3", "--no-execute",
+                           "--attempts", "2", "--concurrency", "1",
+                           "--provider", f"openai-compat:m@{server.url}/v1",
+                           "--run-id", "left", timeout=300)
+    assert result.returncode == 3, result.stderr
+    assert "partial run: 1 request failed after every retry" in result.stderr
+    assert "bench run --resume left" in result.stderr and "selection" in result.stdout
+    manifest = json.loads((project / "reports" / "runs" / "left" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["rows_done"] == 1
 
 
 def test_a_provider_failing_every_request_is_paused_not_hammered(project):

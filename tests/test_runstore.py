@@ -144,6 +144,7 @@ def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
     assert [r["key"] for r in store.rows()] == ["a"]
 
 
+@pytest.mark.slow
 def test_resuming_a_run_being_written_stops_before_reading_or_cutting_its_rows(run_bench):
     """The second `bench run --resume` of a run must not cut the other process's
     half-written last row (repair) nor print a progress line or start a provider first."""
@@ -273,6 +274,7 @@ Runner(config, run_id="crash", command=["bench", "run"], provider_factory=factor
 """
 
 
+@pytest.mark.slow
 def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
     """A run whose process died stays `running` in its manifest: `bench show` and `bench
     report` call it crashed (no process holds its lock), `running` while one does, the

@@ -44,6 +44,7 @@ def scan(root: Path) -> tuple[int, list[str]]:
     return files, hits
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1800)  # about 25 bench commands in subprocesses
 def test_planted_secrets_reach_no_file_and_no_message(run_bench, project, monkeypatch):
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", KEY)

@@ -94,6 +94,7 @@ def test_429_with_retry_after_pauses_then_retries(project):
     assert stats["paused_s"] == pytest.approx(0.6, abs=0.05)
 
 
+@pytest.mark.slow
 def test_retry_after_delays_the_retry_by_the_servers_seconds(project):
     with EchoServer() as server:  # the scripted 429 bypasses the handler: arrivals are retries
         server.script(Reply(429, error_body(429, "slow down"), headers={"retry-after": "0.5"}))
@@ -179,6 +180,7 @@ def test_retries_count_attempts_wait_with_backoff_and_stop_at_the_limit():
     assert gate.in_flight == 0
 
 
+@pytest.mark.slow
 def test_server_errors_are_retried_and_permanent_errors_stop_the_run_resumably(project):
     with EchoServer() as server:
         server.script(Reply(500, error_body(500, "boom")), Reply(503, error_body(503, "busy")))
@@ -243,6 +245,7 @@ def test_token_budget_stops_the_run(project):
     assert manifest["status"] == "budget_exhausted" and manifest["rows_done"] == 3
 
 
+@pytest.mark.slow
 def test_a_budget_stop_exits_3_and_a_resume_with_more_budget_completes(run_bench, project):
     with EchoServer() as server:
         common = ["--provider", compat(server), "--variants", "l3", "--limit", "10",
@@ -343,6 +346,7 @@ def test_cache_is_safe_under_concurrent_writers(tmp_path):
     assert cache.writes == 400 and cache.hits == 400
 
 
+@pytest.mark.slow
 def test_replay_answers_from_a_run_and_a_miss_names_case_variant_and_how_to_record(project):
     with EchoServer() as server:
         recorded = Runner(config(server, limit=3), run_id="rec", command=[])
@@ -368,6 +372,7 @@ def test_replay_answers_from_a_run_and_a_miss_names_case_variant_and_how_to_reco
     assert len(rows_of(missing)) == 3  # the hits before the miss were kept
 
 
+@pytest.mark.slow
 def test_replay_from_a_cache_file_and_unknown_sources(project, tmp_path):
     cache = tmp_path / "c.sqlite"
     with EchoServer() as server:
@@ -399,6 +404,7 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
         Pricing(tmp_path / "bad.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame, code, concurrency, limit", [
     ("SIGINT", 130, 2, 20), ("SIGTERM", 143, 2, 20),
     ("SIGTERM+SIGINT", 143, 2, 20),  # the first signal decides: a CI timeout, then Ctrl-C
@@ -442,6 +448,7 @@ def test_a_signal_stops_a_concurrent_run_which_resumes_without_redoing_rows(
     assert len(server.requests) - asked == limit - len(kept)  # nothing answered asked again
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stops", [1, 2])
 def test_a_stop_cancels_requests_that_outlive_their_wait(project, stops):
     """After Ctrl-C, requests in flight get their timeout + STOP_GRACE_S: one that times out
@@ -557,6 +564,7 @@ def test_rate_limit_reset_reads_exhausted_windows_from_either_dialect():
                                "x-ratelimit-reset-tokens": "1s"}) is None
 
 
+@pytest.mark.slow
 def test_resume_refuses_options_that_change_what_the_run_measures(project):
     import subprocess
     import sys

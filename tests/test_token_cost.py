@@ -83,6 +83,7 @@ def test_openai_encodings_grow_with_the_description(project):
     assert openai_costs(long)[0].tokens > 2 * o200k.tokens
 
 
+@pytest.mark.slow
 def test_variants_command_shows_every_family(run_bench, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = run_bench("variants", "--variants", "l3,l30", "--json")

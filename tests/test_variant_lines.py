@@ -48,6 +48,7 @@ def test_every_toolset_is_checked():
     assert {"ecommerce", "analytics", "logistics"} <= set(TOOLSETS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("toolset", "tool"), TOOLS, ids=TOOL_IDS)
 @pytest.mark.parametrize("variant", DEFAULT_VARIANTS)
 def test_line_count_within_20_percent_of_target(variants, variant, toolset, tool):

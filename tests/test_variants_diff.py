@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 
 import yaml
@@ -40,6 +41,7 @@ def _case(case_id, sort):
                                     "arguments": {"sort": [sort], "limit": [10, None]}}]}}
 
 
+@pytest.mark.slow
 def test_enum_case_change_is_caught_with_the_broken_cases(run_bench, project):
     before = _tool()
     after_props = dict(before.input_schema["properties"],

@@ -7,6 +7,7 @@ Data flow (BRIEF §3): dataset + variants + providers -> plan -> provider -> par
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import platform
 import sys
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from bench.datasets import load_dataset
 from bench.datasets.labels import LabelProblem
-from bench.errors import BenchError, pydantic_error_field
+from bench.errors import BenchError, RunIncomplete, pydantic_error_field
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
 from bench.paths import runs_dir
 from bench.plural import count
@@ -488,9 +489,15 @@ class Runner:
             BenchError: the run is being written by another process; or as :meth:`_run`.
             KeyboardInterrupt: the run was stopped (Ctrl-C, SIGTERM); finished rows are kept
                 and the manifest says ``interrupted``.
-            RuntimeError: called from inside a running event loop (await :meth:`arun` there).
         """
-        return asyncio.run(self.arun(progress))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(progress))
+        # A loop already runs in this thread (a notebook, Playwright's sync API): the run gets
+        # its own loop in a worker thread (stop signals then stay with the caller).
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-run") as pool:
+            return pool.submit(asyncio.run, self.arun(progress)).result()
 
     async def arun(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """:meth:`run` on the caller's event loop (e.g. from async code or a notebook).
@@ -724,13 +731,13 @@ class Runner:
                 first = self.request_errors[0]
                 paused = "".join(f"; stopped sending to {pid}: {why}"
                                  for pid, why in self.paused.items())
-                failure = BenchError(
+                failure = RunIncomplete(
                     f"{count(len(self.request_errors), 'request')} failed after every retry "
                     f"(first: {first['key']}: {first['error']}){paused}; finished rows are "
                     f"kept, send the rest again with: bench run --resume {self.store.run_id}")
             if self.batch_errors and failure is None:
                 first = self.batch_errors[0]
-                failure = BenchError(
+                failure = RunIncomplete(
                     f"{count(len(self.batch_errors), 'batch request')} failed (first: "
                     f"{first['key']}: {first['error']}); finished rows are kept, submit the "
                     f"rest again with: bench run --resume {self.store.run_id}")
@@ -759,8 +766,8 @@ class Runner:
             except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
                 if failure is None:
                     failure = self._write_failure(exc)
-            if failure is not None:
-                status = "failed"
+            if failure is not None:  # resumable rows left (partial), or a failure
+                status = "partial" if isinstance(failure, RunIncomplete) else "failed"
                 manifest["error"] = str(failure)
             if status == "complete" and self.skipped:
                 status = "partial"  # a skipped provider's rows are missing; --resume runs them
