@@ -158,7 +158,8 @@ def compare(
     run_id: Annotated[Optional[str], typer.Option(help="Running now: name the new run.")]
     = None,
     metrics: Annotated[Optional[list[str]], typer.Option(
-        "--metrics", "-m", help="Binary metrics to test (default: every rate of the metric registry's compare view).")]
+        "--metrics", "-m", help="Binary metrics to test (default: every rate of the metric "
+                                "registry's compare view).")]
     = None,
     alpha: Annotated[float, typer.Option(min=0.0001, max=0.5,
                                          help="Family-wise significance level (Holm).")] = 0.05,

@@ -22,7 +22,8 @@ With several trials per case, the McNemar pairs are (case, trial) pairs; trials 
 correlated, so the p-value is then somewhat optimistic while the bootstrap interval is not.
 
 Verdict per test: ``regression`` when the Holm-adjusted p-value is below alpha and B is worse
-than A by more than ``margin`` (a lower rate, or a higher one for a lower-is-better metric); ``improvement`` for the mirror case; ``within margin`` when it
+than A by more than ``margin`` (a lower rate, or a higher one for a lower-is-better metric);
+``improvement`` for the mirror case; ``within margin`` when it
 is significant but no larger than the margin; else ``no significant difference``.
 """
 

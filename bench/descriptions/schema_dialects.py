@@ -237,7 +237,8 @@ def gemini_schema(schema: dict[str, Any], tool: str) -> tuple[dict[str, Any], li
 
 
 def openai_strict_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, problem) of every reason OpenAI strict mode rejects ``schema`` (see the module docstring)."""
+    """(path, problem) of every reason OpenAI strict mode rejects ``schema`` (see the module
+    docstring)."""
     problems = []
     if "anyOf" in schema:
         problems.append(("", "the root is anyOf"))
@@ -260,7 +261,8 @@ def openai_strict_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def gemini_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, problem) of every field Gemini's ``Schema`` object rejects (see the module docstring)."""
+    """(path, problem) of every field Gemini's ``Schema`` object rejects (see the module
+    docstring)."""
     problems = []
     for path, sub in walk_schema(schema):
         where = path or "(root)"

@@ -152,7 +152,8 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     from the manifests); with several runs also ``series`` (``"<run-id> · <provider>"``, what
     the charts draw one line for)."""
     frame = frame_of(runs) if frame is None else frame
-    rates = aggregate(frame, ("provider", "variant"), metrics=metric_names(kind="rate", view="report"))
+    rates = aggregate(frame, ("provider", "variant"),
+                      metrics=metric_names(kind="rate", view="report"))
     usage = summarize(frame)
     usage = usage[["provider", "variant", "tool_definition_tokens", "mean_prompt_tokens",
                    "mean_cached_tokens", "p50_latency_s", "cases_per_s",

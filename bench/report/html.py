@@ -24,7 +24,8 @@ from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.report.data import (ERROR_LIMIT, NAME_LIMIT, LoadedRun, all_rows,
                                cap_text, drilldown, frame_of,
-                               group_metrics, group_rates, headline, incomplete_runs, now_utc, run_metadata,
+                               group_metrics, group_rates, headline, incomplete_runs, now_utc,
+                               run_metadata,
                                shown_metrics, variant_order)
 from bench.report.table import format_rate
 from bench.stats.aggregate import selection_confusion, top_argument_errors

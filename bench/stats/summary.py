@@ -32,7 +32,8 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
 
     Columns: ``provider, variant, cases`` then for each rate of the registry's ``table`` view
     ``<m>_k, <m>_n, <m>_rate, <m>_low, <m>_high`` (fractions), for each other metric of that
-    view ``<m>_mean`` (mean over the rows that carry it; NaN when none), then ``tool_definition_tokens`` (tokens),
+    view ``<m>_mean`` (mean over the rows that carry it; NaN when none), then
+    ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
     it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, rows that report none
