@@ -1,8 +1,12 @@
 """The ``oracle`` provider: answers every case with its own label, to check a dataset.
 
 Run ``bench run --provider oracle``: on a dataset whose labels agree with its tools, schemas and
-scorer every metric is 100%; a row below that points at a label to fix (a tool name the
-variant does not offer, a value its schema refuses, an argument no literal value can satisfy).
+scorer, tool selection, arguments, schema validity, no-call, ask and execution match are 100%;
+a row below that points at a label to fix (a tool name the variant does not offer, a value its
+schema refuses, an argument no literal value can satisfy). Execution success also depends on
+the reference backend's data and on ``--allow-writes`` / ``--allow-sensitive``: a label's call
+may be refused by a business rule (an order that cannot be cancelled) or name a record the
+backend lacks, which the oracle's rows show.
 
 How a label becomes an answer (:func:`label_answer`): a no-call or ask case answers without a
 call; otherwise each expected call in label order, with each argument's first acceptable value.
