@@ -52,7 +52,10 @@ class MetricSpec:
         kind: one of :data:`KINDS`; ``rate`` values are bool / None (None: the metric does not
             apply to the row and leaves its denominator), the others numbers / None.
         value: ``value(row) -> bool | float | None`` reading a result row (a ``results.jsonl``
-            dict); None reads ``row["metrics"][name]`` (or the first of ``aliases`` present).
+            dict); None reads ``path``.
+        path: where the value sits in a row when ``value`` is None: ``()`` is
+            ``row["metrics"][name]`` (or the first of ``aliases`` present), ``("latency_s",)``
+            ``row["latency_s"]``, ``("usage", "prompt_tokens")`` ``row["usage"]["prompt_tokens"]``.
         aliases: other keys a row's ``metrics`` may use for the same value.
         views: the places it is shown, a subset of :data:`VIEWS`.
         primary: one of the headline pair: the gate's default metrics, the flips ``bench
@@ -67,6 +70,7 @@ class MetricSpec:
     kind: Kind = "rate"
     value: RowValue | None = None
     aliases: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()
     views: frozenset[str] = field(default_factory=lambda: frozenset(VIEWS))
     primary: bool = False
     optional: bool = False
@@ -96,6 +100,11 @@ class MetricSpec:
         """This metric's value in ``row`` (see ``value``); None when the row lacks it."""
         if self.value is not None:
             return self.value(row)
+        if self.path:
+            found: Any = row
+            for key in self.path:
+                found = found.get(key) if isinstance(found, Mapping) else None
+            return found
         metrics = row.get("metrics") or {}
         for key in (self.name, *self.aliases):
             if key in metrics:
@@ -105,14 +114,6 @@ class MetricSpec:
     def is_good(self, value: bool) -> bool:
         """Whether a rate's per-row ``value`` is the good outcome under ``polarity``."""
         return bool(value) == (self.polarity == "higher")
-
-
-def _usage(key: str) -> RowValue:
-    return lambda row: (row.get("usage") or {}).get(key)
-
-
-def _top(key: str) -> RowValue:
-    return lambda row: row.get(key)
 
 
 _NOWHERE: frozenset[str] = frozenset()
@@ -157,20 +158,20 @@ _BUILTIN: tuple[MetricSpec, ...] = (
     # usage, time and money per row (the terminal table and report aggregate these their own
     # way: median latency, summed cost, largest tool-definition size)
     MetricSpec("prompt_tokens", "prompt tokens", "prompt tokens", "lower", "tokens",
-               _usage("prompt_tokens"), views=_NOWHERE),
+               path=("usage", "prompt_tokens"), views=_NOWHERE),
     MetricSpec("completion_tokens", "completion tokens (reasoning included)",
-               "completion tokens", "lower", "tokens", _usage("completion_tokens"),
+               "completion tokens", "lower", "tokens", path=("usage", "completion_tokens"),
                views=_NOWHERE),
     MetricSpec("cached_tokens", "cached prompt tokens", "cached tokens", "higher", "tokens",
-               _usage("cached_tokens"), views=_NOWHERE),
+               path=("usage", "cached_tokens"), views=_NOWHERE),
     MetricSpec("reasoning_tokens", "reasoning tokens", "reasoning tokens", "lower", "tokens",
-               _usage("reasoning_tokens"), views=_NOWHERE),
+               path=("usage", "reasoning_tokens"), views=_NOWHERE),
     MetricSpec("tool_definition_tokens", "tool-definition tokens", "tool-def tokens", "lower",
-               "tokens", _top("tool_definition_tokens"), views=_NOWHERE),
+               "tokens", path=("tool_definition_tokens",), views=_NOWHERE),
     MetricSpec("latency_s", "latency (seconds)", "latency s", "lower", "seconds",
-               _top("latency_s"), views=_NOWHERE),
+               path=("latency_s",), views=_NOWHERE),
     MetricSpec("cost_usd", "cost (USD at list price)", "cost USD", "lower", "usd",
-               _top("cost_usd"), views=_NOWHERE),
+               path=("cost_usd",), views=_NOWHERE),
 )
 
 _REGISTRY: dict[str, MetricSpec] = {spec.name: spec for spec in _BUILTIN}

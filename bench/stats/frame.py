@@ -24,8 +24,8 @@ Column schema (dtype in brackets):
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
 - ``prompt_tokens``, ``completion_tokens`` (reasoning included), ``cached_tokens``,
   ``reasoning_tokens`` (NaN where the provider does not report them separately),
-  ``tool_definition_tokens`` [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float,
-  USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows]:
+  ``tool_definition_tokens`` [float, tokens; NaN when unknown]; ``latency_s`` [float,
+  seconds]; ``cost_usd`` [float, USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows]:
   the registered ``tokens`` / ``seconds`` / ``usd`` / ``count`` metrics [float].
 """
 
@@ -70,11 +70,37 @@ def _expected_kind(expected: dict[str, Any]) -> str:
     return "calls"
 
 
-def _reader(spec: MetricSpec) -> Any:
-    """(name, None) for a value read straight from ``row["metrics"][name]``, else
-    (name, spec.row_value): the plain case stays a dict lookup in the per-row loop."""
-    plain = spec.value is None and not spec.aliases
-    return spec.name, None if plain else spec.row_value
+def _reader(spec: MetricSpec) -> tuple[str, int, Any]:
+    """(name, how, what) telling the per-row loop where a metric's value is, cheapest first:
+    0 ``row["metrics"][what]``, 1 ``row[what]``, 2 ``row[what[0]][what[1]]``, 3 ``what(row)``
+    (any other spec: :meth:`MetricSpec.row_value`), 4 the first of the keys ``what`` present
+    in ``row["metrics"]`` (a name and its aliases)."""
+    if spec.value is None and not spec.path and spec.aliases:
+        return spec.name, 4, (spec.name, *spec.aliases)
+    if spec.value is None and not spec.aliases:
+        if not spec.path:
+            return spec.name, 0, spec.name
+        if len(spec.path) == 1:
+            return spec.name, 1, spec.path[0]
+        if len(spec.path) == 2:
+            return spec.name, 2, spec.path
+    return spec.name, 3, spec.row_value
+
+
+def _value(row: dict[str, Any], metrics: dict[str, Any], how: int, what: Any) -> Any:
+    if how == 0:
+        return metrics.get(what)
+    if how == 1:
+        return row.get(what)
+    if how == 2:
+        inner = row.get(what[0])
+        return inner.get(what[1]) if isinstance(inner, dict) else None
+    if how == 4:
+        for key in what:
+            if key in metrics:
+                return metrics[key]
+        return None
+    return what(row)
 
 
 def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -91,18 +117,18 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rates = [_reader(s) for s in metric_specs(kind="rate")]
     means = [_reader(s) for s in metric_specs(kind="mean")]
     numbers = [_reader(s) for s in metric_specs(kind=_NUMBER_KINDS)]
-    binary = {name for name, _ in rates}
-    numeric = {name for name, _ in numbers}
+    binary = {name for name, _, _ in rates}
+    numeric = {name for name, _, _ in numbers}
     all_columns = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
-                   "predicted_tools", *(n for n, _ in rates), *(n for n, _ in means),
-                   *_LIST_COLUMNS, *(n for n, _ in numbers))
+                   "predicted_tools", *(n for n, _, _ in rates), *(n for n, _, _ in means),
+                   *_LIST_COLUMNS, *(n for n, _, _ in numbers))
     columns: dict[str, list[Any]] = {name: [] for name in all_columns}
     seen: set[str] = set()
     # bound appends, looked up once: this loop runs once per row of the run
     ids = [(name, columns[name].append) for name in _ID_COLUMNS]
-    rate_cols = [(name, read, columns[name].append) for name, read in rates]
-    mean_cols = [(name, read, columns[name].append) for name, read in means]
-    number_cols = [(name, read, columns[name].append) for name, read in numbers]
+    rate_cols = [(how, what, columns[name].append) for name, how, what in rates]
+    mean_cols = [(how, what, columns[name].append) for name, how, what in means]
+    number_cols = [(how, what, columns[name].append) for name, how, what in numbers]
     lists = [(name, columns[name].append) for name in _LIST_COLUMNS]
     tags, query = columns["tags"].append, columns["query"].append
     kind, expected_tools = columns["expected_kind"].append, columns["expected_tools"].append
@@ -124,16 +150,22 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         kind(_expected_kind(expected))
         expected_tools(_names(expected.get("calls")))
         predicted_tools(None if parsed.get("error") else _names(parsed.get("calls")))
-        for name, read, append in rate_cols:
-            value = metrics.get(name) if read is None else read(row)
+        for how, what, append in rate_cols:
+            value = metrics.get(what) if how == 0 else _value(row, metrics, how, what)
             append(value if value is None else bool(value))
-        for name, read, append in mean_cols:
-            value = metrics.get(name) if read is None else read(row)
+        for how, what, append in mean_cols:
+            value = metrics.get(what) if how == 0 else _value(row, metrics, how, what)
             append(nan if value is None else float(value))
         for name, append in lists:
             append(tuple(metrics.get(name) or ()))
-        for name, read, append in number_cols:
-            append(metrics.get(name) if read is None else read(row))
+        for how, what, append in number_cols:
+            if how == 1:
+                append(get(what))
+            elif how == 2:
+                inner = get(what[0])
+                append(inner.get(what[1]) if isinstance(inner, dict) else None)
+            else:
+                append(_value(row, metrics, how, what))
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
     data: dict[str, Any] = {}
