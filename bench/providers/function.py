@@ -5,7 +5,8 @@ Ids: ``function:<name>`` for a callable given to :func:`register_function`, or
 current directory or ``sys.path``. Importing the module runs its code: name only modules you
 trust, as with any Python import.
 
-The callable is ``answer(messages, tools, trial) -> str | list[dict]``: ``messages`` the case's
+The callable is ``answer(messages, tools, trial) -> str | list[dict]`` (or a coroutine function
+returning the same): ``messages`` the case's
 conversation (:class:`bench.models.Message`), ``tools`` the variant's tools
 (:class:`bench.models.Tool`), ``trial`` the 0-based trial. It returns either the embedded
 model's answer text (``{"tool_calls": [{"name": ..., "arguments": {...}}]}``) or that list of
@@ -16,6 +17,7 @@ first tool, keyword rules) and checking the pipeline without a model.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import inspect
@@ -89,9 +91,11 @@ class FunctionProvider(Provider):
         self._model = model or f"function {getattr(answer, '__module__', '?')}." \
                                f"{getattr(answer, '__qualname__', repr(answer))}"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                 variant_key: str, trial: int) -> ProviderResponse:
-        """Call the function and parse its answer like a model's.
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
+        """Call the function and parse its answer like a model's. A coroutine function is
+        awaited; a plain one runs in a worker thread (:func:`asyncio.to_thread`), so a slow
+        one never stalls the run's event loop.
 
         Raises:
             BenchError: the function raised (its message, one line) or returned neither text
@@ -99,7 +103,11 @@ class FunctionProvider(Provider):
         """
         started = time.perf_counter()
         try:
-            result = self._answer(list(messages), list(tools), trial)
+            if inspect.iscoroutinefunction(self._answer):
+                result = await self._answer(list(messages), list(tools), trial)
+            else:
+                result = await asyncio.to_thread(self._answer, list(messages), list(tools),
+                                                 trial)
         except Exception as exc:  # the user's code: one line, no traceback
             raise BenchError(f"provider '{self.provider_id}': the function raised "
                              f"{type(exc).__name__}: {exc}") from None

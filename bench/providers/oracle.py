@@ -133,10 +133,10 @@ class OracleProvider(FunctionProvider):
         return next((c for c in found if {e.name for e in c.expected.calls} <= offered),
                     found[0])
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                 variant_key: str, trial: int) -> ProviderResponse:
-        """The case's label as an answer; ``request.unlabeled`` lists the arguments sent as
-        ``"<no literal label>"``.
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
+        """The case's label as an answer (computed on the loop: a dict lookup);
+        ``request.unlabeled`` lists the arguments sent as ``"<no literal label>"``.
 
         Raises:
             BenchError: the conversation is not one of the dataset's cases.
