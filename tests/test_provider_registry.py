@@ -118,7 +118,8 @@ def test_registration_errors_and_unknown_ids():
     with pytest.raises(ValueError, match="lower-case"):
         provider("Bad_Kind")
     with pytest.raises(BenchError, match=r"unknown provider 'mistral:large' \(use local, "
-                                         r"openai:<model>"):
+                                         r"openai:<model>.*function:<module>:<callable>, "
+                                         r"oracle\)"):
         make_provider("mistral:large")
     priced = {s.kind: s.priced for s in registered_kinds()}
     assert priced["openai"] and priced["anthropic"] and not priced["local"] \

@@ -124,6 +124,27 @@ def registered_kinds() -> list[ProviderSpec]:
     return list(_REGISTRY.values())
 
 
+def _register_all() -> None:
+    """Import every module of the ``bench.providers`` package that registers a kind (its source
+    has ``@provider(``), so a message can list them all; only on that error path."""
+    import pkgutil
+    from pathlib import Path
+
+    import bench.providers
+
+    for info in pkgutil.iter_modules(bench.providers.__path__):
+        path = Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py"
+        try:
+            registers = "@provider(" in path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if registers:
+            try:
+                importlib.import_module(f"bench.providers.{info.name}")
+            except ImportError:  # its own missing dependency shows when it is asked for
+                continue
+
+
 def build_provider(provider_id: str, options: dict[str, Any]) -> "Provider":
     """Build the provider of ``provider_id`` through its kind's builder.
 
@@ -135,6 +156,7 @@ def build_provider(provider_id: str, options: dict[str, Any]) -> "Provider":
     """
     spec = provider_spec(provider_id)
     if spec is None:
+        _register_all()
         forms = ", ".join(s.id_form for s in _REGISTRY.values())
         raise BenchError(f"unknown provider '{provider_id}' (use {forms})")
     built = spec.load()(provider_id, provider_id.partition(":")[2], options)
