@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extending.md"
 _BLOCK = re.compile(r"<!-- (example|example-file): ([^ ]+) -->\n```[a-z]*\n(.*?)\n```", re.DOTALL)
 #: The examples the page must keep (a missing one fails instead of silently running nothing).
-REQUIRED = ("lint-rule", "backend-tool")
+REQUIRED = ("lint-rule", "backend-tool", "provider", "metric")
 
 
 def _blocks() -> tuple[dict[str, str], dict[str, str]]:
@@ -55,8 +55,19 @@ def fresh_lint_rules(monkeypatch):
     monkeypatch.setattr(lint, "_ADDED_CHECKS", {})
 
 
+@pytest.fixture
+def fresh_registries(monkeypatch):
+    """Metrics and providers registered by an example stay inside the test."""
+    import bench.providers.function  # noqa: F401 - registered before the copy, kept after it
+    import bench.providers.oracle  # noqa: F401
+    from bench.providers import registry as providers
+    from bench.scoring import registry as metrics
+    monkeypatch.setattr(metrics, "_REGISTRY", dict(metrics._REGISTRY))
+    monkeypatch.setattr(providers, "_REGISTRY", dict(providers._REGISTRY))
+
+
 @pytest.mark.parametrize("name", REQUIRED)
-def test_example_runs(name, project, fresh_lint_rules, capsys):
+def test_example_runs(name, project, fresh_lint_rules, fresh_registries, capsys):
     _, examples = _blocks()
     code = compile(examples[name], f"{PAGE}:<example {name}>", "exec")
     exec(code, {"__name__": f"docs_example_{name.replace('-', '_')}"})  # noqa: S102 - our own docs

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.providers.dialects import gemini_schema, nullable, openai_strict_schema
+from bench.descriptions.schema_dialects import gemini_schema, nullable, openai_strict_schema
 from bench.providers.errors import classify_status, parse_retry_after
 from fakeserver import FakeServer
 

@@ -37,14 +37,14 @@ def test_summary_denominators_follow_metric_applicability():
             row("c3", "a", True, None, True, 2.0), row("c1", "b", True, True, None, 1.0)]
     summary = summarize(rows_frame(rows), ["a", "b"])
     a = summary.set_index("variant").loc["a"]
-    assert (a["cases"], a["selection_k"], a["selection_n"]) == (3, 2, 3)
-    assert (a["arguments_k"], a["arguments_n"]) == (1, 2)
-    assert (a["no_call_k"], a["no_call_n"]) == (1, 1)
+    assert (a["cases"], a["selection_correct_k"], a["selection_correct_n"]) == (3, 2, 3)
+    assert (a["arguments_correct_k"], a["arguments_correct_n"]) == (1, 2)
+    assert (a["no_call_correct_k"], a["no_call_correct_n"]) == (1, 1)
     assert a["p50_latency_s"] == 2.0
     assert a["cases_per_s"] == pytest.approx(1 / 1.5)  # the first (cold) row is excluded
     assert a["tool_definition_tokens"] == 50
     b = summary.set_index("variant").loc["b"]
-    assert b["no_call_n"] == 0 and math.isnan(b["no_call_rate"])
+    assert b["no_call_correct_n"] == 0 and math.isnan(b["no_call_correct_rate"])
 
 
 def test_variant_order_is_kept_and_table_renders():
@@ -60,7 +60,7 @@ def test_variant_order_is_kept_and_table_renders():
 def test_duplicate_rows_count_once():
     rows = [row("c1", "a", True, True, None, 1.0)] * 3 + [row("c2", "a", False, False, None, 1.0)]
     summary = summarize(rows_frame(rows))
-    assert (summary.loc[0, "selection_k"], summary.loc[0, "selection_n"]) == (1, 2)
+    assert (summary.loc[0, "selection_correct_k"], summary.loc[0, "selection_correct_n"]) == (1, 2)
 
 
 RUN_ID = "replay:20261130-050032-973d"

@@ -158,7 +158,8 @@ def compare(
     run_id: Annotated[Optional[str], typer.Option(help="Running now: name the new run.")]
     = None,
     metrics: Annotated[Optional[list[str]], typer.Option(
-        "--metrics", "-m", help="Binary metrics to test (default: all accuracy metrics).")]
+        "--metrics", "-m", help="Binary metrics to test (default: every rate of the metric "
+                                "registry's compare view).")]
     = None,
     alpha: Annotated[float, typer.Option(min=0.0001, max=0.5,
                                          help="Family-wise significance level (Holm).")] = 0.05,
@@ -181,6 +182,7 @@ def compare(
     Exit code 0: no significant regression; 1: a significant regression beyond --margin;
     2: bad input."""
     from bench.compare.core import compare_rows
+    from bench.scoring.registry import primary_metrics
 
     group_by: tuple[str, ...] = ("provider",)
     if run:
@@ -233,8 +235,7 @@ def compare(
                       f"{comparison.unpaired_b} of B")
         decided = [t.metric for t in comparison.tests
                    if t.verdict in ("regression", "improvement")]
-        shown = list(dict.fromkeys(decided + [m for m in ("selection_correct",
-                                                          "arguments_correct")
+        shown = list(dict.fromkeys(decided + [m for m in primary_metrics()
                                               if any(t.metric == m for t in comparison.tests)]))
         print_flips(out, comparison, shown, show)
         regressions = comparison.regressions

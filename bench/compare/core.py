@@ -1,6 +1,7 @@
 """Paired comparison of two sets of result rows on the cases both have.
 
-For each binary metric (True = good) and each group (provider by default) the rows of A and B
+For each binary metric (a rate of :mod:`bench.scoring.registry`; its ``polarity`` says whether
+True or False is the good outcome) and each group (provider by default) the rows of A and B
 are paired on ``(case_id, trial)``; a pair counts when the metric applies to both rows. Per
 pair set:
 
@@ -21,7 +22,8 @@ With several trials per case, the McNemar pairs are (case, trial) pairs; trials 
 correlated, so the p-value is then somewhat optimistic while the bootstrap interval is not.
 
 Verdict per test: ``regression`` when the Holm-adjusted p-value is below alpha and B is worse
-than A by more than ``margin``; ``improvement`` for the mirror case; ``within margin`` when it
+than A by more than ``margin`` (a lower rate, or a higher one for a lower-is-better metric);
+``improvement`` for the mirror case; ``within margin`` when it
 is significant but no larger than the margin; else ``no significant difference``.
 """
 
@@ -35,7 +37,8 @@ import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.stats import binom
 
-from bench.stats.frame import ACCURACY_METRICS, metric_columns, results_frame
+from bench.scoring.registry import comparable_metrics, get_metric
+from bench.stats.frame import metric_columns, results_frame
 
 Verdict = Literal["regression", "improvement", "within margin", "no significant difference"]
 PAIR_ON = ("case_id", "trial")
@@ -314,11 +317,12 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
     Raises:
         ValueError: no metric to compare, an unknown metric, or no pair shared by A and B.
     """
-    wanted = list(metrics) if metrics is not None else list(ACCURACY_METRICS)
-    unknown = [m for m in wanted if m not in ACCURACY_METRICS]
+    known = comparable_metrics()
+    wanted = list(metrics) if metrics is not None else known
+    unknown = [m for m in wanted if m not in known]
     if unknown:
         raise ValueError(f"unknown metric(s) {', '.join(unknown)} (choose from "
-                         f"{', '.join(ACCURACY_METRICS)})")
+                         f"{', '.join(known)})")
     present = [m for m in metric_columns(frame_a, wanted) if m in frame_b.columns]
     if not present:
         raise ValueError("A and B share none of the metrics " + ", ".join(wanted))
@@ -346,7 +350,9 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                 continue
             a = both[f"{metric}_a"].to_numpy(dtype=bool)
             b = both[f"{metric}_b"].to_numpy(dtype=bool)
-            a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+            higher = get_metric(metric).polarity == "higher"
+            good_a, good_b = (a, b) if higher else (~a, ~b)
+            a_only, b_only = int((good_a & ~good_b).sum()), int((~good_a & good_b).sum())
             n = len(both)
             low, high = _paired_bootstrap(a, b, both["case_id"].to_numpy(), confidence,
                                           n_boot, seed)
@@ -362,7 +368,7 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                 row_a = (rows_a or {}).get(record["key_a"], {})
                 row_b = (rows_b or {}).get(record["key_b"], {})
                 flips.append(Flip(
-                    direction="lost" if record[f"{metric}_a"] else "gained",
+                    direction="lost" if bool(record[f"{metric}_a"]) == higher else "gained",
                     group=str(group), metric=metric, case_id=str(record["case_id"]),
                     trial=int(record["trial"]), query=str(row_a.get("query") or ""),
                     expected=_short_expected(row_a.get("expected") or {}),
@@ -371,9 +377,10 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
     for test, adjusted in zip(result.tests, holm_adjust([t.p_value for t in result.tests])):
         test.p_holm = adjusted
         if adjusted < alpha:
-            if test.diff < -margin:
+            gain = test.diff if get_metric(test.metric).polarity == "higher" else -test.diff
+            if gain < -margin:
                 test.verdict = "regression"
-            elif test.diff > margin:
+            elif gain > margin:
                 test.verdict = "improvement"
             else:
                 test.verdict = "within margin"
@@ -391,9 +398,9 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
     Args:
         rows_a / rows_b: result rows (dicts of ``results.jsonl``), e.g. one variant each.
         label_a / label_b: names shown for A and B.
-        metrics: binary metrics to test (default: every metric of
-            :data:`bench.stats.frame.ACCURACY_METRICS` both sides carry, so execution outcomes
-            join in when the executor has run).
+        metrics: binary metrics to test (default: every rate of the registry's ``compare``
+            view, :func:`bench.scoring.registry.comparable_metrics`, both sides carry, so
+            execution outcomes join in when the executor has run).
         group_by: frame columns that must match for two rows to pair, and that split the tests
             (default provider; use ``("provider", "variant")`` to compare two runs variant by
             variant).

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from bench.descriptions.schema_dialects import dialect
 from bench.errors import BenchError
 from bench.models import Tool
 
@@ -65,9 +66,9 @@ class TokenCost:
 
 
 def anthropic_tools_json(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    """The tools as Anthropic's ``tools`` request field."""
-    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in tools]
+    """The tools as Anthropic's ``tools`` request field (the ``anthropic`` schema dialect of
+    :mod:`bench.descriptions.schema_dialects`, as the adapter sends it)."""
+    return dialect("anthropic").tools_field(tools)
 
 
 def anthropic_system_prompt_tokens(model: str, tool_choice: str = "auto") -> int | None:

@@ -5,19 +5,9 @@ does not) and a fix hint. Rendered variants move parameter descriptions from the
 the prose, so parameter rules look at both: a parameter counts as described when its schema has
 a ``description`` or the tool's prose names it.
 
-Provider rules cite their sources:
-
-- OpenAI strict mode (function calling with ``strict: true`` uses the Structured Outputs
-  subset): every object needs ``additionalProperties: false``, every property must be listed in
-  ``required`` (optional ones become nullable), the root may not be ``anyOf``, at most 10 levels
-  of nesting, and ``allOf``, ``not``, ``dependentRequired``, ``dependentSchemas``, ``if``,
-  ``then``, ``else`` are not supported.
-  https://platform.openai.com/docs/guides/structured-outputs#supported-schemas
-- Gemini ``FunctionDeclaration.parameters`` is a ``Schema`` object, a subset of OpenAPI 3.0:
-  the fields in :data:`GEMINI_SCHEMA_FIELDS`; ``type`` is a single name (``nullable`` instead
-  of a type list) and ``enum`` lists strings. https://ai.google.dev/api/caching#Schema
-  (Gemini also accepts full JSON Schema in ``parametersJsonSchema``; the rule checks the
-  ``parameters`` field, the one every SDK version sends.)
+Provider rules (``openai-strict``, ``gemini-schema``) ask the API family's schema dialect what
+it rejects (:mod:`bench.descriptions.schema_dialects`, which cites the sources), the same rules
+the provider adapters rewrite schemas by.
 """
 
 from __future__ import annotations
@@ -28,6 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from bench.descriptions.schema_dialects import dialect, schema_types, walk_schema
 from bench.descriptions.variants import Variant, count_lines
 from bench.models import Tool
 from bench.plural import count
@@ -180,35 +171,6 @@ def _top_params(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], b
             yield name, sub, name in required
 
 
-def walk_schema(schema: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every subschema of ``schema`` with its path (``""`` is the root; ``a.b``, ``a[]``,
-    ``anyOf[0]``, ``$defs.X``)."""
-    if not isinstance(schema, dict):
-        return
-    yield path, schema
-    join = (lambda k: f"{path}.{k}") if path else (lambda k: k)
-    for key in ("properties", "$defs", "definitions", "patternProperties"):
-        if isinstance(schema.get(key), dict):
-            for name, sub in schema[key].items():
-                yield from walk_schema(sub, join(name) if key == "properties"
-                                       else join(f"{key}.{name}"))
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        if isinstance(schema.get(key), list):
-            for i, sub in enumerate(schema[key]):
-                yield from walk_schema(sub, f"{path}{key}[{i}]" if not path
-                                       else f"{path}.{key}[{i}]")
-    if isinstance(schema.get("items"), dict):
-        yield from walk_schema(schema["items"], f"{path}[]")
-    for key in ("additionalProperties", "not", "if", "then", "else"):
-        if isinstance(schema.get(key), dict):
-            yield from walk_schema(schema[key], join(key))
-
-
-def _types(schema: dict[str, Any]) -> set[str]:
-    value = schema.get("type")
-    return set(value) if isinstance(value, list) else {value} if isinstance(value, str) else set()
-
-
 def _mentioned(name: str, text: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
 
@@ -269,7 +231,7 @@ def _rule_params(description: str, schema: dict) -> Iterator[tuple[str, str | No
         if not sub.get("description") and not _mentioned(name, description):
             yield ("param-no-description", name, f"parameter '{name}' is described nowhere",
                    "say what the value means, its format and an example")
-        if "string" in _types(sub) and "enum" not in sub and "const" not in sub and \
+        if "string" in schema_types(sub) and "enum" not in sub and "const" not in sub and \
                 _closed_set(text, [p for p in schema.get("properties", {}) if p != name]):
             yield ("closed-set-no-enum", name, f"'{name}' reads as a closed set of values but "
                    "has no enum", "list the values in the schema's enum (exact case)")
@@ -277,58 +239,10 @@ def _rule_params(description: str, schema: dict) -> Iterator[tuple[str, str | No
             yield ("default-not-stated", name, f"optional '{name}' has no stated default",
                    "add 'default' to the schema or say what happens when it is omitted")
     for path, sub in walk_schema(schema):
-        if path and _types(sub) & {"integer", "number"} and not any(
+        if path and schema_types(sub) & {"integer", "number"} and not any(
                 k in sub for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
             yield ("number-no-bounds", path, f"number '{path}' has no minimum or maximum",
                    "add minimum/maximum (e.g. page >= 1, limit <= 100)")
-
-
-_OPENAI_UNSUPPORTED = ("allOf", "not", "dependentRequired", "dependentSchemas", "if", "then",
-                       "else")
-OPENAI_MAX_DEPTH = 10
-GEMINI_SCHEMA_FIELDS = frozenset((
-    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
-    "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
-    "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum",
-    "maximum"))
-
-
-def openai_strict_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, problem) of every reason OpenAI strict mode rejects ``schema`` (see module doc)."""
-    problems = []
-    if "anyOf" in schema:
-        problems.append(("", "the root is anyOf"))
-    for path, sub in walk_schema(schema):
-        where = path or "(root)"
-        for key in _OPENAI_UNSUPPORTED:
-            if key in sub:
-                problems.append((where, f"'{key}' is not supported"))
-        if "object" in _types(sub) or "properties" in sub:
-            if sub.get("additionalProperties") is not False:
-                problems.append((where, "additionalProperties is not false"))
-            missing = [p for p in (sub.get("properties") or {}) if p not in
-                       set(sub.get("required", []))]
-            if missing:
-                problems.append((where, f"not in required: {', '.join(missing)}"))
-        depth = path.count(".") + path.count("[]") + 1 if path else 0
-        if depth > OPENAI_MAX_DEPTH:
-            problems.append((where, f"nested deeper than {OPENAI_MAX_DEPTH} levels"))
-    return problems
-
-
-def gemini_problems(schema: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, problem) of every field Gemini's ``Schema`` object rejects (see module doc)."""
-    problems = []
-    for path, sub in walk_schema(schema):
-        where = path or "(root)"
-        unknown = sorted(k for k in sub if k not in GEMINI_SCHEMA_FIELDS)
-        if unknown:
-            problems.append((where, f"unsupported: {', '.join(unknown)}"))
-        if isinstance(sub.get("type"), list):
-            problems.append((where, "type is a list (use one type and nullable)"))
-        if any(not isinstance(v, str) for v in sub.get("enum", []) or []):
-            problems.append((where, "enum values must be strings"))
-    return problems
 
 
 def _tokens(text: str) -> list[str]:
@@ -381,12 +295,12 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
             add(rule_name, tool.name, param, message, hint)
         for rule_name, param, message, hint in _rule_params(tool.description, tool.input_schema):
             add(rule_name, tool.name, param, message, hint)
-        strict = openai_strict_problems(tool.input_schema)
+        strict = dialect("openai-strict").problems(tool.input_schema)
         if strict:
             add("openai-strict", tool.name, None, _first_problems(strict),
                 "send additionalProperties: false, list every property in required and make "
                 "optional ones nullable (type [T, 'null'])")
-        gemini = gemini_problems(tool.input_schema)
+        gemini = dialect("gemini").problems(tool.input_schema)
         if gemini:
             add("gemini-schema", tool.name, None, _first_problems(gemini),
                 "inline $ref, drop unsupported keywords (state them in prose) or send the "

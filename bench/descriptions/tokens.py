@@ -13,6 +13,7 @@ import json
 from functools import lru_cache
 from typing import Sequence
 
+from bench.descriptions.schema_dialects import dialect
 from bench.models import Tool
 
 
@@ -23,9 +24,9 @@ def _o200k():
 
 
 def openai_tools_json(tools: Sequence[Tool]) -> str:
-    """The tools as OpenAI's ``tools`` request field, compact JSON (UTF-8 kept)."""
-    payload = [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                                  "parameters": t.input_schema}} for t in tools]
+    """The tools as OpenAI's ``tools`` request field (the ``openai`` schema dialect of
+    :mod:`bench.descriptions.schema_dialects`), compact JSON (UTF-8 kept)."""
+    payload = dialect("openai").tools_field(tools)
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 

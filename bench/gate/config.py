@@ -27,9 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.errors import BenchError, pydantic_error_field
-from bench.stats.frame import ACCURACY_METRICS
-
-DEFAULT_METRICS = ("selection_correct", "arguments_correct")
+from bench.scoring.registry import gate_metrics, primary_metrics
 
 
 class GateConfig(BaseModel):
@@ -40,8 +38,9 @@ class GateConfig(BaseModel):
         variants: description variants to gate, e.g. ``["l10"]``.
         providers: provider ids (``local``, ``replay:<cache.sqlite>``...).
         trials: repetitions per case.
-        metrics: binary metrics gated (names of :data:`bench.stats.frame.ACCURACY_METRICS`);
-            default: the metrics with a floor, else selection and arguments.
+        metrics: binary metrics gated (rates of :func:`bench.scoring.registry.gate_metrics`);
+            default: the metrics with a floor, else the registry's primary metrics (tool
+            selection and arguments).
         floors: absolute minimum rate per metric (fraction 0..1).
         margin: a drop vs the baseline no larger than this (fraction) never fails.
         alpha: family-wise significance level, Holm-corrected across the gate's tests.
@@ -75,19 +74,19 @@ class GateConfig(BaseModel):
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: list[str] | None) -> list[str] | None:
+        known = gate_metrics()
         for name in value or ():
-            if name not in ACCURACY_METRICS:
-                raise ValueError(f"unknown metric '{name}' (choose from "
-                                 f"{', '.join(ACCURACY_METRICS)})")
+            if name not in known:
+                raise ValueError(f"unknown metric '{name}' (choose from {', '.join(known)})")
         return value
 
     @field_validator("floors")
     @classmethod
     def _known_floors(cls, value: dict[str, float]) -> dict[str, float]:
+        known = gate_metrics()
         for name, floor in value.items():
-            if name not in ACCURACY_METRICS:
-                raise ValueError(f"unknown metric '{name}' (choose from "
-                                 f"{', '.join(ACCURACY_METRICS)})")
+            if name not in known:
+                raise ValueError(f"unknown metric '{name}' (choose from {', '.join(known)})")
             if not 0.0 <= floor <= 1.0:
                 raise ValueError(f"floor of '{name}' must be a fraction in [0, 1], got {floor}")
         return value
@@ -97,7 +96,7 @@ class GateConfig(BaseModel):
         """The metrics tested: ``metrics``, else the floors' metrics, else the default pair."""
         if self.metrics:
             return list(self.metrics)
-        return list(self.floors) or list(DEFAULT_METRICS)
+        return list(self.floors) or primary_metrics()
 
     @property
     def baseline_path(self) -> Path:

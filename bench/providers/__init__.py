@@ -2,7 +2,10 @@
 
 Provider ids (BRIEF §4): ``local``; ``openai:<model>`` (Chat Completions);
 ``openai-responses:<model>`` (Responses API); ``anthropic:<model>``; ``gemini:<model>``;
-``openai-compat:<model>@<base_url>``. ``replay:<run-or-cache>`` belongs to the response cache.
+``openai-compat:<model>@<base_url>``; ``function:<module>:<callable>`` (answers from a Python
+callable); ``oracle`` (answers with each case's label). ``replay:<run-or-cache>`` belongs to
+the response cache. Every kind is registered in :mod:`bench.providers.registry`, with its
+capabilities.
 """
 
 from __future__ import annotations
@@ -17,24 +20,27 @@ from bench.providers.base import HTTPOptions, HTTPProvider, Provider, ProviderRe
 from bench.providers.errors import ProviderError, ProviderUnavailable
 
 __all__ = ["HTTPOptions", "HTTPProvider", "Provider", "ProviderError", "ProviderResponse",
-           "ProviderUnavailable", "Usage", "make_provider", "split_provider_id"]
+           "ProviderUnavailable", "Usage", "make_http_provider", "make_provider",
+           "split_provider_id"]
 
-HTTP_KINDS = ("openai", "openai-responses", "anthropic", "gemini", "openai-compat")
 _COMPAT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
 
 
 def split_provider_id(provider_id: str) -> tuple[str, str, str | None]:
-    """(kind, model, base_url) of an HTTP provider id.
+    """(kind, model, base_url) of an HTTP provider id (a kind registered with
+    ``options="http"`` in :mod:`bench.providers.registry`).
 
     Raises:
         BenchError: an unknown kind, an empty model, or ``openai-compat`` without
             ``@http(s)://...``.
     """
+    from bench.providers.registry import provider_spec, registered_kinds
+
     kind, _, rest = provider_id.partition(":")
-    if kind not in HTTP_KINDS:
-        raise BenchError(f"unknown provider '{provider_id}' (use local, openai:<model>, "
-                         "openai-responses:<model>, anthropic:<model>, gemini:<model>, "
-                         "openai-compat:<model>@<base_url>)")
+    spec = provider_spec(provider_id)
+    if spec is None or spec.options != "http":
+        forms = ", ".join(s.id_form for s in registered_kinds() if s.options == "http")
+        raise BenchError(f"unknown HTTP provider '{provider_id}' (use {forms})")
     if kind == "openai-compat":
         found = _COMPAT.match(rest)
         if not found:
@@ -47,13 +53,15 @@ def split_provider_id(provider_id: str) -> tuple[str, str, str | None]:
 
 
 def make_provider(provider_id: str, **options: Any) -> Provider:
-    """Build the provider named by a provider id (BRIEF §4).
+    """Build the provider named by a provider id (BRIEF §4) through its kind's registration
+    (:func:`bench.providers.registry.build_provider`).
 
     Args:
         provider_id: see the module docstring.
-        options: for ``local``: ``model_path``, ``seed``, ``max_tokens``, ``no_call_layout``,
-            ``threads``; for HTTP providers: :class:`HTTPOptions` fields other than ``model``
-            (``base_url`` overrides the SDK default; for openai-compat it comes from the id).
+        options: the kind's options (its ``options`` set in the registry): for ``local``:
+            ``model_path``, ``seed``, ``max_tokens``, ``no_call_layout``, ``threads``; for HTTP
+            providers: :class:`HTTPOptions` fields other than ``model`` (``base_url``
+            overrides the SDK default; for openai-compat it comes from the id).
 
     Raises:
         BenchError: an unknown provider id or option, or the provider cannot start.
@@ -61,19 +69,26 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
             installed, or the id's base URL had credentials this process does not know
             (:func:`bench.redact.real_provider_id`); the runner skips such a provider.
     """
-    if provider_id == "local":
-        from bench.providers.local import LocalProvider
-        return LocalProvider(**options)
-    if provider_id.startswith("replay:"):
-        from bench.providers.replay import ReplayProvider
-        return ReplayProvider(provider_id)
+    from bench.providers.registry import build_provider
+    return build_provider(provider_id, options)
+
+
+def make_http_provider(cls: type[HTTPProvider], provider_id: str,
+                       **options: Any) -> HTTPProvider:
+    """Build HTTP adapter ``cls`` for ``provider_id``: credentials in the id's base URL are
+    taken from this process's memory (never stored), the id is parsed
+    (:func:`split_provider_id`) and the options checked as :class:`HTTPOptions`.
+
+    Raises:
+        BenchError / ProviderUnavailable: as :func:`make_provider`.
+    """
     from bench.redact import public_provider_id, real_provider_id
     public = public_provider_id(provider_id)  # the id rows, manifests and messages show
     real = real_provider_id(public)
     if real is None:  # a resumed run: credentials are never stored
         raise ProviderUnavailable(public, "the base URL's credentials are never stored: give "
                                           "the id with user:password@ again with --provider")
-    kind, model, base_url = split_provider_id(real)
+    _, model, base_url = split_provider_id(real)
     if base_url is not None:
         options = {**options, "base_url": base_url}
     try:
@@ -81,14 +96,4 @@ def make_provider(provider_id: str, **options: Any) -> Provider:
     except ValidationError as exc:
         field, message = pydantic_error_field(exc)
         raise BenchError(f"provider '{public}': option '{field}': {message}") from None
-    if kind == "openai":
-        from bench.providers.openai_chat import OpenAIChatProvider as cls
-    elif kind == "openai-compat":
-        from bench.providers.openai_chat import OpenAICompatProvider as cls
-    elif kind == "openai-responses":
-        from bench.providers.openai_responses import OpenAIResponsesProvider as cls
-    elif kind == "anthropic":
-        from bench.providers.anthropic_messages import AnthropicProvider as cls
-    else:
-        from bench.providers.gemini import GeminiProvider as cls
     return cls(settings, provider_id=public)

@@ -26,6 +26,7 @@ from bench.parse import PAUSE_TURN, REFUSAL, RawCall, answer_from_calls, clean_t
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
+from bench.descriptions.schema_dialects import dialect
 from bench.providers.dialects import Turn, merged_turns, system_text
 from bench.providers.errors import ProviderUnavailable
 
@@ -67,8 +68,7 @@ class AnthropicProvider(HTTPProvider):
 
     def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
         """``{name, description, input_schema}``: the canonical shape, unchanged."""
-        return {"name": tool.name, "description": tool.description,
-                "input_schema": tool.input_schema}, []
+        return dialect("anthropic").tool_entry(tool)
 
     def messages_payload(self, messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
         """(system text, messages): ``tool_use`` / ``tool_result`` blocks paired by id, results

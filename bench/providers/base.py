@@ -175,7 +175,8 @@ class HTTPOptions(BaseModel):
         tool_choice: ``auto``, ``required`` (must call some tool), ``none``, or a tool name
             (must call that tool).
         parallel_tool_calls: allow several calls in one answer (None: the provider's default).
-        strict: OpenAI strict mode for tool schemas (see :mod:`bench.providers.dialects`).
+        strict: OpenAI strict mode for tool schemas (see
+            :mod:`bench.descriptions.schema_dialects`).
         temperature: sampling temperature.
         max_tokens: completion cap in tokens.
         seed: base seed; trial ``t`` sends ``seed + t`` where the provider takes a seed.

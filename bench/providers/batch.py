@@ -87,8 +87,14 @@ class BatchLedger:
 
 def batch_kind(provider: object) -> BatchKind | None:
     """Which batch API serves a provider: ``openai`` (``openai:`` and ``openai-responses:``),
-    ``anthropic``, or None (Gemini, OpenAI-compatible servers, local, replay)."""
+    ``anthropic``, or None (kinds registered without ``batch`` in
+    :mod:`bench.providers.registry`: Gemini, OpenAI-compatible servers, local, replay...)."""
+    from bench.providers.registry import provider_spec
+
     if not isinstance(provider, HTTPProvider):
+        return None
+    spec = provider_spec(provider.provider_id)
+    if spec is not None and not spec.batch:  # the registry's capability decides
         return None
     kind = getattr(provider, "kind", "")
     if kind in ("openai", "openai-responses"):

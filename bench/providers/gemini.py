@@ -4,7 +4,7 @@ extra ``gemini``).
 Wire format: Gemini API reference, ``models.generateContent``: ``contents[]`` of ``{role: user
 | model, parts[]}`` with ``text``, ``functionCall {id, name, args}`` and ``functionResponse {id,
 name, response}`` parts; ``systemInstruction``; ``tools[].functionDeclarations[]`` whose
-``parameters`` is Gemini's schema subset (see :func:`bench.providers.dialects.gemini_schema`);
+``parameters`` is Gemini's schema subset (see :mod:`bench.descriptions.schema_dialects`);
 ``toolConfig.functionCallingConfig {mode: AUTO | ANY | NONE, allowedFunctionNames}``;
 ``generationConfig {temperature, maxOutputTokens, seed}``. Answer: ``candidates[0].content.
 parts[].functionCall`` (``args`` an object), ``finishReason`` (``MAX_TOKENS`` on truncation,
@@ -27,7 +27,8 @@ from bench.models import Message, Tool
 from bench.parse import (BLOCKED, MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, RawCall,
                          answer_from_calls, clean_text)
 from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
-from bench.providers.dialects import Turn, gemini_schema, merged_turns, system_text
+from bench.descriptions.schema_dialects import dialect
+from bench.providers.dialects import Turn, merged_turns, system_text
 from bench.providers.errors import ProviderUnavailable, error_from_exception
 from bench.providers.replies import MalformedReply, ReplyModel, body_object, read_reply, reply_json
 
@@ -86,11 +87,7 @@ class GeminiProvider(HTTPProvider):
 
     def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
         """A ``functionDeclaration`` with the schema rewritten to Gemini's subset."""
-        parameters, changes = gemini_schema(tool.input_schema, tool.name)
-        declaration: dict[str, Any] = {"name": tool.name, "description": tool.description}
-        if parameters.get("properties"):  # a tool without parameters leaves them unset
-            declaration["parameters"] = parameters
-        return declaration, changes
+        return dialect("gemini").tool_entry(tool)
 
     def tool_names(self, body: Mapping[str, Any]) -> list[str]:
         """Names in ``tools[].functionDeclarations[]``."""

@@ -38,7 +38,7 @@ from bench.providers.base import (
     Usage,
     send_with_sdk,
 )
-from bench.providers.dialects import openai_strict_schema, optional_properties
+from bench.descriptions.schema_dialects import dialect, optional_properties
 from bench.providers.errors import (
     ProviderUnavailable,
     error_from_exception,
@@ -125,14 +125,12 @@ class OpenAIChatProvider(HTTPProvider):
 
     def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
         """``{"type": "function", "function": {name, description, parameters[, strict]}}``."""
-        function: dict[str, Any] = {"name": tool.name, "description": tool.description,
-                                    "parameters": tool.input_schema}
-        changes: list[str] = []
+        entry, changes = dialect("openai-strict" if self.options.strict else "openai"
+                                 ).tool_entry(tool)
         if self.options.strict:
-            function["parameters"], changes = openai_strict_schema(tool.input_schema, tool.name)
-            function["strict"] = True
+            entry["function"]["strict"] = True
             self._optional[tool.name] = optional_properties(tool.input_schema)
-        return {"type": "function", "function": function}, changes
+        return entry, changes
 
     def messages_payload(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         """The conversation in Chat Completions form, tool results paired by ``tool_call_id``.

@@ -25,7 +25,8 @@ from bench.parse import (BLOCKED, PROVIDER_ERROR, RawCall, answer_from_calls, cl
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
-from bench.providers.dialects import openai_strict_schema, optional_properties, system_text
+from bench.descriptions.schema_dialects import dialect, optional_properties
+from bench.providers.dialects import system_text
 from bench.providers.openai_chat import drop_strict_nulls, openai_client
 
 
@@ -56,7 +57,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         """``{"type": "function", name, description, parameters, strict}``."""
         parameters, changes = tool.input_schema, []
         if self.options.strict:
-            parameters, changes = openai_strict_schema(tool.input_schema, tool.name)
+            parameters, changes = dialect("openai-strict").rewrite(tool.input_schema, tool.name)
             self._optional[tool.name] = optional_properties(tool.input_schema)
         return {"type": "function", "name": tool.name, "description": tool.description,
                 "parameters": parameters, "strict": self.options.strict}, changes

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bench.scoring.registry import get_metric, primary_metrics  # noqa: E402
 from bench.stats.frontier import pareto_frontier  # noqa: E402
 
 STYLE = {
@@ -30,8 +31,11 @@ STYLE = {
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
-# (metric prefix in bench.stats.summary.summarize output, axis label)
-ABLATION_METRICS = (("selection_correct", "tool selection"), ("arguments_correct", "arguments"))
+
+
+def ablation_metrics() -> list[tuple[str, str]]:
+    """(metric, title) of the registry's primary metrics: the ablation charts' panels."""
+    return [(name, get_metric(name).title) for name in primary_metrics()]
 
 
 def bounds(record: Any, metric: str) -> tuple[Any, Any]:
@@ -81,7 +85,7 @@ def _legend(ax: Any, *, empty: str, title: str | None = None) -> None:
 
 
 def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
-                   metrics: Sequence[tuple[str, str]] = ABLATION_METRICS) -> str:
+                   metrics: Sequence[tuple[str, str]] | None = None) -> str:
     """Accuracy against description size, one line per provider with its 95% interval band.
 
     Args:
@@ -91,11 +95,13 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
         x_column: the size column, e.g. ``mean_lines`` (lines per tool) or
             ``tool_definition_tokens`` (tokens).
         x_label: the x axis title.
-        metrics: (metric, title) pairs; one panel each, y in percent.
+        metrics: (metric, title) pairs; one panel each, y in percent (default:
+            :func:`ablation_metrics`).
 
     Returns:
         SVG text. Rows with a missing x value or rate are left out.
     """
+    metrics = ablation_metrics() if metrics is None else metrics
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2),
                                  squeeze=False)

@@ -13,7 +13,8 @@ from bench.compare.core import Comparison, compare_rows
 from bench.compare import cells
 from bench.errors import BenchError
 from bench.plural import count
-from bench.report.data import METRIC_TITLES, LoadedRun, all_rows, variant_order
+from bench.report.data import LoadedRun, all_rows, variant_order
+from bench.scoring.registry import metric_title
 
 FLIPS_SHOWN = 200  # per report; the rest are counted
 _DIRECTION = {"lost": "A right, B wrong", "gained": "A wrong, B right"}
@@ -86,12 +87,12 @@ def comparison_view(comparison: Comparison) -> dict[str, Any]:
         cell is plain text (escaped where it is rendered).
     """
     level = round(comparison.confidence * 100)
-    tests = [[t.group, METRIC_TITLES.get(t.metric, t.metric), str(t.n), cells.pct(t.rate_a), cells.pct(t.rate_b),
+    tests = [[t.group, metric_title(t.metric), str(t.n), cells.pct(t.rate_a), cells.pct(t.rate_b),
               f"{cells.points(t.diff)} [{cells.points(t.diff_low)}, {cells.points(t.diff_high)}]",
               f"{t.a_only}/{t.b_only}", cells.p_value(t.p_value), cells.p_value(t.p_holm),
               cells.mdd(t.mdd), t.verdict]
              for t in comparison.tests]
-    flips = [[_DIRECTION[f.direction], METRIC_TITLES.get(f.metric, f.metric), f.group, f.case_id + (f" #{f.trial}" if f.trial else ""),
+    flips = [[_DIRECTION[f.direction], metric_title(f.metric), f.group, f.case_id + (f" #{f.trial}" if f.trial else ""),
               f.query, f.expected, f.answer_a, f.answer_b]
              for f in comparison.flips[:FLIPS_SHOWN]]
     return {

@@ -19,27 +19,14 @@ from bench.errors import BenchError
 from bench.paths import runs_dir
 from bench.plural import count, noun
 from bench.runstore import RunStore
+from bench.scoring.registry import get_metric, metric_names
 from bench.stats.aggregate import aggregate
 from bench.stats.frame import results_frame
 from bench.stats.summary import summarize
 
-# Rates the report shows (bench.stats.frame metric names), in display order; a metric shows
-# when at least one row carries it (execution outcomes only after the executor ran).
-RATE_TITLES = {
-    "selection_correct": "tool selection",
-    "arguments_correct": "arguments",
-    "arguments_correct_lenient": "arguments (lenient)",
-    "execution_success": "execution success",
-    "execution_match": "execution match",
-    "no_call_correct": "no-call",
-    "ask_correct": "ask",
-    "schema_valid": "arg schema valid",
-    "bfcl_valid": "BFCL checker",
-}
-# Every compared metric's label (comparisons test more metrics than the tables show).
-METRIC_TITLES = {**RATE_TITLES, "schema_valid_lenient": "arg schema valid (lenient)"}
-# The rates of the per-tool and per-tag tables.
-GROUP_RATES = ("selection_correct", "arguments_correct", "execution_success")
+# The rates the report shows are the registry's ``report`` view, the per-tool and per-tag
+# tables its ``groups`` view (bench.scoring.registry); a metric shows when at least one row
+# carries it (execution outcomes only after the executor ran).
 OUTCOMES = ("pass", "fail", "unparseable")
 # Model-controlled fields are cut in the report (the run's results.jsonl keeps all): a hostile
 # answer (a 1 MiB argument, thousands of calls) must not bloat the page (issue 19, item 5).
@@ -158,14 +145,15 @@ def _in_variant_order(table: pd.DataFrame, order: Sequence[str],
 
 
 def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per (provider, variant): rates of :data:`RATE_TITLES` from
+    """One row per (provider, variant): rates of the registry's ``report`` view from
     :func:`bench.stats.aggregate.aggregate` (``<metric>_k/_n/_rate/_low/_high``, fractions;
     ``_boot_low/_boot_high`` with trials > 1), tokens, latency and throughput from
     :func:`bench.stats.summary.summarize`, and ``mean_lines`` (description lines per tool,
     from the manifests); with several runs also ``series`` (``"<run-id> · <provider>"``, what
     the charts draw one line for)."""
     frame = frame_of(runs) if frame is None else frame
-    rates = aggregate(frame, ("provider", "variant"), metrics=list(RATE_TITLES))
+    rates = aggregate(frame, ("provider", "variant"),
+                      metrics=metric_names(kind="rate", view="report"))
     usage = summarize(frame)
     usage = usage[["provider", "variant", "tool_definition_tokens", "mean_prompt_tokens",
                    "mean_cached_tokens", "p50_latency_s", "cases_per_s",
@@ -198,11 +186,19 @@ def cost_by_group(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float
     return totals
 
 
-def shown_metrics(table: pd.DataFrame, metrics: Sequence[str] = tuple(RATE_TITLES)
+def shown_metrics(table: pd.DataFrame, metrics: Sequence[str] | None = None
                   ) -> list[tuple[str, str]]:
-    """(metric, title) of each of ``metrics`` that applies to at least one row of ``table``."""
-    return [(m, RATE_TITLES[m]) for m in metrics
+    """(metric, title) of each of ``metrics`` (default: the registry's ``report`` view) that
+    applies to at least one row of ``table``."""
+    if metrics is None:
+        metrics = metric_names(kind="rate", view="report")
+    return [(m, get_metric(m).title) for m in metrics
             if f"{m}_n" in table and table[f"{m}_n"].fillna(0).sum() > 0]
+
+
+def group_metrics() -> list[str]:
+    """The rates of the per-tool and per-tag tables: the registry's ``groups`` view."""
+    return metric_names(kind="rate", view="groups")
 
 
 def group_rates(runs: Sequence[LoadedRun], by: str,
@@ -211,7 +207,7 @@ def group_rates(runs: Sequence[LoadedRun], by: str,
     no-call and ask cases; ``"tag"``: each tag), provider and variant, from
     :func:`bench.stats.aggregate.aggregate`."""
     frame = frame_of(runs) if frame is None else frame
-    table = aggregate(frame, (by, "provider", "variant"), metrics=list(GROUP_RATES))
+    table = aggregate(frame, (by, "provider", "variant"), metrics=group_metrics())
     return _in_variant_order(table.rename(columns={by: "group"}), variant_order(runs),
                              leading=["group"])
 

@@ -22,9 +22,10 @@ from markupsafe import Markup
 from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
-from bench.report.data import (ERROR_LIMIT, GROUP_RATES, NAME_LIMIT, LoadedRun, all_rows,
+from bench.report.data import (ERROR_LIMIT, NAME_LIMIT, LoadedRun, all_rows,
                                cap_text, drilldown, frame_of,
-                               group_rates, headline, incomplete_runs, now_utc, run_metadata,
+                               group_metrics, group_rates, headline, incomplete_runs, now_utc,
+                               run_metadata,
                                shown_metrics, variant_order)
 from bench.report.table import format_rate
 from bench.stats.aggregate import selection_confusion, top_argument_errors
@@ -217,7 +218,7 @@ def render_html(runs: Sequence[LoadedRun], title: str,
         charts=chart_uris,
         by_tool=pivot_groups(by_tool),
         by_tag=pivot_groups(by_tag),
-        group_metrics=shown_metrics(by_tool, GROUP_RATES),
+        group_metrics=shown_metrics(by_tool, group_metrics()),
         comparison=comparison_view(comparison) if comparison else None,
         metadata=[run_metadata(run) for run in runs],
         error_codes=sorted({code for g in counts for code in g["counts"]}),

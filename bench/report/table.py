@@ -9,19 +9,7 @@ import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
-COLUMNS = (
-    ("selection", "tool selection"),
-    ("arguments", "arguments"),
-    ("schema_valid", "schema valid"),
-    ("no_call", "no-call"),
-    ("ask", "ask"),
-    ("execution", "exec success"),
-    ("exec_match", "exec match"),
-    ("bfcl", "BFCL checker"),
-)
-# Shown only when some row carries them (BFCL's verdict: imported BFCL datasets).
-OPTIONAL_COLUMNS = ("bfcl",)
-
+from bench.scoring.registry import MetricSpec, metric_specs
 
 def format_rate(rate: float, low: float, high: float, n: int) -> str:
     """``"62.5% [51.2-72.6]"``; ``"-"`` when the metric had no applicable rows."""
@@ -65,6 +53,31 @@ def shown_provider_ids(ids: Iterable[str]) -> dict[str, str]:
             keep[pid] += 1
 
 
+def _shown(spec: MetricSpec, summary: pd.DataFrame) -> bool:
+    """A metric's column shows unless it is ``optional`` and no row carries it."""
+    if not spec.optional:
+        return True
+    column = f"{spec.name}_n" if spec.kind == "rate" else f"{spec.name}_mean"
+    if column not in summary:
+        return False
+    values = summary[column]
+    return bool(values.fillna(0).sum() > 0) if spec.kind == "rate" else bool(values.notna().any())
+
+
+# decimals of a non-rate metric's mean, by kind
+_DECIMALS = {"mean": 3, "count": 1, "tokens": 0, "usd": 6, "seconds": 2}
+
+
+def _cell(spec: MetricSpec, record: dict) -> str:
+    """One metric's cell: a rate with its interval, else the mean formatted by kind."""
+    name = spec.name
+    if spec.kind == "rate":
+        return format_rate(record[f"{name}_rate"], record[f"{name}_low"],
+                           record[f"{name}_high"], record[f"{name}_n"])
+    value = record.get(f"{name}_mean")
+    return "-" if value is None or pd.isna(value) else f"{value:.{_DECIMALS[spec.kind]}f}"
+
+
 def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant).
 
@@ -82,10 +95,9 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     table.add_column("provider", overflow="fold")
     table.add_column("variant", overflow="fold")
     table.add_column("cases", justify="right")
-    columns = [(prefix, label) for prefix, label in COLUMNS if prefix not in OPTIONAL_COLUMNS
-               or (f"{prefix}_n" in summary and summary[f"{prefix}_n"].fillna(0).sum() > 0)]
-    for _, label in columns:
-        table.add_column(label, justify="right")
+    columns = [spec for spec in metric_specs(view="table") if _shown(spec, summary)]
+    for spec in columns:
+        table.add_column(spec.label, justify="right")
     # reasoning tokens: only when some row has them (most runs have none)
     has_reasoning = "mean_reasoning_tokens" in summary
     for label in ("tool-def tokens", "mean prompt tokens",
@@ -98,9 +110,8 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
     for record in summary.to_dict("records"):
         cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
                  str(record["cases"])]
-        for prefix, _ in columns:
-            cells.append(format_rate(record[f"{prefix}_rate"], record[f"{prefix}_low"],
-                                     record[f"{prefix}_high"], record[f"{prefix}_n"]))
+        for spec in columns:
+            cells.append(_cell(spec, record))
         tokens = record["tool_definition_tokens"]
         cells.append("-" if tokens is None or pd.isna(tokens) else str(int(tokens)))
         cells.append(f"{record['mean_prompt_tokens']:.0f}")

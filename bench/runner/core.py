@@ -271,9 +271,11 @@ class Runner:
 
     @staticmethod
     def _price_id(provider_id: str) -> bool:
-        """False for providers that cost no USD: ``local`` (in process) and ``replay`` (priced
-        by what it recorded, billed nothing)."""
-        return provider_id != "local" and not provider_id.startswith("replay:")
+        """False for providers that cost no USD: kinds registered without ``priced``
+        (:mod:`bench.providers.registry`: ``local`` runs in process, ``replay`` is priced by what
+        it recorded and billed nothing, ``function`` and ``oracle`` call no model)."""
+        from bench.providers.registry import is_priced
+        return is_priced(provider_id)
 
     def concurrency(self, provider_id: str) -> int:
         """Requests in flight for a provider: ``--concurrency`` capped by the provider's own
@@ -833,8 +835,14 @@ def _execution(config: RunConfig, store: RunStore) -> Any:
 
 
 def _default_factory(provider_id: str, config: RunConfig) -> Provider:
+    from bench.providers.registry import provider_spec
+    spec = provider_spec(provider_id)
     options: dict[str, Any] = {}
-    if provider_id == "local":
+    if spec is not None and spec.options == "none":  # the kind takes no run settings
+        options = {}
+    elif spec is not None and spec.options == "dataset":  # it answers from the labels
+        options = {"dataset": config.dataset}
+    elif provider_id == "local":
         options = {"model_path": config.model_path, "model": config.model, "seed": config.seed,
                    "max_tokens": config.max_tokens, "threads": config.threads}
         if config.no_call_layout:

@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from bench.stats.frame import BINARY_METRICS, NO_CALL, UNPARSEABLE, metric_columns
+from bench.stats.frame import NO_CALL, UNPARSEABLE, binary_metrics, metric_columns
 from bench.stats.intervals import pass_at_k, pass_hat_k, wilson_arrays
 
 # Grouping names users pass (``--by tool,tag``) -> frame column; tool and tag explode rows.
@@ -47,7 +47,7 @@ def _expand(frame: pd.DataFrame, by: Sequence[str], keep: Sequence[str] | None =
 
 
 def aggregate(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant"),
-              metrics: Iterable[str] = BINARY_METRICS, confidence: float = 0.95,
+              metrics: Iterable[str] | None = None, confidence: float = 0.95,
               n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Rates per group with Wilson intervals, and a case-clustered bootstrap with trials > 1.
 
@@ -55,7 +55,8 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant"),
         frame: the results frame.
         by: grouping names of :data:`GROUPINGS` (``tool`` = each expected tool of the case, or
             ``(no call)``; ``tag`` = each tag; a row counts once in every group it belongs to).
-        metrics: binary metrics to aggregate (those the frame lacks are skipped).
+        metrics: binary metrics to aggregate (those the frame lacks are skipped); None: every
+            registered rate (:func:`bench.stats.frame.binary_metrics`).
         confidence: interval coverage.
         n_boot: bootstrap resamples (used only when some case has more than one trial).
         seed: bootstrap seed.
@@ -69,7 +70,7 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant"),
     Raises:
         ValueError: an unknown grouping name.
     """
-    metrics = list(metrics)
+    metrics = binary_metrics() if metrics is None else list(metrics)
     expanded, columns = _expand(frame, by, keep=["key", "case_id", *metrics])
     present = metric_columns(expanded, metrics)
     if expanded.empty:

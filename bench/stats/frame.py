@@ -13,17 +13,20 @@ Column schema (dtype in brackets):
 - ``expected_tools`` [tuple of str] expected tool names in label order (empty on no-call/ask).
 - ``predicted_tools`` [tuple of str, or None] called tool names in answer order; None when
   the answer could not be decoded.
-- one column per binary metric of :data:`BINARY_METRICS` that at least one row carries
-  [pandas nullable ``boolean``: True / False / <NA> where the metric does not apply].
+- one column per registered rate (:mod:`bench.scoring.registry`, :func:`binary_metrics`) that
+  at least one row carries [pandas nullable ``boolean``: True / False / <NA> where the metric
+  does not apply].
   Execution outcomes (``execution_success``, ``execution_match``; the executor may name them
   ``exec_success`` / ``exec_match``) appear only when the executor ran; ``bfcl_valid``
   (BFCL's own checker, :func:`bench.scoring.bfcl.run_verdict`) only on imported BFCL datasets.
-- ``selection_precision``, ``selection_recall``, ``selection_f1`` [float, NaN on no-call/ask].
+- one column per registered ``mean`` metric: ``selection_precision``, ``selection_recall``,
+  ``selection_f1`` [float, NaN on no-call/ask].
 - ``error_codes``, ``argument_errors``, ``lenient_repairs`` [tuple of str].
 - ``prompt_tokens``, ``completion_tokens`` (reasoning included), ``cached_tokens``,
   ``reasoning_tokens`` (NaN where the provider does not report them separately),
-  ``tool_definition_tokens`` [float, tokens; NaN when unknown]; ``latency_s`` [float, seconds]; ``cost_usd`` [float,
-  USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows].
+  ``tool_definition_tokens`` [float, tokens; NaN when unknown]; ``latency_s`` [float,
+  seconds]; ``cost_usd`` [float, USD at list price (:mod:`bench.providers.pricing`); NaN without a price or on old rows]:
+  the registered ``tokens`` / ``seconds`` / ``usd`` / ``count`` metrics [float].
 """
 
 from __future__ import annotations
@@ -33,37 +36,26 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-# Binary metrics where True is good (rates, compare, gate). Order = display order.
-ACCURACY_METRICS = (
-    "selection_correct",
-    "arguments_correct",
-    "arguments_correct_lenient",
-    "schema_valid",
-    "schema_valid_lenient",
-    "no_call_correct",
-    "ask_correct",
-    "execution_success",
-    "execution_match",
-    "bfcl_valid",  # BFCL's own checker (imported BFCL datasets only)
-)
-# Binary error flags where True is bad (rates of how often a failure occurs).
-ERROR_FLAGS = ("hallucinated_tool", "hallucinated_argument", "missing_required",
-               "enum_case_error", "type_error")
-BINARY_METRICS = ACCURACY_METRICS + ERROR_FLAGS
-# Names the executor may use for the same outcomes (issue 4): mapped onto ours.
-METRIC_ALIASES = {"exec_success": "execution_success", "exec_match": "execution_match"}
-FRACTION_METRICS = ("selection_precision", "selection_recall", "selection_f1")
+from bench.scoring.registry import MetricSpec, metric_names, metric_specs
+
 NO_CALL = "(no call)"
 UNPARSEABLE = "(unparseable)"
 
 _ID_COLUMNS = ("key", "run_id", "case_id", "toolset", "variant", "provider", "trial", "lang")
-_USAGE = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
 _LIST_COLUMNS = ("error_codes", "argument_errors", "lenient_repairs")
 _OBJECT_COLUMNS = ("tags", "expected_tools", "predicted_tools", *_LIST_COLUMNS)
-_ALL_COLUMNS = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
-                "predicted_tools", *BINARY_METRICS, *FRACTION_METRICS, *_LIST_COLUMNS, *_USAGE,
-                "tool_definition_tokens", "latency_s", "cost_usd")
-_NUMERIC = (*_USAGE, "tool_definition_tokens", "latency_s", "cost_usd")
+_NUMBER_KINDS = ("count", "tokens", "usd", "seconds")
+
+
+def binary_metrics() -> list[str]:
+    """Every registered rate (:mod:`bench.scoring.registry`, kind ``rate``), in display order:
+    the frame's nullable-boolean columns."""
+    return metric_names(kind="rate")
+
+
+def accuracy_metrics() -> list[str]:
+    """Registered rates where True is good (polarity ``higher``), in display order."""
+    return metric_names(kind="rate", polarity="higher")
 
 
 def _names(calls: Any) -> tuple[str, ...]:
@@ -78,6 +70,39 @@ def _expected_kind(expected: dict[str, Any]) -> str:
     return "calls"
 
 
+def _reader(spec: MetricSpec) -> tuple[str, int, Any]:
+    """(name, how, what) telling the per-row loop where a metric's value is, cheapest first:
+    0 ``row["metrics"][what]``, 1 ``row[what]``, 2 ``row[what[0]][what[1]]``, 3 ``what(row)``
+    (any other spec: :meth:`MetricSpec.row_value`), 4 the first of the keys ``what`` present
+    in ``row["metrics"]`` (a name and its aliases)."""
+    if spec.value is None and not spec.path and spec.aliases:
+        return spec.name, 4, (spec.name, *spec.aliases)
+    if spec.value is None and not spec.aliases:
+        if not spec.path:
+            return spec.name, 0, spec.name
+        if len(spec.path) == 1:
+            return spec.name, 1, spec.path[0]
+        if len(spec.path) == 2:
+            return spec.name, 2, spec.path
+    return spec.name, 3, spec.row_value
+
+
+def _value(row: dict[str, Any], metrics: dict[str, Any], how: int, what: Any) -> Any:
+    if how == 0:
+        return metrics.get(what)
+    if how == 1:
+        return row.get(what)
+    if how == 2:
+        inner = row.get(what[0])
+        return inner.get(what[1]) if isinstance(inner, dict) else None
+    if how == 4:
+        for key in what:
+            if key in metrics:
+                return metrics[key]
+        return None
+    return what(row)
+
+
 def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Flatten result rows into the frame described in this module's docstring.
 
@@ -89,19 +114,25 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         One row per distinct ``key``, in input order. An empty input gives an empty frame
         with the identifier columns.
     """
-    columns: dict[str, list[Any]] = {name: [] for name in _ALL_COLUMNS}
+    rates = [_reader(s) for s in metric_specs(kind="rate")]
+    means = [_reader(s) for s in metric_specs(kind="mean")]
+    numbers = [_reader(s) for s in metric_specs(kind=_NUMBER_KINDS)]
+    binary = {name for name, _, _ in rates}
+    numeric = {name for name, _, _ in numbers}
+    all_columns = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
+                   "predicted_tools", *(n for n, _, _ in rates), *(n for n, _, _ in means),
+                   *_LIST_COLUMNS, *(n for n, _, _ in numbers))
+    columns: dict[str, list[Any]] = {name: [] for name in all_columns}
     seen: set[str] = set()
     # bound appends, looked up once: this loop runs once per row of the run
     ids = [(name, columns[name].append) for name in _ID_COLUMNS]
-    binary = [(name, columns[name].append) for name in BINARY_METRICS]
-    fractions = [(name, columns[name].append) for name in FRACTION_METRICS]
+    rate_cols = [(how, what, columns[name].append) for name, how, what in rates]
+    mean_cols = [(how, what, columns[name].append) for name, how, what in means]
+    number_cols = [(how, what, columns[name].append) for name, how, what in numbers]
     lists = [(name, columns[name].append) for name in _LIST_COLUMNS]
-    usages = [(name, columns[name].append) for name in _USAGE]
     tags, query = columns["tags"].append, columns["query"].append
     kind, expected_tools = columns["expected_kind"].append, columns["expected_tools"].append
     predicted_tools = columns["predicted_tools"].append
-    definition_tokens = columns["tool_definition_tokens"].append
-    latency, cost = columns["latency_s"].append, columns["cost_usd"].append
     nan = float("nan")
     for row in rows:
         key = row["key"]
@@ -110,10 +141,6 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         seen.add(key)
         get = row.get
         metrics = get("metrics") or {}
-        if "exec_success" in metrics or "exec_match" in metrics:
-            for alias, name in METRIC_ALIASES.items():
-                if alias in metrics and name not in metrics:
-                    metrics = {**metrics, name: metrics[alias]}
         for name, append in ids:
             append(get(name))
         expected = get("expected") or {}
@@ -123,28 +150,30 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
         kind(_expected_kind(expected))
         expected_tools(_names(expected.get("calls")))
         predicted_tools(None if parsed.get("error") else _names(parsed.get("calls")))
-        for name, append in binary:
-            value = metrics.get(name)
+        for how, what, append in rate_cols:
+            value = metrics.get(what) if how == 0 else _value(row, metrics, how, what)
             append(value if value is None else bool(value))
-        for name, append in fractions:
-            value = metrics.get(name)
+        for how, what, append in mean_cols:
+            value = metrics.get(what) if how == 0 else _value(row, metrics, how, what)
             append(nan if value is None else float(value))
         for name, append in lists:
             append(tuple(metrics.get(name) or ()))
-        usage = get("usage") or {}
-        for name, append in usages:
-            append(usage.get(name))
-        definition_tokens(get("tool_definition_tokens"))
-        latency(get("latency_s"))
-        cost(get("cost_usd"))
+        for how, what, append in number_cols:
+            if how == 1:
+                append(get(what))
+            elif how == 2:
+                inner = get(what[0])
+                append(inner.get(what[1]) if isinstance(inner, dict) else None)
+            else:
+                append(_value(row, metrics, how, what))
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
     data: dict[str, Any] = {}
     for name, values in columns.items():
-        if name in BINARY_METRICS:
+        if name in binary:
             if values.count(None) < len(values):  # some row carries the metric
                 data[name] = pd.array(values, dtype="boolean")
-        elif name in _NUMERIC:
+        elif name in numeric:
             data[name] = pd.to_numeric(pd.Series(values, dtype=object),
                                        errors="coerce").astype(float).to_numpy()
         elif name == "trial":
@@ -158,6 +187,7 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def metric_columns(frame: pd.DataFrame, metrics: Iterable[str] = BINARY_METRICS) -> list[str]:
-    """The binary metrics of ``metrics`` that ``frame`` carries, in the given order."""
-    return [m for m in metrics if m in frame.columns]
+def metric_columns(frame: pd.DataFrame, metrics: Iterable[str] | None = None) -> list[str]:
+    """The binary metrics of ``metrics`` (default: :func:`binary_metrics`) that ``frame``
+    carries, in the given order."""
+    return [m for m in (binary_metrics() if metrics is None else metrics) if m in frame.columns]

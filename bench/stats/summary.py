@@ -3,6 +3,7 @@
 Denominators: tool-selection accuracy counts every row; argument accuracy counts rows whose
 case expects calls; argument-schema validity counts rows that made at least one call; no-call
 accuracy counts rows whose case expects no call. Each rate carries a 95% Wilson interval.
+The metrics are those of the registry's ``table`` view (:mod:`bench.scoring.registry`).
 """
 
 from __future__ import annotations
@@ -11,21 +12,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from bench.scoring.registry import metric_specs
 from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
-
-# (column prefix, metric key in a row's "metrics")
-RATE_METRICS = (
-    ("selection", "selection_correct"),
-    ("arguments", "arguments_correct"),
-    ("schema_valid", "schema_valid"),
-    ("no_call", "no_call_correct"),
-    ("ask", "ask_correct"),
-    ("execution", "execution_success"),
-    ("exec_match", "execution_match"),
-    ("bfcl", "bfcl_valid"),
-)
-
 
 def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Result rows as a DataFrame: :func:`bench.stats.frame.results_frame` (column schema
@@ -41,8 +30,10 @@ def _rate(values: pd.Series) -> tuple[int, int]:
 def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd.DataFrame:
     """One row per (provider, variant) with rates, Wilson intervals, tokens and latency.
 
-    Columns: ``provider, variant, cases`` then for each metric prefix ``<p>_k, <p>_n, <p>_rate,
-    <p>_low, <p>_high`` (fractions), then ``tool_definition_tokens`` (tokens),
+    Columns: ``provider, variant, cases`` then for each rate of the registry's ``table`` view
+    ``<m>_k, <m>_n, <m>_rate, <m>_low, <m>_high`` (fractions), for each other metric of that
+    view ``<m>_mean`` (mean over the rows that carry it; NaN when none), then
+    ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
     it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, rows that report none
@@ -52,18 +43,24 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     ``cost_per_case_usd`` (that sum / rows).
     """
     out = []
+    specs = metric_specs(view="table")
     has_cost = "cost_usd" in frame and bool(frame["cost_usd"].notna().any())
     has_reasoning = "reasoning_tokens" in frame and bool((frame["reasoning_tokens"].fillna(0)
                                                           > 0).any())
     for (provider, variant), group in frame.groupby(["provider", "variant"], sort=False):
         record: dict[str, Any] = {"provider": provider, "variant": variant,
                                   "cases": int(group["case_id"].nunique())}
-        for prefix, key in RATE_METRICS:
+        for spec in specs:
+            key = spec.name
+            if spec.kind != "rate":
+                record[f"{key}_mean"] = float(group[key].mean()) if key in group \
+                    else float("nan")
+                continue
             k, n = _rate(group[key]) if key in group else (0, 0)
             low, high = wilson_interval(k, n)
-            record.update({f"{prefix}_k": k, f"{prefix}_n": n,
-                           f"{prefix}_rate": k / n if n else float("nan"),
-                           f"{prefix}_low": low, f"{prefix}_high": high})
+            record.update({f"{key}_k": k, f"{key}_n": n,
+                           f"{key}_rate": k / n if n else float("nan"),
+                           f"{key}_low": low, f"{key}_high": high})
         record["tool_definition_tokens"] = group["tool_definition_tokens"].max()
         record["mean_prompt_tokens"] = float(group["prompt_tokens"].mean())
         record["mean_cached_tokens"] = float(group["cached_tokens"].mean())

@@ -1,0 +1,146 @@
+"""The ``function`` provider: answers from a Python callable instead of a model.
+
+Ids: ``function:<name>`` for a callable given to :func:`register_function`, or
+``function:<module>:<attribute>`` (e.g. ``function:my_answers:answer``), imported from the
+current directory or ``sys.path``. Importing the module runs its code: name only modules you
+trust, as with any Python import.
+
+The callable is ``answer(messages, tools, trial) -> str | list[dict]`` (or a coroutine function
+returning the same): ``messages`` the case's
+conversation (:class:`bench.models.Message`), ``tools`` the variant's tools
+(:class:`bench.models.Tool`), ``trial`` the 0-based trial. It returns either the embedded
+model's answer text (``{"tool_calls": [{"name": ..., "arguments": {...}}]}``) or that list of
+calls; both go through bench's real parser (:func:`bench.parse.parse_json_tool_calls`), so a
+malformed answer scores as it would from a model. Useful for tests, baselines (always call the
+first tool, keyword rules) and checking the pipeline without a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import inspect
+import json
+import time
+from typing import Any, Callable, Sequence
+
+from bench.errors import BenchError
+from bench.models import Message, Tool
+from bench.parse import parse_json_tool_calls
+from bench.providers.base import Provider, ProviderResponse, Usage
+from bench.providers.registry import Builder, provider
+
+Answer = Callable[[Sequence[Message], Sequence[Tool], int], Any]
+_FUNCTIONS: dict[str, Answer] = {}
+
+
+def register_function(name: str, answer: Answer) -> None:
+    """Make ``answer`` the callable of provider id ``function:<name>`` (replaces an earlier
+    one of that name)."""
+    _FUNCTIONS[name] = answer
+
+
+def _source_hash(answer: Answer) -> str | None:
+    """SHA-256 of the callable's source: part of what the response cache keys on, so an
+    edited function is asked again. None when Python cannot show the source."""
+    try:
+        return hashlib.sha256(inspect.getsource(answer).encode("utf-8")).hexdigest()
+    except (OSError, TypeError):
+        return None
+
+
+def resolve(spec: str) -> Answer:
+    """The callable a ``function:`` id names (see the module docstring).
+
+    Raises:
+        BenchError: nothing registered under that name, the module cannot be imported, the
+            attribute is missing or not callable.
+    """
+    if spec in _FUNCTIONS:
+        return _FUNCTIONS[spec]
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        known = ", ".join(sorted(_FUNCTIONS)) or "none registered"
+        raise BenchError(f"provider 'function:{spec}': write function:<module>:<callable> or "
+                         f"register a name with register_function ({known})")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BenchError(f"provider 'function:{spec}': cannot import '{module_name}': "
+                         f"{exc}") from None
+    answer = getattr(module, attribute, None)
+    if not callable(answer):
+        raise BenchError(f"provider 'function:{spec}': '{module_name}' has no callable "
+                         f"'{attribute}'")
+    return answer
+
+
+class FunctionProvider(Provider):
+    """A provider whose answers come from ``answer(messages, tools, trial)``.
+
+    Args:
+        answer: the callable (see the module docstring).
+        provider_id: the id rows carry.
+        model: what the manifest names as the model.
+    """
+
+    def __init__(self, answer: Answer, *, provider_id: str, model: str | None = None) -> None:
+        self.provider_id = provider_id
+        self._answer = answer
+        self._model = model or f"function {getattr(answer, '__module__', '?')}." \
+                               f"{getattr(answer, '__qualname__', repr(answer))}"
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
+        """Call the function and parse its answer like a model's. A coroutine function is
+        awaited; a plain one runs in a worker thread (:func:`asyncio.to_thread`), so a slow
+        one never stalls the run's event loop.
+
+        Raises:
+            BenchError: the function raised (its message, one line) or returned neither text
+                nor a list.
+        """
+        started = time.perf_counter()
+        try:
+            if inspect.iscoroutinefunction(self._answer):
+                result = await self._answer(list(messages), list(tools), trial)
+            else:
+                result = await asyncio.to_thread(self._answer, list(messages), list(tools),
+                                                 trial)
+        except Exception as exc:  # the user's code: one line, no traceback
+            raise BenchError(f"provider '{self.provider_id}': the function raised "
+                             f"{type(exc).__name__}: {exc}") from None
+        return self.response(result, tools, started)
+
+    def response(self, result: Any, tools: Sequence[Tool], started: float) -> ProviderResponse:
+        """``result`` (answer text or a list of calls) parsed like a model's answer;
+        ``started`` is the ``time.perf_counter()`` of the request (for ``latency_s``).
+
+        Raises:
+            BenchError: ``result`` is neither text nor a list.
+        """
+        if isinstance(result, list):
+            text = json.dumps({"tool_calls": result}, ensure_ascii=False, default=str)
+        elif isinstance(result, str):
+            text = result
+        else:
+            raise BenchError(f"provider '{self.provider_id}': the function returned "
+                             f"{type(result).__name__}; return answer text or a list of "
+                             "{name, arguments} calls")
+        return ProviderResponse(raw=text, parsed=parse_json_tool_calls(text, "stop"),
+                                finish_reason="stop", usage=Usage(),
+                                latency_s=time.perf_counter() - started,
+                                request={"model": self._model,
+                                         "tools": [t.name for t in tools]})
+
+    def describe(self) -> dict[str, Any]:
+        """The id, the function's name and its source hash (the response cache's key)."""
+        return {"provider": self.provider_id, "model": self._model,
+                "source_sha256": _source_hash(self._answer)}
+
+
+@provider("function", id_form="function:<module>:<callable>")
+def _function() -> Builder:
+    return lambda provider_id, rest, options: FunctionProvider(resolve(rest),
+                                                               provider_id=provider_id)

@@ -1,0 +1,172 @@
+"""The ``oracle`` provider: answers every case with its own label, to check a dataset.
+
+Run ``bench run --provider oracle``: on a dataset whose labels agree with its tools, schemas and
+scorer, tool selection, arguments, schema validity, no-call, ask and execution match are 100%;
+a row below that points at a label to fix (a tool name the variant does not offer, a value its
+schema refuses, an argument no literal value can satisfy). Execution success also depends on
+the reference backend's data and on ``--allow-writes`` / ``--allow-sensitive``: a label's call
+may be refused by a business rule (an order that cannot be cancelled) or name a record the
+backend lacks, which the oracle's rows show.
+
+How a label becomes an answer (:func:`label_answer`): a no-call or ask case answers without a
+call; otherwise each expected call in label order, with each argument's first acceptable value.
+An argument whose values are all ``null`` (may or must be omitted) is left out. Matchers: a
+``{"$regex": ...}`` argument gets the case's query when the query matches it (free-text
+arguments), else the first literal alternative; ``{"$any": true}`` gets the first ``enum``
+value or a value of the schema's type. An argument with only a ``$regex`` the query does not
+match (e.g. a SQL pattern) cannot be produced: it is sent as ``"<no literal label>"`` and listed
+in the row's ``request.unlabeled``, so the row shows where the label has no example value.
+
+The oracle finds a case by its conversation (the messages it is sent); two cases with the same
+conversation are told apart by the tools offered, else the first one answers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Sequence
+
+import regex
+
+from bench.errors import BenchError
+from bench.models import Case, Message, Tool
+from bench.providers.base import ProviderResponse
+from bench.providers.function import FunctionProvider
+from bench.providers.registry import Builder, provider
+
+NO_LITERAL = "<no literal label>"
+_TYPE_VALUES = {"string": "x", "integer": 0, "number": 0, "boolean": True, "array": [],
+                "object": {}}
+
+
+def _is_matcher(value: Any) -> bool:
+    return isinstance(value, dict) and any(str(k).startswith("$") for k in value)
+
+
+def _typed_value(schema: dict[str, Any]) -> Any:
+    """A value ``{"$any": true}`` accepts: the first enum value, else one of the schema's type
+    (its minimum for numbers)."""
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
+    if kind in ("integer", "number") and isinstance(schema.get("minimum"), (int, float)):
+        return schema["minimum"]
+    return _TYPE_VALUES.get(kind, "x")
+
+
+def _argument(values: list[Any], schema: dict[str, Any], query: str
+              ) -> tuple[bool, Any, bool]:
+    """(send it?, value, produced from a label?) for one argument's acceptable values."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return False, None, True
+    literal = next((v for v in present if not _is_matcher(v)), None)
+    for value in present:
+        if not _is_matcher(value):
+            return True, value, True
+        if "$any" in value:
+            return True, _typed_value(schema), True
+        if "$regex" in value and query and regex.search(value["$regex"], query):
+            return True, query, True
+    if literal is not None:
+        return True, literal, True
+    return True, NO_LITERAL, False
+
+
+def label_answer(case: Case, tools: Sequence[Tool]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The calls that answer ``case`` from its label, and the arguments no label value could
+    produce (``"<tool>.<argument>"``); see the module docstring."""
+    if case.expected.no_call or case.expected.ask:
+        return [], []
+    schemas = {t.name: t.input_schema for t in tools}
+    calls, unlabeled = [], []
+    for expected in case.expected.calls:
+        properties = (schemas.get(expected.name) or {}).get("properties") or {}
+        arguments = {}
+        for name, values in expected.arguments.items():
+            send, value, labeled = _argument(values, properties.get(name) or {}, case.query)
+            if send:
+                arguments[name] = value
+            if not labeled:
+                unlabeled.append(f"{expected.name}.{name}")
+        calls.append({"name": expected.name, "arguments": arguments})
+    return calls, unlabeled
+
+
+def _conversation_key(messages: Sequence[Message]) -> str:
+    return json.dumps([m.model_dump(exclude_none=True) for m in messages], sort_keys=True,
+                      ensure_ascii=False)
+
+
+class OracleProvider(FunctionProvider):
+    """Answers each case of ``cases`` with its label (see the module docstring).
+
+    Args:
+        cases: the dataset's cases.
+        provider_id: the id rows carry (``oracle``).
+        dataset: how the manifest names the dataset (name and hash).
+    """
+
+    def __init__(self, cases: Sequence[Case], *, provider_id: str = "oracle",
+                 dataset: str = "") -> None:
+        super().__init__(lambda messages, tools, trial: [], provider_id=provider_id,
+                         model=f"oracle (labels of {dataset or 'the dataset'})")
+        self._dataset = dataset
+        self._cases: dict[str, list[Case]] = {}
+        for case in cases:
+            self._cases.setdefault(_conversation_key(case.messages), []).append(case)
+
+    def find(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Case:
+        """The case whose conversation is ``messages`` (see the module docstring).
+
+        Raises:
+            BenchError: no case has this conversation.
+        """
+        found = self._cases.get(_conversation_key(messages))
+        if not found:
+            raise BenchError(f"provider '{self.provider_id}': a conversation that is not in "
+                             f"the dataset {self._dataset} (the oracle answers only its "
+                             "cases)")
+        offered = {t.name for t in tools}
+        return next((c for c in found if {e.name for e in c.expected.calls} <= offered),
+                    found[0])
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       variant_key: str, trial: int) -> ProviderResponse:
+        """The case's label as an answer (computed on the loop: a dict lookup);
+        ``request.unlabeled`` lists the arguments sent as ``"<no literal label>"``.
+
+        Raises:
+            BenchError: the conversation is not one of the dataset's cases.
+        """
+        started = time.perf_counter()
+        calls, unlabeled = label_answer(self.find(messages, tools), tools)
+        response = self.response(calls, tools, started)
+        if unlabeled:
+            response.request["unlabeled"] = unlabeled
+        return response
+
+    def describe(self) -> dict[str, Any]:
+        """The id and the dataset it answers from (name and SHA-256)."""
+        return {"provider": self.provider_id, "model": self._model, "dataset": self._dataset}
+
+
+def _build(provider_id: str, rest: str, options: dict[str, Any]) -> OracleProvider:
+    from bench.datasets import load_dataset
+
+    if rest:
+        raise BenchError(f"unknown provider '{provider_id}' (the oracle's id is 'oracle'; it "
+                         "answers from the run's dataset)")
+    name = options.get("dataset")
+    if not name:
+        raise BenchError(f"provider '{provider_id}' needs the run's dataset (option 'dataset')")
+    dataset = load_dataset(str(name))
+    return OracleProvider(dataset.cases, provider_id=provider_id,
+                          dataset=f"{dataset.name} sha256:{dataset.sha256[:12]}")
+
+
+@provider("oracle", id_form="oracle", options="dataset")
+def _oracle() -> Builder:
+    return _build

@@ -1,0 +1,126 @@
+"""The provider registry (a decorator with capabilities), and the ``function`` and ``oracle``
+providers run through the real runner, parser and scorer."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import bench.providers
+from bench.descriptions import load_variant
+from bench.errors import BenchError
+from bench.providers import make_provider
+from bench.providers.function import register_function
+from bench.providers.registry import (provider, provider_spec, registered_kinds,
+                                      unregister_provider)
+from bench.paths import runs_dir
+from bench.runner import RunConfig, Runner, iter_rows
+
+
+def _rows(run_id: str) -> list[dict]:
+    return list(iter_rows(run_id))
+
+
+def first_tool(messages, tools, trial):  # noqa: ANN001, ANN201 - a user's answer function
+    """Always call the first tool offered, without arguments."""
+    return [{"name": tools[0].name, "arguments": {}}]
+
+
+def test_oracle_scores_the_shipped_ecommerce_labels_right(project):
+    """Every case answered with its own label: tool selection, no-call and ask are 100%; the
+    only wrong arguments are the ones the label gives no literal value for (SQL patterns),
+    and the oracle names each of them."""
+    runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"],
+                              execute=False), run_id="oracle", command=["bench", "run"])
+    runner.run()
+    rows = _rows("oracle")
+    cases = [json.loads(line) for line in
+             (project / "datasets" / "ecommerce" / "cases.jsonl").read_text().splitlines()]
+    assert len(rows) == len(cases)
+    metrics = [r["metrics"] for r in rows]
+    for name in ("selection_correct", "no_call_correct", "ask_correct", "schema_valid"):
+        known = [m[name] for m in metrics if m.get(name) is not None]
+        assert known and all(known), name
+    wrong = {r["case_id"] for r in rows if r["metrics"].get("arguments_correct") is False}
+    unlabeled = {r["case_id"] for r in rows if r["request"].get("unlabeled")}
+    assert wrong == unlabeled
+    assert len(wrong) < len(rows) // 10
+    assert all(r["request"]["unlabeled"] == ["query_database.sql"] for r in rows
+               if r["case_id"] in wrong)
+    manifest = json.loads((runs_dir() / "oracle" / "manifest.json").read_text())
+    assert "ecommerce sha256:" in json.dumps(manifest["providers"])
+
+
+def test_function_provider_by_registered_name_and_by_module_path(project):
+    register_function("first-tool", first_tool)
+    runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=5, execute=False,
+                              providers=["function:first-tool",
+                                         f"function:{__name__}:first_tool"]),
+                    run_id="fn", command=["bench", "run"])
+    runner.run()
+    rows = _rows("fn")
+    first = load_variant("ecommerce", "l3").tools[0].name
+    assert len(rows) == 10 and {r["provider"] for r in rows} == set(runner.config.providers)
+    for row in rows:
+        assert [c["name"] for c in row["parsed"]["calls"]] == [first]
+    with pytest.raises(BenchError, match="cannot import 'no_such_module'"):
+        make_provider("function:no_such_module:answer")
+    with pytest.raises(BenchError, match="function:<module>:<callable>"):
+        make_provider("function:unregistered")
+
+
+def test_a_new_provider_is_one_module(project, tmp_path, monkeypatch):
+    """A module named after its kind registers it, capabilities included; nothing else is
+    edited: the runner builds it, caps its concurrency and does not ask for a price."""
+    folder = tmp_path / "extra"
+    folder.mkdir()
+    (folder / "echo_first.py").write_text(textwrap.dedent('''
+        from bench.providers.function import FunctionProvider
+        from bench.providers.registry import provider
+
+        @provider("echo-first", id_form="echo-first:<anything>", max_concurrency=2)
+        def _echo():
+            def answer(messages, tools, trial):
+                return '{"tool_calls": [{"name": "%s", "arguments": {}}]}' % tools[0].name
+            return lambda provider_id, rest, options: FunctionProvider(
+                answer, provider_id=provider_id, model="echo " + rest)
+    '''), encoding="utf-8")
+    monkeypatch.setattr(bench.providers, "__path__", [*bench.providers.__path__, str(folder)])
+    try:
+        runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=3, execute=False,
+                                  providers=["echo-first:v1"], concurrency=8, max_usd=1.0),
+                        run_id="echo", command=["bench", "run"])
+        runner.run()
+        spec = provider_spec("echo-first:v1")
+        assert (spec.max_concurrency, spec.priced, spec.batch) == (2, False, False)
+        built = make_provider("echo-first:v1")
+        assert built.max_concurrency == 2  # what Runner.concurrency caps requests in flight at
+        runner.providers["echo-first:v1"] = built
+        assert runner.concurrency("echo-first:v1") == 2
+        assert len(_rows("echo")) == 3
+        assert "echo-first:<anything>" in [s.id_form for s in registered_kinds()]
+    finally:
+        unregister_provider("echo-first")
+
+
+def test_registration_errors_and_unknown_ids():
+    @provider("twice-test")
+    def _first():
+        return lambda provider_id, rest, options: None
+
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            provider("twice-test")(_first)
+    finally:
+        unregister_provider("twice-test")
+    with pytest.raises(ValueError, match="lower-case"):
+        provider("Bad_Kind")
+    with pytest.raises(BenchError, match=r"unknown provider 'mistral:large' \(use local, "
+                                         r"openai:<model>.*function:<module>:<callable>, "
+                                         r"oracle\)"):
+        make_provider("mistral:large")
+    priced = {s.kind: s.priced for s in registered_kinds()}
+    assert priced["openai"] and priced["anthropic"] and not priced["local"] \
+        and not priced["replay"]
