@@ -1,45 +1,41 @@
-"""Where bench finds datasets, descriptions and run directories."""
+"""Where bench finds datasets, descriptions and run directories: shortcuts to the current
+project (:func:`bench.project.current_project`) for code that does not take a
+:class:`bench.project.Project` argument yet. New code takes a ``project`` and uses its
+attributes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+from bench.project import PACKAGE_PARENT, current_project
+
+__all__ = ["PACKAGE_PARENT", "cache_dir", "datasets_dir", "descriptions_dir", "project_root",
+           "runs_dir"]
 
 
 def project_root() -> Path:
-    """Return the folder holding ``datasets/`` and ``descriptions/``.
-
-    Order: the ``BENCH_HOME`` environment variable; the current directory if it holds a
-    ``datasets/`` folder; else the checkout that holds this package (an editable install).
-    """
-    env = os.environ.get("BENCH_HOME")
-    if env:
-        return Path(env).resolve()
-    cwd = Path.cwd()
-    if (cwd / "datasets").is_dir() and (cwd / "descriptions").is_dir():
-        return cwd
-    return PACKAGE_PARENT
+    """The current project's folder (:func:`bench.project.current_project`: the active one,
+    else ``$BENCH_HOME``, a cwd holding ``datasets/`` and ``descriptions/``, or this
+    package's checkout)."""
+    return current_project().root
 
 
 def datasets_dir() -> Path:
     """``<root>/datasets``: one folder per dataset, each with ``cases.jsonl``."""
-    return project_root() / "datasets"
+    return current_project().datasets_dir
 
 
 def descriptions_dir() -> Path:
     """``<root>/descriptions``: ``templates/*.j2`` and one folder per toolset."""
-    return project_root() / "descriptions"
+    return current_project().descriptions_dir
 
 
 def runs_dir() -> Path:
     """``<root>/reports/runs``: one folder per run (git-ignored)."""
-    return project_root() / "reports" / "runs"
+    return current_project().runs_dir
 
 
 def cache_dir() -> Path:
     """``$BENCH_CACHE_DIR`` if set, else ``<root>/reports/.cache`` (git-ignored): derived data
     that bench can rebuild (the executor's shop database, the model's saved prefix states)."""
-    env = os.environ.get("BENCH_CACHE_DIR")
-    return Path(env) if env else project_root() / "reports" / ".cache"
+    return current_project().cache_dir

@@ -15,11 +15,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
-from bench.paths import project_root
+from bench.project import USER_PRICING_NAME, Project, current_project  # noqa: F401
 from bench.yamlio import line_of, load_yaml
 
 DEFAULT_PRICING = Path(__file__).resolve().parent.parent / "data" / "pricing.yaml"
-USER_PRICING_NAME = "pricing.yaml"
 
 
 class Price(BaseModel):
@@ -85,21 +84,24 @@ class Pricing:
 
     Args:
         user_file: a pricing YAML that overrides the built-in one model by model; default
-            ``$BENCH_HOME/pricing.yaml`` (or the project root's) when it exists.
+            the project's ``pricing.yaml`` (:attr:`bench.project.Project.pricing_file`) when
+            it exists.
+        project: the project (default :func:`bench.project.current_project`).
 
     Raises:
         BenchError: a file that is missing, not YAML, or not in the expected shape (names file,
             line and field).
     """
 
-    def __init__(self, user_file: str | Path | None = None) -> None:
+    def __init__(self, user_file: str | Path | None = None, *,
+                 project: Project | None = None) -> None:
         base = _read(DEFAULT_PRICING)
         self.sources = [{"file": str(DEFAULT_PRICING), "source": base.source, "date": base.date}]
         self.per_tokens = base.per_tokens
         self.aliases = dict(base.aliases)
         self.batch_discount = dict(base.batch_discount)
         self.models = {kind: dict(models) for kind, models in base.models.items()}
-        path = Path(user_file) if user_file else project_root() / USER_PRICING_NAME
+        path = Path(user_file) if user_file else (project or current_project()).pricing_file
         if user_file or path.is_file():
             user = _read(path)
             if user.per_tokens != base.per_tokens:  # rescale to one unit
