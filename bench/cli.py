@@ -8,7 +8,7 @@ import os
 import shlex
 import signal
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from pydantic import ValidationError
@@ -45,12 +45,15 @@ def _split(values: list[str] | None) -> list[str]:
     return items
 
 
-def _print_summary(run_id: str, variant_order: list[str]) -> None:
+def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -> None:
+    """Print the per-variant table of run ``run_id`` of ``project`` (a
+    :class:`bench.project.Project`; default: the one the environment names)."""
+    from bench.project import Project
     from bench.report.table import summary_table
-    from bench.runner import iter_rows
     from bench.stats.summary import rows_frame, summarize
 
-    frame = rows_frame(iter_rows(run_id))
+    store = (project or Project.from_env()).store(run_id)
+    frame = rows_frame(store.load_rows(store.load_manifest()))
     if frame.empty:
         out.print(f"run {run_id}: no finished rows yet")
         return
@@ -332,22 +335,23 @@ def doctor(
 @app.command()
 def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")]) -> None:
     """Print the per-variant table of a stored run."""
-    from bench.paths import runs_dir
-    from bench.runstore import CRASHED, RunStore
+    from bench.project import Project
+    from bench.runstore import CRASHED
 
-    store = RunStore(runs_dir(), run_id)
-    manifest = store.read_manifest()
-    order = manifest["config"].get("variants")
+    project = Project.from_env()  # the command line's edge
+    store = project.store(run_id)
+    manifest = store.load_manifest()
+    order = manifest.config.get("variants")
     if not isinstance(order, list):
         raise BenchError("corrupt manifest: must be a list", file=store.manifest_path,
                          field="config.variants")
-    _print_summary(run_id, [str(v) for v in order])
+    _print_summary(run_id, [str(v) for v in order], project)
     status = store.shown_status(manifest)
     # a crashed or running run's manifest holds the count of its last write: count the rows
-    done = len({row["key"] for row in store.checked_rows(manifest)}) \
+    done = len({row.key for row in store.load_rows(manifest)}) \
         if status in (CRASHED, "running") \
-        else manifest.get("rows_done", "?")
-    out.print(f"status: {status}, rows {done}/{manifest['rows_planned']}"
+        else "?" if manifest.rows_done is None else manifest.rows_done
+    out.print(f"status: {status}, rows {done}/{manifest.rows_planned}"
               + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
 
 

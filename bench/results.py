@@ -332,6 +332,11 @@ class Manifest(_Record):
     error: str | None = Field(None, description="why a failed run failed")
     batch_errors: list[dict[str, Any]] | None = None
     request_errors: list[dict[str, Any]] | None = None
+    merged_from: list[dict[str, Any]] | None = Field(None, description=(
+        "a merged run's shards: {run_id, shard ('i/n'), status, rows, started_at, ended_at, "
+        "git_commit, host, providers_skipped}"))
+    shards_missing: list[str] | None = Field(None, description=(
+        "shards ('i/n') a partial merge lacks"))
 
     @model_validator(mode="before")
     @classmethod
@@ -367,8 +372,10 @@ class TraceRecord(_Record):
                                                       "permanent or validation")
     error_code: str | None = None
     fault: str | None = Field(None, description="the injected fault, if any")
-    waited_s: float | None = Field(None, description="seconds of backoff / rate wait before it")
-    duration_ms: float | None = Field(None, description="milliseconds the attempt took")
+    waited_s: float | None = Field(None, allow_inf_nan=False,
+                                   description="seconds of backoff / rate wait before it")
+    duration_ms: float | None = Field(None, allow_inf_nan=False,
+                                      description="milliseconds the attempt took")
 
     @model_validator(mode="before")
     @classmethod

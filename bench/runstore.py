@@ -17,79 +17,35 @@ import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Mapping
+
+from pydantic import ValidationError
 
 from bench.errors import BenchError
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
 from bench.redact import redact, redact_bytes
+from bench.results import SCHEMA_VERSION, Manifest, Row, migrate, validation_problem
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
-MANIFEST_FIELDS = ("run_id", "status", "config", "dataset", "variants", "rows_planned")
-ROW_FIELDS = ("key", "case_id", "toolset", "variant", "provider", "trial", "lang", "metrics",
-              "usage", "latency_s")
-_ROW_FIELD_SET = frozenset(ROW_FIELDS)
-# The JSON types of a row's fields that readers (resume, show, report, compare, gate) use;
-# a row is checked when read, so a corrupt one is named instead of crashing a reader.
-_TEXT = (str,)
-_NUMBER = (int, float)
-ROW_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, None allowed)
-    "key": (_TEXT, False), "case_id": (_TEXT, False), "toolset": (_TEXT, False),
-    "variant": (_TEXT, False), "provider": (_TEXT, False), "trial": ((int,), False),
-    "lang": (_TEXT, True), "metrics": ((dict,), False), "usage": ((dict,), True),
-    "latency_s": (_NUMBER, True), "run_id": (_TEXT, True), "tags": ((list,), True),
-    "query": (_TEXT, True), "expected": ((dict,), True), "request": ((dict,), True),
-    "response": ((dict,), True), "parsed": ((dict,), True), "cost_usd": (_NUMBER, True),
-    "billed_usd": (_NUMBER, True), "cache": (_TEXT, True),
-}
-# nested fields readers use: (parent, field) -> (types, None allowed)
-NESTED_TYPES: dict[tuple[str, str], tuple[tuple[type, ...], bool]] = {
-    ("metrics", "error_codes"): ((list,), True),
-    ("metrics", "argument_errors"): ((list,), True),
-    ("parsed", "calls"): ((list,), True),
-    ("usage", "prompt_tokens"): (_NUMBER, True),
-    ("usage", "completion_tokens"): (_NUMBER, True),
-    ("usage", "cached_tokens"): (_NUMBER, True),
-}
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "an integer",
-               float: "a number"}
-# The manifest's fields and their JSON types (every reader relies on them).
-MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
-    "run_id": (str,), "status": (str,), "config": (dict,), "dataset": (dict,),
-    "variants": (list,), "rows_planned": (int,)}
+# The fields every result row and manifest must have (present, possibly null): the
+# required fields of bench.results.Row and bench.results.Manifest.
+ROW_FIELDS = tuple(name for name, info in Row.model_fields.items() if info.is_required())
+MANIFEST_FIELDS = tuple(name for name, info in Manifest.model_fields.items()
+                        if info.is_required())
 
 
-def _type_problem(value: Any, types: tuple[type, ...], nullable: bool) -> str | None:
-    """None when ``value`` has one of ``types`` (bool is not a number here), else what is
-    wrong in a few words."""
-    if value is None and nullable:
-        return None
-    if isinstance(value, types) and not (isinstance(value, bool) and bool not in types):
-        return None
-    wanted = " or ".join(_JSON_TYPES.get(t, t.__name__) for t in types)
-    got = "null" if value is None else type(value).__name__.replace("dict", "object")
-    return f"must be {wanted}, not {got}"
+def _problem(exc: ValidationError) -> tuple[str | None, str]:
+    """(field, message) of a failed validation of a stored record: a record of a newer
+    schema says so, anything else is corrupt."""
+    field, problem = validation_problem(exc)
+    if problem.startswith("written by a newer bench"):
+        return field, problem
+    return field, f"corrupt {{what}}: {problem}"
 
 
-def check_row(row: dict[str, Any]) -> tuple[str, str] | None:
-    """(field, problem) of the first field of a result row with the wrong JSON type
-    (:data:`ROW_TYPES`, :data:`NESTED_TYPES`), or None when the row is well formed."""
-    for name, (types, nullable) in ROW_TYPES.items():
-        if name in row:
-            problem = _type_problem(row[name], types, nullable)
-            if problem:
-                return name, problem
-    for (parent, name), (types, nullable) in NESTED_TYPES.items():
-        holder = row.get(parent)
-        if isinstance(holder, dict) and name in holder:
-            problem = _type_problem(holder[name], types, nullable)
-            if problem:
-                return f"{parent}.{name}", problem
-    if row["trial"] < 0:
-        return "trial", "must be 0 or more"
-    return None
 # Shown (never stored) for a run whose manifest says "running" while no process writes it.
 CRASHED = "crashed"
 
@@ -160,37 +116,45 @@ class RunStore:
         """True when the run has a manifest."""
         return self.manifest_path.is_file()
 
-    def read_manifest(self) -> dict[str, Any]:
-        """The manifest as a dict.
+    def load_manifest(self) -> Manifest:
+        """The manifest as a :class:`bench.results.Manifest` (a manifest without
+        ``schema_version``, from the release before the contract, is migrated in memory).
 
         Raises:
-            BenchError: no such run, or the manifest is not valid JSON.
+            BenchError: no such run, the manifest is not UTF-8 JSON, not an object, lacks a
+                field or has one of the wrong type (names file and field), or was written by
+                a newer bench (one line: upgrade bench).
         """
         if not self.exists():
             raise BenchError(f"no run '{self.run_id}' (looked for {self.manifest_path})")
         try:
-            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as exc:
             raise BenchError(f"manifest is not UTF-8 ({exc.reason})",
                              file=self.manifest_path) from None
         except json.JSONDecodeError as exc:
             raise BenchError(f"manifest is not valid JSON: {exc.msg}", file=self.manifest_path,
                              line=exc.lineno) from None
-        if not isinstance(manifest, dict):
+        if not isinstance(data, dict):
             raise BenchError("manifest must be a JSON object", file=self.manifest_path)
-        for field in MANIFEST_FIELDS:
-            if field not in manifest:
-                raise BenchError("manifest lacks this field", file=self.manifest_path,
-                                 field=field)
-            problem = _type_problem(manifest[field], MANIFEST_TYPES[field], False)
-            if problem:
-                raise BenchError(f"corrupt manifest: {problem}", file=self.manifest_path,
-                                 field=field)
-        for index, variant in enumerate(manifest["variants"]):
-            if not isinstance(variant, dict):
-                raise BenchError("corrupt manifest: each variant must be an object",
-                                 file=self.manifest_path, field=f"variants.{index}")
-        return manifest
+        try:
+            return Manifest.model_validate(data)
+        except ValidationError as exc:
+            field, message = _problem(exc)
+            if message.endswith("missing field"):
+                message = "manifest lacks this field"
+            raise BenchError(message.format(what="manifest"), file=self.manifest_path,
+                             field=field) from None
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest as a JSON dict, checked and migrated by :meth:`load_manifest`: for the
+        run writer, which updates it and writes it back (:meth:`write_manifest`). Readers use
+        :meth:`load_manifest`.
+
+        Raises:
+            BenchError: as :meth:`load_manifest`.
+        """
+        return self.load_manifest().to_json_dict()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -255,20 +219,22 @@ class RunStore:
         finally:
             os.close(fd)
 
-    def shown_status(self, manifest: dict[str, Any]) -> str:
-        """The status to show for ``manifest`` (this run's, as :meth:`read_manifest` returns
-        it): ``crashed`` when it says ``running`` but no process holds the run's write lock
+    def shown_status(self, manifest: Manifest | Mapping[str, Any]) -> str:
+        """The status to show for ``manifest`` (this run's, as :meth:`load_manifest` or
+        :meth:`read_manifest` returns it): ``crashed`` when it says ``running`` but no process holds the run's write lock
         (the process that ran it died without writing its final status: killed, out of
         memory, power cut), else the stored status. Nothing is written: ``bench run
         --resume`` finishes a crashed run like an interrupted one."""
-        status = str(manifest.get("status"))
+        status = str(manifest.status if isinstance(manifest, Manifest)
+                     else manifest.get("status"))
         if status == "running" and not self.is_being_written():
             return CRASHED
         return status
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Replace the manifest atomically."""
-        atomic_write_json(self.manifest_path, manifest)
+    def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
+        """Replace the manifest atomically; a dict without ``schema_version`` is stamped with
+        :data:`bench.results.SCHEMA_VERSION` (the writer writes the current shape)."""
+        atomic_write_json(self.manifest_path, _stamped(manifest))
 
     def set_status_in_place(self, status: str) -> bool:
         """Rewrite the stored manifest's ``"status": "running"`` as ``status`` in place, at
@@ -308,18 +274,13 @@ class RunStore:
             os.fsync(handle.fileno())
         return len(data) - keep
 
-    def rows(self, plan: Any = None) -> Iterator[dict[str, Any]]:
-        """Complete result rows in file order (a last line without newline is skipped), each
-        checked: a JSON object with every :data:`ROW_FIELDS` field, of the types
-        :func:`check_row` names.
-
-        Args:
-            plan: ``row -> None or why the row is not in the run's plan`` (see
-                :meth:`checked_rows`); None: not checked.
+    def _lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line number, decoded JSON object) of each complete line of ``results.jsonl``
+        (a last line without newline is skipped; blank lines too).
 
         Raises:
-            BenchError: a complete line that is not valid JSON, a corrupt row, a row outside
-                ``plan`` (names file, line and field), or ``results.jsonl`` not a file.
+            BenchError: a complete line that is not UTF-8 JSON or not an object (file and
+                line), or ``results.jsonl`` not a file.
         """
         if not self.results_path.is_file():
             if self.results_path.exists():  # a folder, a device: never "no rows yet"
@@ -332,7 +293,7 @@ class RunStore:
                 if line.isspace():  # no copy of the line, unlike strip()
                     continue
                 try:
-                    row = loads(line)
+                    data = loads(line)
                 except UnicodeDecodeError as exc:
                     raise BenchError(f"corrupt result row: not UTF-8 ({exc.reason})",
                                      file=self.results_path, line=number) from None
@@ -342,66 +303,136 @@ class RunStore:
                 except RecursionError:
                     raise BenchError("corrupt result row: nested too deeply",
                                      file=self.results_path, line=number) from None
-                if not isinstance(row, dict):
+                if not isinstance(data, dict):
                     raise BenchError("corrupt result row: not a JSON object",
                                      file=self.results_path, line=number)
-                if not _ROW_FIELD_SET <= row.keys():
-                    missing = next(f for f in ROW_FIELDS if f not in row)
-                    raise BenchError("corrupt result row: missing field", file=self.results_path,
-                                     line=number, field=missing)
-                wrong = check_row(row)
-                if wrong:
-                    raise BenchError(f"corrupt result row: {wrong[1]}", file=self.results_path,
-                                     line=number, field=wrong[0])
-                if plan is not None:
-                    stray = plan(row)
-                    if stray:
-                        raise BenchError(f"result row not in this run's plan: {stray}",
-                                         file=self.results_path, line=number, field="key")
-                yield row
+                yield number, data
 
-    def checked_rows(self, manifest: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """:meth:`rows`, each also checked against the run's ``manifest`` (as
-        :meth:`read_manifest` returns it): the manifest's ``run_id``, a variant, provider and trial the
-        run's config plans, and a key made of its case, variant, provider and trial. Rows of
-        another run appended to the file are refused, never shown as this run's.
+    def _row(self, number: int, data: dict[str, Any]) -> Row:
+        """``data`` (line ``number``) validated and migrated as a :class:`Row`.
 
         Raises:
-            BenchError: as :meth:`rows`, or a row not in the plan (file, line, field ``key``).
+            BenchError: it does not fit the contract (file, line, field), or was written by
+                a newer bench.
         """
-        config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-        variants = {v.get("name") for v in manifest["variants"] if isinstance(v, dict)}
-        providers = set(config.get("providers") or [])
-        trials = config.get("trials") if isinstance(config.get("trials"), int) else None
+        try:
+            return Row.model_validate(data)
+        except RecursionError:
+            raise BenchError("corrupt result row: nested too deeply", file=self.results_path,
+                             line=number) from None
+        except ValidationError as exc:
+            field, message = _problem(exc)
+            raise BenchError(message.format(what="result row"), file=self.results_path,
+                             line=number, field=field) from None
 
-        def stray(row: dict[str, Any]) -> str | None:
-            if row.get("run_id") not in (None, manifest["run_id"]):
-                return f"it belongs to run '{row['run_id']}'"
-            if variants and row["variant"] not in variants:
-                return f"variant '{row['variant']}' is not one of the run's"
-            if providers and row["provider"] not in providers:
-                return f"provider '{row['provider']}' is not one of the run's"
-            if trials is not None and row["trial"] >= trials:
-                return f"trial {row['trial']} is past the run's {trials} trial(s)"
-            if row["key"] != f"{row['case_id']}|{row['variant']}|{row['provider']}|" \
-                             f"{row['trial']}":
-                return "its key does not match its case, variant, provider and trial"
-            return None
+    def load_rows(self, manifest: Manifest | None = None) -> Iterator[Row]:
+        """The complete result rows as :class:`bench.results.Row`, in file order (a last
+        line without newline is skipped); rows without ``schema_version`` (the release before
+        the contract) are migrated in memory.
 
-        return self.rows(plan=stray)
+        Args:
+            manifest: this run's manifest (:meth:`load_manifest`): each row must then be in
+                its plan (:func:`plan_check`), so rows of another run appended to the file are
+                refused, never shown as this run's. None: not checked.
+
+        Raises:
+            BenchError: a line that is not a JSON object, a row that does not fit the
+                contract, a row of a newer schema, or a row outside the plan (file, line,
+                field), or ``results.jsonl`` not a file.
+        """
+        stray = plan_check(manifest) if manifest is not None else None
+        for number, data in self._lines():
+            row = self._row(number, data)
+            if stray is not None:
+                why = stray(row)
+                if why:
+                    raise BenchError(f"result row not in this run's plan: {why}",
+                                     file=self.results_path, line=number, field="key")
+            yield row
+
+    def rows(self, plan: Callable[[dict[str, Any]], str | None] | None = None
+             ) -> Iterator[dict[str, Any]]:
+        """The complete result rows as JSON dicts, each checked and migrated as
+        :meth:`load_rows` does: for the run writer (resume, budgets, replay), which keeps
+        dicts. Readers use :meth:`load_rows`.
+
+        Args:
+            plan: ``row dict -> None or why the row is not in the run's plan``; None: not
+                checked.
+
+        Raises:
+            BenchError: as :meth:`load_rows`.
+        """
+        for number, data in self._lines():
+            self._row(number, data)
+            data = migrate(data, "row")
+            if plan is not None:
+                why = plan(data)
+                if why:
+                    raise BenchError(f"result row not in this run's plan: {why}",
+                                     file=self.results_path, line=number, field="key")
+            yield data
+
+    def checked_rows(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """:meth:`rows` checked against the run's manifest dict (:meth:`read_manifest`), as
+        :meth:`load_rows` checks typed rows against a :class:`Manifest`.
+
+        Raises:
+            BenchError: as :meth:`load_rows`.
+        """
+        stray = plan_check(Manifest.model_validate(dict(manifest)))
+        return self.rows(plan=lambda data: stray(Row.model_validate(data)))
 
     def writer(self, sync_interval_s: float = 0.05) -> "RowWriter":
         """A :class:`RowWriter` appending to this run's ``results.jsonl``."""
         return RowWriter(self, sync_interval_s)
 
-    def append(self, row: dict[str, Any]) -> None:
-        """Append one row as one line (secrets redacted), flushed and fsynced before returning."""
+    def append(self, row: Row | Mapping[str, Any]) -> None:
+        """Append one row (a :class:`Row`, or a dict of its shape: stamped with
+        ``schema_version``) as one line (secrets redacted), flushed and fsynced before
+        returning."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = redact_bytes(line_bytes(row))
+        line = redact_bytes(line_bytes(_stamped(row)))
         with self.results_path.open("ab") as handle:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def _stamped(record: Row | Manifest | Mapping[str, Any]) -> Any:
+    """The JSON object to write for ``record``: a model's dump, or the dict with
+    ``schema_version`` first when it has none (writers write the current shape)."""
+    if isinstance(record, (Row, Manifest)):
+        return record.to_json_dict()
+    if "schema_version" in record:
+        return record
+    return {"schema_version": SCHEMA_VERSION, **record}
+
+
+def plan_check(manifest: Manifest) -> Callable[[Row], str | None]:
+    """``row -> None, or why it is not in the plan of the run of manifest``: the manifest's
+    ``run_id``, a variant, provider and trial the run's config plans, and a key made of its
+    case, variant, provider and trial."""
+    config = manifest.config
+    variants = {v.name for v in manifest.variants}
+    providers = set(config.get("providers") or [])
+    trials = config.get("trials") if type(config.get("trials")) is int else None
+    run_id = manifest.run_id
+
+    def stray(row: Row) -> str | None:
+        if row.run_id not in (None, run_id):
+            return f"it belongs to run '{row.run_id}'"
+        if variants and row.variant not in variants:
+            return f"variant '{row.variant}' is not one of the run's"
+        if providers and row.provider not in providers:
+            return f"provider '{row.provider}' is not one of the run's"
+        if trials is not None and row.trial >= trials:
+            return f"trial {row.trial} is past the run's {trials} trial(s)"
+        if row.key != f"{row.case_id}|{row.variant}|{row.provider}|{row.trial}":
+            return "its key does not match its case, variant, provider and trial"
+        return None
+
+    return stray
 
 
 class RowWriter:
@@ -433,13 +464,14 @@ class RowWriter:
                                         daemon=True)
         self._syncer.start()
 
-    def append(self, row: dict[str, Any]) -> None:
-        """Write one row as one line (secrets redacted) and flush it; the background thread
-        fsyncs it."""
+    def append(self, row: Row | Mapping[str, Any]) -> None:
+        """Write one row (a :class:`Row`, or a dict of its shape: stamped with
+        ``schema_version``) as one line (secrets redacted) and flush it; the background
+        thread fsyncs it."""
         if self._error is not None:
             raise self._error
         try:
-            self._handle.write(redact_bytes(line_bytes(row)))
+            self._handle.write(redact_bytes(line_bytes(_stamped(row))))
             self._handle.flush()
         except OSError as exc:  # e.g. the disk is full: name the file
             self._error = named_os_error(exc, self.path)

@@ -13,8 +13,7 @@ from rich.table import Table
 
 from bench.executor.outcome import ERROR_CLASSES
 from bench.executor.traces import TRACES, read_traces, summarize_traces
-from bench.paths import runs_dir
-from bench.runstore import RunStore
+from bench.project import Project
 
 
 def traces(
@@ -23,8 +22,8 @@ def traces(
     = False,
 ) -> None:
     """Summarise a run's tool-call traces per tool: calls, retries, failure rate, latency."""
-    store = RunStore(runs_dir(), run_id)
-    store.read_manifest()  # a clear error for an unknown run id
+    store = Project.from_env().store(run_id)  # the command line's edge
+    store.load_manifest()  # a clear error for an unknown run id
     summary = summarize_traces(read_traces(store.dir / TRACES))
     console = Console(width=200) if not Console().is_terminal else Console()
     if as_json:

@@ -207,8 +207,8 @@ def test_each_injected_fault_is_classified_and_retried_boundedly(tmp_path, kind,
     assert len(outcome.attempts) == 3 and {a.fault for a in outcome.attempts} == {kind}
     assert other.success  # the rule targets get_weather only
     lines = read_traces(tmp_path / "traces.jsonl")
-    assert len(lines) == 4 and [line["attempt"] for line in lines[:3]] == [0, 1, 2]
-    assert [line["final"] for line in lines[:3]] == [False, False, True]
+    assert len(lines) == 4 and [line.attempt for line in lines[:3]] == [0, 1, 2]
+    assert [line.final for line in lines[:3]] == [False, False, True]
 
 
 @pytest.mark.slow
@@ -259,8 +259,8 @@ def test_fault_storm_run_records_every_outcome(tmp_path):
     assert weather_state == "open"
     assert any(o.error_code == "circuit_open" for o in outcomes)
     assert len(lines) == sum(len(o.attempts) for o in outcomes)
-    assert sum(1 for line in lines if line["final"]) == 90
-    assert {line["call_id"] for line in lines} == {o.call_id for o in outcomes}
+    assert sum(1 for line in lines if line.final) == 90
+    assert {line.call_id for line in lines} == {o.call_id for o in outcomes}
     # every attempt that reached the tool got exactly the fault its seed decides
     for outcome in outcomes:
         for attempt in outcome.attempts:
@@ -274,7 +274,7 @@ def test_fault_storm_run_records_every_outcome(tmp_path):
 @pytest.mark.parametrize("line, field", [
     (b'{"tool": "x", "status": "ok", "duration_ms": "abc"}', "duration_ms"),
     (b'{"tool": "x", "status": "ok", "duration_ms": 1e400}', "duration_ms"),
-    (b'{"tool": null, "status": "ok"}', None),
+    (b'{"tool": null, "status": "ok"}', "tool"),
     (b'\xff\xfe', None),
 ])
 def test_corrupt_trace_lines_are_one_line_errors(tmp_path, line, field):

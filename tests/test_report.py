@@ -16,6 +16,7 @@ from bench.report.comparison import choose_comparison
 from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json
 from bench.report.junit import render_junit, xml_text
+from bench.results import Row
 from bench.report.markdown import md_cell, render_markdown
 from bench.runstore import RunStore
 from bench.stats.codes import error_code_counts
@@ -117,8 +118,8 @@ def test_report_shows_headline_charts_groups_and_metadata(project):
     assert "Flipped (case, trial, metric) pairs (0)" in with_comparison
     assert "scripted &lt;b&gt;model&lt;/b&gt;" in html  # manifest text is escaped too
     rows = load_runs(["good"])[0].rows
-    passed = {r["case_id"] for r in rows if row_outcome(r) == "pass"}
-    failed = {r["case_id"] for r in rows if row_outcome(r) == "fail"}
+    passed = {r.case_id for r in rows if row_outcome(r) == "pass"}
+    failed = {r.case_id for r in rows if row_outcome(r) == "fail"}
     assert passed == {f"ecom-{i:04d}" for i in (2, 4, 6, 8, 10)}
     assert failed == {f"ecom-{i:04d}" for i in (1, 3, 5, 7, 9)}
 
@@ -127,7 +128,7 @@ def test_two_runs_with_the_same_variants_stay_apart(project):
     make_run("a", expected_answer, variants=("l3",), limit=4)
     make_run("b", hostile_answer, variants=("l3",), limit=4)
     runs = load_runs(["a", "b"])
-    labels = {row["variant"] for run in runs for row in run.rows}
+    labels = {row.variant for run in runs for row in run.rows}
     assert labels == {"a/l3", "b/l3"}
     markdown = render_markdown(runs, "t")
     assert "| local | a/l3 | 4 |" in markdown and "| local | b/l3 | 4 |" in markdown
@@ -162,10 +163,10 @@ def test_pareto_frontier_keeps_only_undominated_points():
 
 
 def test_error_code_counts_count_rows_once_per_code():
-    rows = [{"key": "1", "provider": "p", "variant": "v",
-             "metrics": {"error_codes": ["wrong_tool", "missing_call"]}},
-            {"key": "1", "provider": "p", "variant": "v", "metrics": {"error_codes": ["x"]}},
-            {"key": "2", "provider": "p", "variant": "v", "metrics": {"error_codes": []}}]
+    def row(key, codes):
+        return Row(key=key, case_id=key, toolset="t", provider="p", variant="v", trial=0,
+                   lang="en", metrics={"error_codes": codes}, usage=None, latency_s=None)
+    rows = [row("1", ["wrong_tool", "missing_call"]), row("1", ["x"]), row("2", [])]
     assert error_code_counts(rows) == [{"provider": "p", "variant": "v", "rows": 2,
                                         "counts": {"wrong_tool": 1, "missing_call": 1}}]
 
@@ -176,7 +177,7 @@ def test_markdown_summary_escapes_and_counts(hostile_run):
     assert "&lt;b&gt;title&lt;/b&gt; \\| x" in text
     assert "| local | l3 | 6 |" in text
     assert md_cell("a|b\n<i>") == "a\\|b &lt;i&gt;"
-    outcomes = [row_outcome(r) for r in runs[0].rows if r["variant"] == "l3"]
+    outcomes = [row_outcome(r) for r in runs[0].rows if r.variant == "l3"]
     counts = f"{outcomes.count('pass')} / {outcomes.count('fail')} / {outcomes.count('unparseable')}"
     assert counts in text.splitlines()[4]
 
@@ -189,9 +190,9 @@ def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
     assert {s.get("name") for s in root.findall("testsuite")} == {"local · l3", "local · l10"}
     failures = [c.find("failure") for c in cases]
     assert all(f is not None for f in failures)  # every hostile answer is wrong
-    row = next(r for r in runs[0].rows if r["variant"] == "l3")
+    row = next(r for r in runs[0].rows if r.variant == "l3")
     first = next(c for c in cases if c.get("classname") == "bench.local.l3")
-    assert first.find("failure").get("message") == ", ".join(row["metrics"]["error_codes"])
+    assert first.find("failure").get("message") == ", ".join(row.metrics.error_codes)
     assert root.get("failures") == "12"
     assert xml_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
 

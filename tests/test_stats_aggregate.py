@@ -111,8 +111,9 @@ def test_a_group_without_a_value_keeps_its_bootstrap_and_missing_metrics_give_em
     bootstrap (trials > 1); pass@k of a metric no row carries is an empty table."""
     from bench.stats.aggregate import aggregate, pass_k_table
     from bench.stats.frame import results_frame
-    rows = [{"key": f"{case}|{trial}", "case_id": case, "variant": "l3", "provider": "p",
-             "trial": trial, "lang": lang, "metrics": {"selection_correct": trial == 0}}
+    rows = [{"key": f"{case}|{trial}", "case_id": case, "toolset": "t", "variant": "l3",
+             "provider": "p", "trial": trial, "lang": lang, "usage": None, "latency_s": None,
+             "metrics": {"selection_correct": trial == 0}}
             for case, lang in (("a", "en"), ("b", None)) for trial in (0, 1)]
     table = aggregate(results_frame(rows), ("lang",))
     assert table["rows"].tolist() == [2, 2]

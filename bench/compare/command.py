@@ -13,7 +13,7 @@ Exit codes: 0 no significant regression; 1 a significant regression beyond ``--m
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -23,6 +23,8 @@ from rich.table import Table
 from bench.compare import cells
 from bench.errors import BenchError
 from bench.plural import count
+from bench.project import Project
+from bench.results import Row
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
     from bench.compare.core import Comparison
@@ -37,29 +39,25 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr)
 
 
-def _rows_of(run_id: str) -> list[dict[str, Any]]:
-    from bench.paths import runs_dir
-    from bench.runstore import RunStore
-
-    store = RunStore(runs_dir(), run_id)
-    manifest = store.read_manifest()  # BenchError when the run does not exist
-    rows = list(store.checked_rows(manifest))
+def _rows_of(project: Project, run_id: str) -> list[Row]:
+    store = project.store(run_id)
+    manifest = store.load_manifest()  # BenchError when the run does not exist
+    rows = list(store.load_rows(manifest))
     if not rows:
         raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
     return rows
 
 
-def _is_run(name: str) -> bool:
-    from bench.paths import runs_dir
-    from bench.runstore import RUN_ID_PATTERN, RunStore
+def _is_run(project: Project, name: str) -> bool:
+    from bench.runstore import RUN_ID_PATTERN
 
-    return bool(RUN_ID_PATTERN.fullmatch(name)) and RunStore(runs_dir(), name).exists()
+    return bool(RUN_ID_PATTERN.fullmatch(name)) and project.store(name).exists()
 
 
-def _split_variant(rows: list[dict[str, Any]], variant: str, where: str) -> list[dict[str, Any]]:
-    chosen = [r for r in rows if r["variant"] == variant]
+def _split_variant(rows: list[Row], variant: str, where: str) -> list[Row]:
+    chosen = [r for r in rows if r.variant == variant]
     if not chosen:
-        known = sorted({r["variant"] for r in rows})
+        known = sorted({r.variant for r in rows})
         raise BenchError(f"{where} has no variant '{variant}' (it has {', '.join(known)})")
     return chosen
 
@@ -116,20 +114,22 @@ def print_flips(console: Console, comparison: Comparison, metrics: list[str],
 
 def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
              limit: int | None, cases: list[str] | None, model_path: str | None, seed: int,
-             run_id: str | None) -> list[dict[str, Any]]:
+             run_id: str | None, project: Project) -> list[Row]:
     from bench.runner import RunConfig, Runner
 
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
                        providers=providers or ["local"], trials=trials, limit=limit,
                        case_ids=cases or None, model_path=model_path, seed=seed)
-    runner = Runner(config, run_id=run_id)
+    with project.activate():  # the runner does not take a project argument yet
+        runner = Runner(config, run_id=run_id)
     if runner.store.exists():
         raise BenchError(f"run '{runner.store.run_id}' already exists; compare it with "
                          f"--run {runner.store.run_id}")
     _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
                                 f"{count(len(runner.plan), 'row')} -> {runner.store.dir}")
-    runner.run()
-    return list(runner.store.rows())
+    with project.activate():
+        runner.run()
+    return list(runner.store.load_rows())
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -184,19 +184,20 @@ def compare(
     from bench.compare.core import compare_rows
     from bench.scoring.registry import primary_metrics
 
+    project = Project.from_env()  # the command line's edge
     group_by: tuple[str, ...] = ("provider",)
     if run:
-        rows = _rows_of(run)
+        rows = _rows_of(project, run)
         rows_a = _split_variant(rows, a, f"run '{run}'")
         rows_b = _split_variant(rows, b, f"run '{run}'")
         label_a, label_b = a, b
-    elif _is_run(a) and _is_run(b):
-        rows_a, rows_b = _rows_of(a), _rows_of(b)
+    elif _is_run(project, a) and _is_run(project, b):
+        rows_a, rows_b = _rows_of(project, a), _rows_of(project, b)
         if variant:
             rows_a = _split_variant(rows_a, variant, f"run '{a}'")
             rows_b = _split_variant(rows_b, variant, f"run '{b}'")
-        variants_a = {r["variant"] for r in rows_a}
-        variants_b = {r["variant"] for r in rows_b}
+        variants_a = {r.variant for r in rows_a}
+        variants_b = {r.variant for r in rows_b}
         if variants_a == variants_b:
             group_by = ("provider", "variant")
         elif not (len(variants_a) == 1 and len(variants_b) == 1):
@@ -204,17 +205,16 @@ def compare(
                              f"({', '.join(sorted(variants_a))} vs "
                              f"{', '.join(sorted(variants_b))}); pick one with --variant")
         label_a, label_b = a, b
-    elif _is_run(a) or _is_run(b):  # one run id: the other is neither run nor usable
-        from bench.paths import runs_dir
-        run_id, other = (a, b) if _is_run(a) else (b, a)
+    elif _is_run(project, a) or _is_run(project, b):  # one run id: the other is no run
+        run_id, other = (a, b) if _is_run(project, a) else (b, a)
         raise BenchError(f"'{run_id}' is a run but '{other}' is not (no run of that id under "
-                         f"{runs_dir()}); give two run ids, two variants, or --run "
+                         f"{project.runs_dir}); give two run ids, two variants, or --run "
                          f"{run_id} with two of its variants")
     else:
         if a == b:
             raise BenchError(f"A and B are the same variant '{a}'")
         rows = _run_now(a, b, dataset, _split(provider), trials, limit, _split(cases),
-                        model_path, seed, run_id)
+                        model_path, seed, run_id, project)
         rows_a = _split_variant(rows, a, "the new run")
         rows_b = _split_variant(rows, b, "the new run")
         label_a, label_b = a, b

@@ -30,13 +30,14 @@ is significant but no larger than the margin; else ``no significant difference``
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.stats import binom
 
+from bench.results import Row, RowExpected, as_rows
 from bench.scoring.registry import comparable_metrics, get_metric
 from bench.stats.frame import metric_columns, results_frame
 
@@ -268,13 +269,15 @@ def _paired_bootstrap(a: np.ndarray, b: np.ndarray, cases: np.ndarray, confidenc
     return float(low), float(high)
 
 
-def _short_expected(expected: dict[str, Any]) -> str:
-    if expected.get("no_call"):
+def _short_expected(expected: RowExpected | None) -> str:
+    if expected is None:
+        return ""
+    if expected.no_call:
         return "(no call: nothing fits)"
-    if expected.get("ask"):
+    if expected.ask:
         return "(no call: ask the user)"
     parts = []
-    for call in expected.get("calls") or []:
+    for call in expected.calls:
         args = ", ".join(
             f"{k}=" + "|".join("omit" if v is None else json.dumps(v, ensure_ascii=False)
                                for v in values)
@@ -283,16 +286,15 @@ def _short_expected(expected: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _short_answer(row: dict[str, Any], limit: int = 300) -> str:
-    parsed = row.get("parsed") or {}
-    if parsed.get("error"):
-        text = f"(unparseable: {parsed['error']})"
-    elif not parsed.get("calls"):
+def _short_answer(row: Row, limit: int = 300) -> str:
+    if row.parsed is not None and row.parsed.error:
+        text = f"(unparseable: {row.parsed.error})"
+    elif not row.calls():
         text = "(no call)"
     else:
         text = "; ".join(
-            f"{c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})"
-            for c in parsed["calls"])
+            f"{c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})"
+            for c in row.calls())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
@@ -307,8 +309,8 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                    group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
                    margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
                    n_boot: int = 2000, seed: int = 0, mid_p: bool = False,
-                   rows_a: dict[str, dict[str, Any]] | None = None,
-                   rows_b: dict[str, dict[str, Any]] | None = None) -> Comparison:
+                   rows_a: dict[str, Row] | None = None,
+                   rows_b: dict[str, Row] | None = None) -> Comparison:
     """Compare two results frames (:mod:`bench.stats.frame`); see :func:`compare_rows`.
 
     ``rows_a``/``rows_b`` map a frame's ``key`` to its full row, used only to describe flipped
@@ -365,13 +367,14 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                                                   mid_p)))
             flipped = both[a != b]
             for record in flipped.to_dict("records"):
-                row_a = (rows_a or {}).get(record["key_a"], {})
-                row_b = (rows_b or {}).get(record["key_b"], {})
+                row_a = (rows_a or {}).get(record["key_a"])
+                row_b = (rows_b or {}).get(record["key_b"])
                 flips.append(Flip(
                     direction="lost" if bool(record[f"{metric}_a"]) == higher else "gained",
                     group=str(group), metric=metric, case_id=str(record["case_id"]),
-                    trial=int(record["trial"]), query=str(row_a.get("query") or ""),
-                    expected=_short_expected(row_a.get("expected") or {}),
+                    trial=int(record["trial"]),
+                    query=str(row_a.query or "") if row_a else "",
+                    expected=_short_expected(row_a.expected) if row_a else "",
                     answer_a=_short_answer(row_a) if row_a else "",
                     answer_b=_short_answer(row_b) if row_b else ""))
     for test, adjusted in zip(result.tests, holm_adjust([t.p_value for t in result.tests])):
@@ -388,7 +391,8 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
     return result
 
 
-def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, Any]], *,
+def compare_rows(rows_a: Iterable[Row | Mapping[str, Any]],
+                 rows_b: Iterable[Row | Mapping[str, Any]], *,
                  label_a: str = "A", label_b: str = "B", metrics: Iterable[str] | None = None,
                  group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
                  margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
@@ -396,7 +400,8 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
     """Compare result rows of A and B, paired on the (group, case, trial) both have.
 
     Args:
-        rows_a / rows_b: result rows (dicts of ``results.jsonl``), e.g. one variant each.
+        rows_a / rows_b: result rows (:class:`bench.results.Row`; dicts of the row's JSON
+            shape are validated into one), e.g. one variant each.
         label_a / label_b: names shown for A and B.
         metrics: binary metrics to test (default: every rate of the registry's ``compare``
             view, :func:`bench.scoring.registry.comparable_metrics`, both sides carry, so
@@ -418,10 +423,10 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
     Raises:
         ValueError: no shared metric, an unknown metric, or no shared pair.
     """
-    rows_a = list(rows_a)
-    rows_b = list(rows_b)
+    rows_a = as_rows(rows_a)
+    rows_b = as_rows(rows_b)
     return compare_frames(results_frame(rows_a), results_frame(rows_b), label_a=label_a,
                           label_b=label_b, metrics=metrics, group_by=group_by, alpha=alpha,
                           margin=margin, confidence=confidence, power=power, n_boot=n_boot,
-                          seed=seed, mid_p=mid_p, rows_a={r["key"]: r for r in rows_a},
-                          rows_b={r["key"]: r for r in rows_b})
+                          seed=seed, mid_p=mid_p, rows_a={r.key: r for r in rows_a},
+                          rows_b={r.key: r for r in rows_b})

@@ -31,6 +31,7 @@ from bench.executor.safeguards import (CircuitBreaker, RateLimit, RateLimiter, R
                                        call_rng)
 from bench.executor.traces import TraceWriter, arguments_hash
 from bench.models import Tool, ToolCall
+from bench.results import TraceRecord
 
 _PERMISSION_RANK = {"read": 0, "write": 1, "sensitive": 2}
 HandlerSource = Mapping[str, Mapping[str, Handler]] | Callable[[str], Mapping[str, Handler]]
@@ -407,10 +408,9 @@ class Executor:
     def _trace(self, run: RunContext, call: ToolCall, record: Attempt, final: bool) -> None:
         if self.traces is None or not run.trace:
             return
-        self.traces.write({"run_id": run.run_id, "case_id": run.case_id, "trial": run.trial,
-                           "call_id": call.id, "tool": call.name,
-                           "args_sha256": arguments_hash(call.arguments),
-                           "attempt": record.attempt, "status": record.status, "final": final,
-                           "error_class": record.error_class, "error_code": record.error_code,
-                           "fault": record.fault, "waited_s": record.waited_s,
-                           "duration_ms": record.duration_ms})
+        self.traces.write(TraceRecord.model_construct(  # fields of known types: no checks
+            run_id=run.run_id, case_id=run.case_id, trial=run.trial, call_id=call.id,
+            tool=call.name, args_sha256=arguments_hash(call.arguments),
+            attempt=record.attempt, status=record.status, final=final,
+            error_class=record.error_class, error_code=record.error_code, fault=record.fault,
+            waited_s=record.waited_s, duration_ms=record.duration_ms))

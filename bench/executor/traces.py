@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from pydantic import ValidationError
 
 from bench.errors import BenchError
 from bench.jsonl import canonical_bytes, dumps
 from bench.redact import redact
+from bench.results import SCHEMA_VERSION, TraceRecord, validation_problem
 
 if TYPE_CHECKING:  # pandas costs ~0.4 s to import; only summaries need it
     import pandas as pd
@@ -45,10 +47,15 @@ class TraceWriter:
         self._lock = threading.Lock()
         self._handle = open(self.path, "a", encoding="utf-8")
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Append one record as a JSON line, secrets redacted (flushed at once)."""
-        line = redact(dumps({"ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                      **record}))
+    def write(self, record: TraceRecord | Mapping[str, Any]) -> None:
+        """Append one record (a :class:`bench.results.TraceRecord` or a dict of its shape) as
+        a JSON line with ``schema_version`` and ``ts`` (now, when the record has none),
+        secrets redacted (flushed at once)."""
+        data = record.model_dump(exclude_none=False) if isinstance(record, TraceRecord) \
+            else {"schema_version": SCHEMA_VERSION, **record}
+        if not data.get("ts"):
+            data["ts"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        line = redact(dumps(data))
         with self._lock:
             try:
                 self._handle.write(line + "\n")
@@ -63,15 +70,14 @@ class TraceWriter:
             self._handle.close()
 
 
-# Numeric trace fields (summaries do arithmetic on them).
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {"duration_ms": (int, float), "attempt": (int,)}
-
-
-def read_traces(path: Path) -> list[dict[str, Any]]:
-    """The trace records of a file; a half-written last line is skipped.
+def read_traces(path: Path) -> list[TraceRecord]:
+    """The trace records of a file; a half-written last line is skipped; lines without
+    ``schema_version`` (the release before the contract) are migrated.
 
     Raises:
-        BenchError: the file is missing, or a complete line is not a JSON object.
+        BenchError: the file is missing, or a complete line is not a JSON object of the
+            :class:`bench.results.TraceRecord` shape (names file, line and field), or was
+            written by a newer bench.
     """
     if not path.is_file():
         raise BenchError("no traces for this run (was it run with --execute?)", file=path)
@@ -88,19 +94,18 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BenchError(f"not a JSON line: {exc.msg}", file=path, line=number) from None
-        if not isinstance(record, dict) or not isinstance(record.get("tool"), str):
-            raise BenchError("a trace line needs a 'tool' (a string)", file=path, line=number)
-        for field, kinds in _FIELD_TYPES.items():
-            value = record.get(field)
-            if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)
-                                      or (isinstance(value, float) and not math.isfinite(value))):
-                raise BenchError(f"expected a finite number, got {value!r}", file=path,
-                                 line=number, field=field)
-        records.append(record)
+        if not isinstance(record, dict):
+            raise BenchError("a trace line must be a JSON object", file=path, line=number)
+        try:
+            records.append(TraceRecord.model_validate(record))
+        except ValidationError as exc:
+            field, problem = validation_problem(exc)
+            raise BenchError(f"trace line: {problem}", file=path, line=number,
+                             field=field) from None
     return records
 
 
-def summarize_traces(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def summarize_traces(records: Iterable[TraceRecord | Mapping[str, Any]]) -> pd.DataFrame:
     """Per tool: calls, attempts, retries, failure rate, latency percentiles, error classes.
 
     Returns:
@@ -113,7 +118,8 @@ def summarize_traces(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """
     import pandas as pd
 
-    frame = pd.DataFrame.from_records(list(records))
+    frame = pd.DataFrame.from_records(
+        [r.model_dump() if isinstance(r, TraceRecord) else dict(r) for r in records])
     if frame.empty:
         return pd.DataFrame(columns=["tool", "calls", "attempts", "retries", "failed",
                                      "failure_rate", "p50_ms", "p95_ms", "p99_ms", "max_ms",

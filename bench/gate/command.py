@@ -22,20 +22,19 @@ def update(
 ) -> None:
     """Run the gate's plan and write the baseline file named in the tool.bench.gate table."""
     from bench.gate.config import load_gate_config
-    from bench.gate.core import GateRun, project_dir, run_gate, write_baseline
-    from bench.runstore import RunStore
-    from bench.paths import runs_dir
+    from bench.gate.core import GateRun, gate_project, run_gate, write_baseline
 
     gate = load_gate_config(config)
     if gate is None:
         raise BenchError("no [tool.bench.gate] table", file=config)
+    project = gate_project(gate)
     if run:
-        with project_dir(gate.root):
-            store = RunStore(runs_dir(), run)
-            if not store.exists():
-                raise BenchError(f"unknown run '{run}' under {runs_dir()}")
-            result = GateRun(rows=list(store.rows()), manifest=store.read_manifest(), run_id=run)
+        store = project.store(run)
+        if not store.exists():
+            raise BenchError(f"unknown run '{run}' under {project.runs_dir}")
+        manifest = store.load_manifest()
+        result = GateRun(rows=list(store.load_rows(manifest)), manifest=manifest, run_id=run)
     else:
-        result = run_gate(gate)
+        result = run_gate(gate, project=project)
     path = write_baseline(gate, result)
     typer.echo(f"baseline written: {path} (run {result.run_id}, {count(len(result.rows), 'row')})")

@@ -17,20 +17,21 @@ hashes; it is meant to be committed next to the descriptions.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
+from pydantic import ValidationError
 
 from bench.compare.core import Comparison, compare_frames
 from bench.errors import BenchError
 from bench.gate.config import GateConfig
 from bench.plural import count
+from bench.project import Project
+from bench.results import Manifest, Row, TraceRecord, as_rows
 from bench.runstore import atomic_write_json
 from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
@@ -39,20 +40,13 @@ BASELINE_FORMAT = "bench-gate-baseline/1"
 GROUP_BY = ("variant", "provider")
 
 
-@contextlib.contextmanager
-def project_dir(root: Path) -> Iterator[None]:
-    """Run inside ``root``: cwd and ``$BENCH_HOME`` point there (relative paths in the gate
-    table, ``replay:<file>`` sources and ``datasets/``/``descriptions/`` resolve against it)."""
-    previous = os.environ.get("BENCH_HOME")
-    os.environ["BENCH_HOME"] = str(root)
-    try:
-        with contextlib.chdir(root):
-            yield
-    finally:
-        if previous is None:
-            os.environ.pop("BENCH_HOME", None)
-        else:
-            os.environ["BENCH_HOME"] = previous
+def gate_project(config: GateConfig) -> Project:
+    """The gate's project: the folder of its ``pyproject.toml`` (``config.root``), where
+    ``datasets/``, ``descriptions/``, ``reports/runs/`` and the table's relative paths
+    (``replay:<file>`` sources, a ``.jsonl`` dataset, the baseline) are found. Nothing
+    process-wide changes (no ``chdir``, no ``$BENCH_HOME``), so gates of two projects can run
+    in one process."""
+    return Project(config.root)
 
 
 @dataclass
@@ -60,15 +54,15 @@ class GateRun:
     """The rows of one gate run.
 
     Attributes:
-        rows: result rows (dicts of ``results.jsonl``).
+        rows: result rows.
         manifest: the run's manifest (dataset and variant hashes...).
         run_id: the stored run's id (under ``<root>/reports/runs``).
         call_errors: ``{(case_id, trial): ["<tool>: <error_class>/<error_code>", ...]}`` from
             the executor's ``traces.jsonl`` (final failed attempts; all variants of the run).
     """
 
-    rows: list[dict[str, Any]]
-    manifest: dict[str, Any]
+    rows: list[Row]
+    manifest: Manifest
     run_id: str
     call_errors: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
@@ -78,12 +72,14 @@ class GateRun:
         return results_frame(self.rows)
 
 
-def run_gate(config: GateConfig, *, run_id: str | None = None) -> GateRun:
+def run_gate(config: GateConfig, *, run_id: str | None = None,
+             project: Project | None = None) -> GateRun:
     """Run the gate's plan (cases x variants x providers x trials) and score it.
 
     Args:
         config: the gate settings.
         run_id: name of the stored run (default ``gate-<UTC timestamp>``).
+        project: where to run (default :func:`gate_project`: the config's folder).
 
     Raises:
         BenchError: bad settings, or the run failed; a replay cache miss names the case and
@@ -91,19 +87,27 @@ def run_gate(config: GateConfig, *, run_id: str | None = None) -> GateRun:
     """
     from bench.runner import RunConfig, Runner  # the runner loads providers and the executor
 
+    project = project or gate_project(config)
     run_id = run_id or "gate-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    with project_dir(config.root):
-        run_config = RunConfig(dataset=config.dataset, variants=config.variants,
+    dataset = config.dataset
+    if dataset.endswith(".jsonl"):  # a path in the table: relative to the project
+        dataset = str(project.resolve(dataset))
+    # The runner finds datasets, descriptions, runs and replay files through the active
+    # project (it takes no project argument yet); activate() changes no cwd or environment.
+    with project.activate():
+        run_config = RunConfig(dataset=dataset, variants=config.variants,
                                providers=config.providers, trials=config.trials,
                                limit=config.limit, case_ids=config.cases,
                                execute=config.execute)
-        runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)])
-        manifest = runner.run()
-        rows = list(runner.store.rows())
-        call_errors = read_call_errors(runner.store.dir / "traces.jsonl")
-    if manifest.get("status") != "complete":
-        raise BenchError(f"gate run '{run_id}' ended with status {manifest.get('status')}: "
-                         f"{manifest.get('error', 'see its manifest')}", file=config.source)
+        runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
+                        store=project.store(run_id))
+        runner.run()
+    manifest = runner.store.load_manifest()
+    rows = list(runner.store.load_rows(manifest))
+    call_errors = read_call_errors(runner.store.dir / "traces.jsonl")
+    if manifest.status != "complete":
+        raise BenchError(f"gate run '{run_id}' ended with status {manifest.status}: "
+                         f"{manifest.error or 'see its manifest'}", file=config.source)
     return GateRun(rows=rows, manifest=manifest, run_id=run_id, call_errors=call_errors)
 
 
@@ -113,16 +117,16 @@ def read_call_errors(path: Path) -> dict[tuple[str, int], list[str]]:
     errors: dict[tuple[str, int], list[str]] = {}
     if not Path(path).is_file():
         return errors
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         for line in handle:
             try:
-                trace = json.loads(line)
-            except json.JSONDecodeError:
+                trace = TraceRecord.model_validate_json(line)
+            except ValidationError:
                 continue
-            if not trace.get("final") or not trace.get("error_class"):
+            if not trace.final or not trace.error_class:
                 continue
-            text = f"{trace.get('tool')}: {trace['error_class']}/{trace.get('error_code')}"
-            found = errors.setdefault((str(trace.get("case_id")), int(trace.get("trial", 0))), [])
+            text = f"{trace.tool}: {trace.error_class}/{trace.error_code}"
+            found = errors.setdefault((str(trace.case_id), trace.trial or 0), [])
             if text not in found:
                 found.append(text)
     return errors
@@ -160,14 +164,14 @@ def build_baseline(config: GateConfig, run: GateRun) -> dict[str, Any]:
             bits = {m: int(bool(record[m])) for m in metrics if not pd.isna(record[m])}
             cases[f"{record['case_id']}#{record['trial']}"] = bits
         outcomes[group] = cases
-    dataset = run.manifest.get("dataset") or {}
+    dataset = run.manifest.dataset
     return {
         "format": BASELINE_FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "run_id": run.run_id,
-        "dataset": {k: dataset.get(k) for k in ("name", "sha256", "cases")},
-        "variants": [{k: v.get(k) for k in ("name", "toolset", "sha256")}
-                     for v in run.manifest.get("variants") or []],
+        "dataset": {"name": dataset.name, "sha256": dataset.sha256, "cases": dataset.cases},
+        "variants": [{"name": v.name, "toolset": v.toolset, "sha256": v.sha256}
+                     for v in run.manifest.variants],
         "providers": list(config.providers),
         "trials": config.trials,
         "metrics": metrics,
@@ -359,31 +363,29 @@ class Verdict:
         return "\n".join(lines)
 
 
-def _short_answer(row: dict[str, Any], limit: int = 240) -> str:
-    parsed = row.get("parsed") or {}
-    if parsed.get("error"):
-        return f"(unparseable: {parsed['error']})"[:limit]
-    calls = parsed.get("calls") or []
+def _short_answer(row: Row, limit: int = 240) -> str:
+    if row.parsed is not None and row.parsed.error:
+        return f"(unparseable: {row.parsed.error})"[:limit]
+    calls = row.calls()
     if not calls:
         return "(no call)"
-    text = "; ".join(f"{c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})"
+    text = "; ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})"
                      for c in calls)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _short_errors(row: dict[str, Any], call_errors: Sequence[str], limit: int = 240) -> str:
-    metrics = row.get("metrics") or {}
+def _short_errors(row: Row, call_errors: Sequence[str], limit: int = 240) -> str:
     parts = []
     if call_errors:
         parts.append("executor: " + "; ".join(call_errors))
-    codes = metrics.get("error_codes") or []
+    codes = row.metrics.error_codes or []
     if codes:
         parts.append("scoring: " + ", ".join(codes))
     text = " | ".join(parts)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
+def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
              baseline: dict[str, Any] | None,
              call_errors: dict[tuple[str, int], list[str]] | None = None) -> list[Verdict]:
     """Decide every (variant, provider, metric) of the gate (rule in the module docstring).
@@ -398,13 +400,14 @@ def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
     Returns:
         One :class:`Verdict` per (variant, provider, metric) in config order.
     """
-    rows = list(rows)
+    rows = as_rows(rows)
     frame = results_frame(rows)
-    by_key = {r["key"]: r for r in rows}
+    by_key = {r.key: r for r in rows}
     comparison = compare_with_baseline(config, frame, baseline) if baseline else None
     tests = {(t.group, t.metric): t for t in comparison.tests} if comparison else {}
     baseline_sha = {v.get("name"): v.get("sha256") for v in (baseline or {}).get("variants") or []}
-    current_sha = {r.get("variant"): (r.get("request") or {}).get("variant_sha256") for r in rows}
+    current_sha = {r.variant: r.request.variant_sha256 if r.request is not None else None
+                   for r in rows}
     verdicts = []
     for variant in config.variants:
         for provider in config.providers:
@@ -450,10 +453,12 @@ def evaluate(config: GateConfig, rows: Sequence[dict[str, Any]],
                     lost = [f for f in comparison.flips if f.direction == "lost"
                             and f.metric == metric and f.group == _group(variant, provider)]
                     for flip in lost[:config.flips_shown]:
-                        row = by_key.get(f"{flip.case_id}|{variant}|{provider}|{flip.trial}", {})
+                        row = by_key.get(f"{flip.case_id}|{variant}|{provider}|{flip.trial}")
+                        if row is None:
+                            continue
                         verdict.flips.append(FlippedCase(
                             case_id=flip.case_id, trial=flip.trial,
-                            query=str(row.get("query") or ""), answer=_short_answer(row),
+                            query=str(row.query or ""), answer=_short_answer(row),
                             errors=_short_errors(row, (call_errors or {}).get(
                                 (flip.case_id, flip.trial), []))))
                 verdicts.append(verdict)

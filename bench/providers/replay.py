@@ -17,11 +17,11 @@ from pydantic import ValidationError
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer
-from bench.paths import runs_dir
+from bench.project import active_project, current_project
 from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.cache import ResponseCache, messages_digest, tools_digest
 from bench.providers.errors import ProviderError
-from bench.runstore import RunStore
+from bench.results import Row
 
 
 class ReplayMiss(ProviderError):
@@ -39,7 +39,7 @@ class ReplayMiss(ProviderError):
         self.recorded_providers = list(recorded_providers)
 
 
-def response_from_row(row: dict[str, Any], source: Path | None = None) -> ProviderResponse:
+def response_from_row(row: Row, source: Path | None = None) -> ProviderResponse:
     """Rebuild the :class:`ProviderResponse` a ``results.jsonl`` row was scored from.
 
     Raises:
@@ -48,22 +48,25 @@ def response_from_row(row: dict[str, Any], source: Path | None = None) -> Provid
     """
     parts: dict[str, Any] = {}
     for name, model in (("parsed", ParsedAnswer), ("usage", Usage)):
+        stored = getattr(row, name)
         try:
-            parts[name] = model.model_validate(row.get(name) or {})
+            parts[name] = model.model_validate(
+                stored.model_dump(exclude_unset=True) if stored is not None else {})
         except ValidationError as exc:
             field, message = pydantic_error_field(exc)
-            raise BenchError(f"corrupt result row (key {row.get('key')}): {message}",
+            raise BenchError(f"corrupt result row (key {row.key}): {message}",
                              file=source, field=f"{name}.{field}" if field else name) from None
-    response = row.get("response") or {}
+    response = row.response
     try:
         return ProviderResponse(
-            raw=response.get("raw"), parsed=parts["parsed"],
-            finish_reason=response.get("finish_reason"), usage=parts["usage"],
-            latency_s=row["latency_s"], tool_definition_tokens=row.get("tool_definition_tokens"),
-            request=row.get("request") or {})
+            raw=response.raw if response is not None else None, parsed=parts["parsed"],
+            finish_reason=response.finish_reason if response is not None else None,
+            usage=parts["usage"], latency_s=row.latency_s,
+            tool_definition_tokens=row.tool_definition_tokens,
+            request=row.request.model_dump(exclude_unset=True) if row.request else {})
     except ValidationError as exc:
         field, message = pydantic_error_field(exc)
-        raise BenchError(f"corrupt result row (key {row.get('key')}): {message}", file=source,
+        raise BenchError(f"corrupt result row (key {row.key}): {message}", file=source,
                          field=field) from None
 
 
@@ -87,26 +90,31 @@ class ReplayProvider(Provider):
             raise BenchError(f"provider '{provider_id}': give a run id or a cache file, "
                              "e.g. replay:<run-id> or replay:reports/cache/responses.sqlite")
         self._cache: ResponseCache | None = None
-        self._index: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        self._index: dict[tuple[str, str, int], list[Row]] = {}
         self._recorded: set[str] = set()
         path = Path(self.source)
+        project = active_project()
+        if project is not None:  # a caller's project (e.g. the gate's): its relative paths
+            path = project.resolve(path)
         if path.is_file():
             self._cache = ResponseCache(path, "read")
             self.kind = "cache"
             self._recorded = {p for (p,) in self._cache._connection().execute(
                 "SELECT DISTINCT provider FROM responses")}
         else:
-            store = RunStore(runs_dir(), self.source)
+            project = project or current_project()
+            store = project.store(self.source)
             if not store.exists():
                 raise BenchError(f"provider '{provider_id}': '{self.source}' is neither a "
-                                 f"cache file nor a run under {runs_dir()}")
+                                 f"cache file nor a run under {project.runs_dir}")
             self.kind = "run"
             self._results = store.results_path
-            for row in store.rows():
-                request = row.get("request") or {}
-                key = (request.get("messages_sha256"), request.get("tools_sha256"), row["trial"])
+            for row in store.load_rows():
+                request = row.request
+                key = (request.messages_sha256 if request else None,
+                       request.tools_sha256 if request else None, row.trial)
                 self._index.setdefault(key, []).append(row)
-                self._recorded.add(row["provider"])
+                self._recorded.add(row.provider)
         if self.only and self.only not in self._recorded:
             raise BenchError(f"provider '{provider_id}': the source has no answers from "
                              f"'{self.only}' (it has: {', '.join(sorted(self._recorded)) or 'none'})")
@@ -117,7 +125,7 @@ class ReplayProvider(Provider):
         if self._cache is not None:
             found = self._cache.find(*key)
         else:
-            found = [(row["provider"], response_from_row(row, self._results))
+            found = [(row.provider, response_from_row(row, self._results))
                      for row in self._index.get(key, [])]
         return [(p, r) for p, r in found if not self.only or p == self.only]
 

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from bench.errors import BenchError
-from bench.paths import runs_dir
+from bench.project import Project, current_project
 from bench.plural import noun
 from bench.runstore import atomic_write_text
 
@@ -47,8 +47,9 @@ def compare_suffix(pair: list[str]) -> str:
     return f".{cut}-{hashlib.sha256(wanted.encode('utf-8')).hexdigest()[:10]}"
 
 
-def report_path(name: str, fmt: ReportFormat) -> Path:
-    """``reports/<name>/<file>`` for a format.
+def report_path(name: str, fmt: ReportFormat, project: Project | None = None) -> Path:
+    """``<project>/reports/<name>/<file>`` for a format (``project`` default
+    :func:`bench.project.current_project`).
 
     Raises:
         BenchError: ``name`` is not a plain folder name (letters, digits, ``.``, ``_``, ``-``,
@@ -57,7 +58,7 @@ def report_path(name: str, fmt: ReportFormat) -> Path:
     if not REPORT_NAME_PATTERN.fullmatch(name) or name in {"runs", ".", ".."}:
         raise BenchError(f"invalid report name '{name}' (letters, digits, '.', '_', '-', '+'; "
                          "not 'runs')")
-    return runs_dir().parent / name / FILE_NAMES[fmt]
+    return (project or current_project()).reports_dir / name / FILE_NAMES[fmt]
 
 
 def report(
@@ -80,11 +81,12 @@ def report(
 
     from bench.report.comparison import choose_comparison
 
-    runs = load_runs(run_ids)
+    project = Project.from_env()  # the command line's edge
+    runs = load_runs(run_ids, project)
     pair = [p.strip() for p in compare.split(",")] if compare else None
     comparison = None if fmt is ReportFormat.junit else choose_comparison(runs, pair)
     if comparison is None and len(runs) == 2 and fmt is not ReportFormat.junit:
-        variants = [{r["variant"] for r in run.source_rows} for run in runs]
+        variants = [{r.variant for r in run.source_rows} for run in runs]
         shared = variants[0] & variants[1]
         why = (f"no (provider, case, trial) in common on the variants both have "
                f"({', '.join(sorted(shared))})" if shared
@@ -99,17 +101,17 @@ def report(
             suffix = compare_suffix(pair)
             name = name[:MAX_REPORT_NAME - len(suffix)] + suffix
     title = f"bench report: {', '.join(title_ids)}"
-    path = None if output else report_path(name, fmt)  # checks the name
+    path = None if output else report_path(name, fmt, project)  # checks the name
     if fmt is ReportFormat.html:
         from bench.report.html import render_html
         text = render_html(runs, title, comparison)
     elif fmt is ReportFormat.md:
         from bench.report.markdown import render_markdown
         try:
-            html_path: Path | None = report_path(name, ReportFormat.html)
+            html_path: Path | None = report_path(name, ReportFormat.html, project)
         except BenchError:  # a name only -o makes irrelevant: no HTML report to link
             html_path = None
-        shown = html_path.relative_to(runs_dir().parent.parent) if html_path else None
+        shown = html_path.relative_to(project.root) if html_path else None
         text = render_markdown(runs, title, str(shown) if html_path and html_path.exists()
                                else None, comparison)
     else:

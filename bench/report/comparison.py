@@ -46,26 +46,26 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
             raise BenchError(f"--compare: no variant '{unknown[0]}' in the report "
                              f"(it has {', '.join(labels)})")
         label_a, label_b = pair
-        rows_a = [r for r in rows if r["variant"] == label_a]
-        rows_b = [r for r in rows if r["variant"] == label_b]
+        rows_a = [r for r in rows if r.variant == label_a]
+        rows_b = [r for r in rows if r.variant == label_b]
     elif len(runs) == 2:
         rows_a, rows_b = runs[0].source_rows, runs[1].source_rows
-        variants_a = {r["variant"] for r in rows_a}
-        variants_b = {r["variant"] for r in rows_b}
+        variants_a = {r.variant for r in rows_a}
+        variants_b = {r.variant for r in rows_b}
         shared = variants_a & variants_b
         if len(variants_a) == 1 and len(variants_b) == 1 and not shared:
             pass  # one variant each, different: the two against each other
         elif shared:  # variant by variant, on the variants both runs have
             group_by = ("provider", "variant")
-            rows_a = [r for r in rows_a if r["variant"] in shared]
-            rows_b = [r for r in rows_b if r["variant"] in shared]
+            rows_a = [r for r in rows_a if r.variant in shared]
+            rows_b = [r for r in rows_b if r.variant in shared]
         else:
             return None
         label_a, label_b = runs[0].run_id, runs[1].run_id
     elif len(labels) == 2:
         label_a, label_b = labels
-        rows_a = [r for r in rows if r["variant"] == label_a]
-        rows_b = [r for r in rows if r["variant"] == label_b]
+        rows_a = [r for r in rows if r.variant == label_a]
+        rows_b = [r for r in rows if r.variant == label_b]
     else:
         return None
     try:

@@ -16,9 +16,9 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.paths import runs_dir
 from bench.plural import count, noun
-from bench.runstore import RunStore
+from bench.project import Project, current_project
+from bench.results import Manifest, Row
 from bench.scoring.registry import get_metric, metric_names
 from bench.stats.aggregate import aggregate
 from bench.stats.frame import results_frame
@@ -39,20 +39,22 @@ LIST_LIMIT = 20  # calls and argument errors shown per row
 
 @dataclass
 class LoadedRun:
-    """One stored run: its manifest, its rows with unique variant labels (``rows``) and as
-    stored (``source_rows``; the same list unless :func:`load_runs` relabelled)."""
+    """One stored run: its manifest (its ``status`` the one to show), its rows with unique
+    variant labels (``rows``) and as stored (``source_rows``; the same list unless
+    :func:`load_runs` relabelled)."""
 
     run_id: str
-    manifest: dict[str, Any]
-    rows: list[dict[str, Any]]
-    source_rows: list[dict[str, Any]] = field(default_factory=list)
+    manifest: Manifest
+    rows: list[Row]
+    source_rows: list[Row] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.source_rows = self.source_rows or self.rows
 
 
-def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
-    """Read the named runs from ``reports/runs``.
+def load_runs(run_ids: Sequence[str], project: Project | None = None) -> list[LoadedRun]:
+    """Read the named runs from the project's ``reports/runs`` (``project`` default
+    :func:`bench.project.current_project`).
 
     When several runs share a (variant, provider) pair, each row's variant is relabelled
     ``<run-id>/<variant>`` so the runs stay apart in every table and chart. A manifest's
@@ -65,35 +67,36 @@ def load_runs(run_ids: Sequence[str]) -> list[LoadedRun]:
     """
     if not run_ids:
         raise BenchError("name at least one run id (see reports/runs/)")
+    project = project or current_project()
     runs = []
     for run_id in dict.fromkeys(run_ids):
-        store = RunStore(runs_dir(), run_id)
-        manifest = store.read_manifest()
-        manifest["status"] = store.shown_status(manifest)  # "crashed" is shown, not stored
-        rows = list(store.checked_rows(manifest))
+        store = project.store(run_id)
+        manifest = store.load_manifest()
+        rows = list(store.load_rows(manifest))
+        manifest.status = store.shown_status(manifest)  # "crashed" is shown, not stored
         if not rows:
             raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
         runs.append(LoadedRun(run_id, manifest, rows))
-    pairs = [{(r["variant"], r["provider"]) for r in run.rows} for run in runs]
+    pairs = [{(r.variant, r.provider) for r in run.rows} for run in runs]
     clash = len(runs) > 1 and sum(len(p) for p in pairs) > len(set().union(*pairs))
     if clash:
         for run in runs:
             run.source_rows = run.rows
-            run.rows = [{**r, "variant": f"{run.run_id}/{r['variant']}",
-                         "key": f"{run.run_id}/{r['key']}"} for r in run.rows]
-            for variant in run.manifest.get("variants", []):
-                if isinstance(variant, dict):
-                    variant["label"] = f"{run.run_id}/{variant.get('name')}"
+            run.rows = [r.model_copy(update={"variant": f"{run.run_id}/{r.variant}",
+                                             "key": f"{run.run_id}/{r.key}"})
+                        for r in run.rows]
+            for variant in run.manifest.variants:
+                variant.label = f"{run.run_id}/{variant.name}"
     return runs
 
 
-def row_outcome(row: dict[str, Any]) -> str:
+def row_outcome(row: Row) -> str:
     """``unparseable`` (the answer could not be decoded), ``pass`` (tool selection right and
     no wrong argument: ``arguments_correct`` True or not applicable) or ``fail``."""
-    metrics = row.get("metrics") or {}
-    if (row.get("parsed") or {}).get("error") or "unparseable" in metrics.get("error_codes", []):
+    if row.unparseable:
         return "unparseable"
-    if metrics.get("selection_correct") and metrics.get("arguments_correct") is not False:
+    metrics = row.metrics
+    if metrics.selection_correct and metrics.arguments_correct is not False:
         return "pass"
     return "fail"
 
@@ -102,15 +105,13 @@ def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
     """Variant labels in the order the runs' configs list them."""
     order: list[str] = []
     for run in runs:
-        for variant in run.manifest.get("variants", []):
-            if isinstance(variant, dict):
-                label = variant.get("label") or variant.get("name")
-                if label not in order:
-                    order.append(label)
+        for variant in run.manifest.variants:
+            if variant.shown not in order:
+                order.append(variant.shown)
     for run in runs:  # rows of variants the manifest does not list
         for row in run.rows:
-            if row["variant"] not in order:
-                order.append(row["variant"])
+            if row.variant not in order:
+                order.append(row.variant)
     return order
 
 
@@ -118,14 +119,13 @@ def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
     """Mean description lines per tool of each variant label (mean over its toolsets)."""
     found: dict[str, list[float]] = {}
     for run in runs:
-        for variant in run.manifest.get("variants", []):
-            if isinstance(variant, dict) and variant.get("mean_lines_per_tool") is not None:
-                label = variant.get("label") or variant.get("name")
-                found.setdefault(label, []).append(float(variant["mean_lines_per_tool"]))
+        for variant in run.manifest.variants:
+            if variant.mean_lines_per_tool is not None:
+                found.setdefault(variant.shown, []).append(variant.mean_lines_per_tool)
     return {label: sum(v) / len(v) for label, v in found.items()}
 
 
-def all_rows(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+def all_rows(runs: Sequence[LoadedRun]) -> list[Row]:
     """Every row of every run, in run order (variants relabelled as :func:`load_runs` says)."""
     return [row for run in runs for row in run.rows]
 
@@ -161,7 +161,7 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     table = rates.merge(usage, on=["provider", "variant"], how="left")
     table["mean_lines"] = table["variant"].map(variant_lines(runs)).astype(float)
     if len(runs) > 1:  # one chart line per run and provider
-        run_of = {(r["provider"], r["variant"]): run.run_id for run in runs for r in run.rows}
+        run_of = {(r.provider, r.variant): run.run_id for run in runs for r in run.rows}
         table["series"] = [f"{run_of.get((p, v), '?')} · {p}" for p, v in
                            zip(table["provider"], table["variant"])]
     costs = cost_by_group(all_rows(runs))
@@ -171,17 +171,17 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     return _in_variant_order(table, variant_order(runs))
 
 
-def cost_by_group(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
+def cost_by_group(rows: Iterable[Row]) -> dict[tuple[str, str], float]:
     """Total ``cost_usd`` (USD) of the rows per (provider, variant); {} when no row has a
     cost (providers without a price, or runs from before costs were recorded)."""
     totals: dict[tuple[str, str], float] = {}
     seen: set[str] = set()
     for row in rows:
-        cost = _optional_float(row.get("cost_usd"))
-        if cost is None or row["key"] in seen:
+        cost = _optional_float(row.cost_usd)
+        if cost is None or row.key in seen:
             continue
-        seen.add(row["key"])
-        pair = (row["provider"], row["variant"])
+        seen.add(row.key)
+        pair = (row.provider, row.variant)
         totals[pair] = totals.get(pair, 0.0) + cost
     return totals
 
@@ -246,14 +246,14 @@ def _cap_list(items: Any, limit: int = LIST_LIMIT) -> tuple[list[Any], int]:
     return items[:limit], max(0, len(items) - limit)
 
 
-def _capped_calls(parsed: dict[str, Any]) -> list[list[Any]]:
+def _capped_calls(row: Row) -> list[list[Any]]:
     """``[[name, arguments], ...]`` of a row's parsed calls, every part capped; a last entry
     says how many calls were left out."""
-    calls, more = _cap_list(parsed.get("calls"))
-    shown = [[_name(c.get("name")),
-              _cap_arguments(c.get("arguments")) if c.get("valid", True)
-              else _cut(c.get("raw_arguments"), ARGUMENTS_LIMIT)]
-             for c in calls if isinstance(c, dict)]
+    calls, more = _cap_list(row.calls())
+    shown = [[_name(c.name),
+              _cap_arguments(c.arguments) if c.valid
+              else _cut(c.raw_arguments, ARGUMENTS_LIMIT)]
+             for c in calls]
     if more:
         shown.append([f"[... {count(more, 'more call')} in results.jsonl]", ""])
     return shown
@@ -324,44 +324,43 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
     rows = []
     for run_index, run in enumerate(runs):
         for row in run.rows:
-            expected = row.get("expected") or {}
-            case_key = f"{run_index}|{row['case_id']}"
+            expected = row.expected.model_dump(exclude_unset=True) if row.expected else {}
+            case_key = f"{run_index}|{row.case_id}"
             if case_key not in cases:
                 cases[case_key] = len(case_rows)
-                case_rows.append([row["case_id"], _cut(row.get("query")),
-                                  [tags(str(t)) for t in row.get("tags") or []],
+                case_rows.append([row.case_id, _cut(row.query),
+                                  [tags(str(t)) for t in row.tags or []],
                                   expected])
-            parsed = row.get("parsed") if isinstance(row.get("parsed"), dict) else {}
-            metrics = row.get("metrics") or {}
-            calls = _capped_calls(parsed)
-            parsed_calls = _cap_list(parsed.get("calls"))[0]
-            response = row.get("response") if isinstance(row.get("response"), dict) else {}
-            raw = response.get("raw")
-            text = parsed.get("text")
-            execution = {k: v for k, v in metrics.items() if k.startswith("execution")}
+            metrics = row.metrics
+            calls = _capped_calls(row)
+            parsed_calls = _cap_list(row.calls())[0]
+            raw = row.response.raw if row.response is not None else None
+            text = row.parsed.text if row.parsed is not None else None
+            execution = {k: v for k, v in metrics.model_dump(exclude_unset=True).items()
+                         if k.startswith("execution")}
             for name in ("execution", "executor"):  # the executor's per-call results
-                if row.get(name) is not None:
-                    execution["result"] = row[name]
+                if row.extra(name) is not None:
+                    execution["result"] = row.extra(name)
             names = {_name(c.get("name")) for c in expected.get("calls") or []
                      if isinstance(c, dict)} | {c[0] for c in calls[:len(parsed_calls)]}
-            usage = row.get("usage") or {}
+            usage = row.usage
             rows.append([
-                cases[case_key], variants(row["variant"]), providers(row["provider"]),
-                row.get("trial", 0), outcomes(row_outcome(row)),
+                cases[case_key], variants(row.variant), providers(row.provider),
+                row.trial, outcomes(row_outcome(row)),
                 [codes(_cut(str(c), NAME_LIMIT)) for c in
-                 _cap_list(metrics.get("error_codes"))[0]],
+                 _cap_list(metrics.error_codes)[0]],
                 # names sorted first: a set's order changes between processes (str hashing),
                 # and the lookup's numbering follows first use
                 sorted(tools(n) for n in sorted(str(n) for n in names if n is not None)),
-                _cut(raw), calls, _cut(parsed.get("error"), ERROR_LIMIT),
+                _cut(raw), calls,
+                _cut(row.parsed.error if row.parsed is not None else None, ERROR_LIMIT),
                 None if text == raw else _cut(text),
-                _capped_errors(metrics.get("argument_errors")),
+                _capped_errors(metrics.argument_errors),
                 _cut(execution, 2000) if execution else None,
-                row.get("latency_s"),
-                [usage.get("prompt_tokens"), usage.get("completion_tokens"),
-                 usage.get("cached_tokens")],
-                _optional_float(row.get("cost_usd")), run_index,
-                row.get("cache") if isinstance(row.get("cache"), str) else None,
+                row.latency_s,
+                [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens]
+                if usage is not None else [None, None, None],
+                _optional_float(row.cost_usd), run_index, row.cache,
             ])
     return {"fields": list(DRILLDOWN_FIELDS), "rows": rows, "cases": case_rows,
             "variants": variants.values, "providers": providers.values, "codes": codes.values,
@@ -375,34 +374,36 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     ``cost_usd``), cache counts (the manifest's ``cache`` object), what the run was billed
     (its ``spent`` object) and providers it skipped, where the manifest records them."""
     manifest = run.manifest
-    frame = pd.DataFrame([r.get("usage") or {} for r in run.rows])
+    frame = pd.DataFrame([r.usage.model_dump() if r.usage is not None else {}
+                          for r in run.rows])
     tokens = {name: int(frame[name].fillna(0).sum()) for name in
               ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
               if name in frame}
     if not tokens.get("reasoning_tokens"):  # shown only when some row has them
         tokens.pop("reasoning_tokens", None)
-    costs = [_optional_float(r.get("cost_usd")) for r in run.rows]
+    costs = [_optional_float(r.cost_usd) for r in run.rows]
     known_costs = [c for c in costs if c is not None]
-    dataset = manifest.get("dataset") if isinstance(manifest.get("dataset"), dict) else {}
+    dataset = manifest.dataset
+    cases = "?" if dataset.cases is None else dataset.cases
     return {
         "run_id": run.run_id,
-        "status": manifest.get("status"),
-        "dataset": f"{dataset.get('name', '?')} ({dataset.get('cases', '?')} "
-                   f"{noun(dataset.get('cases'), 'case')}, sha256 "
-                   f"{str(dataset.get('sha256', ''))[:12]})",
-        "command": " ".join(str(p) for p in manifest.get("command") or []),
-        "providers": [p for p in manifest.get("providers") or [] if isinstance(p, dict)],
-        "variants": [v for v in manifest.get("variants") or [] if isinstance(v, dict)],
-        "versions": manifest.get("versions") or {},
-        "git_commit": manifest.get("git_commit"),
-        "started_at": manifest.get("started_at"),
-        "ended_at": manifest.get("ended_at"),
-        "rows": f"{len(run.rows)} of {manifest.get('rows_planned', '?')} planned",
+        "status": manifest.status,
+        "dataset": f"{dataset.name or '?'} ({cases} "
+                   f"{noun(dataset.cases, 'case')}, sha256 "
+                   f"{(dataset.sha256 or '')[:12]})",
+        "command": " ".join(str(p) for p in manifest.command or []),
+        "providers": list(manifest.providers or []),
+        "variants": [v.model_dump(exclude_unset=True) for v in manifest.variants],
+        "versions": manifest.versions or {},
+        "git_commit": manifest.git_commit,
+        "started_at": manifest.started_at,
+        "ended_at": manifest.ended_at,
+        "rows": f"{len(run.rows)} of {manifest.rows_planned} planned",
         "tokens": tokens,
         "cost_usd": sum(known_costs) if known_costs else None,
-        "cache": manifest.get("cache") if isinstance(manifest.get("cache"), dict) else None,
-        "spent": manifest.get("spent") if isinstance(manifest.get("spent"), dict) else None,
-        "skipped": [p for p in manifest.get("providers_skipped") or [] if isinstance(p, dict)],
+        "cache": manifest.cache,
+        "spent": manifest.spent.model_dump(exclude_unset=True) if manifest.spent else None,
+        "skipped": list(manifest.providers_skipped or []),
     }
 
 
@@ -418,14 +419,14 @@ INCOMPLETE_REASONS = {
 }
 
 
-def merge_gaps(manifest: dict[str, Any]) -> str:
+def merge_gaps(manifest: Manifest) -> str:
     """What a merged run (``bench merge --allow-partial``) lacks, in a few words: its missing
     shards and its unfinished ones with their status; ``""`` when it lacks neither."""
-    missing = [str(s) for s in manifest.get("shards_missing") or []]
+    missing = [str(s) for s in manifest.shards_missing or []]
     parts = [f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing from the "
              "merge"] if missing else []
     parts += [f"shard {m.get('shard')} (run {m.get('run_id')}) {m.get('status')}"
-              for m in manifest.get("merged_from") or []
+              for m in manifest.merged_from or []
               if isinstance(m, dict) and m.get("status") != "complete"]
     return "; ".join(parts)
 
@@ -443,21 +444,20 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     """
     found = []
     for run in runs:
-        status = str(run.manifest.get("status"))
+        status = run.manifest.status
         if status == "complete":
             continue
         reason = INCOMPLETE_REASONS.get(status, f"status {status}")
-        skipped = [str(p.get("provider")) for p in run.manifest.get("providers_skipped") or []
-                   if isinstance(p, dict)]
+        skipped = [str(p.get("provider")) for p in run.manifest.providers_skipped or []]
         if status == "partial" and skipped:
             reason = f"skipped provider{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}"
-        if status == "partial" and run.manifest.get("merged_from"):  # merge --allow-partial
+        if status == "partial" and run.manifest.merged_from:  # merge --allow-partial
             reason = merge_gaps(run.manifest) or reason
-        error = run.manifest.get("error")
+        error = run.manifest.error
         if status == "failed" and error:
             reason += f" ({' '.join(str(error).split())[:300]})"
-        done = len({row["key"] for row in run.source_rows})
-        planned = run.manifest.get("rows_planned", "?")
+        done = len({row.key for row in run.source_rows})
+        planned = run.manifest.rows_planned
         text = (f"Run {run.run_id} is {status} ({reason}); every figure covers only the "
                 f"rows written."
                 + ("" if status == "running" else
@@ -472,6 +472,6 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def iter_failures(runs: Sequence[LoadedRun]) -> Iterable[dict[str, Any]]:
+def iter_failures(runs: Sequence[LoadedRun]) -> Iterable[Row]:
     """Rows whose outcome is not ``pass``."""
     return (row for row in all_rows(runs) if row_outcome(row) != "pass")

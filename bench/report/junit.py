@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Sequence
 
 from bench.report.data import TEXT_LIMIT, LoadedRun, all_rows, row_outcome, variant_order
+from bench.results import Row
 
 # Characters XML 1.0 forbids (model output may hold them); they become U+FFFD.
 _XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -18,17 +19,16 @@ def xml_text(value: Any, limit: int = TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more]"
 
 
-def _details(row: dict[str, Any]) -> str:
-    metrics = row.get("metrics") or {}
-    parsed = row.get("parsed") or {}
-    parts = [f"query: {row.get('query', '')}",
-             f"error codes: {', '.join(metrics.get('error_codes') or []) or '-'}"]
-    parts += [f"argument error: {e}" for e in metrics.get("argument_errors") or []]
-    if parsed.get("error"):
-        parts.append(f"parse error: {parsed['error']}")
-    calls = [f"{c.get('name')}({c.get('arguments')})" for c in parsed.get("calls") or []]
+def _details(row: Row) -> str:
+    metrics = row.metrics
+    parts = [f"query: {row.query if row.query is not None else ''}",
+             f"error codes: {', '.join(metrics.error_codes or []) or '-'}"]
+    parts += [f"argument error: {e}" for e in metrics.argument_errors or []]
+    if row.parsed is not None and row.parsed.error:
+        parts.append(f"parse error: {row.parsed.error}")
+    calls = [f"{c.name}({c.arguments})" for c in row.calls()]
     parts.append(f"calls: {'; '.join(calls) or '(none)'}")
-    parts.append(f"raw response: {(row.get('response') or {}).get('raw')}")
+    parts.append(f"raw response: {row.response.raw if row.response is not None else None}")
     return "\n".join(parts)
 
 
@@ -48,17 +48,17 @@ def render_junit(runs: Sequence[LoadedRun], name: str) -> str:
     root = ET.Element("testsuites", name=xml_text(name))
     suites: dict[tuple[str, str], ET.Element] = {}
     order = {v: i for i, v in enumerate(variant_order(runs))}
-    rows = sorted(all_rows(runs), key=lambda r: (r["provider"], order.get(r["variant"], 0)))
-    several_trials = any(r.get("trial", 0) for r in rows)
+    rows = sorted(all_rows(runs), key=lambda r: (r.provider, order.get(r.variant, 0)))
+    several_trials = any(r.trial for r in rows)
     totals: dict[tuple[str, str], list[float]] = {}
     for row in rows:
-        pair = (row["provider"], row["variant"])
+        pair = (row.provider, row.variant)
         if pair not in suites:
             suites[pair] = ET.SubElement(root, "testsuite",
                                          name=xml_text(f"{pair[0]} · {pair[1]}"))
             totals[pair] = [0, 0, 0.0]
-        name_text = row["case_id"] + (f"#{row.get('trial', 0)}" if several_trials else "")
-        latency = float(row.get("latency_s") or 0.0)
+        name_text = row.case_id + (f"#{row.trial}" if several_trials else "")
+        latency = float(row.latency_s or 0.0)
         case = ET.SubElement(suites[pair], "testcase", name=xml_text(name_text),
                              classname=xml_text(f"bench.{pair[0]}.{pair[1]}"),
                              time=f"{latency:.3f}")
@@ -67,7 +67,7 @@ def render_junit(runs: Sequence[LoadedRun], name: str) -> str:
         totals[pair][2] += latency
         if outcome != "pass":
             totals[pair][1] += 1
-            codes = (row.get("metrics") or {}).get("error_codes") or []
+            codes = row.metrics.error_codes or []
             failure = ET.SubElement(case, "failure", type=outcome,
                                     message=xml_text(", ".join(codes) or outcome, 500))
             failure.text = xml_text(_details(row))

@@ -55,7 +55,7 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
     rows = []
     outcomes: dict[tuple[str, str], dict[str, int]] = {}
     for row in all_rows(runs):
-        counts = outcomes.setdefault((row["provider"], row["variant"]), {})
+        counts = outcomes.setdefault((row.provider, row.variant), {})
         outcome = row_outcome(row)
         counts[outcome] = counts.get(outcome, 0) + 1
     for record in summary.to_dict("records"):
@@ -94,8 +94,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
         lost = sum(f.direction == "lost" for f in comparison.flips)
         lines += ["", f"Flipped (case, trial, metric) pairs: {lost} right in A but wrong in B, "
                       f"{len(comparison.flips) - lost} wrong in A but right in B."]
-    runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.get('status'))}, "
-                          f"commit `{md_cell(str(r.manifest.get('git_commit'))[:12])}`)"
+    runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.status)}, "
+                          f"commit `{md_cell(str(r.manifest.git_commit)[:12])}`)"
                           for r in runs)
     lines += ["", f"Runs: {runs_text}."]
     if report_path:

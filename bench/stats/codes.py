@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
+from bench.results import Row
 
-def error_code_counts(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+
+def error_code_counts(rows: Iterable[Row]) -> list[dict[str, Any]]:
     """Count rows per error code in each (provider, variant) group.
 
     Args:
-        rows: result rows (``provider``, ``variant``, ``metrics.error_codes``); a row key seen
+        rows: :class:`bench.results.Row` objects (``provider``, ``variant``,
+            ``metrics.error_codes``); a row key seen
             twice counts once, as in :func:`bench.stats.summary.rows_frame`.
 
     Returns:
@@ -20,12 +23,12 @@ def error_code_counts(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     seen: set[str] = set()
     for row in rows:
-        if row.get("key") in seen:
+        if row.key in seen:
             continue
-        seen.add(row.get("key"))
-        group = groups.setdefault((row["provider"], row["variant"]),
-                                  {"provider": row["provider"], "variant": row["variant"],
+        seen.add(row.key)
+        group = groups.setdefault((row.provider, row.variant),
+                                  {"provider": row.provider, "variant": row.variant,
                                    "rows": 0, "counts": Counter()})
         group["rows"] += 1
-        group["counts"].update(set((row.get("metrics") or {}).get("error_codes") or []))
+        group["counts"].update(set(row.metrics.error_codes or []))
     return [{**g, "counts": dict(g["counts"])} for g in groups.values()]

@@ -1,8 +1,9 @@
 """Result rows as one pandas DataFrame with a documented column schema.
 
 Every statistic, the table, ``bench compare``, the report and the gate read this frame, so a
-column is defined here once. Rows are the dicts of ``results.jsonl`` (see
-:func:`bench.runner.build_row`); a row seen twice (same ``key``) counts once.
+column is defined here once. Rows are :class:`bench.results.Row` objects (or the dicts of
+``results.jsonl``, see :func:`bench.runner.build_row`); a row seen twice (same ``key``)
+counts once.
 
 Column schema (dtype in brackets):
 
@@ -31,11 +32,12 @@ Column schema (dtype in brackets):
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from bench.results import Row
 from bench.scoring.registry import MetricSpec, metric_names, metric_specs
 
 NO_CALL = "(no call)"
@@ -103,12 +105,15 @@ def _value(row: dict[str, Any], metrics: dict[str, Any], how: int, what: Any) ->
     return what(row)
 
 
-def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     """Flatten result rows into the frame described in this module's docstring.
 
     Args:
-        rows: result rows (dicts) as stored in ``results.jsonl``; rows written before a metric
-            existed simply lack it (its column then holds <NA> for them).
+        rows: :class:`bench.results.Row` objects (as :meth:`bench.runstore.RunStore.load_rows`
+            gives them) or dicts as stored in ``results.jsonl``; rows written before a metric
+            existed simply lack it (its column then holds <NA> for them). The registry's
+            metric readers (:meth:`bench.scoring.registry.MetricSpec.row_value`) take the
+            row's JSON shape, so a :class:`~bench.results.Row` is dumped to it here.
 
     Returns:
         One row per distinct ``key``, in input order. An empty input gives an empty frame
@@ -135,6 +140,8 @@ def results_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     predicted_tools = columns["predicted_tools"].append
     nan = float("nan")
     for row in rows:
+        if isinstance(row, Row):  # the registry reads JSON-shaped rows
+            row = row.to_json_dict()
         key = row["key"]
         if key in seen:  # a row copied twice counts once
             continue

@@ -8,15 +8,17 @@ The metrics are those of the registry's ``table`` view (:mod:`bench.scoring.regi
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from bench.results import Row
 from bench.scoring.registry import metric_specs
 from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
 
-def rows_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+
+def rows_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     """Result rows as a DataFrame: :func:`bench.stats.frame.results_frame` (column schema
     documented there)."""
     return results_frame(rows)
