@@ -230,7 +230,7 @@ def run(
             err.print(f"{count(skipped, 'case')} skipped for labels that do not fit the tools",
                       markup=False)
         pending = runner.pending()
-        if resume and not pending and runner.store.read_manifest().get("status") == "complete":
+        if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
                       "nothing to do")
             _print_summary(run_name, runner.config.variants)
@@ -267,7 +267,7 @@ def run(
                 incomplete, manifest = exc, runner.store.read_manifest()
             except KeyboardInterrupt:
                 progress.stop()
-                kept = sum(1 for _ in runner.store.rows())
+                kept = sum(1 for _ in runner.store.load_rows())
                 terminated = _terminated or (runner.signals is not None
                                              and runner.signals.signum == signal.SIGTERM)
                 err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "

@@ -37,13 +37,13 @@ MANIFEST_FIELDS = tuple(name for name, info in Manifest.model_fields.items()
                         if info.is_required())
 
 
-def _problem(exc: ValidationError) -> tuple[str | None, str]:
-    """(field, message) of a failed validation of a stored record: a record of a newer
-    schema says so, anything else is corrupt."""
+def _problem(exc: ValidationError, what: str) -> tuple[str | None, str]:
+    """(field, message) of a failed validation of a stored ``what`` (``result row``,
+    ``manifest``): a record of a newer schema says so, anything else is corrupt."""
     field, problem = validation_problem(exc)
     if problem.startswith("written by a newer bench"):
-        return field, problem
-    return field, f"corrupt {{what}}: {problem}"
+        return field, f"{what} {problem}"
+    return field, f"corrupt {what}: {problem}"
 
 
 # Shown (never stored) for a run whose manifest says "running" while no process writes it.
@@ -140,10 +140,10 @@ class RunStore:
         try:
             return Manifest.model_validate(data)
         except ValidationError as exc:
-            field, message = _problem(exc)
+            field, message = _problem(exc, "manifest")
             if message.endswith("missing field"):
                 message = "manifest lacks this field"
-            raise BenchError(message.format(what="manifest"), file=self.manifest_path,
+            raise BenchError(message, file=self.manifest_path,
                              field=field) from None
 
     def read_manifest(self) -> dict[str, Any]:
@@ -321,8 +321,8 @@ class RunStore:
             raise BenchError("corrupt result row: nested too deeply", file=self.results_path,
                              line=number) from None
         except ValidationError as exc:
-            field, message = _problem(exc)
-            raise BenchError(message.format(what="result row"), file=self.results_path,
+            field, message = _problem(exc, "result row")
+            raise BenchError(message, file=self.results_path,
                              line=number, field=field) from None
 
     def load_rows(self, manifest: Manifest | None = None) -> Iterator[Row]:

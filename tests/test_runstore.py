@@ -12,7 +12,7 @@ from bench.runstore import ROW_FIELDS, RunStore
 
 
 def row(key, **extra):
-    """A well-formed row (rows are type-checked when read: bench.runstore.check_row)."""
+    """A well-formed row (rows are type-checked when read: bench.results.Row)."""
     typed = {"case_id": "c1", "toolset": "t", "variant": "v", "provider": "p", "trial": 0,
              "lang": "en", "metrics": {}, "usage": {}, "latency_s": 0.0}
     return {**{field: None for field in ROW_FIELDS}, **typed, "key": key, **extra}

@@ -100,7 +100,8 @@ def read_traces(path: Path) -> list[TraceRecord]:
             records.append(TraceRecord.model_validate(record))
         except ValidationError as exc:
             field, problem = validation_problem(exc)
-            raise BenchError(f"trace line: {problem}", file=path, line=number,
+            raise BenchError(f"trace line: {problem}" if "newer bench" in problem
+                             else f"corrupt trace line: {problem}", file=path, line=number,
                              field=field) from None
     return records
 

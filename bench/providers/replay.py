@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer
-from bench.project import active_project, current_project
+from bench.project import Project, active_project, current_project
 from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.cache import ResponseCache, messages_digest, tools_digest
 from bench.providers.errors import ProviderError
@@ -74,7 +74,11 @@ class ReplayProvider(Provider):
     """Answers from a response cache or a stored run.
 
     Args:
-        provider_id: ``replay:<source>[#<provider-id>]``.
+        provider_id: ``replay:<source>[#<provider-id>]``; a relative cache file is found in
+            ``project``'s folder, a run id under its runs.
+        project: the project (default: the active one, :func:`bench.project.active_project`,
+            whose folder relative files are in; else :func:`bench.project.current_project`
+            with relative files in the cwd, as the command line gives them).
 
     Raises:
         BenchError: the source is neither a cache file nor a stored run.
@@ -82,7 +86,7 @@ class ReplayProvider(Provider):
 
     max_concurrency = 64  # lookups only
 
-    def __init__(self, provider_id: str) -> None:
+    def __init__(self, provider_id: str, project: Project | None = None) -> None:
         self.provider_id = provider_id
         spec = provider_id.partition(":")[2]
         self.source, _, self.only = spec.partition("#")
@@ -93,7 +97,7 @@ class ReplayProvider(Provider):
         self._index: dict[tuple[str, str, int], list[Row]] = {}
         self._recorded: set[str] = set()
         path = Path(self.source)
-        project = active_project()
+        project = project or active_project()
         if project is not None:  # a caller's project (e.g. the gate's): its relative paths
             path = project.resolve(path)
         if path.is_file():
