@@ -325,7 +325,8 @@ class RunStore:
             raise BenchError(message, file=self.results_path,
                              line=number, field=field) from None
 
-    def load_rows(self, manifest: Manifest | None = None) -> Iterator[Row]:
+    def load_rows(self, manifest: Manifest | None = None, *,
+                  plan: Callable[[Row], str | None] | None = None) -> Iterator[Row]:
         """The complete result rows as :class:`bench.results.Row`, in file order (a last
         line without newline is skipped); rows without ``schema_version`` (the release before
         the contract) are migrated in memory.
@@ -334,17 +335,20 @@ class RunStore:
             manifest: this run's manifest (:meth:`load_manifest`): each row must then be in
                 its plan (:func:`plan_check`), so rows of another run appended to the file are
                 refused, never shown as this run's. None: not checked.
+            plan: ``row -> None, or why it is not in the plan`` (e.g. the runner's planned
+                keys), checked as well.
 
         Raises:
             BenchError: a line that is not a JSON object, a row that does not fit the
                 contract, a row of a newer schema, or a row outside the plan (file, line,
                 field), or ``results.jsonl`` not a file.
         """
-        stray = plan_check(manifest) if manifest is not None else None
+        checks = [c for c in (plan_check(manifest) if manifest is not None else None, plan)
+                  if c is not None]
         for number, data in self._lines():
             row = self._row(number, data)
-            if stray is not None:
-                why = stray(row)
+            for check in checks:
+                why = check(row)
                 if why:
                     raise BenchError(f"result row not in this run's plan: {why}",
                                      file=self.results_path, line=number, field="key")
