@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -419,9 +419,12 @@ INCOMPLETE_REASONS = {
 }
 
 
-def merge_gaps(manifest: Manifest) -> str:
+def merge_gaps(manifest: Manifest | Mapping[str, Any]) -> str:
     """What a merged run (``bench merge --allow-partial``) lacks, in a few words: its missing
-    shards and its unfinished ones with their status; ``""`` when it lacks neither."""
+    shards and its unfinished ones with their status; ``""`` when it lacks neither. A dict of
+    the manifest's JSON shape is validated into a :class:`bench.results.Manifest`."""
+    if not isinstance(manifest, Manifest):
+        manifest = Manifest.model_validate(dict(manifest))
     missing = [str(s) for s in manifest.shards_missing or []]
     parts = [f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing from the "
              "merge"] if missing else []
