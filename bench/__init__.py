@@ -48,6 +48,12 @@ _EXPORTS = {
     "score_case": "bench.scoring.metrics",
     "MetricSpec": "bench.scoring.registry",
     "register_metric": "bench.scoring.registry",
+    # stored runs: the results contract and where a project keeps its files
+    "Row": "bench.results",
+    "Manifest": "bench.results",
+    "TraceRecord": "bench.results",
+    "RunStore": "bench.runstore",
+    "Project": "bench.project",
     # errors
     "BenchError": "bench.errors",
     "RunIncomplete": "bench.errors",
