@@ -172,7 +172,10 @@ def run(
     skipped, e.g. for a missing key: one line says which); 2: bad input; 130/143: stopped.
     """
     with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
+        from bench.project import Project
         from bench.runner import RunConfig, Runner
+
+        project = Project.from_env()  # the command line's edge: BENCH_HOME or the cwd
 
         throughput = {"concurrency": concurrency,
                       "max_usd": max_usd, "cache": cache,
@@ -192,7 +195,7 @@ def run(
             if fixed:  # the stored config decides what the run measures
                 raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
                                  "(it would change what the run measures); start a new run")
-            runner = Runner.resume(resume, overrides=throughput)
+            runner = Runner.resume(resume, overrides=throughput, project=project)
             _resume_credentials(resume, _split(provider), runner.config.providers)
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
@@ -218,7 +221,7 @@ def run(
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
                 raise BenchError(f"--{field.replace('_', '-')}: {message}") from None
-            runner = Runner(config, run_id=run_id)
+            runner = Runner(config, run_id=run_id, project=project)
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
         run_name = runner.store.run_id

@@ -250,8 +250,9 @@ class Row(_Record):
         return (self.model_extra or {}).get(name)
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The row as the JSON object ``results.jsonl`` stores (extras included)."""
-        return self.model_dump()
+        """The row as the JSON object ``results.jsonl`` stores (extras included; fields the
+        writer never set are left out, as they were absent from what it built)."""
+        return {"schema_version": self.schema_version, **self.model_dump(exclude_unset=True)}
 
 
 class ManifestDataset(_Record):

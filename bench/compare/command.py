@@ -120,15 +120,13 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
                        providers=providers or ["local"], trials=trials, limit=limit,
                        case_ids=cases or None, model_path=model_path, seed=seed)
-    with project.activate():  # the runner does not take a project argument yet
-        runner = Runner(config, run_id=run_id)
+    runner = Runner(config, run_id=run_id, project=project)
     if runner.store.exists():
         raise BenchError(f"run '{runner.store.run_id}' already exists; compare it with "
                          f"--run {runner.store.run_id}")
     _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
                                 f"{count(len(runner.plan), 'row')} -> {runner.store.dir}")
-    with project.activate():
-        runner.run()
+    runner.run()
     return list(runner.store.load_rows())
 
 

@@ -92,16 +92,12 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
     dataset = config.dataset
     if dataset.endswith(".jsonl"):  # a path in the table: relative to the project
         dataset = str(project.resolve(dataset))
-    # The runner finds datasets, descriptions, runs and replay files through the active
-    # project (it takes no project argument yet); activate() changes no cwd or environment.
-    with project.activate():
-        run_config = RunConfig(dataset=dataset, variants=config.variants,
-                               providers=config.providers, trials=config.trials,
-                               limit=config.limit, case_ids=config.cases,
-                               execute=config.execute)
-        runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
-                        store=project.store(run_id))
-        runner.run()
+    run_config = RunConfig(dataset=dataset, variants=config.variants,
+                           providers=config.providers, trials=config.trials,
+                           limit=config.limit, case_ids=config.cases, execute=config.execute)
+    runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
+                    project=project)
+    runner.run()
     manifest = runner.store.load_manifest()
     rows = list(runner.store.load_rows(manifest))
     call_errors = read_call_errors(runner.store.dir / "traces.jsonl")

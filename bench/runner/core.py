@@ -22,8 +22,8 @@ from bench.datasets import load_dataset
 from bench.datasets.labels import LabelProblem
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
-from bench.paths import runs_dir
 from bench.plural import count
+from bench.project import Project, current_project
 from bench.providers import (
     HTTPProvider,
     Provider,
@@ -39,6 +39,7 @@ from bench.providers.pricing import Pricing
 from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
 from bench.providers.replies import UnreadableReply
+from bench.results import row_from_build
 from bench.runner.batch import Batcher, BatchFailed
 from bench.runner.budget import ProgressHook, Spend
 from bench.runner.config import (
@@ -77,6 +78,11 @@ class Runner:
         config: the run's configuration.
         run_id: a new run's id (default: generated).
         provider_factory: ``provider id -> Provider`` (default :func:`make_provider`).
+        store: where the run is written (default: ``project.store(run_id)``).
+        project: where datasets, descriptions, runs, the response cache and
+            ``pricing.yaml`` are found (default: :func:`bench.project.current_project`). The
+            run reads everything through it, never through the cwd or ``BENCH_HOME``, so runs
+            of two projects may share a process.
 
     Raises:
         BenchError: bad dataset, variants, provider, or a resumed run whose inputs changed.
@@ -85,9 +91,16 @@ class Runner:
     def __init__(self, config: RunConfig, *, run_id: str | None = None,
                  command: Sequence[str] | None = None,
                  provider_factory: Callable[[str, RunConfig], Provider] | None = None,
-                 store: RunStore | None = None) -> None:
+                 store: RunStore | None = None, project: Project | None = None) -> None:
+        self.project = project or current_project()
+        with self.project.activate():  # loaders below that take no root read it
+            self._init(config, run_id, command, provider_factory, store)
+
+    def _init(self, config: RunConfig, run_id: str | None, command: Sequence[str] | None,
+              provider_factory: Callable[[str, RunConfig], Provider] | None,
+              store: RunStore | None) -> None:
         self.config = config
-        self.store = store or RunStore(runs_dir(), run_id or new_run_id())
+        self.store = store or self.project.store(run_id or new_run_id())
         self.dataset = load_dataset(config.dataset)
         self.invalid_cases: list[LabelProblem] = []
         if config.skip_invalid_cases:
@@ -107,9 +120,9 @@ class Runner:
         self._factory = provider_factory or _default_factory
         self.providers: dict[str, Provider] = {}
         self.skipped: dict[str, str] = {}  # provider id -> why it cannot run (no key...)
-        self.pricing = Pricing(config.pricing)
+        self.pricing = Pricing(config.pricing, project=self.project)
         self.cache_path = Path(config.cache_path) if config.cache_path else \
-            runs_dir().parent.joinpath(*DEFAULT_CACHE_PATH[1:])
+            self.project.reports_dir.joinpath(*DEFAULT_CACHE_PATH[1:])
         self.cache: ResponseCache | None = None
         self.gates: dict[str, ProviderGate] = {}
         self.batchers: dict[str, Batcher] = {}  # batch mode: provider id -> its batcher
@@ -122,8 +135,8 @@ class Runner:
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     @classmethod
-    def resume(cls, run_id: str, overrides: dict[str, Any] | None = None,
-               **kwargs: Any) -> "Runner":
+    def resume(cls, run_id: str, overrides: dict[str, Any] | None = None, *,
+               project: Project | None = None, **kwargs: Any) -> "Runner":
         """Reopen run ``run_id`` with its stored config; finished rows are kept.
 
         Args:
@@ -136,7 +149,8 @@ class Runner:
             BenchError: no such run, an override that is not allowed, or its dataset or
                 variants changed since it started.
         """
-        store = RunStore(runs_dir(), run_id)
+        project = project or current_project()
+        store = project.store(run_id)
         manifest = store.read_manifest()
         changes = {k: v for k, v in (overrides or {}).items() if v is not None}
         refused = sorted(set(changes) - set(RESUME_OVERRIDES))
@@ -159,7 +173,7 @@ class Runner:
             field, msg = pydantic_error_field(exc)
             raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
                              field=f"config.{field}") from None
-        runner = cls(config, store=store, **kwargs)
+        runner = cls(config, store=store, project=project, **kwargs)
         if not isinstance(manifest["dataset"], dict) or \
                 manifest["dataset"].get("sha256") != runner.dataset.sha256:
             raise BenchError(f"cannot resume '{run_id}': dataset '{runner.config.dataset}' "
@@ -507,7 +521,7 @@ class Runner:
         Raises:
             BenchError, KeyboardInterrupt: as :meth:`run`.
         """
-        with self.store.writing():
+        with self.store.writing(), self.project.activate():
             if self._manifest is not None:  # resumed: another process may have run since
                 self._manifest = {**self.store.read_manifest(),
                                   "config": self._manifest["config"]}  # with the overrides
@@ -595,11 +609,12 @@ class Runner:
             summary = case_summaries.get(item.case.id)
             if summary is None:
                 summary = case_summaries[item.case.id] = summarize_case(item.case)
-            rows.append(build_row(item, self.store.run_id, outcome.response,
-                                  cost_usd=cost, billed_usd=billed,
-                                  attempts=outcome.attempts, cache=outcome.cache,
-                                  execution=execution, case_summary=summary,
-                                  bfcl=self.bfcl.get(item.case.id)))
+            # written through the results contract (bench.results.Row): a row that does not
+            # fit it is a bench bug, caught here rather than by the next reader
+            rows.append(row_from_build(build_row(
+                item, self.store.run_id, outcome.response, cost_usd=cost, billed_usd=billed,
+                attempts=outcome.attempts, cache=outcome.cache, execution=execution,
+                case_summary=summary, bfcl=self.bfcl.get(item.case.id))))
             if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
                 usage = outcome.response.usage
                 spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
