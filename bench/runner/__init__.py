@@ -1,9 +1,10 @@
 """Plan and execute a run: case x variant x provider x trial -> one scored row each.
 
 Data flow (BRIEF §3), one module per step: :mod:`~bench.runner.config` (what to run) ->
-:mod:`~bench.runner.plan` (the items) -> :mod:`~bench.runner.core` (providers, cache, retries,
-the asyncio loop) -> :mod:`~bench.runner.rows` (scored rows), with
-:mod:`~bench.runner.budget` (spend limits) and :mod:`~bench.runner.signals` (Ctrl-C, SIGTERM).
+:mod:`~bench.runner.plan` (the items) -> :mod:`~bench.runner.core` (providers, cache, retries)
+-> :mod:`~bench.runner.loop` (the asyncio loop) -> :mod:`~bench.runner.rows` (scored rows), with
+:mod:`~bench.runner.budget` (spend limits), :mod:`~bench.runner.batch` (batch APIs behind an
+awaited call) and :mod:`~bench.runner.signals` (Ctrl-C, SIGTERM).
 """
 
 from bench.runner.budget import ProgressHook, Spend

@@ -12,7 +12,6 @@ import hashlib
 import platform
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -20,9 +19,8 @@ from pydantic import ValidationError
 
 from bench.datasets import load_dataset
 from bench.datasets.labels import LabelProblem
-from bench.errors import BenchError, RunIncomplete, pydantic_error_field
+from bench.errors import BenchError, pydantic_error_field
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
-from bench.plural import count
 from bench.project import Project, current_project
 from bench.providers import (
     HTTPProvider,
@@ -31,25 +29,21 @@ from bench.providers import (
     ProviderUnavailable,
     make_provider,
 )
-from bench.providers.batch import CHUNK as BATCH_CHUNK
-from bench.providers.batch import BatchLedger, batch_kind
 from bench.providers.cache import ResponseCache, request_key
 from bench.providers.errors import ProviderError, request_id_from
 from bench.providers.pricing import Pricing
-from bench.providers.ratelimit import GateClosed, ProviderGate, call_with_retries
+from bench.providers.ratelimit import ProviderGate, call_with_retries
 from bench.providers.replay import ReplayMiss
 from bench.providers.replies import UnreadableReply
-from bench.results import row_from_build
-from bench.runner.batch import Batcher, BatchFailed
+from bench.runner.batch import Batcher
 from bench.runner.budget import ProgressHook, Spend
 from bench.runner.config import (
     DEFAULT_CACHE_PATH,
-    FAILED_IN_A_ROW_TO_PAUSE,
     RESUME_OVERRIDES,
-    STOP_GRACE_S,
     RunConfig,
     identity_mismatch,
 )
+from bench.runner.loop import execute_plan
 from bench.runner.plan import (
     PlanItem,
     load_variants,
@@ -62,8 +56,6 @@ from bench.runner.rows import (
     _git_commit,
     _now,
     _versions,
-    build_row,
-    summarize_case,
 )
 from bench.runner.signals import StopSignals
 from bench.runstore import RunStore, new_run_id
@@ -531,322 +523,8 @@ class Runner:
     signals: StopSignals | None = None  # the last run's stop signals (which one stopped it)
 
     async def _run(self, progress: ProgressHook | None, signals: StopSignals) -> dict[str, Any]:
-        """Execute every planned item not yet done; return the final manifest.
-
-        One task per request in flight, at most ``concurrency(provider)`` per provider (each
-        waits at its provider's gate, :class:`~bench.providers.ratelimit.ProviderGate`); in
-        batch mode a batch-capable provider's requests are awaited through its
-        :class:`~bench.runner.batch.Batcher` instead. Rows are scored and appended by the loop
-        as answers arrive, in any order (each row carries its own key). The run ends with
-        status ``complete``, ``budget_exhausted`` (a budget was reached: nothing new is sent,
-        requests in flight are finished and kept; resume with a higher budget),
-        ``interrupted`` (a stop signal; KeyboardInterrupt is raised) or ``failed``. After a
-        first stop signal, requests in flight get ``request_timeout_s`` (a provider's own
-        ``stop_wait_s`` when set) + :data:`STOP_GRACE_S` seconds to answer (their rows are
-        written); then, or at a second signal, they are cancelled (not written; a resume sends
-        them again).
-
-        Provider errors never stop the run except auth and configuration errors (class
-        ``permanent``: a bad key, an unknown model, a replay miss). A request that fails after
-        every retry is left unwritten (listed in the manifest's ``request_errors``; a resume
-        sends it again) and the run goes on; after :data:`FAILED_IN_A_ROW_TO_PAUSE` such
-        failures in a row, that provider's remaining items are left for the resume too.
-
-        Raises:
-            BenchError: an auth or configuration error, or requests that failed after every
-                retry (raised once the rest is done); rows finished are kept and the run can be
-                resumed.
-            KeyboardInterrupt: a stop signal ended the run.
-        """
-        loop = asyncio.get_running_loop()
-        manifest = self._manifest or self._new_manifest()
-        todo = self.pending()
-        done = len(self.plan) - len(todo)
-        previous_cache = manifest.get("cache") or {}
-        if todo:
-            self.open_providers()
-            manifest["providers"] = [p.describe() for p in self.providers.values()]
-            manifest["providers_skipped"] = [{"provider": k, "reason": v}
-                                             for k, v in self.skipped.items()]
-            todo = [item for item in todo if item.provider_id not in self.skipped]
-        if self.config.cache != "off":
-            self.cache = ResponseCache(self.cache_path, self.config.cache)  # type: ignore[arg-type]
-        self.gates = {pid: ProviderGate(self.concurrency(pid)) for pid in self.providers}
-        self.batchers = {}
-        if self.config.batch:
-            ledger = BatchLedger(self.store.dir)
-            for pid, provider in self.providers.items():
-                kind = batch_kind(provider)
-                if kind is not None:
-                    assert isinstance(provider, HTTPProvider)
-                    self.batchers[pid] = Batcher(provider, kind, ledger,
-                                                 poll_s=self.config.batch_poll_s,
-                                                 sleep=lambda s: self._sleep(s))
-        manifest.update(status="running", rows_done=done, ended_at=None,
-                        pricing=self.pricing.describe())
-        for stale in ("error", "request_errors", "providers_paused"):
-            manifest.pop(stale, None)
-        self.store.write_manifest(manifest)
-        spend = self._spent()
-        finished = done
-        if progress:
-            progress(finished, len(self.plan), None)
-        queues: dict[str, deque[PlanItem]] = {}
-        in_flight: dict[asyncio.Task[Outcome], PlanItem] = {}
-        # Finished tasks arrive here through their done-callbacks: O(1) per request, where
-        # asyncio.wait() adds and removes a callback on every task in flight at each call.
-        completed: asyncio.Queue[asyncio.Task[Outcome]] = asyncio.Queue()
-        failed_in_a_row = {pid: 0 for pid in self.providers}
-        per_provider = {pid: 0 for pid in self.providers}
-        rows = self.store.writer()
-        status, failure = "complete", None
-        execution = None  # set in the try below: a failing MCP server start fails the run there
-        case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
-
-        def record(item: PlanItem, outcome: Outcome) -> None:
-            nonlocal finished
-            cost, billed = self._cost(item, outcome)
-            summary = case_summaries.get(item.case.id)
-            if summary is None:
-                summary = case_summaries[item.case.id] = summarize_case(item.case)
-            # written through the results contract (bench.results.Row): a row that does not
-            # fit it is a bench bug, caught here rather than by the next reader
-            rows.append(row_from_build(build_row(
-                item, self.store.run_id, outcome.response, cost_usd=cost, billed_usd=billed,
-                attempts=outcome.attempts, cache=outcome.cache, execution=execution,
-                case_summary=summary, bfcl=self.bfcl.get(item.case.id))))
-            if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
-                usage = outcome.response.usage
-                spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
-            finished += 1
-            if progress:
-                progress(finished, len(self.plan), item)
-
-        sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
-        prepared: set[tuple[str, str]] = set()
-
-        def warm_up() -> bool:
-            """For one dispatched (case, variant): the row's case summary and the label's
-            reference results, computed while the loop would otherwise wait for an answer.
-            Only for requests already sent (a label's reference calls may run on a user's MCP
-            server: none for rows that a budget stop or failure never records). Returns False
-            when there is nothing to do."""
-            while sent and status == "complete":
-                item = sent.popleft()
-                if (item.case.id, item.variant.name) in prepared:
-                    continue
-                prepared.add((item.case.id, item.variant.name))
-                if item.case.id not in case_summaries:
-                    case_summaries[item.case.id] = summarize_case(item.case)
-                if execution is not None:
-                    try:
-                        execution.prepare(item.case, item.variant.tools, item.case.toolset)
-                    except Exception:  # noqa: BLE001 - the row's own scoring reports it
-                        pass
-                return True
-            return False
-
-        def cap(pid: str) -> int:
-            """Tasks in flight per provider: its concurrency, or a whole batch in batch mode."""
-            return BATCH_CHUNK if pid in self.batchers else self.concurrency(pid)
-
-        def dispatch() -> None:
-            nonlocal status
-            for pid, pending in queues.items():
-                while pending and per_provider[pid] < cap(pid):
-                    decision = self._budget(spend, len(in_flight))
-                    if decision == "wait":
-                        return
-                    if decision == "stop":
-                        status = "budget_exhausted"
-                        return
-                    item = pending.popleft()
-                    task = loop.create_task(self.execute(item))
-                    in_flight[task] = item
-                    per_provider[pid] += 1
-                    task.add_done_callback(completed.put_nowait)
-                    sent.append(item)
-
-        def stop_everything() -> None:
-            for pending in queues.values():
-                pending.clear()
-            for gate in self.gates.values():
-                gate.close()
-
-        give_up_timer: asyncio.TimerHandle | None = None
-
-        def give_up() -> None:
-            """Cancel the requests still in flight (their rows are not written: resumable)."""
-            why = "the run stopped before this request was answered"
-            for task in in_flight:
-                task.cancel()
-            for provider in self.providers.values():
-                provider.abandon(why)
-
-        def stop_signal(stops: int) -> None:
-            nonlocal status, give_up_timer
-            status = "interrupted"
-            stop_everything()
-            if stops > 1:
-                give_up()
-                return
-            wait = max((self.config.request_timeout_s if p.stop_wait_s is None
-                        else p.stop_wait_s for p in self.providers.values()),
-                       default=0.0) + STOP_GRACE_S
-            if in_flight:
-                print(f"stopping: waiting up to {wait:.0f} s for "
-                      f"{count(len(in_flight), 'request')} in flight (a second "
-                      "Ctrl-C stops now)", file=sys.stderr, flush=True)
-            give_up_timer = loop.call_later(wait, give_up)
-
-        signals.install(loop, stop_signal)
-        try:
-            # inside the try: a failure to start the executor (e.g. its MCP server) marks the
-            # run failed and closes the row writer (whose fsync thread would otherwise live on)
-            execution = _execution(self.config, self.store) if todo else None
-            queues.update({pid: deque(i for i in todo if i.provider_id == pid)
-                           for pid in self.providers})
-            dispatch()
-            while in_flight:
-                if completed.empty() and warm_up():
-                    await asyncio.sleep(0)  # let finished requests report first
-                    continue
-                task = await completed.get()
-                item = in_flight.pop(task)
-                per_provider[item.provider_id] -= 1
-                if task.cancelled():
-                    continue  # given up after a stop signal: a resume sends it again
-                exc = task.exception()
-                if exc is None:
-                    failed_in_a_row[item.provider_id] = 0
-                    record(item, task.result())
-                elif isinstance(exc, GateClosed):
-                    pass
-                elif isinstance(exc, BatchFailed):
-                    self.batch_errors.append({"key": item.key, "batch": exc.batch_id,
-                                              "error": str(exc)})
-                elif isinstance(exc, ProviderError) and exc.error_class != "permanent" and \
-                        failure is None:
-                    # retries exhausted: the item stays pending, the run goes on
-                    self.request_errors.append({"key": item.key, "error": str(exc)})
-                    failed_in_a_row[item.provider_id] += 1
-                    if failed_in_a_row[item.provider_id] >= FAILED_IN_A_ROW_TO_PAUSE and \
-                            item.provider_id not in self.paused:
-                        self.paused[item.provider_id] = (
-                            f"{FAILED_IN_A_ROW_TO_PAUSE} requests in a row failed after "
-                            f"every retry (last: {exc})")
-                        queues[item.provider_id].clear()
-                elif failure is None:
-                    if not isinstance(exc, Exception):
-                        raise exc  # KeyboardInterrupt, SystemExit: not a provider's failure
-                    failure = self._error(item, exc)
-                    status = "failed"
-                    stop_everything()
-                if status == "complete":
-                    dispatch()
-            if self.request_errors and failure is None and status != "interrupted":
-                first = self.request_errors[0]
-                paused = "".join(f"; stopped sending to {pid}: {why}"
-                                 for pid, why in self.paused.items())
-                failure = RunIncomplete(
-                    f"{count(len(self.request_errors), 'request')} failed after every retry "
-                    f"(first: {first['key']}: {first['error']}){paused}; finished rows are "
-                    f"kept, send the rest again with: bench run --resume {self.store.run_id}")
-            if self.batch_errors and failure is None:
-                first = self.batch_errors[0]
-                failure = RunIncomplete(
-                    f"{count(len(self.batch_errors), 'batch request')} failed (first: "
-                    f"{first['key']}: {first['error']}); finished rows are kept, submit the "
-                    f"rest again with: bench run --resume {self.store.run_id}")
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            status = "interrupted"
-            raise
-        except OSError as exc:  # a file of the run could not be written (e.g. the disk is full)
-            status = "failed"
-            failure = self._write_failure(exc)
-            manifest["error"] = str(failure)
-        except BaseException as exc:
-            status = "failed"
-            manifest["error"] = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            # Nothing here awaits before the manifest is written: a signal (a loop callback)
-            # cannot leave it at "running".
-            signals.remove()
-            if give_up_timer is not None:
-                give_up_timer.cancel()
-            stop_everything()
-            for task in in_flight:
-                task.cancel()
-            try:
-                rows.close()
-            except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
-                if failure is None:
-                    failure = self._write_failure(exc)
-            if failure is not None:  # resumable rows left (partial), or a failure
-                status = "partial" if isinstance(failure, RunIncomplete) else "failed"
-                manifest["error"] = str(failure)
-            if status == "complete" and self.skipped:
-                status = "partial"  # a skipped provider's rows are missing; --resume runs them
-            manifest.update(status=status, rows_done=finished, ended_at=_now(),
-                            spent={"billed_usd": round(spend.usd, 6),
-                                   "billed_tokens": spend.tokens,
-                                   "billed_requests": spend.requests},
-                            budget={"max_usd": self.config.max_usd,
-                                    "max_total_tokens": self.config.max_total_tokens},
-                            rate_limits={pid: vars(g.stats) for pid, g in self.gates.items()})
-            if self.batch_errors:
-                manifest["batch_errors"] = self.batch_errors[:100]
-            if self.request_errors:
-                manifest["request_errors"] = self.request_errors[:100]
-            if self.paused:
-                manifest["providers_paused"] = [{"provider": k, "reason": v}
-                                                for k, v in self.paused.items()]
-            if self.cache is not None or previous_cache:
-                now = self.cache.stats() if self.cache is not None else {}
-                manifest["cache"] = {
-                    **previous_cache, **now,
-                    **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
-                       for k in ("hits", "misses", "writes")}}
-            if execution is not None:
-                try:
-                    execution.close()
-                except OSError as exc:
-                    if failure is None:
-                        failure = self._write_failure(exc)
-                        status = "failed"
-                        manifest.update(status=status, error=str(failure))
-            try:
-                self.store.write_manifest(manifest)
-            except OSError as exc:  # a full disk: the status, at least, must not say running
-                self.store.set_status_in_place(status)
-                if failure is None:
-                    failure = self._write_failure(exc)
-            if in_flight:  # cancelled above: let them finish cancelling
-                await asyncio.gather(*in_flight, return_exceptions=True)
-            for batcher in self.batchers.values():
-                await batcher.aclose()
-            for provider in self.providers.values():
-                try:
-                    await provider.aclose()
-                except Exception:  # noqa: BLE001 - a connection pool that fails to close
-                    pass
-            self.providers.clear()
-            if self.cache is not None:
-                self.cache.close()
-        if failure is not None:
-            raise failure
-        if status == "interrupted":
-            raise KeyboardInterrupt
-        return manifest
-
-def _execution(config: RunConfig, store: RunStore) -> Any:
-    """The run's executor hook, or None with ``--no-execute``."""
-    if not config.execute:
-        return None
-    from bench.executor.runhook import RunExecution
-    return RunExecution(store.dir, store.run_id, allow_writes=config.allow_writes,
-                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server)
+        """The loop of :meth:`arun`: :func:`bench.runner.loop.execute_plan`."""
+        return await execute_plan(self, progress, signals)
 
 
 def _default_factory(provider_id: str, config: RunConfig) -> Provider:
