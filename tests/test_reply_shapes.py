@@ -344,6 +344,31 @@ def test_anthropic_refusal_and_pause_turn_are_invalid_with_their_code(server, st
     assert response.finish_reason == stop
 
 
+def _chat_refusal_stream(refusal):
+    base = {"id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    chunks = [{"role": "assistant"}] + [{"refusal": piece} for piece in refusal] + [{}]
+    return [(None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason":
+                                         "stop" if not delta else None}]})
+            for delta in chunks] + [(None, "[DONE]")]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_chat_refusal_is_invalid_not_a_decline(server, stream):
+    # A refusal is the model's safety refusal, not "no tool fits": scored as a decline it
+    # would count as a correct answer on a case that expects no call.
+    if stream:
+        server.script(Reply(events=_chat_refusal_stream(["I can't ", "help with that."])))
+    else:
+        body = chat_body()
+        body["choices"][0]["message"].update(content=None, refusal="I can't help with that.")
+        server.script(Reply(body=body))
+    provider = make_provider("openai:gpt-test", base_url=server.url + "/v1", stream=stream)
+    response = provider.complete(ASK, [PING], variant_key="v", trial=0)
+    assert response.parsed.error_code == "refusal" and not response.parsed.declined
+    assert response.parsed.error == "refusal: message.refusal (the model refused to answer)"
+    assert response.parsed.text == "I can't help with that."
+
+
 # --- reasoning tokens (issue 18 item 1), through the real SDKs ---------------------------
 
 def _chat_with_reasoning(completion, reasoning, total):

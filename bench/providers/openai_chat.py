@@ -24,6 +24,7 @@ from bench.jsonl import dumps
 from bench.models import Message, Tool
 from bench.parse import (
     BLOCKED,
+    REFUSAL,
     CallDelta,
     ParsedAnswer,
     RawCall,
@@ -197,8 +198,11 @@ class OpenAIChatProvider(HTTPProvider):
         """Parse a Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`.
 
         The first choice is the answer: ``finish_reason`` ``length`` makes it truncated,
-        ``content_filter`` makes it invalid (code ``blocked``); a ``refusal`` with no
-        ``content`` is its prose. Usage as :func:`openai_usage` counts it.
+        ``content_filter`` makes it invalid (code ``blocked``), and so does a non-empty
+        ``message.refusal`` (code ``refusal``, its text kept as prose): the model refused
+        for safety reasons, which is not a decision that no tool fits (OpenAI "Structured
+        Outputs" guide, "Refusals"; Anthropic's ``stop_reason: "refusal"`` gets the same
+        code). Usage as :func:`openai_usage` counts it.
         """
         try:
             reply = read_reply(ChatReply, body_object(body))
@@ -223,6 +227,11 @@ class OpenAIChatProvider(HTTPProvider):
                 "error": f"{BLOCKED}: finish_reason content_filter (the provider's content "
                          "filter withheld the answer)", "error_code": BLOCKED,
                 "declined": False})
+        refusal = clean_text(message.refusal if message is not None else None)[0]
+        if refusal and refusal.strip() and parsed.error is None:
+            parsed = parsed.model_copy(update={
+                "error": f"{REFUSAL}: message.refusal (the model refused to answer)",
+                "error_code": REFUSAL, "declined": False})
         if self.options.strict:
             parsed = drop_strict_nulls(parsed, self._optional)
         return ProviderResponse(raw=body, parsed=parsed, finish_reason=finish,
@@ -388,7 +397,7 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
     parallel calls that share a stream ``index`` stay apart; a first call at ``index: 1`` and
     ``name: ""`` on continuation fragments are read as sent. ``delta.content`` may be a string
     or, from Mistral's reasoning models, a list of ``text`` / ``thinking`` parts (the text
-    parts are kept). ``usage`` is taken from whichever chunk carries it (a separate last chunk,
+    parts are kept); ``delta.refusal`` fragments are joined into ``message.refusal``. ``usage`` is taken from whichever chunk carries it (a separate last chunk,
     or the finish chunk). When a call's joined
     arguments do not decode and a fragment repeated its opening fragment's arguments
     (:func:`_repeated_openings`), the call is joined again without that repeat if that makes
@@ -396,6 +405,7 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
     (an invalid call).
     """
     text: list[str] = []
+    refusal: list[str] = []
     deltas: list[CallDelta] = []
     finish = None
     usage = None
@@ -411,6 +421,8 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
             elif isinstance(content, list):  # Mistral: [{"type": "text" | "thinking", ...}]
                 text += [str(part.get("text") or "") for part in content
                          if isinstance(part, dict) and part.get("type") == "text"]
+            if isinstance(delta.get("refusal"), str):
+                refusal.append(delta["refusal"])
             for fragment in delta.get("tool_calls") or []:
                 function = fragment.get("function") or {}
                 deltas.append(CallDelta(fragment.get("index"), fragment.get("id"),
@@ -427,7 +439,8 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
                         and _decodes(retry.arguments):
                     calls[position] = retry
                     repaired.add(position)
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None,
+                               "refusal": "".join(refusal) or None}
     if calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments},
