@@ -23,8 +23,9 @@ from bench.parse import ANSWER_ERROR_CODES, PARSER_FAILED
 from bench.providers import make_provider
 from bench.providers.openai_chat import OpenAIChatProvider
 from bench.providers.replies import UnreadableReply, reply_json
-from fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
-                        gemini_body, responses_body, set_dummy_keys)
+from fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream,
+                        chat_body, gemini_body, responses_body, responses_stream,
+                        set_dummy_keys)
 
 PING = Tool(name="ping", description="No parameters.",
             input_schema={"type": "object", "properties": {}})
@@ -363,9 +364,23 @@ def test_openai_chat_refusal_is_invalid_not_a_decline(server, stream):
         body["choices"][0]["message"].update(content=None, refusal="I can't help with that.")
         server.script(Reply(body=body))
     provider = make_provider("openai:gpt-test", base_url=server.url + "/v1", stream=stream)
-    response = provider.complete(ASK, [PING], variant_key="v", trial=0)
+    response = complete_once(provider, ASK, [PING], variant_key="v", trial=0)
     assert response.parsed.error_code == "refusal" and not response.parsed.declined
     assert response.parsed.error == "refusal: message.refusal (the model refused to answer)"
+    assert response.parsed.text == "I can't help with that."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_responses_refusal_part_is_invalid_not_a_decline(server, stream):
+    body = responses_body()
+    body["output"] = [{"type": "message", "id": "msg_r", "status": "completed",
+                       "role": "assistant",
+                       "content": [{"type": "refusal", "refusal": "I can't help with that."}]}]
+    server.script(Reply(events=responses_stream(body)) if stream else Reply(body=body))
+    provider = make_provider("openai-responses:gpt-test", base_url=server.url + "/v1",
+                             stream=stream)
+    response = complete_once(provider, ASK, [PING], variant_key="v", trial=0)
+    assert response.parsed.error_code == "refusal" and not response.parsed.declined
     assert response.parsed.text == "I can't help with that."
 
 

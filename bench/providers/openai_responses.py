@@ -20,8 +20,8 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
-from bench.parse import (BLOCKED, PROVIDER_ERROR, RawCall, answer_from_calls, clean_text,
-                         invalid_answer)
+from bench.parse import (BLOCKED, PROVIDER_ERROR, REFUSAL, RawCall, answer_from_calls,
+                         clean_text, invalid_answer)
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
@@ -119,12 +119,14 @@ class OpenAIResponsesProvider(HTTPProvider):
         (``max_output_tokens``: truncated; ``content_filter``: invalid, code ``blocked``),
         ``failed`` for a failed one (invalid, code ``provider_error``), otherwise
         ``tool_calls`` or ``stop``. Output items other than ``function_call`` and
-        ``message`` (``reasoning``...) are not read.
+        ``message`` (``reasoning``...) are not read. A ``refusal`` content part makes the
+        answer invalid with code ``refusal`` (its text kept as prose), as Chat Completions'
+        ``message.refusal`` does: a safety refusal is not a decision that no tool fits.
         """
         try:
             reply = read_reply(ResponsesReply, body_object(body))
             items = at(reply.output, "output")
-            calls, text = [], []
+            calls, text, refused = [], [], False
             for index, item in enumerate(items):
                 if item.get("type") == "function_call":
                     call = read_reply(FunctionCallItem, item, f"output[{index}]")
@@ -133,6 +135,8 @@ class OpenAIResponsesProvider(HTTPProvider):
                 elif item.get("type") == "message":
                     message = read_reply(MessageItem, item, f"output[{index}]")
                     text += [part.text or part.refusal or "" for part in message.content or []]
+                    refused = refused or any(part.type == "refusal" or bool(part.refusal)
+                                             for part in message.content or [])
         except MalformedReply as exc:
             return self.malformed(body, str(exc), latency_s=latency_s, request=request)
         summary = self.summarize_request(request) if request is not None else {}
@@ -155,6 +159,10 @@ class OpenAIResponsesProvider(HTTPProvider):
             parsed = parsed.model_copy(update={
                 "error": f"{BLOCKED}: incomplete_details.reason content_filter",
                 "error_code": BLOCKED, "declined": False})
+        elif refused and parsed.error is None:
+            parsed = parsed.model_copy(update={
+                "error": f"{REFUSAL}: a refusal content part (the model refused to answer)",
+                "error_code": REFUSAL, "declined": False})
         if self.options.strict:
             parsed = drop_strict_nulls(parsed, self._optional)
         return ProviderResponse(
@@ -174,6 +182,7 @@ class FunctionCallItem(ReplyModel):
 class ContentPart(ReplyModel):
     """A ``message`` item's ``content[]`` part (``output_text`` or ``refusal``)."""
 
+    type: str | None = None
     text: str | None = None
     refusal: str | None = None
 
