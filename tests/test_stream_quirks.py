@@ -12,8 +12,9 @@ import pytest
 from bench.models import Message, Tool
 from bench.providers import ProviderError, make_provider
 from bench.providers.errors import error_from_exception, stream_error_status
-from fakeserver import (complete_once, FakeServer, Reply, anthropic_stream, chat_fragments, chat_stream,
-                        error_body, gemini_body, gemini_stream, set_dummy_keys)
+from fakeserver import (complete_once, FakeServer, Reply, anthropic_stream, chat_fragments,
+                        chat_stream, error_body, gemini_body, gemini_stream, responses_body,
+                        set_dummy_keys)
 
 WEATHER = Tool(name="get_weather", description="Weather of a city.", input_schema={
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
@@ -149,6 +150,42 @@ def test_gemini_stream_error_chunk_is_classified_by_its_code(server):
         ask("gemini", server)
     assert caught.value.error_class == "transient" and caught.value.retryable
     assert "overloaded" in str(caught.value)
+
+
+def _responses_error_stream(kind, code):
+    start = ("response.created", {"type": "response.created", "sequence_number": 0,
+                                  "response": {**responses_body(), "status": "in_progress",
+                                               "output": []}})
+    if kind == "error":
+        return [start, ("error", {"type": "error", "sequence_number": 1, "code": code,
+                                  "message": "The server had an error", "param": None})]
+    failed = {**responses_body(), "status": "failed", "output": [],
+              "error": {"code": code, "message": "The server had an error"}}
+    return [start, ("response.failed", {"type": "response.failed", "sequence_number": 1,
+                                        "response": failed})]
+
+
+@pytest.mark.parametrize("kind", ["error", "response.failed"])
+@pytest.mark.parametrize("code,expected", [("server_error", "transient"),
+                                           ("rate_limit_exceeded", "rate_limited"),
+                                           ("insufficient_quota", "permanent")])
+def test_openai_responses_stream_errors_are_classified_by_their_code(server, kind, code,
+                                                                     expected):
+    # Before: an error event was read as a stream cut by the token limit ("truncated") and a
+    # failed response as a final invalid answer, so neither was ever retried.
+    server.script(Reply(events=_responses_error_stream(kind, code)))
+    with pytest.raises(ProviderError) as caught:
+        ask("openai-responses", server)
+    assert caught.value.error_class == expected
+    assert code in str(caught.value) and "The server had an error" in str(caught.value)
+
+
+def test_an_openai_responses_error_event_of_unknown_code_is_the_rows_invalid_answer(server):
+    server.script(Reply(events=_responses_error_stream("error", "odd_thing")))
+    with pytest.raises(ProviderError) as caught:
+        ask("openai-responses", server)
+    assert caught.value.error_class == "validation" and "code odd_thing" in str(caught.value)
+    assert "The server had an error" in str(caught.value)
 
 
 def test_stream_error_status_reads_each_providers_form():

@@ -24,6 +24,8 @@ from bench.parse import (BLOCKED, PROVIDER_ERROR, REFUSAL, RawCall, answer_from_
                          clean_text, invalid_answer)
 from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
                                   send_with_sdk)
+from bench.providers.errors import (CONFIG_ERROR_CODES, ProviderError, classify_status,
+                                    stream_error_status)
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
 from bench.descriptions.schema_dialects import dialect, optional_properties
 from bench.providers.dialects import system_text
@@ -253,15 +255,53 @@ def responses_usage(usage: ResponsesUsage | None) -> Usage:
                                    or OutputTokensDetails()).reasoning_tokens)
 
 
+def _stream_error(error: Any, where: str) -> ProviderError | None:
+    """The :class:`ProviderError` an error object inside a Responses stream stands for (see
+    :func:`bench.providers.errors.stream_error_status`), or None when it names no known code.
+    """
+    found = stream_error_status(error)
+    if found is None:
+        return None
+    status, name = found
+    message = error.get("message") if isinstance(error, Mapping) else None
+    return ProviderError(
+        f"error in the stream ({where}, {name}): "
+        f"{' '.join(str(message or 'no message').split())[:300]}",
+        error_class="permanent" if name in CONFIG_ERROR_CODES else classify_status(status))
+
+
 def assemble_response_stream(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The response body from streamed Responses events: the final ``response.completed`` /
-    ``response.incomplete`` event's ``response``; when the stream ended without one, the
-    ``output_item.done`` items seen, joined with their ``function_call_arguments.delta``
-    fragments (status ``incomplete``, so the answer is invalid rather than empty)."""
+    ``response.incomplete`` / ``response.failed`` event's ``response``; when the stream ended
+    without one, the ``output_item.done`` items seen, joined with their
+    ``function_call_arguments.delta`` fragments (status ``incomplete``, so the answer is
+    invalid rather than empty).
+
+    Errors are classified by what they say, like their HTTP equivalents (OpenAI API
+    reference, "Streaming events": ``error`` with ``code`` and ``message``;
+    ``response.failed`` with ``response.error``): an ``error`` event, and a failed response
+    whose error code is a server, rate-limit or configuration error (``server_error``,
+    ``rate_limit_exceeded``, ``insufficient_quota``...), raise it; any other failed response
+    is returned (the row's invalid answer, code ``provider_error``).
+
+    Raises:
+        ProviderError: an ``error`` event, or a failed response as above.
+    """
     items: dict[int, dict[str, Any]] = {}
     fragments: dict[str, list[str]] = {}
     for event in events:
         kind = event.get("type")
+        if kind == "error":
+            raise _stream_error(event, "error event") or ProviderError(
+                f"error in the stream (error event, code {event.get('code')}): " + " ".join(
+                    str(event.get("message") or "no message").split())[:300],
+                error_class="validation")
+        if kind == "response.failed":
+            response = event.get("response")
+            error = response.get("error") if isinstance(response, Mapping) else None
+            raised = _stream_error(error, "response.failed")
+            if raised is not None and raised.error_class != "validation":
+                raise raised
         if kind in ("response.completed", "response.incomplete", "response.failed"):
             return dict(event.get("response") or {})
         if kind in ("response.output_item.added", "response.output_item.done"):
