@@ -208,3 +208,27 @@ def test_omission_of_a_required_parameter_is_a_conflicting_label(tmp_path):
     assert (conflict.parameter, conflict.action) == ("co2.mpg", "value dropped")
     assert conflict.why == '"" (may be omitted): the parameter is required, so it cannot be ' \
         "omitted"
+
+
+QUESTION = {"id": "simple_python_1", "question": [[{"role": "user", "content": "x"}]],
+            "function": [FN]}
+
+
+@pytest.mark.parametrize("answer_line,message", [
+    # the decoder's RecursionError was a traceback
+    ('{"id": "simple_python_1", "ground_truth": [{"a.b": {"n": [' + "[" * 100_000
+     + "]" * 100_000 + "]}}]}", "JSON nested deeper than the decoder's limit"),
+    # a lone surrogate escape made writing cases.jsonl fail with UnicodeEncodeError
+    ('{"id": "simple_python_1", "ground_truth": [{"a.b": {"n": ["\\udfff"]}}]}',
+     "a string holds a lone UTF-16 surrogate escape (\\udfff), which is not text"),
+])
+def test_unreadable_answer_lines_are_one_line_errors_naming_file_and_line(run_bench, tmp_path,
+                                                                        answer_line, message):
+    questions = _write(tmp_path / "BFCL_v4_simple_python.json", [QUESTION])
+    answers = tmp_path / "a.json"
+    answers.write_text('{"id": "other_1", "ground_truth": []}\n' + answer_line + "\n",
+                       encoding="utf-8")
+    result = run_bench("import", "bfcl", str(questions), "--answers", str(answers),
+                       "--name", "t")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == f"error: {answers}:2: {message}"

@@ -180,6 +180,13 @@ def bfcl_schema(schema: Any, where: str) -> Any:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The entries of a BFCL JSON Lines file, with their 1-based line numbers.
+
+    Raises:
+        BenchError: a line that is not JSON, is nested past the decoder's limit, holds a lone
+            UTF-16 surrogate escape (``"\\udfff"``: not text, it cannot be written back as
+            UTF-8), or is not an object with a string ``id`` (names file and line).
+    """
     text = read_text_file(path)
     entries = []
     for number, line in enumerate(text.split("\n"), start=1):
@@ -187,9 +194,17 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
             continue
         try:
             obj = json.loads(line)
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
         except json.JSONDecodeError as exc:
             raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
                              line=number) from None
+        except RecursionError:
+            raise BenchError("JSON nested deeper than the decoder's limit", file=path,
+                             line=number) from None
+        except UnicodeEncodeError as exc:
+            raise BenchError(f"a string holds a lone UTF-16 surrogate escape "
+                             f"({exc.object[exc.start:exc.end].encode('unicode_escape').decode()}"
+                             "), which is not text", file=path, line=number) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
             raise BenchError("an entry must be a JSON object with a string 'id'", file=path,
                              line=number, field="id")
