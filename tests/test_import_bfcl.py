@@ -232,3 +232,23 @@ def test_unreadable_answer_lines_are_one_line_errors_naming_file_and_line(run_be
                        "--name", "t")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip() == f"error: {answers}:2: {message}"
+
+
+@pytest.mark.parametrize("entry,where", [
+    # these named the case and a bench field, but not the file, line or BFCL's field
+    ({**QUESTION, "question": [["hello"]]}, "field 'question.0.0': simple_python_1: "),
+    ({**QUESTION, "question": [[{"role": "wizard", "content": "x"}]]},
+     "field 'question.0.0.role': simple_python_1: "),
+    ({**QUESTION, "function": [{**FN, "name": ""}]},
+     "simple_python_1: function 0 needs a non-empty string 'name'"),
+])
+def test_bad_questions_are_errors_naming_file_line_and_field(tmp_path, entry, where):
+    from bench.errors import BenchError
+
+    questions = _write(tmp_path / "q.json", [QUESTION, entry | {"id": "simple_python_2"}])
+    answers = _write(tmp_path / "a.json", [
+        {"id": f"simple_python_{n}", "ground_truth": [{"a.b": {"n": [1]}}]} for n in (1, 2)])
+    with pytest.raises(BenchError) as caught:
+        import_bfcl([questions], [answers], toolset="t")
+    assert str(caught.value).startswith(f"{questions}:2: ")
+    assert where.replace("simple_python_1", "simple_python_2") in str(caught.value)

@@ -55,10 +55,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.datasets.labels import value_problem, value_validator
-from bench.errors import BenchError, read_text_file
+from pydantic import ValidationError
+
+from bench.errors import BenchError, pydantic_error_field, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 from bench.scoring.bfcl import SOURCES_FILE as SOURCE_FILE
-from bench.models import Tool
+from bench.models import Case, Tool
 
 # BFCL parameter type -> JSON Schema type (None: no type constraint). From the type table BFCL
 # uses to build OpenAPI tools (bfcl_eval/constants/type_mappings.py, GORILLA_TO_OPENAPI), with
@@ -372,6 +374,7 @@ def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
                                         "conflicts": [f"{c.parameter}: {c.why}"
                                                       for c in conflicts]})
                 continue
+            _check_case(case, path, number)
             result.cases.append(case)
             ground_truth = truth[case_id][2] if case_id in truth else None
             result.sources.append({"id": case_id, "category": category,
@@ -424,6 +427,23 @@ def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str
     return conflicts
 
 
+def _check_case(case: dict[str, Any], path: Path, number: int) -> None:
+    """Validate an imported case as :class:`~bench.models.Case`, blaming the question file's
+    line and BFCL's field (``messages.0.role`` is ``question.0.0.role`` there).
+
+    Raises:
+        BenchError: the case breaks bench's format.
+    """
+    try:
+        Case.model_validate(case)
+    except ValidationError as exc:
+        field_name, message = pydantic_error_field(exc)
+        if field_name and field_name.split(".")[0] == "messages":
+            field_name = "question.0" + field_name[len("messages"):]
+        raise BenchError(f"{case['id']}: {message}", file=path, line=number,
+                         field=field_name) from None
+
+
 def _entry_tools(entry: dict[str, Any], where: str, imported: ImportedToolset,
                  by_definition: dict[tuple[str, str], str]) -> dict[str, str]:
     functions = entry.get("function")
@@ -431,8 +451,8 @@ def _entry_tools(entry: dict[str, Any], where: str, imported: ImportedToolset,
         raise BenchError(f"{where}: 'function' must be a list of function definitions")
     offered: dict[str, str] = {}
     for i, fn in enumerate(functions):
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise BenchError(f"{where}: function {i} needs a string 'name'")
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise BenchError(f"{where}: function {i} needs a non-empty string 'name'")
         key = (fn["name"], json.dumps(fn, sort_keys=True))
         if key not in by_definition:
             name = tool_name(fn["name"], (t.name for t in imported.tools))
