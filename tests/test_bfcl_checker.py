@@ -203,3 +203,28 @@ def test_bench_answers_convert_and_dotted_names_map_to_underscores():
     assert check_simple(function, outputs[0], entry.ground_truth[0],
                         underscore_to_dot=True).valid
     assert outputs_from_answer(ParsedAnswer(error="truncated")) is None
+
+
+def test_a_hand_edited_answer_call_without_a_name_is_a_checker_error_not_a_crash():
+    # A StopIteration escaped run_verdict and would end a run.
+    from bench.scoring.bfcl import BfclSource, run_verdict
+
+    function = {"name": "f", "parameters": {"type": "dict", "properties": {
+        "a": {"type": "integer"}}, "required": ["a"]}}
+    answer = ParsedAnswer(calls=[ToolCall(id="c", name="f", arguments={"a": 1})])
+    for category in ("simple_python", "multiple", "parallel", "parallel_multiple"):
+        source = BfclSource(id="x", category=category, function=[function], ground_truth=[{}])
+        verdict = run_verdict(source, answer)
+        assert not verdict.valid and verdict.error_type == "bfcl_checker_error", category
+
+
+def test_a_bfcl_jsonl_line_nested_too_deep_is_an_error_naming_file_and_line(tmp_path):
+    from bench.errors import BenchError
+    from bench.scoring.bfcl import load_sources
+
+    path = tmp_path / "bfcl.jsonl"
+    path.write_text('{"id": "a", "category": "irrelevance", "function": []}\n'
+                    + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(BenchError) as caught:
+        load_sources(path)
+    assert str(caught.value) == f"{path}:2: JSON nested deeper than the decoder's limit"

@@ -466,6 +466,9 @@ def load_sources(path: Path) -> dict[str, BfclSource]:
         except json.JSONDecodeError as exc:
             raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
                              line=number) from None
+        except RecursionError:
+            raise BenchError("JSON nested deeper than the decoder's limit", file=path,
+                             line=number) from None
         except ValidationError as exc:
             field, message = pydantic_error_field(exc)
             raise BenchError(message, file=path, line=number, field=field) from None
@@ -492,6 +495,9 @@ def run_verdict(source: BfclSource, answer: ParsedAnswer) -> CheckResult:
                    for call in outputs] or None
     try:
         return check_entry(source.category, source.function, outputs, source.ground_truth)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, StopIteration,
+            RecursionError) as exc:
+        # StopIteration: an answer call with no function name ({}), as a hand-edited
+        # bfcl.jsonl can hold; it must not escape into the run.
         return _fail("bfcl_checker_error", f"{type(exc).__name__}: {exc}")
 
