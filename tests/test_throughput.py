@@ -4,6 +4,7 @@ budgets stop and resume, the response cache and replay."""
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -401,6 +402,24 @@ def test_pricing_prefix_match_user_override_and_batch_discount(tmp_path):
     assert custom.price("openai-compat:m@http://x").cost(500_000, 0) == pytest.approx(1.0)
     (tmp_path / "bad.yaml").write_text("models:\n  openai:\n    gpt-x: {input: -1, output: 1}\n")
     with pytest.raises(BenchError, match=r"bad.yaml:3.*models.openai.gpt-x.input"):
+        Pricing(tmp_path / "bad.yaml")
+
+
+@pytest.mark.parametrize("text,where", [
+    # each made costs NaN or negative, which no --max-usd comparison stops
+    ("models:\n  openai:\n    gpt-x: {input: .inf, output: 1}\n",
+     "bad.yaml:3: field 'models.openai.gpt-x.input'"),
+    ("models:\n  openai:\n    gpt-x: {input: 1, output: 1, cached_input: .nan}\n",
+     "bad.yaml:3: field 'models.openai.gpt-x.cached_input'"),
+    ("batch_discount: {openai: -1}\n", "bad.yaml:1: field 'batch_discount.openai'"),
+    ("batch_discount: {openai: .nan}\n", "bad.yaml:1: field 'batch_discount.openai'"),
+    ("batch_discount: {openai: 2}\n", "bad.yaml:1: field 'batch_discount.openai'"),
+    # every cost is printed as USD
+    ("currency: EUR\n", "bad.yaml:1: field 'currency'"),
+])
+def test_pricing_values_that_would_break_costs_are_refused(tmp_path, text, where):
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(BenchError, match=re.escape(where)):
         Pricing(tmp_path / "bad.yaml")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,26 +22,33 @@ DEFAULT_PRICING = Path(__file__).resolve().parent.parent / "data" / "pricing.yam
 
 
 class Price(BaseModel):
-    """USD per ``per_tokens`` tokens for one model."""
+    """USD per ``per_tokens`` tokens for one model: finite and >= 0 (an infinite price makes
+    a cost of 0 tokens NaN, which no ``--max-usd`` comparison ever stops)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached_input: float | None = Field(default=None, ge=0)
+    input: float = Field(ge=0, allow_inf_nan=False)
+    output: float = Field(ge=0, allow_inf_nan=False)
+    cached_input: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+# A batch price factor: 0 to 1 (a negative or NaN factor would make costs negative or NaN and
+# disarm --max-usd).
+Discount = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 class PricingFile(BaseModel):
-    """The shape of a pricing YAML file (see ``bench/data/pricing.yaml``)."""
+    """The shape of a pricing YAML file (see ``bench/data/pricing.yaml``). Every cost bench
+    prints is in USD, so ``currency`` can only be ``USD``."""
 
     model_config = ConfigDict(extra="forbid")
 
     source: str | None = None
     date: str | None = None
-    currency: str = "USD"
+    currency: Literal["USD"] = "USD"
     per_tokens: int = Field(default=1_000_000, gt=0)
     aliases: dict[str, str] = Field(default_factory=dict)
-    batch_discount: dict[str, float] = Field(default_factory=dict)
+    batch_discount: dict[str, Discount] = Field(default_factory=dict)
     models: dict[str, dict[str, Price]] = Field(default_factory=dict)
 
 
