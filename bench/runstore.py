@@ -1,8 +1,10 @@
 """Run directories: ``reports/runs/<run-id>/manifest.json`` and ``results.jsonl``.
 
 Writes are crash-safe: the manifest is replaced atomically (write a temporary file, fsync,
-``os.replace``); each result row is one line appended and fsynced. A line without its final
-newline is a half-written row: it is cut off when the run is reopened, never read as complete.
+``os.replace``); each result row is one line appended and fsynced. A last line without its
+final newline is a half-written row: it is cut off when the run is reopened, never read as
+complete, unless it is a whole, well-formed row (a file edited by hand, or a write cut right
+before its newline): that row is kept and its newline added.
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ def _problem(exc: ValidationError, what: str) -> tuple[str | None, str]:
     if problem.startswith("written by a newer bench"):
         return field, f"{what} {problem}"
     return field, f"corrupt {what}: {problem}"
+
+
+def _whole_row(line: bytes) -> bool:
+    """True when ``line`` (a last line without its newline) is a whole result row that fits
+    the contract (:class:`bench.results.Row`) rather than one cut by an interrupted write."""
+    try:
+        data = loads(line)
+        if not isinstance(data, dict):
+            return False
+        Row.model_validate(data)
+    except (ValueError, RecursionError):  # JSON, UTF-8 and validation errors included
+        return False
+    return True
 
 
 # Shown (never stored) for a run whose manifest says "running" while no process writes it.
@@ -261,7 +276,9 @@ class RunStore:
         return True
 
     def repair(self) -> int:
-        """Cut a half-written last row off ``results.jsonl``; return the bytes removed."""
+        """Cut a half-written last row off ``results.jsonl``; return the bytes removed. A last
+        line that is a whole row without its newline (:func:`_whole_row`) gets the newline
+        instead: it is a finished row."""
         if not self.results_path.is_file():
             return 0
         data = self.results_path.read_bytes()
@@ -269,7 +286,12 @@ class RunStore:
             return 0
         keep = data.rfind(b"\n") + 1
         with self.results_path.open("r+b") as handle:
-            handle.truncate(keep)
+            if _whole_row(data[keep:]):
+                handle.seek(0, os.SEEK_END)
+                handle.write(b"\n")
+                keep = len(data)
+            else:
+                handle.truncate(keep)
             handle.flush()
             os.fsync(handle.fileno())
         return len(data) - keep
@@ -288,7 +310,7 @@ class RunStore:
             return
         with self.results_path.open("rb") as handle:
             for number, line in enumerate(handle, start=1):
-                if not line.endswith(b"\n"):
+                if not line.endswith(b"\n") and not _whole_row(line):
                     return  # half-written by an interrupted run
                 if line.isspace():  # no copy of the line, unlike strip()
                     continue

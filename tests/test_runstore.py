@@ -32,6 +32,26 @@ def test_rows_skip_and_repair_cuts_half_written_line(tmp_path):
     assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
 
 
+def test_a_whole_last_row_without_its_newline_is_kept_not_cut(tmp_path):
+    # A results.jsonl edited by hand (or a write cut right before its newline) ends in a
+    # finished row with no newline; resume used to cut that row off and send it again.
+    store = RunStore(tmp_path, "r1")
+    store.append(row("a"))
+    store.append(row("b"))
+    data = store.results_path.read_bytes()
+    store.results_path.write_bytes(data.rstrip(b"\n"))
+    assert [r["key"] for r in store.rows()] == ["a", "b"]
+    assert store.repair() == 0
+    assert store.results_path.read_bytes() == data
+    store.append(row("c"))
+    assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
+    # a last line that is JSON but not a whole row is still cut
+    with store.results_path.open("ab") as handle:
+        handle.write(b'{"key": "d"}')
+    assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
+    assert store.repair() == len(b'{"key": "d"}')
+
+
 def test_corrupt_complete_line_is_a_clear_error(tmp_path):
     store = RunStore(tmp_path, "r2")
     store.append(row("a"))
