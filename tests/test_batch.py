@@ -115,3 +115,26 @@ def test_batch_results_out_of_input_order_reach_their_own_items(backend, provide
         backend.files[state["output_file_id"]].decode().splitlines() if provider == "openai"
         else backend._anthropic_results(backend.created[0]).decode().splitlines())]
     assert written[-1] == first_in and written[0] != first_in
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[" * 100_000 + "]" * 100_000, "batches.json: unreadable batch ledger: JSON nested too "
+                                    "deeply"),  # was a RecursionError traceback
+    ("[]", "batches.json: field 'batches': unreadable batch ledger: must be an object whose "
+           "'batches' is a list"),
+    ('{"batches": [{"provider": "p", "batch_id": "b", "endpoint": "e"}]}',
+     "batches.json: field 'batches.0.kind': unreadable batch ledger: Field required"),
+    # the runner reads entry["key"] of every request: a KeyError traceback on resume
+    ('{"batches": [{"provider": "p", "kind": "openai", "batch_id": "b", "endpoint": "e", '
+     '"requests": {"c1": {"body": {}}}}]}',
+     "batches.json: field 'batches.0.requests': unreadable batch ledger: "
+     "request 'c1': 'key' must be a string"),
+])
+def test_a_hand_edited_batch_ledger_is_one_line_naming_file_and_field(tmp_path, text, message):
+    from bench.errors import BenchError
+    from bench.providers.batch import BatchLedger
+
+    (tmp_path / "batches.json").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError) as caught:
+        BatchLedger(tmp_path)
+    assert str(caught.value) == f"{tmp_path}/{message}"

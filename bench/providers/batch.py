@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from bench.errors import BenchError
+from bench.errors import BenchError, pydantic_error_field
 from bench.providers.base import HTTPProvider
 from bench.providers.errors import error_from_exception
 from bench.providers.replies import MalformedReply, ReplyModel, read_reply
@@ -57,6 +57,17 @@ class BatchJob(BaseModel):
     status: str = "submitted"
     submitted_at: float = 0.0
 
+    @field_validator("requests")
+    @classmethod
+    def _entries(cls, requests: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # the runner reads entry["key"] and entry["body"] of every request
+        for cid, entry in requests.items():
+            if not isinstance(entry.get("key"), str):
+                raise ValueError(f"request '{cid}': 'key' must be a string")
+            if not isinstance(entry.get("body"), dict):
+                raise ValueError(f"request '{cid}': 'body' must be an object")
+        return requests
+
 
 class BatchLedger:
     """``<run dir>/batches.json``: every batch of the run (written atomically).
@@ -68,13 +79,30 @@ class BatchLedger:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / LEDGER
         self.jobs: list[BatchJob] = []
+        if self.path.exists() and not self.path.is_file():
+            raise BenchError("unreadable batch ledger: not a file", file=self.path)
         if self.path.is_file():
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
-                self.jobs = [BatchJob.model_validate(job) for job in data["batches"]]
-            except (ValueError, KeyError, TypeError) as exc:
+            except RecursionError:
+                raise BenchError("unreadable batch ledger: JSON nested too deeply",
+                                 file=self.path) from None
+            except ValueError as exc:  # not UTF-8, not JSON
                 raise BenchError(f"unreadable batch ledger: {exc}".splitlines()[0],
                                  file=self.path) from None
+            batches = data.get("batches") if isinstance(data, dict) else None
+            if not isinstance(batches, list):
+                raise BenchError("unreadable batch ledger: must be an object whose 'batches' "
+                                 "is a list", file=self.path, field="batches")
+            for index, job in enumerate(batches):
+                try:
+                    self.jobs.append(BatchJob.model_validate(job))
+                except ValidationError as exc:
+                    field, message = pydantic_error_field(exc)
+                    raise BenchError("unreadable batch ledger: "
+                                     + message.removeprefix("Value error, "), file=self.path,
+                                     field=f"batches.{index}" + (f".{field}" if field else "")
+                                     ) from None
 
     def save(self) -> None:
         """Replace the file atomically."""
