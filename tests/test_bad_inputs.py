@@ -230,6 +230,16 @@ SPECS: list[tuple[str, Callable[[str], str] | bytes, tuple[str, ...]]] = [
     ("not-utf8", b"name: get_weather\nsummary: \xff\xfe\n", ("UTF-8",)),
     ("when-to-use-a-number", lambda s: s + "when_to_use: 5\n" if "when_to_use" not in s
      else s.replace("when_to_use:", "when_to_use: 5\nold_when:", 1), ("when_to_use",)),
+    # $refs that do not resolve inside the schema were tracebacks when labels were checked
+    ("ref-to-nowhere", lambda s: s.replace("    city:\n      type: string\n",
+                                           "    city:\n      $ref: '#/$defs/City'\n", 1),
+     (":8:", "field 'input_schema.properties.city.$ref'", "does not resolve")),
+    ("ref-remote", lambda s: s.replace("    city:\n      type: string\n",
+                                       "    city:\n      $ref: 'http://127.0.0.1:9/c.json'\n",
+                                       1), (":8:", "does not resolve")),
+    ("ref-to-itself", lambda s: s.replace("    city:\n      type: string\n",
+                                          "    city:\n      $ref: '#/properties/city'\n", 1),
+     (":8:", "leads back to itself")),
 ]
 
 
@@ -241,6 +251,26 @@ def test_spec_inputs(bench, project, name, change, fragments):
     else:
         path.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
     one_line_error(bench("variants", "--toolset", "ecommerce"), str(path), *fragments)
+
+
+def test_a_label_is_checked_through_refs_into_the_tools_defs(bench, project):
+    # Pydantic- and MCP-made schemas keep shared types in $defs; the label check validated
+    # the property alone, so '#/$defs/City' did not resolve: a traceback before any request.
+    path = project / SPEC
+    text = path.read_text(encoding="utf-8").replace(
+        "    city:\n      type: string\n", "    city:\n      $ref: '#/$defs/City'\n", 1)
+    path.write_text(text.replace("  required: [city]\n",
+                                 "  required: [city]\n  $defs:\n    City: {type: string}\n",
+                                 1), encoding="utf-8")
+    accepted(bench("run", "--limit", "3", "--variants", "l3", "--cases",
+                   "ecom-0063,ecom-0065", "--provider", bench.provider))
+    path.write_text(text.replace("  required: [city]\n",
+                                 "  required: [city]\n  $defs:\n    City: {type: integer}\n",
+                                 1), encoding="utf-8")
+    one_line_error(bench("run", "--limit", "3", "--variants", "l3", "--cases",
+                         "ecom-0063,ecom-0065", "--provider", bench.provider),
+                   "cases.jsonl:63:", "field 'expected.calls.0.arguments.city'",
+                   "is not of type 'integer'")
 
 
 def test_spec_in_a_run_names_the_spec(bench, project):

@@ -34,6 +34,7 @@ def iter_label_problems(dataset: Dataset, toolset: str,
     checked); ``null`` (may be omitted) and matchers (``$regex``, ``$any``) are skipped.
     """
     by_name = {t.name: t.input_schema.get("properties", {}) for t in tools}
+    roots = {t.name: t.input_schema for t in tools}
     for case in dataset.cases:
         if case.toolset != toolset:
             continue
@@ -50,7 +51,7 @@ def iter_label_problems(dataset: Dataset, toolset: str,
                     yield LabelProblem(case.id, line, field,
                                        f"tool '{call.name}' has no argument '{arg}'")
                     continue
-                validator = value_validator(by_name[call.name][arg])
+                validator = value_validator(by_name[call.name][arg], roots[call.name])
                 for value in acceptable:
                     why = value_problem(validator, value)
                     if why is not None:
@@ -59,10 +60,20 @@ def iter_label_problems(dataset: Dataset, toolset: str,
                                            f"schema: {why}")
 
 
-def value_validator(schema: dict) -> jsonschema.Draft202012Validator:
-    """The validator labels are checked with: JSON Schema 2020-12, formats checked."""
+def value_validator(schema: dict, root: dict | None = None) -> jsonschema.Draft202012Validator:
+    """The validator labels are checked with: JSON Schema 2020-12, formats checked.
+
+    Args:
+        schema: the argument's schema (a property of the tool's input schema).
+        root: the tool's whole input schema, which ``schema``'s ``$ref``s point into
+            (``#/$defs/Name``); without it only references inside ``schema`` resolve.
+    """
+    if root is None:
+        return jsonschema.Draft202012Validator(
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     return jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        root, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).evolve(
+            schema=schema)
 
 
 def value_problem(validator: jsonschema.Draft202012Validator, value: object) -> str | None:

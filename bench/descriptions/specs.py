@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Permission
+from bench.schema_refs import ref_problem
 from bench.yamlio import line_of, load_yaml
 
 
@@ -70,6 +71,11 @@ def load_spec(path: Path) -> ToolSpec:
         field = ".".join(str(p) for p in loc)
         raise BenchError(f"invalid JSON Schema: {exc.message}", file=path,
                          line=line_of(node, loc), field=field) from None
+    found = ref_problem(spec.input_schema)
+    if found:
+        loc = ["input_schema", *found[0]]
+        raise BenchError(f"invalid JSON Schema: {found[1]}", file=path,
+                         line=line_of(node, loc), field=".".join(map(str, loc)))
     if spec.input_schema.get("type") != "object":
         raise BenchError("input_schema must have type 'object'", file=path,
                          line=line_of(node, ["input_schema"]), field="input_schema.type")

@@ -25,6 +25,7 @@ from bench.descriptions.specs import ToolSpec, load_specs
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
+from bench.schema_refs import ref_problem
 from bench.yamlio import line_of, load_yaml
 
 # Target description lines per tool of each rendered variant (the classic length ablation).
@@ -172,6 +173,11 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
             loc = ["tools", i, "input_schema", *exc.path]
             raise BenchError(f"invalid JSON Schema: {exc.message}", file=path,
                              line=line_of(node, loc), field=".".join(map(str, loc))) from None
+        found = ref_problem(tool.input_schema)
+        if found:
+            loc = ["tools", i, "input_schema", *found[0]]
+            raise BenchError(f"invalid JSON Schema: {found[1]}", file=path,
+                             line=line_of(node, loc), field=".".join(map(str, loc)))
         where = {"file": path, "line": line_of(node, ["tools", i])}
         if tool.input_schema.get("type") != "object":
             raise BenchError("input_schema must have type 'object'", **where,

@@ -410,7 +410,7 @@ def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str
                     "argument dropped" if omissible else "case excluded"))
                 del call["arguments"][arg]
                 continue
-            validator = value_validator(properties[arg])
+            validator = value_validator(properties[arg], tools[call["name"]].input_schema)
             problems = [(value, _null_problem(validator) if value == _NULL else
                          value_problem(validator, value)) for value in acceptable]
             # a null the schema allows can only be sent as null or left out: "may be omitted"

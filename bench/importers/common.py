@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import NAME_PATTERN, Case, Tool
 from bench.paths import datasets_dir, descriptions_dir
+from bench.schema_refs import ref_problem
 
 # OpenAI's tool-name rule (also bench's, see bench.models.Tool).
 _TOOL_NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
@@ -91,6 +92,10 @@ def make_tool(name: str, description: str | None, input_schema: Any, *, source: 
         where = ".".join(str(p) for p in exc.path) or "(root)"
         raise BenchError(f"{source}: tool '{name}': invalid JSON Schema at {where}: "
                          f"{exc.message}") from None
+    found = ref_problem(schema)
+    if found:
+        raise BenchError(f"{source}: tool '{name}': invalid JSON Schema at "
+                         f"{'.'.join(map(str, found[0]))}: {found[1]}")
     try:
         return Tool(name=name, description=description or "", input_schema=schema)
     except ValidationError as exc:
