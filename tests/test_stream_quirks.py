@@ -152,6 +152,21 @@ def test_gemini_stream_error_chunk_is_classified_by_its_code(server):
     assert "overloaded" in str(caught.value)
 
 
+def test_a_chat_stream_reads_only_choice_0(server):
+    # Calls and finish reason of a second choice (n > 1) were merged into the answer: an
+    # extra call scored against the case, where the same reply unstreamed reads choice 0.
+    events = chat_stream(chat_fragments("call_1", "get_weather", '{"city": "Paris"}'))
+    other = [(None, {**data, "choices": [{**data["choices"][0], "index": 1}]})
+             for _, data in chat_stream(chat_fragments("call_2", "get_weather",
+                                                       '{"city": "Rome"}'), finish="stop")
+             if isinstance(data, dict) and data.get("choices")]
+    server.script(Reply(events=events[:-2] + other + events[-2:]))
+    response = ask("openai-compat", server)
+    assert [(c.id, c.arguments) for c in response.parsed.calls] == [("call_1",
+                                                                     {"city": "Paris"})]
+    assert response.finish_reason == "tool_calls"
+
+
 def _responses_error_stream(kind, code):
     start = ("response.created", {"type": "response.created", "sequence_number": 0,
                                   "response": {**responses_body(), "status": "in_progress",

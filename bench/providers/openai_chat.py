@@ -395,7 +395,9 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
 
     Tool-call fragments are joined by call id (:func:`bench.parse.assemble_call_deltas`), so
     parallel calls that share a stream ``index`` stay apart; a first call at ``index: 1`` and
-    ``name: ""`` on continuation fragments are read as sent. ``delta.content`` may be a string
+    ``name: ""`` on continuation fragments are read as sent. Only choice 0 is read (a
+    chunk's ``choices[].index``), as :meth:`OpenAIChatProvider.parse_body` reads only the
+    first choice of a whole body. ``delta.content`` may be a string
     or, from Mistral's reasoning models, a list of ``text`` / ``thinking`` parts (the text
     parts are kept); ``delta.refusal`` fragments are joined into ``message.refusal``. ``usage`` is taken from whichever chunk carries it (a separate last chunk,
     or the finish chunk). When a call's joined
@@ -414,6 +416,9 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
         first = first or chunk
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
+            index = choice.get("index")
+            if isinstance(index, int) and index != 0:
+                continue  # another choice (n > 1): the answer is choice 0, as in parse_body
             delta = choice.get("delta") or {}
             content = delta.get("content")
             if isinstance(content, str):
