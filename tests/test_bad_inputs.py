@@ -153,6 +153,13 @@ DATASETS: list[tuple[str, object, tuple[str, ...] | None]] = [
     ("query-object", case(id="x2", messages=[{"role": "user", "content": {"a": 1}}]),
      (":2:", "field 'messages")),
     ("not-utf8", b"\xff\xfe not text\n", (":2:", "not UTF-8")),
+    # escaped lone surrogates: the run crashed in pyarrow after sending the request
+    ("lone-surrogate-escape", json.dumps(case(id="x2", messages=[{"role": "user",
+                                                                  "content": "hi \udfff"}])),
+     (":2:", "field 'messages.0.content'", "lone UTF-16 surrogate")),
+    ("lone-surrogate-in-a-key", json.dumps({**call_with(keyword=["x"]), "id": "x2",
+                                            "\ud800": 1}),
+     (":2:", "field '\\ud800'", "lone UTF-16 surrogate")),
     ("lone-surrogate-bytes", b'{"id": "\xed\xa0\x80"}\n', (":2:", "not UTF-8")),
     ("valid-u2028-in-string", case(id="x2", messages=[{"role": "user",
                                                         "content": "a\u2028b"}]), None),

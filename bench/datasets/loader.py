@@ -198,6 +198,12 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
             except RecursionError:  # e.g. [[[[... 100,000 deep
                 raise BenchError("malformed case: JSON nested too deeply", file=source,
                                  line=number) from None
+            if "\\ud" in line.lower():  # only a \uD800-\uDFFF escape makes a lone surrogate
+                where = _lone_surrogate(obj)
+                if where is not None:
+                    raise BenchError("a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
+                                     "its pair) is not text", file=source, line=number,
+                                     field=where or None)
         else:
             obj = row["object"]
         if not isinstance(obj, dict):
@@ -219,6 +225,30 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
     if not cases:
         raise BenchError("dataset has no cases", file=source)
     return Dataset(name=name, path=path, cases=tuple(cases), sha256=sha256, lines=lines)
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The dotted path (``""`` for the value itself) of the first string, key or value, that
+    holds a lone UTF-16 surrogate, or None. Such a string cannot be sent as UTF-8 or stored
+    by pyarrow (the run's tables), so a case holding one is refused. Iterative: ``value`` may
+    be nested as deep as the JSON decoder allows."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return path
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                shown = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+                child_path = f"{path}.{shown}" if path else shown
+                stack += [(child_path, child), (child_path, key)]
+        elif isinstance(item, list):
+            stack += [(f"{path}.{i}" if path else str(i), child)
+                      for i, child in reversed(list(enumerate(item)))]
+    return None
 
 
 def _check_matchers(case: Case, path: Path | str, line: int) -> None:
