@@ -124,6 +124,17 @@ def test_report_shows_headline_charts_groups_and_metadata(project):
     assert failed == {f"ecom-{i:04d}" for i in (1, 3, 5, 7, 9)}
 
 
+def test_a_run_of_no_call_cases_only_has_a_report(project):
+    # No row has an argument rate (no case expects calls; e.g. a BFCL irrelevance import):
+    # the ablation chart raised KeyError 'arguments_correct_rate', so `bench report` failed.
+    from bench.datasets import load_dataset
+
+    no_call = [c.id for c in load_dataset("ecommerce").cases if c.expected.no_call][:3]
+    make_run("nocall", mixed_answer, case_ids=no_call, limit=None)
+    html = render_html(load_runs(["nocall"]), "no-call only")
+    assert 'id="chart-lines"' in html and 'id="headline"' in html
+
+
 def test_two_runs_with_the_same_variants_stay_apart(project):
     make_run("a", expected_answer, variants=("l3",), limit=4)
     make_run("b", hostile_answer, variants=("l3",), limit=4)

@@ -106,8 +106,11 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
         fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.2),
                                  squeeze=False)
         for ax, (prefix, title) in zip(axes[0], metrics):
-            for index, (provider, group) in enumerate(summary.groupby(_series(summary),
-                                                                      sort=False)):
+            # a metric no row applies to has no rate column (a run of no-call cases only
+            # has no argument rate): its panel stays empty
+            groups = summary.groupby(_series(summary), sort=False) \
+                if f"{prefix}_rate" in summary.columns else ()
+            for index, (provider, group) in enumerate(groups):
                 group = group.dropna(subset=[x_column, f"{prefix}_rate"]).sort_values(x_column)
                 if group.empty:
                     continue
