@@ -10,7 +10,8 @@ replaces by ``***``:
 - the value of secret-looking headers and fields (``Authorization``, ``Proxy-Authorization``,
   ``x-api-key``, ``x-goog-api-key``, ``api_key``/``api-key``/``apikey``, ``access_token``,
   ``password``, ``secret``), in JSON (``"x-api-key": "..."``), header (``x-api-key: ...``) or
-  query (``key=...``) form, so a 401 body that echoes the request's headers is covered;
+  query (``api_key=...``) form, so a 401 body that echoes the request's headers is covered;
+- query parameters named ``key`` or ``token`` (``?key=...``, ``&token=...``);
 - ``Bearer``/``Basic`` credentials and key-shaped tokens: OpenAI/Anthropic ``sk-...`` and
   Google ``AIza...`` keys;
 - every literal secret bench knows: the values of environment variables whose names say key,
@@ -53,10 +54,13 @@ _NAMED = re.compile(
     r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|"
     r"access[-_]token|password|secret)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
     r"(?:(bearer|basic|token)\s+)?([^\s\"'\\,;&<>(){}\[\]]+)")
+# a query parameter named key or token (Gemini's REST form ``?key=``, proxies' ``?token=``);
+# only in query form: a JSON field "key" is a row's key, not a secret
+_QUERY = re.compile(r"(?i)([?&](?:key|token)=)([^&\s\"'#<>\\]+)")
 # A cheap first test on the lower-cased text (substring tests: a case-insensitive regex took
 # ~200 us on a 2.5 KB row); most rows hold none of these.
 _TRIGGER_WORDS = ("bearer", "basic", "sk-", "aiza", "authorization", "api", "access",
-                  "password", "secret")
+                  "password", "secret", "key=", "token=")
 
 _lock = threading.Lock()
 _literals: set[str] = set()
@@ -115,6 +119,9 @@ def redact(text: str) -> str:
         text = _KEYS.sub(lambda m: m.group(1) + MARK, text)
     if words & {"authorization", "api", "access", "password", "secret"}:
         text = _NAMED.sub(_named, text)
+    if words & {"key=", "token="}:
+        text = _QUERY.sub(lambda m: m.group(0) if m.group(2) == MARK else m.group(1) + MARK,
+                          text)
     return text
 
 

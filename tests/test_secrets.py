@@ -115,6 +115,9 @@ def test_planted_secrets_reach_no_file_and_no_message(run_bench, project, monkey
      "AIzaSyA0123456789"),
     ("error: sk-proj-0123456789abcdefghij rejected", "0123456789abcdefghij"),
     ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    # a base URL's query key that is not key-shaped was kept in rows and manifests
+    ("openai-compat:m@http://127.0.0.1:8000/v1?key=hunter2-proxy-pass|l3|0", "hunter2-proxy"),
+    ('{"provider": "openai-compat:m@http://h/v1?a=1&token=tok_98765432"}', "tok_98765432"),
 ])
 def test_redact_removes_each_kind_of_secret_and_keeps_json_valid(text, secret):
     from bench.redact import redact
