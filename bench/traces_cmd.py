@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Annotated
 
 import typer
@@ -41,12 +42,23 @@ def traces(
     for column in columns:
         table.add_column(column, justify="left" if column == "tool" else "right")
     for r in summary.to_dict("records"):
-        table.add_row(str(r["tool"]), str(r["calls"]), str(r["attempts"]), str(r["retries"]),
+        table.add_row(terminal_text(str(r["tool"])), str(r["calls"]), str(r["attempts"]), str(r["retries"]),
                       f"{r['failure_rate'] * 100:.1f}%", f"{r['p50_ms']:.2f}",
                       f"{r['p95_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
                       *(class_cell(int(r.get(c, 0) or 0), (r.get("error_codes") or {}).get(c))
                         for c in ERROR_CLASSES))
     console.print(table)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """Untrusted text (a model's tool name) safe in a rich table cell: control characters
+    shown as ``\\x1b``-style escapes (an ESC sequence could clear or retitle the terminal,
+    or write its clipboard) and ``[`` escaped, so that it is not read as rich markup (a name
+    like ``[/x]`` raised MarkupError)."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text))
 
 
 def class_cell(count: int, codes: dict[str, int] | None) -> str:

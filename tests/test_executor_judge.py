@@ -169,6 +169,27 @@ def test_traces_show_each_error_class_with_its_codes(project, monkeypatch):
     assert tool["error_codes"] == {"permanent": {"permission_denied": 2}}
 
 
+def test_traces_table_shows_a_models_tool_name_as_inert_text(project, monkeypatch):
+    """A made-up tool name is model output: '[/x]' raised rich's MarkupError (a traceback)
+    and an ESC sequence reached the terminal raw."""
+    from bench.datasets import load_dataset
+    from bench.models import ToolCall
+    case = load_dataset("ecommerce").cases[0]
+
+    def complete(self, messages, tools, variant_key, trial=0):
+        calls = [ToolCall(id="c1", name="[/x]", arguments={}),
+                 ToolCall(id="c2", name="get_weather\x1b]0;owned\x07", arguments={})]
+        return ProviderResponse(raw="", parsed=ParsedAnswer(calls=calls), latency_s=0.01)
+
+    monkeypatch.setattr(OracleProvider, "complete", complete)
+    config = RunConfig(variants=["l3"], providers=["oracle"], case_ids=[case.id])
+    Runner(config, run_id="made-up", provider_factory=lambda pid, cfg: OracleProvider()).run()
+    table = CliRunner().invoke(app, ["traces", "made-up"])
+    assert table.exit_code == 0, table.output
+    assert "│ [/x]" in table.output and "\x1b" not in table.output
+    assert "get_weather\\x1b]0;owned\\x07" in table.output
+
+
 def test_traces_class_cells_list_several_codes_most_frequent_first():
     from bench.traces_cmd import class_cell
     assert class_cell(0, None) == "0"
