@@ -179,3 +179,26 @@ def test_cli_runs_two_variants_now_on_the_embedded_model(run_bench, project):
     assert len(rows) == 4  # the run is kept, so it can be compared again with --run
     again = run_bench("compare", "l3", "l30", "--run", "cmp-now", "--json")
     assert json.loads(again.stdout)["tests"] == data["tests"]
+
+
+def test_flipped_answers_print_model_control_characters_escaped():
+    # An answer is model output: an ESC/OSC sequence in an argument reached the terminal raw
+    # (OSC 52 writes the clipboard, ESC [2J clears the screen).
+    import io
+
+    from rich.console import Console
+
+    from bench.compare.command import print_flips
+    from bench.compare.core import Comparison, Flip
+
+    flip = Flip(direction="lost", group="all", metric="selection_correct", case_id="c1",
+                trial=0, query="q", expected="search_orders(keyword='x')",
+                answer_a="search_orders(keyword='x')",
+                answer_b="search_orders(keyword='\x1b]52;c;ZXZpbA==\x07[/]\x1b[2J')")
+    comparison = Comparison(label_a="A", label_b="B", alpha=0.05, margin=0.0,
+                            confidence=0.95, power=0.8, n_boot=10, seed=0, flips=[flip])
+    buffer = io.StringIO()
+    print_flips(Console(file=buffer, width=200), comparison, ["selection_correct"], 5)
+    text = buffer.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "B: search_orders(keyword='\\x1b]52;c;ZXZpbA==\\x07[/]\\x1b[2J')" in text

@@ -25,6 +25,7 @@ from bench.errors import BenchError
 from bench.plural import count
 from bench.project import Project
 from bench.results import Row
+from bench.traces_cmd import terminal_text
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
     from bench.compare.core import Comparison
@@ -105,11 +106,13 @@ def print_flips(console: Console, comparison: Comparison, metrics: list[str],
                           + (f" (first {show})" if len(flips) > show else ""))
             for flip in flips[:show]:
                 trial = f" trial {flip.trial}" if flip.trial else ""
-                console.print(f"  [cyan]{escape(flip.case_id)}[/]{trial} [{escape(flip.group)}] "
-                              f"{escape(flip.query)}", soft_wrap=True)
-                console.print(f"    expected: {escape(flip.expected)}", soft_wrap=True)
-                console.print(f"    A: {escape(flip.answer_a)}", soft_wrap=True)
-                console.print(f"    B: {escape(flip.answer_b)}", soft_wrap=True)
+                # answers are model output: control characters shown escaped, as in traces
+                console.print(f"  [cyan]{terminal_text(flip.case_id)}[/]{trial} "
+                              f"[{terminal_text(flip.group)}] {terminal_text(flip.query)}",
+                              soft_wrap=True)
+                console.print(f"    expected: {terminal_text(flip.expected)}", soft_wrap=True)
+                console.print(f"    A: {terminal_text(flip.answer_a)}", soft_wrap=True)
+                console.print(f"    B: {terminal_text(flip.answer_b)}", soft_wrap=True)
 
 
 def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
