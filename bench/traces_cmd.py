@@ -42,7 +42,8 @@ def traces(
     for column in columns:
         table.add_column(column, justify="left" if column == "tool" else "right")
     for r in summary.to_dict("records"):
-        table.add_row(terminal_text(str(r["tool"])), str(r["calls"]), str(r["attempts"]), str(r["retries"]),
+        table.add_row(terminal_text(str(r["tool"])), str(r["calls"]), str(r["attempts"]),
+                      str(r["retries"]),
                       f"{r['failure_rate'] * 100:.1f}%", f"{r['p50_ms']:.2f}",
                       f"{r['p95_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
                       *(class_cell(int(r.get(c, 0) or 0), (r.get("error_codes") or {}).get(c))

@@ -176,7 +176,7 @@ def test_traces_table_shows_a_models_tool_name_as_inert_text(project, monkeypatc
     from bench.models import ToolCall
     case = load_dataset("ecommerce").cases[0]
 
-    def complete(self, messages, tools, variant_key, trial=0):
+    async def complete(self, messages, tools, variant_key, trial=0):
         calls = [ToolCall(id="c1", name="[/x]", arguments={}),
                  ToolCall(id="c2", name="get_weather\x1b]0;owned\x07", arguments={})]
         return ProviderResponse(raw="", parsed=ParsedAnswer(calls=calls), latency_s=0.01)

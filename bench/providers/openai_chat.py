@@ -397,11 +397,11 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
     parallel calls that share a stream ``index`` stay apart; a first call at ``index: 1`` and
     ``name: ""`` on continuation fragments are read as sent. Only choice 0 is read (a
     chunk's ``choices[].index``), as :meth:`OpenAIChatProvider.parse_body` reads only the
-    first choice of a whole body. ``delta.content`` may be a string
-    or, from Mistral's reasoning models, a list of ``text`` / ``thinking`` parts (the text
-    parts are kept); ``delta.refusal`` fragments are joined into ``message.refusal``. ``usage`` is taken from whichever chunk carries it (a separate last chunk,
-    or the finish chunk). When a call's joined
-    arguments do not decode and a fragment repeated its opening fragment's arguments
+    first choice of a whole body. ``delta.content`` may be a string or, from Mistral's
+    reasoning models, a list of ``text`` / ``thinking`` parts (the text parts are kept);
+    ``delta.refusal`` fragments are joined into ``message.refusal``. ``usage`` is taken from
+    whichever chunk carries it (a separate last chunk, or the finish chunk). When a call's
+    joined arguments do not decode and a fragment repeated its opening fragment's arguments
     (:func:`_repeated_openings`), the call is joined again without that repeat if that makes
     it decode; the call then records ``x_bench_repair``. Otherwise the arguments stay as sent
     (an invalid call).
