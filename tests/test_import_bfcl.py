@@ -252,3 +252,17 @@ def test_bad_questions_are_errors_naming_file_line_and_field(tmp_path, entry, wh
         import_bfcl([questions], [answers], toolset="t")
     assert str(caught.value).startswith(f"{questions}:2: ")
     assert where.replace("simple_python_1", "simple_python_2") in str(caught.value)
+
+
+def test_a_duplicate_answer_id_is_an_error_naming_both_lines(tmp_path):
+    # the second answer silently replaced the first
+    from bench.errors import BenchError
+
+    questions = _write(tmp_path / "q.json", [QUESTION])
+    answers = _write(tmp_path / "a.json", [
+        {"id": "simple_python_1", "ground_truth": [{"a.b": {"n": [1]}}]},
+        {"id": "simple_python_1", "ground_truth": [{"a.b": {"n": [2]}}]}])
+    with pytest.raises(BenchError) as caught:
+        import_bfcl([questions], [answers], toolset="t")
+    assert str(caught.value) == (f"{answers}:2: field 'id': duplicate id 'simple_python_1' "
+                                 f"(first at {answers}:1)")

@@ -335,9 +335,9 @@ def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
         conflicting labels and the cases they excluded, and each kept case's BFCL entry.
 
     Raises:
-        BenchError: malformed files, a multi-turn entry, an entry of an unsupported category
-            (:data:`UNSUPPORTED`), an unknown BFCL type, or an entry of a category that needs
-            an answer but has none (names file, line and id).
+        BenchError: malformed files, a duplicate id, a multi-turn entry, an entry of an
+            unsupported category (:data:`UNSUPPORTED`), an unknown BFCL type, or an entry of a
+            category that needs an answer but has none (names file, line and id).
     """
     answer_files = list(answers or [])
     if answers is None:
@@ -345,6 +345,10 @@ def import_bfcl(questions: list[Path], answers: list[Path] | None = None, *,
     truth: dict[str, tuple[Path, int, Any]] = {}
     for path in answer_files:
         for number, entry in _read_jsonl(path):
+            if entry["id"] in truth:  # the later answer would silently replace the first
+                first = truth[entry["id"]]
+                raise BenchError(f"duplicate id '{entry['id']}' (first at {first[0]}:{first[1]})",
+                                 file=path, line=number, field="id")
             truth[entry["id"]] = (path, number, entry.get("ground_truth"))
 
     result = BfclImport(ImportedToolset())
