@@ -226,7 +226,8 @@ class Row(_Record):
     cache: str | None = Field(None, description="hit, miss, or None (cache off)")
     tool_definition_tokens: int | None = Field(None, description="tokens the tool definitions "
                                                                  "take (provider tokenizer)")
-    latency_s: float | None = Field(description="seconds, wall time of the request")
+    # >= 0: a hand-edited negative latency showed as a negative p50
+    latency_s: float | None = Field(ge=0, description="seconds, wall time of the request")
     finished_at: str | None = Field(None, description="UTC ISO 8601 time the row was scored")
 
     @model_validator(mode="before")

@@ -424,6 +424,8 @@ ROWS: list[tuple[str, Callable[[dict], object], tuple[str, ...]]] = [
                                                                    "field 'key'")),
     ("another-plan-appended", another_plan, ("results.jsonl:3", "field 'key'", "l50")),
     ("nested-100000", lambda r: DEEP, ("results.jsonl:2", "nested too deeply")),
+    ("latency-negative", lambda r: {**r, "latency_s": -5.0},  # shown as a p50 of -5 s
+     ("results.jsonl:2", "field 'latency_s'")),
 ]
 
 
