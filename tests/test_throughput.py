@@ -92,7 +92,7 @@ def test_429_with_retry_after_pauses_then_retries(project):
     assert server.requests[0].body == server.requests[1].body  # the same request, retried
     stats = manifest["rate_limits"][compat(server)]
     assert stats["rate_limited"] == 1 and stats["retries"] == 1
-    assert stats["paused_s"] == pytest.approx(0.6, abs=0.05)
+    assert stats["paused_s"] == pytest.approx(0.6, rel=1e-3)  # the header's, not a clock's
 
 
 @pytest.mark.slow
@@ -111,7 +111,7 @@ def test_rate_limit_headers_without_retry_after_pause_the_provider(project):
         started = time.monotonic()
         manifest = Runner(config(server, limit=1), run_id="rl3", command=[]).run()
     assert server.arrivals[0] - started >= 0.4
-    assert manifest["rate_limits"][compat(server)]["paused_s"] == pytest.approx(0.4, abs=0.05)
+    assert manifest["rate_limits"][compat(server)]["paused_s"] == pytest.approx(0.4, rel=1e-2)
 
 
 def test_gate_halves_concurrency_on_429_and_grows_back():
