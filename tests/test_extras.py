@@ -1,0 +1,34 @@
+"""The ``test`` extra of pyproject.toml installs what the test suite drives.
+
+The README's test command (``pip install -c constraints.txt -e '.[local,test]'``) installs no
+other extra, so every SDK the tests point at the loopback fake server must be in ``test``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement  # a pytest dependency
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]
+
+
+def test_the_test_extra_installs_the_gemini_sdk():
+    """tests/test_recorded_fidelity.py and tests/test_stream_quirks.py run Gemini through
+    google-genai; without it they fail, not skip."""
+    extras = _extras()
+    assert set(extras["gemini"]) <= set(extras["test"])
+
+
+def test_every_extra_requirement_is_pinned_in_constraints():
+    pinned = {line.split("==")[0].strip().lower()
+              for line in (REPO / "constraints.txt").read_text(encoding="utf-8").splitlines()
+              if "==" in line and not line.lstrip().startswith("#")}
+    for requirement in _extras()["test"]:
+        assert Requirement(requirement).name.lower() in pinned, requirement
