@@ -476,6 +476,13 @@ class FakeServer:
         with self._lock:
             self._queue.extend(replies)
 
+    def clear(self) -> None:
+        """Drop the replies still queued and the recorded requests (a server shared by several
+        tests starts each one empty: a test that failed or skipped leaves no stale reply)."""
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+
     def start(self) -> "FakeServer":
         """Serve in a background thread."""
         self._thread = threading.Thread(target=self._server.serve_forever,

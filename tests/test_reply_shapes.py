@@ -276,9 +276,27 @@ def test_lone_surrogates_in_anthropic_and_gemini_calls_are_cleaned_and_kept_esca
 # --- cut-off and refused answers (issue 18 item 4), through the real SDKs -----------------
 
 @pytest.fixture(scope="module")
-def server():
+def shared_server():
     with FakeServer() as fake:
         yield fake
+
+
+@pytest.fixture
+def server(shared_server):
+    """The module's server with an empty script: replies a failed or skipped test left queued
+    do not answer the next test's requests."""
+    shared_server.clear()
+    return shared_server
+
+
+def test_a_reply_left_queued_by_one_test(server):
+    server.script(Reply(body=anthropic_body(text="stale")))  # never requested
+
+
+def test_does_not_answer_the_next_test(server):
+    response = complete_once(_provider("anthropic", server.url), ASK, [PING], variant_key="v",
+                             trial=0)
+    assert response.parsed.text != "stale"
 
 
 def _gemini_reply(finish, parts=None, message=None):
