@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +12,7 @@ import typer
 from rich.console import Console
 
 from bench.errors import BenchError
+from bench.paths import project_root
 from bench.plural import count
 
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
@@ -74,7 +77,17 @@ def import_bfcl_cmd(
         out.print(f"{count(len(result.conflicts), 'conflicting label')}: "
                   f"{count(len(result.excluded), 'case')} left out (listed in {excluded_path}), "
                   "the other conflicting values dropped", soft_wrap=True, markup=False)
-    out.print(f"run it: bench run --dataset {name} --variants {variant}", markup=False)
+    out.print(f"run it: {_home_prefix()}bench run --dataset {name} --variants {variant}",
+              soft_wrap=True, markup=False)
+
+
+def _home_prefix() -> str:
+    """``BENCH_HOME=<root> `` (shell-quoted) when the import wrote to a ``BENCH_HOME`` that is
+    not the current directory, else ``""``: the printed command then finds the dataset."""
+    root = project_root()
+    if not os.environ.get("BENCH_HOME") or root == Path.cwd().resolve():
+        return ""
+    return f"BENCH_HOME={shlex.quote(str(root))} "
 
 
 def _import_list(path: Path, fmt: str, name: str | None, variant: str, force: bool) -> None:

@@ -50,6 +50,10 @@ UNDECODABLE_ANSWER = "undecodable_answer"  # the embedded model's answer is not 
 ANSWER_ERROR_CODES = (MALFORMED_REPLY, UNREADABLE_REPLY, NO_ANSWER, TRUNCATED, BLOCKED, REFUSAL,
                       PAUSE_TURN, UNEXPECTED_TOOL_CALL, MALFORMED_FUNCTION_CALL, PROVIDER_ERROR,
                       PARSER_FAILED, UNDECODABLE_ANSWER)
+# Codes of a row that holds no answer of the model's at all (the request failed, or the reply
+# could not be read): unlike a cut-off or refused answer, nothing the model wrote can be judged.
+NO_MODEL_ANSWER_CODES = frozenset({MALFORMED_REPLY, UNREADABLE_REPLY, NO_ANSWER, PROVIDER_ERROR,
+                                   PARSER_FAILED})
 
 
 class ParsedAnswer(BaseModel):

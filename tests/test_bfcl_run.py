@@ -16,6 +16,9 @@ simple_python_358 (``"GF"`` outside an enum), multiple_76 (``"bronze"`` where th
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,8 @@ from fakeserver import FakeServer, Recorded, Reply, chat_body
 
 from bench.datasets import check_against_tools, load_dataset
 from bench.descriptions import load_variant
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _fn(name, properties, required=()):
@@ -247,3 +252,45 @@ def test_skip_invalid_cases_lists_and_skips_instead_of_refusing(imported, run_be
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert [s["case"] for s in manifest["cases_skipped"]] == ["multiple_76"]
     assert manifest["config"]["skip_invalid_cases"] is True
+
+
+def test_rows_without_an_answer_are_not_bfcl_passes(imported, run_bench, project, monkeypatch):
+    """Every request refused (HTTP 400, as a server whose context window is too small answers):
+    no row, the irrelevance case included, passes BFCL's checker, and the table does not
+    show a BFCL pass rate above bench's own."""
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "x")
+    refused = Reply(400, {"error": {"message": "Requested tokens (9000) exceed context window "
+                                               "of 2048", "type": "invalid_request_error"}})
+    with FakeServer(handler=lambda request: refused) as server:
+        result = run_bench("run", "--dataset", "mixed", "--variants", "bfcl", "--provider",
+                           f"openai-compat:m@{server.url}/v1", "--run-id", "refused",
+                           "--no-execute")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(x) for x in (project / "reports" / "runs" / "refused" /
+                                    "results.jsonl").read_text().splitlines()]
+    assert rows and all(r["parsed"]["error_code"] == "provider_error" for r in rows)
+    assert all(r["metrics"]["bfcl_valid"] is False for r in rows), \
+        [(r["case_id"], r["metrics"]["bfcl_valid"]) for r in rows]
+    assert {r["metrics"]["bfcl_error_type"] for r in rows} == {"no_answer:provider_error"}
+    shown = run_bench("show", "refused")
+    assert shown.returncode == 0, shown.stderr
+    assert "100.0%" not in shown.stdout, shown.stdout
+
+
+def test_import_hint_names_a_bench_home_other_than_the_current_directory(project, tmp_path):
+    questions = write_bfcl(tmp_path / "bfcl")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "BENCH_HOME": str(project),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    away = subprocess.run([sys.executable, "-m", "bench", "import", "bfcl", str(questions),
+                           "--name", "mixed"], cwd=elsewhere, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert away.returncode == 0, away.stderr
+    assert (f"run it: BENCH_HOME={project} bench run --dataset mixed --variants bfcl"
+            in away.stdout), away.stdout
+    here = subprocess.run([sys.executable, "-m", "bench", "import", "bfcl", str(questions),
+                           "--name", "mixed", "--force"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert here.returncode == 0, here.stderr
+    assert "run it: bench run --dataset mixed --variants bfcl" in here.stdout, here.stdout

@@ -65,7 +65,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field, read_text_file
 from bench.models import ToolCall
-from bench.parse import ParsedAnswer
+from bench.parse import NO_MODEL_ANSWER_CODES, ParsedAnswer
 from bench.plural import count
 
 PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool,
@@ -95,6 +95,8 @@ def _fail(error_type: str, message: str) -> CheckResult:
 
 
 _OK = CheckResult(valid=True)
+#: Error-type prefix of a row without any answer of the model's (bench's, not BFCL's).
+NO_ANSWER_TYPE = "no_answer"
 
 
 def standardize_string(text: str) -> str:
@@ -483,12 +485,17 @@ def run_verdict(source: BfclSource, answer: ParsedAnswer) -> CheckResult:
     function name (``source.tool_names``; a tool BFCL did not offer keeps its bench name and
     cannot match). An answer without any call, or one that cannot be decoded, counts as
     undecodable, which is what BFCL's function-calling handlers give for a text answer
-    (``decode_ast`` fails on it: ``ast_decoder:decoder_failed``; irrelevance passes).
+    (``decode_ast`` fails on it: ``ast_decoder:decoder_failed``; irrelevance passes). A row
+    with no answer of the model's at all (``answer.error_code`` in
+    :data:`bench.parse.NO_MODEL_ANSWER_CODES`: a provider error, an unreadable reply...) fails
+    with error type ``no_answer:<code>``: a failed request is not a model that made no call.
 
     Returns:
         A :class:`CheckResult`; a checker error (e.g. a BFCL type it does not know) gives
         ``valid=False`` with error type ``bfcl_checker_error``.
     """
+    if answer.error is not None and answer.error_code in NO_MODEL_ANSWER_CODES:
+        return _fail(f"{NO_ANSWER_TYPE}:{answer.error_code}", answer.error)
     outputs = outputs_from_answer(answer)
     if outputs is not None:
         outputs = [{source.tool_names.get(name, name): args for name, args in call.items()}
