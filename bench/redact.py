@@ -50,13 +50,14 @@ _USERINFO = re.compile(r"(://)[^/\s@\"'<>\\]+@")
 _SCHEME_VALUE = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{6,}")
 _KEYS = re.compile(r"(?<![A-Za-z0-9])(sk-|AIza)[A-Za-z0-9_-]{8,}")
 # a secret-named header, field or parameter, then its value up to a quote, space or separator
+# ('|' ends a row key's provider part, '&' and '#' a query value, '`' a Markdown code span)
 _NAMED = re.compile(
     r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|"
     r"access[-_]token|password|secret)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
-    r"(?:(bearer|basic|token)\s+)?([^\s\"'\\,;&<>(){}\[\]]+)")
+    r"(?:(bearer|basic|token)\s+)?([^\s\"'`\\,;&|#<>(){}\[\]]+)")
 # a query parameter named key or token (Gemini's REST form ``?key=``, proxies' ``?token=``);
 # only in query form: a JSON field "key" is a row's key, not a secret
-_QUERY = re.compile(r"(?i)([?&](?:key|token)=)([^&\s\"'#<>\\]+)")
+_QUERY = re.compile(r"(?i)([?&](?:key|token)=)([^&|`\s\"'#<>\\]+)")
 # A cheap first test on the lower-cased text (substring tests: a case-insensitive regex took
 # ~200 us on a 2.5 KB row); most rows hold none of these.
 _TRIGGER_WORDS = ("bearer", "basic", "sk-", "aiza", "authorization", "api", "access",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fakeserver import FakeServer, Recorded, Reply, default_reply, error_body
+from fakeserver import FakeServer, Recorded, Reply, chat_body, default_reply, error_body
 
 USER = "planteduser7"
 PASSWORD = "plantedpass-9f3k2"
@@ -141,3 +141,40 @@ def test_a_credentialed_provider_id_runs_under_its_public_id():
     assert provider.provider_id == "openai-compat:m@http://***@127.0.0.1:9/v1"
     assert provider.options.base_url == "http://bob:pw-123456@127.0.0.1:9/v1"
     assert real_provider_id(provider.provider_id).endswith("bob:pw-123456@127.0.0.1:9/v1")
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("ecom-0053|l3|openai-compat:m@http://h/v1?api_key=AIzaSyFAKEFAKEFAKEFAKEFAKEFAKE|0",
+     "ecom-0053|l3|openai-compat:m@http://h/v1?api_key=***|0"),
+    ("ecom-0053|l3|openai-compat:m@http://h/v1?key=k0123456789abcdef|0",
+     "ecom-0053|l3|openai-compat:m@http://h/v1?key=***|0"),
+    ("http://h/v1?api_key=k-0123456789abcdef&model=x", "http://h/v1?api_key=***&model=x"),
+    ("http://h/v1?api_key=k-0123456789abcdef#frag", "http://h/v1?api_key=***#frag"),
+    ("`api_key=k-0123456789abcdef` or <api_key=k-0123456789abcdef>",
+     "`api_key=***` or <api_key=***>"),
+])
+def test_a_redacted_value_stops_at_the_next_delimiter(text, kept):
+    from bench.redact import redact
+    assert redact(text) == kept
+
+
+def test_a_run_whose_provider_url_holds_a_key_is_readable_and_keeps_no_key(run_bench, project,
+                                                                           monkeypatch):
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "x")
+    secret = "AIzaSyFAKEFAKEFAKEFAKEFAKEFAKEFAKEFAKE"
+    # the SDK appends its path after the query (".../v1?api_key=.../chat/completions"):
+    # answer every path as Chat Completions
+    with FakeServer(handler=lambda request: Reply(body=chat_body(text="no tool"))) as server:
+        provider = f"openai-compat:fake@{server.url}/v1?api_key={secret}"
+        ran = run_bench("run", "--provider", provider, "--variants", "l3", "--limit", "2",
+                        "--run-id", "q-1")
+    assert ran.returncode == 0, ran.stderr
+    rows = [json.loads(x) for x in
+            (project / "reports/runs/q-1/results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["key"].endswith("?api_key=***|0") for r in rows), rows
+    shown = run_bench("show", "q-1")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    outputs = ran.stdout + ran.stderr + shown.stdout + shown.stderr
+    assert secret not in outputs
+    hits = [str(p) for p in project.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert hits == []
