@@ -97,3 +97,30 @@ def test_shown_replay_paths_keep_the_parts_that_tell_them_apart():
                      "replay:/y/a/r.sqlite": "replay:/y/a/r.sqlite",
                      RUN_ID: RUN_ID, "replay:c.sqlite": "replay:c.sqlite", "local": "local"}
     assert len(set(shown.values())) == len(shown)
+
+
+def _with_reasoning(case, variant, reasoning):
+    record = row(case, variant, True, True, None, 1.0)
+    record["usage"]["reasoning_tokens"] = reasoning
+    return record
+
+
+def test_mean_reasoning_tokens_leaves_out_rows_that_report_none():
+    """null reasoning_tokens means 'not reported' (a provider error row, a model that does
+    not count them): such rows are not averaged in as 0, in the table or the HTML report."""
+    from rich.console import Console
+
+    rows = ([_with_reasoning(f"c{i}", "a", 12) for i in range(8)]
+            + [_with_reasoning(f"e{i}", "a", None) for i in range(4)]
+            + [_with_reasoning("c1", "b", None)])
+    summary = summarize(rows_frame(rows), ["a", "b"]).set_index("variant")
+    assert summary.loc["a", "mean_reasoning_tokens"] == 12
+    assert math.isnan(summary.loc["b", "mean_reasoning_tokens"])  # none reported
+    console = Console(width=250, record=True)
+    console.print(summary_table(summarize(rows_frame(rows), ["a", "b"])))
+    lines = console.export_text().splitlines()
+    header = [cell.strip() for cell in lines[1].split("┃")]
+    column = header.index("mean reasoning tokens")
+    cells = {cells[2]: cells[column] for cells in
+             ([c.strip() for c in line.split("│")] for line in lines if line.startswith("│"))}
+    assert cells == {"a": "12", "b": "-"}

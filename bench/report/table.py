@@ -116,7 +116,8 @@ def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
         cells.append("-" if tokens is None or pd.isna(tokens) else str(int(tokens)))
         cells.append(f"{record['mean_prompt_tokens']:.0f}")
         if has_reasoning:
-            cells.append(f"{record['mean_reasoning_tokens']:.0f}")
+            reasoning = record["mean_reasoning_tokens"]
+            cells.append("-" if pd.isna(reasoning) else f"{reasoning:.0f}")
         cells.append(f"{record['p50_latency_s']:.2f}")
         cells.append(f"{record['cases_per_s']:.2f}")
         if has_cost:

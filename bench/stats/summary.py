@@ -38,8 +38,8 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, rows that report none
-    count 0) only when some row of the frame has reasoning tokens, and, when any row carries a
+    it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, over the rows that
+    report them: null means not reported; NaN when no row of the group does) only when some row of the frame has reasoning tokens, and, when any row carries a
     cost, ``cost_usd`` (USD at list
     price, summed over the group's rows; NaN when a row has no price) and
     ``cost_per_case_usd`` (that sum / rows).
@@ -67,7 +67,8 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
         record["mean_prompt_tokens"] = float(group["prompt_tokens"].mean())
         record["mean_cached_tokens"] = float(group["cached_tokens"].mean())
         if has_reasoning:
-            record["mean_reasoning_tokens"] = float(group["reasoning_tokens"].fillna(0).mean())
+            # null is "not reported" (an error row, a model that does not count them), not 0
+            record["mean_reasoning_tokens"] = float(group["reasoning_tokens"].mean())
         record["p50_latency_s"] = float(group["latency_s"].median())
         warm = group["latency_s"].iloc[1:] if len(group) > 1 else group["latency_s"]
         record["cases_per_s"] = float(1.0 / warm.mean()) if warm.mean() > 0 else float("nan")
