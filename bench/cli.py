@@ -250,7 +250,8 @@ def run(
                           "providers; nothing was sent")
                 raise typer.Exit(_stopped(143 if _terminated else 130)) from None
             for skipped, reason in runner.skipped.items():
-                err.print(f"provider {skipped} skipped: {reason}")
+                # as is: a reason holds brackets (an extra's name) that rich takes for markup
+                err.print(f"provider {skipped} skipped: {reason}", markup=False)
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
         err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x "
@@ -298,7 +299,8 @@ def run(
             skipped = ", ".join(f"{p['provider']} ({p['reason']})"
                                 for p in manifest.get("providers_skipped") or [])
             err.print(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
-                      f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
+                      f"skipped {skipped}; fix that, then: bench run --resume {run_name}",
+                      markup=False)
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 

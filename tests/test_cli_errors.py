@@ -200,3 +200,22 @@ def test_help_paragraphs_are_not_cut_at_the_docstrings_line_breaks(run_bench):
     assert result.returncode == 0
     assert ("(a budget reached, or a provider skipped, e.g. for a missing key: one line says "
             "which)") in result.stdout
+
+
+def test_a_missing_sdk_is_named_with_the_documented_install_command(run_bench, project,
+                                                                    tmp_path, monkeypatch):
+    """Without google-genai the Gemini provider is skipped with the install command of
+    docs/providers.md, printed as is (rich would take ``[gemini]`` for markup)."""
+    shadow = tmp_path / "shadow" / "google"  # a `google` package without `genai`
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    monkeypatch.setenv("GEMINI_API_KEY", "x")
+    result = run_bench("run", "--provider", "gemini:gemini-2.5-flash", "--limit", "1",
+                       "--variants", "l3", "--no-execute")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    hint = "pip install -c constraints.txt -e '.[gemini]'"
+    assert f"google-genai is not installed ({hint})" in result.stderr, result.stderr
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "providers.md").read_text()
+    assert hint in docs

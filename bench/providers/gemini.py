@@ -70,8 +70,9 @@ class GeminiProvider(HTTPProvider):
             from google import genai
             from google.genai import types
         except ImportError:
-            raise ProviderUnavailable(self.provider_id, "google-genai is not installed "
-                                                        "(pip install 'bench[gemini]')") from None
+            raise ProviderUnavailable(self.provider_id, "google-genai is not installed (pip "
+                                                        "install -c constraints.txt -e "
+                                                        "'.[gemini]')") from None
         self._types = types
         http = types.HttpOptions(base_url=options.base_url, api_version="v1beta",
                                  timeout=int(options.timeout_s * 1000))  # milliseconds
