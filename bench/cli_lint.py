@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.errors import BenchError
 from bench.plural import count
 
 out = Console()
@@ -38,9 +39,10 @@ def lint(
 ) -> None:
     """Lint descriptions and schemas: rule code, severity, tool/parameter, fix hint.
 
-    Exit code 1 when any finding has severity 'error'.
+    Exit code 1 when any finding has severity 'error'; 2 for a toolset that does not exist
+    or has no variants.
     """
-    from bench.descriptions import available_variants, load_variant
+    from bench.descriptions import available_variants, check_toolset, load_variant
     from bench.descriptions.lint import RULES, LintConfig, lint_variant
     from bench.paths import descriptions_dir
 
@@ -50,6 +52,11 @@ def lint(
     config = LintConfig(min_lines=min_lines, max_lines=max_lines, overlap=overlap)
     findings = []
     linted: list[tuple[str, str]] = []
+    for name in _split(toolset):  # named ones must exist: nothing linted is no pass
+        check_toolset(name, root)
+        if not _split(variant) and not available_variants(name, root):
+            raise BenchError(f"toolset '{name}' has no variants (no specs under "
+                             f"descriptions/{name}/specs and no hand-written variants)")
     for name in toolsets:
         for v in _split(variant) or available_variants(name):
             findings += lint_variant(load_variant(name, v), config)

@@ -219,3 +219,11 @@ def test_a_missing_sdk_is_named_with_the_documented_install_command(run_bench, p
     from pathlib import Path
     docs = (Path(__file__).resolve().parents[1] / "docs" / "providers.md").read_text()
     assert hint in docs
+
+
+def test_lint_of_an_unknown_toolset_is_an_error_not_a_clean_pass(run_bench, project):
+    assert_one_line_error(run_bench("lint", "--toolset", "nope"), "unknown toolset 'nope'",
+                          "known: analytics, ecommerce, logistics")
+    (project / "descriptions" / "empty").mkdir()
+    assert_one_line_error(run_bench("lint", "--toolset", "empty"),
+                          "toolset 'empty' has no variants")

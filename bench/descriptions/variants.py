@@ -191,6 +191,22 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
                    else str(path))
 
 
+def check_toolset(toolset: str, root: Path | None = None) -> Path:
+    """The folder of ``toolset`` under ``root`` (default: ``descriptions/``).
+
+    Raises:
+        BenchError: no such folder (the message lists the known toolsets).
+    """
+    root = root or descriptions_dir()
+    toolset_dir = root / toolset
+    if not toolset_dir.is_dir():
+        known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
+            if root.is_dir() else []
+        raise BenchError(f"unknown toolset '{toolset}' (known: {', '.join(known) or 'none'})",
+                         file=root)
+    return toolset_dir
+
+
 def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
     """Render or load the variant ``name`` of ``toolset``.
 
@@ -203,12 +219,7 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
         if not re.fullmatch(NAME_PATTERN, value):
             raise BenchError(f"invalid {kind} name '{value}' (letters, digits, '_' and '-'; "
                              "it names a folder or file)")
-    toolset_dir = root / toolset
-    if not toolset_dir.is_dir():
-        known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
-            if root.is_dir() else []
-        raise BenchError(f"unknown toolset '{toolset}' (known: {', '.join(known) or 'none'})",
-                         file=root)
+    toolset_dir = check_toolset(toolset, root)
     written = toolset_dir / "variants" / f"{name}.yaml"
     if written.is_file():
         return _load_written(written, name, toolset, root)
