@@ -38,10 +38,18 @@ if not out.is_terminal and "COLUMNS" not in os.environ:
 err = Console(stderr=True, soft_wrap=True)  # messages unwrapped: commands stay copyable
 
 
-def _split(values: list[str] | None) -> list[str]:
+def _split(values: list[str] | None, option: str | None = None) -> list[str]:
+    """The names of a comma-separated, repeatable option (``--variants a,b --variants c``).
+
+    Raises:
+        BenchError: ``option`` given (not None) only with empty names (``--variants ""``):
+            an empty list would silently mean the default.
+    """
     items: list[str] = []
     for value in values or []:
         items += [v.strip() for v in value.split(",") if v.strip()]
+    if option and values is not None and not items:
+        raise BenchError(f"{option} needs at least one name (got {', '.join(map(repr, values))})")
     return items
 
 
@@ -196,7 +204,8 @@ def run(
                 raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
                                  "(it would change what the run measures); start a new run")
             runner = Runner.resume(resume, overrides=throughput, project=project)
-            _resume_credentials(resume, _split(provider), runner.config.providers)
+            _resume_credentials(resume, _split(provider, "--provider"),
+                                runner.config.providers)
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
         else:
@@ -206,10 +215,10 @@ def run(
                 raise BenchError(f"--execute-mcp: {exc} in '{execute_mcp}'") from None
             try:
                 config = RunConfig(
-                    dataset=dataset, variants=_split(variants) or list(DEFAULT_VARIANTS),
-                    providers=_split(provider) or list(DEFAULT_PROVIDERS), trials=trials,
+                    dataset=dataset, variants=_split(variants, "--variants") or list(DEFAULT_VARIANTS),
+                    providers=_split(provider, "--provider") or list(DEFAULT_PROVIDERS), trials=trials,
                     limit=limit,
-                    case_ids=_split(cases) or None,
+                    case_ids=_split(cases, "--cases") or None,
                     seed=seed,
                     max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
                     tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,

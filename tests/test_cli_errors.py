@@ -227,3 +227,13 @@ def test_lint_of_an_unknown_toolset_is_an_error_not_a_clean_pass(run_bench, proj
     (project / "descriptions" / "empty").mkdir()
     assert_one_line_error(run_bench("lint", "--toolset", "empty"),
                           "toolset 'empty' has no variants")
+
+
+@pytest.mark.parametrize("option", ["--variants", "--provider", "--cases"])
+def test_an_empty_name_list_is_a_usage_error_not_the_default(run_bench, project, option):
+    # --dataset nope: without the check the command fails on the dataset, and never
+    # reaches (or starts) the default provider
+    result = run_bench("run", option, "", "--limit", "1", "--dataset", "nope")
+    assert_one_line_error(result, f"{option} needs at least one name")
+    assert not (project / "reports" / "runs").exists() or \
+        not any((project / "reports" / "runs").iterdir())
