@@ -446,9 +446,11 @@ def main() -> None:
 
     Exit codes: 0 done; 2 bad input (one ``error:`` line naming file, line and field, or a
     usage error from the CLI parser); 3 an incomplete, resumable run (a budget reached, or a
-    provider skipped: status ``partial``; one line says which); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g.
-    a CI job's timeout). Both stop a run the same way: finished rows are kept, the manifest
-    says ``interrupted``, and ``bench run --resume`` continues. Bad input never shows a
+    provider skipped: status ``partial``; one line says which); 130 interrupted (Ctrl-C); 143
+    terminated (SIGTERM, e.g. a CI job's timeout); 141 the reader of the output went away
+    (``bench compare ... | head``: 128 + SIGPIPE, as a shell reports it). Both stops (130, 143)
+    end a run the same way: finished rows are kept, the manifest says ``interrupted``, and
+    ``bench run --resume`` continues. Bad input never shows a
     traceback.
     """
     signal.signal(signal.SIGTERM, _terminate)

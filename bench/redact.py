@@ -30,6 +30,7 @@ Redaction works on text (JSON, HTML, Markdown, XML alike): every replacement kee
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import os
 import re
@@ -37,10 +38,13 @@ import threading
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-__all__ = ["MARK", "RedactingStream", "public_provider_id", "real_provider_id", "redact",
-           "redact_bytes", "register_secret"]
+__all__ = ["BROKEN_PIPE_EXIT", "MARK", "RedactingStream", "public_provider_id",
+           "real_provider_id", "redact", "redact_bytes", "register_secret"]
 
 MARK = "***"
+#: Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for a
+#: program that a closed pipe stopped (``yes | head``).
+BROKEN_PIPE_EXIT = 141
 _MIN_LITERAL = 6  # shorter literals would redact ordinary words
 
 # ://userinfo@ : userinfo holds no '/', whitespace, quote or '@' (RFC 3986 3.2.1). The
@@ -187,13 +191,36 @@ class RedactingStream(io.TextIOBase):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        """Write the redacted ``text``; returns ``len(text)`` as callers expect."""
-        self._stream.write(redact(text))
+        """Write the redacted ``text``; returns ``len(text)`` as callers expect.
+
+        Raises:
+            SystemExit: code :data:`BROKEN_PIPE_EXIT` when the reader has gone
+                (``bench compare ... | head``), see :meth:`_reader_gone`.
+        """
+        try:
+            self._stream.write(redact(text))
+        except BrokenPipeError:
+            self._reader_gone()
         return len(text)
 
     def flush(self) -> None:
-        """Flush the wrapped stream."""
-        self._stream.flush()
+        """Flush the wrapped stream (SystemExit :data:`BROKEN_PIPE_EXIT` as :meth:`write`)."""
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """The pipe's reader closed it: point the descriptor at ``os.devnull`` (what is
+        still buffered goes nowhere instead of failing again at exit) and exit with
+        :data:`BROKEN_PIPE_EXIT`, never with a code of bench's own (1: a regression), and
+        before rich or click turn the error into exit 1. Python's advice:
+        https://docs.python.org/3/library/signal.html#note-on-sigpipe"""
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        raise SystemExit(BROKEN_PIPE_EXIT)
 
     def isatty(self) -> bool:
         """The wrapped stream's answer (rich decides on colours and widths by it)."""

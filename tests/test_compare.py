@@ -202,3 +202,20 @@ def test_flipped_answers_print_model_control_characters_escaped():
     text = buffer.getvalue()
     assert "\x1b" not in text and "\x07" not in text
     assert "B: search_orders(keyword='\\x1b]52;c;ZXZpbA==\\x07[/]\\x1b[2J')" in text
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_a_closed_pipe_is_not_exit_1_the_regression_code(home, json_output):
+    """``bench compare ... | head``: the reader went away; the exit code must not read as a
+    regression (1) or bad input (2), and nothing is said on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write fails with EPIPE
+    env = {**os.environ, "BENCH_HOME": str(home), "COLUMNS": "250"}
+    try:
+        result = subprocess.run([sys.executable, "-m", "bench", "compare", "l10", "l30", "--run",
+                                 "both", *(["--json"] if json_output else [])], env=env,
+                                stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert result.returncode == 141, result.stderr
+    assert result.stderr == ""
