@@ -66,7 +66,8 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
         out.print(f"run {run_id}: no finished rows yet")
         return
     summary = summarize(frame, variant_order)
-    out.print(summary_table(summary, title=f"run {run_id}"))
+    trials = int(frame["trial"].max()) + 1
+    out.print(summary_table(summary, title=f"run {run_id}", trials=trials))
 
 
 def _shard_option(value: str | None) -> str | None:
@@ -215,8 +216,10 @@ def run(
                 raise BenchError(f"--execute-mcp: {exc} in '{execute_mcp}'") from None
             try:
                 config = RunConfig(
-                    dataset=dataset, variants=_split(variants, "--variants") or list(DEFAULT_VARIANTS),
-                    providers=_split(provider, "--provider") or list(DEFAULT_PROVIDERS), trials=trials,
+                    dataset=dataset,
+                    variants=_split(variants, "--variants") or list(DEFAULT_VARIANTS),
+                    providers=_split(provider, "--provider") or list(DEFAULT_PROVIDERS),
+                    trials=trials,
                     limit=limit,
                     case_ids=_split(cases, "--cases") or None,
                     seed=seed,

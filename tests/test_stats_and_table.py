@@ -124,3 +124,13 @@ def test_mean_reasoning_tokens_leaves_out_rows_that_report_none():
     cells = {cells[2]: cells[column] for cells in
              ([c.strip() for c in line.split("│")] for line in lines if line.startswith("│"))}
     assert cells == {"a": "12", "b": "-"}
+
+
+def test_the_caption_claims_no_bootstrap_the_table_does_not_compute():
+    """The terminal table's intervals are Wilson intervals over rows; with one trial the
+    caption says only that, with several it says that trials count as independent rows."""
+    summary = summarize(rows_frame([row("c1", "a", True, True, None, 1.0)]))
+    one = str(summary_table(summary).caption)
+    assert "Wilson" in one and "bootstrap" not in one and "trials" not in one
+    several = str(summary_table(summary, trials=3).caption)
+    assert "3 trials per case counted as independent rows" in several

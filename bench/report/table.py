@@ -78,16 +78,22 @@ def _cell(spec: MetricSpec, record: dict) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.{_DECIMALS[spec.kind]}f}"
 
 
-def summary_table(summary: pd.DataFrame, title: str | None = None) -> Table:
+def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int = 1) -> Table:
     """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant).
+
+    ``trials``: trials per case in the rows; with more than one the caption says that the
+    Wilson intervals treat a case's trials as independent rows (the HTML report's
+    case-clustered bootstrap does not).
 
     Provider ids are never cut: ``replay:`` file paths are shortened to their distinguishing
     end (:func:`shown_provider_ids`), and an id wider than its column wraps onto more lines.
     The figure columns' headers wrap too (their values are single words), which leaves the
     provider column room on a narrow terminal."""
     table = Table(title=title, title_justify="left",
-                  caption="rates with 95% Wilson intervals \\[low-high] (case-clustered bootstrap "
-                          "with several trials); - : no case of that kind",
+                  caption="rates with 95% Wilson intervals \\[low-high]"
+                          + (f" over rows ({trials} trials per case counted as independent "
+                             "rows; bench report: case-clustered bootstrap intervals)"
+                             if trials > 1 else "") + "; - : no case of that kind",
                   caption_justify="left")
     providers = shown_provider_ids(str(p) for p in summary["provider"]) \
         if "provider" in summary else {}
