@@ -38,9 +38,9 @@ def summarize(frame: pd.DataFrame, variant_order: list[str] | None = None) -> pd
     ``tool_definition_tokens`` (tokens),
     ``mean_prompt_tokens`` (tokens), ``mean_cached_tokens`` (tokens), ``p50_latency_s``
     (seconds), ``cases_per_s`` (1 / mean latency, first row of each group excluded because
-    it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, over the rows that
-    report them: null means not reported; NaN when no row of the group does) only when some row of the frame has reasoning tokens, and, when any row carries a
-    cost, ``cost_usd`` (USD at list
+    it fills the prefix cache), ``mean_reasoning_tokens`` (tokens, over the rows that report
+    them: null means not reported; NaN when no row of the group does) only when some row of
+    the frame has reasoning tokens, and, when any row carries a cost, ``cost_usd`` (USD at list
     price, summed over the group's rows; NaN when a row has no price) and
     ``cost_per_case_usd`` (that sum / rows).
     """
