@@ -148,9 +148,12 @@ class RowMetrics(_Record):
 
     selection_correct: bool | None = Field(None, description="expected tool names equal the "
                                                              "called ones (multiset)")
-    selection_precision: float | None = Field(None, description="fraction; None on no-call/ask")
-    selection_recall: float | None = Field(None, description="fraction; None on no-call/ask")
-    selection_f1: float | None = Field(None, description="fraction; None on no-call/ask")
+    selection_precision: float | None = Field(
+        None, ge=0, le=1, description="fraction; None on no-call/ask")
+    selection_recall: float | None = Field(
+        None, ge=0, le=1, description="fraction; None on no-call/ask")
+    selection_f1: float | None = Field(
+        None, ge=0, le=1, description="fraction; None on no-call/ask")
     arguments_correct: bool | None = None
     arguments_correct_lenient: bool | None = None
     argument_results: dict[str, bool] | None = Field(None, description=(
