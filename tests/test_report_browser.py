@@ -98,7 +98,7 @@ def test_filters_search_and_pages(page):
     page.select_option("#f-outcome", label="all")
     page.select_option("#f-variant", label="l10")
     page.select_option("#f-tag", label="enum")
-    want = sum(r["variant"] == "l10" and "enum" in r["tags"] for r in rows)
+    want = sum(r.variant == "l10" and "enum" in r.tags for r in rows)
     assert page.inner_text("#count") == f"{want} of 60 rows match"
     page.select_option("#f-variant", label="all")
     page.select_option("#f-tag", label="all")
