@@ -14,6 +14,8 @@ tools block in its KV cache and only evaluates each case's own tokens.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import importlib.util
 import multiprocessing
 import os
@@ -31,9 +33,18 @@ from bench.parse import PROVIDER_ERROR, ParsedAnswer, parse_json_tool_calls
 from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError
 from bench.providers.local_prompt import (  # noqa: F401 - re-exported: the prompt's public names
-    DEFAULT_NO_CALL_LAYOUT, GRAMMAR_MAX_ITEMS, GRAMMAR_MAX_STRING, MAX_PARALLEL_CALLS,
-    NO_CALL_LAYOUTS, NoCallLayout, answer_schema, chat_messages, grammar_schema,
-    json_schema_grammar, tools_block)
+    DEFAULT_NO_CALL_LAYOUT,
+    GRAMMAR_MAX_ITEMS,
+    GRAMMAR_MAX_STRING,
+    MAX_PARALLEL_CALLS,
+    NO_CALL_LAYOUTS,
+    NoCallLayout,
+    answer_schema,
+    chat_messages,
+    grammar_schema,
+    json_schema_grammar,
+    tools_block,
+)
 
 MODEL_ENV = "BENCH_LOCAL_MODEL"
 THREADS_ENV = "BENCH_THREADS"
@@ -68,8 +79,12 @@ def quiet_native_stderr() -> Iterator[None]:
 def find_default_model() -> Path | None:
     """The default preset's GGUF file (assembled and verified on first use), or None when its
     packages are not installed."""
-    from bench.providers.local_models import (DEFAULT_MODEL, MODEL_PRESETS, preset_installed,
-                                              resolve_model)
+    from bench.providers.local_models import (
+        DEFAULT_MODEL,
+        MODEL_PRESETS,
+        preset_installed,
+        resolve_model,
+    )
     if not preset_installed(MODEL_PRESETS[DEFAULT_MODEL]):
         return None
     return resolve_model(DEFAULT_MODEL, None).path
@@ -197,6 +212,10 @@ class LocalProvider(Provider):
         self._process: Any = None
         self._conn: Any = None
         self._sha256: str | None = None
+        # complete() waits in this one thread, which lives as long as the provider: a worker
+        # restarted from it dies with it (PR_SET_PDEATHSIG fires when the thread that started
+        # the worker ends, and asyncio.to_thread's threads end with their event loop)
+        self._owner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-local")
         self._start()
 
     @property
@@ -353,15 +372,16 @@ class LocalProvider(Provider):
                        variant_key: str, trial: int) -> ProviderResponse:
         """Generate one grammar-constrained answer; see :meth:`Provider.complete`.
 
-        The worker process generates; this waits for its answer in a thread
-        (:func:`asyncio.to_thread`) so that the run's event loop stays free.
+        The worker process generates; this waits for its answer in the provider's own thread
+        so that the run's event loop stays free.
 
         Raises:
             ProviderError: class ``permanent``: the model process died twice.
             GateClosed: the run stopped and :meth:`abandon` killed the worker.
         """
-        return await asyncio.to_thread(self.complete_blocking, messages, tools,
-                                       variant_key=variant_key, trial=trial)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._owner, functools.partial(self.complete_blocking, messages, tools,
+                                           variant_key=variant_key, trial=trial))
 
     def complete_blocking(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                           variant_key: str, trial: int) -> ProviderResponse:
@@ -424,8 +444,9 @@ class LocalProvider(Provider):
                 "decoding": "greedy, staged: tool name, then that tool's JSON-Schema grammar"}
 
     def close(self) -> None:
-        """Stop the worker (it frees the model)."""
+        """Stop the worker (it frees the model) and the provider's thread."""
         self._stop()
+        self._owner.shutdown(wait=False)
 
 
 def tools_block_tokens(tools_by_name: dict[str, Sequence[Tool]], model_path: str | None = None,
