@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 
 class BenchError(Exception):
@@ -74,3 +76,20 @@ def read_text_file(path: Path) -> str:
         raise BenchError("file not found", file=path) from None
     except UnicodeDecodeError as exc:
         raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
+
+
+def json_line(text: str, *, file: str | Path, line: int) -> Any:
+    """Parse one line of a JSON-lines file bench reads.
+
+    Raises:
+        BenchError: not JSON (the decoder's message and column), or nested deeper than the
+            decoder's limit; naming ``file`` and ``line``.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=file,
+                         line=line) from None
+    except RecursionError:
+        raise BenchError("JSON nested deeper than the decoder's limit", file=file,
+                         line=line) from None

@@ -57,7 +57,7 @@ from typing import Any
 from bench.datasets.labels import value_problem, value_validator
 from pydantic import ValidationError
 
-from bench.errors import BenchError, pydantic_error_field, read_text_file
+from bench.errors import BenchError, json_line, pydantic_error_field, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 from bench.scoring.bfcl import SOURCES_FILE as SOURCE_FILE
 from bench.models import Case, Tool
@@ -194,15 +194,9 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
+        obj = json_line(line, file=path, line=number)
         try:
-            obj = json.loads(line)
             json.dumps(obj, ensure_ascii=False).encode("utf-8")
-        except json.JSONDecodeError as exc:
-            raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
-                             line=number) from None
-        except RecursionError:
-            raise BenchError("JSON nested deeper than the decoder's limit", file=path,
-                             line=number) from None
         except UnicodeEncodeError as exc:
             raise BenchError(f"a string holds a lone UTF-16 surrogate escape "
                              f"({exc.object[exc.start:exc.end].encode('unicode_escape').decode()}"

@@ -63,7 +63,7 @@ from typing import Any, Iterator, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
-from bench.errors import BenchError, pydantic_error_field, read_text_file
+from bench.errors import BenchError, json_line, pydantic_error_field, read_text_file
 from bench.models import ToolCall
 from bench.parse import NO_MODEL_ANSWER_CODES, ParsedAnswer
 from bench.plural import count
@@ -463,14 +463,9 @@ def load_sources(path: Path) -> dict[str, BfclSource]:
     for number, line in enumerate(read_text_file(path).split("\n"), start=1):
         if not line.strip():
             continue
+        data = json_line(line, file=path, line=number)
         try:
-            source = BfclSource.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
-                             line=number) from None
-        except RecursionError:
-            raise BenchError("JSON nested deeper than the decoder's limit", file=path,
-                             line=number) from None
+            source = BfclSource.model_validate(data)
         except ValidationError as exc:
             field, message = pydantic_error_field(exc)
             raise BenchError(message, file=path, line=number, field=field) from None
