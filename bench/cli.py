@@ -58,10 +58,10 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
     :class:`bench.project.Project`; default: the one the environment names)."""
     from bench.project import Project
     from bench.report.table import summary_table
-    from bench.stats.summary import rows_frame, summarize
+    from bench.stats.summary import summarize, summary_frame
 
     store = (project or Project.from_env()).store(run_id)
-    frame = rows_frame(store.load_rows(store.load_manifest()))
+    frame = summary_frame(store.load_rows(store.load_manifest()))
     if frame.empty:
         out.print(f"run {run_id}: no finished rows yet")
         return

@@ -16,11 +16,13 @@ from bench.providers.function import register_function
 from bench.providers.registry import (provider, provider_spec, registered_kinds,
                                       unregister_provider)
 from bench.paths import runs_dir
-from bench.runner import RunConfig, Runner, iter_rows
+from bench.project import Project
+from bench.runner import RunConfig, Runner
 
 
 def _rows(run_id: str) -> list[dict]:
-    return list(iter_rows(run_id))
+    store = Project.from_env().store(run_id)
+    return [row.to_json_dict() for row in store.load_rows(store.load_manifest())]
 
 
 def first_tool(messages, tools, trial):  # noqa: ANN001, ANN201 - a user's answer function

@@ -2,11 +2,12 @@
 
 import math
 
+import pandas as pd
 import pytest
 
 from bench.report.table import format_rate, summary_table
 from bench.stats.intervals import wilson_interval
-from bench.stats.summary import rows_frame, summarize
+from bench.stats.summary import rows_frame, summarize, summary_frame
 
 
 def test_wilson_matches_closed_form():
@@ -61,6 +62,19 @@ def test_duplicate_rows_count_once():
     rows = [row("c1", "a", True, True, None, 1.0)] * 3 + [row("c2", "a", False, False, None, 1.0)]
     summary = summarize(rows_frame(rows))
     assert (summary.loc[0, "selection_correct_k"], summary.loc[0, "selection_correct_n"]) == (1, 2)
+
+
+def test_summary_frame_in_chunks_gives_the_whole_frames_summary():
+    rows = [row(f"c{i}", v, i % 3 == 0, (i % 2 == 0) if i % 5 else None, None if i % 5 else
+                i % 4 == 0, 0.5 + i / 10, prompt=100 + i) for i in range(11) for v in "ab"]
+    rows += rows[:4]  # copies of rows of the first chunk count once
+    rows[-5]["metrics"]["execution_success"] = True  # a metric only a late chunk carries
+    whole = summarize(rows_frame(rows), ["a", "b"])
+    chunked = summarize(summary_frame(rows, chunk_rows=3), ["a", "b"])
+    assert "execution_success_n" in whole and chunked["execution_success_n"].tolist() == \
+        whole["execution_success_n"].tolist()
+    pd.testing.assert_frame_equal(chunked, whole, check_dtype=False)
+    assert summary_frame([]).empty
 
 
 RUN_ID = "replay:20261130-050032-973d"

@@ -59,7 +59,7 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError, json_line, pydantic_error_field, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
-from bench.scoring.bfcl import SOURCES_FILE as SOURCE_FILE
+from bench.scoring.bfcl import SOURCES_FILE as SOURCE_FILE  # noqa: F401 - re-exported
 from bench.models import Case, Tool
 
 # BFCL parameter type -> JSON Schema type (None: no type constraint). From the type table BFCL

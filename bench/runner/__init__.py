@@ -24,10 +24,10 @@ from bench.runner.plan import (
                                  select_cases,
                                  skip_invalid_cases,
 )
-from bench.runner.rows import Outcome, build_row, iter_rows, summarize_case
+from bench.runner.rows import Outcome, build_row, summarize_case
 from bench.runner.signals import StopSignals
 
 __all__ = ["FAILED_IN_A_ROW_TO_PAUSE", "IDENTITY_FIELDS", "RESUME_OVERRIDES", "STOP_GRACE_S",
            "Outcome", "PlanItem", "ProgressHook", "RunConfig", "Runner", "Spend", "StopSignals",
-           "build_row", "identity_mismatch", "iter_rows", "load_variants", "make_plan",
+           "build_row", "identity_mismatch", "load_variants", "make_plan",
            "select_cases", "skip_invalid_cases", "summarize_case"]

@@ -7,13 +7,12 @@ import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any
 
 from bench.models import Case
-from bench.paths import PACKAGE_PARENT, runs_dir
+from bench.paths import PACKAGE_PARENT
 from bench.providers.cache import messages_digest
 from bench.runner.plan import PlanItem
-from bench.runstore import RunStore
 from bench.scoring import score_case
 from bench.scoring.bfcl import BfclSource, run_verdict
 
@@ -136,12 +135,3 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         "latency_s": round(response.latency_s, 6),
         "finished_at": _now(),
     }
-
-
-
-
-def iter_rows(run_id: str) -> Iterable[dict[str, Any]]:
-    """Rows of a stored run (for tables and reports), checked against its manifest
-    (:meth:`bench.runstore.RunStore.checked_rows`)."""
-    store = RunStore(runs_dir(), run_id)
-    return store.checked_rows(store.read_manifest())

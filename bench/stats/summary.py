@@ -8,6 +8,8 @@ The metrics are those of the registry's ``table`` view (:mod:`bench.scoring.regi
 
 from __future__ import annotations
 
+import sys
+from itertools import islice
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -22,6 +24,56 @@ def rows_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     """Result rows as a DataFrame: :func:`bench.stats.frame.results_frame` (column schema
     documented there)."""
     return results_frame(rows)
+
+
+SUMMARY_CHUNK_ROWS = 5_000
+"""Rows flattened at a time by :func:`summary_frame` (bounds its transient memory)."""
+
+_SUMMARY_COLUMNS = ("provider", "variant", "case_id", "trial", "tool_definition_tokens",
+                    "prompt_tokens", "cached_tokens", "reasoning_tokens", "latency_s",
+                    "cost_usd")
+
+
+def summary_frame(rows: Iterable[Row | Mapping[str, Any]],
+                  chunk_rows: int = SUMMARY_CHUNK_ROWS) -> pd.DataFrame:
+    """The columns :func:`summarize` reads, of rows streamed ``chunk_rows`` at a time.
+
+    Memory grows by about a hundred bytes per row (booleans, floats, pointers to interned
+    provider / variant / case id strings) instead of the whole frame's few kilobytes
+    (:func:`bench.stats.frame.results_frame` keeps queries, tags and calls), so the table at
+    the end of a long run does not hold every row's text (``benchmarks/provider_throughput.py
+    --only memory``).
+
+    Args:
+        rows: as :func:`bench.stats.frame.results_frame` takes them; a row seen twice (same
+            ``key``) counts once, across chunks too.
+        chunk_rows: rows flattened at a time (positive).
+
+    Returns:
+        The frame's identifier, table-metric (:func:`bench.scoring.registry.metric_specs`,
+        view ``table``) and usage columns; an empty frame when there are no rows.
+    """
+    wanted = {*_SUMMARY_COLUMNS, *(s.name for s in metric_specs(view="table"))}
+    seen: set[str] = set()
+
+    def first_copies() -> Iterable[Row | Mapping[str, Any]]:
+        for row in rows:
+            key = row.key if isinstance(row, Row) else row["key"]
+            if key not in seen:
+                seen.add(key)
+                yield row
+
+    stream = iter(first_copies())
+    parts = []
+    while chunk := list(islice(stream, chunk_rows)):
+        part = results_frame(chunk)
+        part = part[[c for c in part.columns if c in wanted]].copy()
+        for name in ("provider", "variant", "case_id"):  # one string object per distinct id
+            part[name] = [sys.intern(str(v)) for v in part[name]]
+        parts.append(part)
+    if not parts:
+        return results_frame(())
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def _rate(values: pd.Series) -> tuple[int, int]:
