@@ -174,6 +174,18 @@ def run(
         help="Run only shard I of N of the plan (1/4 .. 4/4), e.g. one per CI machine; join "
              "the shards' runs with bench merge. Every shard needs the same other options.")]
     = None,
+    result_format: Annotated[Optional[list[str]], typer.Option(
+        help="Episodes: how results go back: envelope ({success, data, error}) and/or raw; "
+             "comma-separated, each one a condition crossed with the variants.")] = None,
+    error_style: Annotated[Optional[list[str]], typer.Option(
+        help="Episodes: actionable (readable errors naming the fix) and/or bare ('Error "
+             "400').")] = None,
+    result_budget: Annotated[Optional[list[str]], typer.Option(
+        help="Episodes: capped (results cut to 2,000 tokens with a paging hint) and/or "
+             "uncapped.")] = None,
+    fault: Annotated[Optional[list[str]], typer.Option(
+        help="Episodes: none, timeout, 503, 429, huge: the first call to each tool fails so "
+             "(or returns ~8 MB).")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table.
 
@@ -229,6 +241,11 @@ def run(
                     execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
                     mcp_server=mcp_server,
                     skip_invalid_cases=skip_invalid_cases, shard=shard,
+                    factors={name: _split(values, f"--{name.replace('_', '-')}")
+                             for name, values in (("result_format", result_format),
+                                                  ("error_style", error_style),
+                                                  ("result_budget", result_budget),
+                                                  ("fault", fault)) if values},
                     **{k: v for k, v in throughput.items() if v is not None})
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)

@@ -34,7 +34,12 @@ class Tool(BaseModel):
 
 
 class Message(BaseModel):
-    """One chat message of a case (OpenAI-style roles)."""
+    """One chat message of a case (OpenAI-style roles).
+
+    ``is_error`` marks a tool result that reports a failed call (Anthropic's ``tool_result``
+    ``is_error``, Gemini's ``functionResponse.response.error``; APIs without such a flag get
+    the text alone).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,6 +47,7 @@ class Message(BaseModel):
     content: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    is_error: StrictBool | None = None
 
 
 class ExpectedCall(BaseModel):
@@ -88,8 +94,91 @@ class Expected(BaseModel):
         return self
 
 
+MAX_EPISODE_STEPS = 50
+CONDITION_SEPARATOR = "~"
+"""Joins a variant's name and an episode factor setting into a condition's name
+(``l3~error_style=bare``, :mod:`bench.episodes.factors`)."""
+
+
+def condition_variant(name: str) -> str:
+    """The variant of a condition's name (``"l3~fault=503"`` -> ``"l3"``)."""
+    return name.split(CONDITION_SEPARATOR, 1)[0]
+
+
+class RequiredCall(ExpectedCall):
+    """A call an episode must make: a made call matches it when the names agree and every
+    listed argument has an acceptable value (as in :class:`ExpectedCall`); arguments the
+    label does not list are free, unlike a single answer's label. ``after`` lists the indices
+    of required calls that must have happened before it (order constraints only where the
+    label says so, BRIEF §10)."""
+
+    after: list[int] = Field(default_factory=list)
+
+
+class ForbiddenCall(BaseModel):
+    """A call an episode must not attempt: ``name``, and optionally the argument values that
+    make it forbidden (acceptable-values lists as in :class:`ExpectedCall`; none: any call of
+    the tool). ``reason`` says why (shown in reports), e.g. "the user did not confirm"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, list[Any]] = Field(default_factory=dict)
+    reason: str | None = None
+
+
+class StateCheck(BaseModel):
+    """One query on the episode's own database copy after the episode, and its expected
+    rows (``[[value, ...], ...]``, compared in order as JSON values)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: str = Field(min_length=1)
+    expect: list[list[Any]]
+
+
+class EpisodeState(BaseModel):
+    """The reference backends' starting state of one episode: the seeded shop database
+    (:mod:`bench.executor.backends.shopdb`) plus ``overrides``, SQL statements run on the
+    episode's copy before the first step; ``user_id`` is the signed-in customer (None: the
+    staff view)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    overrides: list[str] = Field(default_factory=list)
+    user_id: str | None = None
+
+
+class SuccessCheck(BaseModel):
+    """What a finished task looks like: every ``state_checks`` query returns its rows, and
+    the final answer states every fact of ``answer_facts`` (each fact a list of alternative
+    strings, matched case-insensitively as substrings, any one suffices)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state_checks: list[StateCheck] = Field(default_factory=list)
+    answer_facts: list[list[str]] = Field(default_factory=list)
+
+    @field_validator("answer_facts")
+    @classmethod
+    def _facts_have_alternatives(cls, value: list[list[str]]) -> list[list[str]]:
+        for i, fact in enumerate(value):
+            if not fact or any(not alt.strip() for alt in fact):
+                raise ValueError(f"fact {i} needs at least one non-empty string")
+        return value
+
+
 class Case(BaseModel):
-    """One labeled query (a line of ``datasets/<name>/cases.jsonl``)."""
+    """One labeled query (a line of ``datasets/<name>/cases.jsonl``).
+
+    ``kind`` ``"single"`` (the default) scores the first answer against ``expected``. An
+    ``"episode"`` runs the whole tool loop (BRIEF §10): ``state``, ``success``,
+    ``required_calls``, ``forbidden_calls``, ``max_steps`` (1-50) and ``user_replies``
+    (scripted user turns sent, in order, when the model answers without a call before the
+    task is done); its ``expected`` is derived from ``required_calls`` (the first answer's
+    label is not what an episode is scored on, but the label checks read it) and must not be
+    given.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -100,6 +189,47 @@ class Case(BaseModel):
     expected: Expected
     tags: list[str] = Field(default_factory=list)
     notes: str | None = None
+    kind: Literal["single", "episode"] = "single"
+    state: EpisodeState | None = None
+    success: SuccessCheck | None = None
+    required_calls: list[RequiredCall] = Field(default_factory=list)
+    forbidden_calls: list[ForbiddenCall] = Field(default_factory=list)
+    max_steps: int = Field(default=8, ge=1, le=MAX_EPISODE_STEPS)
+    user_replies: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _episode_expected(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("kind") != "episode":
+            return data
+        if "expected" in data:
+            raise ValueError("an episode case has no 'expected' (it is scored on "
+                             "'success', 'required_calls' and 'forbidden_calls')")
+        required = data.get("required_calls") or []
+        calls = [{"name": c.get("name"), "arguments": c.get("arguments") or {}}
+                 for c in required if isinstance(c, dict)]
+        return {**data, "expected": {"calls": calls} if calls else {"no_call": True}}
+
+    @model_validator(mode="after")
+    def _episode_fields(self) -> "Case":
+        episode_only = ("state", "success", "required_calls", "forbidden_calls",
+                        "user_replies")
+        if self.kind == "single":
+            given = [f for f in episode_only if getattr(self, f)]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for "
+                                 "\"kind\": \"episode\" cases")
+            return self
+        if self.success is None or not (self.success.state_checks
+                                        or self.success.answer_facts):
+            raise ValueError("an episode needs 'success' with state_checks and/or "
+                             "answer_facts")
+        for i, call in enumerate(self.required_calls):
+            for j in call.after:
+                if not 0 <= j < len(self.required_calls) or j == i:
+                    raise ValueError(f"required_calls[{i}].after: {j} is not the index of "
+                                     "another required call")
+        return self
 
     @field_validator("id")
     @classmethod

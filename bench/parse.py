@@ -352,7 +352,8 @@ def assemble_call_deltas(deltas: Iterable[CallDelta]) -> list[RawCall]:
 
 def parse_json_tool_calls(text: str, finish_reason: str | None,
                           decline_tool: str | None = None) -> ParsedAnswer:
-    """Parse a JSON answer ``{"tool_calls": [{"name": ..., "arguments": {...}}, ...]}``.
+    """Parse a JSON answer ``{"tool_calls": [{"name": ..., "arguments": {...}}, ...]}``, with
+    an optional ``"text"`` string (prose for the user: an episode's final answer).
 
     This is the answer format of the embedded model, whose decoding a grammar constrains.
 
@@ -395,7 +396,9 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
     if declined and calls:
         # "no tool fits" next to real calls: keep the calls, the decline is contradictory.
         declined = False
-    return ParsedAnswer(calls=calls, declined=declined or not calls)
+    prose = obj.get("text")  # an optional message to the user (an episode's final answer)
+    return ParsedAnswer(calls=calls, declined=declined or not calls,
+                        text=prose if isinstance(prose, str) else None)
 
 
 # Lenient argument repairs (BRIEF §8), shared by scoring (lenient scores) and the executor

@@ -155,6 +155,17 @@ class RowMetrics(_Record):
     selection_f1: float | None = Field(
         None, ge=0, le=1, description="fraction; None on no-call/ask")
     arguments_correct: bool | None = None
+    task_success: bool | None = Field(None, description="episodes: state checks and answer "
+                                                        "facts hold (bench.scoring.episodes)")
+    trajectory_recall: float | None = Field(None, ge=0, le=1, description="episodes: fraction")
+    trajectory_precision: float | None = Field(None, ge=0, le=1,
+                                               description="episodes: fraction")
+    recovery: float | None = Field(None, ge=0, le=1, description="episodes: fraction of error "
+                                                                 "results recovered from")
+    steps: int | None = Field(None, ge=0, description="episodes: model answers")
+    tool_calls: int | None = Field(None, ge=0, description="episodes: calls made")
+    repeated_calls: int | None = Field(None, ge=0, description="episodes: identical repeats")
+    forbidden_attempted: bool | None = None
     arguments_correct_lenient: bool | None = None
     argument_results: dict[str, bool] | None = Field(None, description=(
         "'<call index>.<argument>' -> acceptable"))
@@ -192,6 +203,23 @@ class RowUsage(_Record):
                                                         "the provider's prefix cache")
     reasoning_tokens: int | None = Field(None, description="tokens of reasoning, None when "
                                                            "not reported separately")
+
+
+class RowEpisode(_Record):
+    """An episode row's trajectory and ending (:mod:`bench.episodes.loop`).
+
+    ``steps``: one object per model answer: ``step`` (0-based), ``text`` (the answer's prose),
+    ``calls`` (``{id, name, arguments, valid}``), ``results`` (``{call_id, tool, content,
+    is_error, error_code, success}``: exactly what was sent back), ``error`` (the answer
+    could not be decoded), ``usage`` (tokens), ``latency_s`` (seconds), ``cache``,
+    ``finish_reason``; a scripted user reply adds ``user_reply``.
+    """
+
+    stop_reason: str = Field(description="final_answer, step_limit, loop_guard or unparseable")
+    final_answer: str | None = None
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    state_checks: list[dict[str, Any]] | None = Field(
+        None, description="{sql, expect, got, ok} per check; None when not run")
 
 
 class Row(_Record):
@@ -232,6 +260,9 @@ class Row(_Record):
     # >= 0: a hand-edited negative latency showed as a negative p50
     latency_s: float | None = Field(ge=0, description="seconds, wall time of the request")
     finished_at: str | None = Field(None, description="UTC ISO 8601 time the row was scored")
+    factors: dict[str, str] | None = Field(None, description="an episode's factor settings "
+                                                             "(bench.episodes.factors)")
+    episode: RowEpisode | None = Field(None, description="an episode's trajectory")
 
     @model_validator(mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Mapping
 from pydantic import ValidationError
 
 from bench.errors import BenchError
+from bench.models import condition_variant
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
 from bench.redact import redact, redact_bytes
@@ -448,7 +449,7 @@ def plan_check(manifest: Manifest) -> Callable[[Row], str | None]:
     def stray(row: Row) -> str | None:
         if row.run_id not in (None, run_id):
             return f"it belongs to run '{row.run_id}'"
-        if variants and row.variant not in variants:
+        if variants and condition_variant(row.variant) not in variants:
             return f"variant '{row.variant}' is not one of the run's"
         if providers and row.provider not in providers:
             return f"provider '{row.provider}' is not one of the run's"

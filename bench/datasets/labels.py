@@ -39,14 +39,21 @@ def iter_label_problems(dataset: Dataset, toolset: str,
         if case.toolset != toolset:
             continue
         line = dataset.lines[case.id]
+        # an episode's expected calls are its required calls (bench.models.Case)
+        prefix = "required_calls" if case.kind == "episode" else "expected.calls"
+        for i, call in enumerate(case.forbidden_calls):
+            if call.name not in by_name:
+                yield LabelProblem(case.id, line, f"forbidden_calls.{i}.name",
+                                   f"unknown tool '{call.name}' (toolset '{toolset}' has: "
+                                   f"{', '.join(sorted(by_name))})")
         for i, call in enumerate(case.expected.calls):
             if call.name not in by_name:
-                yield LabelProblem(case.id, line, f"expected.calls.{i}.name",
+                yield LabelProblem(case.id, line, f"{prefix}.{i}.name",
                                    f"unknown tool '{call.name}' (toolset '{toolset}' has: "
                                    f"{', '.join(sorted(by_name))})")
                 continue
             for arg, acceptable in call.arguments.items():
-                field = f"expected.calls.{i}.arguments.{arg}"
+                field = f"{prefix}.{i}.arguments.{arg}"
                 if arg not in by_name[call.name]:
                     yield LabelProblem(case.id, line, field,
                                        f"tool '{call.name}' has no argument '{arg}'")

@@ -252,9 +252,15 @@ def _lone_surrogate(value: Any) -> str | None:
 
 
 def _check_matchers(case: Case, path: Path | str, line: int) -> None:
-    for i, call in enumerate(case.expected.calls):
+    prefix = "required_calls" if case.kind == "episode" else "expected.calls"
+    labelled = [*((prefix, c) for c in case.expected.calls),
+                *(("forbidden_calls", c) for c in case.forbidden_calls)]
+    numbers = {"required_calls": 0, "expected.calls": 0, "forbidden_calls": 0}
+    for where, call in labelled:
+        i = numbers[where]
+        numbers[where] += 1
         for arg, values in call.arguments.items():
-            field = f"expected.calls.{i}.arguments.{arg}"
+            field = f"{where}.{i}.arguments.{arg}"
             if not values:
                 raise BenchError("an acceptable-values list cannot be empty (use [null] for "
                                  "'must be omitted')", file=path, line=line, field=field)

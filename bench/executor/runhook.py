@@ -34,10 +34,11 @@ class RunExecution:
         self.allow_writes = allow_writes
         self.allow_sensitive = allow_sensitive
         self._mcp = None
+        self.mcp_handlers = None  # an MCP server's handlers (episodes run on them too)
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
             self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]))
-            mcp_handlers = self._mcp.handlers()
+            mcp_handlers = self.mcp_handlers = self._mcp.handlers()
             source: Any = lambda _toolset: mcp_handlers  # noqa: E731 - one server, every toolset
         else:
             source = ReferenceBackends()

@@ -193,8 +193,10 @@ def anthropic_usage(usage: MessagesUsage | None) -> Usage:
 def _content_blocks(turn: Turn) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if turn.role == "tool":
-        blocks.append({"type": "tool_result", "tool_use_id": turn.call_id,
-                       "content": turn.content})
+        block = {"type": "tool_result", "tool_use_id": turn.call_id, "content": turn.content}
+        if turn.is_error:
+            block["is_error"] = True
+        blocks.append(block)
     elif turn.content:
         blocks.append({"type": "text", "text": turn.content})
     return blocks + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}

@@ -30,6 +30,7 @@ class Turn:
         calls: the assistant's tool calls (``assistant`` turns).
         call_id: the id of the call this result answers (``tool`` turns).
         name: the tool name of that call (``tool`` turns; Gemini needs it).
+        is_error: the result reports a failed call (``tool`` turns).
     """
 
     role: str
@@ -37,6 +38,7 @@ class Turn:
     calls: list[HistoryCall]
     call_id: str | None = None
     name: str | None = None
+    is_error: bool = False
 
 
 def _call_parts(raw: dict[str, Any]) -> tuple[str | None, str, Any]:
@@ -89,7 +91,8 @@ def history(messages: Sequence[Message]) -> list[Turn]:
             else:
                 raise ValueError(f"messages[{position}]: a tool result without a tool call")
             pending = [c for c in pending if c.id != call.id]
-            turns.append(Turn("tool", message.content or "", [], call.id, call.name))
+            turns.append(Turn("tool", message.content or "", [], call.id, call.name,
+                              bool(message.is_error)))
         else:
             turns.append(Turn(message.role, message.content or "", []))
     return turns

@@ -5,12 +5,13 @@ Ids: ``function:<name>`` for a callable given to :func:`register_function`, or
 current directory or ``sys.path``. Importing the module runs its code: name only modules you
 trust, as with any Python import.
 
-The callable is ``answer(messages, tools, trial) -> str | list[dict]`` (or a coroutine function
-returning the same): ``messages`` the case's
+The callable is ``answer(messages, tools, trial) -> str | list[dict] | dict`` (or a coroutine
+function returning the same): ``messages`` the case's
 conversation (:class:`bench.models.Message`), ``tools`` the variant's tools
 (:class:`bench.models.Tool`), ``trial`` the 0-based trial. It returns either the embedded
-model's answer text (``{"tool_calls": [{"name": ..., "arguments": {...}}]}``) or that list of
-calls; both go through bench's real parser (:func:`bench.parse.parse_json_tool_calls`), so a
+model's answer text (``{"tool_calls": [{"name": ..., "arguments": {...}}]}``, optionally with
+``"text"``: prose for the user, an episode's final answer when there is no call), that list of
+calls, or that object; both go through bench's real parser (:func:`bench.parse.parse_json_tool_calls`), so a
 malformed answer scores as it would from a model. Useful for tests, baselines (always call the
 first tool, keyword rules) and checking the pipeline without a model.
 """
@@ -118,16 +119,18 @@ class FunctionProvider(Provider):
         ``started`` is the ``time.perf_counter()`` of the request (for ``latency_s``).
 
         Raises:
-            BenchError: ``result`` is neither text nor a list.
+            BenchError: ``result`` is neither text, a list nor a dict.
         """
         if isinstance(result, list):
             text = json.dumps({"tool_calls": result}, ensure_ascii=False, default=str)
+        elif isinstance(result, dict):  # {"tool_calls": [...], "text": "..."}
+            text = json.dumps(result, ensure_ascii=False, default=str)
         elif isinstance(result, str):
             text = result
         else:
             raise BenchError(f"provider '{self.provider_id}': the function returned "
                              f"{type(result).__name__}; return answer text or a list of "
-                             "{name, arguments} calls")
+                             "{name, arguments} calls, or {\"tool_calls\": [...], \"text\": ...}")
         return ProviderResponse(raw=text, parsed=parse_json_tool_calls(text, "stop"),
                                 finish_reason="stop", usage=Usage(),
                                 latency_s=time.perf_counter() - started,

@@ -38,8 +38,11 @@ KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 def _parts(turn: Turn) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     if turn.role == "tool":
+        # google-genai types.FunctionResponse.response: "Use 'output' key to specify function
+        # output and 'error' key to specify error details"
+        response = {"error" if turn.is_error else "output": turn.content}
         parts.append({"functionResponse": {"id": turn.call_id, "name": turn.name,
-                                           "response": {"result": turn.content}}})
+                                           "response": response}})
     elif turn.content:
         parts.append({"text": turn.content})
     return parts + [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}}

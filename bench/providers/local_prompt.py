@@ -164,8 +164,9 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, st
     out = [{"role": "system", "content": system}]
     for message in messages:
         if message.role == "tool":
+            kind = "Tool error" if message.is_error else "Tool result"
             out.append({"role": "user",
-                        "content": f"Tool result ({message.tool_call_id}): {message.content}"})
+                        "content": f"{kind} ({message.tool_call_id}): {message.content}"})
         elif message.role == "assistant" and message.tool_calls:
             out.append({"role": "assistant",
                         "content": json.dumps({"tool_calls": message.tool_calls},

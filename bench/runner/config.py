@@ -112,6 +112,9 @@ class RunConfig(BaseModel):
             of refusing the dataset.
         shard: ``"i/n"``: run only shard i (1-based) of n of the plan (:mod:`bench.shard`);
             None: the whole plan.
+        factors: episode factors to cross with the variants, ``{factor: [settings]}``
+            (:data:`bench.episodes.factors.FACTORS`; a factor not named keeps its default).
+            Episode cases only; single-answer cases run once per variant.
     """
 
     dataset: str = "ecommerce"
@@ -148,8 +151,16 @@ class RunConfig(BaseModel):
     mcp_server: list[str] | None = None
     skip_invalid_cases: bool = False
     shard: str | None = None
+    factors: dict[str, list[str]] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("factors")
+    @classmethod
+    def _factors(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        from bench.episodes.factors import factor_grid
+        factor_grid(value)  # raises ValueError naming the unknown factor or setting
+        return {k: list(dict.fromkeys(v)) for k, v in value.items() if v}
 
     @field_validator("cache")
     @classmethod

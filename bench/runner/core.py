@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bench.datasets import load_dataset
 from bench.datasets.labels import LabelProblem
+from bench.episodes.factors import factor_grid
 from bench.errors import BenchError, pydantic_error_field
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
 from bench.project import Project, current_project
@@ -47,6 +48,7 @@ from bench.runner.loop import execute_plan
 from bench.runner.plan import (
     PlanItem,
     load_variants,
+    check_episodes,
     make_plan,
     select_cases,
     skip_invalid_cases,
@@ -105,7 +107,9 @@ class Runner:
             if self.bfcl_path else {}
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
-        self.plan = make_plan(self.cases, self.variants, config.providers, config.trials)
+        check_episodes(self.dataset, self.cases, config.execute)
+        self.plan = make_plan(self.cases, self.variants, config.providers, config.trials,
+                              factor_grid(config.factors))
         if config.shard:  # this machine's slice of the plan
             self.plan = shard_plan(self.plan, *parse_shard(config.shard))
         self.command = list(command) if command is not None else list(sys.argv)

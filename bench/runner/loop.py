@@ -11,6 +11,7 @@ import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from bench.episodes.loop import EpisodeOutcome, run_episode
 from bench.errors import RunIncomplete
 from bench.plural import count
 from bench.providers import HTTPProvider
@@ -24,7 +25,7 @@ from bench.runner.batch import BatchFailed, Batcher
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
 from bench.runner.plan import PlanItem
-from bench.runner.rows import Outcome, _now, build_row, summarize_case
+from bench.runner.rows import Outcome, _now, build_episode_row, build_row, summarize_case
 from bench.runner.signals import StopSignals
 
 if TYPE_CHECKING:
@@ -105,24 +106,43 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
     execution = None  # set in the try below: a failing MCP server start fails the run there
     case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
 
-    def record(item: PlanItem, outcome: Outcome) -> None:
+    def record(item: PlanItem, outcome: Outcome | EpisodeOutcome) -> None:
         nonlocal finished
-        cost, billed = runner._cost(item, outcome)
         summary = case_summaries.get(item.case.id)
         if summary is None:
             summary = case_summaries[item.case.id] = summarize_case(item.case)
-        # written through the results contract (bench.results.Row): a row that does not
-        # fit it is a bench bug, caught here rather than by the next reader
-        rows.append(row_from_build(build_row(
-            item, runner.store.run_id, outcome.response, cost_usd=cost, billed_usd=billed,
-            attempts=outcome.attempts, cache=outcome.cache, execution=execution,
-            case_summary=summary, bfcl=runner.bfcl.get(item.case.id))))
-        if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
-            usage = outcome.response.usage
-            spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
+        if isinstance(outcome, EpisodeOutcome):
+            record_episode(item, outcome, summary)
+        else:
+            cost, billed = runner._cost(item, outcome)
+            # written through the results contract (bench.results.Row): a row that does not
+            # fit it is a bench bug, caught here rather than by the next reader
+            rows.append(row_from_build(build_row(
+                item, runner.store.run_id, outcome.response, cost_usd=cost,
+                billed_usd=billed, attempts=outcome.attempts, cache=outcome.cache,
+                execution=execution, case_summary=summary,
+                bfcl=runner.bfcl.get(item.case.id))))
+            if outcome.cache != "hit" and not item.provider_id.startswith("replay:"):
+                usage = outcome.response.usage
+                spend.add(billed or 0.0, usage.prompt_tokens + usage.completion_tokens)
         finished += 1
         if progress:
             progress(finished, len(runner.plan), item)
+
+    def record_episode(item: PlanItem, episode: EpisodeOutcome,
+                       summary: tuple[str, dict[str, Any]]) -> None:
+        costs, billed_total = [], 0.0
+        for response in episode.responses:  # each step priced as its own request
+            cost, billed = runner._cost(item, Outcome(response, 1, episode.cache))
+            costs.append(cost)
+            billed_total += billed or 0.0
+        total = None if not costs or None in costs else sum(c for c in costs if c is not None)
+        rows.append(row_from_build(build_episode_row(
+            item, runner.store.run_id, episode, cost_usd=total, billed_usd=billed_total,
+            case_summary=summary)))
+        if episode.cache != "hit" and not item.provider_id.startswith("replay:"):
+            spend.add(billed_total, episode.usage["prompt_tokens"]
+                      + episode.usage["completion_tokens"])
 
     sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
     prepared: set[tuple[str, str]] = set()
@@ -140,7 +160,7 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
             prepared.add((item.case.id, item.variant.name))
             if item.case.id not in case_summaries:
                 case_summaries[item.case.id] = summarize_case(item.case)
-            if execution is not None:
+            if execution is not None and item.case.kind != "episode":
                 try:
                     execution.prepare(item.case, item.variant.tools, item.case.toolset)
                 except Exception:  # noqa: BLE001 - the row's own scoring reports it
@@ -163,7 +183,9 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
                     status = "budget_exhausted"
                     return
                 item = pending.popleft()
-                task = loop.create_task(runner.execute(item))
+                task = loop.create_task(
+                    run_episode(runner, item, execution) if item.case.kind == "episode"
+                    else runner.execute(item))
                 in_flight[task] = item
                 per_provider[pid] += 1
                 task.add_done_callback(completed.put_nowait)

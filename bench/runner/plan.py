@@ -12,6 +12,7 @@ from bench.datasets import Dataset, check_against_tools
 from bench.datasets.labels import LabelProblem, iter_label_problems
 from bench.datasets.sample import stratified_sample
 from bench.descriptions import Variant, load_variant
+from bench.episodes.factors import Factors
 from bench.errors import BenchError
 from bench.models import Case
 from bench.plural import count
@@ -20,17 +21,26 @@ from bench.runner.config import RunConfig
 
 @dataclass(frozen=True)
 class PlanItem:
-    """One planned request: a case under a variant for a provider, one trial."""
+    """One planned request (an episode for an episode case): a case under a variant for a
+    provider, one trial; ``factors`` (episode cases only) the condition's settings."""
 
     case: Case
     variant: Variant
     provider_id: str
     trial: int
+    factors: Factors | None = None
+
+    @property
+    def condition(self) -> str:
+        """The variant's name, with the factor settings that differ from the defaults
+        (:meth:`bench.episodes.factors.Factors.condition`): the row's ``variant``."""
+        return self.factors.condition(self.variant.name) if self.factors else \
+            self.variant.name
 
     @property
     def key(self) -> str:
-        """Unique row key ``case|variant|provider|trial`` (resume skips done keys)."""
-        return f"{self.case.id}|{self.variant.name}|{self.provider_id}|{self.trial}"
+        """Unique row key ``case|condition|provider|trial`` (resume skips done keys)."""
+        return f"{self.case.id}|{self.condition}|{self.provider_id}|{self.trial}"
 
 
 def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
@@ -108,13 +118,44 @@ def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
     return variants
 
 
+def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> None:
+    """Load-time checks of the episode cases among ``cases``: their state overrides and
+    state-check queries run on a fresh copy of the shop database
+    (:func:`bench.episodes.state.check_label_state`).
+
+    Raises:
+        BenchError: an override or query that does not run, or episodes with the executor
+            off (file, line, field).
+    """
+    from bench.episodes.state import StateError, check_label_state
+
+    for case in cases:
+        if case.kind != "episode":
+            continue
+        line = dataset.lines.get(case.id)
+        if not execute:
+            raise BenchError("an episode runs its calls on the executor; drop --no-execute",
+                             file=dataset.path, line=line, field="kind")
+        try:
+            check_label_state(case.state.overrides if case.state else [],
+                              case.success.state_checks if case.success else [])
+        except StateError as exc:
+            raise BenchError(exc.message, file=dataset.path, line=line,
+                             field=exc.field) from None
+
+
 def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: Sequence[str],
-              trials: int) -> list[PlanItem]:
-    """All planned items, grouped by provider, then variant, then trial, then case."""
-    return [PlanItem(case, variant, provider_id, trial)
+              trials: int, factors: Sequence[Factors] = ()) -> list[PlanItem]:
+    """All planned items, grouped by provider, then variant, then trial, then case; an
+    episode case is planned once per setting of ``factors`` (:func:`bench.episodes.factors.
+    factor_grid`; none: the defaults), a single-answer case once."""
+    grid = list(factors) or [Factors()]
+    return [PlanItem(case, variant, provider_id, trial,
+                     setting if case.kind == "episode" else None)
             for provider_id in provider_ids
             for variant in variants
             for trial in range(trials)
-            for case in cases if case.toolset == variant.toolset]
+            for case in cases if case.toolset == variant.toolset
+            for setting in (grid if case.kind == "episode" else grid[:1])]
 
 

@@ -135,3 +135,49 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         "latency_s": round(response.latency_s, 6),
         "finished_at": _now(),
     }
+
+
+def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
+                      cost_usd: float | None = None, billed_usd: float | None = None,
+                      case_summary: tuple[str, dict[str, Any]] | None = None
+                      ) -> dict[str, Any]:
+    """One ``results.jsonl`` row for a finished episode (an
+    :class:`bench.episodes.loop.EpisodeOutcome`): the episode metrics
+    (:func:`bench.scoring.episodes.episode_metrics`), the trajectory, tokens and cost summed
+    over the steps (tokens; USD), and the episode's wall time as ``latency_s`` (seconds).
+    ``variant`` is the condition's name (:attr:`PlanItem.condition`)."""
+    from bench.episodes.factors import describe
+
+    if case_summary is None:
+        case_summary = summarize_case(item.case)
+    messages_sha256, expected = case_summary
+    last = episode.responses[-1] if episode.responses else None
+    return {
+        "key": item.key,
+        "run_id": run_id,
+        "case_id": item.case.id,
+        "toolset": item.case.toolset,
+        "variant": item.condition,
+        "provider": item.provider_id,
+        "trial": item.trial,
+        "lang": item.case.lang,
+        "tags": item.case.tags,
+        "query": item.case.query,
+        "expected": expected,
+        "request": {"variant_sha256": item.variant.sha256, "messages_sha256": messages_sha256,
+                    "tools_sha256": item.variant.sha256, "kind": "episode"},
+        "response": {"raw": None, "finish_reason": getattr(last, "finish_reason", None),
+                     "request_id": getattr(last, "request_id", None)},
+        "metrics": episode.metrics,
+        "usage": episode.usage,
+        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
+        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
+        "attempts": episode.attempts,
+        "cache": episode.cache,
+        "tool_definition_tokens": getattr(last, "tool_definition_tokens", None),
+        "latency_s": round(episode.wall_s, 6),
+        "finished_at": _now(),
+        "factors": describe(item.factors) if item.factors else None,
+        "episode": {"stop_reason": episode.stop_reason, "final_answer": episode.final_answer,
+                    "steps": episode.steps, "state_checks": episode.state_checks},
+    }

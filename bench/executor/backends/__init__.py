@@ -27,15 +27,17 @@ class ReferenceBackends:
         sort_order_values: the values analytics tools accept for ``sort_order``, exactly
             (default ``ASC``, ``DESC``; ``$BENCH_ANALYTICS_SORT_ORDER=asc,desc`` or this field
             switches them, e.g. to demonstrate a description/backend enum drift).
+        database: serve this database instead of the seed's (an episode's private copy).
     """
 
     seed: int = DEFAULT_SEED
     sort_order_values: tuple[str, ...] = field(default_factory=_sort_order_default)
+    database: ShopDB | None = None
 
     @cached_property
     def db(self) -> ShopDB:
         """The shop database (generated into the cache on first use)."""
-        return ShopDB(shop_db_path(self.seed))
+        return self.database or ShopDB(shop_db_path(self.seed))
 
     def __call__(self, toolset: str) -> Mapping[str, Handler]:
         """The handlers of ``toolset`` ({} for a toolset without a reference backend)."""

@@ -89,11 +89,16 @@ class ShopDB:
 
     Args:
         path: the SQLite file.
+        persist_writes: commit sandboxed writes instead of rolling them back (an episode's
+            private copy, :mod:`bench.episodes.state`, where a write must be seen by the
+            episode's later calls).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, persist_writes: bool = False) -> None:
         self.path = Path(path)
+        self.persist_writes = persist_writes
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
 
     def _connect(self, guarded: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
@@ -114,7 +119,13 @@ class ShopDB:
         if conn is None:
             conn = self._connect(guarded)
             setattr(self._local, key, conn)
+            self._opened.append(conn)
         return conn
+
+    def close(self) -> None:
+        """Close every thread's read connection (before the file is deleted)."""
+        while self._opened:
+            self._opened.pop().close()
 
     @contextmanager
     def reading(self, ctx: CallContext | None, guarded: bool = False,
@@ -143,14 +154,17 @@ class ShopDB:
 
     @contextmanager
     def sandbox(self) -> Iterator[sqlite3.Connection]:
-        """A writable connection inside a transaction that is rolled back at the end."""
+        """A writable connection inside a transaction that is rolled back at the end (committed
+        when ``persist_writes`` and the block raised nothing)."""
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=SQL_TIMEOUT_S)
         conn.row_factory = sqlite3.Row
         conn.execute("BEGIN")
+        commit = False
         try:
             yield conn
+            commit = self.persist_writes
         finally:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT" if commit else "ROLLBACK")
             conn.close()
 
     def select(self, sql: str, limit: int, ctx: CallContext | None) -> dict[str, Any]:

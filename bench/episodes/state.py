@@ -1,0 +1,150 @@
+"""An episode's private copy of the shop database: starting state, writes, success checks.
+
+Every episode gets a byte copy of the seeded database (the cached file is never written, so a
+plain file copy is consistent and about 20x cheaper than SQLite's backup API on this 3.6 MB
+file), runs its label's ``state.overrides`` on it, and its write tools commit there
+(:class:`bench.executor.backends.base.ShopDB` ``persist_writes``): a write is seen by the
+episode's later calls and never by another episode.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.executor.backends import ReferenceBackends, ShopDB
+from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
+from bench.models import StateCheck
+
+
+class StateError(Exception):
+    """A label's override or state check does not run (the message names which, 0-based)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-comparable form of a row value (SQLite gives int/float/str/bytes/None)."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class EpisodeDatabase:
+    """One episode's database copy; use as a context manager (the copy is deleted on exit).
+
+    Args:
+        overrides: SQL statements run on the copy before the episode (the label's
+            ``state.overrides``).
+        seed: the shop database's generator seed.
+
+    Raises:
+        StateError: an override fails (field ``state.overrides.<i>``), on entering.
+    """
+
+    def __init__(self, overrides: Sequence[str] = (), seed: int = DEFAULT_SEED) -> None:
+        self.overrides = list(overrides)
+        self.seed = seed
+        self._folder: str | None = None
+        self.db: ShopDB | None = None
+
+    def __enter__(self) -> "EpisodeDatabase":
+        self._folder = tempfile.mkdtemp(prefix="bench-episode-")
+        path = Path(self._folder) / "shop.sqlite"
+        shutil.copyfile(shop_db_path(self.seed), path)
+        try:
+            apply_overrides(path, self.overrides)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        self.db = ShopDB(path, persist_writes=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def backends(self) -> ReferenceBackends:
+        """Reference backends serving this copy."""
+        assert self.db is not None, "use EpisodeDatabase as a context manager"
+        return ReferenceBackends(seed=self.seed, database=self.db)
+
+    def check(self, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
+        """Run the state checks on the copy as it is now.
+
+        Returns:
+            One ``{"sql", "expect", "got", "ok"}`` per check, in order (``got`` is the rows as
+            JSON values, or ``{"error": message}`` when the query fails).
+        """
+        assert self.db is not None, "use EpisodeDatabase as a context manager"
+        return run_checks(self.db.path, checks)
+
+
+def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
+    """Run each SQL statement of ``overrides`` on the database file ``path``, committed.
+
+    Raises:
+        StateError: a statement fails (field ``state.overrides.<i>``, SQLite's message).
+    """
+    if not overrides:
+        return
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for i, sql in enumerate(overrides):
+            try:
+                conn.execute(sql)
+            except (sqlite3.Error, sqlite3.Warning) as exc:
+                raise StateError(f"state.overrides.{i}", f"override does not run: {exc}") \
+                    from None
+    finally:
+        conn.close()
+
+
+def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
+    """Each check's query run read-only on ``path``: ``{"sql", "expect", "got", "ok"}``."""
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    out = []
+    try:
+        for check in checks:
+            try:
+                rows = [[_canonical(v) for v in row] for row in conn.execute(check.sql)]
+            except (sqlite3.Error, sqlite3.Warning) as exc:
+                out.append({"sql": check.sql, "expect": check.expect,
+                            "got": {"error": str(exc)}, "ok": False})
+                continue
+            expect = json.loads(json.dumps(check.expect))
+            out.append({"sql": check.sql, "expect": check.expect, "got": rows,
+                        "ok": rows == [[_canonical(v) for v in row] for row in expect]})
+    finally:
+        conn.close()
+    return out
+
+
+def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
+                      seed: int = DEFAULT_SEED) -> None:
+    """Load-time check of an episode label: the overrides run on a fresh copy, then every
+    state check's query runs (its expected rows are not compared: the episode has not
+    happened yet).
+
+    Raises:
+        StateError: the first override or query that fails (field
+            ``state.overrides.<i>`` or ``success.state_checks.<i>.sql``).
+    """
+    with EpisodeDatabase(overrides, seed) as episode:
+        for i, result in enumerate(episode.check(checks)):
+            if isinstance(result["got"], dict):
+                raise StateError(f"success.state_checks.{i}.sql",
+                                 f"state check does not run: {result['got']['error']}")
