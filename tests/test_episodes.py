@@ -1,0 +1,295 @@
+"""Agent episodes: factors and their renderers, the private database, the episode metrics, the
+label checks at load time, and whole episodes run by the real runner with scripted agents
+(the ``function`` provider) on the real reference executor and SQLite."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.episodes.factors import (
+    Factors,
+    bare_status,
+    factor_grid,
+    render_result,
+    split_condition,
+)
+from bench.episodes.state import EpisodeDatabase, StateError, check_label_state
+from bench.errors import BenchError
+from bench.executor.outcome import ExecutionOutcome
+from bench.models import Case, StateCheck
+from bench.project import Project
+from bench.providers.function import register_function
+from bench.runner import RunConfig, Runner
+from bench.scoring.episodes import MadeCall, episode_metrics, trajectory_match
+
+PAID = "ORD20250142"  # a paid order of the seeded shop database (cancellable)
+STATUS = f"SELECT status FROM orders WHERE order_id='{PAID}'"
+
+
+def episode(**fields) -> dict:
+    case = {"id": "ep-1", "toolset": "ecommerce", "lang": "en", "kind": "episode",
+            "messages": [{"role": "user", "content": f"Cancel order {PAID} please."}],
+            "success": {"state_checks": [{"sql": STATUS, "expect": [["cancelled"]]}],
+                        "answer_facts": [["cancelled"]]},
+            "required_calls": [
+                {"name": "get_order_status", "arguments": {"order_id": [PAID]}},
+                {"name": "cancel_order", "arguments": {"order_id": [PAID]}, "after": [0]}],
+            "forbidden_calls": [{"name": "request_refund"}], "max_steps": 6}
+    case.update(fields)
+    return case
+
+
+# -- factors -----------------------------------------------------------------------------
+
+
+def test_factor_grid_names_conditions_by_their_non_default_settings():
+    grid = factor_grid({"error_style": ["actionable", "bare"], "fault": ["none", "503"]})
+    assert [f.condition("l3") for f in grid] == [
+        "l3", "l3~fault=503", "l3~error_style=bare", "l3~error_style=bare~fault=503"]
+    assert split_condition("l3~error_style=bare~fault=503") == (
+        "l3", {"error_style": "bare", "fault": "503"})
+    with pytest.raises(ValueError, match="error_style must be one of"):
+        factor_grid({"error_style": ["polite"]})
+    with pytest.raises(ValueError, match="unknown factor 'colour'"):
+        factor_grid({"colour": ["red"]})
+
+
+def test_renderers_follow_format_style_and_budget():
+    ok = ExecutionOutcome(call_id="c", tool="t", success=True,
+                          data={"rows": [{"n": i, "pad": "x" * 40} for i in range(2000)]})
+    failed = ExecutionOutcome(call_id="c", tool="t", success=False, error_class="validation",
+                              error_code="invalid_arguments",
+                              error="order_id must be ORD + 8 digits, got 'ORD123'")
+    content, is_error = render_result(failed, Factors())
+    assert is_error and json.loads(content) == {
+        "success": False, "data": None,
+        "error": "order_id must be ORD + 8 digits, got 'ORD123'"}
+    assert render_result(failed, Factors(result_format="raw", error_style="bare")) == (
+        "Error 400", True)
+    assert bare_status(ExecutionOutcome(call_id="c", tool="t", success=False,
+                                        error_class="permanent", error_code="not_found")) == 404
+    capped, _ = render_result(ok, Factors())
+    whole, _ = render_result(ok, Factors(result_budget="uncapped", result_format="raw"))
+    assert json.loads(whole) == ok.data
+    assert "truncation" in json.loads(capped)["data"] and len(capped) < len(whole) // 5
+
+
+# -- the private database ----------------------------------------------------------------
+
+
+def test_writes_persist_within_an_episode_and_never_leak_into_another():
+    from bench.executor.outcome import RunContext
+    from bench.executor.pipeline import Executor
+    from bench.descriptions import load_variant
+    from bench.models import ToolCall
+
+    tools = load_variant("ecommerce", "l3").tools
+    run = RunContext(allow_writes=True)
+    cancel = ToolCall(id="c1", name="cancel_order",
+                      arguments={"order_id": PAID, "reason": "changed_mind"})
+    check = [StateCheck(sql=STATUS, expect=[["cancelled"]])]
+    with EpisodeDatabase() as first, EpisodeDatabase() as second:
+        executor = Executor(first.backends())
+        assert executor.execute(cancel, tools, "ecommerce", run).success
+        again = executor.execute(cancel, tools, "ecommerce", run)  # sees its own write
+        assert again.error_code == "already_cancelled"
+        executor.close()
+        assert first.check(check)[0]["ok"] is True
+        assert second.check(check)[0]["got"] == [["paid"]]
+    with EpisodeDatabase([f"UPDATE orders SET status='shipped' WHERE order_id='{PAID}'"]) as e:
+        assert e.check(check)[0]["got"] == [["shipped"]]
+
+
+def test_label_state_checks_name_the_failing_field():
+    with pytest.raises(StateError) as bad_query:
+        check_label_state([], [StateCheck(sql="SELECT nope FROM orders", expect=[])])
+    assert bad_query.value.field == "success.state_checks.0.sql"
+    with pytest.raises(StateError) as bad_override:
+        check_label_state(["UPDATE nowhere SET x=1"], [])
+    assert bad_override.value.field == "state.overrides.0"
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+
+def test_trajectory_matching_is_optimal_and_counts_order_repeats_recovery_forbidden():
+    case = Case.model_validate(episode())
+    made = [MadeCall(0, "cancel_order", {"order_id": PAID}, success=False,
+                     error_code="invalid_arguments"),
+            MadeCall(1, "get_order_status", {"order_id": PAID}, success=True),
+            MadeCall(2, "get_order_status", {"order_id": PAID}, success=True),
+            MadeCall(3, "cancel_order", {"order_id": PAID, "reason": "other"}, success=True),
+            MadeCall(4, "request_refund", {"order_id": PAID}, success=False)]
+    metrics = episode_metrics(case, made, steps=6, final_answer="It is CANCELLED.",
+                              state_checks=[{"ok": True}], stop_reason="final_answer")
+    assert trajectory_match(case.required_calls, made) == [(0, 1), (1, 0)]
+    assert metrics["trajectory_recall"] == 1.0 and metrics["trajectory_precision"] == 0.4
+    assert metrics["order_violations"] == 1  # cancel (step 0) matched before the lookup
+    assert metrics["repeated_calls"] == 1
+    assert metrics["errors_seen"] == 2 and metrics["recovery"] == 0.5
+    assert metrics["forbidden_attempted"] is True and metrics["forbidden_calls"] == 1
+    assert metrics["task_success"] is True
+    unfinished = episode_metrics(case, made, steps=6, final_answer="It is cancelled.",
+                                 state_checks=[{"ok": True}], stop_reason="step_limit")
+    assert unfinished["task_success"] is False
+
+
+# -- the case format ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"expected": {"no_call": True}}, "an episode case has no 'expected'"),
+    ({"success": None}, "needs 'success'"),
+    ({"required_calls": [{"name": "cancel_order", "after": [0]}]}, "after: 0 is not"),
+    ({"max_steps": 0}, "max_steps"),
+])
+def test_bad_episode_labels_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Case.model_validate(episode(**fields))
+
+
+def test_single_cases_refuse_episode_fields():
+    with pytest.raises(ValueError, match="only for"):
+        Case.model_validate({"id": "c", "toolset": "ecommerce", "lang": "en",
+                             "messages": [{"role": "user", "content": "hi"}],
+                             "expected": {"no_call": True},
+                             "forbidden_calls": [{"name": "cancel_order"}]})
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"success": {"state_checks": [{"sql": "SELECT nope FROM orders", "expect": []}]}},
+     "success.state_checks.0.sql"),
+    ({"state": {"overrides": ["DELETE FROM nowhere"]}}, "state.overrides.0"),
+    ({"required_calls": [{"name": "cancel_order", "arguments": {"order_id": [42]}}]},
+     "required_calls.0.arguments.order_id"),
+    ({"forbidden_calls": [{"name": "launch_rocket"}]}, "forbidden_calls.0.name"),
+])
+def test_bench_run_names_file_line_and_field_of_a_bad_episode(run_bench, project, fields,
+                                                              field):
+    path = project / "bad.jsonl"
+    good = dict(episode(), id="ep-0")
+    path.write_text(json.dumps(good) + "\n" + json.dumps(episode(**fields)) + "\n")
+    result = run_bench("run", "--dataset", str(path), "--variants", "l3", "--provider",
+                       "oracle", timeout=300)
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"bad.jsonl:2: field '{field}'" in line and "Traceback" not in result.stderr
+
+
+# -- whole episodes through the runner ----------------------------------------------------
+
+
+def agent(messages, tools, trial):
+    """A careful agent: look the order up, cancel it (retrying a failed call once), answer."""
+    results = [m for m in messages if m.role == "tool"]
+    calls = [c for m in messages if m.role == "assistant" for c in m.tool_calls or []]
+    if results and results[-1].is_error and len(calls) < 4:
+        return [{"name": calls[-1]["name"], "arguments": calls[-1]["arguments"]}]
+    if not calls:
+        return [{"name": "get_order_status", "arguments": {"order_id": PAID}}]
+    if not any(c["name"] == "cancel_order" for c in calls):
+        return [{"name": "cancel_order", "arguments": {"order_id": PAID,
+                                                       "reason": "changed_mind"}}]
+    return {"tool_calls": [], "text": f"Order {PAID} is cancelled."}
+
+
+def stubborn(messages, tools, trial):
+    """A retry storm: the same call forever."""
+    return [{"name": "get_order_status", "arguments": {"order_id": "ORD123"}}]
+
+
+def _rows(run_id: str) -> list[dict]:
+    store = Project.from_env().store(run_id)
+    return [row.to_json_dict() for row in store.load_rows(store.load_manifest())]
+
+
+def _dataset(project, *cases) -> str:
+    path = project / "episodes.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return str(path)
+
+
+def test_an_episode_runs_to_the_end_under_every_condition(project):
+    register_function("careful", agent)
+    config = RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
+                       providers=["function:careful"],
+                       factors={"error_style": ["actionable", "bare"],
+                                "fault": ["none", "503"]})
+    Runner(config, run_id="ep", command=["bench", "run"]).run()
+    rows = {r["variant"]: r for r in _rows("ep")}
+    assert sorted(rows) == ["l3", "l3~error_style=bare", "l3~error_style=bare~fault=503",
+                            "l3~fault=503"]
+    plain, faulty = rows["l3"], rows["l3~error_style=bare~fault=503"]
+    assert plain["metrics"]["task_success"] is True and plain["metrics"]["steps"] == 3
+    assert plain["episode"]["stop_reason"] == "final_answer"
+    assert plain["episode"]["state_checks"][0]["got"] == [["cancelled"]]
+    assert plain["factors"] == {"result_format": "envelope", "error_style": "actionable",
+                                "result_budget": "capped", "fault": "none"}
+    # the first call to each tool failed with a bare 503; the agent retried both
+    first = faulty["episode"]["steps"][0]["results"][0]
+    assert (first["content"], first["is_error"]) == (
+        '{"success":false,"data":null,"error":"Error 503"}', True)
+    assert faulty["metrics"]["errors_seen"] == 2 and faulty["metrics"]["recovery"] == 1.0
+    assert faulty["metrics"]["repeated_calls"] == 2 and faulty["metrics"]["task_success"]
+
+
+def test_the_loop_guard_stops_a_retry_storm_and_the_step_limit_holds(project):
+    register_function("stubborn", stubborn)
+    config = RunConfig(dataset=_dataset(project, episode(id="storm", max_steps=8),
+                                        episode(id="short", max_steps=2)),
+                       variants=["l3"], providers=["function:stubborn"])
+    Runner(config, run_id="storm", command=["bench", "run"]).run()
+    rows = {r["case_id"]: r for r in _rows("storm")}
+    storm = rows["storm"]
+    assert storm["episode"]["stop_reason"] == "loop_guard"
+    assert storm["metrics"]["stopped_by_guard"] is True
+    assert storm["metrics"]["steps"] == 3 and storm["metrics"]["task_success"] is False
+    # the guard's call is not executed: two results went back, both readable errors
+    results = [r for s in storm["episode"]["steps"] for r in s["results"]]
+    assert len(results) == 2 and all(r["is_error"] for r in results)
+    assert "ORD" in json.loads(results[0]["content"])["error"]
+    assert rows["short"]["episode"]["stop_reason"] == "step_limit"
+    assert rows["short"]["metrics"]["steps"] == 2
+
+
+def test_scripted_user_replies_continue_the_episode(project):
+    def asker(messages, tools, trial):
+        if messages[-1].role == "user" and messages[-1].content == "Yes, cancel it.":
+            if not any(m.role == "tool" for m in messages):
+                return [{"name": "cancel_order", "arguments": {"order_id": PAID,
+                                                               "reason": "changed_mind"}}]
+        if any(m.role == "tool" for m in messages):
+            return {"tool_calls": [], "text": "Done: cancelled."}
+        return {"tool_calls": [], "text": f"Shall I cancel {PAID}?"}
+
+    register_function("asker", asker)
+    case = episode(user_replies=["Yes, cancel it."],
+                   required_calls=[{"name": "cancel_order", "arguments": {"order_id": [PAID]}}])
+    Runner(RunConfig(dataset=_dataset(project, case), variants=["l3"],
+                     providers=["function:asker"]), run_id="ask",
+           command=["bench", "run"]).run()
+    row = _rows("ask")[0]
+    steps = row["episode"]["steps"]
+    assert steps[0]["user_reply"] == "Yes, cancel it." and steps[1]["calls"]
+    assert row["metrics"]["task_success"] is True
+
+
+def test_a_huge_result_is_capped_only_under_the_capped_budget(project):
+    register_function("careful-huge", agent)
+    config = RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
+                       providers=["function:careful-huge"],
+                       factors={"fault": ["huge"], "result_budget": ["capped", "uncapped"]})
+    Runner(config, run_id="huge", command=["bench", "run"]).run()
+    rows = {r["variant"]: r for r in _rows("huge")}
+    capped = rows["l3~fault=huge"]["episode"]["steps"][0]["results"][0]
+    whole = rows["l3~result_budget=uncapped~fault=huge"]["episode"]["steps"][0]["results"][0]
+    assert capped["truncated"] and len(capped["content"]) < 20_000
+    assert len(whole["content"]) > 4_000_000 and not whole["truncated"]
+
+
+def test_episodes_need_the_executor(project):
+    with pytest.raises(BenchError, match="drop --no-execute"):
+        Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
+                         providers=["oracle"], execute=False), run_id="x")
