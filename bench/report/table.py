@@ -54,9 +54,14 @@ def shown_provider_ids(ids: Iterable[str]) -> dict[str, str]:
 
 
 def _shown(spec: MetricSpec, summary: pd.DataFrame) -> bool:
-    """A metric's column shows unless it is ``optional`` and no row carries it."""
+    """A metric's column shows unless it is ``optional`` and no row carries it, or the table
+    is of agent episodes only and it is a single-answer rate no row carries."""
     if not spec.optional:
-        return True
+        if spec.kind != "rate" or f"{spec.name}_n" not in summary:
+            return True
+        episodes_only = "task_success_n" in summary and "selection_correct_n" in summary \
+            and summary["task_success_n"].sum() > 0 and summary["selection_correct_n"].sum() == 0
+        return not episodes_only or bool(summary[f"{spec.name}_n"].sum() > 0)
     column = f"{spec.name}_n" if spec.kind == "rate" else f"{spec.name}_mean"
     if column not in summary:
         return False
