@@ -10,9 +10,11 @@ episode's later calls and never by another episode.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,28 +56,30 @@ class EpisodeDatabase:
     def __init__(self, overrides: Sequence[str] = (), seed: int = DEFAULT_SEED) -> None:
         self.overrides = list(overrides)
         self.seed = seed
-        self._folder: str | None = None
+        self._path: Path | None = None
         self.db: ShopDB | None = None
 
     def __enter__(self) -> "EpisodeDatabase":
-        self._folder = tempfile.mkdtemp(prefix="bench-episode-")
-        path = Path(self._folder) / "shop.sqlite"
-        shutil.copyfile(shop_db_path(self.seed), path)
+        fd, name = tempfile.mkstemp(dir=_scratch(), prefix="episode-", suffix=".sqlite")
+        os.close(fd)
+        self._path = Path(name)
+        shutil.copyfile(shop_db_path(self.seed), self._path)
         try:
-            apply_overrides(path, self.overrides)
+            apply_overrides(self._path, self.overrides)
         except BaseException:
             self.__exit__(None, None, None)
             raise
-        self.db = ShopDB(path, persist_writes=True)
+        self.db = ShopDB(self._path, persist_writes=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.db is not None:
             self.db.close()
             self.db = None
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
-            self._folder = None
+        if self._path is not None:
+            for leftover in (self._path, Path(f"{self._path}-journal")):
+                leftover.unlink(missing_ok=True)
+            self._path = None
 
     def backends(self) -> ReferenceBackends:
         """Reference backends serving this copy."""
@@ -91,6 +95,21 @@ class EpisodeDatabase:
         """
         assert self.db is not None, "use EpisodeDatabase as a context manager"
         return run_checks(self.db.path, checks)
+
+
+_SCRATCH: tempfile.TemporaryDirectory[str] | None = None
+_SCRATCH_LOCK = threading.Lock()
+
+
+def _scratch() -> str:
+    """This process's folder for episode copies (one per process, removed at exit: a folder
+    per episode cost more to remove than the copy itself). Created under a lock: a second
+    TemporaryDirectory, once dropped, would delete the folder under the first one's copies."""
+    global _SCRATCH
+    with _SCRATCH_LOCK:
+        if _SCRATCH is None:
+            _SCRATCH = tempfile.TemporaryDirectory(prefix="bench-episodes-")
+        return _SCRATCH.name
 
 
 def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
@@ -135,16 +154,30 @@ def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]
 
 def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
                       seed: int = DEFAULT_SEED) -> None:
-    """Load-time check of an episode label: the overrides run on a fresh copy, then every
-    state check's query runs (its expected rows are not compared: the episode has not
-    happened yet).
+    """Load-time check of an episode label: the overrides run, then every state check's query
+    runs (its expected rows are not compared: the episode has not happened yet), inside one
+    transaction on the seeded database that is rolled back (no copy).
 
     Raises:
         StateError: the first override or query that fails (field
             ``state.overrides.<i>`` or ``success.state_checks.<i>.sql``).
     """
-    with EpisodeDatabase(overrides, seed) as episode:
-        for i, result in enumerate(episode.check(checks)):
-            if isinstance(result["got"], dict):
+    conn = sqlite3.connect(shop_db_path(seed), isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for i, sql in enumerate(overrides):
+            try:
+                conn.execute(sql)
+            except (sqlite3.Error, sqlite3.Warning) as exc:
+                raise StateError(f"state.overrides.{i}", f"override does not run: {exc}") \
+                    from None
+        for i, check in enumerate(checks):
+            try:
+                conn.execute(check.sql).fetchall()
+            except (sqlite3.Error, sqlite3.Warning) as exc:
                 raise StateError(f"success.state_checks.{i}.sql",
-                                 f"state check does not run: {result['got']['error']}")
+                                 f"state check does not run: {exc}") from None
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.close()

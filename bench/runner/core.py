@@ -462,7 +462,7 @@ class Runner:
 
     def _error(self, item: PlanItem, exc: BaseException) -> BaseException:
         """The user-facing error for a failed item (names case, variant, provider, trial)."""
-        where = (f"case '{item.case.id}', variant '{item.variant.name}', trial {item.trial}")
+        where = (f"case '{item.case.id}', variant '{item.condition}', trial {item.trial}")
         if isinstance(exc, ReplayMiss):
             recorded = ", ".join(exc.recorded_providers) or "none"
             return BenchError(
