@@ -388,6 +388,9 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
                                 error_code=UNDECODABLE_ANSWER, text=text)
         if decline_tool is not None and item["name"] == decline_tool:
             declined = True
+            said = item.get("arguments")  # the reply-tool-message layout's words
+            if isinstance(said, dict) and isinstance(said.get("message"), str):
+                obj.setdefault("text", said["message"])
             continue
         raw = item.get("arguments")
         arguments, notes, valid = decode_arguments(raw)

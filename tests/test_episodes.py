@@ -293,3 +293,19 @@ def test_episodes_need_the_executor(project):
     with pytest.raises(BenchError, match="drop --no-execute"):
         Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
                          providers=["oracle"], execute=False), run_id="x")
+
+
+def test_the_embedded_models_episode_layout_carries_the_final_answers_words(project):
+    from bench.parse import parse_json_tool_calls
+    from bench.providers.local_prompt import NO_CALL_LAYOUTS, answer_schema
+
+    layout = NO_CALL_LAYOUTS["reply-tool-message"]
+    answer = parse_json_tool_calls(json.dumps({"tool_calls": [
+        {"name": "reply_to_user", "arguments": {"message": "Order cancelled."}}]}), "stop",
+        layout.decline_tool)
+    assert (answer.calls, answer.declined, answer.text) == ([], True, "Order cancelled.")
+    pseudo = answer_schema([], layout)["properties"]["tool_calls"]["items"]["anyOf"][-1]
+    assert pseudo["properties"]["arguments"]["required"] == ["message"]
+    runner = Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
+                              providers=["oracle"]), run_id="layout")
+    assert runner.config.no_call_layout == "reply-tool-message"

@@ -325,8 +325,10 @@ class LocalEngine:
                     f"{label}: the local model's JSON-Schema-to-grammar converter rejects tool "
                     f"'{tool.name}': {type(exc).__name__}: {exc}") from None
             variant.arg_samplers[tool.name] = self._sampler(gbnf)
-        if self.layout.decline_tool:
-            variant.arg_samplers[self.layout.decline_tool] = None
+        if self.layout.decline_tool:  # a sampler only when the pseudo-tool takes arguments
+            variant.arg_samplers[self.layout.decline_tool] = \
+                self._sampler(json_schema_grammar(json.dumps(self.layout.decline_schema))) \
+                if self.layout.decline_schema.get("properties") else None
         if self.save_states and len(variant.prefix) >= MIN_SAVED_PREFIX_TOKENS:
             variant.state_file = state_dir() / f"{self._state_key(variant.prefix)}.state"
         self._variants[variant_key] = variant

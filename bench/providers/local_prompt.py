@@ -7,7 +7,7 @@ Pure functions (no llama.cpp state); :mod:`bench.providers.local_engine` decodes
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from bench.errors import BenchError
@@ -34,6 +34,8 @@ class NoCallLayout:
         decline_description: the pseudo-tool's description (its wording).
         position: ``first`` or ``last``: where the pseudo-tool sits among the tools.
         instruction: the sentence after the answer format that tells how to decline.
+        decline_schema: the pseudo-tool's arguments (JSON Schema); a ``message`` string is
+            the answer's text for the user (:func:`bench.parse.parse_json_tool_calls`).
     """
 
     name: str
@@ -41,6 +43,8 @@ class NoCallLayout:
     decline_description: str
     position: str
     instruction: str
+    decline_schema: dict[str, Any] = field(default_factory=lambda: {
+        "type": "object", "properties": {}, "additionalProperties": False})
 
 
 NO_CALL_LAYOUTS: dict[str, NoCallLayout] = {layout.name: layout for layout in (
@@ -56,7 +60,16 @@ NO_CALL_LAYOUTS: dict[str, NoCallLayout] = {layout.name: layout for layout in (
                  "Answer the user in plain words without using a tool: small talk, policy "
                  "questions, or requests that no tool can do.", "last",
                  "If the request needs no tool or no tool can do it, call reply_without_tool."),
+    NoCallLayout("reply-tool-message", "reply_to_user",
+                 "Answer the user in plain words, without another tool: give the results, ask "
+                 "for what is missing, or say what cannot be done.", "last",
+                 "To answer the user in words, call reply_to_user with your message.",
+                 {"type": "object", "properties": {"message": {"type": "string"}},
+                  "required": ["message"], "additionalProperties": False}),
 )}
+EPISODE_NO_CALL_LAYOUT = "reply-tool-message"
+"""The layout of a run with agent episodes (unless ``--no-call-layout`` says otherwise): an
+episode's final answer needs words (its answer facts), which the other layouts cannot carry."""
 # Chosen by benchmarks/no_call_layout.py on the ecommerce dataset
 # (docs/embedded-model.md#how-the-model-says-no-tool-fits).
 DEFAULT_NO_CALL_LAYOUT = "reply-tool-last"
@@ -66,8 +79,7 @@ def tools_block(tools: Sequence[Tool], layout: NoCallLayout) -> str:
     """The system message: the tools first, then the answer format (byte-identical per variant)."""
     entries = [(t.name, t.description, t.input_schema) for t in tools]
     if layout.decline_tool:
-        pseudo = (layout.decline_tool, layout.decline_description,
-                  {"type": "object", "properties": {}, "additionalProperties": False})
+        pseudo = (layout.decline_tool, layout.decline_description, layout.decline_schema)
         entries = [pseudo, *entries] if layout.position == "first" else [*entries, pseudo]
     parts = ["# Tools", ""]
     for name, description, schema in entries:
@@ -119,8 +131,7 @@ def answer_schema(tools: Sequence[Tool], layout: NoCallLayout) -> dict[str, Any]
     if layout.decline_tool:
         pseudo = {"type": "object",
                   "properties": {"name": {"const": layout.decline_tool},
-                                 "arguments": {"type": "object", "properties": {},
-                                               "additionalProperties": False}},
+                                 "arguments": grammar_schema(layout.decline_schema)},
                   "required": ["name", "arguments"], "additionalProperties": False}
         options = [pseudo, *options] if layout.position == "first" else [*options, pseudo]
     return {

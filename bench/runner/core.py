@@ -108,6 +108,11 @@ class Runner:
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         check_episodes(self.dataset, self.cases, config.execute)
+        if config.no_call_layout is None and any(c.kind == "episode" for c in self.cases):
+            # an episode's final answer needs words: the embedded model's layout that has them
+            from bench.providers.local_prompt import EPISODE_NO_CALL_LAYOUT
+            config = self.config = config.model_copy(
+                update={"no_call_layout": EPISODE_NO_CALL_LAYOUT})
         self.plan = make_plan(self.cases, self.variants, config.providers, config.trials,
                               factor_grid(config.factors))
         if config.shard:  # this machine's slice of the plan
