@@ -68,6 +68,31 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
     summary = summarize(frame, variant_order)
     trials = int(frame["trial"].max()) + 1
     out.print(summary_table(summary, title=f"run {run_id}", trials=trials))
+    if trials > 1 and "task_success" in frame:
+        _print_pass_k(frame, trials)
+
+
+def _print_pass_k(frame: Any, trials: int) -> None:
+    """pass@k and pass^k of episode task success per provider and condition, k = 1 and
+    ``trials`` (:func:`bench.stats.aggregate.pass_k_table`)."""
+    from rich.table import Table
+
+    from bench.stats.aggregate import pass_k_table
+
+    ks = sorted({1, trials})
+    table = pass_k_table(frame, "task_success", ks=ks)
+    if table.empty:
+        return
+    shown = Table(title="episode task success over trials (unbiased pass@k / pass^k, mean "
+                        "over cases)")
+    for column in ("provider", "variant", "cases", *(f"pass{s}{k}" for k in ks
+                                                    for s in ("@", "^"))):
+        shown.add_column(column, justify="left" if column in ("provider", "variant")
+                         else "right")
+    for record in table.to_dict("records"):
+        shown.add_row(str(record["provider"]), str(record["variant"]), str(record["cases"]),
+                      *(f"{record[f'pass{s}{k}']:.1%}" for k in ks for s in ("@", "^")))
+    out.print(shown)
 
 
 def _shard_option(value: str | None) -> str | None:

@@ -309,3 +309,22 @@ def test_the_embedded_models_episode_layout_carries_the_final_answers_words(proj
     runner = Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
                               providers=["oracle"]), run_id="layout")
     assert runner.config.no_call_layout == "reply-tool-message"
+
+
+def test_bench_run_prints_pass_at_k_and_pass_hat_k_of_task_success(run_bench, project):
+    (project / "lucky.py").write_text(
+        "PAID = 'ORD20250142'\n"
+        "def answer(messages, tools, trial):\n"
+        "    if trial > 0:\n"
+        "        return {'tool_calls': [], 'text': 'I cannot help.'}\n"
+        "    if not any(m.role == 'tool' for m in messages):\n"
+        "        return [{'name': 'cancel_order', 'arguments': {'order_id': PAID, "
+        "'reason': 'changed_mind'}}]\n"
+        "    return {'tool_calls': [], 'text': 'Order cancelled.'}\n")
+    result = run_bench("run", "--dataset", _dataset(project, episode()), "--variants", "l3",
+                       "--provider", "function:lucky:answer", "--trials", "3", timeout=300)
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if "function:lucky:answer" in x
+                and "│ l3 " in x and "%" in x and "pass" not in x and x.count("%") == 4)
+    # one success in three trials: pass@1 = 1/3, pass^1 = 1/3, pass@3 = 1, pass^3 = 0
+    assert [c.strip() for c in line.split("│")[4:8]] == ["33.3%", "33.3%", "100.0%", "0.0%"]
