@@ -32,7 +32,6 @@ from typing import Any, Sequence
 import jsonschema
 import regex
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
 from bench.parse import (ANSWER_ERROR_CODES, REPAIR_ENUM_CASE, REPAIR_JSON_STRING, REPAIR_STRING_BOOLEAN,
@@ -261,6 +260,8 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
         where = {name: index for index, name in enumerate(names_p)}
         return [(i, where[name]) for i, name in enumerate(names_e) if name in where]
     cost = np.array([[_pair_cost(p, e) for p in predicted] for e in expected])
+    from scipy.optimize import linear_sum_assignment  # ~0.3 s to import: when needed
+
     rows, cols = linear_sum_assignment(cost)
     return [(int(r), int(c)) for r, c in zip(rows, cols)
             if expected[r].name == predicted[c].name]

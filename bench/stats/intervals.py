@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
-from scipy.stats import norm
 
 from bench.plural import count
 
@@ -24,14 +25,16 @@ def wilson_arrays(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, n
     """
     k = np.asarray(successes, dtype=float)
     n = np.asarray(n, dtype=float)
-    z = norm.ppf(1 - (1 - confidence) / 2)
+    # the standard library's normal quantile: importing scipy.stats cost ~0.5 s of start-up
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         p = k / n
         denominator = 1 + z * z / n
         centre = (p + z * z / (2 * n)) / denominator
         half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-        low = np.where(n > 0, np.clip(centre - half, 0.0, 1.0), np.nan)
-        high = np.where(n > 0, np.clip(centre + half, 0.0, 1.0), np.nan)
+        # exact at the ends (k = 0, k = n), where rounding leaves ~1e-17
+        low = np.where(n > 0, np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0)), np.nan)
+        high = np.where(n > 0, np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0)), np.nan)
     return low, high
 
 
