@@ -48,6 +48,10 @@ _EXPORTS = {
     "score_case": "bench.scoring.metrics",
     "MetricSpec": "bench.scoring.registry",
     "register_metric": "bench.scoring.registry",
+    # statistics: the results frame, the per-variant summary, paired comparison
+    "results_frame": "bench.stats.frame",
+    "summarize": "bench.stats.summary",
+    "compare_rows": "bench.compare.core",
     # stored runs: the results contract and where a project keeps its files
     "Row": "bench.results",
     "Manifest": "bench.results",

@@ -72,6 +72,7 @@ class RunProgress:
         self.provider: str | None = None
         self._started_at: float | None = None  # the first call: the run's start
         self._done_at_start = 0
+        self._first_row: tuple[float, int] | None = None  # (time, done) of the first row
         self._now = 0.0
         self._last_line_at: float | None = None
         self._bar: Progress | None = None
@@ -100,9 +101,14 @@ class RunProgress:
 
     @property
     def rows_per_s(self) -> float | None:
-        """Rows finished per second in this session, None before the first row."""
-        rows = self.done - self._done_at_start
-        elapsed = self._now - (self._started_at or self._now)
+        """Rows finished per second in this session since its first row, None before the
+        second. The first row is left out: it carries the start-up (a model's first read of
+        the tools block took 50 s where a row then took 5 s, and an ETA of 15 h for 2 h)."""
+        if self._first_row is None:
+            return None
+        first_at, first_done = self._first_row
+        rows = self.done - first_done
+        elapsed = self._now - first_at
         return rows / elapsed if rows > 0 and elapsed > 0 else None
 
     @property
@@ -135,6 +141,8 @@ class RunProgress:
         if self._started_at is None:
             self._started_at, self._done_at_start = self._now, done
         self.done, self.total = done, total
+        if item is not None and self._first_row is None:
+            self._first_row = (self._now, done)
         changed = False
         if item is not None:
             changed = (item.variant.name, item.provider_id) != (self.variant, self.provider)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:
+    from bench.results import Row
     from bench.runstore import RunStore
 
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent
@@ -109,6 +110,17 @@ class Project:
         """
         from bench.runstore import RunStore
         return RunStore(self.runs_dir, run_id)
+
+    def rows(self, run_id: str) -> list["Row"]:
+        """The finished rows of run ``run_id`` as :class:`bench.results.Row`, in file order,
+        each checked against the run's plan (:meth:`bench.runstore.RunStore.load_rows`).
+
+        Raises:
+            BenchError: an invalid run id, a run without manifest, or a row that does not fit
+                the contract or the plan (file, line, field).
+        """
+        store = self.store(run_id)
+        return list(store.load_rows(store.load_manifest()))
 
     @contextlib.contextmanager
     def activate(self) -> Iterator["Project"]:

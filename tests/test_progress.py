@@ -63,8 +63,10 @@ def test_a_resumed_run_rates_only_this_sessions_rows(project):
     resumed = Runner.resume("again", command=[])
     with RunProgress(Console(file=out, width=300), clock=SteppingClock(2.0)) as progress:
         resumed.run(progress=progress)
-    first = out.getvalue().splitlines()[0]
-    assert first.startswith("progress: 10/12 rows (83.3%), 0.50 rows/s, ETA 4s, variant l10")
+    first, second = out.getvalue().splitlines()[:2]
+    # the session's first row carries its start-up: the rate starts after it
+    assert first.startswith("progress: 10/12 rows (83.3%), - rows/s, ETA -, variant l10")
+    assert second.startswith("progress: 12/12 rows (100.0%), 0.50 rows/s, ETA 0s, variant l10")
 
 
 def test_on_a_terminal_it_draws_the_bar_and_prints_no_plain_line(project):
@@ -89,8 +91,26 @@ def test_one_planned_row_reads_singular(project):
     progress = RunProgress(Console(file=out, width=300), clock=SteppingClock(1.0))
     progress(0, 1, None)
     progress(1, 1, item)
-    assert out.getvalue() == ("progress: 1/1 row (100.0%), 1.0 rows/s, ETA 0s, variant l3, "
+    assert out.getvalue() == ("progress: 1/1 row (100.0%), - rows/s, ETA 0s, variant l3, "
                               "provider local\n")
+
+
+def test_a_slow_first_row_does_not_set_the_eta(project):
+    """A model's first row reads the tools block (50 s here), later rows take 5 s each."""
+    from bench.datasets import load_dataset
+    from bench.descriptions import load_variant
+    from bench.runner import PlanItem
+
+    item = PlanItem(load_dataset("ecommerce").cases[0], load_variant("ecommerce", "l3"),
+                    "local", 0)
+    times = iter([0.0, 50.0, 55.0, 60.0])
+    progress = RunProgress(Console(file=io.StringIO(), width=300), clock=lambda: next(times),
+                           interval_s=0)
+    progress(0, 100, None)
+    for done in (1, 2, 3):
+        progress(done, 100, item)
+    assert progress.rows_per_s == pytest.approx(0.2)
+    assert progress.eta_s == pytest.approx(97 * 5)
 
 
 def test_durations_and_rates():

@@ -126,3 +126,25 @@ def test_registration_errors_and_unknown_ids():
     priced = {s.kind: s.priced for s in registered_kinds()}
     assert priced["openai"] and priced["anthropic"] and not priced["local"] \
         and not priced["replay"]
+
+
+def test_the_bench_command_imports_a_function_module_from_the_current_directory(project):
+    """The console script (unlike ``python -m bench``) leaves the current directory off
+    sys.path; a ``function:<module>:<callable>`` next to the user must still be found."""
+    import os
+    import shutil
+    import subprocess
+
+    script = shutil.which("bench")
+    if script is None:
+        pytest.skip("the bench console script is not installed")
+    (project / "mybaseline.py").write_text(
+        "def answer(messages, tools, trial):\n    return []\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([script, "run", "--provider", "function:mybaseline:answer",
+                             "--limit", "3", "--variants", "l3", "--no-execute"],
+                            cwd=project, env={**env, "BENCH_HOME": str(project)},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "cannot import" not in result.stderr
+    assert "rows in" in result.stderr

@@ -23,6 +23,8 @@ import hashlib
 import importlib
 import inspect
 import json
+import os
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -65,6 +67,10 @@ def resolve(spec: str) -> Answer:
         known = ", ".join(sorted(_FUNCTIONS)) or "none registered"
         raise BenchError(f"provider 'function:{spec}': write function:<module>:<callable> or "
                          f"register a name with register_function ({known})")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # the ``bench`` console script, unlike ``python -m``, leaves the current directory
+        # off sys.path; the module docstring promises it
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
