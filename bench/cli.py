@@ -330,8 +330,8 @@ def run(
                                              and runner.signals.signum == signal.SIGTERM)
                 err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
                           f"{count(len(runner.plan), 'row')} kept in "
-                          f"{runner.store.results_path}; finish with: bench run --resume "
-                          f"{run_name}")
+                          f"{runner.store.results_path}; see them with: bench show {run_name}; "
+                          f"finish with: bench run --resume {run_name}")
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         _print_summary(run_name, runner.config.variants)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "

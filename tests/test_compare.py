@@ -219,3 +219,18 @@ def test_a_closed_pipe_is_not_exit_1_the_regression_code(home, json_output):
         os.close(write)
     assert result.returncode == 141, result.stderr
     assert result.stderr == ""
+
+
+def test_two_runs_with_some_variants_in_common_are_paired_on_those(run_bench):
+    for run_id, variants in (("both", "l3,l10"), ("one", "l3")):
+        assert run_bench("run", "--provider", "oracle", "--variants", variants, "--limit",
+                         "6", "--no-execute", "--run-id", run_id).returncode == 0
+    result = run_bench("compare", "both", "one")
+    assert result.returncode == 0, result.stderr
+    assert "comparing the variants both runs have: l3 (left out: l10)" in result.stderr
+    replayed = run_bench("run", "--provider", "replay:one", "--variants", "l3", "--limit",
+                         "6", "--no-execute", "--run-id", "again")
+    assert replayed.returncode == 0, replayed.stderr
+    unpaired = run_bench("compare", "one", "again")
+    assert unpaired.returncode == 2
+    assert "provider: oracle in one, replay:one in again" in unpaired.stderr

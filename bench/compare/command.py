@@ -199,8 +199,16 @@ def compare(
             rows_b = _split_variant(rows_b, variant, f"run '{b}'")
         variants_a = {r.variant for r in rows_a}
         variants_b = {r.variant for r in rows_b}
+        shared = variants_a & variants_b
         if variants_a == variants_b:
             group_by = ("provider", "variant")
+        elif shared and not (len(variants_a) == 1 and len(variants_b) == 1):
+            # paired variant by variant on the variants both runs have
+            rows_a = [r for r in rows_a if r.variant in shared]
+            rows_b = [r for r in rows_b if r.variant in shared]
+            group_by = ("provider", "variant")
+            _console(stderr=True).print(f"comparing the variants both runs have: {', '.join(sorted(shared))} "
+                      f"(left out: {', '.join(sorted((variants_a | variants_b) - shared))})")
         elif not (len(variants_a) == 1 and len(variants_b) == 1):
             raise BenchError(f"runs '{a}' and '{b}' have different variants "
                              f"({', '.join(sorted(variants_a))} vs "

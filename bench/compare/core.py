@@ -338,8 +338,13 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
     right = frame_b[[*keys, "key", *present]].assign(group=_group_labels(frame_b, group_by))
     merged = left.merge(right, on=[*keys, "group"], suffixes=("_a", "_b"), how="inner")
     if merged.empty:
+        sides = "".join(
+            f"; {column}: {', '.join(sorted(map(str, frame_a[column].unique())))} in "
+            f"{label_a}, {', '.join(sorted(map(str, frame_b[column].unique())))} in {label_b}"
+            for column in group_by if set(frame_a[column]) != set(frame_b[column]))
         raise ValueError(f"{label_a} and {label_b} share no (case, trial) pair"
-                         + (f" within the same {'/'.join(group_by)}" if group_by else ""))
+                         + (f" within the same {'/'.join(group_by)}" if group_by else "")
+                         + sides)
     result = Comparison(label_a=label_a, label_b=label_b, alpha=alpha, margin=margin,
                         confidence=confidence, power=power, n_boot=n_boot, seed=seed,
                         mid_p=mid_p, unpaired_a=len(frame_a) - len(merged),

@@ -98,7 +98,7 @@ def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int =
                   caption="rates with 95% Wilson intervals \\[low-high]"
                           + (f" over rows ({trials} trials per case counted as independent "
                              "rows; bench report: case-clustered bootstrap intervals)"
-                             if trials > 1 else "") + "; - : no case of that kind",
+                             if trials > 1 else "") + "; - : no case of that kind, or not reported by the provider",
                   caption_justify="left")
     providers = shown_provider_ids(str(p) for p in summary["provider"]) \
         if "provider" in summary else {}
