@@ -36,8 +36,10 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
+from bench.providers.local_logs import capture_native_errors, last_native_error
 from bench.providers.local_prompt import (MAX_PARALLEL_CALLS, NoCallLayout, chat_messages,
                                           grammar_schema, json_schema_grammar, tools_block)
+from bench.providers.local_states import prune_states, state_dir
 
 # Decoding budget for the model's own tokens (the engine's punctuation is not counted).
 STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
@@ -46,46 +48,6 @@ STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
 MIN_SAVED_PREFIX_TOKENS = 2048
 # Candidates the grammar checks before the whole vocabulary when it rejects the top token.
 TOP_K = 64
-
-# llama.cpp's log lines at ERROR level, newest last: the reason a load failed (a missing tensor,
-# an unknown tokenizer) which llama-cpp-python's exception omits. Levels: ``enum ggml_log_level``
-# in the vendored ggml/include/ggml.h of llama-cpp-python 0.3.16 (ERROR = 4, CONT = 5; the
-# comment in llama-cpp-python's own _logger.py lists an older order).
-_GGML_LOG_LEVEL_ERROR = 4
-_GGML_LOG_LEVEL_CONT = 5
-_native_errors: list[str] = []
-_log_callback: Any = None  # kept referenced: llama.cpp calls it from native code
-
-
-def capture_native_errors(llama_cpp: Any) -> None:
-    """Route llama.cpp's log through a callback that keeps its ERROR lines (last 20) in
-    :data:`_native_errors` and drops the rest (bench prints its own messages).
-
-    Args:
-        llama_cpp: the imported ``llama_cpp`` module (``llama_log_set`` and the
-            ``llama_log_callback`` ctypes type, llama-cpp-python 0.3.16 ``llama_cpp.py``).
-    """
-    global _log_callback
-    if _log_callback is not None:
-        return
-    last_level = [0]
-
-    def keep(level: int, text: bytes, _user_data: Any) -> None:
-        level = last_level[0] if level == _GGML_LOG_LEVEL_CONT else level
-        last_level[0] = level
-        if level == _GGML_LOG_LEVEL_ERROR:
-            line = text.decode("utf-8", "replace").strip()
-            if line:
-                _native_errors[:] = [*_native_errors[-19:], line]
-
-    _log_callback = llama_cpp.llama_log_callback(keep)
-    llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
-
-
-def last_native_error() -> str | None:
-    """The most recent llama.cpp ERROR log line, or None."""
-    return _native_errors[-1] if _native_errors else None
-
 
 @dataclass
 class _Variant:
@@ -129,63 +91,6 @@ class EngineAnswer:
     full_grammar_passes: int
     tool_tokens: int = 0
     error: str | None = None
-
-
-def state_dir() -> Path:
-    """Folder of saved prefix states: ``$BENCH_CACHE_DIR/local-state`` or
-    ``<project>/reports/.cache/local-state``."""
-    from bench.paths import cache_dir
-    return cache_dir() / "local-state"
-
-
-# Saved prefix states kept at most (bytes): a Qwen2.5-0.5B l50 state is about 330 MB, so the
-# four default variants fit with room for a few edited ones; older states are read again.
-STATE_CACHE_BYTES = 2 * 1024**3
-
-
-def prune_states(folder: Path, keep_bytes: int = STATE_CACHE_BYTES, *,
-                 keep: Path | None = None) -> list[Path]:
-    """Delete leftovers and the least recently used states beyond ``keep_bytes``.
-
-    Leftovers are ``.<name>.<pid>.partial`` files whose writer process is gone (a run killed
-    while saving). States are ranked by modification time, which a load refreshes.
-
-    Args:
-        folder: the states' folder (:func:`state_dir`).
-        keep_bytes: the most bytes of ``*.state`` files kept.
-        keep: a state never deleted (the one just written).
-
-    Returns:
-        The files deleted. Files that vanish or cannot be deleted meanwhile are skipped.
-    """
-    deleted: list[Path] = []
-    states: list[tuple[float, int, Path]] = []
-    for path in folder.glob("*"):
-        try:
-            if path.name.endswith(".partial"):
-                pid = int(path.name.rsplit(".", 2)[-2])
-                if pid == os.getpid() or Path(f"/proc/{pid}").exists():
-                    continue
-                path.unlink()
-                deleted.append(path)
-            elif path.suffix == ".state":
-                stat = path.stat()
-                states.append((stat.st_mtime, stat.st_size, path))
-        except (OSError, ValueError, IndexError):
-            continue
-    total = sum(size for _, size, _ in states)
-    for _, size, path in sorted(states):
-        if total <= keep_bytes:
-            break
-        if keep is not None and path == keep:
-            continue
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        deleted.append(path)
-        total -= size
-    return deleted
 
 
 class LocalEngine:
