@@ -22,6 +22,11 @@
     a.href = href;
     return a;
   }
+  function timelineLink(id) {  // opens the episode's <details> as it jumps there
+    var a = link("#" + id, "step-by-step timeline");
+    a.addEventListener("click", function () { document.getElementById(id).open = true; });
+    return a;
+  }
   function fill(id, values) {
     var select = document.getElementById(id);
     values.forEach(function (value, i) {
@@ -103,11 +108,11 @@
     var box = el("div", null, "detail");
     block(box, "query", c[1]);
     block(box, "tags", c[2].map(function (i) { return data.tags[i]; }).join(", "));
-    block(box, "expected calls", expectedText(c[3]));
+    block(box, row[F.episode] ? "required calls" : "expected calls", expectedText(c[3]));
     var episode = row[F.episode];
     if (episode) {
       block(box, "episode trajectory", episode[1]);
-      box.appendChild(episode[0] ? link("#" + episode[0], "step-by-step timeline") :
+      box.appendChild(episode[0] ? timelineLink(episode[0]) :
                       el("p", "(this episode's timeline is not drawn: the Episodes section " +
                          "shows a sample; results.jsonl has every step)", "note"));
     }
