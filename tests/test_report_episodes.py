@@ -11,7 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from bench.cli import app
 from bench.providers.function import register_function
 from bench.report.comparison import choose_comparison, comparison_view
 from bench.report.data import load_runs, row_outcome
@@ -233,3 +235,13 @@ def test_markdown_summarises_episodes_per_condition(episode_run):
     assert HOSTILE not in text
     # pass / fail / unparseable counts follow task success
     assert f"| 0 / {TRIALS} / 0 |" in text and f"| {TRIALS} / 0 / 0 |" in text
+
+
+def test_cli_compare_prints_the_flipped_episodes(episode_run):
+    result = CliRunner().invoke(app, ["compare", ACTIONABLE, CONDITIONS[3], "--run",
+                                      "episodes"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output  # two pairs cannot make a regression
+    output = result.output
+    assert f"task_success: {TRIALS} right in {ACTIONABLE}, wrong in {CONDITIONS[3]}" in output
+    assert (f'B: get_order_status({{"order_id": "{ORDER}"}}) -> error http_503; final answer: '
+            f'"Sorry {HOSTILE}, the service failed."') in output
