@@ -67,8 +67,9 @@ def condition_rank(order: Sequence[str]) -> Callable[[str], tuple[int, tuple[int
 def sample_episodes(rows: Sequence[Row], order: Sequence[str],
                     limit: int = MAX_EPISODES_SHOWN) -> list[Row]:
     """At most ``limit`` episode rows, every (provider, condition) represented: the groups
-    take turns (conditions as :func:`condition_rank` orders them, then provider), each giving its failed episodes
-    first, then by case id and trial. All rows when there are at most ``limit``."""
+    take turns (conditions as :func:`condition_rank` orders them, then provider), each
+    giving its failed episodes first, then by case id and trial. All rows when there are at
+    most ``limit``; the result keeps that group order either way."""
     rank = condition_rank(order)
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
@@ -281,8 +282,8 @@ def factor_success(runs: Sequence[LoadedRun]) -> pd.DataFrame:
 
 
 def condition_summary(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
-    """Per (provider, condition), conditions as :func:`condition_rank` orders them: ``provider``, ``variant``,
-    ``episodes`` (rows), ``k``/``n``/``rate``/``low``/``high`` of task success (95% Wilson,
+    """Per (provider, condition), conditions as :func:`condition_rank` orders them:
+    ``provider``, ``variant``, ``episodes`` (rows), ``k``/``n``/``rate``/``low``/``high`` of task success (95% Wilson,
     trials as independent rows), ``steps`` (mean model answers), ``recovery`` (mean over
     episodes that saw an error result; None when none did) and ``stops`` (stop reason ->
     episodes). [] without episode rows."""
