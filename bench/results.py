@@ -22,6 +22,7 @@ Units: seconds (``*_s``), milliseconds (``*_ms``), tokens (``*_tokens``), US dol
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -220,6 +221,35 @@ class RowEpisode(_Record):
     steps: list[dict[str, Any]] = Field(default_factory=list)
     state_checks: list[dict[str, Any]] | None = Field(
         None, description="{sql, expect, got, ok} per check; None when not run")
+
+    def trajectory_text(self, limit: int = 300) -> str:
+        """The trajectory in one line, cut to ``limit`` characters (with "…"):
+        ``get_order_status({"order_id": "ORD1"}) -> error http_503; ... ; final answer:
+        "..."`` (``-> ok`` for a result sent back without ``is_error``, ``-> not run``
+        for a call without a result) or the stop reason when it is not a final answer."""
+        parts = []
+        for step in self.steps:
+            results = {r.get("call_id"): r for r in step.get("results") or []
+                       if isinstance(r, dict)}
+            for call in step.get("calls") or []:
+                if not isinstance(call, dict):
+                    continue
+                result = results.get(call.get("id"))
+                shown = ("not run" if result is None else
+                         f"error {result.get('error_code') or ''}".rstrip()
+                         if result.get("is_error") else "ok")
+                arguments = json.dumps(call.get("arguments"), ensure_ascii=False,
+                                       default=str)
+                parts.append(f"{call.get('name')}({arguments}) -> {shown}")
+            if step.get("error"):
+                parts.append(f"(unparseable: {step['error']})")
+        if self.stop_reason == "final_answer":
+            parts.append("final answer: "
+                         + json.dumps(self.final_answer or "", ensure_ascii=False))
+        else:
+            parts.append(f"stopped: {self.stop_reason}")
+        text = " ".join("; ".join(parts).split())
+        return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 class Row(_Record):

@@ -244,8 +244,11 @@ def compare(
                       f"{comparison.unpaired_b} of B")
         decided = [t.metric for t in comparison.tests
                    if t.verdict in ("regression", "improvement")]
-        shown = list(dict.fromkeys(decided + [m for m in primary_metrics()
-                                              if any(t.metric == m for t in comparison.tests)]))
+        tested = {t.metric for t in comparison.tests}
+        headline = [m for m in primary_metrics() if m in tested]
+        if not headline and "task_success" in tested:  # agent episodes only: their outcome
+            headline = ["task_success"]
+        shown = list(dict.fromkeys(decided + headline))
         print_flips(out, comparison, shown, show)
         regressions = comparison.regressions
         out.print("\n" + (f"[bold red]significant regression[/] in "

@@ -287,6 +287,8 @@ def _short_expected(expected: RowExpected | None) -> str:
 
 
 def _short_answer(row: Row, limit: int = 300) -> str:
+    if row.episode is not None:  # an episode: its calls, results and ending
+        return row.episode.trajectory_text(limit)
     if row.parsed is not None and row.parsed.error:
         text = f"(unparseable: {row.parsed.error})"
     elif not row.calls():

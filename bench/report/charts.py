@@ -145,6 +145,11 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
     Returns:
         SVG text.
     """
+    if f"{metric}_rate" not in summary or "tool_definition_tokens" not in summary:
+        summary = summary.iloc[0:0].assign(**{f"{metric}_rate": [], f"{metric}_low": [],
+                                              f"{metric}_high": [],
+                                              "tool_definition_tokens": []})
+    # no row applies (a run of episodes only): an empty chart that says so
     data = summary.dropna(subset=["tool_definition_tokens", f"{metric}_rate"])
     tokens = data["tool_definition_tokens"].astype(float).tolist()
     rates = data[f"{metric}_rate"].astype(float).tolist()
@@ -169,7 +174,7 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
         ax.set_xlabel("tool-definition tokens")
         ax.set_ylabel(f"{metric_label} (95% CI)")
         _percent_axis(ax)
-        _legend(ax, empty="no rows with tool-definition tokens")
+        _legend(ax, empty=f"no rows with tool-definition tokens and {metric_label}")
         return _svg(fig)
 
 
@@ -217,4 +222,56 @@ def heatmap(matrix: pd.DataFrame, title: str, x_label: str, y_label: str) -> str
             bar = fig.colorbar(image, ax=ax, shrink=0.8)
             bar.locator = matplotlib.ticker.MaxNLocator(integer=True)  # counts
             bar.update_ticks()
+        return _svg(fig)
+
+
+def factor_chart(table: pd.DataFrame, factors: Sequence[str],
+                 y_label: str = "task success (95% Wilson CI)") -> str:
+    """Task success against each factor: one panel per factor, its settings on the x axis,
+    one marker per provider with its 95% interval as an error bar (providers side by side).
+
+    Args:
+        table: :func:`bench.report.episodes.factor_success` output (``factor``, ``level``,
+            ``provider``, ``rate``, ``low``, ``high``; fractions), levels in display order.
+        factors: the panels, in order (a factor without rows gets a panel saying so).
+        y_label: the first panel's y axis title.
+
+    Returns:
+        SVG text.
+    """
+    providers = list(dict.fromkeys(table["provider"])) if not table.empty else []
+    width = 0.6 / max(1, len(providers))
+    handles: dict[str, Any] = {}  # one legend entry per provider, whichever panel has it
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(factors), figsize=(2.9 * len(factors), 3.2),
+                                 squeeze=False, sharey=True)
+        for ax, factor in zip(axes[0], factors):
+            part = table[table["factor"] == factor] if not table.empty else table
+            levels = list(dict.fromkeys(part["level"])) if not part.empty else []
+            for index, provider in enumerate(providers):
+                rows = part[part["provider"] == provider]
+                if rows.empty:
+                    continue
+                x = np.array([levels.index(level) for level in rows["level"]], dtype=float)
+                x += (index - (len(providers) - 1) / 2) * width
+                rate = rows["rate"].astype(float).to_numpy() * 100
+                low = rows["low"].astype(float).to_numpy() * 100
+                high = rows["high"].astype(float).to_numpy() * 100
+                bars = ax.errorbar(x, rate, yerr=np.clip([rate - low, high - rate], 0, None),
+                                   fmt="o", capsize=3, color=f"C{index}")
+                handles.setdefault(_short(provider, 40), bars)
+            ax.set_xticks(range(len(levels)), [_short(level, 18) for level in levels],
+                          rotation=30 if len(levels) > 3 else 0,
+                          ha="right" if len(levels) > 3 else "center")
+            ax.set_xlim(-0.6, max(len(levels), 1) - 0.4)
+            ax.set_title(factor + ("" if len(levels) != 1 else " (one setting)"))
+            if not levels:
+                ax.text(0.5, 0.5, "no episodes", transform=ax.transAxes, ha="center",
+                        va="center", fontsize=8, color="0.4")
+            _percent_axis(ax)
+            ax.set_ylim(-3, 103)  # markers at 0% and 100% stay whole
+        axes[0][0].set_ylabel(y_label)
+        if handles:
+            axes[0][-1].legend(list(handles.values()), list(handles), title="provider",
+                               fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
         return _svg(fig)

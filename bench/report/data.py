@@ -92,7 +92,13 @@ def load_runs(run_ids: Sequence[str], project: Project | None = None) -> list[Lo
 
 def row_outcome(row: Row) -> str:
     """``unparseable`` (the answer could not be decoded), ``pass`` (tool selection right and
-    no wrong argument: ``arguments_correct`` True or not applicable) or ``fail``."""
+    no wrong argument: ``arguments_correct`` True or not applicable) or ``fail``. An episode
+    row (``row.episode`` set) passes when its task succeeded (``task_success``) and is
+    ``unparseable`` when the episode stopped on an answer that could not be decoded."""
+    if row.episode is not None:
+        if row.metrics.task_success:
+            return "pass"
+        return "unparseable" if row.episode.stop_reason == "unparseable" else "fail"
     if row.unparseable:
         return "unparseable"
     metrics = row.metrics
@@ -299,10 +305,11 @@ class Lookup:
 
 DRILLDOWN_FIELDS = ("case", "variant", "provider", "trial", "outcome", "codes", "tools", "raw",
                     "calls", "parse_error", "text", "argument_errors", "execution", "latency_s",
-                    "tokens", "cost_usd", "run", "cache")
+                    "tokens", "cost_usd", "run", "cache", "episode")
 
 
-def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+def drilldown(runs: Sequence[LoadedRun],
+              anchors: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The drill-down data the page embeds: compact, strings interned, texts capped.
 
     Returns:
@@ -313,8 +320,13 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
         field is capped: answers and texts at :data:`TEXT_LIMIT` characters, each call's
         arguments at :data:`ARGUMENTS_LIMIT`, tool names at :data:`NAME_LIMIT`, parse and
         argument errors at :data:`ERROR_LIMIT`, calls and argument errors at
-        :data:`LIST_LIMIT` per row.
+        :data:`LIST_LIMIT` per row. ``episode`` is None on a single-answer row, else
+        ``[anchor or None, trajectory]``: the element id of the episode's timeline on the
+        page (``anchors`` maps a row's key to it; None when the episode is not
+        drawn) and :meth:`bench.results.RowEpisode.trajectory_text` cut to
+        :data:`TEXT_LIMIT`.
     """
+    anchors = anchors or {}
     variants, providers, codes, tools, tags = Lookup(), Lookup(), Lookup(), Lookup(), Lookup()
     for name in variant_order(runs):
         variants(name)
@@ -361,6 +373,9 @@ def drilldown(runs: Sequence[LoadedRun]) -> dict[str, Any]:
                 [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens]
                 if usage is not None else [None, None, None],
                 _optional_float(row.cost_usd), run_index, row.cache,
+                None if row.episode is None else [
+                    anchors.get(row.key),
+                    row.episode.trajectory_text(TEXT_LIMIT)],
             ])
     return {"fields": list(DRILLDOWN_FIELDS), "rows": rows, "cases": case_rows,
             "variants": variants.values, "providers": providers.values, "codes": codes.values,

@@ -22,6 +22,8 @@ from markupsafe import Markup
 from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
+from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
+                                   factor_success)
 from bench.report.data import (ERROR_LIMIT, NAME_LIMIT, LoadedRun, all_rows,
                                cap_text, drilldown, frame_of,
                                group_metrics, group_rates, headline, incomplete_runs, now_utc,
@@ -191,13 +193,33 @@ def render_html(runs: Sequence[LoadedRun], title: str,
     order = variant_order(runs)
     summary = headline(runs, frame)
     metrics = shown_metrics(summary)
+    episodes = episodes_section(runs)
+    # the ablation panels: the primary metrics, and task success when the run has episodes
+    panels = charts.ablation_metrics() + [
+        m for m in shown_metrics(summary, ["task_success"]) if episodes]
     chart_uris = {
         "lines": svg_data_uri(charts.ablation_chart(summary, "mean_lines",
-                                                    "description lines per tool (mean)")),
+                                                    "description lines per tool (mean)",
+                                                    panels)),
         "tokens": svg_data_uri(charts.ablation_chart(summary, "tool_definition_tokens",
-                                                     "tool-definition tokens")),
+                                                     "tool-definition tokens", panels)),
         "pareto": svg_data_uri(charts.pareto_chart(summary)),
     }
+    factors = None
+    if episodes:
+        table = factor_success(runs)
+        factors = {"uri": svg_data_uri(charts.factor_chart(table, FACTOR_NAMES)),
+                   "names": list(FACTOR_NAMES),
+                   "rows": [[r["factor"], r["level"], r["provider"], f"{r['k']}/{r['n']}",
+                             format_rate(r["rate"], r["low"], r["high"], r["n"])]
+                            for r in table.to_dict("records")],
+                   "conditions": [{**c, "rate_text": format_rate(c["rate"], c["low"],
+                                                                 c["high"], c["n"])}
+                                  for c in condition_summary(runs)]}
+    # a single answer's views (confusion, argument errors) leave episode rows out: an
+    # episode's calls live in its trajectory, not in one parsed answer
+    single = frame[~frame["key"].isin({r.key for r in all_rows(runs)
+                                        if r.episode is not None})] if episodes else frame
     by_tool = group_rates(runs, "tool", frame)
     by_tag = group_rates(runs, "tag", frame)
     script, style = _asset("report.js"), _asset("report.css")
@@ -223,9 +245,11 @@ def render_html(runs: Sequence[LoadedRun], title: str,
         metadata=[run_metadata(run) for run in runs],
         error_codes=sorted({code for g in counts for code in g["counts"]}),
         error_counts=counts,
-        confusion=confusion_charts(frame, order),
-        top_errors=top_errors_table(frame, order),
-        rows_json=script_json(drilldown(runs)),
+        confusion=confusion_charts(single, order),
+        top_errors=top_errors_table(single, order),
+        episodes=episodes,
+        factors=factors,
+        rows_json=script_json(drilldown(runs, episodes["anchors"] if episodes else None)),
         style=Markup(style),  # package files, not data
         script=Markup(script),
         style_hash=_sha256_b64(style),

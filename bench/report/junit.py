@@ -24,6 +24,10 @@ def _details(row: Row) -> str:
     parts = [f"query: {row.query if row.query is not None else ''}",
              f"error codes: {', '.join(metrics.error_codes or []) or '-'}"]
     parts += [f"argument error: {e}" for e in metrics.argument_errors or []]
+    if row.episode is not None:  # an agent episode: its trajectory instead of one answer
+        parts.append(f"stop reason: {row.episode.stop_reason}")
+        parts.append(f"trajectory: {row.episode.trajectory_text(TEXT_LIMIT)}")
+        return "\n".join(parts)
     if row.parsed is not None and row.parsed.error:
         parts.append(f"parse error: {row.parsed.error}")
     calls = [f"{c.name}({c.arguments})" for c in row.calls()]

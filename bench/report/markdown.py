@@ -8,8 +8,10 @@ from typing import Any, Sequence
 from bench.compare.core import Comparison
 from bench.report.charts import bounds
 from bench.report.comparison import comparison_view
+from bench.plural import count
 from bench.report.data import (LoadedRun, all_rows, headline, incomplete_runs, row_outcome,
                                shown_metrics)
+from bench.report.episodes import condition_summary
 from bench.report.table import format_rate
 from bench.stats.codes import error_code_counts
 
@@ -30,11 +32,34 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int
     return lines
 
 
+def _episode_lines(runs: Sequence[LoadedRun]) -> list[str]:
+    """The agent-episode summary: one table row per (provider, condition)
+    (:func:`bench.report.episodes.condition_summary`); [] without episodes."""
+    conditions = condition_summary(runs)
+    if not conditions:
+        return []
+    total = sum(c["episodes"] for c in conditions)
+    rows = [[c["provider"], c["variant"], c["episodes"],
+             format_rate(c["rate"], c["low"], c["high"], c["n"]),
+             "-" if c["steps"] is None else f"{c['steps']:.1f}",
+             "-" if c["recovery"] is None else f"{c['recovery']:.2f}",
+             ", ".join(f"{reason} {n}" for reason, n in c["stops"].items())]
+            for c in conditions]
+    lines = ["", f"**Agent episodes** ({count(total, 'episode')}; task success with 95% "
+                 "Wilson intervals, trials counted as independent episodes; recovery: mean "
+                 "over episodes that saw an error result)", ""]
+    return lines + _table(["provider", "condition", "episodes", "task success (95% CI)",
+                           "mean steps", "mean recovery", "stop reasons"], rows,
+                          right_from=2, right_to=6)
+
+
 def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | None = None,
                     comparison: Comparison | None = None) -> str:
     """The summary: a warning line per run that is not complete (rows done / planned, see
     :func:`bench.report.data.incomplete_runs`), headline rates with 95% Wilson intervals per
-    (provider, variant), pass / fail / unparseable counts, error-code counts and, when given,
+    (provider, variant), pass / fail / unparseable counts (an episode passes when its task
+    succeeded), an agent-episode table per condition when there are episodes
+    (task success, mean steps and recovery, stop reasons), error-code counts and, when given,
     the comparison's lines.
 
     Args:
@@ -75,6 +100,7 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
               "tool-def tokens", *(["cost USD"] if "cost_usd" in summary else []),
               "pass / fail / unparseable"]
     lines += _table(header, rows, right_from=2)
+    lines += _episode_lines(runs)
     counts = error_code_counts(all_rows(runs))
     codes = sorted({c for g in counts for c in g["counts"]})
     if codes:

@@ -16,6 +16,17 @@
     if (cls) node.className = cls;
     return node;
   }
+  // anchors are the page's own ids ("ep-<n>"), never model output
+  function link(href, text) {
+    var a = el("a", text);
+    a.href = href;
+    return a;
+  }
+  function timelineLink(id) {  // opens the episode's <details> as it jumps there
+    var a = link("#" + id, "step-by-step timeline");
+    a.addEventListener("click", function () { document.getElementById(id).open = true; });
+    return a;
+  }
   function fill(id, values) {
     var select = document.getElementById(id);
     values.forEach(function (value, i) {
@@ -38,6 +49,7 @@
   function haystack(row) {
     var c = data.cases[row[F.case]];
     return [c[0], c[1], row[F.raw], row[F.text], row[F.parse_error],
+            row[F.episode] ? row[F.episode][1] : "",
             row[F.codes].map(function (i) { return data.codes[i]; }).join(" "),
             JSON.stringify(row[F.calls])].join("\n").toLowerCase();
   }
@@ -96,12 +108,21 @@
     var box = el("div", null, "detail");
     block(box, "query", c[1]);
     block(box, "tags", c[2].map(function (i) { return data.tags[i]; }).join(", "));
-    block(box, "expected calls", expectedText(c[3]));
+    block(box, row[F.episode] ? "required calls" : "expected calls", expectedText(c[3]));
+    var episode = row[F.episode];
+    if (episode) {
+      block(box, "episode trajectory", episode[1]);
+      box.appendChild(episode[0] ? timelineLink(episode[0]) :
+                      el("p", "(this episode's timeline is not drawn: the Episodes section " +
+                         "shows a sample; results.jsonl has every step)", "note"));
+    }
     block(box, "raw response", row[F.raw]);
     block(box, "parse error", row[F.parse_error]);
     block(box, "model text", row[F.text]);
-    block(box, "parsed calls", row[F.calls].length ? callsText(row[F.calls]) :
-          (row[F.parse_error] ? null : "(no call)"));
+    if (!episode) {  // an episode's calls are in its trajectory
+      block(box, "parsed calls", row[F.calls].length ? callsText(row[F.calls]) :
+            (row[F.parse_error] ? null : "(no call)"));
+    }
     block(box, "executor result", row[F.execution]);
     block(box, "error codes", row[F.codes].map(function (i) { return data.codes[i]; }).join(", "));
     block(box, "argument errors", row[F.argument_errors].join("\n"));
