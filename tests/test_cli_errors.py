@@ -16,7 +16,8 @@ def assert_one_line_error(result, *fragments):
 @pytest.mark.slow
 def test_unknown_dataset(run_bench):
     assert_one_line_error(run_bench("run", "--dataset", "nope"), "unknown dataset 'nope'",
-                          "known: analytics, ecommerce, logistics")
+                          "known: analytics, analytics-episodes, ecommerce, "
+                          "ecommerce-episodes, logistics, logistics-episodes")
 
 
 @pytest.mark.slow

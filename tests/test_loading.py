@@ -80,7 +80,8 @@ def test_unknown_tool_and_argument(tmp_path):
 
 
 def test_unknown_dataset_and_variant_list_known_names(project):
-    with pytest.raises(BenchError, match="known: analytics, ecommerce, logistics"):
+    with pytest.raises(BenchError, match="known: analytics, analytics-episodes, ecommerce, "
+                       "ecommerce-episodes, logistics, logistics-episodes"):
         load_dataset("nope")
     with pytest.raises(BenchError, match="available: l3, l10, l30, l50"):
         load_variant("ecommerce", "l7")
