@@ -94,6 +94,7 @@ def test_every_toolset_ships_an_episode_dataset():
         assert dataset(f"{toolset}-episodes").toolsets == [toolset]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EPISODE_DATASETS)
 def test_loads_with_labels_that_fit_every_variant(name):
     data = dataset(name)
@@ -154,6 +155,7 @@ def test_each_episode_has_the_shape_of_its_pattern(name):
     assert problems == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EPISODE_DATASETS)
 def test_state_checks_fail_before_a_required_write_and_hold_otherwise(name):
     """On the untouched starting state, an episode that must write has a failing state check
