@@ -158,6 +158,7 @@ def test_single_cases_refuse_episode_fields():
                              "forbidden_calls": [{"name": "cancel_order"}]})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields, field", [
     ({"success": {"state_checks": [{"sql": "SELECT nope FROM orders", "expect": []}]}},
      "success.state_checks.0.sql"),
@@ -311,6 +312,7 @@ def test_the_embedded_models_episode_layout_carries_the_final_answers_words(proj
     assert runner.config.no_call_layout == "reply-tool-message"
 
 
+@pytest.mark.slow
 def test_bench_run_prints_pass_at_k_and_pass_hat_k_of_task_success(run_bench, project):
     (project / "lucky.py").write_text(
         "PAID = 'ORD20250142'\n"
