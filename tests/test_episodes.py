@@ -330,3 +330,23 @@ def test_bench_run_prints_pass_at_k_and_pass_hat_k_of_task_success(run_bench, pr
                 and "│ l3 " in x and "%" in x and "pass" not in x and x.count("%") == 4)
     # one success in three trials: pass@1 = 1/3, pass^1 = 1/3, pass@3 = 1, pass^3 = 0
     assert [c.strip() for c in line.split("│")[4:8]] == ["33.3%", "33.3%", "100.0%", "0.0%"]
+
+
+def test_the_gate_gates_episode_task_success_against_its_baseline(project):
+    from bench.gate.config import GateConfig
+    from bench.gate.core import build_baseline, compare_with_baseline, run_gate
+
+    register_function("careful-gate", agent)
+    register_function("stubborn-gate", stubborn)
+    cases = _dataset(project, *(episode(id=f"ep-{i}") for i in range(8)))
+    good = GateConfig(dataset=cases, variants=["l3"], providers=["function:careful-gate"],
+                      metrics=["task_success"], floors={"task_success": 0.9})
+    base = run_gate(good, run_id="gate-good", project=Project(project))
+    baseline = build_baseline(good, base)
+    assert base.frame["task_success"].all()
+    worse = run_gate(good.model_copy(update={"providers": ["function:stubborn-gate"]}),
+                     run_id="gate-bad", project=Project(project))
+    frame = worse.frame.assign(provider="function:careful-gate")  # same group as the baseline
+    comparison = compare_with_baseline(good, frame, baseline)
+    test = next(t for t in comparison.tests if t.metric == "task_success")
+    assert (test.a_only, test.b_only) == (8, 0) and test.verdict == "regression"
