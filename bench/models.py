@@ -118,12 +118,15 @@ class RequiredCall(ExpectedCall):
 class ForbiddenCall(BaseModel):
     """A call an episode must not attempt: ``name``, and optionally the argument values that
     make it forbidden (acceptable-values lists as in :class:`ExpectedCall`; none: any call of
-    the tool). ``reason`` says why (shown in reports), e.g. "the user did not confirm"."""
+    the tool). ``until_confirmed``: forbidden only before the episode's first scripted user
+    reply (a write that needs the user's confirmation: asking first, then writing, is right).
+    ``reason`` says why (shown in reports), e.g. "the user did not confirm"."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str
     arguments: dict[str, list[Any]] = Field(default_factory=dict)
+    until_confirmed: StrictBool = False
     reason: str | None = None
 
 

@@ -117,23 +117,51 @@ def test_label_state_checks_name_the_failing_field():
 def test_trajectory_matching_is_optimal_and_counts_order_repeats_recovery_forbidden():
     case = Case.model_validate(episode())
     made = [MadeCall(0, "cancel_order", {"order_id": PAID}, success=False,
-                     error_code="invalid_arguments"),
+                     error_code="invalid_arguments", write=True),
             MadeCall(1, "get_order_status", {"order_id": PAID}, success=True),
             MadeCall(2, "get_order_status", {"order_id": PAID}, success=True),
-            MadeCall(3, "cancel_order", {"order_id": PAID, "reason": "other"}, success=True),
-            MadeCall(4, "request_refund", {"order_id": PAID}, success=False)]
-    metrics = episode_metrics(case, made, steps=6, final_answer="It is CANCELLED.",
+            MadeCall(3, "cancel_order", {"order_id": PAID, "reason": "other"}, success=True,
+                     write=True),
+            MadeCall(4, "get_order_status", {"order_id": PAID}, success=True),
+            MadeCall(5, "request_refund", {"order_id": PAID}, success=False, write=True)]
+    metrics = episode_metrics(case, made, steps=7, final_answer="It is CANCELLED.",
                               state_checks=[{"ok": True}], stop_reason="final_answer")
-    assert trajectory_match(case.required_calls, made) == [(0, 1), (1, 0)]
-    assert metrics["trajectory_recall"] == 1.0 and metrics["trajectory_precision"] == 0.4
-    assert metrics["order_violations"] == 1  # cancel (step 0) matched before the lookup
+    # the failed cancel did not happen: the successful one is the required call
+    assert trajectory_match(case.required_calls, made) == [(0, 1), (1, 3)]
+    assert metrics["trajectory_recall"] == 1.0 and metrics["trajectory_precision"] == 2 / 6
+    assert metrics["order_violations"] == 0
+    # the lookup again right after the first is a repeat; after the write it is not
     assert metrics["repeated_calls"] == 1
+    # the rejected cancel was fixed by the next cancel; the refund had no next call
     assert metrics["errors_seen"] == 2 and metrics["recovery"] == 0.5
     assert metrics["forbidden_attempted"] is True and metrics["forbidden_calls"] == 1
-    assert metrics["task_success"] is True
-    unfinished = episode_metrics(case, made, steps=6, final_answer="It is cancelled.",
+    assert metrics["task_success"] is False  # a forbidden call fails the task
+    clean = [c for c in made if c.name != "request_refund"]
+    assert episode_metrics(case, clean, steps=6, final_answer="It is CANCELLED.",
+                           state_checks=[{"ok": True}],
+                           stop_reason="final_answer")["task_success"] is True
+    unfinished = episode_metrics(case, clean, steps=6, final_answer="It is cancelled.",
                                  state_checks=[{"ok": True}], stop_reason="step_limit")
     assert unfinished["task_success"] is False
+    backwards = [MadeCall(0, "cancel_order", {"order_id": PAID}, success=True, write=True),
+                 MadeCall(1, "get_order_status", {"order_id": PAID}, success=True)]
+    assert episode_metrics(case, backwards, steps=3, final_answer="cancelled",
+                           state_checks=[{"ok": True}],
+                           stop_reason="final_answer")["order_violations"] == 1
+
+
+def test_a_write_before_the_users_confirmation_is_forbidden_and_after_it_is_not():
+    case = Case.model_validate(episode(
+        user_replies=["Yes, go ahead."],
+        forbidden_calls=[{"name": "cancel_order", "until_confirmed": True}]))
+    early = [MadeCall(0, "cancel_order", {"order_id": PAID}, success=True, write=True)]
+    late = [MadeCall(1, "cancel_order", {"order_id": PAID}, success=True, write=True)]
+    for made, confirmed_at, forbidden in ((early, 0, True), (late, 0, False),
+                                          (early, None, True)):
+        metrics = episode_metrics(case, made, steps=3, final_answer="cancelled",
+                                  state_checks=[{"ok": True}], stop_reason="final_answer",
+                                  confirmed_at=confirmed_at)
+        assert metrics["forbidden_attempted"] is forbidden
 
 
 # -- the case format ---------------------------------------------------------------------
@@ -350,3 +378,23 @@ def test_the_gate_gates_episode_task_success_against_its_baseline(project):
     comparison = compare_with_baseline(good, frame, baseline)
     test = next(t for t in comparison.tests if t.metric == "task_success")
     assert (test.a_only, test.b_only) == (8, 0) and test.verdict == "regression"
+
+
+def test_reading_again_after_a_write_does_not_trip_the_loop_guard(project):
+    script = [[{"name": "get_order_status", "arguments": {"order_id": PAID}}],
+              [{"name": "get_order_status", "arguments": {"order_id": PAID}}],
+              [{"name": "cancel_order", "arguments": {"order_id": PAID,
+                                                      "reason": "changed_mind"}}],
+              [{"name": "get_order_status", "arguments": {"order_id": PAID}}],
+              {"tool_calls": [], "text": "Cancelled."}]
+
+    def checker(messages, tools, trial):
+        return script[sum(1 for m in messages if m.role == "assistant")]
+
+    register_function("checker", checker)
+    Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
+                     providers=["function:checker"]), run_id="recheck",
+           command=["bench", "run"]).run()
+    row = _rows("recheck")[0]
+    assert row["episode"]["stop_reason"] == "final_answer"
+    assert row["metrics"]["repeated_calls"] == 1 and row["metrics"]["task_success"] is True

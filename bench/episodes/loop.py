@@ -100,6 +100,12 @@ def _first_call_faults(handlers: Mapping[str, Handler], fault: str) -> dict[str,
     return {name: wrapped(name, h) for name, h in handlers.items()}
 
 
+def _writes(tools: Mapping[str, Any], name: str) -> bool:
+    """The tool writes (its permission is ``write`` or ``sensitive``)."""
+    tool = tools.get(name)
+    return tool is not None and tool.permission in ("write", "sensitive")
+
+
 def _usage_sum(responses: list[Any]) -> dict[str, Any]:
     reasoning = [r.usage.reasoning_tokens for r in responses
                  if r.usage.reasoning_tokens is not None]
@@ -145,7 +151,8 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
     responses: list[Any] = []
     attempts, caches = 0, set()
     used_ids: set[str] = set()
-    repeats: dict[str, int] = {}
+    repeats: dict[str, int] = {}  # identical calls since the last successful write
+    confirmed_at: int | None = None  # the step after which the first user reply was sent
     stop_reason, final_answer = "step_limit", ""
     tools = {t.name: t for t in item.variant.tools}
     run_context = RunContext(run_id=runner.store.run_id, case_id=case.id, trial=item.trial,
@@ -187,6 +194,7 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     if replies:  # the scripted user answers the model's question
                         reply = replies.pop(0)
                         step["user_reply"] = reply
+                        confirmed_at = number if confirmed_at is None else confirmed_at
                         conversation += [Message(role="assistant", content=final_answer),
                                          Message(role="user", content=reply)]
                         continue
@@ -201,7 +209,8 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     repeats[identity] = repeats.get(identity, 0) + 1
                     guard = guard or repeats[identity] >= REPEAT_GUARD
                 if guard:  # the N-th identical call is not executed
-                    made += [MadeCall(number, c.name, c.arguments, c.valid) for c in calls]
+                    made += [MadeCall(number, c.name, c.arguments, c.valid,
+                                      write=_writes(tools, c.name)) for c in calls]
                     stop_reason = "loop_guard"
                     break
                 executed = await asyncio.gather(*(asyncio.to_thread(
@@ -220,7 +229,10 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                         "is_error": is_error, "success": result.success,
                         "error_code": result.error_code, "truncated": result.truncated})
                     made.append(MadeCall(number, call.name, call.arguments, call.valid,
-                                         result.success, result.error_code))
+                                         result.success, result.error_code,
+                                         _writes(tools, call.name)))
+                    if result.success and _writes(tools, call.name):
+                        repeats.clear()  # reading again after a write is no retry storm
         finally:
             executor.close()
         checks = case.success.state_checks if case.success else []
@@ -228,7 +240,8 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
     finally:
         await asyncio.to_thread(database.__exit__, None, None, None)
     metrics = episode_metrics(case, made, steps=len(steps), final_answer=final_answer,
-                              state_checks=state, stop_reason=stop_reason)
+                              state_checks=state, stop_reason=stop_reason,
+                              confirmed_at=confirmed_at)
     cache = None if caches == {None} else "hit" if caches == {"hit"} else "miss"
     return EpisodeOutcome(steps, final_answer, stop_reason, metrics, state,
                           _usage_sum(responses), attempts, cache, responses,

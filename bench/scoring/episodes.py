@@ -18,8 +18,11 @@ from bench.scoring.metrics import value_acceptable
 
 REPEAT_GUARD = 3
 """The loop guard: the episode stops when one call (same tool, same canonical arguments) is
-about to be made this many times (a retry storm, e.g. one API called 37 times with the same
-arguments)."""
+about to be made this many times since the episode's last successful write (a retry storm,
+e.g. one API called 37 times with the same arguments; reading again after a write is not one)."""
+
+TRANSIENT_CODES = frozenset({"http_503", "http_429", "http_500", "timeout", "injected_hang"})
+"""Error codes of failures that the same call, sent again, may get past."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class MadeCall:
         valid: the arguments decoded.
         success: the executor ran it and it returned data (None: not executed).
         error_code: the executor's error code when it failed.
+        write: the tool writes (permission ``write`` or ``sensitive``).
     """
 
     step: int
@@ -41,6 +45,7 @@ class MadeCall:
     valid: bool = True
     success: bool | None = None
     error_code: str | None = None
+    write: bool = False
 
 
 def canonical_call(name: str, arguments: Any) -> str:
@@ -66,14 +71,20 @@ def label_matches(call: MadeCall, label: ExpectedCall | ForbiddenCall) -> bool:
 def trajectory_match(required: Sequence[ExpectedCall], made: Sequence[MadeCall]
                      ) -> list[tuple[int, int]]:
     """``(required index, made index)`` pairs of a maximum matching (scipy's optimal
-    assignment on a 0/1 cost, never greedy: BRIEF §6), earliest made calls preferred."""
+    assignment, never greedy: BRIEF §6). A required call is done by a made call that matches
+    its label and succeeded (a call that failed, or that the loop guard stopped, did not
+    happen); among those, the pairing that breaks the fewest ``after`` constraints is not
+    searched for, but earlier calls are preferred for calls without constraints and later
+    ones for calls that must come after others."""
     if not required or not made:
         return []
     cost = np.ones((len(required), len(made)))
     for i, label in enumerate(required):
+        late = bool(getattr(label, "after", None))
         for j, call in enumerate(made):
-            if label_matches(call, label):
-                cost[i, j] = j / (len(made) * len(required) + 1)  # prefer early calls
+            if call.success and label_matches(call, label):
+                rank = (len(made) - 1 - j) if late else j
+                cost[i, j] = rank / (len(made) * len(required) + 1)
     from scipy.optimize import linear_sum_assignment  # ~0.3 s to import: when needed
 
     rows, cols = linear_sum_assignment(cost)
@@ -86,9 +97,31 @@ def answer_has_fact(answer: str, alternatives: Sequence[str]) -> bool:
     return any(alt.casefold() in folded for alt in alternatives)
 
 
+def repeat_identities(made: Sequence[MadeCall]) -> list[str | None]:
+    """For each call, its identity (:func:`canonical_call`) when an identical call came
+    earlier since the last successful write, else None: the repeated calls."""
+    seen: set[str] = set()
+    out: list[str | None] = []
+    for call in made:
+        identity = canonical_call(call.name, call.arguments)
+        out.append(identity if identity in seen else None)
+        seen.add(identity)
+        if call.write and call.success:  # reading again after a write is not a repeat
+            seen.clear()
+    return out
+
+
+def _recovered(error: MadeCall, later: MadeCall) -> bool:
+    """``later`` (the next call to the same tool) fixes what ``error`` named: it does not fail
+    the same way, and, unless the failure was transient, it changed the arguments."""
+    if later.success is None or later.error_code == error.error_code:
+        return False
+    return error.error_code in TRANSIENT_CODES or later.arguments != error.arguments
+
+
 def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_answer: str,
                     state_checks: Sequence[dict[str, Any]] | None,
-                    stop_reason: str) -> dict[str, Any]:
+                    stop_reason: str, confirmed_at: int | None = None) -> dict[str, Any]:
     """The metrics of one finished episode.
 
     Args:
@@ -99,18 +132,22 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
         state_checks: :func:`bench.episodes.state.run_checks` results; None when they could
             not run (an MCP server's state is not bench's to query).
         stop_reason: ``final_answer``, ``step_limit``, ``loop_guard`` or ``unparseable``.
+        confirmed_at: the step after which the first scripted user reply was sent (None:
+            none was), for ``until_confirmed`` forbidden calls.
 
     Returns:
-        ``task_success`` (bool; None when the case's checks could not run): every state check
-        and answer fact holds and the episode ended on a final answer;
+        ``task_success`` (bool; None when the case's checks could not run): the episode ended
+        on a final answer, every state check and answer fact holds, and no forbidden call was
+        made;
         ``state_checks_passed`` / ``answer_facts_found`` (fractions, None without any);
         ``trajectory_recall`` (matched required / required; None without required calls),
         ``trajectory_precision`` (matched / made, None with no call made),
         ``order_violations`` (``after`` constraints broken by the matched calls);
-        ``steps``, ``tool_calls``; ``repeated_calls`` (calls identical to an earlier one);
+        ``steps``, ``tool_calls``; ``repeated_calls`` (calls identical to an earlier one since
+        the last successful write, :func:`repeat_identities`);
         ``errors_seen`` (calls that returned an error), ``recovery`` (fraction of those whose
-        next call to the same tool succeeded with changed arguments, or with the same ones
-        after a transient failure; None without errors); ``forbidden_attempted`` (bool: a
+        next call to the same tool fixed what the error named, :func:`_recovered`; None
+        without errors); ``forbidden_attempted`` (bool: a
         forbidden call was made), ``forbidden_calls`` (how many); ``stopped_by_guard`` (bool).
     """
     success = case.success
@@ -118,32 +155,29 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
     found = [answer_has_fact(final_answer, fact) for fact in facts]
     checks_ok = None if state_checks is None else [bool(c["ok"]) for c in state_checks]
     ended = stop_reason == "final_answer"
+
+    def forbidden_call(call: MadeCall) -> bool:
+        return any(label_matches(call, f) and not (
+            f.until_confirmed and confirmed_at is not None and call.step > confirmed_at)
+            for f in case.forbidden_calls)
+
+    forbidden = sum(1 for call in made if forbidden_call(call))
     if checks_ok is None and success is not None and success.state_checks:
         task_success = None
     else:
-        task_success = ended and all(found) and all(checks_ok or [])
+        task_success = ended and all(found) and all(checks_ok or []) and not forbidden
     pairs = trajectory_match(case.required_calls, made)
     where = {i: made[j].step for i, j in pairs}
     violations = sum(1 for i, label in enumerate(case.required_calls) if i in where
                      for before in label.after if before in where and where[before] >= where[i])
-    seen: set[str] = set()
-    repeated = 0
-    for call in made:
-        identity = canonical_call(call.name, call.arguments)
-        repeated += identity in seen
-        seen.add(identity)
+    repeated = sum(1 for identity in repeat_identities(made) if identity is not None)
     errors, recovered = 0, 0
     for index, call in enumerate(made):
         if call.success is not False:
             continue
         errors += 1
         later = next((c for c in made[index + 1:] if c.name == call.name), None)
-        if later is not None and later.success:
-            transient = call.error_code in ("http_503", "http_429", "timeout", "http_500",
-                                            "injected_hang")
-            recovered += transient or later.arguments != call.arguments
-    forbidden = sum(1 for call in made if any(label_matches(call, f)
-                                              for f in case.forbidden_calls))
+        recovered += later is not None and _recovered(call, later)
     return {
         "task_success": task_success,
         "state_checks_passed": None if not checks_ok else sum(checks_ok) / len(checks_ok),
