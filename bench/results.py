@@ -31,7 +31,10 @@ SCHEMA_VERSION = 1
 """The version of :class:`Row`, :class:`Manifest` and :class:`TraceRecord` this bench writes
 (0: the release before the contract, records without ``schema_version``)."""
 
-_CONFIG = ConfigDict(extra="allow", strict=True, frozen=False, populate_by_name=True)
+# allow_inf_nan=False: a hand-edited Infinity passed ``ge=0`` and broke every JSON writer
+# downstream (the report's page data); bench itself writes non-finite numbers as null
+_CONFIG = ConfigDict(extra="allow", strict=True, frozen=False, populate_by_name=True,
+                     allow_inf_nan=False)
 
 
 class SchemaTooNew(ValueError):

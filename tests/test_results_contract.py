@@ -212,3 +212,22 @@ def project_store(project: Path, run_id: str) -> RunStore:
 def _app():  # noqa: ANN202
     from bench.cli import app
     return app
+
+
+@pytest.mark.parametrize("field, text", [("latency_s", "Infinity"), ("cost_usd", "NaN"),
+                                         ("billed_usd", "-Infinity")])
+def test_a_non_finite_number_is_named_by_field(legacy_run: Path, project: Path, field: str,
+                                                text: str):
+    # a hand-edited Infinity passed ``ge=0`` and then broke `bench report` with a traceback
+    path = legacy_run / "results.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = {key: value for key, value in json.loads(lines[1]).items() if key != field}
+    lines[1] = json.dumps(row)[:-1] + f', "{field}": {text}}}'
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = project_store(project, "legacy")
+    with pytest.raises(BenchError) as raised:
+        list(store.load_rows(store.load_manifest()))
+    assert (raised.value.field, raised.value.line) == (field, 2)
+    assert "finite" in str(raised.value)
+    result = CliRunner().invoke(_app(), ["report", "legacy", "--format", "md", "-o", "-"])
+    assert result.exit_code != 0 and "finite" in str(result.exception or result.output)
