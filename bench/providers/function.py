@@ -76,6 +76,9 @@ def resolve(spec: str) -> Answer:
     except ImportError as exc:
         raise BenchError(f"provider 'function:{spec}': cannot import '{module_name}': "
                          f"{exc}") from None
+    except Exception as exc:  # the user's module failed while importing (syntax, its code)
+        raise BenchError(f"provider 'function:{spec}': cannot import '{module_name}': "
+                         f"{type(exc).__name__}: {exc}") from None
     answer = getattr(module, attribute, None)
     if not callable(answer):
         raise BenchError(f"provider 'function:{spec}': '{module_name}' has no callable "
@@ -115,7 +118,9 @@ class FunctionProvider(Provider):
             else:
                 result = await asyncio.to_thread(self._answer, list(messages), list(tools),
                                                  trial)
-        except Exception as exc:  # the user's code: one line, no traceback
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            # the user's code: one line, no traceback. Its SystemExit or KeyboardInterrupt is
+            # not a stop of bench (signals reach the run's loop, never this await)
             raise BenchError(f"provider '{self.provider_id}': the function raised "
                              f"{type(exc).__name__}: {exc}") from None
         return self.response(result, tools, started)
@@ -127,10 +132,14 @@ class FunctionProvider(Provider):
         Raises:
             BenchError: ``result`` is neither text, a list nor a dict.
         """
-        if isinstance(result, list):
-            text = json.dumps({"tool_calls": result}, ensure_ascii=False, default=str)
-        elif isinstance(result, dict):  # {"tool_calls": [...], "text": "..."}
-            text = json.dumps(result, ensure_ascii=False, default=str)
+        if isinstance(result, (list, dict)):  # calls, or {"tool_calls": [...], "text": "..."}
+            try:
+                text = json.dumps({"tool_calls": result} if isinstance(result, list) else result,
+                                  ensure_ascii=False, default=str)
+            except (ValueError, RecursionError) as exc:  # a circular or absurdly deep value
+                raise BenchError(f"provider '{self.provider_id}': the function returned "
+                                 f"an answer that is not JSON ({type(exc).__name__}: "
+                                 f"{exc})") from None
         elif isinstance(result, str):
             text = result
         else:
