@@ -19,12 +19,15 @@ first tool, keyword rules) and checking the pipeline without a model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import hashlib
 import importlib
 import inspect
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -86,6 +89,39 @@ def resolve(spec: str) -> Answer:
     return answer
 
 
+async def _in_daemon_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in a new daemon thread (the caller's context variables copied, as
+    :func:`asyncio.to_thread` does), awaited. Not :func:`asyncio.to_thread`: asyncio.run and
+    the interpreter's exit join the default executor's threads, so a function that never
+    returns kept the process alive after the run had stopped.
+
+    Raises:
+        BaseException: whatever ``function`` raised.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(error: BaseException | None, result: Any) -> None:
+        if not future.done():  # cancelled meanwhile: the run stopped waiting
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+    def work() -> None:
+        error, result = None, None
+        try:
+            result = context.run(function, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, error, result)
+
+    threading.Thread(target=work, name="bench-function", daemon=True).start()
+    return await future
+
+
 class FunctionProvider(Provider):
     """A provider whose answers come from ``answer(messages, tools, trial)``.
 
@@ -104,8 +140,9 @@ class FunctionProvider(Provider):
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                        variant_key: str, trial: int) -> ProviderResponse:
         """Call the function and parse its answer like a model's. A coroutine function is
-        awaited; a plain one runs in a worker thread (:func:`asyncio.to_thread`), so a slow
-        one never stalls the run's event loop.
+        awaited; a plain one runs in a daemon thread of its own (:func:`_in_daemon_thread`),
+        so a slow one never stalls the run's event loop and a hung one never keeps a stopped
+        run's process alive.
 
         Raises:
             BenchError: the function raised (its message, one line) or returned neither text
@@ -116,7 +153,7 @@ class FunctionProvider(Provider):
             if inspect.iscoroutinefunction(self._answer):
                 result = await self._answer(list(messages), list(tools), trial)
             else:
-                result = await asyncio.to_thread(self._answer, list(messages), list(tools),
+                result = await _in_daemon_thread(self._answer, list(messages), list(tools),
                                                  trial)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             # the user's code: one line, no traceback. Its SystemExit or KeyboardInterrupt is
