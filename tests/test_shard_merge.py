@@ -279,3 +279,18 @@ def test_merge_refuses_other_datasets_and_descriptions(project, server):
     run(server, "s2-spec", "2/2")
     error = refusal("s1", "s2-spec")
     assert "differs from run 's1' in variants.l3.sha256 (toolset 'ecommerce')" in error.message
+
+
+def test_merge_refuses_a_shard_trace_line_that_breaks_the_contract(project, server):
+    # merge checked only for a JSON object: the bad line moved into the merged run, whose
+    # `bench traces` then named the merged file instead of the shard's
+    runs = project / "reports" / "runs"
+    run(server, "s1", "1/2", execute=True)
+    run(server, "s2", "2/2", execute=True)
+    traces = runs / "s2" / "traces.jsonl"
+    lines = traces.read_text(encoding="utf-8").splitlines()
+    traces.write_text("\n".join([*lines, json.dumps({"tool": 5})]) + "\n", encoding="utf-8")
+    error = refusal("s1", "s2", run_id="merged")
+    assert "corrupt trace line" in error.message and error.field == "tool"
+    assert (error.file, error.line) == (str(traces), len(lines) + 1)
+    assert not list(runs.glob(".merge-*")) and not (runs / "merged").exists()
