@@ -98,9 +98,17 @@ def test_shards_partition_the_plan_evenly_whatever_its_order(project):
 def test_shard_forms():
     assert parse_shard("1/4") == (1, 4) and parse_shard("4/4") == (4, 4)
     assert parse_shard("01/4") == (1, 4)
-    for bad in ("0/4", "5/4", "a/b", "2", "1/0", "-1/4", " 1/4", "1/4/2", "1.0/4", ""):
-        with pytest.raises(ValueError, match="must be i/n with 1 <= i <= n"):
+    assert parse_shard("10000/10000") == (10000, 10000)
+    # "1/99999999999": merge listed every missing shard and built every slice (it hung);
+    # "１/２": full-width digits matched \d
+    for bad in ("0/4", "5/4", "a/b", "2", "1/0", "-1/4", " 1/4", "1/4/2", "1.0/4", "",
+                "1/10001", "1/99999999999", "\uff11/\uff12"):
+        with pytest.raises(ValueError, match="must be i/n with 1 <= i <= n <= 10000"):
             parse_shard(bad)
+    from pydantic import ValidationError
+    from bench.runner import RunConfig
+    with pytest.raises(ValidationError, match="n <= 10000"):  # a stored config too
+        RunConfig(shard="1/99999999999")
 
 
 @pytest.mark.parametrize("form", ["0/4", "5/4", "a/b", "2"])
@@ -109,7 +117,7 @@ def test_a_bad_shard_is_a_one_line_usage_error(run_bench, form):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("error: bench run: Invalid value for '--shard'"), lines[0]
-    assert f"must be i/n with 1 <= i <= n, e.g. 1/4, not '{form}'" in lines[0]
+    assert f"must be i/n with 1 <= i <= n <= 10000, e.g. 1/4, not '{form}'" in lines[0]
 
 
 def test_merged_shards_equal_the_unsharded_run(project, server, run_bench):
