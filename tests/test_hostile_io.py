@@ -147,3 +147,19 @@ def test_a_function_that_never_returns_does_not_keep_a_stopped_run_alive(project
     assert process.returncode == 130, stderr
     assert "finish with: bench run --resume hung" in stderr and "Traceback" not in stderr
     assert json.loads(manifest_path.read_text())["status"] == "interrupted"
+
+
+def test_a_bench_home_that_is_a_file_is_named(tmp_path):
+    """BENCH_HOME set to a file read as a project without datasets: "unknown dataset
+    'ecommerce' (known: none ...)" sent the user looking in the wrong place."""
+    home = tmp_path / "not-a-folder"
+    home.write_text("", encoding="utf-8")
+    env = {**os.environ, "BENCH_HOME": str(home),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for args in (("show", "x"), ("run", "--limit", "1", "--provider", "oracle")):
+        result = subprocess.run([sys.executable, "-m", "bench", *args], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip() == \
+            f"error: {home}: $BENCH_HOME is not a folder (the project holding datasets/ and " \
+            "descriptions/)", result.stderr
