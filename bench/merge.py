@@ -44,6 +44,7 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.jsonl import loads
 from bench.paths import runs_dir
 from bench.plural import count
+from bench.results import TraceRecord, validation_problem
 from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
 
@@ -250,7 +251,8 @@ def _copy_traces(shard: Shard, target: Path, run_id: str) -> None:
     """Append the shard's complete ``traces.jsonl`` lines to ``target``, ``run_id`` replaced.
 
     Raises:
-        BenchError: a complete trace line that is not a JSON object (file and line).
+        BenchError: a complete trace line that is not a :class:`bench.results.TraceRecord`
+            (file, line and field), or written by a newer bench.
     """
     from bench.executor.traces import TRACES
     source = shard.store.dir / TRACES
@@ -267,6 +269,13 @@ def _copy_traces(shard: Shard, target: Path, run_id: str) -> None:
             if not isinstance(record, dict):
                 raise BenchError("corrupt trace line: not a JSON object", file=source,
                                  line=number)
+            try:  # checked here, so that the error names the shard's file, not the merge's
+                TraceRecord.model_validate(record)
+            except ValidationError as exc:
+                field, problem = validation_problem(exc)
+                raise BenchError(f"trace line: {problem}" if "newer bench" in problem
+                                 else f"corrupt trace line: {problem}", file=source,
+                                 line=number, field=field) from None
             record["run_id"] = run_id
             out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
         out.flush()

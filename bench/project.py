@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping
 
+from bench.errors import BenchError
+
 if TYPE_CHECKING:
     from bench.results import Row
     from bench.runstore import RunStore
@@ -55,11 +57,19 @@ class Project:
         current directory) when it holds ``datasets/`` and ``descriptions/``; else the
         checkout holding this package (an editable install). ``$BENCH_CACHE_DIR`` sets
         :attr:`cache_root`. Only the CLI's edge (and :func:`current_project`'s fallback)
-        calls this."""
+        calls this.
+
+        Raises:
+            BenchError: ``$BENCH_HOME`` names something that is not a folder (a folder that
+                does not exist yet is accepted: a run creates its ``reports/``).
+        """
         environ = os.environ if environ is None else environ
         cache = environ.get("BENCH_CACHE_DIR") or None
         home = environ.get("BENCH_HOME")
         if home:
+            if Path(home).exists() and not Path(home).is_dir():
+                raise BenchError("$BENCH_HOME is not a folder (the project holding datasets/ "
+                                 "and descriptions/)", file=home)
             return cls(Path(home), Path(cache) if cache else None)
         cwd = Path.cwd() if cwd is None else cwd
         if (cwd / "datasets").is_dir() and (cwd / "descriptions").is_dir():

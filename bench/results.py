@@ -31,7 +31,10 @@ SCHEMA_VERSION = 1
 """The version of :class:`Row`, :class:`Manifest` and :class:`TraceRecord` this bench writes
 (0: the release before the contract, records without ``schema_version``)."""
 
-_CONFIG = ConfigDict(extra="allow", strict=True, frozen=False, populate_by_name=True)
+# allow_inf_nan=False: a hand-edited Infinity passed ``ge=0`` and broke every JSON writer
+# downstream (the report's page data); bench itself writes non-finite numbers as null
+_CONFIG = ConfigDict(extra="allow", strict=True, frozen=False, populate_by_name=True,
+                     allow_inf_nan=False)
 
 
 class SchemaTooNew(ValueError):
@@ -52,6 +55,7 @@ def migrate(data: Any, kind: str) -> Any:
 
     Raises:
         SchemaTooNew: ``schema_version`` is above :data:`SCHEMA_VERSION`.
+        ValueError: ``schema_version`` is negative.
     """
     if not isinstance(data, dict):
         return data
@@ -59,10 +63,13 @@ def migrate(data: Any, kind: str) -> Any:
     if type(version) is int and version > SCHEMA_VERSION:
         raise SchemaTooNew(f"written by a newer bench (schema_version {version}; this bench "
                            f"reads up to {SCHEMA_VERSION}): upgrade bench to read it")
+    if type(version) is int and version < 0:
+        raise ValueError(f"schema_version {version} is not a version (0 to {SCHEMA_VERSION})")
     if version == SCHEMA_VERSION:
         return data
-    if version == 0 and "schema_version" not in data:
-        data = {"schema_version": SCHEMA_VERSION, **data}
+    if type(version) is int and version == 0:  # absent, or written out as 0 by hand
+        data = {"schema_version": SCHEMA_VERSION,
+                **{k: v for k, v in data.items() if k != "schema_version"}}
         metrics = data.get("metrics") if kind == "row" else None
         if isinstance(metrics, dict) and ("exec_success" in metrics or "exec_match" in metrics):
             renamed = dict(metrics)

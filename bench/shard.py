@@ -27,20 +27,26 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:  # the runner imports this module
     from bench.runner.plan import PlanItem
 
-SHARD_PATTERN = re.compile(r"(\d+)/(\d+)")
-SHARD_FORM = "i/n with 1 <= i <= n, e.g. 1/4"
+# ASCII digits only: \d alone also matched full-width and other scripts' digits
+SHARD_PATTERN = re.compile(r"([0-9]+)/([0-9]+)")
+MAX_SHARDS = 10_000
+"""The most shards of one plan: far past a CI matrix (GitHub Actions runs at most 256 jobs of
+one matrix), and bounds what ``bench merge`` does per shard of the split (it lists each
+missing one and rebuilds each one's slice)."""
+SHARD_FORM = f"i/n with 1 <= i <= n <= {MAX_SHARDS}, e.g. 1/4"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``"i/n"`` as ``(i, n)``: shard ``i`` (1-based) of ``n``.
 
     Raises:
-        ValueError: ``text`` is not two whole numbers ``i/n`` with ``1 <= i <= n`` (the
-            message says the expected form and repeats ``text``).
+        ValueError: ``text`` is not two whole numbers ``i/n`` (ASCII digits) with
+            ``1 <= i <= n <=`` :data:`MAX_SHARDS` (the message says the expected form and
+            repeats ``text``).
     """
     match = SHARD_PATTERN.fullmatch(text)
     index, total = (int(match[1]), int(match[2])) if match else (0, 0)
-    if not 1 <= index <= total:
+    if not 1 <= index <= total <= MAX_SHARDS:
         raise ValueError(f"must be {SHARD_FORM}, not '{text}'")
     return index, total
 
@@ -70,9 +76,10 @@ def shard_plan(plan: Sequence["PlanItem"], index: int, total: int) -> list["Plan
         keeps the plan's grouping by variant).
 
     Raises:
-        ValueError: ``index`` is not within ``1..total``.
+        ValueError: ``index`` is not within ``1..total``, or ``total`` is above
+            :data:`MAX_SHARDS`.
     """
-    if not 1 <= index <= total:
+    if not 1 <= index <= total <= MAX_SHARDS:
         raise ValueError(f"shard must be {SHARD_FORM}, not {index}/{total}")
     ranked = sorted(range(len(plan)), key=lambda position: shard_order(plan[position]))
     chosen = set(ranked[index - 1::total])

@@ -110,3 +110,56 @@ def test_a_full_disk_names_the_file_and_the_resume_and_fails_the_manifest(projec
     finally:
         if mounted:
             subprocess.run(["umount", str(runs)], check=False)
+
+
+@pytest.mark.slow
+def test_a_function_that_never_returns_does_not_keep_a_stopped_run_alive(project):
+    """A plain answer function runs in a thread; a stopped run must still exit. In the
+    default executor's thread a hung function kept the process alive after two SIGINTs
+    (asyncio.run and the interpreter's exit join those threads)."""
+    import signal
+    import time
+    (project / "hangs.py").write_text(
+        "import time\n\ndef answer(messages, tools, trial):\n    time.sleep(10**6)\n",
+        encoding="utf-8")
+    manifest_path = project / "reports" / "runs" / "hung" / "manifest.json"
+    env = {**os.environ, "BENCH_HOME": str(project),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench", "run", "--provider", "function:hangs:answer",
+         "--variants", "l3", "--limit", "2", "--no-execute", "--run-id", "hung"],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (manifest_path.is_file() and '"running"' in manifest_path.read_text()):
+            assert process.poll() is None and time.monotonic() < deadline, \
+                process.communicate()[1]
+            time.sleep(0.2)
+        time.sleep(1.0)  # the requests are in flight (the function has been called)
+        process.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "finish with: bench run --resume hung" in stderr and "Traceback" not in stderr
+    assert json.loads(manifest_path.read_text())["status"] == "interrupted"
+
+
+def test_a_bench_home_that_is_a_file_is_named(tmp_path):
+    """BENCH_HOME set to a file read as a project without datasets: "unknown dataset
+    'ecommerce' (known: none ...)" sent the user looking in the wrong place."""
+    home = tmp_path / "not-a-folder"
+    home.write_text("", encoding="utf-8")
+    env = {**os.environ, "BENCH_HOME": str(home),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for args in (("show", "x"), ("run", "--limit", "1", "--provider", "oracle")):
+        result = subprocess.run([sys.executable, "-m", "bench", *args], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip() == \
+            f"error: {home}: $BENCH_HOME is not a folder (the project holding datasets/ and " \
+            "descriptions/)", result.stderr

@@ -148,3 +148,50 @@ def test_the_bench_command_imports_a_function_module_from_the_current_directory(
     assert result.returncode == 0, result.stderr
     assert "cannot import" not in result.stderr
     assert "rows in" in result.stderr
+
+
+def test_a_function_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch):
+    # only ImportError was caught: a syntax error or an exception at import was a traceback
+    (tmp_path / "broken_syntax.py").write_text("def answer(:\n", encoding="utf-8")
+    (tmp_path / "raises_at_import.py").write_text("raise ValueError('no key set')\n",
+                                                  encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BenchError, match=r"cannot import 'broken_syntax': SyntaxError"):
+        make_provider("function:broken_syntax:answer")
+    with pytest.raises(BenchError, match=r"cannot import 'raises_at_import': ValueError: "
+                                         r"no key set"):
+        make_provider("function:raises_at_import:answer")
+
+
+def circular(messages, tools, trial):  # noqa: ANN001, ANN201
+    calls: list = [{"name": tools[0].name, "arguments": {}}]
+    calls[0]["arguments"]["self"] = calls
+    return calls
+
+
+def too_deep(messages, tools, trial):  # noqa: ANN001, ANN201
+    value: list = []
+    for _ in range(100_000):
+        value = [value]
+    return [{"name": tools[0].name, "arguments": {"x": value}}]
+
+
+def exits(messages, tools, trial):  # noqa: ANN001, ANN201
+    raise SystemExit(3)
+
+
+@pytest.mark.parametrize("answer, why", [
+    (circular, "returned an answer that is not JSON"),
+    (too_deep, "returned an answer that is not JSON"),
+    (exits, "the function raised SystemExit: 3")])
+def test_a_function_that_misbehaves_stops_the_run_in_one_line(project, answer, why):
+    # each was a traceback (json's RecursionError, ValueError) or a silent exit 3 (SystemExit)
+    register_function(answer.__name__, answer)
+    runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=1, execute=False,
+                              providers=[f"function:{answer.__name__}"]),
+                    run_id=answer.__name__, command=["bench", "run"])
+    with pytest.raises(BenchError) as raised:
+        runner.run()
+    assert why in str(raised.value) and "\n" not in str(raised.value)
+    manifest = json.loads((runs_dir() / answer.__name__ / "manifest.json").read_text())
+    assert manifest["status"] == "failed"

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from bench.errors import BenchError
@@ -212,3 +213,36 @@ def project_store(project: Path, run_id: str) -> RunStore:
 def _app():  # noqa: ANN202
     from bench.cli import app
     return app
+
+
+@pytest.mark.parametrize("field, text", [("latency_s", "Infinity"), ("cost_usd", "NaN"),
+                                         ("billed_usd", "-Infinity")])
+def test_a_non_finite_number_is_named_by_field(legacy_run: Path, project: Path, field: str,
+                                                text: str):
+    # a hand-edited Infinity passed ``ge=0`` and then broke `bench report` with a traceback
+    path = legacy_run / "results.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = {key: value for key, value in json.loads(lines[1]).items() if key != field}
+    lines[1] = json.dumps(row)[:-1] + f', "{field}": {text}}}'
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = project_store(project, "legacy")
+    with pytest.raises(BenchError) as raised:
+        list(store.load_rows(store.load_manifest()))
+    assert (raised.value.field, raised.value.line) == (field, 2)
+    assert "finite" in str(raised.value)
+    result = CliRunner().invoke(_app(), ["report", "legacy", "--format", "md", "-o", "-"])
+    assert result.exit_code != 0 and "finite" in str(result.exception or result.output)
+
+
+def test_an_explicit_version_0_is_migrated_and_a_negative_one_refused():
+    # an explicit 0 skipped the migration (exec_success was dropped, not renamed) and -5 was
+    # kept, and written back by bench merge
+    old = json.loads(LEGACY.joinpath("results.jsonl").read_text(encoding="utf-8")
+                     .splitlines()[0])
+    metrics = {k: v for k, v in old["metrics"].items() if not k.startswith("execution_")}
+    row = Row.model_validate({**old, "schema_version": 0,
+                              "metrics": {**metrics, "exec_success": True}})
+    assert row.schema_version == SCHEMA_VERSION and row.metrics.execution_success is True
+    for version in (-1, -5):
+        with pytest.raises(ValidationError, match=f"schema_version {version} is not a version"):
+            Row.model_validate({**old, "schema_version": version})

@@ -98,9 +98,17 @@ def test_shards_partition_the_plan_evenly_whatever_its_order(project):
 def test_shard_forms():
     assert parse_shard("1/4") == (1, 4) and parse_shard("4/4") == (4, 4)
     assert parse_shard("01/4") == (1, 4)
-    for bad in ("0/4", "5/4", "a/b", "2", "1/0", "-1/4", " 1/4", "1/4/2", "1.0/4", ""):
-        with pytest.raises(ValueError, match="must be i/n with 1 <= i <= n"):
+    assert parse_shard("10000/10000") == (10000, 10000)
+    # "1/99999999999": merge listed every missing shard and built every slice (it hung);
+    # "１/２": full-width digits matched \d
+    for bad in ("0/4", "5/4", "a/b", "2", "1/0", "-1/4", " 1/4", "1/4/2", "1.0/4", "",
+                "1/10001", "1/99999999999", "\uff11/\uff12"):
+        with pytest.raises(ValueError, match="must be i/n with 1 <= i <= n <= 10000"):
             parse_shard(bad)
+    from pydantic import ValidationError
+    from bench.runner import RunConfig
+    with pytest.raises(ValidationError, match="n <= 10000"):  # a stored config too
+        RunConfig(shard="1/99999999999")
 
 
 @pytest.mark.parametrize("form", ["0/4", "5/4", "a/b", "2"])
@@ -109,7 +117,7 @@ def test_a_bad_shard_is_a_one_line_usage_error(run_bench, form):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("error: bench run: Invalid value for '--shard'"), lines[0]
-    assert f"must be i/n with 1 <= i <= n, e.g. 1/4, not '{form}'" in lines[0]
+    assert f"must be i/n with 1 <= i <= n <= 10000, e.g. 1/4, not '{form}'" in lines[0]
 
 
 def test_merged_shards_equal_the_unsharded_run(project, server, run_bench):
@@ -279,3 +287,18 @@ def test_merge_refuses_other_datasets_and_descriptions(project, server):
     run(server, "s2-spec", "2/2")
     error = refusal("s1", "s2-spec")
     assert "differs from run 's1' in variants.l3.sha256 (toolset 'ecommerce')" in error.message
+
+
+def test_merge_refuses_a_shard_trace_line_that_breaks_the_contract(project, server):
+    # merge checked only for a JSON object: the bad line moved into the merged run, whose
+    # `bench traces` then named the merged file instead of the shard's
+    runs = project / "reports" / "runs"
+    run(server, "s1", "1/2", execute=True)
+    run(server, "s2", "2/2", execute=True)
+    traces = runs / "s2" / "traces.jsonl"
+    lines = traces.read_text(encoding="utf-8").splitlines()
+    traces.write_text("\n".join([*lines, json.dumps({"tool": 5})]) + "\n", encoding="utf-8")
+    error = refusal("s1", "s2", run_id="merged")
+    assert "corrupt trace line" in error.message and error.field == "tool"
+    assert (error.file, error.line) == (str(traces), len(lines) + 1)
+    assert not list(runs.glob(".merge-*")) and not (runs / "merged").exists()

@@ -19,12 +19,15 @@ first tool, keyword rules) and checking the pipeline without a model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import hashlib
 import importlib
 import inspect
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -76,11 +79,47 @@ def resolve(spec: str) -> Answer:
     except ImportError as exc:
         raise BenchError(f"provider 'function:{spec}': cannot import '{module_name}': "
                          f"{exc}") from None
+    except Exception as exc:  # the user's module failed while importing (syntax, its code)
+        raise BenchError(f"provider 'function:{spec}': cannot import '{module_name}': "
+                         f"{type(exc).__name__}: {exc}") from None
     answer = getattr(module, attribute, None)
     if not callable(answer):
         raise BenchError(f"provider 'function:{spec}': '{module_name}' has no callable "
                          f"'{attribute}'")
     return answer
+
+
+async def _in_daemon_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in a new daemon thread (the caller's context variables copied, as
+    :func:`asyncio.to_thread` does), awaited. Not :func:`asyncio.to_thread`: asyncio.run and
+    the interpreter's exit join the default executor's threads, so a function that never
+    returns kept the process alive after the run had stopped.
+
+    Raises:
+        BaseException: whatever ``function`` raised.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(error: BaseException | None, result: Any) -> None:
+        if not future.done():  # cancelled meanwhile: the run stopped waiting
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+    def work() -> None:
+        error, result = None, None
+        try:
+            result = context.run(function, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, error, result)
+
+    threading.Thread(target=work, name="bench-function", daemon=True).start()
+    return await future
 
 
 class FunctionProvider(Provider):
@@ -101,8 +140,9 @@ class FunctionProvider(Provider):
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                        variant_key: str, trial: int) -> ProviderResponse:
         """Call the function and parse its answer like a model's. A coroutine function is
-        awaited; a plain one runs in a worker thread (:func:`asyncio.to_thread`), so a slow
-        one never stalls the run's event loop.
+        awaited; a plain one runs in a daemon thread of its own (:func:`_in_daemon_thread`),
+        so a slow one never stalls the run's event loop and a hung one never keeps a stopped
+        run's process alive.
 
         Raises:
             BenchError: the function raised (its message, one line) or returned neither text
@@ -113,9 +153,11 @@ class FunctionProvider(Provider):
             if inspect.iscoroutinefunction(self._answer):
                 result = await self._answer(list(messages), list(tools), trial)
             else:
-                result = await asyncio.to_thread(self._answer, list(messages), list(tools),
+                result = await _in_daemon_thread(self._answer, list(messages), list(tools),
                                                  trial)
-        except Exception as exc:  # the user's code: one line, no traceback
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            # the user's code: one line, no traceback. Its SystemExit or KeyboardInterrupt is
+            # not a stop of bench (signals reach the run's loop, never this await)
             raise BenchError(f"provider '{self.provider_id}': the function raised "
                              f"{type(exc).__name__}: {exc}") from None
         return self.response(result, tools, started)
@@ -127,10 +169,14 @@ class FunctionProvider(Provider):
         Raises:
             BenchError: ``result`` is neither text, a list nor a dict.
         """
-        if isinstance(result, list):
-            text = json.dumps({"tool_calls": result}, ensure_ascii=False, default=str)
-        elif isinstance(result, dict):  # {"tool_calls": [...], "text": "..."}
-            text = json.dumps(result, ensure_ascii=False, default=str)
+        if isinstance(result, (list, dict)):  # calls, or {"tool_calls": [...], "text": "..."}
+            try:
+                text = json.dumps({"tool_calls": result} if isinstance(result, list) else result,
+                                  ensure_ascii=False, default=str)
+            except (ValueError, RecursionError) as exc:  # a circular or absurdly deep value
+                raise BenchError(f"provider '{self.provider_id}': the function returned "
+                                 f"an answer that is not JSON ({type(exc).__name__}: "
+                                 f"{exc})") from None
         elif isinstance(result, str):
             text = result
         else:
