@@ -75,12 +75,13 @@ IDS = {"openai": ["call_a", "call_b", "call_c"],
 BASE = {"openai": "/v1", "openai-responses": "/v1", "anthropic": "", "gemini": ""}
 
 
-def run_episode(project, tmp_path, server, kind):
-    """Run the one-episode dataset through ``kind``'s adapter; return (row, requests)."""
+def run_episode(project, tmp_path, server, kind, script=None):
+    """Run the one-episode dataset through ``kind``'s adapter, the server answering
+    ``script`` (default ``SCRIPTS[kind]``); return (row, requests)."""
     dataset = tmp_path / "episodes.jsonl"
     dataset.write_text(json.dumps(CASE) + "\n", encoding="utf-8")
     server.clear()
-    server.script(*(Reply(body=body) for body in SCRIPTS[kind]))
+    server.script(*(Reply(body=body) for body in script or SCRIPTS[kind]))
     provider_id = f"{kind}:model-test"
     config = RunConfig(dataset=str(dataset), variants=["l3"], providers=[provider_id])
     runner = Runner(config, run_id=f"wire-{kind}", provider_factory=lambda pid, cfg:
@@ -201,3 +202,27 @@ def test_gemini_function_response_error_or_output(project, tmp_path, server):
     assert requests[0].body["contents"] == [user]
     assert requests[1].body["contents"] == [user, first, results]
     assert requests[2].body["contents"] == [user, first, results, second, last]
+
+
+def test_gemini_thought_signatures_go_back_with_their_calls(project, tmp_path, server):
+    # Gemini 3 signs a turn's first functionCall part and answers HTTP 400 when a later
+    # request's history drops the signature ("Function call is missing a
+    # thought_signature"): each must be sent back unchanged, on the part it came with
+    first_sig, second_sig = "c2lnbmF0dXJlLUE=", "c2lnbmF0dXJlLUI="  # base64, as sent
+    script = [gemini_body(calls=STEP1, thought_signature=first_sig),
+              gemini_body(calls=STEP2, thought_signature=second_sig), gemini_body(text=FINAL)]
+    row, requests = run_episode(project, tmp_path, server, "gemini", script)
+    check_results_sent(row)
+    a, b, c = IDS["gemini"]
+    first = {"role": "model", "parts": [
+        {"functionCall": {"id": a, "name": "get_order_status", "args": {"order_id": FOUND}},
+         "thoughtSignature": first_sig},
+        {"functionCall": {"id": b, "name": "get_order_status",
+                          "args": {"order_id": MISSING}}}]}
+    second = {"role": "model", "parts": [
+        {"functionCall": {"id": c, "name": "track_shipment",
+                          "args": {"tracking_number": PARCEL}},
+         "thoughtSignature": second_sig}]}
+    assert requests[1].body["contents"][1] == first
+    assert requests[2].body["contents"][1] == first
+    assert requests[2].body["contents"][3] == second

@@ -214,7 +214,8 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     for call in calls))
                 conversation.append(Message(
                     role="assistant", content=parsed.text or None,
-                    tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                    tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments,
+                                 **({"signature": c.signature} if c.signature else {})}
                                 for c in calls]))
                 for call, result in zip(calls, executed):
                     content, is_error = render_result(result, factors)
