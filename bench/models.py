@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 Permission = Literal["read", "write", "sensitive"]
 # Names that become folder or file names (toolsets, variants): no separators, no leading dot.
@@ -262,6 +271,10 @@ class ToolCall(BaseModel):
         raw_arguments: the exact string or object received.
         notes: decode notes (e.g. ``"truncated"``, ``"double_encoded"``).
         valid: False when the arguments could not be decoded into an object.
+        signature: an opaque token the provider wants sent back with this call in the later
+            turns of the conversation, unchanged (Gemini's ``thoughtSignature``, base64 text;
+            Gemini 3 answers HTTP 400 to a history without it). None for most calls, and
+            then left out of dumps.
     """
 
     id: str
@@ -270,3 +283,11 @@ class ToolCall(BaseModel):
     raw_arguments: Any = None
     notes: list[str] = Field(default_factory=list)
     valid: bool = True
+    signature: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_signature(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("signature") is None:
+            data.pop("signature", None)  # rows and cache entries stay as they were
+        return data

@@ -246,11 +246,14 @@ class RawCall:
         id: the provider's call id (None when it gave none).
         name: the tool name.
         arguments: a JSON string, an object, ``""`` or None, exactly as received.
+        signature: a token to send back with the call in later turns (see
+            :attr:`bench.models.ToolCall.signature`), or None.
     """
 
     id: str | None
     name: str
     arguments: Any = None
+    signature: str | None = None
 
 
 def answer_from_calls(calls: Sequence[RawCall], *, text: str | None, truncated: bool,
@@ -285,7 +288,7 @@ def answer_from_calls(calls: Sequence[RawCall], *, text: str | None, truncated: 
                                arguments=arguments if valid else {},
                                raw_arguments=storable(call.arguments,
                                                       walk="too_deep" in notes), notes=notes,
-                               valid=valid))
+                               valid=valid, signature=call.signature))
     prose = clean_text(text)[0] or None
     if truncated:
         if parsed:

@@ -220,7 +220,10 @@ class RowEpisode(_Record):
     ``calls`` (``{id, name, arguments, valid}``), ``results`` (``{call_id, tool, content,
     is_error, error_code, success}``: exactly what was sent back), ``error`` (the answer
     could not be decoded), ``usage`` (tokens), ``latency_s`` (seconds), ``cache``,
-    ``finish_reason``; a scripted user reply adds ``user_reply``.
+    ``finish_reason``, ``messages_sha256`` (the digest of the conversation the step was
+    asked with, :func:`bench.providers.cache.messages_digest`) and ``parsed`` (the answer as
+    :class:`bench.parse.ParsedAnswer` dumped: ``replay:<run>`` answers the step from it); a
+    scripted user reply adds ``user_reply``.
     """
 
     stop_reason: str = Field(description="final_answer, step_limit, loop_guard or unparseable")

@@ -31,6 +31,7 @@ from bench.executor.faults import oversized_payload
 from bench.executor.outcome import CallContext, RunContext, ToolError
 from bench.executor.pipeline import Executor, ExecutorConfig
 from bench.models import Message, ToolCall
+from bench.providers.cache import messages_digest
 from bench.scoring.episodes import REPEAT_GUARD, MadeCall, canonical_call, episode_metrics
 
 UNCAPPED_TOKENS = 10 ** 9
@@ -180,11 +181,15 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                 attempts += outcome.attempts
                 caches.add(outcome.cache)
                 parsed = response.parsed
+                # the step's conversation digest and parsed answer: what replay:<run> needs
+                # to answer this step again (bench.providers.replay)
                 step: dict[str, Any] = {
                     "step": number, "text": parsed.text or "", "calls": [], "results": [],
                     "error": parsed.error, "usage": response.usage.model_dump(),
                     "latency_s": round(response.latency_s, 6), "cache": outcome.cache,
-                    "finish_reason": response.finish_reason}
+                    "finish_reason": response.finish_reason,
+                    "messages_sha256": messages_digest(step_item.case.messages),
+                    "parsed": parsed.model_dump()}
                 steps.append(step)
                 if parsed.error:
                     stop_reason = "unparseable"
@@ -218,7 +223,8 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     for call in calls))
                 conversation.append(Message(
                     role="assistant", content=parsed.text or None,
-                    tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                    tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments,
+                                 **({"signature": c.signature} if c.signature else {})}
                                 for c in calls]))
                 for call, result in zip(calls, executed):
                     content, is_error = render_result(result, factors)

@@ -13,11 +13,13 @@ from bench.models import Message
 
 @dataclass
 class HistoryCall:
-    """An earlier assistant tool call, id assigned."""
+    """An earlier assistant tool call, id assigned; ``signature``: the token its provider
+    wants back with it (:attr:`bench.models.ToolCall.signature`), or None."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    signature: str | None = None
 
 
 @dataclass
@@ -51,7 +53,8 @@ def _call_parts(raw: dict[str, Any]) -> tuple[str | None, str, Any]:
 def history(messages: Sequence[Message]) -> list[Turn]:
     """The case's conversation with every tool result paired to the call it answers.
 
-    Earlier assistant calls may be canonical (``{"id", "name", "arguments"}``) or OpenAI-shaped
+    Earlier assistant calls may be canonical (``{"id", "name", "arguments"}``, optionally
+    ``"signature"``) or OpenAI-shaped
     (``{"id", "type": "function", "function": {"name", "arguments": "<json>"}}``). A call
     without id gets ``call_<turn>_<i>``; a tool message without ``tool_call_id`` answers the
     oldest unanswered call.
@@ -75,7 +78,9 @@ def history(messages: Sequence[Message]) -> list[Turn]:
                 if not isinstance(arguments, dict):
                     raise ValueError(f"messages[{position}].tool_calls[{index}]: arguments "
                                      "must be a JSON object")
-                call = HistoryCall(call_id or f"call_{position}_{index}", name, arguments)
+                signature = raw.get("signature")
+                call = HistoryCall(call_id or f"call_{position}_{index}", name, arguments,
+                                   signature if isinstance(signature, str) else None)
                 calls.append(call)
                 known[call.id] = call
             pending = list(calls)

@@ -45,7 +45,8 @@ def _parts(turn: Turn) -> list[dict[str, Any]]:
                                            "response": response}})
     elif turn.content:
         parts.append({"text": turn.content})
-    return parts + [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments}}
+    return parts + [{"functionCall": {"id": c.id, "name": c.name, "args": c.arguments},
+                     **({"thoughtSignature": c.signature} if c.signature else {})}
                     for c in turn.calls]
 
 
@@ -207,7 +208,8 @@ class GeminiProvider(HTTPProvider):
                                   summary=summary, usage=counted, request_id=request_id)
         candidate = reply.candidates[0]
         parts = (candidate.content or GeminiContent()).parts or []
-        calls = [RawCall(p.function_call.id, p.function_call.name or "", p.function_call.args)
+        calls = [RawCall(p.function_call.id, p.function_call.name or "", p.function_call.args,
+                         p.thought_signature)
                  for p in parts if p.function_call is not None]
         text = "".join(p.text or "" for p in parts if not p.thought)
         finish = clean_text(candidate.finish_reason)[0]
@@ -285,11 +287,13 @@ class FunctionCall(_Gemini):
 
 
 class Part(_Gemini):
-    """``content.parts[]``: ``text``, ``functionCall``; ``thought: true`` marks thoughts."""
+    """``content.parts[]``: ``text``, ``functionCall``; ``thought: true`` marks thoughts;
+    ``thoughtSignature`` (base64 text) signs the part and must go back with it."""
 
     text: str | None = None
     thought: bool | None = None
     function_call: FunctionCall | None = None
+    thought_signature: str | None = None
 
 
 class GeminiContent(_Gemini):

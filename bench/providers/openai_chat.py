@@ -146,7 +146,10 @@ class OpenAIChatProvider(HTTPProvider):
                 out.append({"role": "tool", "tool_call_id": turn.call_id,
                             "content": turn.content})
             elif turn.calls:
-                out.append({"role": "assistant", "content": turn.content or None,
+                # content is optional beside tool_calls (OpenAI API reference, assistant
+                # message): left out when empty, as llama.cpp's Python server rejects null
+                out.append({"role": "assistant",
+                            **({"content": turn.content} if turn.content else {}),
                             "tool_calls": [{"id": c.id, "type": "function",
                                             "function": {"name": c.name, "arguments": json.dumps(
                                                 c.arguments, ensure_ascii=False)}}

@@ -4,7 +4,8 @@
 under ``reports/runs``; ``replay:<source>#<provider-id>`` picks one recorded provider when the
 source holds several (e.g. ``replay:nightly#local``). An answer is found by the conversation's
 digest, the tool list's digest and the trial index, so a changed description or query is a
-miss, never a stale answer.
+miss, never a stale answer. In a run, an episode row answers each of its steps (keyed on the
+conversation that step was asked with), never the episode as a whole.
 """
 
 from __future__ import annotations
@@ -37,6 +38,48 @@ class ReplayMiss(ProviderError):
         super().__init__(message, error_class="permanent")
         self.source = source
         self.recorded_providers = list(recorded_providers)
+
+
+def response_from_step(row: Row, step: dict[str, Any],
+                       source: Path | None = None) -> ProviderResponse:
+    """Rebuild the :class:`ProviderResponse` one step of an episode row was answered with
+    (the step's ``parsed``, ``usage``, ``finish_reason`` and ``latency_s``).
+
+    Raises:
+        BenchError: the step's ``parsed`` or ``usage`` is not of that shape (names
+            ``source``, the row's key and the field).
+    """
+    where = f"episode.steps.{step.get('step')}"
+    parts: dict[str, Any] = {}
+    for name, model in (("parsed", ParsedAnswer), ("usage", Usage)):
+        try:
+            parts[name] = model.model_validate(step.get(name) or {})
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            raise BenchError(f"corrupt result row (key {row.key}): {message}", file=source,
+                             field=f"{where}.{name}" + (f".{field}" if field else "")) \
+                from None
+    latency = step.get("latency_s")
+    return ProviderResponse(
+        raw=None, parsed=parts["parsed"], finish_reason=step.get("finish_reason"),
+        usage=parts["usage"], latency_s=latency if isinstance(latency, (int, float)) else 0.0,
+        tool_definition_tokens=row.tool_definition_tokens, request={})
+
+
+def replay_entries(row: Row) -> list[tuple[tuple[str | None, str | None, int],
+                                           dict[str, Any] | None]]:
+    """What a stored row can answer in a replay: ``((messages_sha256, tools_sha256, trial),
+    step)`` pairs. A single-answer row answers its case's conversation (step None); an
+    episode row answers each step's conversation from that step, and nothing when its steps
+    carry no ``messages_sha256`` (rows written before steps recorded it)."""
+    request = row.request
+    tools = request.tools_sha256 if request else None
+    if row.episode is None:
+        return [((request.messages_sha256 if request else None, tools, row.trial), None)]
+    return [((step["messages_sha256"], tools, row.trial), step)
+            for step in row.episode.steps
+            if isinstance(step, dict) and isinstance(step.get("messages_sha256"), str)
+            and isinstance(step.get("parsed"), dict)]
 
 
 def response_from_row(row: Row, source: Path | None = None) -> ProviderResponse:
@@ -94,7 +137,8 @@ class ReplayProvider(Provider):
             raise BenchError(f"provider '{provider_id}': give a run id or a cache file, "
                              "e.g. replay:<run-id> or replay:reports/cache/responses.sqlite")
         self._cache: ResponseCache | None = None
-        self._index: dict[tuple[str, str, int], list[Row]] = {}
+        self._index: dict[tuple[str | None, str | None, int],
+                          list[tuple[Row, dict[str, Any] | None]]] = {}
         self._recorded: set[str] = set()
         path = Path(self.source)
         project = project or active_project()
@@ -114,10 +158,8 @@ class ReplayProvider(Provider):
             self.kind = "run"
             self._results = store.results_path
             for row in store.load_rows():
-                request = row.request
-                key = (request.messages_sha256 if request else None,
-                       request.tools_sha256 if request else None, row.trial)
-                self._index.setdefault(key, []).append(row)
+                for key, step in replay_entries(row):
+                    self._index.setdefault(key, []).append((row, step))
                 self._recorded.add(row.provider)
         if self.only and self.only not in self._recorded:
             raise BenchError(f"provider '{provider_id}': the source has no answers from "
@@ -129,8 +171,9 @@ class ReplayProvider(Provider):
         if self._cache is not None:
             found = self._cache.find(*key)
         else:
-            found = [(row.provider, response_from_row(row, self._results))
-                     for row in self._index.get(key, [])]
+            found = [(row.provider, response_from_row(row, self._results) if step is None
+                      else response_from_step(row, step, self._results))
+                     for row, step in self._index.get(key, [])]
         return [(p, r) for p, r in found if not self.only or p == self.only]
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
