@@ -17,7 +17,8 @@ from bench.cli import app
 from bench.providers.function import register_function
 from bench.report.comparison import choose_comparison, comparison_view
 from bench.report.data import load_runs, row_outcome
-from bench.report.episodes import episodes_section, factor_success, sample_episodes
+from bench.report.episodes import (condition_summary, episodes_section, factor_success,
+                                   sample_episodes)
 from bench.report.html import render_html
 from bench.report.markdown import render_markdown
 from bench.report.table import format_rate
@@ -245,3 +246,11 @@ def test_cli_compare_prints_the_flipped_episodes(episode_run):
     assert f"task_success: {TRIALS} right in {ACTIONABLE}, wrong in {CONDITIONS[3]}" in output
     assert (f'B: get_order_status({{"order_id": "{ORDER}"}}) -> error http_503; final answer: '
             f'"Sorry {HOSTILE}, the service failed."') in output
+
+
+def test_per_condition_table_gives_pass_at_k_and_pass_hat_k_over_trials(episode_run, page):
+    summary = {c["variant"]: c["pass_k"] for c in condition_summary(episode_run)}
+    assert summary[CONDITIONS[0]] == (TRIALS, 1.0, 1.0)  # every trial succeeds
+    assert summary[CONDITIONS[3]] == (TRIALS, 0.0, 0.0)  # the bare 503: none does
+    assert f"pass@{TRIALS} 100.0% / pass^{TRIALS} 100.0%" in page
+    assert f"pass@{TRIALS} 0.0% / pass^{TRIALS} 0.0%" in page

@@ -22,7 +22,7 @@ from bench.report.data import (ARGUMENTS_LIMIT, ERROR_LIMIT, NAME_LIMIT, TEXT_LI
                                LoadedRun, cap_text, row_outcome,
                                variant_order)
 from bench.results import Row
-from bench.stats.intervals import wilson_interval
+from bench.stats.intervals import pass_at_k, pass_hat_k, wilson_interval
 
 MAX_EPISODES_SHOWN = 100
 """Episodes the HTML report draws a timeline for; beyond it, a sample (see
@@ -285,8 +285,11 @@ def condition_summary(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     """Per (provider, condition), conditions as :func:`condition_rank` orders them:
     ``provider``, ``variant``, ``episodes`` (rows), ``k``/``n``/``rate``/``low``/``high`` of task success (95% Wilson,
     trials as independent rows), ``steps`` (mean model answers), ``recovery`` (mean over
-    episodes that saw an error result; None when none did) and ``stops`` (stop reason ->
-    episodes). [] without episode rows."""
+    episodes that saw an error result; None when none did), ``stops`` (stop reason ->
+    episodes), and with several trials ``pass_k`` = ``(k, pass@k, pass^k)``: k the fewest
+    trials of a case, the unbiased estimates averaged over cases
+    (:func:`bench.stats.intervals.pass_at_k`, :func:`~bench.stats.intervals.pass_hat_k`);
+    None with one trial. [] without episode rows."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in episode_rows(runs):
         groups.setdefault((row.provider, row.variant), []).append(row)
@@ -300,7 +303,19 @@ def condition_summary(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
         steps = [r.metrics.steps for r in rows if r.metrics.steps is not None]
         recovery = [r.metrics.recovery for r in rows if r.metrics.recovery is not None]
         stops = Counter(r.episode.stop_reason for r in rows if r.episode is not None)
+        per_case: dict[str, list[bool]] = {}
+        for row in rows:
+            if row.metrics.task_success is not None:
+                per_case.setdefault(row.case_id, []).append(bool(row.metrics.task_success))
+        trials = min((len(v) for v in per_case.values()), default=0)
+        pass_k = None
+        if trials > 1:
+            tried = [len(v) for v in per_case.values()]
+            good = [sum(v) for v in per_case.values()]
+            pass_k = (trials, float(pass_at_k(tried, good, trials).mean()),
+                      float(pass_hat_k(tried, good, trials).mean()))
         out.append({"provider": provider, "variant": variant, "episodes": len(rows),
+                    "pass_k": pass_k,
                     "k": k, "n": n, "rate": k / n if n else None, "low": low, "high": high,
                     "steps": sum(steps) / len(steps) if steps else None,
                     "recovery": sum(recovery) / len(recovery) if recovery else None,
