@@ -398,3 +398,33 @@ def test_reading_again_after_a_write_does_not_trip_the_loop_guard(project):
     row = _rows("recheck")[0]
     assert row["episode"]["stop_reason"] == "final_answer"
     assert row["metrics"]["repeated_calls"] == 1 and row["metrics"]["task_success"] is True
+
+
+@pytest.mark.slow
+def test_an_episode_runs_its_calls_on_an_mcp_server(run_bench, project):
+    import sys
+    from pathlib import Path
+
+    server = Path(__file__).with_name("mcp_exec_server.py")
+    imported = run_bench("import", "mcp", "--name", "mcpexec", "--", sys.executable,
+                         str(server), timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    (project / "mcpagent.py").write_text(
+        "def answer(messages, tools, trial):\n"
+        "    if not any(m.role == 'tool' for m in messages):\n"
+        "        return [{'name': 'lookup_city', 'arguments': {'city': '北京'}}]\n"
+        "    return {'tool_calls': [], 'text': 'It is ' + messages[-1].content}\n")
+    case = {"id": "mcp-1", "toolset": "mcpexec", "lang": "en", "kind": "episode",
+            "messages": [{"role": "user", "content": "Canonical name of 北京?"}],
+            "success": {"answer_facts": [["Beijing"]]},
+            "required_calls": [{"name": "lookup_city"}]}
+    result = run_bench("run", "--dataset", _dataset(project, case), "--variants", "original",
+                       "--provider", "function:mcpagent:answer", "--execute-mcp",
+                       f"{sys.executable} {server}", "--run-id", "mcp-ep", timeout=300)
+    assert result.returncode == 0, result.stderr
+    row = _rows("mcp-ep")[0]
+    sent = row["episode"]["steps"][0]["results"][0]
+    assert sent["success"] and "Beijing" in sent["content"]
+    assert row["episode"]["state_checks"] is None  # the server's state is not bench's
+    assert row["metrics"]["task_success"] is True
+    assert row["metrics"]["trajectory_recall"] == 1.0
