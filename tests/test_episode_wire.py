@@ -115,16 +115,16 @@ def test_openai_chat_tool_messages_carry_tool_call_id(project, tmp_path, server)
     assert [r.path for r in requests] == ["/v1/chat/completions"] * 3
     a, b, c = IDS["openai"]
     user = {"role": "user", "content": QUESTION}
-    # no "content" beside tool_calls when the model wrote none (the OpenAI reference makes it
-    # optional then; llama.cpp's Python server rejects null)
-    first = {"role": "assistant", "tool_calls": [
+    # "" beside tool_calls when the model wrote nothing (llama.cpp's Python server rejects
+    # null, and its chat templates need a content)
+    first = {"role": "assistant", "content": "", "tool_calls": [
         {"id": a, "type": "function", "function": {"name": "get_order_status",
                                                    "arguments": json.dumps({"order_id": FOUND})}},
         {"id": b, "type": "function", "function": {"name": "get_order_status",
                                                    "arguments": json.dumps({"order_id": MISSING})}}]}
     results = [{"role": "tool", "tool_call_id": a, "content": found},
                {"role": "tool", "tool_call_id": b, "content": missing}]
-    second = {"role": "assistant", "tool_calls": [
+    second = {"role": "assistant", "content": "", "tool_calls": [
         {"id": c, "type": "function", "function": {"name": "track_shipment",
                                                    "arguments": json.dumps({"tracking_number": PARCEL})}}]}
     assert requests[0].body["messages"] == [user]

@@ -146,10 +146,9 @@ class OpenAIChatProvider(HTTPProvider):
                 out.append({"role": "tool", "tool_call_id": turn.call_id,
                             "content": turn.content})
             elif turn.calls:
-                # content is optional beside tool_calls (OpenAI API reference, assistant
-                # message): left out when empty, as llama.cpp's Python server rejects null
-                out.append({"role": "assistant",
-                            **({"content": turn.content} if turn.content else {}),
+                # "" rather than null: llama.cpp's Python server rejects null (its request
+                # type is str) and chat templates that read message.content fail without one
+                out.append({"role": "assistant", "content": turn.content,
                             "tool_calls": [{"id": c.id, "type": "function",
                                             "function": {"name": c.name, "arguments": json.dumps(
                                                 c.arguments, ensure_ascii=False)}}
