@@ -2,6 +2,7 @@
 ``python -m llama_cpp.server`` on loopback with the embedded SmolLM2 model, through the
 ``openai-compat`` adapter and the real openai SDK."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -24,20 +25,21 @@ WEATHER = Tool(name="get_weather", description="Get the current weather of a cit
 ASK = [Message(role="user", content="What is the weather in Paris?")]
 
 
-@pytest.fixture(scope="module")
-def llama_server():
-    """Start ``llama_cpp.server`` on a free loopback port; yield its ``/v1`` URL."""
+@contextlib.contextmanager
+def serve(model_path, alias="smollm2", n_ctx=2048):
+    """Run ``llama_cpp.server`` with ``model_path`` on a free loopback port; yield its
+    ``/v1`` URL (the model answers as ``alias``; ``n_ctx``: context window, tokens)."""
     pytest.importorskip("uvicorn", reason="llama-cpp-python's server extra is not installed")
-    from bench.providers.local import resolve_model_path, resolve_threads
+    from bench.providers.local import resolve_threads
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     threads = str(resolve_threads(None))
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_model_path(None)),
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", threads,
-         "--n_threads_batch", threads, "--model_alias", "smollm2", "--verbose", "false"],
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads",
+         threads, "--n_threads_batch", threads, "--model_alias", alias, "--verbose", "false"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -64,6 +66,15 @@ def llama_server():
             process.kill()
             process.wait()
         process.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """``llama_cpp.server`` with the default model; yields its ``/v1`` URL."""
+    from bench.providers.local import resolve_model_path
+
+    with serve(resolve_model_path(None)) as base:
+        yield base
 
 
 def compat(base, **options):
