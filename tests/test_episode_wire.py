@@ -17,7 +17,7 @@ import pytest
 from bench.providers import make_provider
 from bench.runner import RunConfig, Runner
 from fakeserver import (FakeServer, Reply, anthropic_body, chat_body, gemini_body,
-                        responses_body, set_dummy_keys)
+                        gemini_stream, responses_body, set_dummy_keys)
 
 QUESTION = ("Check orders ORD20250002 and ORD99999999, then tell me where the first one's "
             "parcel is.")
@@ -75,17 +75,20 @@ IDS = {"openai": ["call_a", "call_b", "call_c"],
 BASE = {"openai": "/v1", "openai-responses": "/v1", "anthropic": "", "gemini": ""}
 
 
-def run_episode(project, tmp_path, server, kind, script=None):
+def run_episode(project, tmp_path, server, kind, script=None, stream=None):
     """Run the one-episode dataset through ``kind``'s adapter, the server answering
-    ``script`` (default ``SCRIPTS[kind]``); return (row, requests)."""
+    ``script`` (default ``SCRIPTS[kind]``), each body sent as server-sent events by
+    ``stream`` when given (the adapter then asks for a stream); return (row, requests)."""
     dataset = tmp_path / "episodes.jsonl"
     dataset.write_text(json.dumps(CASE) + "\n", encoding="utf-8")
     server.clear()
-    server.script(*(Reply(body=body) for body in script or SCRIPTS[kind]))
+    server.script(*(Reply(events=stream(body)) if stream else Reply(body=body)
+                    for body in script or SCRIPTS[kind]))
     provider_id = f"{kind}:model-test"
     config = RunConfig(dataset=str(dataset), variants=["l3"], providers=[provider_id])
     runner = Runner(config, run_id=f"wire-{kind}", provider_factory=lambda pid, cfg:
-                    make_provider(pid, base_url=server.url + BASE[kind]))
+                    make_provider(pid, base_url=server.url + BASE[kind],
+                                  stream=stream is not None))
     runner.run()
     (row,) = list(runner.store.rows())
     return row, list(server.requests)
@@ -206,15 +209,19 @@ def test_gemini_function_response_error_or_output(project, tmp_path, server):
     assert requests[2].body["contents"] == [user, first, results, second, last]
 
 
-def test_gemini_thought_signatures_go_back_with_their_calls(project, tmp_path, server):
+@pytest.mark.parametrize("stream", [None, gemini_stream], ids=["body", "stream"])
+def test_gemini_thought_signatures_go_back_with_their_calls(project, tmp_path, server,
+                                                            stream):
     # Gemini 3 signs a turn's first functionCall part and answers HTTP 400 when a later
     # request's history drops the signature ("Function call is missing a
     # thought_signature"): each must be sent back unchanged, on the part it came with
     first_sig, second_sig = "c2lnbmF0dXJlLUE=", "c2lnbmF0dXJlLUI="  # base64, as sent
     script = [gemini_body(calls=STEP1, thought_signature=first_sig),
               gemini_body(calls=STEP2, thought_signature=second_sig), gemini_body(text=FINAL)]
-    row, requests = run_episode(project, tmp_path, server, "gemini", script)
+    row, requests = run_episode(project, tmp_path, server, "gemini", script, stream)
     check_results_sent(row)
+    method = "streamGenerateContent" if stream else "generateContent"
+    assert [r.path for r in requests] == [f"/v1beta/models/model-test:{method}"] * 3
     a, b, c = IDS["gemini"]
     first = {"role": "model", "parts": [
         {"functionCall": {"id": a, "name": "get_order_status", "args": {"order_id": FOUND}},
