@@ -39,6 +39,7 @@ ENDINGS = {"final_answer", "step_limit", "loop_guard"}
 
 
 def write_dataset(tmp_path):
+    """The one-episode dataset as a ``.jsonl`` file in ``tmp_path``."""
     path = tmp_path / "episodes.jsonl"
     path.write_text(json.dumps(CASE) + "\n", encoding="utf-8")
     return path

@@ -60,6 +60,7 @@ def answer(request):
 
 
 def rows_of(project, run_id):
+    """The run's rows by ``<case>|<trial>``."""
     path = project / "reports" / "runs" / run_id / "results.jsonl"
     return {row["key"].split("|")[0] + f"|{row['trial']}": row
             for row in map(json.loads, path.read_text(encoding="utf-8").splitlines())}

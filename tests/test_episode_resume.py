@@ -47,6 +47,7 @@ MODEL = textwrap.dedent('''
 
 
 def episode(case_id):
+    """A three-step episode case (lookup, tracking, answer) tagged with its id."""
     return {"id": case_id, "toolset": "ecommerce", "lang": "en", "kind": "episode",
             "messages": [{"role": "user", "content": f"[{case_id}] Where is ORD20250002?"}],
             "success": {"answer_facts": [["delivered"]]},

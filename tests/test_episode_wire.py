@@ -40,11 +40,13 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch):
+    """Dummy API keys: the SDKs only ever reach the loopback server."""
     set_dummy_keys(monkeypatch)
 
 
 @pytest.fixture(scope="module")
 def server():
+    """One fake server for the module (each run clears it first)."""
     with FakeServer() as fake:
         yield fake
 
