@@ -336,7 +336,10 @@ def run(
         _print_summary(run_name, runner.config.variants)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
-        if manifest["status"] == "complete":
+        if manifest["status"] == "complete" and not manifest["rows_done"]:
+            err.print("this run planned no rows (a shard larger than the plan, or no case "
+                      "selected): nothing to report")
+        elif manifest["status"] == "complete":
             compared = runner.config.variants[:2]
             err.print(f"next: bench report {run_name} (HTML in reports/{run_name}/)"
                       + (f"; bench compare {compared[0]} {compared[1]} --run {run_name}"

@@ -302,3 +302,10 @@ def test_merge_refuses_a_shard_trace_line_that_breaks_the_contract(project, serv
     assert "corrupt trace line" in error.message and error.field == "tool"
     assert (error.file, error.line) == (str(traces), len(lines) + 1)
     assert not list(runs.glob(".merge-*")) and not (runs / "merged").exists()
+
+
+def test_an_empty_shard_says_there_is_nothing_to_report(run_bench):
+    result = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "2",
+                       "--no-execute", "--shard", "3/3", "--run-id", "empty-shard")
+    assert result.returncode == 0, result.stderr
+    assert "planned no rows" in result.stderr and "next: bench report" not in result.stderr
