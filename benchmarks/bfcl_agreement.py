@@ -31,7 +31,6 @@ import argparse
 import ast
 import copy
 import importlib
-import itertools
 import json
 import subprocess
 import sys

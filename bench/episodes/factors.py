@@ -139,12 +139,6 @@ def render_result(outcome: ExecutionOutcome, factors: Factors) -> tuple[str, boo
     return error, True
 
 
-def fault_for(factors: Factors) -> str | None:
-    """The :class:`bench.executor.faults.FaultRule` kind of the condition's ``fault``."""
-    return {"none": None, "timeout": "timeout", "503": "server_error", "429": "rate_limit",
-            "huge": "oversized"}[factors.fault]
-
-
 def describe(factors: Factors) -> dict[str, Any]:
     """Every setting, as stored in a row's ``factors``."""
     return {name: getattr(factors, name) for name in FACTORS}
