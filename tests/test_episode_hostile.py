@@ -1,0 +1,70 @@
+"""Hostile episode labels and hostile scripted agents: what a dataset author or a model can
+send must end as a one-line error or a scored episode, never as a changed shared database, a
+file written elsewhere, a hang or a wrong score (a break-it review of agent episodes)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from bench.episodes.state import EpisodeDatabase, StateError, check_label_state
+from bench.executor.backends.shopdb import shop_db_path
+from bench.models import StateCheck
+
+
+def _orders() -> int:
+    conn = sqlite3.connect(f"{shop_db_path().resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM orders").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("overrides", [
+    ["COMMIT", "DELETE FROM orders"],
+    ["ROLLBACK", "DELETE FROM orders"],
+    ["END", "DELETE FROM orders"],
+])
+def test_a_label_cannot_end_the_load_time_transaction_and_write_the_shared_database(
+        overrides):
+    before = _orders()
+    with pytest.raises(StateError) as refused:
+        check_label_state(overrides, [])
+    assert refused.value.field == "state.overrides.0"
+    assert _orders() == before > 0
+
+
+@pytest.mark.parametrize("sql", [
+    "ATTACH DATABASE '{target}' AS x",
+    "VACUUM INTO '{target}'",
+])
+def test_label_sql_writes_no_file_outside_the_episode_copy(tmp_path, sql):
+    target = tmp_path / "written.db"
+    overrides = [sql.format(target=target)]
+    with pytest.raises(StateError, match="override does not run") as at_load:
+        check_label_state(overrides, [])
+    assert at_load.value.field == "state.overrides.0"
+    with pytest.raises(StateError, match="override does not run"):
+        with EpisodeDatabase(overrides):
+            pass
+    assert not target.exists()
+
+
+def test_a_state_check_that_writes_is_refused_at_load_time():
+    # run read-only after the episode, it could never hold: refused when the label loads
+    with pytest.raises(StateError, match="state check does not run") as refused:
+        check_label_state([], [StateCheck(sql="DELETE FROM orders", expect=[])])
+    assert refused.value.field == "success.state_checks.0.sql"
+
+
+def test_label_sql_that_never_ends_is_stopped_with_its_field(monkeypatch):
+    monkeypatch.setattr("bench.episodes.state.LABEL_SQL_BUDGET_S", 0.2)
+    forever = ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) "
+               "SELECT count(*) FROM n")
+    with pytest.raises(StateError, match="ran longer than") as check:
+        check_label_state([], [StateCheck(sql=forever, expect=[[1]])])
+    assert check.value.field == "success.state_checks.0.sql"
+    with pytest.raises(StateError, match="ran longer than") as override:
+        check_label_state([f"UPDATE orders SET note = ({forever})"], [])
+    assert override.value.field == "state.overrides.0"
