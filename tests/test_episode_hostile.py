@@ -68,3 +68,17 @@ def test_label_sql_that_never_ends_is_stopped_with_its_field(monkeypatch):
     with pytest.raises(StateError, match="ran longer than") as override:
         check_label_state([f"UPDATE orders SET note = ({forever})"], [])
     assert override.value.field == "state.overrides.0"
+
+
+def test_lone_surrogates_in_a_json_answers_prose_and_names_become_replacement_characters():
+    # the embedded model's (and the function provider's) JSON answer may escape a lone
+    # surrogate; kept, it made `bench report` stop with UnicodeEncodeError on the final answer
+    from bench.parse import parse_json_tool_calls
+
+    final = parse_json_tool_calls('{"tool_calls": [], "text": "done \\ud800"}', "stop")
+    assert final.text == "done \ufffd"
+    called = parse_json_tool_calls(
+        '{"tool_calls": [{"name": "get\\udc00", "arguments": {}}], "text": "x"}', "stop")
+    assert called.calls[0].name == "get\ufffd" and "broken_unicode" in called.calls[0].notes
+    for parsed in (final, called):
+        parsed.model_dump_json().encode("utf-8")  # what reports write
