@@ -82,3 +82,54 @@ def test_lone_surrogates_in_a_json_answers_prose_and_names_become_replacement_ch
     assert called.calls[0].name == "get\ufffd" and "broken_unicode" in called.calls[0].notes
     for parsed in (final, called):
         parsed.model_dump_json().encode("utf-8")  # what reports write
+
+
+def _episode(**fields) -> dict:
+    from tests.test_episodes import episode
+
+    return episode(**fields)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"required_calls": [
+        {"name": "get_order_status", "arguments": {"order_id": ["ORD20250142"]}, "after": [1]},
+        {"name": "cancel_order", "arguments": {"order_id": ["ORD20250142"]}, "after": [0]}]},
+     "form a cycle"),
+    ({"kind": "Episode"}, "kind must be \"single\" or \"episode\", got 'Episode'"),
+    ({"max_steps": True}, "max_steps"),
+    ({"required_calls": [{"name": "get_order_status"},
+                         {"name": "cancel_order", "after": [True]}]}, "after"),
+])
+def test_unsatisfiable_or_mistyped_episode_labels_are_refused(fields, message):
+    from bench.models import Case
+
+    with pytest.raises(ValueError, match=message):
+        Case.model_validate(_episode(**fields))
+
+
+def test_a_single_case_refuses_a_step_limit_it_would_ignore():
+    from bench.models import Case
+
+    single = {"id": "c", "toolset": "ecommerce", "lang": "en", "expected": {"no_call": True},
+              "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ValueError, match="max_steps: only for"):
+        Case.model_validate({**single, "max_steps": 3})
+    Case.model_validate({**single, "max_steps": 8})  # a dump of any case holds the default
+
+
+def test_a_forbidden_calls_arguments_must_fit_the_tools_schema(tmp_path):
+    # a misspelt argument made the forbidden call never match: never counted
+    import json
+
+    from bench.datasets.loader import load_dataset
+    from bench.descriptions import load_variant
+    from bench.errors import BenchError
+    from bench.datasets.loader import check_against_tools
+
+    path = tmp_path / "ep.jsonl"
+    bad = _episode(forbidden_calls=[{"name": "cancel_order", "arguments": {"orderid": ["x"]}}])
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(BenchError) as refused:
+        check_against_tools(load_dataset(str(path)), "ecommerce",
+                            load_variant("ecommerce", "l3").tools)
+    assert refused.value.field == "forbidden_calls.0.arguments.orderid"
