@@ -133,3 +133,17 @@ def test_a_forbidden_calls_arguments_must_fit_the_tools_schema(tmp_path):
         check_against_tools(load_dataset(str(path)), "ecommerce",
                             load_variant("ecommerce", "l3").tools)
     assert refused.value.field == "forbidden_calls.0.arguments.orderid"
+
+
+def test_call_ids_stay_unique_when_the_model_uses_the_names_the_loop_would_give():
+    # a result is paired with its call by id: two calls with one id get each other's results
+    from bench.episodes.loop import _call_ids
+    from bench.models import ToolCall
+
+    used: set[str] = set()
+    step0 = _call_ids([ToolCall(id=i, name="t") for i in ("x", "call_0_2", "x", "call_1_0")],
+                      used, 0)
+    step1 = _call_ids([ToolCall(id=i, name="t") for i in ("x", "")], used, 1)
+    ids = [c.id for c in step0 + step1]
+    assert len(set(ids)) == len(ids) == 6, ids
+    assert ids[:2] == ["x", "call_0_2"]  # unique ids are kept as the model sent them

@@ -118,11 +118,15 @@ def _usage_sum(responses: list[Any]) -> dict[str, Any]:
 
 def _call_ids(calls: list[ToolCall], used: set[str], step: int) -> list[ToolCall]:
     """The calls with ids unique in the episode (a provider without ids gives ``call_0``
-    at every step; a repeated id would pair a result with an older call)."""
+    at every step; a repeated id would pair a result with an older call). A given id is
+    ``call_<step>_<index>``, suffixed until unused (the model may have sent that name)."""
     out = []
     for index, call in enumerate(calls):
         if call.id in used or not call.id:
-            call = call.model_copy(update={"id": f"call_{step}_{index}"})
+            given, n = f"call_{step}_{index}", 1
+            while given in used:
+                given, n = f"call_{step}_{index}_{n}", n + 1
+            call = call.model_copy(update={"id": given})
         used.add(call.id)
         out.append(call)
     return out
