@@ -147,3 +147,24 @@ def test_call_ids_stay_unique_when_the_model_uses_the_names_the_loop_would_give(
     ids = [c.id for c in step0 + step1]
     assert len(set(ids)) == len(ids) == 6, ids
     assert ids[:2] == ["x", "call_0_2"]  # unique ids are kept as the model sent them
+
+
+def test_an_error_that_echoes_a_giant_argument_is_capped_like_a_result():
+    # jsonschema's message quotes the whole value: a 5 MB argument came back as a 5 MB error
+    # under the capped budget
+    import json
+
+    from bench.episodes.factors import Factors, render_result
+    from bench.executor.outcome import ExecutionOutcome
+
+    error = "invalid arguments for 'get_order_status': order_id: '" + "A" * 5_000_000 + "' x"
+    failed = ExecutionOutcome(call_id="c", tool="t", success=False, error_class="validation",
+                              error_code="invalid_arguments", error=error)
+    for fmt in ("envelope", "raw"):
+        capped, is_error = render_result(failed, Factors(result_format=fmt))
+        text = json.loads(capped)["error"] if fmt == "envelope" else capped
+        assert is_error and len(capped.encode("utf-8")) <= 2000 * 4 + 200
+        assert text.startswith("invalid arguments for 'get_order_status'")
+        assert text.endswith("' x") and "cut" in text
+    whole, _ = render_result(failed, Factors(result_budget="uncapped", result_format="raw"))
+    assert whole == error
