@@ -168,3 +168,35 @@ def test_an_error_that_echoes_a_giant_argument_is_capped_like_a_result():
         assert text.endswith("' x") and "cut" in text
     whole, _ = render_result(failed, Factors(result_budget="uncapped", result_format="raw"))
     assert whole == error
+
+
+@pytest.mark.slow
+def test_ids_of_a_conversation_given_by_the_label_are_not_given_again(project):
+    # an episode may start from a history with calls: the loop's "call_0" paired the model's
+    # first result with the history's call of that id
+    import json
+
+    from bench.providers.function import register_function
+    from bench.runner import RunConfig, Runner
+
+    seen: list[list[str]] = []
+
+    def agent(messages, tools, trial):
+        seen.append([c["id"] for m in messages if m.role == "assistant"
+                     for c in m.tool_calls or []])
+        if len(seen) == 1:
+            return [{"name": "get_order_status", "arguments": {"order_id": "ORD20250142"}}]
+        return {"tool_calls": [], "text": "It is cancelled."}
+
+    register_function("history", agent)
+    history = [{"role": "user", "content": "Status of ORD20250143?"},
+               {"role": "assistant", "tool_calls": [
+                   {"id": "call_0", "name": "get_order_status",
+                    "arguments": {"order_id": "ORD20250143"}}]},
+               {"role": "tool", "tool_call_id": "call_0", "content": "{\"status\": \"paid\"}"},
+               {"role": "user", "content": "Now cancel ORD20250142."}]
+    path = project / "history.jsonl"
+    path.write_text(json.dumps(_episode(messages=history)) + "\n")
+    Runner(RunConfig(dataset=str(path), variants=["l3"], providers=["function:history"]),
+           run_id="history", command=["bench", "run"]).run()
+    assert len(seen) == 2 and len(seen[1]) == len(set(seen[1])) == 2, seen

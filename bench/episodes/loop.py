@@ -155,7 +155,10 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
     made: list[MadeCall] = []
     responses: list[Any] = []
     attempts, caches = 0, set()
-    used_ids: set[str] = set()
+    # ids of the label's own history count as used: a result pairs with its call by id
+    used_ids = {str(c.get("id")) for m in case.messages for c in m.tool_calls or []
+                if isinstance(c, dict) and c.get("id")}
+    used_ids |= {m.tool_call_id for m in case.messages if m.tool_call_id}
     repeats: dict[str, int] = {}  # identical calls since the last successful write
     confirmed_at: int | None = None  # the step after which the first user reply was sent
     stop_reason, final_answer = "step_limit", ""
