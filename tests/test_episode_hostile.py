@@ -200,3 +200,31 @@ def test_ids_of_a_conversation_given_by_the_label_are_not_given_again(project):
     Runner(RunConfig(dataset=str(path), variants=["l3"], providers=["function:history"]),
            run_id="history", command=["bench", "run"]).run()
     assert len(seen) == 2 and len(seen[1]) == len(set(seen[1])) == 2, seen
+
+
+def test_different_undecodable_calls_are_no_retry_storm(project):
+    # an undecodable call's arguments are {}: three different malformed calls counted as one
+    # call repeated, and the loop guard ended the episode
+    import json
+
+    from bench.providers.function import register_function
+    from bench.runner import RunConfig, Runner
+    from tests.test_episodes import _rows
+
+    def sloppy(messages, tools, trial):
+        step = sum(1 for m in messages if m.role == "assistant")
+        if step < 3:  # JSON cut short, a different order each time
+            return [{"name": "get_order_status",
+                     "arguments": '{"order_id": "ORD2025014%d"' % step}]
+        return {"tool_calls": [], "text": "It is cancelled."}
+
+    register_function("sloppy", sloppy)
+    path = project / "sloppy.jsonl"
+    path.write_text(json.dumps(_episode()) + "\n")
+    Runner(RunConfig(dataset=str(path), variants=["l3"], providers=["function:sloppy"]),
+           run_id="sloppy", command=["bench", "run"]).run()
+    (row,) = _rows("sloppy")
+    assert row["episode"]["stop_reason"] == "final_answer"
+    assert row["metrics"]["repeated_calls"] == 0 and row["metrics"]["tool_calls"] == 3
+    assert row["episode"]["steps"][0]["calls"][0]["raw_arguments"] == \
+        '{"order_id": "ORD20250140"'

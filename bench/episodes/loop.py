@@ -214,15 +214,19 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     break
                 calls = _call_ids(parsed.calls, used_ids, number)
                 step["calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments,
-                                  "valid": c.valid} for c in calls]
+                                  "valid": c.valid,
+                                  **({} if c.valid else {"raw_arguments": c.raw_arguments})}
+                                 for c in calls]
                 guard = False
                 for call in calls:
-                    identity = canonical_call(call.name, call.arguments)
+                    identity = canonical_call(call.name, call.arguments, call.valid,
+                                              call.raw_arguments)
                     repeats[identity] = repeats.get(identity, 0) + 1
                     guard = guard or repeats[identity] >= REPEAT_GUARD
                 if guard:  # the N-th identical call is not executed
                     made += [MadeCall(number, c.name, c.arguments, c.valid,
-                                      write=_writes(tools, c.name)) for c in calls]
+                                      write=_writes(tools, c.name),
+                                      raw_arguments=c.raw_arguments) for c in calls]
                     stop_reason = "loop_guard"
                     break
                 executed = await asyncio.gather(*(asyncio.to_thread(
@@ -243,7 +247,7 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                         "error_code": result.error_code, "truncated": result.truncated})
                     made.append(MadeCall(number, call.name, call.arguments, call.valid,
                                          result.success, result.error_code,
-                                         _writes(tools, call.name)))
+                                         _writes(tools, call.name), call.raw_arguments))
                     if result.success and _writes(tools, call.name):
                         repeats.clear()  # reading again after a write is no retry storm
         finally:
