@@ -38,6 +38,8 @@ def test_a_label_cannot_end_the_load_time_transaction_and_write_the_shared_datab
 @pytest.mark.parametrize("sql", [
     "ATTACH DATABASE '{target}' AS x",
     "VACUUM INTO '{target}'",
+    # a trigger would run inside the model's writes, where no label budget applies
+    "CREATE TRIGGER t AFTER UPDATE ON orders BEGIN SELECT '{target}'; END",
 ])
 def test_label_sql_writes_no_file_outside_the_episode_copy(tmp_path, sql):
     target = tmp_path / "written.db"

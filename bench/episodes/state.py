@@ -122,10 +122,12 @@ without an end would otherwise hang the load-time check and every episode."""
 # Label SQL runs on a copy, so it may write that copy's tables; it may not reach beyond it:
 # ATTACH (and VACUUM, which attaches its target) creates files anywhere, a transaction
 # statement would end the load-time check's transaction, a PRAGMA can change how the file is
-# kept (journal_mode, writable_schema). Codes: sqlite.org/c3ref/c_alter_table.html
+# kept (journal_mode, writable_schema), a trigger would run inside the model's writes, where
+# no label budget applies. Codes: sqlite.org/c3ref/c_alter_table.html
 _LABEL_DENIED = frozenset({sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH,
                            sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_PRAGMA,
-                           getattr(sqlite3, "SQLITE_SAVEPOINT", 32)})
+                           getattr(sqlite3, "SQLITE_SAVEPOINT", 32),
+                           sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_TRIGGER})
 
 
 def _label_authorizer(action: int, *_: Any) -> int:
@@ -161,14 +163,14 @@ def _run_label_sql(conn: sqlite3.Connection, sql: str, deadline: list[float]) ->
         if "not authorized" in str(exc) or "authorization denied" in str(exc):
             raise sqlite3.OperationalError(
                 f"{exc} (label SQL may change the episode's copy only: no ATTACH, VACUUM, "
-                "PRAGMA or transaction statements; a state check only reads)") from None
+                "PRAGMA, trigger or transaction statements; a state check only reads)") from None
         raise
 
 
 def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
     """Run each SQL statement of ``overrides`` on the database file ``path``, committed
-    (under the label rules: no ATTACH, VACUUM, PRAGMA or transaction statements, at most
-    :data:`LABEL_SQL_BUDGET_S` seconds each).
+    (under the label rules: no ATTACH, VACUUM, PRAGMA, trigger or transaction statements,
+    at most :data:`LABEL_SQL_BUDGET_S` seconds each).
 
     Raises:
         StateError: a statement fails (field ``state.overrides.<i>``, SQLite's message).
