@@ -230,3 +230,19 @@ def test_different_undecodable_calls_are_no_retry_storm(project):
     assert row["metrics"]["repeated_calls"] == 0 and row["metrics"]["tool_calls"] == 3
     assert row["episode"]["steps"][0]["calls"][0]["raw_arguments"] == \
         '{"order_id": "ORD20250140"'
+
+
+def test_a_label_checked_at_load_time_leaves_no_trace_for_the_next_label():
+    check_label_state(["DELETE FROM orders", "CREATE TABLE scratch(a)"], [])
+    with pytest.raises(StateError, match="no such table: scratch"):
+        check_label_state([], [StateCheck(sql="SELECT a FROM scratch", expect=[])])
+    check_label_state([], [StateCheck(sql="SELECT 1 FROM orders LIMIT 1", expect=[[1]])])
+    with pytest.raises(StateError, match="does not run"):  # rolled back after a failure too
+        check_label_state(["UPDATE orders SET note='x'", "DROP TABLE nowhere"], [])
+    # json_extract fails on a row only: a leaked 'x' note would fail this check
+    check_label_state([], [StateCheck(
+        sql="SELECT json_extract('not json', '$') FROM orders WHERE note = 'x'", expect=[])])
+    with pytest.raises(StateError, match="malformed JSON"):  # the trick itself works
+        check_label_state(["UPDATE orders SET note='x'"], [StateCheck(
+            sql="SELECT json_extract('not json', '$') FROM orders WHERE note = 'x'",
+            expect=[])])

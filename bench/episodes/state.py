@@ -212,37 +212,51 @@ def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]
     return out
 
 
+_PRISTINE: dict[int, sqlite3.Connection] = {}
+_PRISTINE_LOCK = threading.Lock()
+
+
 def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
                       seed: int = DEFAULT_SEED) -> None:
     """Load-time check of an episode label: the overrides run, then every state check's query
-    runs read-only (its expected rows are not compared: the episode has not happened yet), on
-    an in-memory copy of the seeded database (about 8 ms; the shared cached file is only read,
-    so no label can change what other episodes and runs start from). The same rules as in an
-    episode apply (:func:`apply_overrides`, :func:`run_checks`).
+    runs read-only (its expected rows are not compared: the episode has not happened yet),
+    inside a transaction that is rolled back, on this process's in-memory copy of the seeded
+    database (made once: the shared cached file is only read, so no label can change what
+    other episodes and runs start from; label SQL cannot end the transaction, see
+    :func:`apply_overrides`). The same rules as in an episode apply (:func:`apply_overrides`,
+    :func:`run_checks`).
 
     Raises:
         StateError: the first override or query that fails (field
             ``state.overrides.<i>`` or ``success.state_checks.<i>.sql``).
     """
-    source = sqlite3.connect(f"{shop_db_path(seed).resolve().as_uri()}?mode=ro", uri=True)
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        source.backup(conn)
-        source.close()
-        with _label_sql(conn) as deadline:
-            for i, sql in enumerate(overrides):
-                try:
-                    _run_label_sql(conn, sql, deadline)
-                except (sqlite3.Error, sqlite3.Warning) as exc:
-                    raise StateError(f"state.overrides.{i}",
-                                     f"override does not run: {exc}") from None
-        with _label_sql(conn, _read_only_authorizer) as deadline:
-            for i, check in enumerate(checks):
-                try:
-                    _run_label_sql(conn, check.sql, deadline)
-                except (sqlite3.Error, sqlite3.Warning) as exc:
-                    raise StateError(f"success.state_checks.{i}.sql",
-                                     f"state check does not run: {exc}") from None
-    finally:
-        source.close()
-        conn.close()
+    with _PRISTINE_LOCK:
+        conn = _PRISTINE.get(seed)
+        if conn is None:
+            source = sqlite3.connect(f"{shop_db_path(seed).resolve().as_uri()}?mode=ro",
+                                     uri=True)
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            try:
+                source.backup(conn)
+            finally:
+                source.close()
+            _PRISTINE[seed] = conn
+        conn.execute("BEGIN")
+        try:
+            with _label_sql(conn) as deadline:
+                for i, sql in enumerate(overrides):
+                    try:
+                        _run_label_sql(conn, sql, deadline)
+                    except (sqlite3.Error, sqlite3.Warning) as exc:
+                        raise StateError(f"state.overrides.{i}",
+                                         f"override does not run: {exc}") from None
+            with _label_sql(conn, _read_only_authorizer) as deadline:
+                for i, check in enumerate(checks):
+                    try:
+                        _run_label_sql(conn, check.sql, deadline)
+                    except (sqlite3.Error, sqlite3.Warning) as exc:
+                        raise StateError(f"success.state_checks.{i}.sql",
+                                         f"state check does not run: {exc}") from None
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
