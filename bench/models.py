@@ -6,6 +6,7 @@ serialised into ``results.jsonl``. No stage-specific logic lives here.
 
 from __future__ import annotations
 
+from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
 from pydantic import (
@@ -14,6 +15,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StrictBool,
+    StrictInt,
     field_validator,
     model_serializer,
     model_validator,
@@ -104,6 +106,7 @@ class Expected(BaseModel):
 
 
 MAX_EPISODE_STEPS = 50
+DEFAULT_EPISODE_STEPS = 8
 CONDITION_SEPARATOR = "~"
 """Joins a variant's name and an episode factor setting into a condition's name
 (``l3~error_style=bare``, :mod:`bench.episodes.factors`)."""
@@ -121,7 +124,7 @@ class RequiredCall(ExpectedCall):
     of required calls that must have happened before it (order constraints only where the
     label says so, BRIEF §10)."""
 
-    after: list[int] = Field(default_factory=list)
+    after: list[StrictInt] = Field(default_factory=list)
 
 
 class ForbiddenCall(BaseModel):
@@ -206,12 +209,17 @@ class Case(BaseModel):
     success: SuccessCheck | None = None
     required_calls: list[RequiredCall] = Field(default_factory=list)
     forbidden_calls: list[ForbiddenCall] = Field(default_factory=list)
-    max_steps: int = Field(default=8, ge=1, le=MAX_EPISODE_STEPS)
+    max_steps: int = Field(default=DEFAULT_EPISODE_STEPS, ge=1, le=MAX_EPISODE_STEPS, strict=True)
     user_replies: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
     def _episode_expected(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind", "single") not in ("single", "episode"):
+            # said before pydantic's own errors, whose first would be "expected: Field
+            # required" for a mistyped "Episode"
+            raise ValueError(f"kind must be \"single\" or \"episode\", got "
+                             f"{data['kind']!r}")
         if not isinstance(data, dict) or data.get("kind") != "episode":
             return data
         if "expected" in data:
@@ -228,6 +236,8 @@ class Case(BaseModel):
                         "user_replies")
         if self.kind == "single":
             given = [f for f in episode_only if getattr(self, f)]
+            # max_steps at its default is what a dump of any case holds: only a set one is
+            given += ["max_steps"] if self.max_steps != DEFAULT_EPISODE_STEPS else []
             if given:
                 raise ValueError(f"{', '.join(given)}: only for "
                                  "\"kind\": \"episode\" cases")
@@ -241,6 +251,12 @@ class Case(BaseModel):
                 if not 0 <= j < len(self.required_calls) or j == i:
                     raise ValueError(f"required_calls[{i}].after: {j} is not the index of "
                                      "another required call")
+        try:  # a cycle (0 after 1, 1 after 0) is an order no trajectory can keep
+            TopologicalSorter({i: c.after for i, c in
+                               enumerate(self.required_calls)}).prepare()
+        except CycleError as exc:
+            raise ValueError(f"required_calls: the 'after' constraints form a cycle "
+                             f"({' -> '.join(map(str, exc.args[1]))})") from None
         return self
 
     @field_validator("id")

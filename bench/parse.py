@@ -367,7 +367,8 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
             offers one; calls to it become ``declined=True`` and are dropped from ``calls``.
 
     Returns:
-        A :class:`ParsedAnswer`; ``error`` is set for truncated or undecodable answers.
+        A :class:`ParsedAnswer`; ``error`` is set for truncated or undecodable answers. Lone
+        surrogates in names and prose become U+FFFD (as :func:`parse_calls` does).
     """
     if finish_reason == "length":
         return ParsedAnswer(error="truncated: the answer hit the token limit",
@@ -397,14 +398,17 @@ def parse_json_tool_calls(text: str, finish_reason: str | None,
             continue
         raw = item.get("arguments")
         arguments, notes, valid = decode_arguments(raw)
-        calls.append(ToolCall(id=f"call_{index}", name=item["name"], arguments=arguments,
-                              raw_arguments=raw, notes=notes, valid=valid))
+        name, broken_name = clean_text(item["name"])
+        if broken_name and "broken_unicode" not in notes:
+            notes = [*notes, "broken_unicode"]
+        calls.append(ToolCall(id=f"call_{index}", name=name, arguments=arguments,
+                              raw_arguments=storable(raw), notes=notes, valid=valid))
     if declined and calls:
         # "no tool fits" next to real calls: keep the calls, the decline is contradictory.
         declined = False
     prose = obj.get("text")  # an optional message to the user (an episode's final answer)
     return ParsedAnswer(calls=calls, declined=declined or not calls,
-                        text=prose if isinstance(prose, str) else None)
+                        text=clean_text(prose)[0] if isinstance(prose, str) else None)
 
 
 # Lenient argument repairs (BRIEF §8), shared by scoring (lenient scores) and the executor

@@ -217,7 +217,8 @@ class RowEpisode(_Record):
     """An episode row's trajectory and ending (:mod:`bench.episodes.loop`).
 
     ``steps``: one object per model answer: ``step`` (0-based), ``text`` (the answer's prose),
-    ``calls`` (``{id, name, arguments, valid}``), ``results`` (``{call_id, tool, content,
+    ``calls`` (``{id, name, arguments, valid}``, and ``raw_arguments`` as received when
+    not valid), ``results`` (``{call_id, tool, content,
     is_error, error_code, success}``: exactly what was sent back), ``error`` (the answer
     could not be decoded), ``usage`` (tokens), ``latency_s`` (seconds), ``cache``,
     ``finish_reason``, ``messages_sha256`` (the digest of the conversation the step was

@@ -41,30 +41,29 @@ def iter_label_problems(dataset: Dataset, toolset: str,
         line = dataset.lines[case.id]
         # an episode's expected calls are its required calls (bench.models.Case)
         prefix = "required_calls" if case.kind == "episode" else "expected.calls"
-        for i, call in enumerate(case.forbidden_calls):
-            if call.name not in by_name:
-                yield LabelProblem(case.id, line, f"forbidden_calls.{i}.name",
-                                   f"unknown tool '{call.name}' (toolset '{toolset}' has: "
-                                   f"{', '.join(sorted(by_name))})")
-        for i, call in enumerate(case.expected.calls):
-            if call.name not in by_name:
-                yield LabelProblem(case.id, line, f"{prefix}.{i}.name",
-                                   f"unknown tool '{call.name}' (toolset '{toolset}' has: "
-                                   f"{', '.join(sorted(by_name))})")
-                continue
-            for arg, acceptable in call.arguments.items():
-                field = f"{prefix}.{i}.arguments.{arg}"
-                if arg not in by_name[call.name]:
-                    yield LabelProblem(case.id, line, field,
-                                       f"tool '{call.name}' has no argument '{arg}'")
+        labelled = [("forbidden_calls", case.forbidden_calls), (prefix, case.expected.calls)]
+        for where, calls in labelled:
+            for i, call in enumerate(calls):
+                if call.name not in by_name:
+                    yield LabelProblem(case.id, line, f"{where}.{i}.name",
+                                       f"unknown tool '{call.name}' (toolset '{toolset}' "
+                                       f"has: {', '.join(sorted(by_name))})")
                     continue
-                validator = value_validator(by_name[call.name][arg], roots[call.name])
-                for value in acceptable:
-                    why = value_problem(validator, value)
-                    if why is not None:
+                # a forbidden call's arguments too: a misspelt one would never match, so
+                # the forbidden call would silently never count
+                for arg, acceptable in call.arguments.items():
+                    field = f"{where}.{i}.arguments.{arg}"
+                    if arg not in by_name[call.name]:
                         yield LabelProblem(case.id, line, field,
-                                           f"acceptable value {value!r} breaks the tool's "
-                                           f"schema: {why}")
+                                           f"tool '{call.name}' has no argument '{arg}'")
+                        continue
+                    validator = value_validator(by_name[call.name][arg], roots[call.name])
+                    for value in acceptable:
+                        why = value_problem(validator, value)
+                        if why is not None:
+                            yield LabelProblem(case.id, line, field,
+                                               f"acceptable value {value!r} breaks the "
+                                               f"tool's schema: {why}")
 
 
 def value_validator(schema: dict, root: dict | None = None) -> jsonschema.Draft202012Validator:

@@ -9,8 +9,8 @@ model through one named renderer per factor, never through ad-hoc strings:
   wrong and what to do ("order_id must be ORD + 8 digits, got 'ORD123'"); ``bare`` sends only
   an HTTP-like status line ("Error 400"), as many real APIs do.
 - ``result_budget``: ``capped`` cuts results to :data:`RESULT_BUDGET_TOKENS` estimated tokens
-  keeping head and tail with a paging hint (:func:`bench.executor.capping.cap_result`);
-  ``uncapped`` sends the whole result.
+  keeping head and tail with a paging hint (:func:`bench.executor.capping.cap_result`), and
+  an error message to the same budget (:func:`cap_text`); ``uncapped`` sends them whole.
 - ``fault``: deterministic fault injection: the first call of the episode to each tool
   ``timeout`` s, answers ``503`` or ``429``, or returns a ``huge`` payload (about 8 MB before
   capping); ``none`` injects nothing.
@@ -26,7 +26,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from bench.executor.capping import cap_result, to_json
+from bench.executor.capping import BYTES_PER_TOKEN, cap_result, to_json
 from bench.executor.outcome import ExecutionOutcome
 from bench.models import CONDITION_SEPARATOR
 
@@ -134,9 +134,25 @@ def render_result(outcome: ExecutionOutcome, factors: Factors) -> tuple[str, boo
     error = outcome.error or "the call failed"
     if factors.error_style == "bare":
         error = f"Error {bare_status(outcome)}"
+    elif factors.budget_tokens is not None:
+        error = cap_text(error, factors.budget_tokens)
     if factors.result_format == "envelope":
         return to_json({"success": False, "data": None, "error": error}), True
     return error, True
+
+
+def cap_text(text: str, budget_tokens: int) -> str:
+    """``text`` cut to about ``budget_tokens`` estimated tokens (UTF-8 bytes / 4), keeping its
+    head and tail around a note of what was cut; unchanged when it fits. For error messages,
+    which may quote a whole argument (a schema error on a 5 MB value)."""
+    raw = text.encode("utf-8")
+    limit = budget_tokens * BYTES_PER_TOKEN
+    if len(raw) <= limit:
+        return text
+    head = raw[:limit // 2].decode("utf-8", "ignore")
+    tail = raw[-(limit // 2):].decode("utf-8", "ignore")
+    cut = len(text) - len(head) - len(tail)
+    return f"{head} [... {cut:,} characters cut: over the result budget ...] {tail}"
 
 
 def describe(factors: Factors) -> dict[str, Any]:

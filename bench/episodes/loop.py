@@ -118,11 +118,15 @@ def _usage_sum(responses: list[Any]) -> dict[str, Any]:
 
 def _call_ids(calls: list[ToolCall], used: set[str], step: int) -> list[ToolCall]:
     """The calls with ids unique in the episode (a provider without ids gives ``call_0``
-    at every step; a repeated id would pair a result with an older call)."""
+    at every step; a repeated id would pair a result with an older call). A given id is
+    ``call_<step>_<index>``, suffixed until unused (the model may have sent that name)."""
     out = []
     for index, call in enumerate(calls):
         if call.id in used or not call.id:
-            call = call.model_copy(update={"id": f"call_{step}_{index}"})
+            given, n = f"call_{step}_{index}", 1
+            while given in used:
+                given, n = f"call_{step}_{index}_{n}", n + 1
+            call = call.model_copy(update={"id": given})
         used.add(call.id)
         out.append(call)
     return out
@@ -151,7 +155,10 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
     made: list[MadeCall] = []
     responses: list[Any] = []
     attempts, caches = 0, set()
-    used_ids: set[str] = set()
+    # ids of the label's own history count as used: a result pairs with its call by id
+    used_ids = {str(c.get("id")) for m in case.messages for c in m.tool_calls or []
+                if isinstance(c, dict) and c.get("id")}
+    used_ids |= {m.tool_call_id for m in case.messages if m.tool_call_id}
     repeats: dict[str, int] = {}  # identical calls since the last successful write
     confirmed_at: int | None = None  # the step after which the first user reply was sent
     stop_reason, final_answer = "step_limit", ""
@@ -207,15 +214,19 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     break
                 calls = _call_ids(parsed.calls, used_ids, number)
                 step["calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments,
-                                  "valid": c.valid} for c in calls]
+                                  "valid": c.valid,
+                                  **({} if c.valid else {"raw_arguments": c.raw_arguments})}
+                                 for c in calls]
                 guard = False
                 for call in calls:
-                    identity = canonical_call(call.name, call.arguments)
+                    identity = canonical_call(call.name, call.arguments, call.valid,
+                                              call.raw_arguments)
                     repeats[identity] = repeats.get(identity, 0) + 1
                     guard = guard or repeats[identity] >= REPEAT_GUARD
                 if guard:  # the N-th identical call is not executed
                     made += [MadeCall(number, c.name, c.arguments, c.valid,
-                                      write=_writes(tools, c.name)) for c in calls]
+                                      write=_writes(tools, c.name),
+                                      raw_arguments=c.raw_arguments) for c in calls]
                     stop_reason = "loop_guard"
                     break
                 executed = await asyncio.gather(*(asyncio.to_thread(
@@ -236,7 +247,7 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                         "error_code": result.error_code, "truncated": result.truncated})
                     made.append(MadeCall(number, call.name, call.arguments, call.valid,
                                          result.success, result.error_code,
-                                         _writes(tools, call.name)))
+                                         _writes(tools, call.name), call.raw_arguments))
                     if result.success and _writes(tools, call.name):
                         repeats.clear()  # reading again after a write is no retry storm
         finally:

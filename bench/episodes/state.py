@@ -15,10 +15,18 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import time
+
+try:
+    import fcntl
+except ImportError:  # Windows: abandoned copies are left to the system's temp cleanup
+    fcntl = None  # type: ignore[assignment]
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from bench.executor.backends import ReferenceBackends, ShopDB
+from bench.executor.backends.base import _read_only_authorizer
 from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
 from bench.models import StateCheck
 
@@ -99,21 +107,104 @@ class EpisodeDatabase:
 
 _SCRATCH: tempfile.TemporaryDirectory[str] | None = None
 _SCRATCH_LOCK = threading.Lock()
+_SCRATCH_PREFIX = "bench-episodes-"
+_OWNER = ".owner"  # in each scratch folder, locked (flock) by its process while it lives
+_OWNER_HOLD: Any = None
 
 
 def _scratch() -> str:
     """This process's folder for episode copies (one per process, removed at exit: a folder
     per episode cost more to remove than the copy itself). Created under a lock: a second
-    TemporaryDirectory, once dropped, would delete the folder under the first one's copies."""
-    global _SCRATCH
+    TemporaryDirectory, once dropped, would delete the folder under the first one's copies.
+    Its ``.owner`` file stays locked while the process lives; a process killed (kill -9,
+    no cleanup) leaves an unlocked one, and the next process's first episode removes that
+    folder (:func:`_sweep_abandoned`)."""
+    global _SCRATCH, _OWNER_HOLD
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
-            _SCRATCH = tempfile.TemporaryDirectory(prefix="bench-episodes-")
+            _sweep_abandoned()
+            _SCRATCH = tempfile.TemporaryDirectory(prefix=_SCRATCH_PREFIX)
+            if fcntl is not None:
+                # locked before it gets its name: an .owner is never seen unlocked while
+                # its process lives (the lock goes with the file through the rename)
+                tmp = Path(_SCRATCH.name) / f"{_OWNER}.tmp"
+                _OWNER_HOLD = open(tmp, "w")  # noqa: SIM115 - held for the process's life
+                fcntl.flock(_OWNER_HOLD, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                tmp.rename(Path(_SCRATCH.name) / _OWNER)
         return _SCRATCH.name
 
 
+def _sweep_abandoned() -> None:
+    """Remove the scratch folders of dead processes: an ``.owner`` file that can be locked
+    (the kernel releases a flock when its process dies, however it dies). Folders without
+    one are left alone."""
+    if fcntl is None:
+        return
+    for folder in Path(tempfile.gettempdir()).glob(f"{_SCRATCH_PREFIX}*"):
+        try:
+            with open(folder / _OWNER) as owner:
+                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # no .owner, another user's, or its process lives
+            continue
+
+
+LABEL_SQL_BUDGET_S = 10.0
+"""Wall time one label statement (an override or a state check) may run: a recursive CTE
+without an end would otherwise hang the load-time check and every episode."""
+
+# Label SQL runs on a copy, so it may write that copy's tables; it may not reach beyond it:
+# ATTACH (and VACUUM, which attaches its target) creates files anywhere, a transaction
+# statement would end the load-time check's transaction, a PRAGMA can change how the file is
+# kept (journal_mode, writable_schema), a trigger would run inside the model's writes, where
+# no label budget applies. Codes: sqlite.org/c3ref/c_alter_table.html
+_LABEL_DENIED = frozenset({sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH,
+                           sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_PRAGMA,
+                           getattr(sqlite3, "SQLITE_SAVEPOINT", 32),
+                           sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_TRIGGER})
+
+
+def _label_authorizer(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_DENY if action in _LABEL_DENIED else sqlite3.SQLITE_OK
+
+
+@contextmanager
+def _label_sql(conn: sqlite3.Connection,
+               authorizer: Callable[..., int] = _label_authorizer) -> Iterator[list[float]]:
+    """Run label SQL on ``conn`` under ``authorizer`` and :data:`LABEL_SQL_BUDGET_S`
+    (each statement's own budget, SQLite's progress handler); yields the one-item deadline
+    list that :func:`_run_label_sql` sets."""
+    deadline = [0.0]
+    conn.set_authorizer(authorizer)
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 10_000)
+    try:
+        yield deadline
+    finally:
+        conn.set_progress_handler(None, 0)
+        conn.set_authorizer(None)
+
+
+def _run_label_sql(conn: sqlite3.Connection, sql: str, deadline: list[float]) -> list[Any]:
+    """``sql``'s rows, its budget starting now; SQLite's errors made readable."""
+    deadline[0] = time.monotonic() + LABEL_SQL_BUDGET_S
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.DatabaseError as exc:
+        if "interrupted" in str(exc):
+            raise sqlite3.OperationalError(
+                f"ran longer than {LABEL_SQL_BUDGET_S:g} s and was stopped (a recursive "
+                "query without an end?)") from None
+        if "not authorized" in str(exc) or "authorization denied" in str(exc):
+            raise sqlite3.OperationalError(
+                f"{exc} (label SQL may change the episode's copy only: no ATTACH, VACUUM, "
+                "PRAGMA, trigger or transaction statements; a state check only reads)") from None
+        raise
+
+
 def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
-    """Run each SQL statement of ``overrides`` on the database file ``path``, committed.
+    """Run each SQL statement of ``overrides`` on the database file ``path``, committed
+    (under the label rules: no ATTACH, VACUUM, PRAGMA, trigger or transaction statements,
+    at most :data:`LABEL_SQL_BUDGET_S` seconds each).
 
     Raises:
         StateError: a statement fails (field ``state.overrides.<i>``, SQLite's message).
@@ -122,12 +213,13 @@ def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
         return
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        for i, sql in enumerate(overrides):
-            try:
-                conn.execute(sql)
-            except (sqlite3.Error, sqlite3.Warning) as exc:
-                raise StateError(f"state.overrides.{i}", f"override does not run: {exc}") \
-                    from None
+        with _label_sql(conn) as deadline:
+            for i, sql in enumerate(overrides):
+                try:
+                    _run_label_sql(conn, sql, deadline)
+                except (sqlite3.Error, sqlite3.Warning) as exc:
+                    raise StateError(f"state.overrides.{i}",
+                                     f"override does not run: {exc}") from None
     finally:
         conn.close()
 
@@ -137,47 +229,68 @@ def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
     out = []
     try:
-        for check in checks:
-            try:
-                rows = [[_canonical(v) for v in row] for row in conn.execute(check.sql)]
-            except (sqlite3.Error, sqlite3.Warning) as exc:
-                out.append({"sql": check.sql, "expect": check.expect,
-                            "got": {"error": str(exc)}, "ok": False})
-                continue
-            expect = json.loads(json.dumps(check.expect))
-            out.append({"sql": check.sql, "expect": check.expect, "got": rows,
-                        "ok": rows == [[_canonical(v) for v in row] for row in expect]})
+        with _label_sql(conn, _read_only_authorizer) as deadline:
+            for check in checks:
+                try:
+                    rows = [[_canonical(v) for v in row]
+                            for row in _run_label_sql(conn, check.sql, deadline)]
+                except (sqlite3.Error, sqlite3.Warning) as exc:
+                    out.append({"sql": check.sql, "expect": check.expect,
+                                "got": {"error": str(exc)}, "ok": False})
+                    continue
+                expect = json.loads(json.dumps(check.expect))
+                out.append({"sql": check.sql, "expect": check.expect, "got": rows,
+                            "ok": rows == [[_canonical(v) for v in row] for row in expect]})
     finally:
         conn.close()
     return out
 
 
+_PRISTINE: dict[int, sqlite3.Connection] = {}
+_PRISTINE_LOCK = threading.Lock()
+
+
 def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
                       seed: int = DEFAULT_SEED) -> None:
     """Load-time check of an episode label: the overrides run, then every state check's query
-    runs (its expected rows are not compared: the episode has not happened yet), inside one
-    transaction on the seeded database that is rolled back (no copy).
+    runs read-only (its expected rows are not compared: the episode has not happened yet),
+    inside a transaction that is rolled back, on this process's in-memory copy of the seeded
+    database (made once: the shared cached file is only read, so no label can change what
+    other episodes and runs start from; label SQL cannot end the transaction, see
+    :func:`apply_overrides`). The same rules as in an episode apply (:func:`apply_overrides`,
+    :func:`run_checks`).
 
     Raises:
         StateError: the first override or query that fails (field
             ``state.overrides.<i>`` or ``success.state_checks.<i>.sql``).
     """
-    conn = sqlite3.connect(shop_db_path(seed), isolation_level=None)
-    try:
+    with _PRISTINE_LOCK:
+        conn = _PRISTINE.get(seed)
+        if conn is None:
+            source = sqlite3.connect(f"{shop_db_path(seed).resolve().as_uri()}?mode=ro",
+                                     uri=True)
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            try:
+                source.backup(conn)
+            finally:
+                source.close()
+            _PRISTINE[seed] = conn
         conn.execute("BEGIN")
-        for i, sql in enumerate(overrides):
-            try:
-                conn.execute(sql)
-            except (sqlite3.Error, sqlite3.Warning) as exc:
-                raise StateError(f"state.overrides.{i}", f"override does not run: {exc}") \
-                    from None
-        for i, check in enumerate(checks):
-            try:
-                conn.execute(check.sql).fetchall()
-            except (sqlite3.Error, sqlite3.Warning) as exc:
-                raise StateError(f"success.state_checks.{i}.sql",
-                                 f"state check does not run: {exc}") from None
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.close()
+        try:
+            with _label_sql(conn) as deadline:
+                for i, sql in enumerate(overrides):
+                    try:
+                        _run_label_sql(conn, sql, deadline)
+                    except (sqlite3.Error, sqlite3.Warning) as exc:
+                        raise StateError(f"state.overrides.{i}",
+                                         f"override does not run: {exc}") from None
+            with _label_sql(conn, _read_only_authorizer) as deadline:
+                for i, check in enumerate(checks):
+                    try:
+                        _run_label_sql(conn, check.sql, deadline)
+                    except (sqlite3.Error, sqlite3.Warning) as exc:
+                        raise StateError(f"success.state_checks.{i}.sql",
+                                         f"state check does not run: {exc}") from None
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")

@@ -37,6 +37,7 @@ class MadeCall:
         success: the executor ran it and it returned data (None: not executed).
         error_code: the executor's error code when it failed.
         write: the tool writes (permission ``write`` or ``sensitive``).
+        raw_arguments: the arguments as received (what identifies an undecodable call).
     """
 
     step: int
@@ -46,11 +47,15 @@ class MadeCall:
     success: bool | None = None
     error_code: str | None = None
     write: bool = False
+    raw_arguments: Any = None
 
 
-def canonical_call(name: str, arguments: Any) -> str:
-    """The identity of a call for repeat counting: name and arguments as sorted-key JSON."""
-    return name + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+def canonical_call(name: str, arguments: Any, valid: bool = True, raw: Any = None) -> str:
+    """The identity of a call for repeat counting: name and arguments as sorted-key JSON;
+    for an undecodable call (``valid`` False, arguments ``{}``), the ``raw`` arguments it
+    sent (two different malformed calls are no repeat)."""
+    shown = arguments if valid else {"$undecodable": raw}
+    return name + json.dumps(shown, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def label_matches(call: MadeCall, label: ExpectedCall | ForbiddenCall) -> bool:
@@ -103,7 +108,7 @@ def repeat_identities(made: Sequence[MadeCall]) -> list[str | None]:
     seen: set[str] = set()
     out: list[str | None] = []
     for call in made:
-        identity = canonical_call(call.name, call.arguments)
+        identity = canonical_call(call.name, call.arguments, call.valid, call.raw_arguments)
         out.append(identity if identity in seen else None)
         seen.add(identity)
         if call.write and call.success:  # reading again after a write is not a repeat
