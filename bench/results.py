@@ -219,7 +219,8 @@ class RowEpisode(_Record):
     ``steps``: one object per model answer: ``step`` (0-based), ``text`` (the answer's prose),
     ``calls`` (``{id, name, arguments, valid}``, and ``raw_arguments`` as received when
     not valid), ``results`` (``{call_id, tool, content,
-    is_error, error_code, success}``: exactly what was sent back), ``error`` (the answer
+    is_error, error_code, success}``: exactly what was sent back; a text over 64 KB is stored
+    as its head and tail with ``content_chars``, its full length), ``error`` (the answer
     could not be decoded), ``usage`` (tokens), ``latency_s`` (seconds), ``cache``,
     ``finish_reason``, ``messages_sha256`` (the digest of the conversation the step was
     asked with, :func:`bench.providers.cache.messages_digest`) and ``parsed`` (the answer as

@@ -315,7 +315,10 @@ def test_a_huge_result_is_capped_only_under_the_capped_budget(project):
     capped = rows["l3~fault=huge"]["episode"]["steps"][0]["results"][0]
     whole = rows["l3~result_budget=uncapped~fault=huge"]["episode"]["steps"][0]["results"][0]
     assert capped["truncated"] and len(capped["content"]) < 20_000
-    assert len(whole["content"]) > 4_000_000 and not whole["truncated"]
+    # sent whole (not truncated by the budget); stored as head and tail with its length
+    assert whole["content_chars"] > 4_000_000 and not whole["truncated"]
+    assert len(whole["content"]) < 70_000 and "stored cut" in whole["content"]
+    assert "content_chars" not in capped
 
 
 def test_episodes_need_the_executor(project):
@@ -335,9 +338,13 @@ def test_the_embedded_models_episode_layout_carries_the_final_answers_words(proj
     assert (answer.calls, answer.declined, answer.text) == ([], True, "Order cancelled.")
     pseudo = answer_schema([], layout)["properties"]["tool_calls"]["items"]["anyOf"][-1]
     assert pseudo["properties"]["arguments"]["required"] == ["message"]
+    register_function("careful-layout", agent)
     runner = Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
-                              providers=["oracle"]), run_id="layout")
+                              providers=["function:careful-layout"]), run_id="layout")
     assert runner.config.no_call_layout == "reply-tool-message"
+    with pytest.raises(BenchError, match="the oracle answers single-answer cases only"):
+        Runner(RunConfig(dataset=_dataset(project, episode()), variants=["l3"],
+                         providers=["oracle"]), run_id="oracle-episodes")
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.plural import count, noun
 from bench.project import Project, current_project
+from bench.models import condition_variant
 from bench.results import Manifest, Row
 from bench.scoring.registry import get_metric, metric_names
 from bench.stats.aggregate import aggregate
@@ -165,7 +166,9 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
                    "mean_cached_tokens", "p50_latency_s", "cases_per_s",
                    *(["mean_reasoning_tokens"] if "mean_reasoning_tokens" in usage else [])]]
     table = rates.merge(usage, on=["provider", "variant"], how="left")
-    table["mean_lines"] = table["variant"].map(variant_lines(runs)).astype(float)
+    lines = variant_lines(runs)  # an episode condition uses its variant's descriptions
+    table["mean_lines"] = table["variant"].map(
+        lambda name: lines.get(condition_variant(name))).astype(float)
     if len(runs) > 1:  # one chart line per run and provider
         run_of = {(r.provider, r.variant): run.run_id for run in runs for r in run.rows}
         table["series"] = [f"{run_of.get((p, v), '?')} · {p}" for p, v in

@@ -108,6 +108,14 @@ class Runner:
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         check_episodes(self.dataset, self.cases, config.execute)
+        episodes = [c for c in self.cases if c.kind == "episode"]
+        oracles = [p for p in config.providers if p == "oracle" or p.startswith("oracle:")]
+        if episodes and oracles:
+            raise BenchError("the oracle answers single-answer cases only (a label cannot say "
+                             "what to do with tool results); check episode labels with a "
+                             "scripted agent, the function provider (docs/episodes.md)",
+                             file=self.dataset.path, line=self.dataset.lines.get(
+                                 episodes[0].id), field="kind")
         if config.no_call_layout is None and any(c.kind == "episode" for c in self.cases):
             # an episode's final answer needs words: the embedded model's layout that has them
             from bench.providers.local_prompt import EPISODE_NO_CALL_LAYOUT
@@ -474,7 +482,10 @@ class Runner:
                 f"{item.provider_id}: no recorded answer for {where} (the source holds answers "
                 f"from: {recorded}); record it with: bench run --provider <provider> "
                 f"--dataset {self.config.dataset} --variants {item.variant.name} "
-                f"--cases {item.case.id} --trials {item.trial + 1} --cache write "
+                f"--cases {item.case.id} --trials {item.trial + 1}"
+                + "".join(f" --{name.replace('_', '-')} {value}" for name, value in
+                          (item.factors.changed() if item.factors else {}).items())
+                + " --cache write "
                 f"(or replay a run that has it: replay:<run-id>)")
         if isinstance(exc, ProviderError):
             status = f" HTTP {exc.status}" if exc.status else ""

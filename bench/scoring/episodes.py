@@ -177,12 +177,13 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
                      for before in label.after if before in where and where[before] >= where[i])
     repeated = sum(1 for identity in repeat_identities(made) if identity is not None)
     errors, recovered = 0, 0
-    for index, call in enumerate(made):
-        if call.success is not False:
-            continue
-        errors += 1
-        later = next((c for c in made[index + 1:] if c.name == call.name), None)
-        recovered += later is not None and _recovered(call, later)
+    following: dict[str, MadeCall] = {}  # tool -> its next call, walking backwards: O(calls)
+    for call in reversed(made):
+        if call.success is False:
+            errors += 1
+            later = following.get(call.name)
+            recovered += later is not None and _recovered(call, later)
+        following[call.name] = call
     return {
         "task_success": task_success,
         "state_checks_passed": None if not checks_ok else sum(checks_ok) / len(checks_ok),
