@@ -188,3 +188,15 @@ def test_a_stale_count_is_caught():
                    flags=re.M)
     assert stale != readme
     assert datasheet_table(stale) != file_table(dataset(name).cases)
+
+
+@pytest.mark.parametrize("name", EPISODE_DATASETS)
+def test_datasheet_totals_of_calls_and_checks_match_the_file(name):
+    readme = (ROOT / "datasets" / name / "README.md").read_text(encoding="utf-8")
+    stated = {what: int(n) for n, what in re.findall(
+        r"(\d+) (required calls|forbidden calls|state)", " ".join(readme.split()))}
+    cases = dataset(name).cases
+    assert stated == {
+        "required calls": sum(len(c.required_calls) for c in cases),
+        "forbidden calls": sum(len(c.forbidden_calls) for c in cases),
+        "state": sum(len(c.success.state_checks) for c in cases)}
