@@ -254,3 +254,15 @@ def test_per_condition_table_gives_pass_at_k_and_pass_hat_k_over_trials(episode_
     assert summary[CONDITIONS[3]] == (TRIALS, 0.0, 0.0)  # the bare 503: none does
     assert f"pass@{TRIALS} 100.0% / pass^{TRIALS} 100.0%" in page
     assert f"pass@{TRIALS} 0.0% / pass^{TRIALS} 0.0%" in page
+
+
+def test_each_factor_is_paired_against_its_first_setting(episode_run, page):
+    from bench.report.episodes import factor_pairs
+
+    pairs = {(p["factor"], p["level"]): p for p in factor_pairs(episode_run)}
+    assert set(pairs) == {("error_style", "bare"), ("fault", "503")}
+    bare = pairs[("error_style", "bare")]
+    # paired on (case, trial, fault): only under the 503 does the bare style lose, each trial
+    assert (bare["pairs"], bare["base_only"], bare["level_only"]) == (2 * TRIALS, TRIALS, 0)
+    assert bare["diff"] == -0.5 and bare["base"] == "actionable"
+    assert 'id="factor-pairs"' in page and "bare vs actionable" in page

@@ -321,3 +321,59 @@ def condition_summary(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
                     "recovery": sum(recovery) / len(recovery) if recovery else None,
                     "stops": dict(stops)})
     return out
+
+
+def factor_pairs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
+    """Paired statistics of task success for each factor: every setting against the factor's
+    first one (its default; for ``variant`` the first variant), episodes paired on (case,
+    trial, every other setting), per provider: McNemar's exact test and the paired bootstrap
+    interval of the difference (:func:`bench.compare.core.compare_rows`).
+
+    Returns:
+        One dict per (factor, setting, provider) with pairs: ``factor``, ``base``, ``level``,
+        ``provider``, ``pairs``, ``base_only`` / ``level_only`` (pairs where only that side
+        succeeded), ``diff`` / ``diff_low`` / ``diff_high`` (fractions, level minus base),
+        ``p_value``. [] without two settings of any factor.
+    """
+    from bench.compare.core import compare_rows
+
+    rows = [r for r in episode_rows(runs) if r.metrics.task_success is not None]
+    settings = []
+    for row in rows:
+        found = {name: str(value) for name, value in (row.factors or {}).items()}
+        found["variant"] = base_variant(row)
+        settings.append(found)
+    bases = list(dict.fromkeys(split_condition(v)[0] for v in variant_order(runs)))
+    out = []
+    for factor in FACTOR_NAMES:
+        order = bases if factor == "variant" else list(FACTORS.get(factor, ()))
+        levels = sorted({s.get(factor) for s in settings if s.get(factor) is not None},
+                        key=lambda v: order.index(v) if v in order else len(order))
+        if len(levels) < 2:
+            continue
+
+        def side(level: str) -> list[dict[str, Any]]:
+            out_rows = []
+            for row, found in zip(rows, settings):
+                if found.get(factor) != level:
+                    continue
+                rest = "~".join(f"{k}={v}" for k, v in sorted(found.items()) if k != factor)
+                data = row.to_json_dict()
+                data["case_id"] = f"{row.case_id}~{rest}"  # pair within equal other settings
+                out_rows.append(data)
+            return out_rows
+
+        base_rows = side(levels[0])
+        for level in levels[1:]:
+            try:
+                comparison = compare_rows(base_rows, side(level), metrics=["task_success"],
+                                          group_by=("provider",))
+            except ValueError:  # no pair
+                continue
+            for test in comparison.tests:
+                out.append({"factor": factor, "base": levels[0], "level": level,
+                            "provider": test.group, "pairs": test.n,
+                            "base_only": test.a_only, "level_only": test.b_only,
+                            "diff": test.diff, "diff_low": test.diff_low,
+                            "diff_high": test.diff_high, "p_value": test.p_value})
+    return out

@@ -23,6 +23,7 @@ from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
+                                   factor_pairs,
                                    factor_success)
 from bench.report.data import (ERROR_LIMIT, NAME_LIMIT, LoadedRun, all_rows,
                                cap_text, drilldown, frame_of,
@@ -215,7 +216,12 @@ def render_html(runs: Sequence[LoadedRun], title: str,
                             for r in table.to_dict("records")],
                    "conditions": [{**c, "rate_text": format_rate(c["rate"], c["low"],
                                                                  c["high"], c["n"])}
-                                  for c in condition_summary(runs)]}
+                                  for c in condition_summary(runs)],
+                   "pairs": [[p["factor"], f"{p['level']} vs {p['base']}", p["provider"],
+                              str(p["pairs"]), f"{p['base_only']}/{p['level_only']}",
+                              f"{100 * p['diff']:+.1f} [{100 * p['diff_low']:+.1f}, "
+                              f"{100 * p['diff_high']:+.1f}]", f"{p['p_value']:.3g}"]
+                             for p in factor_pairs(runs)]}
     # a single answer's views (confusion, argument errors) leave episode rows out: an
     # episode's calls live in its trajectory, not in one parsed answer
     single = frame[~frame["key"].isin({r.key for r in all_rows(runs)
