@@ -213,15 +213,24 @@ def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
         return
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        with _label_sql(conn) as deadline:
-            for i, sql in enumerate(overrides):
-                try:
-                    _run_label_sql(conn, sql, deadline)
-                except (sqlite3.Error, sqlite3.Warning) as exc:
-                    raise StateError(f"state.overrides.{i}",
-                                     f"override does not run: {exc}") from None
+        _run_overrides(conn, overrides)
     finally:
         conn.close()
+
+
+def _run_overrides(conn: sqlite3.Connection, overrides: Sequence[str]) -> None:
+    """Each override on ``conn`` under the label rules (:func:`apply_overrides`).
+
+    Raises:
+        StateError: the first that fails (field ``state.overrides.<i>``).
+    """
+    with _label_sql(conn) as deadline:
+        for i, sql in enumerate(overrides):
+            try:
+                _run_label_sql(conn, sql, deadline)
+            except (sqlite3.Error, sqlite3.Warning) as exc:
+                raise StateError(f"state.overrides.{i}",
+                                 f"override does not run: {exc}") from None
 
 
 def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
@@ -277,13 +286,7 @@ def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
             _PRISTINE[seed] = conn
         conn.execute("BEGIN")
         try:
-            with _label_sql(conn) as deadline:
-                for i, sql in enumerate(overrides):
-                    try:
-                        _run_label_sql(conn, sql, deadline)
-                    except (sqlite3.Error, sqlite3.Warning) as exc:
-                        raise StateError(f"state.overrides.{i}",
-                                         f"override does not run: {exc}") from None
+            _run_overrides(conn, overrides)
             with _label_sql(conn, _read_only_authorizer) as deadline:
                 for i, check in enumerate(checks):
                     try:

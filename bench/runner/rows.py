@@ -70,6 +70,15 @@ def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
     return messages_digest(case.messages), case.expected.model_dump()
 
 
+def _identity(item: PlanItem, run_id: str, expected: dict[str, Any]) -> dict[str, Any]:
+    """The fields that say which planned item a row is (its key first); ``variant`` is the
+    item's condition (the variant's name unless episode factors changed a setting)."""
+    return {"key": item.key, "run_id": run_id, "case_id": item.case.id,
+            "toolset": item.case.toolset, "variant": item.condition,
+            "provider": item.provider_id, "trial": item.trial, "lang": item.case.lang,
+            "tags": item.case.tags, "query": item.case.query, "expected": expected}
+
+
 def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
               billed_usd: float | None = None, attempts: int = 1,
               cache: str | None = None, execution: Any = None,
@@ -108,17 +117,7 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
             else verdict.valid
         metrics["bfcl_error_type"] = verdict.error_type
     return {
-        "key": item.key,
-        "run_id": run_id,
-        "case_id": item.case.id,
-        "toolset": item.case.toolset,
-        "variant": item.variant.name,
-        "provider": item.provider_id,
-        "trial": item.trial,
-        "lang": item.case.lang,
-        "tags": item.case.tags,
-        "query": item.case.query,
-        "expected": expected,
+        **_identity(item, run_id, expected),
         "request": {**response.request, "variant_sha256": item.variant.sha256,
                     "messages_sha256": messages_sha256,
                     "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
@@ -153,17 +152,7 @@ def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
     messages_sha256, expected = case_summary
     last = episode.responses[-1] if episode.responses else None
     return {
-        "key": item.key,
-        "run_id": run_id,
-        "case_id": item.case.id,
-        "toolset": item.case.toolset,
-        "variant": item.condition,
-        "provider": item.provider_id,
-        "trial": item.trial,
-        "lang": item.case.lang,
-        "tags": item.case.tags,
-        "query": item.case.query,
-        "expected": expected,
+        **_identity(item, run_id, expected),
         "request": {"variant_sha256": item.variant.sha256, "messages_sha256": messages_sha256,
                     "tools_sha256": item.variant.sha256, "kind": "episode"},
         "response": {"raw": None, "finish_reason": getattr(last, "finish_reason", None),
