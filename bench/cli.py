@@ -17,6 +17,7 @@ from rich.text import Text
 
 from bench.cli_import import import_app
 from bench.cli_lint import lint
+from bench.cli_split import split
 from bench.cli_variants import variants_app
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field
 from bench.limits import (DEFAULT_ATTEMPTS,
@@ -61,13 +62,15 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
     from bench.stats.summary import summarize, summary_frame
 
     store = (project or Project.from_env()).store(run_id)
-    frame = summary_frame(store.load_rows(store.load_manifest()))
+    manifest = store.load_manifest()
+    frame = summary_frame(store.load_rows(manifest))
     if frame.empty:
         out.print(f"run {run_id}: no finished rows yet")
         return
     summary = summarize(frame, variant_order)
     trials = int(frame["trial"].max()) + 1
-    out.print(summary_table(summary, title=f"run {run_id}", trials=trials))
+    split = manifest.config.get("split") or "all"  # runs from before splits ran every case
+    out.print(summary_table(summary, title=f"run {run_id}, {split} split", trials=trials))
     if trials > 1 and "task_success" in frame:
         _print_pass_k(frame, trials)
 
@@ -130,6 +133,10 @@ def run(
         min=1, help="Only N cases: a sample stratified by expected tool (no-call and ask "
                     "cases included), seeded by --seed, nested (N+1 adds one case) and in "
                     "dataset order.")] = None,
+    split: Annotated[Optional[str], typer.Option(
+        help="Dataset split: test (the default when the dataset has splits), dev (what "
+             "descriptions may be written from) or all (the default without splits).")]
+    = None,
     cases: Annotated[Optional[list[str]], typer.Option(help="Only these case ids.")] = None,
     model: Annotated[Optional[str], typer.Option(
         help="Local provider: a model preset: qwen2.5-coder-0.5b (default), smollm2-135m, "
@@ -258,6 +265,7 @@ def run(
                     providers=_split(provider, "--provider") or list(DEFAULT_PROVIDERS),
                     trials=trials,
                     limit=limit,
+                    split=split,
                     case_ids=_split(cases, "--cases") or None,
                     seed=seed,
                     max_tokens=max_tokens, no_call_layout=no_call_layout, threads=threads,
@@ -279,6 +287,11 @@ def run(
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
         run_name = runner.store.run_id
+        if runner.config.split == "all" and not resume:
+            from bench.datasets.splits import has_splits
+            if not has_splits(runner.dataset.cases):
+                err.print(f"note: dataset '{runner.config.dataset}' has no dev/test split: "
+                          "figures are on all its cases ('bench split' adds one)", markup=False)
         for problem in runner.invalid_cases:
             err.print(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
                       f"{problem.field}): {problem.message}", soft_wrap=True, markup=False)
@@ -463,6 +476,7 @@ app.command()(compare)
 app.add_typer(variants_app, name="variants")
 app.add_typer(import_app, name="import")
 app.command("lint")(lint)
+app.command("split")(split)
 from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from collections import Counter
 from typing import Annotated, Optional
 
@@ -36,14 +37,18 @@ def lint(
     overlap: Annotated[float, typer.Option(min=0.0, max=1.0, help="TF-IDF cosine from which "
                                            "two tools' descriptions overlap.")] = 0.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    dataset: Annotated[Optional[list[str]], typer.Option(
+        help="Check that no variant mirrors these datasets' test cases (BL013/BL014; a name "
+             "under datasets/ or a .jsonl path; default: every dataset under datasets/ of "
+             "a linted toolset; 'none' skips the check).")] = None,
 ) -> None:
     """Lint descriptions and schemas: rule code, severity, tool/parameter, fix hint.
 
     Exit code 1 when any finding has severity 'error'; 2 for a toolset that does not exist
-    or has no variants.
+    or has no variants, or a dataset that cannot be loaded.
     """
     from bench.descriptions import available_variants, check_toolset, load_variant
-    from bench.descriptions.lint import RULES, LintConfig, lint_variant
+    from bench.descriptions.lint import RULES, LintConfig, leak_findings, lint_variant
     from bench.paths import descriptions_dir
 
     root = descriptions_dir()
@@ -57,9 +62,13 @@ def lint(
         if not _split(variant) and not available_variants(name, root):
             raise BenchError(f"toolset '{name}' has no variants (no specs under "
                              f"descriptions/{name}/specs and no hand-written variants)")
+    tests = _test_cases(_split(dataset), toolsets)
     for name in toolsets:
         for v in _split(variant) or available_variants(name):
-            findings += lint_variant(load_variant(name, v), config)
+            loaded = load_variant(name, v)
+            findings += lint_variant(loaded, config)
+            for cases, datasheet in tests.get(name, []):
+                findings += leak_findings(loaded, cases, datasheet)
             linted.append((name, v))
     if as_json:
         print(json.dumps({"findings": [f.to_dict() for f in findings],
@@ -69,6 +78,29 @@ def lint(
         _print(findings, linted)
     if any(f.severity == "error" for f in findings):
         raise typer.Exit(1)
+
+
+def _test_cases(names: list[str], toolsets: list[str]) -> dict[str, list[tuple[list, Path]]]:
+    """``toolset -> [(test cases, datasheet)]`` of the datasets to check for leaks: ``names``
+    (``["none"]``: none), else every dataset under ``datasets/`` using a linted toolset. A
+    dataset without splits counts every case as test."""
+    from bench.datasets import available_datasets, load_dataset
+    from bench.datasets.splits import select_split
+
+    if names == ["none"]:
+        return {}
+    out: dict[str, list[tuple[list, Path]]] = {}
+    for name in names or available_datasets():
+        loaded = load_dataset(name)
+        source = Path(loaded.path)
+        datasheet = source.parent / "README.md"
+        has_split = any(c.split for c in loaded.cases)
+        cases = select_split(loaded.cases, "test") if has_split else list(loaded.cases)
+        for toolset in loaded.toolsets:
+            if toolset in toolsets or names:
+                out.setdefault(toolset, []).append(
+                    ([c for c in cases if c.toolset == toolset], datasheet))
+    return out
 
 
 def _print(findings, linted) -> None:  # noqa: ANN001 - plain data

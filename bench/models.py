@@ -193,6 +193,9 @@ class Case(BaseModel):
     task is done); its ``expected`` is derived from ``required_calls`` (the first answer's
     label is not what an episode is scored on, but the label checks read it) and must not be
     given.
+
+    ``split`` is ``dev`` (may inform descriptions, prompts and optimizers) or ``test`` (what
+    figures are reported on); None in datasets without splits (:mod:`bench.datasets.splits`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -200,6 +203,7 @@ class Case(BaseModel):
     id: str = Field(min_length=1)
     toolset: str = Field(pattern=NAME_PATTERN)
     lang: Literal["zh", "en", "mixed"]
+    split: Literal["dev", "test"] | None = None
     messages: list[Message] = Field(min_length=1)
     expected: Expected
     tags: list[str] = Field(default_factory=list)

@@ -193,6 +193,9 @@ def compare(
         rows_b = _split_variant(rows, b, f"run '{run}'")
         label_a, label_b = a, b
     elif _is_run(project, a) and _is_run(project, b):
+        from bench.datasets.splits import refuse_mixed_splits, run_split
+        refuse_mixed_splits({name: run_split(project.store(name).load_manifest().config)
+                             for name in (a, b)})
         rows_a, rows_b = _rows_of(project, a), _rows_of(project, b)
         if variant:
             rows_a = _split_variant(rows_a, variant, f"run '{a}'")

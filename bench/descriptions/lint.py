@@ -49,6 +49,10 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("BL010", "overlapping-tools", WARNING, "two tools' descriptions overlap strongly"),
     Rule("BL011", "openai-strict", WARNING, "OpenAI strict mode rejects the schema as is"),
     Rule("BL012", "gemini-schema", WARNING, "Gemini's Schema subset rejects the schema"),
+    Rule("BL013", "mirrors-test-case", ERROR,
+         "description text mirrors a test case (bench lint --dataset)"),
+    Rule("BL014", "translated-example", WARNING,
+         "an example in another language has a test case's exact arguments: a translation?"),
 )}
 
 
@@ -326,3 +330,35 @@ def _first_problems(problems: list[tuple[str, str]], shown: int = 4) -> str:
     """``"path: message; ...; +N more"`` for the first ``shown`` (path, message) pairs."""
     text = "; ".join(f"{path}: {message}" for path, message in problems[:shown])
     return text + (f"; +{len(problems) - shown} more" if len(problems) > shown else "")
+
+
+def leak_findings(variant: Variant, cases: Sequence[Any], datasheet: Any = None
+                  ) -> list[Finding]:
+    """BL013/BL014 findings of ``variant`` against a dataset's ``test`` cases
+    (:mod:`bench.descriptions.leaks`).
+
+    Args:
+        variant: the variant to check.
+        cases: the cases it must not mirror (:class:`bench.models.Case`; pass the ``test``
+            split, or every case of a dataset without splits).
+        datasheet: the dataset's README (a ``pathlib.Path``) whose ``## Reviewed
+            cross-language mirrors`` section lists translated mirrors; None: none.
+    """
+    from bench.descriptions.leaks import find_leaks, reviewed_mirrors
+
+    reviewed = reviewed_mirrors(datasheet) if datasheet is not None else {}
+    found = []
+    for leak in find_leaks(variant, cases, reviewed):
+        rule = RULES["translated-example" if leak.is_hint else "mirrors-test-case"]
+        what = {"near-copy": f"nearly the same as the query (similarity {leak.score:.2f}, "
+                             "IDs and numbers masked)",
+                "trigger-phrase": f"quotes the query's phrase '{leak.evidence}'",
+                "reviewed": "a reviewed cross-language mirror (datasheet)",
+                "argument-copy": "has the case's exact expected arguments"}[leak.signal]
+        found.append(Finding(rule.code, rule.name, rule.severity, variant.toolset,
+                             variant.name, leak.tool, None,
+                             f"{leak.section} line '{leak.text[:80]}' mirrors test case "
+                             f"{leak.case_id}: {what}",
+                             "rewrite the line from dev cases only, or move the case to dev "
+                             "(bench split --force-dev)"))
+    return found

@@ -21,7 +21,7 @@ root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` se
 from __future__ import annotations
 
 import tomllib
-from typing import Any
+from typing import Any, Literal
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,6 +45,8 @@ class GateConfig(BaseModel):
         margin: a drop vs the baseline no larger than this (fraction) never fails.
         alpha: family-wise significance level, Holm-corrected across the gate's tests.
         baseline: the baseline JSON file (relative to ``root``).
+        split: the dataset split (``bench run --split``; None: ``test`` when the dataset has
+            splits, else ``all``); the baseline must have been recorded on the same split.
         cases / limit: optional case subset (ids) and/or N of them, sampled as ``bench run
             --limit`` does (stratified by expected tool, seed 1234).
         execute: run the answers on the reference backends (execution metrics).
@@ -64,6 +66,7 @@ class GateConfig(BaseModel):
     baseline: str = "bench-baseline.json"
     cases: list[str] | None = None
     limit: int | None = Field(default=None, ge=1)
+    split: Literal["dev", "test", "all"] | None = None
     execute: bool = True
     flips_shown: int = Field(default=5, ge=0)
     root: Path = Path(".")

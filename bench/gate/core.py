@@ -27,6 +27,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from bench.compare.core import Comparison, compare_frames
+from bench.datasets.splits import refuse_mixed_splits, run_split
 from bench.errors import BenchError
 from bench.gate.config import GateConfig
 from bench.plural import count
@@ -94,7 +95,8 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
         dataset = str(project.resolve(dataset))
     run_config = RunConfig(dataset=dataset, variants=config.variants,
                            providers=config.providers, trials=config.trials,
-                           limit=config.limit, case_ids=config.cases, execute=config.execute)
+                           limit=config.limit, case_ids=config.cases, execute=config.execute,
+                           split=config.split)
     runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
                     project=project)
     runner.run()
@@ -165,7 +167,8 @@ def build_baseline(config: GateConfig, run: GateRun) -> dict[str, Any]:
         "format": BASELINE_FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "run_id": run.run_id,
-        "dataset": {"name": dataset.name, "sha256": dataset.sha256, "cases": dataset.cases},
+        "dataset": {"name": dataset.name, "sha256": dataset.sha256, "cases": dataset.cases,
+                    "split": run_split(run.manifest.config)},
         "variants": [{"name": v.name, "toolset": v.toolset, "sha256": v.sha256}
                      for v in run.manifest.variants],
         "providers": list(config.providers),
@@ -383,7 +386,8 @@ def _short_errors(row: Row, call_errors: Sequence[str], limit: int = 240) -> str
 
 def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
              baseline: dict[str, Any] | None,
-             call_errors: dict[tuple[str, int], list[str]] | None = None) -> list[Verdict]:
+             call_errors: dict[tuple[str, int], list[str]] | None = None,
+             split: str | None = None) -> list[Verdict]:
     """Decide every (variant, provider, metric) of the gate (rule in the module docstring).
 
     Args:
@@ -392,10 +396,19 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
         baseline: a document of :func:`load_baseline`, or None (floors only).
         call_errors: executor errors per (case, trial) quoted with flipped cases
             (:attr:`GateRun.call_errors`).
+        split: the split the rows ran (:func:`bench.datasets.splits.run_split`); None: not
+            checked.
 
     Returns:
         One :class:`Verdict` per (variant, provider, metric) in config order.
+
+    Raises:
+        BenchError: the baseline was recorded on another split than ``split``.
     """
+    if baseline and split is not None:
+        stored = (baseline.get("dataset") or {}).get("split") or "all"
+        refuse_mixed_splits({"the baseline": str(stored), "this gate run": split},
+                            "gate against each other")
     rows = as_rows(rows)
     frame = results_frame(rows)
     by_key = {r.key: r for r in rows}

@@ -63,12 +63,13 @@ class GateState:
 
     def verdicts(self) -> dict[str, Any]:
         """``{test name: Verdict}`` of the gate."""
+        from bench.datasets.splits import run_split
         from bench.gate.core import evaluate
         if self._verdicts is None:
             run = self.run()
             self._verdicts = {v.test_name: v for v in
                               evaluate(self.config, run.rows, self.baseline(),
-                                       run.call_errors)}
+                                       run.call_errors, split=run_split(run.manifest.config))}
         return self._verdicts
 
 

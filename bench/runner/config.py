@@ -78,6 +78,10 @@ class RunConfig(BaseModel):
         limit_sampling: how ``limit`` picks: ``stratified`` (the sample above) or ``first``
             (the first N in file order: what runs recorded before the sample existed did; a
             resumed run keeps its own).
+        split: the dataset split to run: ``dev``, ``test`` or ``all``; None resolves to
+            ``test`` for a dataset with splits and ``all`` for one without
+            (:func:`bench.datasets.splits.resolve_split`). A run stores the resolved value;
+            runs stored before splits existed read as ``all``.
         case_ids: only these cases (None: all).
         model: the local provider's model preset (None: default).
         model_path: GGUF for the local provider (None: the preset).
@@ -123,6 +127,7 @@ class RunConfig(BaseModel):
     trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
     limit: int | None = Field(default=None, ge=1)
     limit_sampling: Literal["stratified", "first"] = "stratified"
+    split: Literal["dev", "test", "all"] | None = None
     case_ids: list[str] | None = None
     model: str | None = None
     model_path: str | None = None

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bench.datasets import load_dataset
 from bench.datasets.labels import LabelProblem
+from bench.datasets.splits import resolve_split
 from bench.episodes.factors import factor_grid
 from bench.errors import BenchError, pydantic_error_field
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
@@ -105,6 +106,9 @@ class Runner:
         self.bfcl_path = bfcl_path if bfcl_path is not None and bfcl_path.is_file() else None
         self.bfcl: dict[str, BfclSource] = load_sources(self.bfcl_path) \
             if self.bfcl_path else {}
+        if config.split is None:  # stored resolved: a run says which split its figures are on
+            config = self.config = config.model_copy(
+                update={"split": resolve_split(self.dataset.cases, None)})
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         check_episodes(self.dataset, self.cases, config.execute)
@@ -173,6 +177,8 @@ class Runner:
                                  field="config")
             # a run from before --limit sampled took the first N cases: it keeps them
             stored_config = {"limit_sampling": "first", **stored_config}
+            # a run from before splits ran every case
+            stored_config = {"split": "all", **stored_config}
             # the sender processes of the previous release are gone (one event loop now)
             stored_config = {k: v for k, v in stored_config.items() if k != "sender_processes"}
             if "model" in changes or "model_path" in changes:  # one names the model: not both

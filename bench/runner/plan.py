@@ -11,6 +11,7 @@ from typing import Sequence
 from bench.datasets import Dataset, check_against_tools
 from bench.datasets.labels import LabelProblem, iter_label_problems
 from bench.datasets.sample import stratified_sample
+from bench.datasets.splits import resolve_split, select_split
 from bench.descriptions import Variant, load_variant
 from bench.episodes.factors import Factors
 from bench.errors import BenchError
@@ -44,17 +45,26 @@ class PlanItem:
 
 
 def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
-    """The cases a config selects, in file order: ``case_ids`` (all when None), then of those
-    ``limit`` cases as ``limit_sampling`` says (a stratified sample seeded by ``seed``, or
-    the first N).
+    """The cases a config selects, in file order: those of the ``split``, then ``case_ids``
+    (all when None), then of those ``limit`` cases as ``limit_sampling`` says (a stratified
+    sample seeded by ``seed``, or the first N).
 
     Raises:
-        BenchError: ``case_ids`` names a case the dataset does not have.
+        BenchError: ``case_ids`` names a case the dataset does not have, or one of another
+            split (the message names the split to ask for); ``split`` cannot be resolved
+            (:func:`bench.datasets.splits.resolve_split`).
     """
-    cases = list(dataset.cases)
+    split = resolve_split(dataset.cases, config.split)
+    cases = select_split(dataset.cases, split)
     if config.case_ids:
         known = {c.id for c in cases}
         missing = [i for i in config.case_ids if i not in known]
+        elsewhere = {c.id: c.split for c in dataset.cases if c.id in missing}
+        if elsewhere:
+            first = next(iter(elsewhere))
+            raise BenchError(f"case '{first}' is in the {elsewhere[first]} split, not "
+                             f"{split}: add --split {elsewhere[first]} (or --split all)",
+                             file=dataset.path, line=dataset.lines.get(first), field="split")
         if missing:
             raise BenchError(f"unknown case id(s): {', '.join(missing)}", file=dataset.path)
         wanted = set(config.case_ids)
