@@ -1,0 +1,102 @@
+"""The leak checker: description text that mirrors a test case is found (near copies with other
+IDs, Chinese with another city, quoted trigger phrases, reviewed translations), unrelated text
+is not, and no shipped variant mirrors a shipped test case."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.datasets import available_datasets, load_dataset
+from bench.datasets.splits import select_split
+from bench.descriptions import available_variants, load_variant
+from bench.descriptions.leaks import find_leaks, jaccard, reviewed_mirrors, tokens
+from bench.descriptions.lint import leak_findings
+from bench.descriptions.variants import Variant
+from bench.models import Case, Tool
+from bench.paths import datasets_dir
+
+DESCRIPTION = """Cancel one shipment.
+
+Examples:
+- "Cancel SF9876543210, the customer changed their mind" -> {"tracking_no": "SF9876543210"}
+- "上海下单次数最多的5位客户" -> {"sql": "SELECT 1"}
+- "Refund 50 yuan and I keep it" -> {"amount": 50, "keep_item": true}
+
+Edge cases:
+- 'Top spender' means limit 1.
+- '上海仓' is the warehouse SH01.
+"""
+
+
+def _variant(description: str = DESCRIPTION) -> Variant:
+    tool = Tool(name="cancel_shipment", description=description,
+                input_schema={"type": "object", "properties": {}})
+    return Variant(name="l50", toolset="t", tools=(tool,), source="test")
+
+
+def _case(case_id: str, text: str, lang: str = "en", arguments: dict | None = None) -> Case:
+    expected = {"calls": [{"name": "cancel_shipment", "arguments": arguments}]} \
+        if arguments is not None else {"no_call": True}
+    return Case.model_validate({"id": case_id, "toolset": "t", "lang": lang,
+                                "messages": [{"role": "user", "content": text}],
+                                "expected": expected})
+
+
+def _signals(case: Case, reviewed=None) -> set[str]:
+    return {k.signal for k in find_leaks(_variant(), [case], reviewed)}
+
+
+def test_another_id_is_still_a_copy():
+    assert "near-copy" in _signals(_case("a", "Cancel SF2020202020, the customer changed "
+                                              "their mind."))
+
+
+def test_chinese_with_another_city_is_a_copy():
+    assert "near-copy" in _signals(_case("b", "北京下单次数最多的5位客户", "zh"))
+
+
+def test_a_quoted_trigger_phrase_in_the_query_is_found():
+    assert "trigger-phrase" in _signals(_case("c", "Who is our top spender this year?"))
+
+
+def test_short_vocabulary_and_unrelated_queries_are_not_leaks():
+    assert _signals(_case("d", "上海仓还有多少库存？", "zh")) == set()  # 上海仓: a value, 3 chars
+    assert _signals(_case("e", "What is the weather in Berlin tomorrow?")) == set()
+
+
+def test_a_translation_is_a_hint_until_reviewed(tmp_path):
+    translated = _case("f", "退我50元，东西我留着", "zh",
+                       arguments={"amount": [50], "keep_item": [True]})
+    assert _signals(translated) == {"argument-copy"}
+    sheet = tmp_path / "README.md"
+    sheet.write_text("# data\n\n## Reviewed cross-language mirrors\n\n"
+                     "- f | cancel_shipment | Refund 50 yuan\n\n## Next\n- g | x | y\n",
+                     encoding="utf-8")
+    reviewed = reviewed_mirrors(sheet)
+    assert reviewed == {"f": [("cancel_shipment", "Refund 50 yuan")]}
+    assert "reviewed" in _signals(translated, reviewed)
+    findings = leak_findings(_variant(), [translated], sheet)
+    assert {f.code for f in findings} == {"BL013", "BL014"}
+
+
+def test_masking_keeps_words_and_drops_ids():
+    assert tokens("Cancel SF123 now") == tokens("cancel JD999 NOW")
+    assert jaccard(tokens("a b"), tokens("c d")) == 0.0
+
+
+@pytest.mark.parametrize("name", ["ecommerce", "analytics", "logistics", "ecommerce-episodes",
+                                  "analytics-episodes", "logistics-episodes"])
+def test_no_shipped_variant_mirrors_a_shipped_test_case(name):
+    assert name in available_datasets()
+    dataset = load_dataset(name)
+    test = select_split(dataset.cases, "test")
+    assert test, "the dataset has a test split"
+    sheet = datasets_dir() / name / "README.md"
+    problems = []
+    for toolset in dataset.toolsets:
+        for variant in available_variants(toolset):
+            problems += [f"{f.variant} {f.tool}: {f.message}" for f in
+                         leak_findings(load_variant(toolset, variant),
+                                       [c for c in test if c.toolset == toolset], sheet)
+                         if f.code == "BL013"]
+    assert problems == []
