@@ -79,7 +79,12 @@ class ExpectedCall(BaseModel):
 class Expected(BaseModel):
     """What a correct answer does: make ``calls``, make no call (``no_call``: nothing fits), or
     ask the user (``ask``: a fitting tool exists but required information is missing, so the
-    model should ask instead of guessing; scored as "made no call"). Exactly one of the three.
+    model should ask instead of guessing). Exactly one of the three.
+
+    ``ask_for`` (ask cases) names what is missing: one list of alternatives per missing item,
+    in zh and en (``[["order id", "order number", "订单号"]]``), matched like an episode's
+    ``answer_facts`` (case-folded substrings of the reply); a correct ask makes no call and its
+    reply names every item.
 
     ``ordered`` says the calls must come in the listed order; otherwise they are matched as a
     multiset.
@@ -90,7 +95,16 @@ class Expected(BaseModel):
     calls: list[ExpectedCall] = Field(default_factory=list)
     no_call: StrictBool = False
     ask: StrictBool = False
+    ask_for: list[list[str]] = Field(default_factory=list)
     ordered: StrictBool = False
+
+    @field_validator("ask_for")
+    @classmethod
+    def _ask_for_alternatives(cls, value: list[list[str]]) -> list[list[str]]:
+        for i, alternatives in enumerate(value):
+            if not alternatives or not all(a.strip() for a in alternatives):
+                raise ValueError(f"ask_for[{i}] needs one or more non-empty alternatives")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> "Expected":
@@ -102,6 +116,8 @@ class Expected(BaseModel):
         if not kinds:
             raise ValueError("expected needs 'calls' (a non-empty list), 'no_call': true "
                              "or 'ask': true")
+        if self.ask_for and not self.ask:
+            raise ValueError("ask_for is only for 'ask': true cases")
         return self
 
 
@@ -196,6 +212,9 @@ class Case(BaseModel):
 
     ``split`` is ``dev`` (may inform descriptions, prompts and optimizers) or ``test`` (what
     figures are reported on); None in datasets without splits (:mod:`bench.datasets.splits`).
+    ``info`` is the information bucket: the lowest description level whose text carries what
+    the case needs (``schema``: names and JSON Schema alone, as l3 shows them; ``l10``,
+    ``l30``, ``l50``); None when not tagged.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -204,6 +223,7 @@ class Case(BaseModel):
     toolset: str = Field(pattern=NAME_PATTERN)
     lang: Literal["zh", "en", "mixed"]
     split: Literal["dev", "test"] | None = None
+    info: Literal["schema", "l10", "l30", "l50"] | None = None
     messages: list[Message] = Field(min_length=1)
     expected: Expected
     tags: list[str] = Field(default_factory=list)
