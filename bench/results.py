@@ -180,7 +180,10 @@ class RowMetrics(_Record):
     schema_valid: bool | None = None
     schema_valid_lenient: bool | None = None
     no_call_correct: bool | None = None
-    ask_correct: bool | None = None
+    ask_correct: bool | None = Field(None, description=(
+        "ask cases: no call and the reply names what is missing (before ask_for labels: no "
+        "call)"))
+    ask_no_call: bool | None = Field(None, description="ask cases: no call was made")
     hallucinated_tool: bool | None = None
     hallucinated_argument: bool | None = None
     missing_required: bool | None = None

@@ -147,15 +147,27 @@ def test_value_matching_rules():
     assert not value_acceptable("x", [None])
 
 
-def test_ask_case_is_correct_only_without_a_call():
-    expected = Expected(ask=True)
+def test_ask_case_is_correct_only_without_a_call_and_asking_for_what_is_missing():
+    expected = Expected(ask=True, ask_for=[["order id", "order number", "订单号"]])
     tools = [Tool(name="get_order_status", description="d",
                   input_schema={"type": "object", "properties": {"order_id": {"type": "string"}},
                                 "required": ["order_id"]})]
     silent = score_case(expected, ParsedAnswer(calls=[]), tools)
+    vague = score_case(expected, ParsedAnswer(calls=[], text="How can I help?"), tools)
+    asked = score_case(expected, ParsedAnswer(calls=[], text="请提供您的订单号。"), tools)
     guessed = score_case(expected, ParsedAnswer(calls=[
-        ToolCall(id="c0", name="get_order_status", arguments={"order_id": "123"})]), tools)
-    assert silent.ask_correct is True and silent.no_call_correct is None
-    assert guessed.ask_correct is False and guessed.selection_correct is False
+        ToolCall(id="c0", name="get_order_status", arguments={"order_id": "123"})],
+        text="Which order number?"), tools)
+    # silence is restraint (ask_no_call), not asking
+    assert silent.ask_no_call is True and silent.ask_correct is False
+    assert silent.no_call_correct is None
+    assert vague.ask_no_call is True and vague.ask_correct is False
+    assert asked.ask_correct is True
+    assert guessed.ask_correct is False and guessed.ask_no_call is False
+    assert guessed.selection_correct is False
+    # a label that does not name what is missing: a question is an ask
+    unnamed = Expected(ask=True)
+    assert score_case(unnamed, ParsedAnswer(calls=[], text="Which order?"), tools).ask_correct
+    assert not score_case(unnamed, ParsedAnswer(calls=[], text="Done."), tools).ask_correct
     with pytest.raises(ValueError):
         Expected(ask=True, no_call=True)

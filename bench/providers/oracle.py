@@ -9,6 +9,7 @@ may be refused by a business rule (an order that cannot be cancelled) or name a 
 backend lacks, which the oracle's rows show.
 
 How a label becomes an answer (:func:`label_answer`): a no-call or ask case answers without a
+call (an ask case with words that name its ``ask_for`` items, :func:`ask_text`);
 call; otherwise each expected call in label order, with each argument's first acceptable value.
 An argument whose values are all ``null`` (may or must be omitted) is left out. Matchers: a
 ``{"$regex": ...}`` argument gets the case's query when the query matches it (free-text
@@ -95,6 +96,14 @@ def label_answer(case: Case, tools: Sequence[Tool]) -> tuple[list[dict[str, Any]
     return calls, unlabeled
 
 
+def ask_text(case: Case) -> str:
+    """The oracle's question on an ask case: the first alternative of each ``ask_for`` item
+    (``"Could you tell me: order id?"``), or a bare question when the label names nothing."""
+    wanted = [alternatives[0] for alternatives in case.expected.ask_for]
+    return f"Could you tell me: {', '.join(wanted)}?" if wanted else \
+        "Could you tell me what is missing?"
+
+
 def _conversation_key(messages: Sequence[Message]) -> str:
     return json.dumps([m.model_dump(exclude_none=True) for m in messages], sort_keys=True,
                       ensure_ascii=False)
@@ -142,8 +151,11 @@ class OracleProvider(FunctionProvider):
             BenchError: the conversation is not one of the dataset's cases.
         """
         started = time.perf_counter()
-        calls, unlabeled = label_answer(self.find(messages, tools), tools)
-        response = self.response(calls, tools, started)
+        case = self.find(messages, tools)
+        calls, unlabeled = label_answer(case, tools)
+        # an ask case's reply names what is missing, as its label says
+        response = self.response({"tool_calls": calls, "text": ask_text(case)}
+                                 if case.expected.ask else calls, tools, started)
         if unlabeled:
             response.request["unlabeled"] = unlabeled
         return response

@@ -120,8 +120,10 @@ class Runner:
                              "scripted agent, the function provider (docs/episodes.md)",
                              file=self.dataset.path, line=self.dataset.lines.get(
                                  episodes[0].id), field="kind")
-        if config.no_call_layout is None and any(c.kind == "episode" for c in self.cases):
-            # an episode's final answer needs words: the embedded model's layout that has them
+        if config.no_call_layout is None and any(c.kind == "episode" or c.expected.ask
+                                                 for c in self.cases):
+            # an episode's final answer, and an ask case's question, need words: the embedded
+            # model's layout that has them
             from bench.providers.local_prompt import EPISODE_NO_CALL_LAYOUT
             config = self.config = config.model_copy(
                 update={"no_call_layout": EPISODE_NO_CALL_LAYOUT})

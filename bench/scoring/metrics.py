@@ -96,8 +96,11 @@ class CaseScore:
             (None when no call was made).
         schema_valid_lenient: the same after the lenient repairs.
         no_call_correct: on a no-call case, no call was made (None on other cases).
-        ask_correct: on an ask case (information missing), no call was made (None on other
-            cases). Whether the prose really asks is not judged.
+        ask_correct: on an ask case (information missing), no call was made and the reply
+            asks for what is missing (:func:`asks_for`; None on other cases).
+        ask_no_call: on an ask case, no call was made, whatever the reply says (what
+            ``ask_correct`` meant before ask labels named the missing information; None on
+            other cases).
         hallucinated_tool: some call names a tool the variant does not have.
         hallucinated_argument: some call sends an argument its tool's schema does not define
             (top-level ``properties``).
@@ -125,6 +128,7 @@ class CaseScore:
     schema_valid_lenient: bool | None = None
     no_call_correct: bool | None = None
     ask_correct: bool | None = None
+    ask_no_call: bool | None = None
     hallucinated_tool: bool = False
     hallucinated_argument: bool = False
     missing_required: bool = False
@@ -471,7 +475,8 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
 
     Memoised: trials, variants with the same tools object and providers repeat the same answer
     to the same case, and the score depends only on the label, the tools and the answer's
-    error and calls (names, ``repr`` of the arguments, validity, parse notes). The memo is
+    error and calls (names, ``repr`` of the arguments, validity, parse notes), and on an ask
+    case its text. The memo is
     keyed on the identity of ``expected`` and ``tools`` (both kept alive by the memo, so an
     identity is never reused) and holds up to 32,768 scores, then starts over; answers whose
     arguments' reprs exceed 512 characters are scored without it (bounded memory).
@@ -491,7 +496,9 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
     calls = tuple((c.name, repr(c.arguments), c.valid, tuple(c.notes)) for c in answer.calls)
     if sum(len(c[1]) for c in calls) > _MEMO_ARGUMENTS_CHARS:
         return _score_case(expected, answer, tools)  # too big to keep
-    key = (id(expected), id(tools), answer.error, answer.error_code, calls)
+    # an ask case's score reads the reply's words too
+    said = answer.text if expected.ask else None
+    key = (id(expected), id(tools), answer.error, answer.error_code, calls, said)
     found = _SCORE_MEMO.get(key)
     if found is not None and found[0] is expected and found[1] is tools:
         score_memo_stats["hits"] += 1
@@ -502,6 +509,29 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
         _SCORE_MEMO.clear()
     _SCORE_MEMO[key] = (expected, tools, score)
     return score
+
+
+_QUESTION_MARKS = ("?", "？")
+
+
+def asks_for(missing: Sequence[Sequence[str]], reply: str | None) -> bool:
+    """True when ``reply`` asks for what is ``missing``.
+
+    Args:
+        missing: an ask label's ``ask_for``: per missing item, its alternatives (zh and en).
+        reply: the model's words (None: it wrote none).
+
+    Returns:
+        With ``missing``: every item has an alternative that occurs in the reply (case-folded
+        substring, as episodes match ``answer_facts``). Without (a label that does not say
+        what is missing): the reply holds a question mark. No words never ask.
+    """
+    if not reply:
+        return False
+    said = reply.casefold()
+    if not missing:
+        return any(mark in said for mark in _QUESTION_MARKS)
+    return all(any(a.casefold() in said for a in alternatives) for alternatives in missing)
 
 
 def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
@@ -519,6 +549,7 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
             schema_valid_lenient=False,
             no_call_correct=False if expected.no_call else None,
             ask_correct=False if expected.ask else None,
+            ask_no_call=False if expected.ask else None,
             error_codes=sorted({UNPARSEABLE, answer.error_code} - {None}),
         )
     by_name = {t.name: t for t in tools}
@@ -541,7 +572,9 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
         return CaseScore(
             selection_correct=not calls,
             no_call_correct=(not calls) if expected.no_call else None,
-            ask_correct=(not calls) if expected.ask else None,
+            ask_correct=(not calls and asks_for(expected.ask_for, answer.text))
+            if expected.ask else None,
+            ask_no_call=(not calls) if expected.ask else None,
             enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
 
     names_e = [e.name for e in expected.calls]

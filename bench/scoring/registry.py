@@ -132,6 +132,8 @@ _BUILTIN: tuple[MetricSpec, ...] = (
                views=frozenset({"compare"})),
     MetricSpec("no_call_correct", "no-call", "no-call", views=_TABLE_REPORT_COMPARE),
     MetricSpec("ask_correct", "ask", "ask", views=_TABLE_REPORT_COMPARE),
+    MetricSpec("ask_no_call", "ask: no call", "ask: no call", views=_REPORT_COMPARE,
+               optional=True),
     # the executor may name its outcomes exec_success / exec_match
     MetricSpec("execution_success", "execution success", "exec success", views=_ALL,
                aliases=("exec_success",)),
