@@ -9,8 +9,8 @@ may be refused by a business rule (an order that cannot be cancelled) or name a 
 backend lacks, which the oracle's rows show.
 
 How a label becomes an answer (:func:`label_answer`): a no-call or ask case answers without a
-call (an ask case with words that name its ``ask_for`` items, :func:`ask_text`);
-call; otherwise each expected call in label order, with each argument's first acceptable value.
+call (an ask case with words that name its ``ask_for`` items, :func:`ask_text`); otherwise
+each expected call in label order, with each argument's first acceptable value.
 An argument whose values are all ``null`` (may or must be omitted) is left out. Matchers: a
 ``{"$regex": ...}`` argument gets the case's query when the query matches it (free-text
 arguments), else the first literal alternative; ``{"$any": true}`` gets the first ``enum``
