@@ -63,7 +63,8 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def markdown(dataset: Dataset, tools: list[str] | None = None) -> str:
-    """Markdown tables: category × language, tags, and per tool the cases and calls.
+    """Markdown tables: category × language, tags, per tool the cases and calls, and (when
+    the cases carry them) splits × language and information buckets × split.
 
     Args:
         dataset: the loaded dataset.
@@ -96,6 +97,22 @@ def markdown(dataset: Dataset, tools: list[str] | None = None) -> str:
     parts += ["", f"Expected tools ({count(calls_total, 'expected call')}; \"cases\" counts "
               "cases that expect the tool at least once):", "",
               _table(["tool", "cases", "calls", *LANGS], rows)]
+    splits = Counter((c.split or "(none)", c.lang) for c in cases)
+    if any(c.split for c in cases):
+        rows = [[name, *(splits[(name, lang)] for lang in LANGS),
+                 sum(splits[(name, lang)] for lang in LANGS)]
+                for name in ("dev", "test", "(none)") if any(k == name for k, _ in splits)]
+        parts += ["", "Splits (`bench split`; only dev cases may inform descriptions, figures "
+                  "are on test):", "", _table(["split", *LANGS, "cases"], rows)]
+    buckets = Counter((c.info or "(untagged)", c.split or "(none)") for c in cases)
+    if any(c.info for c in cases):
+        order = ("schema", "l10", "l30", "l50", "(untagged)")
+        split_names = sorted({k for _, k in buckets})
+        rows = [[name, *(buckets[(name, k)] for k in split_names),
+                 sum(buckets[(name, k)] for k in split_names)]
+                for name in order if any(b == name for b, _ in buckets)]
+        parts += ["", "Information buckets (the lowest description level whose text carries "
+                  "what the case needs):", "", _table(["info", *split_names, "cases"], rows)]
     turns = Counter(len(c.messages) for c in cases)
     history_calls = sum(len(m.tool_calls or []) for c in cases for m in c.messages)
     parts += ["", f"Messages per case: {', '.join(f'{n}: {turns[n]}' for n in sorted(turns))} "
