@@ -71,6 +71,11 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
     trials = int(frame["trial"].max()) + 1
     split = manifest.config.get("split") or "all"  # runs from before splits ran every case
     out.print(summary_table(summary, title=f"run {run_id}, {split} split", trials=trials))
+    from bench.report.table import bucket_rich_table
+    from bench.stats.buckets import bucket_table
+    buckets = bucket_table(frame, variant_order)
+    if not buckets.empty:
+        out.print(bucket_rich_table(buckets))
     if trials > 1 and "task_success" in frame:
         _print_pass_k(frame, trials)
 

@@ -286,6 +286,9 @@ class Row(_Record):
     trial: int = Field(ge=0, description="0-based repetition number")
     lang: str | None = Field(description="the case's language (zh, en, mixed)")
     tags: list[str] | None = None
+    info: str | None = Field(None, description=(
+        "the case's information bucket: the lowest description level carrying what it needs "
+        "(schema, l10, l30, l50; None: untagged)"))
     query: str | None = Field(None, description="the case's last user message")
     expected: RowExpected | None = None
     request: RowRequest | None = None

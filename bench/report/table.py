@@ -137,3 +137,28 @@ def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int =
                          f"{cost:.4f} ({record['cost_per_case_usd']:.6f})")
         table.add_row(*cells)
     return table
+
+
+def bucket_rich_table(table: pd.DataFrame, title: str | None = None) -> Table:
+    """A rich Table of :func:`bench.stats.buckets.bucket_table`: per provider and variant, one
+    row per information bucket with tool selection and arguments (95% Wilson intervals)."""
+    from bench.scoring.registry import get_metric
+    from bench.stats.buckets import BUCKET_METRICS
+
+    out = Table(title=title or "per information bucket (the lowest level whose text carries "
+                               "what a case needs)", title_justify="left")
+    for column in ("provider", "variant", "info", "cases"):
+        out.add_column(column, overflow="fold", justify="right" if column == "cases" else "left")
+    shown = [m for m in BUCKET_METRICS if m in table.columns]
+    for metric in shown:
+        out.add_column(get_metric(metric).label, justify="right")
+    providers = shown_provider_ids(str(p) for p in table["provider"])
+    for record in table.to_dict("records"):
+        cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
+                 escape(str(record["info"])), str(record["n"])]
+        for metric in shown:
+            n = int(record[f"{metric}_n"])
+            cells.append(format_rate(record[metric], record[f"{metric}_low"],
+                                     record[f"{metric}_high"], n) if n else "-")
+        out.add_row(*cells)
+    return out

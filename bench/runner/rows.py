@@ -76,7 +76,8 @@ def _identity(item: PlanItem, run_id: str, expected: dict[str, Any]) -> dict[str
     return {"key": item.key, "run_id": run_id, "case_id": item.case.id,
             "toolset": item.case.toolset, "variant": item.condition,
             "provider": item.provider_id, "trial": item.trial, "lang": item.case.lang,
-            "tags": item.case.tags, "query": item.case.query, "expected": expected}
+            "tags": item.case.tags, "info": item.case.info, "query": item.case.query,
+            "expected": expected}
 
 
 def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,

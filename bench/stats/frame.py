@@ -9,7 +9,8 @@ Column schema (dtype in brackets):
 
 - ``key`` [str] ``case|variant|provider|trial``; ``run_id`` [str]; ``case_id`` [str];
   ``toolset`` [str]; ``variant`` [str]; ``provider`` [str]; ``trial`` [int]; ``lang`` [str];
-  ``tags`` [tuple of str]; ``query`` [str] the last user message.
+  ``tags`` [tuple of str]; ``query`` [str] the last user message; ``info`` [str or None] the
+  case's information bucket.
 - ``expected_kind`` [str] ``calls`` | ``no_call`` | ``ask``.
 - ``expected_tools`` [tuple of str] expected tool names in label order (empty on no-call/ask).
 - ``predicted_tools`` [tuple of str, or None] called tool names in answer order; None when
@@ -43,7 +44,8 @@ from bench.scoring.registry import MetricSpec, metric_names, metric_specs
 NO_CALL = "(no call)"
 UNPARSEABLE = "(unparseable)"
 
-_ID_COLUMNS = ("key", "run_id", "case_id", "toolset", "variant", "provider", "trial", "lang")
+_ID_COLUMNS = ("key", "run_id", "case_id", "toolset", "variant", "provider", "trial", "lang",
+               "info")
 _LIST_COLUMNS = ("error_codes", "argument_errors", "lenient_repairs")
 _OBJECT_COLUMNS = ("tags", "expected_tools", "predicted_tools", *_LIST_COLUMNS)
 _NUMBER_KINDS = ("count", "tokens", "usd", "seconds")

@@ -30,9 +30,9 @@ SUMMARY_CHUNK_ROWS = 1_000
 """Rows flattened at a time by :func:`summary_frame`: bounds its transient memory (a row as
 JSON-shaped Python objects took about 30 KB here, so 1,000 rows peaked near 40 MB)."""
 
-_SUMMARY_COLUMNS = ("provider", "variant", "case_id", "trial", "tool_definition_tokens",
-                    "prompt_tokens", "cached_tokens", "reasoning_tokens", "latency_s",
-                    "cost_usd")
+_SUMMARY_COLUMNS = ("provider", "variant", "case_id", "trial", "info",
+                    "tool_definition_tokens", "prompt_tokens", "cached_tokens",
+                    "reasoning_tokens", "latency_s", "cost_usd")
 
 
 def summary_frame(rows: Iterable[Row | Mapping[str, Any]],
