@@ -29,6 +29,9 @@ from bench.models import Case, Tool
 from bench.paths import datasets_dir
 
 MATCHER_KEYS = ("$regex", "$any")
+# A $regex matcher may carry one value it accepts: what the oracle sends (a SQL label's
+# example query), checked against the pattern at load.
+EXAMPLE_KEY = "$example"
 HF_PREFIX = "hf:"
 # Case fields that a Hub dataset may store as JSON text instead of nested columns.
 _JSON_FIELDS = ("messages", "expected", "tags")
@@ -270,17 +273,30 @@ def _check_matchers(case: Case, path: Path | str, line: int) -> None:
                                  "'must be omitted')", file=path, line=line, field=field)
             for value in values:
                 if isinstance(value, dict) and any(k.startswith("$") for k in value):
-                    unknown = [k for k in value if k not in MATCHER_KEYS]
-                    if unknown or len(value) != 1 or value.get("$any", True) is not True:
+                    unknown = [k for k in value if k not in (*MATCHER_KEYS, EXAMPLE_KEY)]
+                    kinds = [k for k in value if k in MATCHER_KEYS]
+                    if unknown or len(kinds) != 1 or value.get("$any", True) is not True \
+                            or (EXAMPLE_KEY in value and "$regex" not in value):
                         raise BenchError(f"unknown matcher {value} (use one of "
-                                         f"{', '.join(MATCHER_KEYS)})",
-                                         file=path, line=line, field=field)
+                                         f"{', '.join(MATCHER_KEYS)}; {EXAMPLE_KEY} goes "
+                                         "with $regex)", file=path, line=line, field=field)
                     if "$regex" in value:
                         try:
                             regex.compile(value["$regex"])  # what scoring runs
                         except (regex.error, TypeError) as exc:
                             raise BenchError(f"invalid $regex: {exc}", file=path, line=line,
                                              field=field) from None
+                    if EXAMPLE_KEY in value:  # a live label: its own example must pass it
+                        example = value[EXAMPLE_KEY]
+                        try:
+                            fits = isinstance(example, str) and \
+                                regex.search(value["$regex"], example, timeout=1.0) is not None
+                        except TimeoutError:
+                            fits = False
+                        if not fits:
+                            raise BenchError(f"{EXAMPLE_KEY} {example!r} does not match its "
+                                             "$regex", file=path, line=line,
+                                             field=f"{field}.{EXAMPLE_KEY}")
 
 
 def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -> None:

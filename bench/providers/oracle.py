@@ -12,8 +12,8 @@ How a label becomes an answer (:func:`label_answer`): a no-call or ask case answ
 call (an ask case with words that name its ``ask_for`` items, :func:`ask_text`); otherwise
 each expected call in label order, with each argument's first acceptable value.
 An argument whose values are all ``null`` (may or must be omitted) is left out. Matchers: a
-``{"$regex": ...}`` argument gets the case's query when the query matches it (free-text
-arguments), else the first literal alternative; ``{"$any": true}`` gets the first ``enum``
+``{"$regex": ...}`` argument gets its ``"$example"`` (a SQL label's example query), else the
+case's query when the query matches it (free-text arguments), else the first literal alternative; ``{"$any": true}`` gets the first ``enum``
 value or a value of the schema's type. An argument with only a ``$regex`` the query does not
 match (e.g. a SQL pattern) cannot be produced: it is sent as ``"<no literal label>"`` and listed
 in the row's ``request.unlabeled``, so the row shows where the label has no example value.
@@ -69,6 +69,8 @@ def _argument(values: list[Any], schema: dict[str, Any], query: str
             return True, value, True
         if "$any" in value:
             return True, _typed_value(schema), True
+        if "$regex" in value and isinstance(value.get("$example"), str):
+            return True, value["$example"], True
         if "$regex" in value and query and regex.search(value["$regex"], query):
             return True, query, True
     if literal is not None:
