@@ -138,9 +138,16 @@ class RequiredCall(ExpectedCall):
     listed argument has an acceptable value (as in :class:`ExpectedCall`); arguments the
     label does not list are free, unlike a single answer's label. ``after`` lists the indices
     of required calls that must have happened before it (order constraints only where the
-    label says so, BRIEF §10)."""
+    label says so, BRIEF §10).
+
+    ``example`` (optional) is one whole arguments object that satisfies the label and the
+    tool's JSON Schema (the required arguments the label leaves free included): what the
+    ``oracle`` provider sends, so that the label is shown to be satisfiable. An argument it
+    lacks that the schema requires is taken by the oracle from the latest tool result's field
+    of the same name (a ``result_id`` from an earlier call)."""
 
     after: list[StrictInt] = Field(default_factory=list)
+    example: dict[str, Any] | None = None
 
 
 class ForbiddenCall(BaseModel):

@@ -64,6 +64,21 @@ def iter_label_problems(dataset: Dataset, toolset: str,
                             yield LabelProblem(case.id, line, field,
                                                f"acceptable value {value!r} breaks the "
                                                f"tool's schema: {why}")
+        for i, required in enumerate(case.required_calls):
+            if required.example is None or required.name not in roots:
+                continue
+            field = f"required_calls.{i}.example"
+            why = value_problem(value_validator(roots[required.name]), required.example)
+            if why is not None:
+                yield LabelProblem(case.id, line, field, f"the example breaks the tool's "
+                                   f"schema: {why}")
+            for arg, acceptable in required.arguments.items():
+                literals = [v for v in acceptable if not isinstance(v, dict)]
+                if len(literals) == len(acceptable) and \
+                        required.example.get(arg) not in literals:
+                    yield LabelProblem(case.id, line, f"{field}.{arg}",
+                                       f"the example's {required.example.get(arg)!r} is not "
+                                       f"one of the label's values {acceptable!r}")
 
 
 def value_validator(schema: dict, root: dict | None = None) -> jsonschema.Draft202012Validator:

@@ -98,6 +98,88 @@ def label_answer(case: Case, tools: Sequence[Tool]) -> tuple[list[dict[str, Any]
     return calls, unlabeled
 
 
+def _canonical(name: str, arguments: Any) -> str:
+    return json.dumps([name, arguments], sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _needs_confirmation(case: Case, name: str, arguments: dict[str, Any]) -> bool:
+    """The call is one an ``until_confirmed`` forbidden call forbids before the user's reply
+    (every argument that label lists holds one of its values, compared as JSON)."""
+    for forbidden in case.forbidden_calls:
+        if forbidden.until_confirmed and forbidden.name == name and all(
+                any(_canonical("", arguments.get(k)) == _canonical("", v) for v in values)
+                for k, values in forbidden.arguments.items()):
+            return True
+    return False
+
+
+def _result_fields(history: Sequence[Message], failed: set[str | None]) -> dict[str, Any]:
+    """Top-level fields of the successful tool results so far (a result's ``data`` object
+    when it is an envelope), later results winning: where the oracle finds a ``result_id``."""
+    fields: dict[str, Any] = {}
+    for message in history:
+        if message.role != "tool" or message.tool_call_id in failed or not message.content:
+            continue
+        try:
+            value = json.loads(message.content)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("data"), dict):
+            value = value["data"]
+        if isinstance(value, dict):
+            fields.update(value)
+    return fields
+
+
+def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
+                 ) -> dict[str, Any]:
+    """The oracle's next answer in episode ``case``, from the conversation so far: the label's
+    ``required_calls`` in an order their ``after`` constraints allow (every call whose
+    predecessors succeeded, together in one answer; a failed one again, as a retry), a
+    question instead of a call that an ``until_confirmed`` forbidden call guards while the user
+    has not replied, and then a final answer naming the first alternative of each answer fact.
+
+    Returns:
+        ``{"tool_calls": [...], "text": ...}`` as :meth:`FunctionProvider.response` takes it.
+    """
+    history = messages[len(case.messages):]
+    replies = sum(1 for m in history if m.role == "user")
+    failed = {m.tool_call_id for m in history if m.role == "tool" and m.is_error}
+    succeeded = {_canonical(str(c.get("name")), c.get("arguments") or {})
+                 for m in history if m.role == "assistant"
+                 for c in m.tool_calls or [] if str(c.get("id")) not in failed}
+    schemas = {t.name: t.input_schema for t in tools}
+    fields = _result_fields(history, failed)
+    planned = []
+    for call in case.required_calls:
+        schema = schemas.get(call.name) or {}
+        properties = schema.get("properties") or {}
+        arguments = dict(call.example or {})
+        for name, values in call.arguments.items():
+            if name in arguments:
+                continue
+            send, value, _ = _argument(values, properties.get(name) or {}, case.query)
+            if send:
+                arguments[name] = value
+        for name in schema.get("required") or []:  # free in the label: an earlier result's
+            if name not in arguments and name in fields:
+                arguments[name] = fields[name]
+        planned.append((call.name, arguments))
+    done = [_canonical(*p) in succeeded for p in planned]
+    ready = [i for i, call in enumerate(case.required_calls)
+             if not done[i] and all(done[j] for j in call.after)]
+    if ready:
+        if not replies and case.user_replies and any(
+                _needs_confirmation(case, *planned[i]) for i in ready):
+            names = ", ".join(planned[i][0] for i in ready)
+            return {"tool_calls": [], "text": f"Shall I go ahead with {names}? Please confirm."}
+        return {"tool_calls": [{"name": planned[i][0], "arguments": planned[i][1]}
+                               for i in ready], "text": None}
+    facts = [alternatives[0] for alternatives in (case.success.answer_facts
+                                                  if case.success else [])]
+    return {"tool_calls": [], "text": " ".join(facts) if facts else "Done."}
+
+
 def ask_text(case: Case) -> str:
     """The oracle's question on an ask case: the first alternative of each ``ask_for`` item
     (``"Could you tell me: order id?"``), or a bare question when the label names nothing."""
@@ -130,12 +212,18 @@ class OracleProvider(FunctionProvider):
             self._cases.setdefault(_conversation_key(case.messages), []).append(case)
 
     def find(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Case:
-        """The case whose conversation is ``messages`` (see the module docstring).
+        """The case whose conversation is ``messages``, or for an episode step the episode
+        whose conversation starts it (see the module docstring).
 
         Raises:
             BenchError: no case has this conversation.
         """
         found = self._cases.get(_conversation_key(messages))
+        for end in range(len(messages) - 1, 0, -1):  # an episode's later step
+            if found:
+                break
+            found = [c for c in self._cases.get(_conversation_key(messages[:end]), [])
+                     if c.kind == "episode"]
         if not found:
             raise BenchError(f"provider '{self.provider_id}': a conversation that is not in "
                              f"the dataset {self._dataset} (the oracle answers only its "
@@ -154,6 +242,8 @@ class OracleProvider(FunctionProvider):
         """
         started = time.perf_counter()
         case = self.find(messages, tools)
+        if case.kind == "episode":
+            return self.response(episode_step(case, messages, tools), tools, started)
         calls, unlabeled = label_answer(case, tools)
         # an ask case's reply names what is missing, as its label says
         response = self.response({"tool_calls": calls, "text": ask_text(case)}

@@ -112,14 +112,6 @@ class Runner:
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         check_episodes(self.dataset, self.cases, config.execute)
-        episodes = [c for c in self.cases if c.kind == "episode"]
-        oracles = [p for p in config.providers if p == "oracle" or p.startswith("oracle:")]
-        if episodes and oracles:
-            raise BenchError("the oracle answers single-answer cases only (a label cannot say "
-                             "what to do with tool results); check episode labels with a "
-                             "scripted agent, the function provider (docs/episodes.md)",
-                             file=self.dataset.path, line=self.dataset.lines.get(
-                                 episodes[0].id), field="kind")
         if config.no_call_layout is None and any(c.kind == "episode" or c.expected.ask
                                                  for c in self.cases):
             # an episode's final answer, and an ask case's question, need words: the embedded
