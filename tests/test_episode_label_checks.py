@@ -1,0 +1,135 @@
+"""Episode labels that could never be met are refused when they load, and every episode label
+error names its field as written in the file (a hostile review of the dataset labels)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.datasets.loader import check_against_tools, load_dataset
+from bench.descriptions import load_variant
+from bench.episodes.state import EpisodeDatabase, StateError, check_label_state
+from bench.errors import BenchError
+from bench.runner.plan import check_episodes
+from tests.test_episodes import PAID, STATUS, episode
+
+OTHER = "ORD20250143"
+
+
+def _write(tmp_path: Path, bad: dict[str, Any] | str) -> Path:
+    """A two-line dataset: a good episode, then ``bad`` (a case, or a raw line)."""
+    path = tmp_path / "bad.jsonl"
+    line = bad if isinstance(bad, str) else json.dumps(bad, ensure_ascii=False)
+    path.write_text(json.dumps(dict(episode(), id="ep-0")) + "\n" + line + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def _label_error(path: Path) -> BenchError:
+    """The first error of every load-time label check ``bench run`` makes (format, tools,
+    state), or a failure when the labels pass."""
+    with pytest.raises(BenchError) as refused:
+        dataset = load_dataset(str(path))
+        check_against_tools(dataset, "ecommerce", load_variant("ecommerce", "l3").tools)
+        check_episodes(dataset, dataset.cases, execute=True)
+    return refused.value
+
+
+# -- a call both required and forbidden -------------------------------------------------------
+
+
+@pytest.mark.parametrize("forbidden, replies", [
+    ({"name": "cancel_order"}, []),  # any call of the tool
+    ({"name": "cancel_order", "arguments": {"order_id": [PAID]}}, []),  # the required one
+    ({"name": "cancel_order", "arguments": {"order_id": [OTHER, PAID]}}, []),
+    ({"name": "cancel_order", "arguments": {"order_id": [{"$regex": "^ORD"}]}}, []),
+    ({"name": "cancel_order", "arguments": {"order_id": [{"$any": True}]}}, []),
+    # no scripted reply ever confirms: forbidden for the whole episode
+    ({"name": "cancel_order", "until_confirmed": True}, []),
+])
+def test_a_required_call_that_every_matching_call_breaks_a_forbidden_one_is_refused(
+        tmp_path, forbidden, replies):
+    bad = dict(episode(forbidden_calls=[{"name": "request_refund"}, forbidden],
+                       user_replies=replies), id="ep-1")
+    error = _label_error(_write(tmp_path, bad))
+    assert (error.line, error.field) == (2, "forbidden_calls.1")
+    assert "required_calls.1 ('cancel_order')" in error.message
+    assert "never be met" in error.message
+
+
+@pytest.mark.parametrize("forbidden, replies, required_args", [
+    # ask first, then write: forbidden only before the user's reply
+    ({"name": "cancel_order", "until_confirmed": True}, ["Yes, cancel it."], {"order_id": [PAID]}),
+    # another order than the required one
+    ({"name": "cancel_order", "arguments": {"order_id": [OTHER]}}, [], {"order_id": [PAID]}),
+    # forbidden with one reason only: the required call may send another
+    ({"name": "cancel_order", "arguments": {"reason": ["other"]}}, [], {"order_id": [PAID]}),
+    # the required call may omit the reason, the forbidden one needs it sent
+    ({"name": "cancel_order", "arguments": {"reason": [{"$any": True}]}}, [],
+     {"order_id": [PAID], "reason": [None, "changed_mind"]}),
+    # a pattern that one accepted value escapes
+    ({"name": "cancel_order", "arguments": {"order_id": [{"$regex": "143$"}]}}, [],
+     {"order_id": [PAID, OTHER]}),
+])
+def test_a_required_call_with_an_allowed_way_to_make_it_loads(tmp_path, forbidden, replies,
+                                                               required_args):
+    required = [{"name": "get_order_status", "arguments": {"order_id": [PAID]}},
+                {"name": "cancel_order", "arguments": required_args, "after": [0]}]
+    case = dict(episode(forbidden_calls=[forbidden], user_replies=replies,
+                        required_calls=required), id="ep-1")
+    dataset = load_dataset(str(_write(tmp_path, case)))
+    assert [c.id for c in dataset.cases] == ["ep-0", "ep-1"]
+
+
+# -- numbers JSON does not have ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("literal, shown", [
+    ("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"),
+    ("1e400", "Infinity"),  # Python's json overflows it to inf
+])
+def test_a_state_check_expecting_a_non_finite_number_is_refused(tmp_path, literal, shown):
+    line = json.dumps(dict(episode(success={"state_checks": [
+        {"sql": "SELECT count(*) FROM orders", "expect": [[1]]}]}), id="ep-1"))
+    line = line.replace('"expect": [[1]]', f'"expect": [[{literal}]]')
+    error = _label_error(_write(tmp_path, line))
+    assert (error.line, error.field) == (2, "success.state_checks.0.expect.0.0")
+    assert error.message.startswith(f"{shown} is not a JSON number")
+
+
+def test_a_non_finite_acceptable_value_is_refused_with_its_field(tmp_path):
+    line = json.dumps(dict(episode(), id="ep-1")).replace(f'"order_id": ["{PAID}"]}}, "after"',
+                                                          '"order_id": [NaN]}, "after"')
+    error = _label_error(_write(tmp_path, line))
+    assert (error.line, error.field) == (2, "required_calls.1.arguments.order_id.0")
+
+
+def test_a_non_finite_number_in_a_hub_row_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def case(case_id: str, value: float) -> dict:
+        return dict(episode(success={"state_checks": [{"sql": "SELECT 0.5",
+                                                       "expect": [[value]]}]}), id=case_id)
+
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    # pyarrow keeps a NaN a NaN (pandas would store it as null)
+    pq.write_table(pa.Table.from_pylist([case("ep-0", 0.5), case("ep-1", float("nan"))]),
+                   folder / "test.parquet")
+    with pytest.raises(BenchError, match="NaN is not a JSON number") as refused:
+        load_dataset(f"hf:{folder}:test")
+    assert (refused.value.line, refused.value.field) == (2, "success.state_checks.0.expect.0.0")
+
+
+def test_an_integer_beyond_pythons_digit_limit_is_one_line_error(tmp_path):
+    line = json.dumps(dict(episode(), id="ep-1")).replace('"max_steps": 6',
+                                                          f'"max_steps": {"9" * 5000}')
+    with pytest.raises(BenchError, match="malformed JSON: .*4300 digits") as refused:
+        load_dataset(str(_write(tmp_path, line)))
+    assert refused.value.line == 2 and "\n" not in str(refused.value)
+
+
