@@ -133,3 +133,35 @@ def test_an_integer_beyond_pythons_digit_limit_is_one_line_error(tmp_path):
     assert refused.value.line == 2 and "\n" not in str(refused.value)
 
 
+# -- the signed-in customer -------------------------------------------------------------------
+
+
+def test_an_unknown_signed_in_customer_is_refused_at_load(tmp_path):
+    with pytest.raises(StateError, match="unknown customer 'C9999'") as refused:
+        check_label_state([], [], user_id="C9999")
+    assert refused.value.field == "state.user_id"
+    check_label_state([], [], user_id="C0001")
+    # a customer the label's own override adds exists in the episode's copy
+    check_label_state(["INSERT INTO customers SELECT 'C9999', name, email, city, language, "
+                       "created_at, phone, vip_level, growth_value, birthday FROM customers "
+                       "WHERE customer_id = 'C0001'"], [], user_id="C9999")
+    error = _label_error(_write(tmp_path, dict(episode(state={"user_id": "C9999"}), id="ep-1")))
+    assert (error.line, error.field) == (2, "state.user_id")
+
+
+# -- virtual tables ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["fts5(x)", "fts4(x)", "rtree(id, lo, hi)"])
+def test_a_virtual_table_in_an_override_is_refused_by_name(module):
+    sql = f"CREATE VIRTUAL TABLE f USING {module}"
+    with pytest.raises(StateError) as at_load:
+        check_label_state([sql], [])
+    assert at_load.value.field == "state.overrides.0"
+    assert "CREATE VIRTUAL TABLE is refused" in at_load.value.message
+    with pytest.raises(StateError) as in_episode:
+        with EpisodeDatabase([sql]):
+            pass
+    assert in_episode.value.message == at_load.value.message
+
+
