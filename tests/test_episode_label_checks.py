@@ -165,3 +165,80 @@ def test_a_virtual_table_in_an_override_is_refused_by_name(module):
     assert in_episode.value.message == at_load.value.message
 
 
+# -- every episode label error names a field of the file --------------------------------------
+
+
+def _path_exists(obj: Any, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return False
+    return True
+
+
+def _required(*calls: dict) -> dict:
+    return {"required_calls": list(calls)}
+
+
+CANCEL = {"name": "cancel_order", "arguments": {"order_id": [PAID]}}
+BAD_EPISODES = {
+    "required name type": _required({"name": 5}),
+    "required arguments type": _required({"name": "cancel_order", "arguments": {"order_id": PAID}}),
+    "required unknown key": _required({**CANCEL, "bogus": 1}),
+    "required not an object": _required("cancel_order"),
+    "required unknown tool": _required({"name": "launch_rocket"}),
+    "required unknown argument": _required({"name": "cancel_order", "arguments": {"oid": [PAID]}}),
+    "required value breaks schema": _required({"name": "cancel_order",
+                                               "arguments": {"order_id": [42]}}),
+    "required empty values": _required({"name": "cancel_order", "arguments": {"order_id": []}}),
+    "required bad matcher": _required({"name": "cancel_order",
+                                       "arguments": {"order_id": [{"$regexp": "x"}]}}),
+    "required bad regex": _required({"name": "cancel_order",
+                                     "arguments": {"order_id": [{"$regex": "("}]}}),
+    "required after out of range": _required(CANCEL, {**CANCEL, "after": [0, 7]}),
+    "required after itself": _required({**CANCEL, "after": [0]}),
+    "required after cycle": _required({**CANCEL, "after": [1]}, {**CANCEL, "after": [0]}),
+    "required after type": _required(CANCEL, {**CANCEL, "after": [True]}),
+    "forbidden unknown tool": {"forbidden_calls": [{"name": "launch_rocket"}]},
+    "forbidden unknown argument": {"forbidden_calls": [{"name": "request_refund",
+                                                        "arguments": {"oid": ["x"]}}]},
+    "forbidden type": {"forbidden_calls": [{"name": "request_refund", "until_confirmed": "y"}]},
+    "forbidden bad regex": {"forbidden_calls": [{"name": "request_refund",
+                                                 "arguments": {"order_id": [{"$regex": "["}]}}]},
+    "forbidden also required": {"forbidden_calls": [CANCEL]},
+    "state check sql": {"success": {"state_checks": [{"sql": "SELECT nope FROM orders",
+                                                      "expect": []}]}},
+    "state check writes": {"success": {"state_checks": [{"sql": "DELETE FROM orders",
+                                                         "expect": []}]}},
+    "state check expect type": {"success": {"state_checks": [{"sql": STATUS, "expect": 3}]}},
+    "state check empty sql": {"success": {"state_checks": [{"sql": "", "expect": []}]}},
+    "success empty": {"success": {"state_checks": [], "answer_facts": []}},
+    "answer fact empty": {"success": {"answer_facts": [["cancelled"], []]}},
+    "answer fact blank": {"success": {"answer_facts": [["cancelled", "  "]]}},
+    "override fails": {"state": {"overrides": ["UPDATE nowhere SET x = 1"]}},
+    "override virtual table": {"state": {"overrides": ["CREATE VIRTUAL TABLE f USING fts5(x)"]}},
+    "override pragma": {"state": {"overrides": ["PRAGMA journal_mode = wal"]}},
+    "overrides type": {"state": {"overrides": "DELETE FROM orders"}},
+    "user id type": {"state": {"user_id": 7}},
+    "user id unknown": {"state": {"user_id": "C9999"}},
+    "state unknown key": {"state": {"user": "C0001"}},
+    "user replies type": {"user_replies": [1]},
+    "max steps range": {"max_steps": 99},
+    "max steps type": {"max_steps": "6"},
+    "kind": {"kind": "Episode"},
+    "expected given": {"expected": {"no_call": True}},
+    "toolset pattern": {"toolset": "../x"},
+    "non-finite expect": {"success": {"state_checks": [{"sql": STATUS,
+                                                        "expect": [[float("inf")]]}]}},
+}
+
+
+@pytest.mark.parametrize("fields", BAD_EPISODES.values(), ids=BAD_EPISODES.keys())
+def test_every_episode_label_error_names_a_field_of_the_bad_line(tmp_path, fields):
+    bad = dict(episode(**fields), id="ep-1")
+    error = _label_error(_write(tmp_path, bad))
+    assert error.line == 2 and error.field, str(error)
+    assert _path_exists(bad, error.field), f"'{error.field}' is not in the line: {error}"
