@@ -54,14 +54,36 @@ class RunIncomplete(BenchError):
 
     exit_code = 3
 
+class FieldValueError(ValueError):
+    """Raised by a pydantic validator about one part of the value it validates, so that the
+    error names that part: :func:`pydantic_error_field` appends ``path`` to pydantic's own
+    location (a model validator's is the model itself; a field validator's, the field).
+
+    Args:
+        path: dotted path below the validated value, as written in the file
+            (``required_calls.0.after.1``).
+        message: what is wrong (without the path).
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
 def pydantic_error_field(exc: Exception) -> tuple[str | None, str]:
-    """Return (dotted field path, message) of the first error of a pydantic ``ValidationError``."""
+    """Return (dotted field path, message) of the first error of a pydantic ``ValidationError``
+    (a :class:`FieldValueError`'s path appended to the location, its message without
+    pydantic's ``Value error,`` prefix)."""
     errors = getattr(exc, "errors", None)
     if not callable(errors):
         return None, str(exc)
     first = errors()[0]
-    field = ".".join(str(p) for p in first.get("loc", ())) or None
-    return field, first.get("msg", str(exc))
+    loc = [str(p) for p in first.get("loc", ())]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldValueError):
+        return ".".join([*loc, cause.path]), cause.message
+    return ".".join(loc) or None, first.get("msg", str(exc))
 
 
 def read_text_file(path: Path) -> str:

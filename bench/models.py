@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from bench.errors import FieldValueError
+
 Permission = Literal["read", "write", "sensitive"]
 # Names that become folder or file names (toolsets, variants): no separators, no leading dot.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
@@ -201,8 +203,11 @@ class SuccessCheck(BaseModel):
     @classmethod
     def _facts_have_alternatives(cls, value: list[list[str]]) -> list[list[str]]:
         for i, fact in enumerate(value):
-            if not fact or any(not alt.strip() for alt in fact):
-                raise ValueError(f"fact {i} needs at least one non-empty string")
+            if not fact:
+                raise FieldValueError(str(i), "a fact needs at least one alternative")
+            for k, alt in enumerate(fact):
+                if not alt.strip():
+                    raise FieldValueError(f"{i}.{k}", "an alternative cannot be empty")
         return value
 
 
@@ -213,9 +218,12 @@ class Case(BaseModel):
     ``"episode"`` runs the whole tool loop (BRIEF §10): ``state``, ``success``,
     ``required_calls``, ``forbidden_calls``, ``max_steps`` (1-50) and ``user_replies``
     (scripted user turns sent, in order, when the model answers without a call before the
-    task is done); its ``expected`` is derived from ``required_calls`` (the first answer's
-    label is not what an episode is scored on, but the label checks read it) and must not be
-    given.
+    task is done); its ``expected`` is derived from the validated ``required_calls`` (the
+    first answer's label is not what an episode is scored on, but the label checks read it,
+    by the same indices) and must not be given.
+
+    Errors name the field as written in the file (``required_calls.0.after.1``, never the
+    derived ``expected``), through :class:`bench.errors.FieldValueError`.
 
     ``split`` is ``dev`` (may inform descriptions, prompts and optimizers) or ``test`` (what
     figures are reported on); None in datasets without splits (:mod:`bench.datasets.splits`).
@@ -249,17 +257,17 @@ class Case(BaseModel):
         if isinstance(data, dict) and data.get("kind", "single") not in ("single", "episode"):
             # said before pydantic's own errors, whose first would be "expected: Field
             # required" for a mistyped "Episode"
-            raise ValueError(f"kind must be \"single\" or \"episode\", got "
-                             f"{data['kind']!r}")
+            raise FieldValueError("kind", f"kind must be \"single\" or \"episode\", got "
+                                          f"{data['kind']!r}")
         if not isinstance(data, dict) or data.get("kind") != "episode":
             return data
         if "expected" in data:
-            raise ValueError("an episode case has no 'expected' (it is scored on "
-                             "'success', 'required_calls' and 'forbidden_calls')")
-        required = data.get("required_calls") or []
-        calls = [{"name": c.get("name"), "arguments": c.get("arguments") or {}}
-                 for c in required if isinstance(c, dict)]
-        return {**data, "expected": {"calls": calls} if calls else {"no_call": True}}
+            raise FieldValueError("expected", "an episode case has no 'expected' (it is "
+                                  "scored on 'success', 'required_calls' and "
+                                  "'forbidden_calls')")
+        # a placeholder, replaced from the validated required calls (_episode_fields): built
+        # from the raw ones, their errors would be named expected.calls.<i>
+        return {**data, "expected": {"no_call": True}}
 
     @model_validator(mode="after")
     def _episode_fields(self) -> "Case":
@@ -270,24 +278,29 @@ class Case(BaseModel):
             # max_steps at its default is what a dump of any case holds: only a set one is
             given += ["max_steps"] if self.max_steps != DEFAULT_EPISODE_STEPS else []
             if given:
-                raise ValueError(f"{', '.join(given)}: only for "
-                                 "\"kind\": \"episode\" cases")
+                raise FieldValueError(given[0], f"{', '.join(given)}: only for "
+                                      "\"kind\": \"episode\" cases")
             return self
         if self.success is None or not (self.success.state_checks
                                         or self.success.answer_facts):
-            raise ValueError("an episode needs 'success' with state_checks and/or "
-                             "answer_facts")
+            raise FieldValueError("success", "an episode needs 'success' with state_checks "
+                                  "and/or answer_facts")
         for i, call in enumerate(self.required_calls):
-            for j in call.after:
+            for k, j in enumerate(call.after):
                 if not 0 <= j < len(self.required_calls) or j == i:
-                    raise ValueError(f"required_calls[{i}].after: {j} is not the index of "
-                                     "another required call")
+                    raise FieldValueError(f"required_calls.{i}.after.{k}", f"{j} is not the "
+                                          "index of another required call")
         try:  # a cycle (0 after 1, 1 after 0) is an order no trajectory can keep
             TopologicalSorter({i: c.after for i, c in
                                enumerate(self.required_calls)}).prepare()
         except CycleError as exc:
-            raise ValueError(f"required_calls: the 'after' constraints form a cycle "
-                             f"({' -> '.join(map(str, exc.args[1]))})") from None
+            cycle = exc.args[1]
+            raise FieldValueError(f"required_calls.{cycle[0]}.after",
+                                  f"the 'after' constraints form a cycle "
+                                  f"({' -> '.join(map(str, cycle))})") from None
+        self.expected = Expected(
+            calls=[ExpectedCall(name=c.name, arguments=c.arguments) for c in self.required_calls]
+        ) if self.required_calls else Expected(no_call=True)
         return self
 
     @field_validator("id")

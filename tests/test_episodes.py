@@ -170,7 +170,7 @@ def test_a_write_before_the_users_confirmation_is_forbidden_and_after_it_is_not(
 @pytest.mark.parametrize("fields, message", [
     ({"expected": {"no_call": True}}, "an episode case has no 'expected'"),
     ({"success": None}, "needs 'success'"),
-    ({"required_calls": [{"name": "cancel_order", "after": [0]}]}, "after: 0 is not"),
+    ({"required_calls": [{"name": "cancel_order", "after": [0]}]}, "0 is not the index of another"),
     ({"max_steps": 0}, "max_steps"),
 ])
 def test_bad_episode_labels_are_refused(fields, message):
@@ -194,6 +194,13 @@ def test_single_cases_refuse_episode_fields():
     ({"required_calls": [{"name": "cancel_order", "arguments": {"order_id": [42]}}]},
      "required_calls.0.arguments.order_id"),
     ({"forbidden_calls": [{"name": "launch_rocket"}]}, "forbidden_calls.0.name"),
+    # labels that could never be met
+    ({"forbidden_calls": [{"name": "cancel_order"}]}, "forbidden_calls.0"),
+    ({"success": {"state_checks": [{"sql": STATUS, "expect": [[float("nan")]]}]}},
+     "success.state_checks.0.expect.0.0"),
+    ({"state": {"user_id": "C9999"}}, "state.user_id"),
+    ({"state": {"overrides": ["CREATE VIRTUAL TABLE f USING fts5(x)"]}}, "state.overrides.0"),
+    ({"required_calls": [{"name": 5}]}, "required_calls.0.name"),
 ])
 def test_bench_run_names_file_line_and_field_of_a_bad_episode(run_bench, project, fields,
                                                               field):

@@ -15,11 +15,12 @@ Every source goes through the Hugging Face ``datasets`` library (BRIEF §9):
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import regex
 from pydantic import ValidationError
@@ -197,11 +198,16 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
             line = row["line"]
             if not line.strip():
                 continue
+            non_finite: list[str] = []  # NaN, Infinity, 1e400: Python's json takes them
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_constant=lambda text: non_finite.append(text)
+                                 or float(text), parse_float=_float_noting(non_finite))
             except json.JSONDecodeError as exc:
                 raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})",
                                  file=source, line=number) from None
+            except ValueError as exc:  # an integer over Python's 4,300-digit limit
+                raise BenchError(f"malformed JSON: {str(exc).split(';')[0]}", file=source,
+                                 line=number) from None
             except RecursionError:  # e.g. [[[[... 100,000 deep
                 raise BenchError("malformed case: JSON nested too deeply", file=source,
                                  line=number) from None
@@ -213,6 +219,9 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
                                      field=where or None)
         else:
             obj = row["object"]
+            non_finite = ["?"]  # a Hub row's floats come from Arrow: always looked for
+        if non_finite:
+            _refuse_non_finite(obj, source, number)
         if not isinstance(obj, dict):
             raise BenchError("a case must be a JSON object", file=source, line=number)
         try:
@@ -227,11 +236,50 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
             raise BenchError(f"duplicate case id '{case.id}' (first on line {lines[case.id]})",
                              file=source, line=number, field="id")
         _check_matchers(case, source, number)
+        _check_required_not_forbidden(case, source, number)
         lines[case.id] = number
         cases.append(case)
     if not cases:
         raise BenchError("dataset has no cases", file=source)
     return Dataset(name=name, path=path, cases=tuple(cases), sha256=sha256, lines=lines)
+
+
+def _float_noting(seen: list[str]) -> Callable[[str], float]:
+    """A ``json.loads`` ``parse_float`` hook that appends to ``seen`` each literal that is not
+    a finite double (``1e400`` is Infinity)."""
+    def parse(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            seen.append(text)
+        return value
+    return parse
+
+
+def _refuse_non_finite(value: Any, path: Path | str, line: int) -> None:
+    """Refuse a case holding NaN or an infinite number anywhere (iterative walk).
+
+    RFC 8259 JSON has neither (Python's ``json`` reads ``NaN``, ``Infinity`` and overflows
+    ``1e400`` to Infinity); NaN equals nothing, so a state check expecting it, or an
+    acceptable value of it, could never be met, and neither can be written back as JSON.
+
+    Raises:
+        BenchError: naming the file, line and the field holding the first such number.
+    """
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            shown = "NaN" if math.isnan(item) else f"{'-' if item < 0 else ''}Infinity"
+            raise BenchError(f"{shown} is not a JSON number (RFC 8259 has no NaN or Infinity; "
+                             "a literal beyond ±1.8e308 overflows to Infinity); NaN never "
+                             "equals anything, so the label could never be met", file=path,
+                             line=line, field=where or None)
+        if isinstance(item, dict):
+            stack += [(f"{where}.{k}" if where else str(k), child)
+                      for k, child in reversed(item.items())]
+        elif isinstance(item, list):
+            stack += [(f"{where}.{i}" if where else str(i), child)
+                      for i, child in reversed(list(enumerate(item)))]
 
 
 def _lone_surrogate(value: Any) -> str | None:
@@ -297,6 +345,61 @@ def _check_matchers(case: Case, path: Path | str, line: int) -> None:
                             raise BenchError(f"{EXAMPLE_KEY} {example!r} does not match its "
                                              "$regex", file=path, line=line,
                                              field=f"{field}.{EXAMPLE_KEY}")
+
+
+def _check_required_not_forbidden(case: Case, path: Path | str, line: int) -> None:
+    """Refuse an episode with a required call that can only be made as a forbidden one.
+
+    A forbidden call ``until_confirmed`` is allowed after the first scripted user reply, so
+    a required call may match it when the case has ``user_replies`` (ask first, then write);
+    without any, it is forbidden for the whole episode.
+
+    Raises:
+        BenchError: naming the file, line and the forbidden call (``forbidden_calls.<j>``).
+    """
+    if case.kind != "episode":
+        return
+    for j, forbidden in enumerate(case.forbidden_calls):
+        if forbidden.until_confirmed and case.user_replies:
+            continue
+        for i, required in enumerate(case.required_calls):
+            if required.name != forbidden.name or not _covers(forbidden.arguments,
+                                                              required.arguments):
+                continue
+            why = (" ('until_confirmed' without user_replies forbids it for the whole "
+                   "episode: no reply ever confirms)" if forbidden.until_confirmed else
+                   " (a write that needs the user's yes: set \"until_confirmed\": true and "
+                   "script the reply in user_replies; or narrow the forbidden arguments)")
+            raise BenchError(f"forbids every call that required_calls.{i} "
+                             f"('{required.name}') accepts, so the label can never be met"
+                             + why, file=path, line=line, field=f"forbidden_calls.{j}")
+
+
+def _covers(forbidden: dict[str, list[Any]], required: dict[str, list[Any]]) -> bool:
+    """Every call of the same tool that meets ``required``'s argument lists also meets
+    ``forbidden``'s (matching as :func:`bench.scoring.episodes.label_matches`).
+
+    Decided per argument the forbidden call lists: the required call must list it too (an
+    argument it leaves free can take a value outside the forbidden list), and each of its
+    entries must lie inside the forbidden list: a literal the list accepts, null ("may be
+    omitted") only if the list holds null, a matcher only if the list holds ``$any`` or the
+    same matcher. Conservative: a ``$regex`` inside another's language, or a required list
+    split over several forbidden calls, is not proven (returns False).
+    """
+    for arg, banned in forbidden.items():
+        for entry in required.get(arg, [{"$any": True}, None]):  # unlisted: free
+            if entry is None:
+                inside = None in banned
+            elif isinstance(entry, dict) and any(k in MATCHER_KEYS for k in entry):
+                inside = any(isinstance(b, dict) and ("$any" in b or b == entry)
+                             for b in banned)
+            else:
+                from bench.scoring.metrics import value_acceptable  # numpy: only when needed
+
+                inside = value_acceptable(entry, banned)
+            if not inside:
+                return False
+    return True
 
 
 def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -> None:

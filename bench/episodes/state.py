@@ -157,15 +157,25 @@ without an end would otherwise hang the load-time check and every episode."""
 # ATTACH (and VACUUM, which attaches its target) creates files anywhere, a transaction
 # statement would end the load-time check's transaction, a PRAGMA can change how the file is
 # kept (journal_mode, writable_schema), a trigger would run inside the model's writes, where
-# no label budget applies. Codes: sqlite.org/c3ref/c_alter_table.html
-_LABEL_DENIED = frozenset({sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH,
-                           sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_PRAGMA,
-                           getattr(sqlite3, "SQLITE_SAVEPOINT", 32),
-                           sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_CREATE_TEMP_TRIGGER})
+# no label budget applies; a virtual table's module runs its own SQL (fts5 reads PRAGMA
+# data_version and then fails as "vtable constructor failed"), and no tool reads one.
+# Codes: sqlite.org/c3ref/c_alter_table.html
+_LABEL_DENIED = {sqlite3.SQLITE_ATTACH: "ATTACH", sqlite3.SQLITE_DETACH: "DETACH",
+                 sqlite3.SQLITE_TRANSACTION: "a transaction statement",
+                 sqlite3.SQLITE_PRAGMA: "PRAGMA",
+                 getattr(sqlite3, "SQLITE_SAVEPOINT", 32): "SAVEPOINT",
+                 sqlite3.SQLITE_CREATE_TRIGGER: "CREATE TRIGGER",
+                 sqlite3.SQLITE_CREATE_TEMP_TRIGGER: "CREATE TRIGGER",
+                 sqlite3.SQLITE_CREATE_VTABLE: "CREATE VIRTUAL TABLE",
+                 sqlite3.SQLITE_DROP_VTABLE: "DROP TABLE of a virtual table"}
+_DENIED_HERE = threading.local()  # what _label_authorizer last refused, in this thread
 
 
 def _label_authorizer(action: int, *_: Any) -> int:
-    return sqlite3.SQLITE_DENY if action in _LABEL_DENIED else sqlite3.SQLITE_OK
+    if action in _LABEL_DENIED:
+        _DENIED_HERE.action = action
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 @contextmanager
@@ -187,6 +197,7 @@ def _label_sql(conn: sqlite3.Connection,
 def _run_label_sql(conn: sqlite3.Connection, sql: str, deadline: list[float]) -> list[Any]:
     """``sql``'s rows, its budget starting now; SQLite's errors made readable."""
     deadline[0] = time.monotonic() + LABEL_SQL_BUDGET_S
+    _DENIED_HERE.action = None
     try:
         return conn.execute(sql).fetchall()
     except sqlite3.DatabaseError as exc:
@@ -194,10 +205,14 @@ def _run_label_sql(conn: sqlite3.Connection, sql: str, deadline: list[float]) ->
             raise sqlite3.OperationalError(
                 f"ran longer than {LABEL_SQL_BUDGET_S:g} s and was stopped (a recursive "
                 "query without an end?)") from None
-        if "not authorized" in str(exc) or "authorization denied" in str(exc):
+        denied = _LABEL_DENIED.get(_DENIED_HERE.action)
+        if denied or "not authorized" in str(exc) or "authorization denied" in str(exc):
+            # a virtual table's module reports a refusal as its own failure: name the rule
+            said = f"{denied} is refused" if denied else str(exc)
             raise sqlite3.OperationalError(
-                f"{exc} (label SQL may change the episode's copy only: no ATTACH, VACUUM, "
-                "PRAGMA, trigger or transaction statements; a state check only reads)") from None
+                f"{said} (label SQL may change the episode's copy only: no ATTACH, VACUUM, "
+                "PRAGMA, trigger, virtual table or transaction statements; a state check only "
+                "reads)") from None
         raise
 
 
@@ -260,18 +275,21 @@ _PRISTINE_LOCK = threading.Lock()
 
 
 def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
-                      seed: int = DEFAULT_SEED) -> None:
+                      seed: int = DEFAULT_SEED, user_id: str | None = None) -> None:
     """Load-time check of an episode label: the overrides run, then every state check's query
     runs read-only (its expected rows are not compared: the episode has not happened yet),
     inside a transaction that is rolled back, on this process's in-memory copy of the seeded
     database (made once: the shared cached file is only read, so no label can change what
     other episodes and runs start from; label SQL cannot end the transaction, see
     :func:`apply_overrides`). The same rules as in an episode apply (:func:`apply_overrides`,
-    :func:`run_checks`).
+    :func:`run_checks`). ``user_id``, the signed-in customer, must be a ``customer_id`` of
+    the ``customers`` table once the overrides ran (else every order lookup answers "not
+    found" and the label could never be met).
 
     Raises:
         StateError: the first override or query that fails (field
-            ``state.overrides.<i>`` or ``success.state_checks.<i>.sql``).
+            ``state.overrides.<i>`` or ``success.state_checks.<i>.sql``), or an unknown
+            customer (field ``state.user_id``).
     """
     with _PRISTINE_LOCK:
         conn = _PRISTINE.get(seed)
@@ -287,6 +305,10 @@ def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
         conn.execute("BEGIN")
         try:
             _run_overrides(conn, overrides)
+            if user_id is not None and conn.execute(
+                    "SELECT 1 FROM customers WHERE customer_id = ?", (user_id,)).fetchone() is None:
+                raise StateError("state.user_id", f"unknown customer {user_id!r}: no row of "
+                                 "the shop database's customers has this customer_id")
             with _label_sql(conn, _read_only_authorizer) as deadline:
                 for i, check in enumerate(checks):
                     try:

@@ -130,12 +130,12 @@ def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
 
 def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> None:
     """Load-time checks of the episode cases among ``cases``: their state overrides and
-    state-check queries run on a fresh copy of the shop database
-    (:func:`bench.episodes.state.check_label_state`).
+    state-check queries run on a fresh copy of the shop database, and their signed-in
+    customer exists there (:func:`bench.episodes.state.check_label_state`).
 
     Raises:
-        BenchError: an override or query that does not run, or episodes with the executor
-            off (file, line, field).
+        BenchError: an override or query that does not run, an unknown ``state.user_id``,
+            or episodes with the executor off (file, line, field).
     """
     from bench.episodes.state import StateError, check_label_state
 
@@ -148,7 +148,8 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
                              file=dataset.path, line=line, field="kind")
         try:
             check_label_state(case.state.overrides if case.state else [],
-                              case.success.state_checks if case.success else [])
+                              case.success.state_checks if case.success else [],
+                              user_id=case.state.user_id if case.state else None)
         except StateError as exc:
             raise BenchError(exc.message, file=dataset.path, line=line,
                              field=exc.field) from None
