@@ -363,7 +363,7 @@ def run(
 
 def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> None:
     """Check ``--provider`` ids given with ``--resume``: they may only hand back the base-URL
-    credentials of a stored provider (never stored: :mod:`bench.redact`); their public ids
+    secrets of a stored provider (never stored: :mod:`bench.redact`); their public ids
     were registered when ``given`` was parsed here.
 
     Raises:
@@ -375,7 +375,8 @@ def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> Non
         if public == provider_id or public not in stored:
             raise BenchError(f"--provider cannot change when resuming '{run_id}' (it would "
                              "change what the run measures); with --resume it only gives a "
-                             "stored provider's base-URL credentials (user:password@) again")
+                             "stored provider's base-URL secrets (user:password@, ?key=...) "
+                             "again")
 
 
 @app.command()
