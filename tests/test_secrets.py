@@ -316,3 +316,24 @@ def test_a_run_with_secret_looking_data_runs_resumes_and_merges_intact(run_bench
     assert all(r["metrics"]["selection_correct"] for r in rows)
     hits = [str(p) for p in project.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
     assert hits == []
+
+
+@pytest.mark.slow
+def test_user_codes_error_holding_the_key_is_redacted_in_the_manifest_and_on_screen(
+        run_bench, project, monkeypatch):
+    # the manifest's error is free text: redacted there, while its config stays whole
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (project / "leaky.py").write_text(
+        "import os\n\ndef answer(messages, tools, trial):\n"
+        "    raise RuntimeError('auth failed for ' + os.environ['OPENAI_API_KEY'])\n")
+    result = run_bench("run", "--provider", "function:leaky:answer", "--dataset", "ecommerce",
+                       "--limit", "1", "--variants", "l3", "--run-id", "leak")
+    assert result.returncode == 2, result.stderr
+    assert KEY not in result.stdout + result.stderr
+    assert "the function raised RuntimeError: auth failed for ***" in result.stderr
+    manifest = json.loads((project / "reports/runs/leak/manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"].endswith("RuntimeError: auth failed for ***")
+    assert manifest["config"]["providers"] == ["function:leaky:answer"]
+    files, hits = scan(project)  # no planted secret in any file
+    assert files and hits == []
