@@ -19,7 +19,7 @@ from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_split import split
 from bench.cli_variants import variants_app
-from bench.errors import BenchError, RunIncomplete, pydantic_error_field
+from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
 from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_TRIALS)
@@ -298,8 +298,8 @@ def run(
                 err.print(f"note: dataset '{runner.config.dataset}' has no dev/test split: "
                           "figures are on all its cases ('bench split' adds one)", markup=False)
         for problem in runner.invalid_cases:
-            err.print(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
-                      f"{problem.field}): {problem.message}", soft_wrap=True, markup=False)
+            _say(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
+                 f"{problem.field}): {problem.message}")
         if runner.invalid_cases:
             skipped = len({p.case_id for p in runner.invalid_cases})
             err.print(f"{count(skipped, 'case')} skipped for labels that do not fit the tools",
@@ -322,8 +322,7 @@ def run(
                           "providers; nothing was sent")
                 raise typer.Exit(_stopped(143 if _terminated else 130)) from None
             for skipped, reason in runner.skipped.items():
-                # as is: a reason holds brackets (an extra's name) that rich takes for markup
-                err.print(f"provider {skipped} skipped: {reason}", markup=False)
+                _say(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
         err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x "
@@ -363,7 +362,7 @@ def run(
                       + (f"; bench compare {compared[0]} {compared[1]} --run {run_name}"
                          if len(compared) == 2 else ""))
         if incomplete is not None:
-            err.print(f"partial run: {incomplete}", soft_wrap=True, markup=False)
+            _say(f"partial run: {incomplete}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
         if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
             err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
@@ -373,15 +372,14 @@ def run(
         if manifest["status"] == "partial":  # a skipped provider's rows are missing
             skipped = ", ".join(f"{p['provider']} ({p['reason']})"
                                 for p in manifest.get("providers_skipped") or [])
-            err.print(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
-                      f"skipped {skipped}; fix that, then: bench run --resume {run_name}",
-                      markup=False)
+            _say(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
+                 f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> None:
     """Check ``--provider`` ids given with ``--resume``: they may only hand back the base-URL
-    credentials of a stored provider (never stored: :mod:`bench.redact`); their public ids
+    secrets of a stored provider (never stored: :mod:`bench.redact`); their public ids
     were registered when ``given`` was parsed here.
 
     Raises:
@@ -393,7 +391,8 @@ def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> Non
         if public == provider_id or public not in stored:
             raise BenchError(f"--provider cannot change when resuming '{run_id}' (it would "
                              "change what the run measures); with --resume it only gives a "
-                             "stored provider's base-URL credentials (user:password@) again")
+                             "stored provider's base-URL secrets (user:password@, ?key=...) "
+                             "again")
 
 
 @app.command()
@@ -600,8 +599,16 @@ def _fail_stopped() -> None:
     _fail("terminated" if _terminated else "interrupted", _stopped(143 if _terminated else 130))
 
 
+def _say(message: str) -> None:
+    """Print one message line to stderr, cut by :func:`bench.errors.shorten_message` (it
+    may hold a provider's or user code's text of any length) and as is: its brackets (an
+    extra's name, a list) are not rich markup."""
+    err.print(shorten_message(message), soft_wrap=True, markup=False)
+
+
 def _fail(message: str, code: int) -> None:
-    err.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    """Print ``error: <message>`` (cut as :func:`_say` cuts) and exit with ``code``."""
+    err.print(Text.assemble(("error: ", "bold red"), shorten_message(message)), soft_wrap=True)
     sys.exit(code)
 
 

@@ -7,6 +7,34 @@ from pathlib import Path
 from typing import Any
 
 
+#: The longest message bench prints on one line (characters): longer ones are cut by
+#: :func:`shorten_message`. A few lines of a terminal: room for a file, a field, a provider's
+#: error and the fix, not for a 100 KB exception text from a provider or user code.
+MESSAGE_CHARS = 600
+_TAIL_CHARS = 150  # the end kept of a cut message: where bench says how to go on
+
+
+def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` on one line (line breaks as spaces), cut to about ``limit`` characters when
+    longer: its head, ``… [N characters; cut] …`` with ``N`` the original length, and its
+    last :data:`_TAIL_CHARS` characters (a message ends with what to do next, e.g.
+    ``continue with: bench run --resume <run>``).
+
+    Every message bench prints that may hold text it did not write (an exception's message
+    from a provider, an SDK or a function provider's code) goes through this function.
+
+    Args:
+        text: the message.
+        limit: the longest message kept whole, in characters.
+    """
+    text = " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+    if len(text) <= limit:
+        return text
+    tail = min(_TAIL_CHARS, limit // 4)
+    return (f"{text[:limit - tail].rstrip()} … [{len(text):,} characters; cut] … "
+            f"{text[-tail:].lstrip()}")
+
+
 class BenchError(Exception):
     """A user-facing error: bad input, a missing file, an unknown name.
 

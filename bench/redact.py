@@ -1,27 +1,53 @@
-"""Secrets never reach a file bench writes or a message it prints (issue 19, item 3).
+"""Secrets never reach a file bench writes or a message it prints (issue 19, item 3), and
+redaction never rewrites ordinary data.
 
-One function, :func:`redact`, is applied by every writer (result rows, manifests with the
-recorded command line, the response cache, reports, traces, baselines) and to every printed
-message (:class:`RedactingStream` wraps stdout and stderr in :func:`bench.cli.main`). It
-replaces by ``***``:
+Where. :func:`redact` works on *free text* only: messages printed (:class:`RedactingStream`
+wraps stdout and stderr in :func:`bench.cli.main`), error texts, and what a provider sent back
+(a raw answer, a request id). Stored records are redacted field by field
+(:func:`redact_fields`) at the paths that hold such text (:data:`ROW_FREE_TEXT`,
+:data:`MANIFEST_FREE_TEXT`, :data:`ANSWER_FREE_TEXT`); identifiers, keys, configuration and
+data (run, case and provider ids, dataset, toolset, variant, labels, parsed calls, the
+manifest's config) are never touched, so that a stored run resumes, merges and replays as it
+ran. A provider id whose base URL carries credentials is made public once, where it is read
+(:func:`public_provider_id`), and that public id is the one everything stores.
 
-- URL userinfo: ``http://user:pass@host`` -> ``http://***@host`` (RFC 3986 section 3.2.1
-  deprecates passwords in URLs; httpx sends them as Basic auth);
-- the value of secret-looking headers and fields (``Authorization``, ``Proxy-Authorization``,
-  ``x-api-key``, ``x-goog-api-key``, ``api_key``/``api-key``/``apikey``, ``access_token``,
-  ``password``, ``secret``), in JSON (``"x-api-key": "..."``), header (``x-api-key: ...``) or
-  query (``api_key=...``) form, so a 401 body that echoes the request's headers is covered;
-- query parameters named ``key`` or ``token`` (``?key=...``, ``&token=...``);
-- ``Bearer``/``Basic`` credentials and key-shaped tokens: OpenAI/Anthropic ``sk-...`` and
-  Google ``AIza...`` keys;
-- every literal secret bench knows: the values of environment variables whose names say key,
-  token, secret or password (8 characters or more), and the user, password and Basic-auth
-  form of every credentialed URL seen by :func:`public_provider_id`.
+What :func:`redact` replaces by ``***``:
 
-A provider id whose base URL carries credentials runs under its *public* id (userinfo
-redacted) everywhere: row keys, the manifest, the cache. The credentials stay in this
-process's memory (:func:`real_provider_id`) for the request itself; a resumed run gets them
-again from ``--provider``.
+- known secret values (literally):
+
+  - the API keys bench reads (:data:`KEY_VARIABLES`: ``OPENAI_API_KEY``,
+    ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ``GOOGLE_API_KEY``, ``OPENAI_COMPAT_API_KEY``),
+    :data:`MIN_KEY_CHARS` (8) characters or more: shorter values (``x``, ``EMPTY``, ``none``,
+    what local OpenAI-compatible servers accept) are no credential, and 8 characters is the
+    shortest memorized secret NIST SP 800-63B allows;
+  - the value of any other environment variable whose name has a ``KEY``, ``APIKEY``,
+    ``TOKEN``, ``SECRET`` or ``PASSWORD``/``PASSWD`` part (not when its last part is
+    ``FILE``, ``PATH``, ``DIR`` or ``ID``: a place or a public id), only when it looks
+    generated: :data:`MIN_SECRET_CHARS` (20) characters or more, without
+    whitespace. bench never sends these, so they can only turn up by coincidence, and a
+    shorter value is a word (``MYSQL_PASSWORD=ecommerce`` named a dataset), while a generated
+    secret is longer: 128 random bits are 22 characters in base64 and 32 in hex, and issued
+    tokens are longer still (GitHub 40, Hugging Face 37, AWS secret keys 40);
+  - the user, password and Basic-auth form of every credentialed URL, and the value of every
+    secret query parameter, seen by :func:`public_provider_id` (:data:`MIN_LITERAL_CHARS`, 6,
+    or more);
+
+- secret shapes:
+
+  - URL userinfo: ``http://user:pass@host`` -> ``http://***@host`` (RFC 3986 section 3.2.1
+    deprecates passwords in URLs; httpx sends them as Basic auth);
+  - the value of secret-looking headers and fields (``Authorization``,
+    ``Proxy-Authorization``, ``x-api-key``, ``x-goog-api-key``, ``api_key``/``api-key``/
+    ``apikey``, ``access_token``, ``password``, ``secret``), in JSON (``"x-api-key": "..."``),
+    header (``x-api-key: ...``) or query (``api_key=...``) form, so that a 401 body that
+    echoes the request's headers is covered; in a JSON object given as data (a raw answer),
+    the string value of a field of one of these names;
+  - query parameters named ``key`` or ``token`` (``?key=...``, ``&token=...``);
+  - ``Bearer``/``Basic`` credentials that look like one (a digit, one of ``-._~+/=``, a
+    lower-case letter then an upper-case one, or 20 characters or more: "basic question"
+    stays), and key-shaped tokens of a credible
+    length: ``sk-`` or ``AIza`` followed by :data:`MIN_SHAPED_KEY_CHARS` (20) characters or
+    more (real ones have 35 to 150; ``case_sk-learn-fit-001`` is an id, not a key).
 
 Redaction works on text (JSON, HTML, Markdown, XML alike): every replacement keeps JSON valid
 (``***`` needs no escaping and the patterns never cross a quote).
@@ -35,62 +61,126 @@ import io
 import os
 import re
 import threading
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO, TypeVar
 from urllib.parse import unquote
 
-__all__ = ["BROKEN_PIPE_EXIT", "MARK", "RedactingStream", "public_provider_id",
-           "real_provider_id", "redact", "redact_bytes", "register_secret"]
+__all__ = ["ANSWER_FREE_TEXT", "BROKEN_PIPE_EXIT", "KEY_VARIABLES", "MANIFEST_FREE_TEXT", "MARK",
+           "MIN_KEY_CHARS", "MIN_LITERAL_CHARS", "MIN_SECRET_CHARS", "MIN_SHAPED_KEY_CHARS",
+           "ROW_FREE_TEXT", "RedactingStream", "public_provider_id", "public_url",
+           "real_provider_id", "redact", "redact_bytes", "redact_data", "redact_fields",
+           "register_secret"]
 
 MARK = "***"
 #: Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for a
 #: program that a closed pipe stopped (``yes | head``).
 BROKEN_PIPE_EXIT = 141
-_MIN_LITERAL = 6  # shorter literals would redact ordinary words
+#: The environment variables bench reads API keys from (the providers' ``KEY_ENV``).
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                 "OPENAI_COMPAT_API_KEY")
+MIN_KEY_CHARS = 8  # a value of KEY_VARIABLES (see the module docstring)
+MIN_SECRET_CHARS = 20  # a value of another secret-named variable (see the module docstring)
+MIN_LITERAL_CHARS = 6  # a registered URL credential: shorter ones would redact ordinary words
+MIN_SHAPED_KEY_CHARS = 20  # characters after ``sk-`` / ``AIza``
+
+#: Paths (``*``: every item of a list) of the free text in a result row
+#: (:class:`bench.results.Row`): the provider's answer as received, its prose, and the error
+#: of an answer that could not be decoded (a provider's error message included), of the row
+#: and of each episode step. The parsed calls are data (replay answers with them).
+ROW_FREE_TEXT: tuple[tuple[str, ...], ...] = (
+    ("response",), ("parsed", "error"), ("parsed", "text"), ("episode", "final_answer"),
+    ("episode", "steps", "*", "error"), ("episode", "steps", "*", "text"),
+    ("episode", "steps", "*", "parsed", "error"), ("episode", "steps", "*", "parsed", "text"))
+#: Paths of the free text in a manifest (:class:`bench.results.Manifest`): the command line
+#: and every error text or reason.
+MANIFEST_FREE_TEXT: tuple[tuple[str, ...], ...] = (
+    ("command",), ("error",), ("request_errors", "*", "error"), ("batch_errors", "*", "error"),
+    ("providers_skipped", "*", "reason"), ("providers_paused", "*", "reason"),
+    ("cases_skipped", "*", "why"), ("merged_from", "*", "providers_skipped", "*", "reason"))
+#: Paths of the free text in a cached answer (:class:`bench.providers.base.ProviderResponse`):
+#: the raw answer, the request id, the prose and a decode error; the parsed calls are the
+#: answer itself.
+ANSWER_FREE_TEXT: tuple[tuple[str, ...], ...] = (
+    ("raw",), ("request_id",), ("parsed", "error"), ("parsed", "text"))
 
 # ://userinfo@ : userinfo holds no '/', whitespace, quote or '@' (RFC 3986 3.2.1). The
 # pattern starts at the literal '://' (a scheme before it would make a run of letters
 # quadratic: a model's 1 MiB argument took minutes).
 _USERINFO = re.compile(r"(://)[^/\s@\"'<>\\]+@")
-_SCHEME_VALUE = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{6,}")
-_KEYS = re.compile(r"(?<![A-Za-z0-9])(sk-|AIza)[A-Za-z0-9_-]{8,}")
+_SCHEME_VALUE = re.compile(r"\b(?i:(bearer|basic))(\s+)([A-Za-z0-9._~+/=-]{6,})")
+# what a credential has and a word does not: a digit, a sign, or a lower-case letter then an
+# upper-case one (base64 of "user:pass" is dXNlcjpwYXNz)
+_CREDENTIAL_SIGN = re.compile(r"[0-9._~+/=-]|[a-z][A-Z]")
+_KEYS = re.compile(r"(?<![A-Za-z0-9])(sk-|AIza)[A-Za-z0-9_-]{%d,}" % MIN_SHAPED_KEY_CHARS)
+_SECRET_NAMES = (r"(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|"
+                 r"access[-_]token|password|secret")
 # a secret-named header, field or parameter, then its value up to a quote, space or separator
 # ('|' ends a row key's provider part, '&' and '#' a query value, '`' a Markdown code span)
 _NAMED = re.compile(
-    r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|"
-    r"access[-_]token|password|secret)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+    r"(?i)(?<![A-Za-z0-9_-])(" + _SECRET_NAMES + r")(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
     r"(?:(bearer|basic|token)\s+)?([^\s\"'`\\,;&|#<>(){}\[\]]+)")
+_SECRET_FIELD = re.compile(r"(?i)" + _SECRET_NAMES)
 # a query parameter named key or token (Gemini's REST form ``?key=``, proxies' ``?token=``);
 # only in query form: a JSON field "key" is a row's key, not a secret
 _QUERY = re.compile(r"(?i)([?&](?:key|token)=)([^&|`\s\"'#<>\\]+)")
+# the secret query parameters of a URL made public (public_url)
+_URL_QUERY = re.compile(r"(?i)([?&](?:" + _SECRET_NAMES + r"|key|token)=)([^&#\s\"'<>|]+)")
 # A cheap first test on the lower-cased text (substring tests: a case-insensitive regex took
-# ~200 us on a 2.5 KB row); most rows hold none of these.
+# ~200 us on a 2.5 KB row); most texts hold none of these.
 _TRIGGER_WORDS = ("bearer", "basic", "sk-", "aiza", "authorization", "api", "access",
                   "password", "secret", "key=", "token=")
+# an environment variable's name with a secret-naming part (split at '_'), unless its last
+# part says it names a place or a public id (DB_PASSWORD_FILE, AWS_ACCESS_KEY_ID); not PWD,
+# the shell's current folder
+_ENV_NAME = re.compile(r"(?i)(?:^|_)(?:api_?key|key|token|secret|password|passwd)(?:_|$)"
+                       r"(?!(?:.*_)?(?:file|path|dir|id)$)")
 
 _lock = threading.Lock()
-_literals: set[str] = set()
-_env_size = -1  # len(os.environ) when it was last read
+_registered: set[str] = set()
+_env_seen: tuple[Any, ...] | None = None  # what the environment looked like when last read
+_env_literals: frozenset[str] = frozenset()
+_env_names: tuple[str, ...] = KEY_VARIABLES  # the variables whose values _env_seen holds
 _credentials: dict[str, str] = {}  # public provider id -> the id with its credentials
-_ENV_NAME = re.compile(r"(?i)(api_?key|token|secret|password|passwd)")
 
 
 def register_secret(value: str | None) -> None:
-    """Redact ``value`` literally from now on (values under 6 characters are ignored)."""
-    if value and len(value) >= _MIN_LITERAL:
+    """Redact ``value`` literally in free text from now on (values under
+    :data:`MIN_LITERAL_CHARS` characters are ignored)."""
+    if value and len(value) >= MIN_LITERAL_CHARS:
         with _lock:
-            _literals.add(value)
+            _registered.add(value)
+
+
+def _credible(name: str, value: str) -> bool:
+    """True when the environment variable ``name=value`` holds a secret to redact (the module
+    docstring's rule)."""
+    if not value or any(c.isspace() for c in value):
+        return False
+    if name in KEY_VARIABLES:
+        return len(value) >= MIN_KEY_CHARS
+    return len(value) >= MIN_SECRET_CHARS and _ENV_NAME.search(name) is not None
+
+
+def _env_signature(names: tuple[str, ...]) -> tuple[Any, ...]:
+    """What says that the environment's secrets may have changed: the number of variables
+    and the values of ``names`` (reading all of them costs ~100 us, this ~3 us)."""
+    return (len(os.environ), *(os.environ.get(name) for name in names))
 
 
 def _literal_secrets() -> list[str]:
-    """Registered secrets plus the current values of secret-named environment variables."""
-    global _env_size
-    if len(os.environ) != _env_size:  # read again when variables come or go
-        _env_size = len(os.environ)
-        for name, value in list(os.environ.items()):
-            if _ENV_NAME.search(name) and len(value) >= 8:
-                register_secret(value)
+    """Registered secrets plus the credible values of secret-named environment variables,
+    longest first (no partial leftovers). The environment is read again when a variable
+    comes or goes, or the value of a :data:`KEY_VARIABLES` or secret-named one changes
+    (:func:`_env_signature`)."""
+    global _env_seen, _env_literals, _env_names
+    if _env_signature(_env_names) != _env_seen:
+        named = {name: value for name, value in list(os.environ.items())
+                 if name in KEY_VARIABLES or _ENV_NAME.search(name)}
+        _env_names = tuple(dict.fromkeys((*KEY_VARIABLES, *named)))
+        _env_literals = frozenset(value for name, value in named.items()
+                                  if _credible(name, value))
+        _env_seen = _env_signature(_env_names)
     with _lock:
-        return sorted(_literals, key=len, reverse=True)  # longest first: no partial leftovers
+        return sorted(_registered | _env_literals, key=len, reverse=True)
 
 
 def _named(match: re.Match[str]) -> str:
@@ -100,13 +190,17 @@ def _named(match: re.Match[str]) -> str:
     return f"{name}{sep}{scheme + ' ' if scheme else ''}{MARK}"
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret this module knows replaced by ``***`` (see the module
-    docstring for the rules). Idempotent; text without secrets comes back unchanged (the
-    same object)."""
+def _scheme_value(match: re.Match[str]) -> str:
+    scheme, space, value = match.groups()
+    if value == MARK or not (len(value) >= 20 or _CREDENTIAL_SIGN.search(value)):
+        return match.group(0)  # a word after "basic", not a credential
+    return scheme + space + MARK
+
+
+def _redact(text: str, literals: list[str]) -> str:
+    """:func:`redact` with the literal secrets given (read once per record)."""
     if not isinstance(text, str) or not text:
         return text
-    literals = _literal_secrets()
     hit = [s for s in literals if s in text]
     low = text.lower()
     userinfo = "://" in low and "@" in low
@@ -119,7 +213,7 @@ def redact(text: str) -> str:
     if userinfo:
         text = _USERINFO.sub(lambda m: m.group(1) + MARK + "@", text)
     if words & {"bearer", "basic"}:
-        text = _SCHEME_VALUE.sub(lambda m: m.group(1) + m.group(2) + MARK, text)
+        text = _SCHEME_VALUE.sub(_scheme_value, text)
     if words & {"sk-", "aiza"}:
         text = _KEYS.sub(lambda m: m.group(1) + MARK, text)
     if words & {"authorization", "api", "access", "password", "secret"}:
@@ -130,52 +224,138 @@ def redact(text: str) -> str:
     return text
 
 
+def redact(text: str) -> str:
+    """Free ``text`` with every secret this module knows replaced by ``***`` (see the module
+    docstring for the rules; never apply it to an identifier). Idempotent; text without
+    secrets comes back unchanged (the same object)."""
+    return _redact(text, _literal_secrets())
+
+
 def redact_bytes(data: bytes) -> bytes:
-    """:func:`redact` for UTF-8 bytes (e.g. a result row's line); unchanged bytes come back
-    as the same object. Bytes that are not UTF-8 are redacted with surrogate escapes kept."""
+    """:func:`redact` for UTF-8 free text in bytes; unchanged bytes come back as the same
+    object. Bytes that are not UTF-8 are redacted with surrogate escapes kept."""
     text = data.decode("utf-8", "surrogateescape")
     cleaned = redact(text)
     return data if cleaned is text else cleaned.encode("utf-8", "surrogateescape")
 
 
-def redact_data(data: Any) -> Any:
-    """``data`` (JSON-like: dicts, lists, strings) with :func:`redact` applied to every
-    string, keys included."""
-    if isinstance(data, str):
-        return redact(data)
-    if isinstance(data, dict):
-        return {redact(k) if isinstance(k, str) else k: redact_data(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [redact_data(v) for v in data]
-    return data
+T = TypeVar("T")
+
+
+def _redact_value(value: T, literals: list[str]) -> T:
+    """``value`` (JSON-like) with :func:`redact` applied to every string in it; a string
+    field named like a secret (``authorization``, ``x-api-key``, ``password``...) becomes
+    ``***`` whole. Dict keys are kept. The same object when nothing changed."""
+    if isinstance(value, str):
+        return _redact(value, literals)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        changed = False
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and isinstance(item, str) and item and item != MARK \
+                    and _SECRET_FIELD.fullmatch(key):
+                new: Any = MARK
+            else:
+                new = _redact_value(item, literals)
+            changed = changed or new is not item
+            out[key] = new
+        return out if changed else value  # type: ignore[return-value]
+    if isinstance(value, (list, tuple)):
+        items = [_redact_value(item, literals) for item in value]
+        if any(new is not old for new, old in zip(items, value)):
+            return items  # type: ignore[return-value]
+    return value
+
+
+def redact_data(value: T) -> T:
+    """Free text given as JSON-like data (a raw answer, a list of arguments): every string
+    redacted by :func:`redact`, string fields with a secret's name (``x-api-key``...)
+    replaced whole; dict keys kept. The same object when nothing changed."""
+    return _redact_value(value, _literal_secrets())
+
+
+def _at(value: Any, path: tuple[str, ...], literals: list[str]) -> Any:
+    """``value`` with the free text at ``path`` (``*``: every list item) redacted."""
+    if not path:
+        return _redact_value(value, literals)
+    head, rest = path[0], path[1:]
+    if head == "*":
+        if not isinstance(value, list):
+            return value
+        items = [_at(item, rest, literals) for item in value]
+        return items if any(new is not old for new, old in zip(items, value)) else value
+    if not isinstance(value, Mapping) or head not in value:
+        return value
+    inner = _at(value[head], rest, literals)
+    return value if inner is value[head] else {**value, head: inner}
+
+
+def redact_fields(record: Mapping[str, Any],
+                  paths: tuple[tuple[str, ...], ...]) -> Mapping[str, Any]:
+    """``record`` (a row, manifest or cached answer as a JSON dict) with the free text at
+    ``paths`` (:data:`ROW_FREE_TEXT`, :data:`MANIFEST_FREE_TEXT`, :data:`ANSWER_FREE_TEXT`)
+    redacted by :func:`redact_data`; every other field (identifiers, keys, config, data) is
+    kept as it is. ``record`` itself when nothing changed, else a copy (never changed in
+    place)."""
+    literals = _literal_secrets()
+    for path in paths:
+        record = _at(record, path, literals)
+    return record
+
+
+def _publish(text: str) -> tuple[str, list[str]]:
+    """(``text`` with its URL's userinfo and secret query values replaced by ``***``, the
+    secrets taken out)."""
+    secrets: list[str] = []
+    match = re.search(r"://([^/\s@]+)@", text)
+    if match and match.group(1) != MARK:
+        userinfo = match.group(1)
+        user, _, password = userinfo.partition(":")
+        secrets += [userinfo, user, password, unquote(user), unquote(password),
+                    base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()]
+        text = text[:match.start(1)] + MARK + text[match.end(1):]
+
+    def query(m: re.Match[str]) -> str:
+        if m.group(2) == MARK:
+            return m.group(0)
+        secrets.extend((m.group(2), unquote(m.group(2))))
+        return m.group(1) + MARK
+
+    text = _URL_QUERY.sub(query, text) if "=" in text else text
+    return text, secrets
+
+
+def public_url(url: str | None) -> str | None:
+    """``url`` as bench stores and prints it: user:password@ and the values of secret query
+    parameters (``key``, ``token``, ``api_key``, ``password``...) replaced by ``***``; the
+    values taken out are registered as secrets (:func:`register_secret`)."""
+    if not url:
+        return url
+    public, secrets = _publish(url)
+    for value in secrets:
+        register_secret(value)
+    return public
 
 
 def public_provider_id(provider_id: str) -> str:
-    """The id to store and print for ``provider_id``: its URL's userinfo replaced by ``***``.
+    """The id to store and print for ``provider_id``: its base URL made public
+    (:func:`public_url`: userinfo and secret query values replaced by ``***``).
 
-    The credentials (user, password, their Basic-auth form) are registered as secrets, and
-    the full id is kept in memory for :func:`real_provider_id`. An id without userinfo comes
-    back unchanged.
+    The secrets taken out are registered (:func:`register_secret`), and the full id is kept
+    in memory for :func:`real_provider_id`. An id without secrets comes back unchanged.
     """
-    match = re.search(r"://([^/\s@]+)@", provider_id)
-    if not match or match.group(1) == MARK:
-        return provider_id
-    userinfo = match.group(1)
-    user, _, password = userinfo.partition(":")
-    for value in (userinfo, user, password, unquote(user), unquote(password)):
-        register_secret(value)
-    register_secret(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode())
-    public = provider_id[:match.start(1)] + MARK + provider_id[match.end(1):]
-    with _lock:
-        _credentials[public] = provider_id
+    public = public_url(provider_id) or provider_id
+    if public != provider_id:
+        with _lock:
+            _credentials[public] = provider_id
     return public
 
 
 def real_provider_id(provider_id: str) -> str | None:
-    """The id with credentials for a public id from :func:`public_provider_id`; the id itself
-    when it holds no redacted userinfo; None when its credentials are not known in this
-    process (e.g. a resumed run: they were never written)."""
-    if f"://{MARK}@" not in provider_id:
+    """The id with its secrets for a public id from :func:`public_provider_id`; the id itself
+    when nothing in it was redacted; None when its secrets are not known in this process
+    (e.g. a resumed run: they were never written)."""
+    if MARK not in provider_id:
         return provider_id
     with _lock:
         return _credentials.get(provider_id)

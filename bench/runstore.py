@@ -27,7 +27,7 @@ from bench.errors import BenchError
 from bench.models import condition_variant
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
-from bench.redact import redact, redact_bytes
+from bench.redact import MANIFEST_FREE_TEXT, ROW_FREE_TEXT, redact_fields
 from bench.results import SCHEMA_VERSION, Manifest, Row, migrate, validation_problem
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -88,8 +88,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``),
-    secrets redacted (:func:`bench.redact.redact`): manifests, reports, baselines."""
-    text = redact(text)
+    as it is: manifests (redacted by :meth:`RunStore.write_manifest`), and reports and
+    baselines, which are made of stored, already redacted records."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -249,8 +249,11 @@ class RunStore:
 
     def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
         """Replace the manifest atomically; a dict without ``schema_version`` is stamped with
-        :data:`bench.results.SCHEMA_VERSION` (the writer writes the current shape)."""
-        atomic_write_json(self.manifest_path, _stamped(manifest))
+        :data:`bench.results.SCHEMA_VERSION` (the writer writes the current shape). Secrets
+        in its free text (command line, errors, reasons) are redacted; identifiers and the
+        config are written as they are (:data:`bench.redact.MANIFEST_FREE_TEXT`)."""
+        atomic_write_json(self.manifest_path,
+                          redact_fields(_stamped(manifest), MANIFEST_FREE_TEXT))
 
     def set_status_in_place(self, status: str) -> bool:
         """Rewrite the stored manifest's ``"status": "running"`` as ``status`` in place, at
@@ -416,14 +419,22 @@ class RunStore:
 
     def append(self, row: Row | Mapping[str, Any]) -> None:
         """Append one row (a :class:`Row`, or a dict of its shape: stamped with
-        ``schema_version``) as one line (secrets redacted), flushed and fsynced before
-        returning."""
+        ``schema_version``) as one line (secrets in its free text redacted:
+        :func:`_row_line`), flushed and fsynced before returning."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = redact_bytes(line_bytes(_stamped(row)))
+        line = _row_line(row)
         with self.results_path.open("ab") as handle:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def _row_line(row: Row | Mapping[str, Any]) -> bytes:
+    """The ``results.jsonl`` line of ``row`` (stamped as :func:`_stamped`): secrets in its
+    free text (the provider's answer, error texts) redacted, identifiers (key, case, toolset,
+    variant, provider) and data (labels, parsed calls) written as they are
+    (:data:`bench.redact.ROW_FREE_TEXT`), so that resume, merge and replay read what ran."""
+    return line_bytes(redact_fields(_stamped(row), ROW_FREE_TEXT))
 
 
 def _stamped(record: Row | Manifest | Mapping[str, Any]) -> Any:
@@ -493,12 +504,12 @@ class RowWriter:
 
     def append(self, row: Row | Mapping[str, Any]) -> None:
         """Write one row (a :class:`Row`, or a dict of its shape: stamped with
-        ``schema_version``) as one line (secrets redacted) and flush it; the background
-        thread fsyncs it."""
+        ``schema_version``) as one line (secrets in its free text redacted:
+        :func:`_row_line`) and flush it; the background thread fsyncs it."""
         if self._error is not None:
             raise self._error
         try:
-            self._handle.write(redact_bytes(line_bytes(_stamped(row))))
+            self._handle.write(_row_line(row))
             self._handle.flush()
         except OSError as exc:  # e.g. the disk is full: name the file
             self._error = named_os_error(exc, self.path)

@@ -178,3 +178,162 @@ def test_a_run_whose_provider_url_holds_a_key_is_readable_and_keeps_no_key(run_b
     assert secret not in outputs
     hits = [str(p) for p in project.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert hits == []
+
+
+# ------------------------------------------------ redaction never rewrites ordinary data
+
+CREDIBLE = "Zt8q2vLk9PwX4mB7nR1sQ"  # 21 characters: a generated secret's length
+
+
+def test_only_credible_values_of_secret_named_variables_are_redacted(monkeypatch):
+    # MYSQL_PASSWORD=ecommerce rewrote the dataset name 'ecommerce' as '***' everywhere
+    from bench.redact import redact
+    monkeypatch.setenv("MYSQL_PASSWORD", "ecommerce")
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "EMPTY")  # what local servers take
+    # long values of variables that name a place, not a secret
+    monkeypatch.setenv("PWD", "/home/someone/projects/bench-work")
+    monkeypatch.setenv("DB_PASSWORD_FILE", "/run/secrets/db-password-file")
+    text = ("unknown dataset 'ecommerce' (EMPTY answer) in /home/someone/projects/bench-work "
+            "from /run/secrets/db-password-file")
+    assert redact(text) == text
+    monkeypatch.setenv("MYSQL_PASSWORD", CREDIBLE)  # changed in place: read again
+    assert redact(f"dsn mysql {CREDIBLE}") == "dsn mysql ***"
+    monkeypatch.delenv("MYSQL_PASSWORD")
+    assert redact(f"dsn mysql {CREDIBLE}") == f"dsn mysql {CREDIBLE}"
+    # a key bench sends is redacted from 8 characters on
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "hunter22")
+    assert redact("401: key hunter22 rejected") == "401: key *** rejected"
+
+
+@pytest.mark.parametrize("text", [
+    "case 'case_sk-learn-fit-001' failed", "ep-sk-abcdefghijklmnop",
+    "a basic question about Bearer authentication", "AIzaTooShort-123"])
+def test_words_and_ids_shaped_like_a_short_key_stay(text):
+    from bench.redact import redact
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic ***"),
+    ("got Bearer abc.def-123 back", "got Bearer *** back"),
+    ("echo sk-ant-api03-AbCdEfGhIjKlMnOpQrSt", "echo sk-***"),
+])
+def test_credentials_of_a_credible_form_are_redacted(text, kept):
+    from bench.redact import redact
+    assert redact(text) == kept
+
+
+def test_a_stored_row_keeps_its_identifiers_and_data_and_loses_the_key_in_its_free_text(
+        tmp_path, monkeypatch):
+    from bench.runstore import RunStore
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("MYSQL_PASSWORD", "ecommerce")
+    case = "case_sk-abcdefghijklmnopqrstuvwx"  # key-shaped, but an id
+    provider = "openai:gpt-4o"
+    call = {"name": "set_password", "arguments": {"password": "hunter2", "api_key": "k-1"}}
+    stored = {
+        "key": f"{case}|l3|{provider}|0", "run_id": "r", "case_id": case,
+        "toolset": "ecommerce", "variant": "l3", "provider": provider, "trial": 0,
+        "lang": "en", "query": "set my password: hunter2", "metrics": {}, "usage": {},
+        "latency_s": 0.1, "expected": {"calls": [{"name": "set_password",
+                                                  "arguments": {"password": ["hunter2"]}}]},
+        "parsed": {"calls": [call], "error": f"provider error: 401 Bearer {KEY}",
+                   "text": f"the key is {KEY}"},
+        "response": {"raw": {"headers": {"x-api-key": "k-0123456789"}, "echo": f"key {KEY}",
+                             "arguments": '{"password": "hunter2"}'},
+                     "request_id": "req_1"},
+    }
+    store = RunStore(tmp_path, "r")
+    store.append(stored)
+    text = store.results_path.read_text()
+    assert KEY not in text and "k-0123456789" not in text
+    [row] = store.rows()
+    for field in ("key", "case_id", "toolset", "variant", "provider", "query", "expected"):
+        assert row[field] == stored[field], field
+    assert row["parsed"]["calls"] == [call]  # replay answers with these
+    assert row["parsed"]["error"] == "provider error: 401 Bearer ***"
+    assert row["parsed"]["text"] == "the key is ***"
+    assert row["response"]["raw"] == {"headers": {"x-api-key": "***"}, "echo": "key ***",
+                                      "arguments": '{"password": "***"}'}
+    assert row["response"]["request_id"] == "req_1"
+
+
+def test_every_key_variable_a_provider_reads_is_redacted():
+    import re
+    import bench.providers
+    from bench.redact import KEY_VARIABLES
+    folder = Path(bench.providers.__file__).parent
+    read = {name for path in folder.glob("*.py")
+            for name in re.findall(r"\"([A-Z][A-Z_]*_API_KEY)\"", path.read_text())}
+    assert read and read <= set(KEY_VARIABLES), read - set(KEY_VARIABLES)
+
+
+def test_a_provider_id_with_a_query_key_runs_under_its_public_id():
+    from bench.providers import make_provider
+    from bench.redact import real_provider_id
+    secret = "k-0123456789abcdef"
+    provider = make_provider(f"openai-compat:m@http://127.0.0.1:9/v1?api_key={secret}")
+    assert provider.provider_id == "openai-compat:m@http://127.0.0.1:9/v1?api_key=***"
+    assert provider.options.base_url.endswith(f"?api_key={secret}")
+    assert secret not in json.dumps(provider.describe())
+    assert real_provider_id(provider.provider_id).endswith(secret)
+
+
+@pytest.mark.slow
+def test_a_run_with_secret_looking_data_runs_resumes_and_merges_intact(run_bench, project,
+                                                                        monkeypatch):
+    # MYSQL_PASSWORD=ecommerce stored "dataset": "***" and rows' "toolset": "***" (resume and
+    # merge failed); case ids case_sk-learn-fit-001/-002 were both stored as case_sk-***
+    monkeypatch.setenv("MYSQL_PASSWORD", "ecommerce")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    cases_path = project / "datasets/ecommerce/cases.jsonl"
+    ids = ["case_sk-learn-fit-001", "case_sk-learn-fit-002", "case_sk-abcdefghijklmnopqrstuvwx"]
+    text = cases_path.read_text()
+    for number, new in enumerate(ids, start=1):
+        text = text.replace(f'"id": "ecom-{number:04d}"', f'"id": "{new}"')
+    cases_path.write_text(text)
+
+    def bench(*args):
+        result = run_bench(*args, timeout=300)
+        assert result.returncode == 0, (args, result.stderr)
+        return result
+
+    common = ("--provider", "oracle", "--dataset", "ecommerce", "--cases", ",".join(ids),
+              "--variants", "l3")
+    bench("run", *common, "--shard", "1/2", "--run-id", "s1")
+    bench("run", *common, "--shard", "2/2", "--run-id", "s2")
+    bench("merge", "s1", "s2", "--run-id", "m")
+    for run_id in ("s1", "m"):
+        assert "already complete" in bench("run", "--resume", run_id).stderr
+    manifest = json.loads((project / "reports/runs/m/manifest.json").read_text())
+    assert manifest["dataset"]["name"] == manifest["config"]["dataset"] == "ecommerce"
+    assert [v["toolset"] for v in manifest["variants"]] == ["ecommerce"]
+    rows = [json.loads(line) for line in
+            (project / "reports/runs/m/results.jsonl").read_text().splitlines()]
+    assert sorted(r["case_id"] for r in rows) == sorted(ids)
+    assert {r["toolset"] for r in rows} == {"ecommerce"}
+    assert sorted(r["key"] for r in rows) == sorted(f"{i}|l3|oracle|0" for i in ids)
+    assert all(r["metrics"]["selection_correct"] for r in rows)
+    hits = [str(p) for p in project.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert hits == []
+
+
+@pytest.mark.slow
+def test_user_codes_error_holding_the_key_is_redacted_in_the_manifest_and_on_screen(
+        run_bench, project, monkeypatch):
+    # the manifest's error is free text: redacted there, while its config stays whole
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (project / "leaky.py").write_text(
+        "import os\n\ndef answer(messages, tools, trial):\n"
+        "    raise RuntimeError('auth failed for ' + os.environ['OPENAI_API_KEY'])\n")
+    result = run_bench("run", "--provider", "function:leaky:answer", "--dataset", "ecommerce",
+                       "--limit", "1", "--variants", "l3", "--run-id", "leak")
+    assert result.returncode == 2, result.stderr
+    assert KEY not in result.stdout + result.stderr
+    assert "the function raised RuntimeError: auth failed for ***" in result.stderr
+    manifest = json.loads((project / "reports/runs/leak/manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"].endswith("RuntimeError: auth failed for ***")
+    assert manifest["config"]["providers"] == ["function:leaky:answer"]
+    files, hits = scan(project)  # no planted secret in any file
+    assert files and hits == []

@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError
 from bench.jsonl import canonical_bytes, dumps
-from bench.redact import redact
 from bench.results import SCHEMA_VERSION, TraceRecord, validation_problem
 
 if TYPE_CHECKING:  # pandas costs ~0.4 s to import; only summaries need it
@@ -50,12 +49,14 @@ class TraceWriter:
     def write(self, record: TraceRecord | Mapping[str, Any]) -> None:
         """Append one record (a :class:`bench.results.TraceRecord` or a dict of its shape) as
         a JSON line with ``schema_version`` and ``ts`` (now, when the record has none),
-        secrets redacted (flushed at once)."""
+        flushed at once. Written as it is: a trace holds identifiers, codes and numbers, no
+        free text (arguments are hashed), and redacting the ids would part a trace from its
+        row."""
         data = record.model_dump(exclude_none=False) if isinstance(record, TraceRecord) \
             else {"schema_version": SCHEMA_VERSION, **record}
         if not data.get("ts"):
             data["ts"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        line = redact(dumps(data))
+        line = dumps(data)
         with self._lock:
             try:
                 self._handle.write(line + "\n")

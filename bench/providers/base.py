@@ -49,6 +49,7 @@ from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer
 from bench.providers.dialects import Turn, history
 from bench.providers.errors import ProviderError, error_from_exception, request_id_from
 from bench.providers.replies import UnreadableReply, reply_json
+from bench.redact import public_url
 
 
 class Usage(BaseModel):
@@ -384,10 +385,11 @@ class HTTPProvider(Provider):
             await client.close()
 
     def describe(self) -> dict[str, Any]:
-        """Provider id, model, base URL, settings and the dialect changes per variant (never a
-        key); see :meth:`Provider.describe`."""
+        """Provider id, model, base URL (made public: :func:`bench.redact.public_url`),
+        settings and the dialect changes per variant (never a key); see
+        :meth:`Provider.describe`."""
         return {"provider": self.provider_id, "kind": self.kind, "model": self.options.model,
-                "base_url": self.options.base_url, "endpoint": self.endpoint,
+                "base_url": public_url(self.options.base_url), "endpoint": self.endpoint,
                 **self.options.model_dump(exclude={"model", "base_url"}),
                 "not_sent": list(self.not_sent), "dialect_changes": self._variant_changes}
 

@@ -24,9 +24,10 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
+from bench.jsonl import dumps
 from bench.models import Message, Tool
 from bench.providers.base import ProviderResponse
-from bench.redact import redact
+from bench.redact import ANSWER_FREE_TEXT, public_provider_id, redact_fields
 
 CacheMode = Literal["off", "read", "write", "readwrite"]
 CACHE_MODES: tuple[str, ...] = ("off", "read", "write", "readwrite")
@@ -191,14 +192,19 @@ class ResponseCache:
     def put(self, key: str, response: ProviderResponse, *, provider_id: str,
             base_url: str | None, messages: Sequence[Message], tools: Sequence[Tool],
             trial: int) -> None:
-        """Store one answer (replacing an older one with the same key); secrets in the
-        provider id and the answer are redacted (:func:`bench.redact.redact`)."""
+        """Store one answer (replacing an older one with the same key) under the public
+        provider id (:func:`bench.redact.public_provider_id`); secrets in the answer's free
+        text (raw answer, request id, prose, decode error) are redacted, its parsed calls
+        kept as they are (:data:`bench.redact.ANSWER_FREE_TEXT`), so that a hit calls what
+        the provider called."""
         if not self.writes_enabled:
             return
+        answer = redact_fields(response.model_dump(mode="json"), ANSWER_FREE_TEXT)
         self._connection().execute(
             "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, redact(provider_id), public_url(base_url), messages_digest(messages),
-             tools_digest(tools), trial, redact(response.model_dump_json()), time.time()))
+            (key, public_provider_id(provider_id), public_url(base_url),
+             messages_digest(messages), tools_digest(tools), trial, dumps(answer),
+             time.time()))
         with self._lock:
             self.writes += 1
 
