@@ -359,6 +359,59 @@ def test_anthropic_errors_map_to_classes(server, status, error_class):
     assert caught.value.error_class == error_class
 
 
+# --- requests the HTTP client refuses to send -------------------------------------------
+
+# Class ``client``: each setting below makes the real SDK's HTTP client raise before a byte
+# reaches the server.
+REFUSED = {  # what is set -> (provider, environment, what the error names)
+    # aiohttp: "Cannot combine AUTHORIZATION header with ... credentials encoded in URL"
+    "credentials in OPENAI_BASE_URL": (
+        "openai:gpt-test", {"OPENAI_BASE_URL": "http://u:p@{host}/v1"},
+        "Cannot combine AUTHORIZATION header"),
+    "credentials in ANTHROPIC_BASE_URL": (
+        "anthropic:claude-test", {"ANTHROPIC_BASE_URL": "http://u:p@{host}"},
+        "Cannot combine AUTHORIZATION header"),
+    "a base URL that is not http": (
+        "openai:gpt-test", {"OPENAI_BASE_URL": "ftp://{host}/v1"}, "UnsupportedProtocol"),
+    "a port out of range": (
+        "openai:gpt-test", {"OPENAI_BASE_URL": "http://127.0.0.1:99999/v1"},
+        "UnsupportedProtocol"),
+    "an API key that is not ASCII": (  # typographic quotes pasted around the key
+        "openai:gpt-test", {"OPENAI_API_KEY": "\u201csk-test\u201d",
+                            "OPENAI_BASE_URL": "http://{host}/v1"}, "UnicodeEncodeError"),
+    "a newline in the API key": (
+        "openai:gpt-test", {"OPENAI_API_KEY": "sk-test\nX-Evil: 1",
+                            "OPENAI_BASE_URL": "http://{host}/v1"},
+        "Forbidden control character"),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("setting", list(REFUSED))
+def test_a_request_the_http_client_refuses_is_class_client(server, monkeypatch, setting, stream):
+    """Never ``validation`` (it would be scored as the model's invalid answer) nor
+    ``transient`` (retried, then reported as a failed connection): nothing was sent."""
+    provider_id, env, says = REFUSED[setting]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(host=server.url.removeprefix("http://")))
+    before = len(server.requests)
+    with pytest.raises(ProviderError) as caught:
+        ask(make_provider(provider_id, stream=stream))
+    error = caught.value
+    assert (error.error_class, error.retryable, error.status) == ("client", False, None)
+    assert str(error).startswith("client: the request was not sent") and says in str(error)
+    assert len(server.requests) == before
+
+
+def test_the_same_settings_without_the_fault_reach_the_server(server, monkeypatch):
+    """The control of the test above: its server and SDK path answer when nothing is wrong."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    before = len(server.requests)
+    server.script(Reply(body=chat_body(text="ok")))
+    assert ask(make_provider("openai:gpt-test")).parsed.text == "ok"
+    assert len(server.requests) == before + 1
+
+
 # --- multi-turn history: ids paired in every dialect ---------------------------------------
 
 HISTORY = [

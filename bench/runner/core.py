@@ -405,7 +405,8 @@ class Runner:
         run.
 
         Raises:
-            ProviderError: a permanent error (401/403/404...), or retries exhausted.
+            ProviderError: a permanent error (401/403/404...), a request the HTTP client
+                refused to send (class ``client``), or retries exhausted.
             BatchFailed: the item's batch reported an error for it.
             GateClosed: the run is stopping.
         """
@@ -487,6 +488,13 @@ class Runner:
                           (item.factors.changed() if item.factors else {}).items())
                 + " --cache write "
                 f"(or replay a run that has it: replay:<run-id>)")
+        if isinstance(exc, ProviderError) and exc.error_class == "client":
+            # nothing was asked: a setting on this machine, not the provider nor the model
+            return BenchError(
+                f"{item.provider_id}: {where}: {exc.detail}; nothing was asked of the model "
+                "and no row is scored for it: fix the provider's settings (base URL, API key, "
+                "proxy), then continue with: bench run --resume "
+                f"{self.store.run_id} (finished rows are kept)")
         if isinstance(exc, ProviderError):
             status = f" HTTP {exc.status}" if exc.status else ""
             request = f" (request id {exc.request_id})" if exc.request_id else ""
