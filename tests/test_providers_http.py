@@ -1,6 +1,7 @@
 """HTTP adapters driven through the real SDKs against the loopback fake server (no keys, no
 internet): wire formats, parsing failure modes (BRIEF §8), error classes, streaming."""
 
+import asyncio
 import json
 import socket
 
@@ -9,6 +10,7 @@ import pytest
 from bench.models import Message, Tool
 from bench.parse import strictly_valid
 from bench.providers import ProviderError, ProviderUnavailable, make_provider
+from bench.providers.errors import error_from_exception
 from fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
                         chat_stream, error_body, gemini_body, responses_body, responses_stream,
                         set_dummy_keys)
@@ -401,6 +403,34 @@ def test_a_request_the_http_client_refuses_is_class_client(server, monkeypatch, 
     assert (error.error_class, error.retryable, error.status) == ("client", False, None)
     assert str(error).startswith("client: the request was not sent") and says in str(error)
     assert len(server.requests) == before
+
+
+def test_a_request_the_sdk_cannot_build_is_class_client_and_other_code_s_errors_are_not(server):
+    """The openai SDK's own refusal (its request builder's TypeError, the real exception) is
+    ``client``; the same built-in classes raised by other code (a reply's JSON) are not."""
+    import openai as sdk
+
+    async def build_wrongly():
+        client = sdk.AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+        try:
+            await client.post("/chat/completions", body={}, content=b"{}", cast_to=object)
+        finally:
+            await client.close()
+
+    before = len(server.requests)
+    with pytest.raises(TypeError) as caught:
+        asyncio.run(build_wrongly())
+    error = error_from_exception(caught.value)
+    assert error.error_class == "client" and "Passing both `body` and `content`" in str(error)
+    assert len(server.requests) == before
+    try:
+        json.loads("<html>")
+    except ValueError as exc:
+        assert error_from_exception(exc).error_class == "validation"
+    try:
+        len(5)  # a TypeError raised here, not by an HTTP client
+    except TypeError as exc:
+        assert error_from_exception(exc).error_class == "validation"
 
 
 def test_the_same_settings_without_the_fault_reach_the_server(server, monkeypatch):

@@ -370,12 +370,14 @@ def error_from_exception(exc: BaseException) -> ProviderError:
 # ``UnsupportedProtocol`` by the SDKs' aiohttp transport), or a message h11 will not write.
 CLIENT_SIDE_ERRORS = frozenset({"InvalidURL", "UnsupportedProtocol", "LocalProtocolError",
                                 "InvalidUrlClientError", "NonHttpUrlClientError"})
-# Packages that build and send the SDKs' HTTP requests. A built-in ValueError or TypeError that
-# their own code raises is their refusal of what they were asked to send: they report trouble
-# on the network or from the server through classes of their own or OSError, and a reply that
-# is not JSON fails in json's code, not theirs.
+# Packages that build and send the SDKs' HTTP requests, and the SDKs' own request builders
+# (Stainless ``_base_client``: "Passing both `body` and `content` is not supported"...). A
+# built-in ValueError or TypeError that their code raises is their refusal of what they were
+# asked to send: they report trouble on the network or from the server through classes of their
+# own or OSError, and a reply that is not JSON fails in json's code, not theirs.
 CLIENT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "h11", "h2", "aiohttp", "yarl",
                              "multidict"})
+CLIENT_MODULES = frozenset({"openai._base_client", "anthropic._base_client"})
 
 
 def client_side_error(exc: BaseException) -> BaseException | None:
@@ -384,20 +386,23 @@ def client_side_error(exc: BaseException) -> BaseException | None:
     Looked for in ``exc`` and its cause chain (the SDKs wrap what their transport raised in
     their ``APIConnectionError``): a class of :data:`CLIENT_SIDE_ERRORS`, or a built-in
     ``ValueError``/``TypeError`` (``UnicodeDecodeError`` excepted: decoding reads something
-    received) raised by code of :data:`CLIENT_PACKAGES`, e.g. aiohttp's ``ValueError: Cannot
-    combine AUTHORIZATION header with AUTH argument or credentials encoded in URL``, httpx's
-    ``UnicodeEncodeError`` for an API key that is not ASCII, aiohttp's ``ValueError`` for a
-    header holding a newline. A refused connection, a DNS failure, a timeout, an HTTP status or
-    a reply that cannot be read are never a refusal (:func:`error_from_exception`).
+    received) raised by code of :data:`CLIENT_PACKAGES` or :data:`CLIENT_MODULES`, e.g.
+    aiohttp's ``ValueError: Cannot combine AUTHORIZATION header with AUTH argument or
+    credentials encoded in URL``, httpx's ``UnicodeEncodeError`` for an API key that is not
+    ASCII, aiohttp's ``ValueError`` for a header holding a newline, the openai SDK's
+    ``TypeError`` for a request it cannot build. A refused connection, a DNS failure, a
+    timeout, an HTTP status or a reply that cannot be read are never a refusal
+    (:func:`error_from_exception`).
     """
     seen, found = 0, exc
     while found is not None and seen < 10:
         if any(cls.__name__ in CLIENT_SIDE_ERRORS for cls in type(found).__mro__):
             return found
         if type(found).__module__ == "builtins" and isinstance(found, (ValueError, TypeError)) \
-                and not isinstance(found, UnicodeDecodeError) \
-                and _raised_in(found).partition(".")[0] in CLIENT_PACKAGES:
-            return found
+                and not isinstance(found, UnicodeDecodeError):
+            module = _raised_in(found)
+            if module.partition(".")[0] in CLIENT_PACKAGES or module in CLIENT_MODULES:
+                return found
         found, seen = found.__cause__ or found.__context__, seen + 1  # type: ignore[assignment]
     return None
 
