@@ -1,6 +1,7 @@
 """HTTP adapters driven through the real SDKs against the loopback fake server (no keys, no
 internet): wire formats, parsing failure modes (BRIEF §8), error classes, streaming."""
 
+import asyncio
 import json
 import socket
 
@@ -9,6 +10,7 @@ import pytest
 from bench.models import Message, Tool
 from bench.parse import strictly_valid
 from bench.providers import ProviderError, ProviderUnavailable, make_provider
+from bench.providers.errors import error_from_exception
 from fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream, chat_body,
                         chat_stream, error_body, gemini_body, responses_body, responses_stream,
                         set_dummy_keys)
@@ -357,6 +359,87 @@ def test_anthropic_errors_map_to_classes(server, status, error_class):
     with pytest.raises(ProviderError) as caught:
         ask(anthropic(server))
     assert caught.value.error_class == error_class
+
+
+# --- requests the HTTP client refuses to send -------------------------------------------
+
+# Class ``client``: each setting below makes the real SDK's HTTP client raise before a byte
+# reaches the server.
+REFUSED = {  # what is set -> (provider, environment, what the error names)
+    # aiohttp: "Cannot combine AUTHORIZATION header with ... credentials encoded in URL"
+    "credentials in OPENAI_BASE_URL": (
+        "openai:gpt-test", {"OPENAI_BASE_URL": "http://u:p@{host}/v1"},
+        "Cannot combine AUTHORIZATION header"),
+    "credentials in ANTHROPIC_BASE_URL": (
+        "anthropic:claude-test", {"ANTHROPIC_BASE_URL": "http://u:p@{host}"},
+        "Cannot combine AUTHORIZATION header"),
+    "a base URL that is not http": (
+        "openai:gpt-test", {"OPENAI_BASE_URL": "ftp://{host}/v1"}, "UnsupportedProtocol"),
+    "a port out of range": (
+        "openai:gpt-test", {"OPENAI_BASE_URL": "http://127.0.0.1:99999/v1"},
+        "UnsupportedProtocol"),
+    "an API key that is not ASCII": (  # typographic quotes pasted around the key
+        "openai:gpt-test", {"OPENAI_API_KEY": "\u201csk-test\u201d",
+                            "OPENAI_BASE_URL": "http://{host}/v1"}, "UnicodeEncodeError"),
+    "a newline in the API key": (
+        "openai:gpt-test", {"OPENAI_API_KEY": "sk-test\nX-Evil: 1",
+                            "OPENAI_BASE_URL": "http://{host}/v1"},
+        "Forbidden control character"),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("setting", list(REFUSED))
+def test_a_request_the_http_client_refuses_is_class_client(server, monkeypatch, setting, stream):
+    """Never ``validation`` (it would be scored as the model's invalid answer) nor
+    ``transient`` (retried, then reported as a failed connection): nothing was sent."""
+    provider_id, env, says = REFUSED[setting]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(host=server.url.removeprefix("http://")))
+    before = len(server.requests)
+    with pytest.raises(ProviderError) as caught:
+        ask(make_provider(provider_id, stream=stream))
+    error = caught.value
+    assert (error.error_class, error.retryable, error.status) == ("client", False, None)
+    assert str(error).startswith("client: the request was not sent") and says in str(error)
+    assert len(server.requests) == before
+
+
+def test_a_request_the_sdk_cannot_build_is_class_client_and_other_code_s_errors_are_not(server):
+    """The openai SDK's own refusal (its request builder's TypeError, the real exception) is
+    ``client``; the same built-in classes raised by other code (a reply's JSON) are not."""
+    import openai as sdk
+
+    async def build_wrongly():
+        client = sdk.AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1", max_retries=0)
+        try:
+            await client.post("/chat/completions", body={}, content=b"{}", cast_to=object)
+        finally:
+            await client.close()
+
+    before = len(server.requests)
+    with pytest.raises(TypeError) as caught:
+        asyncio.run(build_wrongly())
+    error = error_from_exception(caught.value)
+    assert error.error_class == "client" and "Passing both `body` and `content`" in str(error)
+    assert len(server.requests) == before
+    try:
+        json.loads("<html>")
+    except ValueError as exc:
+        assert error_from_exception(exc).error_class == "validation"
+    try:
+        len(5)  # a TypeError raised here, not by an HTTP client
+    except TypeError as exc:
+        assert error_from_exception(exc).error_class == "validation"
+
+
+def test_the_same_settings_without_the_fault_reach_the_server(server, monkeypatch):
+    """The control of the test above: its server and SDK path answer when nothing is wrong."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    before = len(server.requests)
+    server.script(Reply(body=chat_body(text="ok")))
+    assert ask(make_provider("openai:gpt-test")).parsed.text == "ok"
+    assert len(server.requests) == before + 1
 
 
 # --- multi-turn history: ids paired in every dialect ---------------------------------------

@@ -137,3 +137,53 @@ def test_an_auth_error_inside_a_stream_stops_the_run_at_once(project):
                                              r".*--resume auth") as info:
             runner.run()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_request_the_http_client_refuses_stops_the_run_unscored_until_resumed(
+        run_bench, project, monkeypatch):
+    """Credentials in OPENAI_BASE_URL, which the SDK's aiohttp transport refuses beside the
+    API key's Authorization header: nothing reaches the server, so no row is scored (it used
+    to be every row's invalid answer in a ``complete`` run); the run fails with one line and
+    a resume with the setting fixed does the rows."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-for-the-test")
+    with FakeServer() as server:
+        host = server.url.removeprefix("http://")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://u:p@{host}/v1")
+        refused = run_bench("run", "--provider", "openai:gpt-4o-mini", "--limit", "3",
+                            "--variants", "l3", "--no-execute", "--run-id", "refused",
+                            timeout=300)
+        sent_while_refused = len(server.requests)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        resumed = run_bench("run", "--resume", "refused", timeout=300)
+    run_dir = project / "reports" / "runs" / "refused"
+    assert refused.returncode == 2, refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in refused.stderr
+    assert "the request was not sent" in errors[0] and "Cannot combine AUTHORIZATION" in errors[0]
+    assert "bench run --resume refused" in errors[0] and "validation" not in errors[0]
+    assert sent_while_refused == 0
+    assert resumed.returncode == 0, resumed.stderr
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and len(server.requests) == 3
+    assert all(r["parsed"]["error"] is None and r["attempts"] == 1 for r in rows)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["rows_done"] == 3
+
+
+@pytest.mark.slow
+def test_a_refused_request_is_neither_retried_nor_left_as_a_failed_request(project,
+                                                                          monkeypatch):
+    """The run stops at the first refusal (class ``client``), as for a bad key: no retry, not
+    counted among the requests that failed after every retry, the manifest says ``failed``."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-for-the-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "ftp://127.0.0.1:9/v1")
+    runner = Runner(config("openai:gpt-4o-mini", stream=False, attempts=3), run_id="ftp",
+                    command=[])
+    with pytest.raises(BenchError, match=r"case .*: the request was not sent: the HTTP client "
+                                         r"refused it \(UnsupportedProtocol: .*--resume ftp"):
+        runner.run()
+    manifest = json.loads(runner.store.manifest_path.read_text())
+    assert manifest["status"] == "failed" and manifest["rows_done"] == 0
+    assert "request_errors" not in manifest and list(runner.store.rows()) == []
+    assert manifest["rate_limits"]["openai:gpt-4o-mini"]["retries"] == 0

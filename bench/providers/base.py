@@ -123,8 +123,10 @@ class Provider(ABC):
         """Ask the model for tool calls.
 
         Args:
-            messages: the case's conversation.
-            tools: the variant's tools, byte-identical for every case of a variant.
+            messages: the case's conversation (the runner passes a copy made for this request:
+                changing it changes nothing else).
+            tools: the variant's tools, byte-identical for every case of a variant (a copy
+                made for this request, too).
             variant_key: a stable key of the tools (the variant hash), for per-variant caches.
             trial: 0-based trial index.
 

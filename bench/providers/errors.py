@@ -13,6 +13,12 @@ An adapter raises :class:`ProviderError` for a request that got no usable answer
 - ``validation``: any other 4xx (400, 413, 422...), a 4xx-like error inside a stream, an answer
   that cannot be read, a request bench cannot build. Never retried; it becomes the row's
   invalid answer with the message kept.
+- ``client``: the request never left this machine: the SDK's HTTP client refused to build or
+  send it (a base URL that is not an http(s) URL, credentials in the base URL that the client
+  will not combine with the SDK's ``Authorization`` header, an API key it cannot put in a
+  header); see :func:`client_side_error`. Nothing was asked, so there is no answer to score:
+  the run stops at once, the item is left unwritten and ``--resume`` sends it once the
+  configuration is fixed.
 
 The mapping follows the providers' documented error codes (OpenAI and Anthropic "Errors" pages:
 429 rate limit, 500/503 server, 529 Anthropic overloaded; Gemini's 429 RESOURCE_EXHAUSTED,
@@ -39,8 +45,10 @@ from typing import Any, Literal
 
 from bench.errors import BenchError
 
-ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation"]
+ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation", "client"]
 RETRYABLE: frozenset[str] = frozenset({"transient", "rate_limited", "timeout"})
+#: Classes that end the run at once (every later request would fail alike).
+STOPS_RUN: frozenset[str] = frozenset({"permanent", "client"})
 
 
 class ProviderUnavailable(BenchError):
@@ -302,9 +310,10 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     ``APITimeoutError``, ``APIConnectionError``, and ``APIError`` raised for an error inside a
     200 stream, whose ``body`` is read with :func:`stream_error_status`), ``google-genai``
     (``APIError.code`` / ``.details``) and httpx transport errors, read by attribute and class
-    name. An exception that names no status, no timeout and no connection failure (e.g. a body
-    that is not JSON) is class ``validation``: this request's answer could not be read, the run
-    goes on.
+    name. A request the HTTP client refused to send (:func:`client_side_error`) is class
+    ``client``. Any other exception that names no status, no timeout and no connection failure
+    (e.g. a body that is not JSON) is class ``validation``: this request's answer could not be
+    read, the run goes on.
     """
     if isinstance(exc, ProviderError):
         return exc
@@ -322,6 +331,11 @@ def error_from_exception(exc: BaseException) -> ProviderError:
         return ProviderError(f"HTTP {status}: {_one_line(body_message)}",
                              error_class=classify_status(status), status=status,
                              retry_after_s=parse_retry_after(headers), request_id=request_id)
+    refused = client_side_error(exc)
+    if refused is not None:
+        return ProviderError(f"the request was not sent: the HTTP client refused it "
+                             f"({type(refused).__name__}: {_one_line(str(refused))})",
+                             error_class="client")
     body = getattr(exc, "body", None)
     if body is None:
         body = getattr(exc, "details", None)  # google-genai
@@ -349,6 +363,56 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     return ProviderError(f"the answer could not be read ({type(exc).__name__}: "
                          f"{_one_line(str(exc))})", error_class="validation",
                          request_id=request_id)
+
+
+# httpx / httpx2 / aiohttp classes for a request the client refuses before sending anything: a
+# URL it cannot parse or whose scheme is not http(s) (aiohttp's are mapped to httpx's
+# ``UnsupportedProtocol`` by the SDKs' aiohttp transport), or a message h11 will not write.
+CLIENT_SIDE_ERRORS = frozenset({"InvalidURL", "UnsupportedProtocol", "LocalProtocolError",
+                                "InvalidUrlClientError", "NonHttpUrlClientError"})
+# Packages that build and send the SDKs' HTTP requests, and the SDKs' own request builders
+# (Stainless ``_base_client``: "Passing both `body` and `content` is not supported"...). A
+# built-in ValueError or TypeError that their code raises is their refusal of what they were
+# asked to send: they report trouble on the network or from the server through classes of their
+# own or OSError, and a reply that is not JSON fails in json's code, not theirs.
+CLIENT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "h11", "h2", "aiohttp", "yarl",
+                             "multidict"})
+CLIENT_MODULES = frozenset({"openai._base_client", "anthropic._base_client"})
+
+
+def client_side_error(exc: BaseException) -> BaseException | None:
+    """The exception by which the SDK's HTTP client refused to send a request, or None.
+
+    Looked for in ``exc`` and its cause chain (the SDKs wrap what their transport raised in
+    their ``APIConnectionError``): a class of :data:`CLIENT_SIDE_ERRORS`, or a built-in
+    ``ValueError``/``TypeError`` (``UnicodeDecodeError`` excepted: decoding reads something
+    received) raised by code of :data:`CLIENT_PACKAGES` or :data:`CLIENT_MODULES`, e.g.
+    aiohttp's ``ValueError: Cannot combine AUTHORIZATION header with AUTH argument or
+    credentials encoded in URL``, httpx's ``UnicodeEncodeError`` for an API key that is not
+    ASCII, aiohttp's ``ValueError`` for a header holding a newline, the openai SDK's
+    ``TypeError`` for a request it cannot build. A refused connection, a DNS failure, a
+    timeout, an HTTP status or a reply that cannot be read are never a refusal
+    (:func:`error_from_exception`).
+    """
+    seen, found = 0, exc
+    while found is not None and seen < 10:
+        if any(cls.__name__ in CLIENT_SIDE_ERRORS for cls in type(found).__mro__):
+            return found
+        if type(found).__module__ == "builtins" and isinstance(found, (ValueError, TypeError)) \
+                and not isinstance(found, UnicodeDecodeError):
+            module = _raised_in(found)
+            if module.partition(".")[0] in CLIENT_PACKAGES or module in CLIENT_MODULES:
+                return found
+        found, seen = found.__cause__ or found.__context__, seen + 1  # type: ignore[assignment]
+    return None
+
+
+def _raised_in(exc: BaseException) -> str:
+    """The module whose code raised ``exc`` (its innermost traceback frame), or ``""``."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return str(frame.tb_frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
 def _refused(exc: BaseException) -> bool:

@@ -18,7 +18,7 @@ from bench.providers import HTTPProvider
 from bench.providers.batch import CHUNK as BATCH_CHUNK
 from bench.providers.batch import BatchLedger, batch_kind
 from bench.providers.cache import ResponseCache
-from bench.providers.errors import ProviderError
+from bench.providers.errors import STOPS_RUN, ProviderError
 from bench.providers.ratelimit import GateClosed, ProviderGate
 from bench.results import row_from_build
 from bench.runner.batch import BatchFailed, Batcher
@@ -50,7 +50,8 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
     them again).
 
     Provider errors never stop the run except auth and configuration errors (class
-    ``permanent``: a bad key, an unknown model, a replay miss). A request that fails after
+    ``permanent``: a bad key, an unknown model, a replay miss; class ``client``: a request the
+    HTTP client refused to send, e.g. a bad base URL). A request that fails after
     every retry is left unwritten (listed in the manifest's ``request_errors``; a resume
     sends it again) and the run goes on; after :data:`FAILED_IN_A_ROW_TO_PAUSE` such
     failures in a row, that provider's remaining items are left for the resume too.
@@ -249,7 +250,7 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
             elif isinstance(exc, BatchFailed):
                 runner.batch_errors.append({"key": item.key, "batch": exc.batch_id,
                                           "error": str(exc)})
-            elif isinstance(exc, ProviderError) and exc.error_class != "permanent" and \
+            elif isinstance(exc, ProviderError) and exc.error_class not in STOPS_RUN and \
                     failure is None:
                 # retries exhausted: the item stays pending, the run goes on
                 runner.request_errors.append({"key": item.key, "error": str(exc)})
