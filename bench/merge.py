@@ -23,7 +23,8 @@ The merged run is an ordinary run under ``reports/runs/NEW`` (``bench show``, ``
 ``shard`` unset, its rows and traces are the shards' (``run_id`` set to NEW; a key repeated in
 one run is kept once, the first), and its manifest lists the shards under ``merged_from``. It
 is written in a hidden folder beside it and renamed into place only when complete, so a
-failed or stopped merge leaves no run behind.
+failed or stopped merge leaves no run behind; the hidden folder of a merge killed before its
+cleanup (kill -9) is removed by the next merge (:data:`MERGE_PREFIX`).
 """
 
 from __future__ import annotations
@@ -42,11 +43,17 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.jsonl import loads
+from bench.owner import claim, sweep_abandoned
 from bench.paths import runs_dir
 from bench.plural import count
 from bench.results import TraceRecord, validation_problem
 from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
+
+MERGE_PREFIX = ".merge-"
+"""The hidden folder (in ``reports/runs``) a merge writes its run in, then renames it from:
+``.merge-<8 hex digits>``, claimed by the merging process (:func:`bench.owner.claim`); the
+next merge removes those of merges that died (:func:`bench.owner.sweep_abandoned`)."""
 
 
 @dataclass
@@ -329,7 +336,11 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
             if shard.status == "running":
                 shard.status = CRASHED
         planned, slices = _plan_slices(shards)
-        tmp_root = runs_dir() / f".merge-{secrets.token_hex(4)}"
+        # the unfinished runs of merges killed before their cleanup (kill -9, power cut)
+        sweep_abandoned(runs_dir(), f"{MERGE_PREFIX}*")
+        tmp_root = runs_dir() / f"{MERGE_PREFIX}{secrets.token_hex(4)}"
+        tmp_root.mkdir()
+        owner = claim(tmp_root)  # held until the folder is gone
         try:
             result = _write(shards, slices, planned, missing, merged_id, tmp_root,
                             allow_partial, list(command))
@@ -339,6 +350,8 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
             os.rename(tmp_root / merged_id, final)
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
+            if owner is not None:
+                owner.close()
     return result
 
 
