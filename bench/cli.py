@@ -74,9 +74,11 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
 
 def _print_pass_k(frame: Any, trials: int) -> None:
     """pass@k and pass^k of episode task success per provider and condition, k = 1 and
-    ``trials`` (:func:`bench.stats.aggregate.pass_k_table`)."""
+    ``trials`` (:func:`bench.stats.aggregate.pass_k_table`); ``-`` where no case of the
+    condition has k trials (nothing to estimate from), as the HTML report shows it."""
     from rich.table import Table
 
+    from bench.report.table import format_percent
     from bench.stats.aggregate import pass_k_table
 
     ks = sorted({1, trials})
@@ -84,14 +86,14 @@ def _print_pass_k(frame: Any, trials: int) -> None:
     if table.empty:
         return
     shown = Table(title="episode task success over trials (unbiased pass@k / pass^k, mean "
-                        "over cases)")
+                        "over cases)", caption="- : no case of the condition has k trials")
     for column in ("provider", "variant", "cases", *(f"pass{s}{k}" for k in ks
                                                     for s in ("@", "^"))):
         shown.add_column(column, justify="left" if column in ("provider", "variant")
                          else "right")
     for record in table.to_dict("records"):
         shown.add_row(str(record["provider"]), str(record["variant"]), str(record["cases"]),
-                      *(f"{record[f'pass{s}{k}']:.1%}" for k in ks for s in ("@", "^")))
+                      *(format_percent(record[f"pass{s}{k}"]) for k in ks for s in ("@", "^")))
     out.print(shown)
 
 
