@@ -46,6 +46,7 @@ from bench.jsonl import loads
 from bench.owner import claim, sweep_abandoned
 from bench.paths import runs_dir
 from bench.plural import count
+from bench.replan import rebuild_plan
 from bench.results import TraceRecord, validation_problem
 from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
@@ -225,33 +226,20 @@ def _check_set(shards: list[Shard], allow_partial: bool) -> list[str]:
 
 def _plan_slices(shards: list[Shard]) -> tuple[int, list[set[str]]]:
     """The whole plan's size and each shard's keys (index 0 is shard 1), rebuilt from the first
-    shard's config with this checkout's dataset and descriptions.
+    shard's config with this checkout's dataset and descriptions
+    (:func:`bench.replan.rebuild_plan`).
 
     Raises:
         BenchError: the dataset or descriptions cannot be loaded, or they are not those the
             shards ran with (SHA-256 differs).
     """
-    from bench.runner import Runner
     first = shards[0]
-    # where the cache and prices are has nothing to do with the plan (and may not be here)
-    config = first.config.model_copy(update={"shard": None, "pricing": None,
-                                             "cache_path": None})
-    runner = Runner(config, store=RunStore(runs_dir(), first.store.run_id), command=[])
-    if runner.dataset.sha256 != first.manifest["dataset"].get("sha256"):
-        raise BenchError(f"dataset '{config.dataset}' is not the one the shards ran with "
-                         "(its SHA-256 differs); merge where the shards' dataset is",
-                         file=runner.dataset.path)
-    for variant in runner.variants:
-        ran = next((v.get("sha256") for v in first.manifest["variants"]
-                    if v.get("name") == variant.name and v.get("toolset") == variant.toolset),
-                   None)
-        if ran != variant.sha256:
-            raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
-                             "the shards ran with (its SHA-256 differs); merge where the "
-                             "shards' descriptions are")
+    plan = rebuild_plan(first.config.model_copy(update={"shard": None}), first.manifest,
+                        RunStore(runs_dir(), first.store.run_id), ran_with="the shards",
+                        hint="merge where the shards' dataset and descriptions are")
     total = first.total
-    return len(runner.plan), [{item.key for item in shard_plan(runner.plan, i, total)}
-                              for i in range(1, total + 1)]
+    return len(plan), [{item.key for item in shard_plan(plan, i, total)}
+                       for i in range(1, total + 1)]
 
 
 def _copy_traces(shard: Shard, target: Path, run_id: str) -> None:
