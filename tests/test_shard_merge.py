@@ -364,3 +364,21 @@ def test_the_next_merge_removes_the_folders_of_killed_merges_only(project, serve
     finally:
         alive.communicate("")
     assert not (runs / "killed").exists() and (runs / "merged" / "manifest.json").is_file()
+
+
+def test_merge_keeps_the_first_copy_of_a_key_and_names_copies_that_differ(project, server):
+    from bench.merge import merge_runs
+    run(server, "s1", "1/2")
+    run(server, "s2", "2/2")
+    results = project / "reports" / "runs" / "s2" / "results.jsonl"
+    first = rows_of(project, "s2")[0]
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({**first, "latency_s": 99.0}) + "\n")
+        handle.write(json.dumps(first) + "\n")
+    result = merge_runs(["s1", "s2"], run_id="merged")
+    assert result.warnings == [
+        f"warning: {results}: lines 1, 9 hold row '{first['key']}' with different content; "
+        "the first (line 1) is counted",
+        f"note: {results}: 1 identical copy of rows dropped (each key counts once)"]
+    merged = {r["key"]: r for r in rows_of(project, "merged")}
+    assert len(merged) == 16 and merged[first["key"]]["latency_s"] == first["latency_s"]
