@@ -8,7 +8,7 @@ import os
 import shlex
 import signal
 import sys
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from pydantic import ValidationError
@@ -24,6 +24,9 @@ from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
                           MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_TRIALS)
 from bench.plural import count
+
+if TYPE_CHECKING:
+    from bench.results import Row
 
 # The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
 # (status budget_exhausted), or a provider was skipped, e.g. for a missing key (partial).
@@ -54,16 +57,20 @@ def _split(values: list[str] | None, option: str | None = None) -> list[str]:
     return items
 
 
-def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -> None:
+def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
+                   rows: list[Row] | None = None) -> None:
     """Print the per-variant table of run ``run_id`` of ``project`` (a
-    :class:`bench.project.Project`; default: the one the environment names)."""
+    :class:`bench.project.Project`; default: the one the environment names), made of
+    ``rows`` (default: the run's rows, :meth:`bench.runstore.RunStore.load_rows`)."""
     from bench.project import Project
     from bench.report.table import summary_table
     from bench.stats.summary import summarize, summary_frame
 
     store = (project or Project.from_env()).store(run_id)
     manifest = store.load_manifest()
-    frame = summary_frame(store.load_rows(manifest))
+    if rows is None:
+        rows = list(store.load_rows(manifest))
+    frame = summary_frame(rows)
     if frame.empty:
         out.print(f"run {run_id}: no finished rows yet")
         return
@@ -82,9 +89,11 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None) -
 
 def _print_pass_k(frame: Any, trials: int) -> None:
     """pass@k and pass^k of episode task success per provider and condition, k = 1 and
-    ``trials`` (:func:`bench.stats.aggregate.pass_k_table`)."""
+    ``trials`` (:func:`bench.stats.aggregate.pass_k_table`); ``-`` where no case of the
+    condition has k trials (nothing to estimate from), as the HTML report shows it."""
     from rich.table import Table
 
+    from bench.report.table import format_percent
     from bench.stats.aggregate import pass_k_table
 
     ks = sorted({1, trials})
@@ -92,14 +101,14 @@ def _print_pass_k(frame: Any, trials: int) -> None:
     if table.empty:
         return
     shown = Table(title="episode task success over trials (unbiased pass@k / pass^k, mean "
-                        "over cases)")
+                        "over cases)", caption="- : no case of the condition has k trials")
     for column in ("provider", "variant", "cases", *(f"pass{s}{k}" for k in ks
                                                     for s in ("@", "^"))):
         shown.add_column(column, justify="left" if column in ("provider", "variant")
                          else "right")
     for record in table.to_dict("records"):
         shown.add_row(str(record["provider"]), str(record["variant"]), str(record["cases"]),
-                      *(f"{record[f'pass{s}{k}']:.1%}" for k in ks for s in ("@", "^")))
+                      *(format_percent(record[f"pass{s}{k}"]) for k in ks for s in ("@", "^")))
     out.print(shown)
 
 
@@ -413,8 +422,12 @@ def doctor(
 
 @app.command()
 def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")]) -> None:
-    """Print the per-variant table of a stored run."""
+    """Print the per-variant table of a stored run, and its status with the rows counted in
+    its results.jsonl against the rows planned. Rows left out are named on stderr: later
+    copies of a key (the first counts), rows outside the run's plan or shard, a last line cut
+    mid-way."""
     from bench.project import Project
+    from bench.replan import planned_keys
     from bench.runstore import CRASHED
 
     project = Project.from_env()  # the command line's edge
@@ -424,14 +437,29 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
     if not isinstance(order, list):
         raise BenchError("corrupt manifest: must be a list", file=store.manifest_path,
                          field="config.variants")
-    _print_summary(run_id, [str(v) for v in order], project)
+    try:  # which rows are the run's: its plan (its shard's), rebuilt as a resume does
+        keys = planned_keys(store, manifest, project)
+    except BenchError as exc:  # e.g. the dataset changed since: the manifest still checks
+        keys = None
+        err.print(f"note: rows not checked against the run's plan: {exc}", markup=False)
+    shard = manifest.config.get("shard")
+    stray = f"not in shard {shard}: another shard's row, or a case the run did not select" \
+        if shard else "no planned row has this key: a case the run did not select"
+    read = store.read_rows(manifest, plan=None if keys is None else
+                           lambda row: None if row.key in keys else stray)
     status = store.shown_status(manifest)
-    # a crashed or running run's manifest holds the count of its last write: count the rows
-    done = len({row.key for row in store.load_rows(manifest)}) \
-        if status in (CRASHED, "running") \
-        else "?" if manifest.rows_done is None else manifest.rows_done
-    out.print(f"status: {status}, rows {done}/{manifest.rows_planned}"
-              + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""))
+    for line in read.report(writing=status == "running"):
+        err.print(line, markup=False)
+    _print_summary(run_id, [str(v) for v in order], project, rows=read.rows)
+    # the rows in the file, not the manifest's count: the file may have lost rows since
+    done, planned = len(read.rows), manifest.rows_planned
+    if status == "complete" and done < planned:
+        out.print(f"status: incomplete (manifest says complete), rows {done}/{planned}; "
+                  f"bench run --resume {run_id} redoes the missing rows", markup=False)
+    else:
+        out.print(f"status: {status}, rows {done}/{planned}"
+                  + (f"; finish with: bench run --resume {run_id}" if status == CRASHED else ""),
+                  markup=False)
 
 
 @app.command()
@@ -457,6 +485,8 @@ def merge(
     result = merge_runs(runs, run_id=run_id, allow_partial=allow_partial,
                         command=list(sys.argv))
     manifest = result.manifest
+    for line in result.warnings:
+        err.print(line, markup=False)
     if len(result.commits) > 1:
         err.print(f"warning: the shards ran at different bench commits "
                   f"({', '.join(result.commits)}); their scoring may differ", markup=False)

@@ -21,14 +21,17 @@ What a merge accepts (each refusal is one line naming the run and the field):
 The merged run is an ordinary run under ``reports/runs/NEW`` (``bench show``, ``report``,
 ``compare``, ``traces`` and ``run --resume`` read it): its config is the first shard's with
 ``shard`` unset, its rows and traces are the shards' (``run_id`` set to NEW; a key repeated in
-one run is kept once, the first), and its manifest lists the shards under ``merged_from``. It
-is written in a hidden folder beside it and renamed into place only when complete, so a
-failed or stopped merge leaves no run behind.
+one run is kept once, the first, with a warning when the copies differ:
+:meth:`bench.runstore.RunStore.read_rows`), and its manifest lists the shards under
+``merged_from``. It is written in a hidden folder beside it and renamed into place only when
+complete, so a failed or stopped merge leaves no run behind; the hidden folder of a merge
+killed before its cleanup (kill -9) is removed by the next merge (:data:`MERGE_PREFIX`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -42,11 +45,18 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.jsonl import loads
+from bench.owner import claim, sweep_abandoned
 from bench.paths import runs_dir
 from bench.plural import count
-from bench.results import TraceRecord, validation_problem
+from bench.replan import rebuild_plan
+from bench.results import Manifest, TraceRecord, validation_problem
 from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
+
+MERGE_PREFIX = ".merge-"
+"""The hidden folder (in ``reports/runs``) a merge writes its run in, then renames it from:
+``.merge-<8 hex digits>``, claimed by the merging process (:func:`bench.owner.claim`); the
+next merge removes those of merges that died (:func:`bench.owner.sweep_abandoned`)."""
 
 
 @dataclass
@@ -86,6 +96,9 @@ class MergeResult:
             complete (only with ``allow_partial``).
         commits: the distinct ``git_commit`` values the shards ran at (more than one: the
             shards ran different bench code).
+        warnings: what reading the shards' rows found (:meth:`bench.runstore.RowsRead.report`:
+            copies of a key unlike its first row, which alone is merged; a last line cut
+            mid-way), one line each.
     """
 
     run_id: str
@@ -93,6 +106,7 @@ class MergeResult:
     missing_shards: list[str]
     unfinished: list[tuple[str, str, int, int]]
     commits: list[str]
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
 def _open(run_id: str) -> Shard:
@@ -218,33 +232,20 @@ def _check_set(shards: list[Shard], allow_partial: bool) -> list[str]:
 
 def _plan_slices(shards: list[Shard]) -> tuple[int, list[set[str]]]:
     """The whole plan's size and each shard's keys (index 0 is shard 1), rebuilt from the first
-    shard's config with this checkout's dataset and descriptions.
+    shard's config with this checkout's dataset and descriptions
+    (:func:`bench.replan.rebuild_plan`).
 
     Raises:
         BenchError: the dataset or descriptions cannot be loaded, or they are not those the
             shards ran with (SHA-256 differs).
     """
-    from bench.runner import Runner
     first = shards[0]
-    # where the cache and prices are has nothing to do with the plan (and may not be here)
-    config = first.config.model_copy(update={"shard": None, "pricing": None,
-                                             "cache_path": None})
-    runner = Runner(config, store=RunStore(runs_dir(), first.store.run_id), command=[])
-    if runner.dataset.sha256 != first.manifest["dataset"].get("sha256"):
-        raise BenchError(f"dataset '{config.dataset}' is not the one the shards ran with "
-                         "(its SHA-256 differs); merge where the shards' dataset is",
-                         file=runner.dataset.path)
-    for variant in runner.variants:
-        ran = next((v.get("sha256") for v in first.manifest["variants"]
-                    if v.get("name") == variant.name and v.get("toolset") == variant.toolset),
-                   None)
-        if ran != variant.sha256:
-            raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
-                             "the shards ran with (its SHA-256 differs); merge where the "
-                             "shards' descriptions are")
+    plan = rebuild_plan(first.config.model_copy(update={"shard": None}), first.manifest,
+                        RunStore(runs_dir(), first.store.run_id), ran_with="the shards",
+                        hint="merge where the shards' dataset and descriptions are")
     total = first.total
-    return len(runner.plan), [{item.key for item in shard_plan(runner.plan, i, total)}
-                              for i in range(1, total + 1)]
+    return len(plan), [{item.key for item in shard_plan(plan, i, total)}
+                       for i in range(1, total + 1)]
 
 
 def _copy_traces(shard: Shard, target: Path, run_id: str) -> None:
@@ -329,7 +330,11 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
             if shard.status == "running":
                 shard.status = CRASHED
         planned, slices = _plan_slices(shards)
-        tmp_root = runs_dir() / f".merge-{secrets.token_hex(4)}"
+        # the unfinished runs of merges killed before their cleanup (kill -9, power cut)
+        sweep_abandoned(runs_dir(), f"{MERGE_PREFIX}*")
+        tmp_root = runs_dir() / f"{MERGE_PREFIX}{secrets.token_hex(4)}"
+        tmp_root.mkdir()
+        owner = claim(tmp_root)  # held until the folder is gone
         try:
             result = _write(shards, slices, planned, missing, merged_id, tmp_root,
                             allow_partial, list(command))
@@ -339,6 +344,8 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
             os.rename(tmp_root / merged_id, final)
         finally:
             shutil.rmtree(tmp_root, ignore_errors=True)
+            if owner is not None:
+                owner.close()
     return result
 
 
@@ -355,22 +362,26 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
     store.dir.mkdir(parents=True)
     done: set[str] = set()
     unfinished: list[tuple[str, str, int, int]] = []
+    warnings: list[str] = []
     merged_from = []
     writer = store.writer()
     try:
         for shard in shards:
             mine = slices[shard.index - 1]
+            read = shard.store.read_rows(
+                Manifest.model_validate(shard.manifest),
+                plan=lambda row: None if row.key in mine else
+                "another shard's row, or a case the run did not select")
+            if read.outside:  # the merged run would hold a row no shard planned
+                number, key, why = read.outside[0]
+                raise BenchError(f"{shard.name} holds row '{key}', which is not in its shard "
+                                 f"of the plan ({why})", file=shard.store.results_path,
+                                 line=number, field="key")
+            warnings += read.report()  # the lock is ours: a cut last line is a dead writer's
             kept = set()
-            for row in shard.store.checked_rows(shard.manifest):
-                key = row["key"]
-                if key not in mine:
-                    raise BenchError(f"{shard.name} holds row '{key}', which is not in its "
-                                     "shard of the plan", file=shard.store.results_path,
-                                     field="key")
-                if key in kept:
-                    continue
-                kept.add(key)
-                writer.append({**row, "run_id": run_id})
+            for row in read.rows:  # one per key, the first (RunStore.read_rows)
+                kept.add(row.key)
+                writer.append({**row.to_json_dict(), "run_id": run_id})
             if shard.status != "complete" or len(kept) < len(mine):
                 if not allow_partial:
                     raise BenchError(
@@ -395,7 +406,7 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
     manifest = _manifest(shards, run_id, command, planned, len(done), missing, merged_from)
     store.write_manifest(manifest)
     commits = sorted({str(s.manifest.get("git_commit")) for s in shards})
-    return MergeResult(run_id, manifest, missing, unfinished, commits)
+    return MergeResult(run_id, manifest, missing, unfinished, commits, warnings)
 
 
 def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int, done: int,

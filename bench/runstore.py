@@ -10,11 +10,13 @@ before its newline): that row is kept and its newline added.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
 import re
 import secrets
+import sys
 import tempfile
 import threading
 from datetime import datetime, timezone
@@ -300,9 +302,11 @@ class RunStore:
             os.fsync(handle.fileno())
         return len(data) - keep
 
-    def _lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _lines(self, on_cut: Callable[[int], None] | None = None
+               ) -> Iterator[tuple[int, dict[str, Any]]]:
         """(line number, decoded JSON object) of each complete line of ``results.jsonl``
-        (a last line without newline is skipped; blank lines too).
+        (a last line without newline is skipped, and its number given to ``on_cut``; blank
+        lines are skipped too).
 
         Raises:
             BenchError: a complete line that is not UTF-8 JSON or not an object (file and
@@ -315,6 +319,8 @@ class RunStore:
         with self.results_path.open("rb") as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.endswith(b"\n") and not _whole_row(line):
+                    if on_cut is not None:
+                        on_cut(number)
                     return  # half-written by an interrupted run
                 if line.isspace():  # no copy of the line, unlike strip()
                     continue
@@ -352,38 +358,93 @@ class RunStore:
                              line=number, field=field) from None
 
     def load_rows(self, manifest: Manifest | None = None, *,
-                  plan: Callable[[Row], str | None] | None = None) -> Iterator[Row]:
-        """The complete result rows as :class:`bench.results.Row`, in file order (a last
-        line without newline is skipped); rows without ``schema_version`` (the release before
-        the contract) are migrated in memory.
+                  plan: Callable[[Row], str | None] | None = None,
+                  warn: Callable[[str], None] | None = None) -> Iterator[Row]:
+        """The complete result rows as :class:`bench.results.Row`; rows without
+        ``schema_version`` (the release before the contract) are migrated in memory.
+
+        Without ``manifest`` and ``plan``: every complete line, in file order (a last line
+        without newline is skipped). With either: the run's rows as its readers count them
+        (:meth:`read_rows`: one per key, rows outside the plan left out), and each line of
+        :meth:`RowsRead.report` given to ``warn``.
 
         Args:
             manifest: this run's manifest (:meth:`load_manifest`): each row must then be in
                 its plan (:func:`plan_check`), so rows of another run appended to the file are
-                refused, never shown as this run's. None: not checked.
-            plan: ``row -> None, or why it is not in the plan`` (e.g. the runner's planned
-                keys), checked as well.
+                left out, never shown as this run's. None: not checked.
+            plan: ``row -> None, or why it is not in the plan`` (e.g. the plan's keys),
+                checked as well.
+            warn: takes each warning line (default: printed to stderr).
 
         Raises:
             BenchError: a line that is not a JSON object, a row that does not fit the
-                contract, a row of a newer schema, or a row outside the plan (file, line,
-                field), or ``results.jsonl`` not a file.
+                contract (its key included), or a row of a newer schema (file, line, field),
+                or ``results.jsonl`` not a file.
+        """
+        if manifest is None and plan is None:
+            for number, data in self._lines():
+                yield self._row(number, data)
+            return
+        read = self.read_rows(manifest, plan=plan)
+        for line in read.report(writing=self.is_being_written()):
+            (warn or _print_warning)(line)
+        yield from read.rows
+
+    def read_rows(self, manifest: Manifest | None = None, *,
+                  plan: Callable[[Row], str | None] | None = None) -> "RowsRead":
+        """The run's rows as every reader counts them (``bench show``, ``report``,
+        ``compare``, the gate), and what was left out (:class:`RowsRead`).
+
+        A key is counted once, with its first row in the file: as ``bench run --resume``,
+        which never sends a key again once it is in the file, and ``bench merge`` keep it.
+        Later copies identical to it are dropped (counted in
+        :attr:`RowsRead.identical_copies`); copies that differ are dropped with a warning
+        naming their lines and the key. A row outside the plan (``manifest``'s
+        :func:`plan_check`, then ``plan``) is left out with a warning naming its line, and a
+        last line cut mid-way (a half-written row) is reported in
+        :attr:`RowsRead.cut_line`.
+
+        Args:
+            manifest: this run's manifest; None: rows are not checked against it.
+            plan: ``row -> None, or why it is not in the plan``.
+
+        Raises:
+            BenchError: as :meth:`load_rows`.
         """
         checks = [c for c in (plan_check(manifest) if manifest is not None else None, plan)
                   if c is not None]
-        for number, data in self._lines():
+        path = self.results_path
+        read = RowsRead(path)
+        where: dict[str, int] = {}  # key -> index of its row in read.rows
+        first_line: dict[str, int] = {}
+        differing: dict[str, list[int]] = {}  # key -> lines of copies unlike the first
+        cut: list[int] = []
+        for number, data in self._lines(on_cut=cut.append):
             row = self._row(number, data)
-            for check in checks:
-                why = check(row)
-                if why:
-                    raise BenchError(f"result row not in this run's plan: {why}",
-                                     file=self.results_path, line=number, field="key")
-            yield row
+            if row.key != _key_of(row):  # the row contradicts itself: corrupt, not stray
+                raise BenchError("corrupt result row: its key does not match its case, "
+                                 "variant, provider and trial", file=path, line=number,
+                                 field="key")
+            why = next((w for w in (check(row) for check in checks) if w), None)
+            if why:
+                read.outside.append((number, row.key, why))
+                continue
+            at = where.get(row.key)
+            if at is None:
+                where[row.key], first_line[row.key] = len(read.rows), number
+                read.rows.append(row)
+            elif read.rows[at] == row:
+                read.identical_copies += 1
+            else:
+                differing.setdefault(row.key, []).append(number)
+        read.conflicts = [(key, [first_line[key], *lines]) for key, lines in differing.items()]
+        read.cut_line = cut[0] if cut else None
+        return read
 
     def rows(self, plan: Callable[[dict[str, Any]], str | None] | None = None
              ) -> Iterator[dict[str, Any]]:
-        """The complete result rows as JSON dicts, each checked and migrated as
-        :meth:`load_rows` does: for the run writer (resume, budgets, replay), which keeps
+        """Every complete result row as a JSON dict, in file order, each checked and migrated
+        as :meth:`load_rows` does: for the run writer (resume, budgets, replay), which keeps
         dicts. Readers use :meth:`load_rows`.
 
         Args:
@@ -391,7 +452,8 @@ class RunStore:
                 checked.
 
         Raises:
-            BenchError: as :meth:`load_rows`.
+            BenchError: as :meth:`load_rows`, and a row outside ``plan`` (file, line, field
+                ``key``): the writer does not add rows to a file that holds another plan's.
         """
         for number, data in self._lines():
             self._row(number, data)
@@ -402,16 +464,6 @@ class RunStore:
                     raise BenchError(f"result row not in this run's plan: {why}",
                                      file=self.results_path, line=number, field="key")
             yield data
-
-    def checked_rows(self, manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        """:meth:`rows` checked against the run's manifest dict (:meth:`read_manifest`), as
-        :meth:`load_rows` checks typed rows against a :class:`Manifest`.
-
-        Raises:
-            BenchError: as :meth:`load_rows`.
-        """
-        stray = plan_check(Manifest.model_validate(dict(manifest)))
-        return self.rows(plan=lambda data: stray(Row.model_validate(data)))
 
     def writer(self, sync_interval_s: float = 0.05) -> "RowWriter":
         """A :class:`RowWriter` appending to this run's ``results.jsonl``."""
@@ -447,10 +499,86 @@ def _stamped(record: Row | Manifest | Mapping[str, Any]) -> Any:
     return {"schema_version": SCHEMA_VERSION, **record}
 
 
+def _key_of(row: Row) -> str:
+    """The key a row's case, variant, provider and trial make (what its ``key`` must be)."""
+    return f"{row.case_id}|{row.variant}|{row.provider}|{row.trial}"
+
+
+def _print_warning(line: str) -> None:
+    """:meth:`RunStore.load_rows`'s default ``warn``: the line on stderr, as is."""
+    print(line, file=sys.stderr, flush=True)
+
+
+# Lines of one kind a report names one by one; the rest are summed up in one line.
+SHOWN_PROBLEMS = 10
+
+
+@dataclasses.dataclass
+class RowsRead:
+    """What :meth:`RunStore.read_rows` read from a run's ``results.jsonl``.
+
+    Attributes:
+        path: the file.
+        rows: one :class:`Row` per key, the first in the file, in file order; rows outside
+            the plan left out. What the run's tables and counts are made of.
+        identical_copies: later copies of a key equal to its first row, dropped.
+        conflicts: ``(key, line numbers)`` of each key whose later copies differ from its
+            first row (the first line first: the row counted), in file order.
+        outside: ``(line number, key, why)`` of each row outside the run's plan.
+        cut_line: the number of a last line cut mid-way (a half-written row), or None.
+    """
+
+    path: Path
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    identical_copies: int = 0
+    conflicts: list[tuple[str, list[int]]] = dataclasses.field(default_factory=list)
+    outside: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)
+    cut_line: int | None = None
+
+    def report(self, writing: bool = False) -> list[str]:
+        """One line per problem, each naming the file and line(s): ``warning: ...`` for rows
+        left out that differ (a conflicting copy, a row outside the plan, a cut last line),
+        ``note: ...`` for the number of identical copies dropped. [] for a clean file. At
+        most :data:`SHOWN_PROBLEMS` lines of one kind, then one line for the rest.
+
+        Args:
+            writing: a process is appending to the run now: a cut last line is its row
+                being written, not reported.
+        """
+        lines = []
+        for key, numbers in self.conflicts[:SHOWN_PROBLEMS]:
+            shown = ", ".join(map(str, numbers[:SHOWN_PROBLEMS]))
+            more = f" and {len(numbers) - SHOWN_PROBLEMS} more" \
+                if len(numbers) > SHOWN_PROBLEMS else ""
+            lines.append(f"warning: {self.path}: lines {shown}{more} hold row '{key}' with "
+                         f"different content; the first (line {numbers[0]}) is counted")
+        if len(self.conflicts) > SHOWN_PROBLEMS:
+            rest = self.conflicts[SHOWN_PROBLEMS:]
+            lines.append(f"warning: {self.path}: {len(rest)} more keys have copies with "
+                         f"different content (from line {min(n[1] for _, n in rest)}); the "
+                         "first copy of each is counted")
+        for number, key, why in self.outside[:SHOWN_PROBLEMS]:
+            lines.append(f"warning: {self.path}:{number}: row '{key}' is not in this run's "
+                         f"plan ({why}); not counted")
+        if len(self.outside) > SHOWN_PROBLEMS:
+            rest_lines = [number for number, _, _ in self.outside[SHOWN_PROBLEMS:]]
+            lines.append(f"warning: {self.path}: {len(rest_lines)} more rows (lines "
+                         f"{rest_lines[0]}-{rest_lines[-1]}) are not in this run's plan; "
+                         "not counted")
+        if self.cut_line is not None and not writing:
+            lines.append(f"warning: {self.path}:{self.cut_line}: the last line is cut mid-way "
+                         "(a half-written row); not counted")
+        if self.identical_copies:
+            lines.append(f"note: {self.path}: {self.identical_copies} identical "
+                         f"{'copy' if self.identical_copies == 1 else 'copies'} of rows "
+                         "dropped (each key counts once)")
+        return lines
+
+
 def plan_check(manifest: Manifest) -> Callable[[Row], str | None]:
     """``row -> None, or why it is not in the plan of the run of manifest``: the manifest's
-    ``run_id``, a variant, provider and trial the run's config plans, and a key made of its
-    case, variant, provider and trial."""
+    ``run_id``, and a variant, provider and trial the run's config plans (a row's key is made
+    of these: :meth:`RunStore.read_rows` refuses one that is not)."""
     config = manifest.config
     variants = {v.name for v in manifest.variants}
     providers = set(config.get("providers") or [])
@@ -466,8 +594,6 @@ def plan_check(manifest: Manifest) -> Callable[[Row], str | None]:
             return f"provider '{row.provider}' is not one of the run's"
         if trials is not None and row.trial >= trials:
             return f"trial {row.trial} is past the run's {trials} trial(s)"
-        if row.key != f"{row.case_id}|{row.variant}|{row.provider}|{row.trial}":
-            return "its key does not match its case, variant, provider and trial"
         return None
 
     return stray

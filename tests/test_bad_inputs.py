@@ -433,9 +433,6 @@ ROWS: list[tuple[str, Callable[[dict], object], tuple[str, ...]]] = [
                                                                 "field 'latency_s'")),
     ("key-mismatch", lambda r: {**r, "key": "other|l3|x|0"}, ("results.jsonl:2",
                                                               "field 'key'")),
-    ("another-run-id", lambda r: {**r, "run_id": "someone-else"}, ("results.jsonl:2",
-                                                                   "field 'key'")),
-    ("another-plan-appended", another_plan, ("results.jsonl:3", "field 'key'", "l50")),
     ("nested-100000", lambda r: DEEP, ("results.jsonl:2", "nested too deeply")),
     ("latency-negative", lambda r: {**r, "latency_s": -5.0},  # shown as a p50 of -5 s
      ("results.jsonl:2", "field 'latency_s'")),
@@ -450,6 +447,33 @@ def test_result_rows(bench, stored_run, name, change, fragments, command):
     args = {"show": ("show", "ok"), "report": ("report", "ok"),
             "resume": ("run", "--resume", "ok")}[command]
     one_line_error(bench(*args), str(stored_run), *fragments)
+
+
+STRAY: list[tuple[str, Callable[[dict], object], int, str, str]] = [
+    ("another-run-id", lambda r: {**r, "run_id": "someone-else"}, 2,
+     "it belongs to run 'someone-else'", "rows 1/2"),
+    ("another-plan-appended", another_plan, 3, "variant 'l50' is not one of the run's",
+     "rows 2/2"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, change, line, why, counted", STRAY, ids=[s[0] for s in STRAY])
+def test_rows_of_another_run_are_left_out_by_readers_and_refused_by_resume(
+        bench, stored_run, name, change, line, why, counted):
+    corrupt_row(stored_run, change)
+    results = stored_run / "results.jsonl"
+    key = json.loads(results.read_text(encoding="utf-8").splitlines()[line - 1])["key"]
+    warning = f"warning: {results}:{line}: row '{key}' is not in this run's plan ({why}); " \
+              "not counted"
+    code, out, err = bench("show", "ok")
+    assert code == 0 and warning in err.splitlines(), err
+    assert counted in out
+    code, out, err = bench("report", "ok", "--format", "md", "-o", "-")
+    assert code == 0 and warning in err.splitlines(), err
+    # a resume adds rows: it refuses a file holding rows it would not count
+    one_line_error(bench("run", "--resume", "ok"), f"{results}:{line}", "field 'key'",
+                   "result row not in this run's plan")
 
 
 def test_a_half_written_last_row_is_valid(bench, stored_run):

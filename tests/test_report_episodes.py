@@ -227,11 +227,12 @@ def test_markdown_summarises_episodes_per_condition(episode_run):
     assert f"**Agent episodes** ({len(CONDITIONS) * TRIALS} episodes;" in text
     lines = {line.split(" | ")[1]: line for line in text.splitlines()
              if line.startswith("| function:episode-agent | l3")
-             and line.count(" | ") == 6}
+             and line.count(" | ") == 7}
     assert set(lines) == set(CONDITIONS)
     fail = format_rate(0.0, *wilson_interval(0, TRIALS), TRIALS)
     assert lines[CONDITIONS[3]] == (f"| function:episode-agent | {CONDITIONS[3]} | {TRIALS} | "
-                                    f"{fail} | 2.0 | 0.00 | final_answer {TRIALS} |")
+                                    f"{fail} | pass@{TRIALS} 0.0% / pass^{TRIALS} 0.0% | "
+                                    f"2.0 | 0.00 | final_answer {TRIALS} |")
     assert lines["l3~fault=503"].endswith(" | 5.0 | 1.00 | final_answer 2 |")
     assert HOSTILE not in text
     # pass / fail / unparseable counts follow task success
@@ -266,3 +267,34 @@ def test_each_factor_is_paired_against_its_first_setting(episode_run, page):
     assert (bare["pairs"], bare["base_only"], bare["level_only"]) == (2 * TRIALS, TRIALS, 0)
     assert bare["diff"] == -0.5 and bare["base"] == "actionable"
     assert 'id="factor-pairs"' in page and "bare vs actionable" in page
+
+
+def test_pass_at_k_without_a_complete_trial_set_shows_a_dash(episode_run):
+    # `bench show` printed "pass@2 nan%" where the HTML report shows "-"
+    import os
+    runs = Path(os.environ["BENCH_HOME"]) / "reports" / "runs"
+    shutil.copytree(runs / "episodes", runs / "one-trial")
+    manifest = json.loads((runs / "one-trial" / "manifest.json").read_text(encoding="utf-8"))
+    (runs / "one-trial" / "manifest.json").write_text(json.dumps({**manifest,
+                                                                  "run_id": "one-trial"}))
+    results = runs / "one-trial" / "results.jsonl"
+    rows = [{**json.loads(line), "run_id": "one-trial"}
+            for line in results.read_text(encoding="utf-8").splitlines()]
+    kept = [r for r in rows if not (r["variant"] == BARE and r["trial"] == 1)]
+    results.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+
+    shown = CliRunner().invoke(app, ["show", "one-trial"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert "nan" not in shown.output
+    table = {line.split("│")[2].strip(): [cell.strip() for cell in line.split("│")[3:-1]]
+             for line in shown.output.splitlines()
+             if line.startswith("│ function:episode-agent") and line.count("│") == 8}
+    # cases, pass@1, pass^1, pass@2, pass^2
+    assert table[BARE] == ["1", "100.0%", "100.0%", "-", "-"]
+    assert table[ACTIONABLE] == ["1", "100.0%", "100.0%", "100.0%", "100.0%"]
+
+    text = render_markdown(load_runs(["one-trial"]), "t")
+    cells = {line.split(" | ")[1]: line.split(" | ")[4] for line in text.splitlines()
+             if line.startswith("| function:episode-agent | l3") and line.count(" | ") == 7}
+    assert cells[BARE] == "-"
+    assert cells[ACTIONABLE] == f"pass@{TRIALS} 100.0% / pass^{TRIALS} 100.0%"

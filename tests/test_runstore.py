@@ -328,3 +328,126 @@ def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
     assert store.read_manifest()["status"] == "complete"
     assert len(list(store.rows())) == 5
     assert "status: complete, rows 5/5" in run_bench("show", "crash").stdout
+
+
+def keyed(case_id, **extra):
+    """A well-formed row of case ``case_id`` whose key matches its fields."""
+    return row(f"{case_id}|v|p|0", case_id=case_id, **extra)
+
+
+def test_read_rows_counts_the_first_copy_of_a_key_and_names_differing_copies(tmp_path):
+    # 50 copies of one key with other metrics were dropped without a word
+    store = RunStore(tmp_path, "r")
+    store.append(keyed("c1", latency_s=1.0))
+    store.append(keyed("c2"))
+    for copy in range(50):
+        store.append(keyed("c1", latency_s=2.0 + copy))
+    store.append(keyed("c2"))  # identical: dropped quietly, counted
+    store.append(keyed("c2"))
+    read = store.read_rows()
+    assert [(r.key, r.latency_s) for r in read.rows] == [("c1|v|p|0", 1.0), ("c2|v|p|0", 0.0)]
+    assert read.conflicts == [("c1|v|p|0", [1, *range(3, 53)])]
+    assert read.identical_copies == 2
+    path = store.results_path
+    assert read.report() == [
+        f"warning: {path}: lines 1, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 41 more hold row "
+        "'c1|v|p|0' with different content; the first (line 1) is counted",
+        f"note: {path}: 2 identical copies of rows dropped (each key counts once)"]
+    # the readers' view: the resume too keeps the first (a key in the file is done)
+    assert [r.latency_s for r in store.load_rows(plan=lambda r: None, warn=[].append)] == \
+        [1.0, 0.0]
+
+
+def test_read_rows_leaves_out_rows_outside_the_plan_and_reports_a_cut_last_line(tmp_path):
+    store = RunStore(tmp_path, "r")
+    store.append(keyed("c1"))
+    store.append(keyed("c9"))
+    store.append(keyed("c2"))
+    with store.results_path.open("ab") as handle:
+        handle.write(json.dumps(keyed("c3")).encode()[:40])  # a write cut mid-way
+    read = store.read_rows(plan=lambda r: None if r.case_id != "c9" else "not planned")
+    assert [r.case_id for r in read.rows] == ["c1", "c2"]
+    assert read.outside == [(2, "c9|v|p|0", "not planned")] and read.cut_line == 4
+    path = store.results_path
+    assert read.report() == [
+        f"warning: {path}:2: row 'c9|v|p|0' is not in this run's plan (not planned); "
+        "not counted",
+        f"warning: {path}:4: the last line is cut mid-way (a half-written row); not counted"]
+    # while a process writes the run, its last line is the row being written
+    assert read.report(writing=True) == read.report()[:1]
+    warned = []
+    assert len(list(store.load_rows(plan=lambda r: None, warn=warned.append))) == 3
+    assert warned == [read.report()[1]]
+    # a key that contradicts its own fields is corrupt, not another plan's row
+    store.repair()
+    store.append({**keyed("c4"), "key": "c5|v|p|0"})
+    with pytest.raises(BenchError) as info:
+        store.read_rows()
+    assert (info.value.line, info.value.field) == (4, "key")
+
+
+def oracle_run(run_bench, run_id, *options):
+    """A run of 4 ecommerce cases on l3 with the oracle provider (no model, no network)."""
+    made = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "4",
+                     "--no-execute", "--run-id", run_id, *options)
+    assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.slow
+def test_show_counts_the_rows_in_the_file_not_the_manifest(run_bench, project):
+    # a results.jsonl that lost rows showed "complete, rows 4/4" from the manifest
+    oracle_run(run_bench, "cut")
+    results = project / "reports" / "runs" / "cut" / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(b"".join(lines[:2]))
+    shown = run_bench("show", "cut")
+    assert shown.returncode == 0, shown.stderr
+    assert "status: incomplete (manifest says complete), rows 2/4; bench run --resume cut " \
+           "redoes the missing rows" in shown.stdout
+    summary = run_bench("report", "cut", "-f", "md", "-o", "-")
+    assert summary.returncode == 0, summary.stderr
+    assert "**Incomplete run: 2 of 4 planned rows.** Run cut is incomplete (its manifest says " \
+           "complete, but rows are missing from its results.jsonl)" in summary.stdout
+    # a last line cut mid-way is named and not counted
+    results.write_bytes(b"".join(lines[:3]) + lines[3][:30])
+    shown = run_bench("show", "cut")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    assert f"warning: {results}:4: the last line is cut mid-way (a half-written row); not " \
+           "counted" in shown.stderr.splitlines()
+    assert "status: incomplete (manifest says complete), rows 3/4" in shown.stdout
+    resumed = run_bench("run", "--resume", "cut")
+    assert resumed.returncode == 0, resumed.stderr
+    shown = run_bench("show", "cut")
+    assert "status: complete, rows 4/4" in shown.stdout and not shown.stderr.strip()
+
+
+@pytest.mark.slow
+def test_show_of_a_shard_leaves_out_rows_of_other_shards_and_cases_and_differing_copies(
+        run_bench, project):
+    oracle_run(run_bench, "s1", "--shard", "1/2")
+    oracle_run(run_bench, "s2", "--shard", "2/2")
+    runs = project / "reports" / "runs"
+    mine = [json.loads(line) for line in (runs / "s1" / "results.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    theirs = json.loads((runs / "s2" / "results.jsonl").read_text(
+        encoding="utf-8").splitlines()[0])
+    unplanned = "ecom-0001"
+    assert unplanned not in {r["case_id"] for r in mine} | {theirs["case_id"]}
+    appended = [{**theirs, "run_id": "s1"},  # another shard's row
+                {**mine[0], "case_id": unplanned,  # a case the run did not select
+                 "key": mine[0]["key"].replace(mine[0]["case_id"], unplanned)},
+                {**mine[0], "latency_s": 99.0}]  # a second copy, unlike the first
+    results = runs / "s1" / "results.jsonl"
+    with results.open("a", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in appended)
+    shown = run_bench("show", "s1")
+    assert shown.returncode == 0, shown.stderr
+    warnings = shown.stderr.splitlines()
+    assert f"warning: {results}:3: row '{theirs['key']}' is not in this run's plan (not in " \
+           "shard 1/2: another shard's row, or a case the run did not select); not counted" \
+           in warnings
+    assert f"warning: {results}:4: row '{appended[1]['key']}' is not in this run's plan" \
+           in shown.stderr
+    assert f"warning: {results}: lines 1, 5 hold row '{mine[0]['key']}' with different " \
+           "content; the first (line 1) is counted" in warnings
+    assert "status: complete, rows 2/2" in shown.stdout

@@ -309,3 +309,76 @@ def test_an_empty_shard_says_there_is_nothing_to_report(run_bench):
                        "--no-execute", "--shard", "3/3", "--run-id", "empty-shard")
     assert result.returncode == 0, result.stderr
     assert "planned no rows" in result.stderr and "next: bench report" not in result.stderr
+
+
+# A merge killed (kill -9: no cleanup) once it has written its rows, before its traces.
+KILLED_MERGE = """
+import os, signal
+import bench.merge as merge
+def die(*args):
+    os.kill(os.getpid(), signal.SIGKILL)
+merge._copy_traces = die
+merge.merge_runs(["s1", "s2"], run_id="killed")
+"""
+# A process holding a merge's folder, as a merge in progress does, until stdin closes.
+LIVE_MERGE = """
+import sys
+from bench.merge import MERGE_PREFIX
+from bench.owner import claim
+from bench.paths import runs_dir
+folder = runs_dir() / f"{MERGE_PREFIX}alive"
+folder.mkdir()
+owner = claim(folder)
+print(folder, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.slow
+def test_the_next_merge_removes_the_folders_of_killed_merges_only(project, server, run_bench):
+    import os
+    import subprocess
+    import sys
+    from conftest import REPO
+    run(server, "s1", "1/2")
+    run(server, "s2", "2/2")
+    runs = project / "reports" / "runs"
+    env = {**os.environ, "BENCH_HOME": str(project), "PYTHONPATH": str(REPO)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_MERGE], env=env, timeout=300,
+                            capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    (left,) = runs.glob(".merge-*")
+    assert (left / "killed" / "results.jsonl").is_file()  # the killed merge's rows
+    old = runs / ".merge-by-an-older-bench"  # no .owner: whose it is cannot be told
+    old.mkdir()
+    alive = subprocess.Popen([sys.executable, "-c", LIVE_MERGE], env=env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        held = alive.stdout.readline().strip()
+        merged = run_bench("merge", "s1", "s2", "--run-id", "merged")
+        assert merged.returncode == 0, merged.stderr
+        assert not left.exists()
+        assert sorted(p.name for p in runs.glob(".merge-*")) == \
+            [".merge-alive", ".merge-by-an-older-bench"] and os.path.samefile(
+                held, runs / ".merge-alive")
+    finally:
+        alive.communicate("")
+    assert not (runs / "killed").exists() and (runs / "merged" / "manifest.json").is_file()
+
+
+def test_merge_keeps_the_first_copy_of_a_key_and_names_copies_that_differ(project, server):
+    from bench.merge import merge_runs
+    run(server, "s1", "1/2")
+    run(server, "s2", "2/2")
+    results = project / "reports" / "runs" / "s2" / "results.jsonl"
+    first = rows_of(project, "s2")[0]
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({**first, "latency_s": 99.0}) + "\n")
+        handle.write(json.dumps(first) + "\n")
+    result = merge_runs(["s1", "s2"], run_id="merged")
+    assert result.warnings == [
+        f"warning: {results}: lines 1, 9 hold row '{first['key']}' with different content; "
+        "the first (line 1) is counted",
+        f"note: {results}: 1 identical copy of rows dropped (each key counts once)"]
+    merged = {r["key"]: r for r in rows_of(project, "merged")}
+    assert len(merged) == 16 and merged[first["key"]]["latency_s"] == first["latency_s"]

@@ -16,19 +16,15 @@ import sqlite3
 import tempfile
 import threading
 import time
-
-try:
-    import fcntl
-except ImportError:  # Windows: abandoned copies are left to the system's temp cleanup
-    fcntl = None  # type: ignore[assignment]
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import IO, Any, Callable, Iterator, Sequence
 
 from bench.executor.backends import ReferenceBackends, ShopDB
 from bench.executor.backends.base import _read_only_authorizer
 from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
 from bench.models import StateCheck
+from bench.owner import claim, sweep_abandoned
 
 
 class StateError(Exception):
@@ -108,45 +104,23 @@ class EpisodeDatabase:
 _SCRATCH: tempfile.TemporaryDirectory[str] | None = None
 _SCRATCH_LOCK = threading.Lock()
 _SCRATCH_PREFIX = "bench-episodes-"
-_OWNER = ".owner"  # in each scratch folder, locked (flock) by its process while it lives
-_OWNER_HOLD: Any = None
+_OWNER_HOLD: IO[str] | None = None  # the scratch folder's locked .owner (bench.owner)
 
 
 def _scratch() -> str:
     """This process's folder for episode copies (one per process, removed at exit: a folder
     per episode cost more to remove than the copy itself). Created under a lock: a second
     TemporaryDirectory, once dropped, would delete the folder under the first one's copies.
-    Its ``.owner`` file stays locked while the process lives; a process killed (kill -9,
-    no cleanup) leaves an unlocked one, and the next process's first episode removes that
-    folder (:func:`_sweep_abandoned`)."""
+    Its ``.owner`` file stays locked while the process lives (:func:`bench.owner.claim`); a
+    process killed (kill -9, no cleanup) leaves an unlocked one, and the next process's first
+    episode removes that folder (:func:`bench.owner.sweep_abandoned`)."""
     global _SCRATCH, _OWNER_HOLD
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
-            _sweep_abandoned()
+            sweep_abandoned(Path(tempfile.gettempdir()), f"{_SCRATCH_PREFIX}*")
             _SCRATCH = tempfile.TemporaryDirectory(prefix=_SCRATCH_PREFIX)
-            if fcntl is not None:
-                # locked before it gets its name: an .owner is never seen unlocked while
-                # its process lives (the lock goes with the file through the rename)
-                tmp = Path(_SCRATCH.name) / f"{_OWNER}.tmp"
-                _OWNER_HOLD = open(tmp, "w")  # noqa: SIM115 - held for the process's life
-                fcntl.flock(_OWNER_HOLD, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                tmp.rename(Path(_SCRATCH.name) / _OWNER)
+            _OWNER_HOLD = claim(Path(_SCRATCH.name))
         return _SCRATCH.name
-
-
-def _sweep_abandoned() -> None:
-    """Remove the scratch folders of dead processes: an ``.owner`` file that can be locked
-    (the kernel releases a flock when its process dies, however it dies). Folders without
-    one are left alone."""
-    if fcntl is None:
-        return
-    for folder in Path(tempfile.gettempdir()).glob(f"{_SCRATCH_PREFIX}*"):
-        try:
-            with open(folder / _OWNER) as owner:
-                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:  # no .owner, another user's, or its process lives
-            continue
 
 
 LABEL_SQL_BUDGET_S = 10.0

@@ -434,6 +434,7 @@ INCOMPLETE_REASONS = {
     "budget_exhausted": "stopped at its --max-usd / --max-total-tokens budget",
     "partial": "a provider was skipped",
     "running": "still running: this report shows the rows written so far",
+    "incomplete": "its manifest says complete, but rows are missing from its results.jsonl",
 }
 
 
@@ -453,7 +454,8 @@ def merge_gaps(manifest: Manifest | Mapping[str, Any]) -> str:
 
 
 def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
-    """The runs whose status is not ``complete``, for the warning a report puts at its top.
+    """The runs whose status is not ``complete``, or whose ``results.jsonl`` holds fewer
+    rows than planned (status ``incomplete``), for the warning a report puts at its top.
 
     Returns:
         One ``{"run_id", "status", "reason", "done", "planned", "text"}`` per such run, in run
@@ -466,8 +468,12 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     found = []
     for run in runs:
         status = run.manifest.status
+        done = len({row.key for row in run.source_rows})
+        planned = run.manifest.rows_planned
         if status == "complete":
-            continue
+            if done >= planned:
+                continue
+            status = "incomplete"  # rows lost from results.jsonl since the run ended
         reason = INCOMPLETE_REASONS.get(status, f"status {status}")
         skipped = [str(p.get("provider")) for p in run.manifest.providers_skipped or []]
         if status == "partial" and skipped:
@@ -477,8 +483,6 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
         error = run.manifest.error
         if status == "failed" and error:
             reason += f" ({' '.join(str(error).split())[:300]})"
-        done = len({row.key for row in run.source_rows})
-        planned = run.manifest.rows_planned
         text = (f"Run {run.run_id} is {status} ({reason}); every figure covers only the "
                 f"rows written."
                 + ("" if status == "running" else

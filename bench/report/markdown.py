@@ -12,7 +12,7 @@ from bench.plural import count
 from bench.report.data import (LoadedRun, all_rows, headline, incomplete_runs, row_outcome,
                                shown_metrics)
 from bench.report.episodes import condition_summary
-from bench.report.table import format_rate
+from bench.report.table import format_pass_k, format_rate
 from bench.stats.codes import error_code_counts
 
 
@@ -40,17 +40,18 @@ def _episode_lines(runs: Sequence[LoadedRun]) -> list[str]:
         return []
     total = sum(c["episodes"] for c in conditions)
     rows = [[c["provider"], c["variant"], c["episodes"],
-             format_rate(c["rate"], c["low"], c["high"], c["n"]),
+             format_rate(c["rate"], c["low"], c["high"], c["n"]), format_pass_k(c["pass_k"]),
              "-" if c["steps"] is None else f"{c['steps']:.1f}",
              "-" if c["recovery"] is None else f"{c['recovery']:.2f}",
              ", ".join(f"{reason} {n}" for reason, n in c["stops"].items())]
             for c in conditions]
     lines = ["", f"**Agent episodes** ({count(total, 'episode')}; task success with 95% "
-                 "Wilson intervals, trials counted as independent episodes; recovery: mean "
-                 "over episodes that saw an error result)", ""]
+                 "Wilson intervals, trials counted as independent episodes; pass@k / pass^k: "
+                 "unbiased estimates over k trials, k the fewest trials of a case, - with one "
+                 "trial; recovery: mean over episodes that saw an error result)", ""]
     return lines + _table(["provider", "condition", "episodes", "task success (95% CI)",
-                           "mean steps", "mean recovery", "stop reasons"], rows,
-                          right_from=2, right_to=6)
+                           "pass@k / pass^k (k trials)", "mean steps", "mean recovery",
+                           "stop reasons"], rows, right_from=2, right_to=7)
 
 
 def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | None = None,
@@ -59,7 +60,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
     :func:`bench.report.data.incomplete_runs`), headline rates with 95% Wilson intervals per
     (provider, variant), pass / fail / unparseable counts (an episode passes when its task
     succeeded), an agent-episode table per condition when there are episodes
-    (task success, mean steps and recovery, stop reasons), error-code counts and, when given,
+    (task success, pass@k / pass^k over trials or ``-``, mean steps and recovery, stop
+    reasons), error-code counts and, when given,
     the comparison's lines.
 
     Args:

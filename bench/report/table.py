@@ -18,6 +18,26 @@ def format_rate(rate: float, low: float, high: float, n: int) -> str:
     return f"{rate * 100:.1f}% [{low * 100:.1f}-{high * 100:.1f}]"
 
 
+def format_percent(value: float | None) -> str:
+    """A fraction as ``"62.5%"``; ``"-"`` for None or NaN (nothing to estimate it from, e.g.
+    pass@k of a condition where no case has k trials), as the HTML report shows it."""
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value * 100:.1f}%"
+
+
+def format_pass_k(pass_k: tuple[int, float, float] | None) -> str:
+    """``"pass@3 66.7% / pass^3 33.3%"`` from ``(k, pass@k, pass^k)``
+    (:func:`bench.report.episodes.condition_summary`); ``"-"`` for None (one trial) or an
+    estimate that is NaN."""
+    if pass_k is None:
+        return "-"
+    k, at_k, hat_k = pass_k
+    if math.isnan(at_k) or math.isnan(hat_k):
+        return "-"
+    return f"pass@{k} {format_percent(at_k)} / pass^{k} {format_percent(hat_k)}"
+
+
 def shown_provider_ids(ids: Iterable[str]) -> dict[str, str]:
     """How the terminal table shows each provider id: whole, except ``replay:`` ids of a file
     path, which keep the last path parts that tell them apart (at least the file name), e.g.

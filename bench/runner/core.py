@@ -207,14 +207,22 @@ class Runner:
         """Keys of the planned rows already in ``results.jsonl`` (a half-written row is cut).
 
         Raises:
-            BenchError: a corrupt row, or a row whose key the plan does not hold (rows of
-                another run appended to the file), naming file and line.
+            BenchError: a corrupt row, or a row the readers would not count (they leave it
+                out: :meth:`RunStore.read_rows`): its key is not planned, or it names another
+                run (rows of another run appended to the file), naming file and line.
         """
         self.store.repair()
         planned = {item.key for item in self.plan}
-        return {row["key"] for row in self.store.rows(
-            plan=lambda row: None if row["key"] in planned else
-            f"no planned row has key '{row['key']}'")}
+        run_id = self.store.run_id
+
+        def stray(row: dict[str, Any]) -> str | None:
+            if row["key"] not in planned:
+                return f"no planned row has key '{row['key']}'"
+            if row.get("run_id") not in (None, run_id):
+                return f"it belongs to run '{row['run_id']}'"
+            return None
+
+        return {row["key"] for row in self.store.rows(plan=stray)}
 
     def pending(self) -> list[PlanItem]:
         """Planned items without a finished row, in plan order."""

@@ -1,0 +1,98 @@
+"""The plan of a stored run, rebuilt from its stored config with this project's dataset and
+descriptions, as ``bench run --resume`` rebuilds it.
+
+``bench merge`` needs it to deal each shard its slice; ``bench show`` to tell which rows of
+``results.jsonl`` belong to the run (a row of another shard, or of a case the run did not
+select, is not one of its rows). Both first check that the dataset and every variant's
+descriptions are byte for byte those the run ran with (SHA-256 in the manifest): another
+dataset would plan other cases.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from pydantic import ValidationError
+
+from bench.datasets.loader import HF_PREFIX
+from bench.errors import BenchError, pydantic_error_field
+from bench.project import Project
+from bench.results import Manifest
+from bench.runstore import RunStore
+
+if TYPE_CHECKING:  # the runner is imported when a plan is rebuilt, not with this module
+    from bench.runner import PlanItem, RunConfig
+
+
+def stored_config(store: RunStore, manifest: Manifest) -> "RunConfig":
+    """The run's :class:`~bench.runner.RunConfig` as a resume reads it (a run from before
+    ``--limit`` sampled took the first N cases; a stored ``sender_processes`` of an older
+    release is dropped).
+
+    Raises:
+        BenchError: the stored config does not validate (names the manifest and field).
+    """
+    from bench.runner import RunConfig
+    stored = {k: v for k, v in manifest.config.items() if k != "sender_processes"}
+    try:
+        return RunConfig.model_validate({"limit_sampling": "first", **stored})
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"stored config is invalid: {message}", file=store.manifest_path,
+                         field=f"config.{field}") from None
+
+
+def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, store: RunStore,
+                 *, ran_with: str, hint: str, project: Project | None = None
+                 ) -> list["PlanItem"]:
+    """The plan of ``config`` (the shard's slice when ``config.shard`` is set), built from
+    ``project``'s dataset and descriptions, checked against ``manifest``'s SHA-256 of both.
+
+    Args:
+        config: the run's config (:func:`stored_config`); its pricing and cache paths are
+            ignored (they plan nothing, and may not exist here).
+        manifest: the run's manifest (a dict as stored, or a :class:`Manifest`).
+        store: the run (the runner needs one; nothing is written).
+        ran_with: who ran with the files, for messages (``"the shards"``, ``"run 'ID'"``).
+        hint: what to do when they differ, appended to the message.
+        project: where the dataset and descriptions are (default: the current project).
+
+    Raises:
+        BenchError: the dataset or descriptions cannot be loaded, or they are not those
+            the run ran with ("dataset 'NAME' is not the one RAN_WITH ran with (its SHA-256
+            differs); HINT").
+    """
+    from bench.runner import Runner
+    data = manifest.to_json_dict() if isinstance(manifest, Manifest) else manifest
+    config = config.model_copy(update={"pricing": None, "cache_path": None})
+    runner = Runner(config, store=store, command=[], project=project)
+    if runner.dataset.sha256 != (data.get("dataset") or {}).get("sha256"):
+        raise BenchError(f"dataset '{config.dataset}' is not the one {ran_with} ran with (its "
+                         f"SHA-256 differs); {hint}", file=runner.dataset.path)
+    for variant in runner.variants:
+        ran = next((v.get("sha256") for v in data.get("variants") or []
+                    if v.get("name") == variant.name and v.get("toolset") == variant.toolset),
+                   None)
+        if ran != variant.sha256:
+            raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
+                             f"{ran_with} ran with (its SHA-256 differs); {hint}")
+    return runner.plan
+
+
+def planned_keys(store: RunStore, manifest: Manifest, project: Project | None = None
+                 ) -> set[str]:
+    """The keys (``case|condition|provider|trial``) of run ``store``'s plan, its shard's
+    for a shard (:func:`rebuild_plan`).
+
+    Raises:
+        BenchError: as :func:`stored_config` and :func:`rebuild_plan`, or a dataset read from
+            the Hugging Face Hub (``hf:``: loading it may download it).
+    """
+    config = stored_config(store, manifest)
+    if config.dataset.startswith(HF_PREFIX):  # a reader must not download it
+        raise BenchError(f"dataset '{config.dataset}' is read from the Hugging Face Hub, "
+                         "not rebuilt here", file=store.manifest_path, field="config.dataset")
+    plan = rebuild_plan(config, manifest, store, ran_with=f"run '{store.run_id}'",
+                        hint="its rows are checked against its manifest only",
+                        project=project)
+    return {item.key for item in plan}
