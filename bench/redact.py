@@ -64,6 +64,8 @@ import threading
 from typing import Any, Mapping, TextIO, TypeVar
 from urllib.parse import unquote
 
+from bench.jsonl import MAX_DEPTH, TOO_DEEP
+
 __all__ = ["ANSWER_FREE_TEXT", "BROKEN_PIPE_EXIT", "KEY_VARIABLES", "MANIFEST_FREE_TEXT", "MARK",
            "MIN_KEY_CHARS", "MIN_LITERAL_CHARS", "MIN_SECRET_CHARS", "MIN_SHAPED_KEY_CHARS",
            "ROW_FREE_TEXT", "RedactingStream", "public_provider_id", "public_url",
@@ -242,10 +244,14 @@ def redact_bytes(data: bytes) -> bytes:
 T = TypeVar("T")
 
 
-def _redact_value(value: T, literals: list[str]) -> T:
+def _redact_value(value: T, literals: list[str], depth: int = 0) -> T:
     """``value`` (JSON-like) with :func:`redact` applied to every string in it; a string
     field named like a secret (``authorization``, ``x-api-key``, ``password``...) becomes
-    ``***`` whole. Dict keys are kept. The same object when nothing changed."""
+    ``***`` whole. Dict keys are kept. The same object when nothing changed. Containers
+    nested deeper than :data:`bench.jsonl.MAX_DEPTH` are replaced by its mark, as the writer
+    stores them (a 1,200-level answer overflowed Python's recursion limit here)."""
+    if depth >= MAX_DEPTH and isinstance(value, (dict, list, tuple)):
+        return TOO_DEEP  # type: ignore[return-value]
     if isinstance(value, str):
         return _redact(value, literals)  # type: ignore[return-value]
     if isinstance(value, dict):
@@ -256,12 +262,12 @@ def _redact_value(value: T, literals: list[str]) -> T:
                     and _SECRET_FIELD.fullmatch(key):
                 new: Any = MARK
             else:
-                new = _redact_value(item, literals)
+                new = _redact_value(item, literals, depth + 1)
             changed = changed or new is not item
             out[key] = new
         return out if changed else value  # type: ignore[return-value]
     if isinstance(value, (list, tuple)):
-        items = [_redact_value(item, literals) for item in value]
+        items = [_redact_value(item, literals, depth + 1) for item in value]
         if any(new is not old for new, old in zip(items, value)):
             return items  # type: ignore[return-value]
     return value
