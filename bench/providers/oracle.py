@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from typing import Any, Sequence
 
 import regex
@@ -145,9 +146,10 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
     history = messages[len(case.messages):]
     replies = sum(1 for m in history if m.role == "user")
     failed = {m.tool_call_id for m in history if m.role == "tool" and m.is_error}
-    succeeded = {_canonical(str(c.get("name")), c.get("arguments") or {})
-                 for m in history if m.role == "assistant"
-                 for c in m.tool_calls or [] if str(c.get("id")) not in failed}
+    # a multiset: two identical required calls need two successful calls
+    succeeded = Counter(_canonical(str(c.get("name")), c.get("arguments") or {})
+                        for m in history if m.role == "assistant"
+                        for c in m.tool_calls or [] if str(c.get("id")) not in failed)
     schemas = {t.name: t.input_schema for t in tools}
     fields = _result_fields(history, failed)
     planned = []
@@ -165,7 +167,11 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
             if name not in arguments and name in fields:
                 arguments[name] = fields[name]
         planned.append((call.name, arguments))
-    done = [_canonical(*p) in succeeded for p in planned]
+    done = []
+    for call in planned:
+        key = _canonical(*call)
+        done.append(succeeded[key] > 0)
+        succeeded[key] -= 1
     ready = [i for i, call in enumerate(case.required_calls)
              if not done[i] and all(done[j] for j in call.after)]
     if ready:
