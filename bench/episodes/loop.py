@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from bench.episodes.factors import Factors, render_result
 from bench.episodes.state import EpisodeDatabase
+from bench.episodes.stored import stored
 from bench.executor.backends.base import Handler
 from bench.executor.faults import oversized_payload
 from bench.executor.outcome import CallContext, RunContext, ToolError
@@ -36,21 +37,6 @@ from bench.scoring.episodes import REPEAT_GUARD, MadeCall, canonical_call, episo
 
 UNCAPPED_TOKENS = 10 ** 9
 """The executor's result budget when the condition sends results uncapped."""
-
-STORED_RESULT_CHARS = 65_536
-"""A result sent back is stored in the row whole up to this many characters; a longer one (an
-uncapped 8 MB result) keeps its first and last halves of this and its full length, so a run
-of ``--result-budget uncapped --fault huge`` does not write hundreds of MB of rows."""
-
-
-def _stored(content: str) -> dict[str, Any]:
-    """The row's record of a result's text: ``content``, and ``content_chars`` (its full
-    length) when only its head and tail are kept (:data:`STORED_RESULT_CHARS`)."""
-    if len(content) <= STORED_RESULT_CHARS:
-        return {"content": content}
-    half = STORED_RESULT_CHARS // 2
-    return {"content": f"{content[:half]} [... stored cut: {len(content) - 2 * half:,} "
-                       f"characters ...] {content[-half:]}", "content_chars": len(content)}
 
 
 @dataclass
@@ -257,7 +243,7 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     conversation.append(Message(role="tool", tool_call_id=call.id,
                                                 content=content, is_error=is_error or None))
                     step["results"].append({
-                        "call_id": call.id, "tool": call.name, **_stored(content),
+                        "call_id": call.id, "tool": call.name, **stored(content, "content"),
                         "is_error": is_error, "success": result.success,
                         "error_code": result.error_code, "truncated": result.truncated})
                     made.append(MadeCall(number, call.name, call.arguments, call.valid,
