@@ -1,10 +1,12 @@
-"""An episode row stays bounded whatever the label sends: a state check's rows over 64 KB are
-stored as head and tail with their full length, after comparing every row; label SQL cannot
-build a giant value (a break-it review: a 2,000,000-row check made a 31 MB row,
+"""An episode row stays bounded whatever the label or the model sends: a state check's rows,
+a call's arguments and an answer's text over 64 KB are stored once, as head and tail with
+their full length, after scoring on the whole value; label SQL cannot build a giant value
+(a break-it review: a 2,000,000-row check made a 31 MB row, a 50 MB argument a 150 MB row,
 ``SELECT randomblob(400000000)`` an 800 MB row and 3.1 GB of memory)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 from bench.episodes.state import LABEL_VALUE_BYTES, StateError, check_label_state
 from bench.episodes.stored import STORED_CHARS
-from bench.models import StateCheck
+from bench.models import Case, StateCheck
 from bench.providers.function import register_function
 from bench.runner import RunConfig, Runner
 from tests.test_episodes import PAID, episode
@@ -73,6 +75,72 @@ def test_a_state_check_returning_many_rows_is_compared_whole_and_stored_cut(proj
         _assert_cut(check["got"], whole)
     assert right["expect_chars"] == len(_numbered(6_000))
     _assert_cut(right["expect"], _numbered(6_000))
+
+
+def _giant(middle: str) -> str:
+    return "A" * 500_000 + middle + "A" * 500_000
+
+
+def _flood(messages, tools, trial):
+    """Two calls whose giant arguments differ only in the middle, an undecodable giant call,
+    then a giant final answer stating the fact in its middle."""
+    step = sum(1 for m in messages if m.role == "assistant")
+    if step < 2:
+        return [{"name": "get_order_status", "arguments": {"order_id": _giant(str(step))}}]
+    if step == 2:
+        return [{"name": "get_order_status", "arguments": '{"order_id": "' + _giant("2")}]
+    return {"tool_calls": [], "text": _giant(f" {PAID} is cancelled. ")}
+
+
+@pytest.mark.slow
+def test_giant_arguments_and_answers_are_scored_whole_and_stored_once_cut(project):
+    register_function("flood", _flood)
+    case = episode(success={"answer_facts": [["is cancelled"]]}, required_calls=[])
+    row = _run(project, "flood", case, "flood")
+    (line,) = _lines(project, "flood")
+    # five values cut (two arguments, one raw text, the answer's text and the final
+    # answer), each stored once: about 64 KB each; stored whole three times, 15 MB
+    assert line.count(b"stored cut") == 5
+    assert len(line) < 6 * STORED_CHARS
+    metrics, steps = row["metrics"], row["episode"]["steps"]
+    # scored on the whole values: the fact and the calls' difference lie in the cut middle
+    assert metrics["task_success"] is True and metrics["repeated_calls"] == 0
+    assert steps[0]["calls"][0]["arguments"] == steps[1]["calls"][0]["arguments"]
+    for number in (0, 1):
+        call = steps[number]["calls"][0]
+        whole = '{"order_id":"' + _giant(str(number)) + '"}'
+        assert call["valid"] and call["arguments_chars"] == len(whole)
+        _assert_cut(call["arguments"], whole)
+        assert steps[number]["stored_cut"] is True
+        assert not {"arguments", "raw_arguments"} & set(steps[number]["parsed"]["calls"][0])
+    undecodable = steps[2]["calls"][0]
+    raw = '{"order_id": "' + _giant("2")
+    assert not undecodable["valid"] and undecodable["raw_arguments_chars"] == len(raw)
+    _assert_cut(undecodable["raw_arguments"], raw)
+    assert "raw_arguments" not in steps[2]["parsed"]["calls"][0]
+    answer = _giant(f" {PAID} is cancelled. ")
+    assert steps[3]["text_chars"] == row["episode"]["final_answer_chars"] == len(answer)
+    _assert_cut(steps[3]["text"], answer)
+    _assert_cut(row["episode"]["final_answer"], answer)
+    assert "text" not in steps[3]["parsed"]
+
+
+@pytest.mark.slow
+def test_a_step_stored_cut_is_a_replay_miss_not_its_cut_answer(project):
+    from bench.descriptions import load_variant
+    from bench.providers.replay import ReplayMiss, ReplayProvider
+
+    def giant_answer(messages, tools, trial):
+        return {"tool_calls": [], "text": _giant(" cancelled ")}
+
+    register_function("giant-answer", giant_answer)
+    case = episode(success={"answer_facts": [["cancelled"]]}, required_calls=[])
+    row = _run(project, "giant", case, "giant-answer")
+    assert row["episode"]["steps"][0]["stored_cut"] is True
+    with pytest.raises(ReplayMiss):
+        asyncio.run(ReplayProvider("replay:giant").complete(
+            Case.model_validate(case).messages, load_variant("ecommerce", "l3").tools,
+            variant_key="l3", trial=0))
 
 
 @pytest.mark.slow
