@@ -222,13 +222,19 @@ class RowEpisode(_Record):
     ``steps``: one object per model answer: ``step`` (0-based), ``text`` (the answer's prose),
     ``calls`` (``{id, name, arguments, valid}``, and ``raw_arguments`` as received when
     not valid), ``results`` (``{call_id, tool, content,
-    is_error, error_code, success}``: exactly what was sent back; a text over 64 KB is stored
-    as its head and tail with ``content_chars``, its full length), ``error`` (the answer
+    is_error, error_code, success}``: exactly what was sent back), ``error`` (the answer
     could not be decoded), ``usage`` (tokens), ``latency_s`` (seconds), ``cache``,
     ``finish_reason``, ``messages_sha256`` (the digest of the conversation the step was
     asked with, :func:`bench.providers.cache.messages_digest`) and ``parsed`` (the answer as
     :class:`bench.parse.ParsedAnswer` dumped: ``replay:<run>`` answers the step from it); a
     scripted user reply adds ``user_reply``.
+
+    A text over 64 KB (a result's ``content``, ``text``, ``final_answer``, a call's
+    ``arguments`` or ``raw_arguments`` as JSON text, a state check's ``got``, ``sql`` or
+    ``expect``) is stored as its head and tail with ``<field>_chars``, its full length
+    (``got_rows`` too: the rows returned), once: ``parsed`` leaves out what ``text`` and
+    ``calls`` hold cut, and such a step has ``stored_cut: true`` and is not replayed
+    (:mod:`bench.episodes.stored`, docs/episodes.md).
     """
 
     stop_reason: str = Field(description="final_answer, step_limit, loop_guard or unparseable")

@@ -26,31 +26,56 @@ from typing import Any, Mapping
 
 from bench.episodes.factors import Factors, render_result
 from bench.episodes.state import EpisodeDatabase
+from bench.episodes.stored import stored, stored_json
 from bench.executor.backends.base import Handler
 from bench.executor.faults import oversized_payload
 from bench.executor.outcome import CallContext, RunContext, ToolError
 from bench.executor.pipeline import Executor, ExecutorConfig
 from bench.models import Message, ToolCall
+from bench.parse import ParsedAnswer
 from bench.providers.cache import messages_digest
 from bench.scoring.episodes import REPEAT_GUARD, MadeCall, canonical_call, episode_metrics
 
 UNCAPPED_TOKENS = 10 ** 9
 """The executor's result budget when the condition sends results uncapped."""
 
-STORED_RESULT_CHARS = 65_536
-"""A result sent back is stored in the row whole up to this many characters; a longer one (an
-uncapped 8 MB result) keeps its first and last halves of this and its full length, so a run
-of ``--result-budget uncapped --fault huge`` does not write hundreds of MB of rows."""
 
+def _answer_record(parsed: ParsedAnswer, calls: list[ToolCall]) -> dict[str, Any]:
+    """A step's record of the model's answer: ``text``, ``calls`` (those the loop went on
+    with, under the ids it gave them; ``{id, name, arguments, valid}`` and ``raw_arguments``
+    when not valid) and ``parsed`` (the answer as replay rebuilds it).
 
-def _stored(content: str) -> dict[str, Any]:
-    """The row's record of a result's text: ``content``, and ``content_chars`` (its full
-    length) when only its head and tail are kept (:data:`STORED_RESULT_CHARS`)."""
-    if len(content) <= STORED_RESULT_CHARS:
-        return {"content": content}
-    half = STORED_RESULT_CHARS // 2
-    return {"content": f"{content[:half]} [... stored cut: {len(content) - 2 * half:,} "
-                       f"characters ...] {content[-half:]}", "content_chars": len(content)}
+    A value over :data:`bench.episodes.stored.STORED_CHARS` characters (an object: its JSON
+    text) is stored once, as its head and tail with ``<field>_chars``: in ``text`` or
+    ``calls`` when the step shows it there, and then left out of ``parsed`` (so is a valid
+    call's ``raw_arguments`` when its arguments were cut: that text decodes to them); else
+    in ``parsed``. The step then gets ``stored_cut: true``, and replay does not answer it:
+    its whole answer is no longer in the row.
+    """
+    shown = []
+    for call in calls:
+        entry = {"id": call.id, "name": call.name, **stored_json(call.arguments, "arguments"),
+                 "valid": call.valid}
+        if not call.valid:
+            entry.update(stored_json(call.raw_arguments, "raw_arguments"))
+        shown.append(entry)
+    record: dict[str, Any] = {**stored(parsed.text or "", "text"), "calls": shown}
+    dump = parsed.model_dump()
+    cut = "text_chars" in record
+    if cut:
+        del dump["text"]
+    for i, kept in enumerate(dump["calls"]):
+        entry = shown[i] if i < len(shown) else {}
+        for key in ("arguments", "raw_arguments"):
+            if f"{key}_chars" in entry or (key not in entry and "arguments_chars" in entry):
+                del kept[key]  # stored cut in calls (a valid call's raw text: its arguments)
+                cut = True
+            elif key not in entry:  # only parsed holds it
+                capped = stored_json(kept[key], key)
+                kept.update(capped)
+                cut = cut or len(capped) > 1
+    record["parsed"] = dump
+    return {**record, "stored_cut": True} if cut else record
 
 
 @dataclass
@@ -203,15 +228,20 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                 attempts += outcome.attempts
                 caches.add(outcome.cache)
                 parsed = response.parsed
+                # the calls the loop goes on with (none: an error or a final answer)
+                calls = ([] if parsed.error or not parsed.calls
+                         else _call_ids(parsed.calls, used_ids, number))
+                answer = _answer_record(parsed, calls)
+                stored_parsed = answer.pop("parsed")
                 # the step's conversation digest and parsed answer: what replay:<run> needs
                 # to answer this step again (bench.providers.replay)
                 step: dict[str, Any] = {
-                    "step": number, "text": parsed.text or "", "calls": [], "results": [],
+                    "step": number, **answer, "results": [],
                     "error": parsed.error, "usage": response.usage.model_dump(),
                     "latency_s": round(response.latency_s, 6), "cache": outcome.cache,
                     "finish_reason": response.finish_reason,
                     "messages_sha256": messages_digest(step_item.case.messages),
-                    "parsed": parsed.model_dump()}
+                    "parsed": stored_parsed}
                 steps.append(step)
                 if parsed.error:
                     stop_reason = "unparseable"
@@ -227,11 +257,6 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                         continue
                     stop_reason = "final_answer"
                     break
-                calls = _call_ids(parsed.calls, used_ids, number)
-                step["calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments,
-                                  "valid": c.valid,
-                                  **({} if c.valid else {"raw_arguments": c.raw_arguments})}
-                                 for c in calls]
                 guard = False
                 for call in calls:
                     identity = canonical_call(call.name, call.arguments, call.valid,
@@ -257,7 +282,7 @@ async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
                     conversation.append(Message(role="tool", tool_call_id=call.id,
                                                 content=content, is_error=is_error or None))
                     step["results"].append({
-                        "call_id": call.id, "tool": call.name, **_stored(content),
+                        "call_id": call.id, "tool": call.name, **stored(content, "content"),
                         "is_error": is_error, "success": result.success,
                         "error_code": result.error_code, "truncated": result.truncated})
                     made.append(MadeCall(number, call.name, call.arguments, call.valid,

@@ -16,13 +16,16 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
 
+from bench.episodes.stored import CappedText, stored, stored_json
 from bench.executor.backends import ReferenceBackends, ShopDB
 from bench.executor.backends.base import _read_only_authorizer
 from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
+from bench.jsonl import dumps
 from bench.models import StateCheck
 from bench.owner import claim, sweep_abandoned
 
@@ -127,6 +130,17 @@ LABEL_SQL_BUDGET_S = 10.0
 """Wall time one label statement (an override or a state check) may run: a recursive CTE
 without an end would otherwise hang the load-time check and every episode."""
 
+LABEL_VALUE_BYTES = 1_000_000
+"""Longest string or blob label SQL may build, bytes (SQLite's ``SQLITE_LIMIT_LENGTH`` on its
+connections): one SQL function call (``randomblob``, ``printf('%.*c', ...)``) is never
+stopped by the time budget, and ``SELECT randomblob(400000000)`` took 3.1 GB. The seeded
+database's longest value is 54 bytes and the shipped labels' longest SQL 91 characters;
+1 MB still plants a note that overflows the 2,000-token result budget 100 times over."""
+
+# Rows fetched at once from label SQL, never all of an unbounded result: at most 100 MB held
+# (values of LABEL_VALUE_BYTES), and a 200,000-row result reads about as fast as with 1,000.
+_FETCH_ROWS = 100
+
 # Label SQL runs on a copy, so it may write that copy's tables; it may not reach beyond it:
 # ATTACH (and VACUUM, which attaches its target) creates files anywhere, a transaction
 # statement would end the load-time check's transaction, a PRAGMA can change how the file is
@@ -155,25 +169,38 @@ def _label_authorizer(action: int, *_: Any) -> int:
 @contextmanager
 def _label_sql(conn: sqlite3.Connection,
                authorizer: Callable[..., int] = _label_authorizer) -> Iterator[list[float]]:
-    """Run label SQL on ``conn`` under ``authorizer`` and :data:`LABEL_SQL_BUDGET_S`
-    (each statement's own budget, SQLite's progress handler); yields the one-item deadline
-    list that :func:`_run_label_sql` sets."""
+    """Run label SQL on ``conn`` under ``authorizer``, :data:`LABEL_SQL_BUDGET_S` (each
+    statement's own budget, SQLite's progress handler) and :data:`LABEL_VALUE_BYTES`; yields
+    the one-item deadline list that :func:`_run_label_sql` sets."""
     deadline = [0.0]
     conn.set_authorizer(authorizer)
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 10_000)
+    length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LABEL_VALUE_BYTES)
     try:
         yield deadline
     finally:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
         conn.set_progress_handler(None, 0)
         conn.set_authorizer(None)
 
 
-def _run_label_sql(conn: sqlite3.Connection, sql: str, deadline: list[float]) -> list[Any]:
-    """``sql``'s rows, its budget starting now; SQLite's errors made readable."""
+def _run_label_sql(conn: sqlite3.Connection, sql: str,
+                   deadline: list[float]) -> Iterator[list[tuple[Any, ...]]]:
+    """``sql``'s rows in batches of at most :data:`_FETCH_ROWS` (a result of millions of
+    rows is never held whole), its budget starting at the first; SQLite's errors made
+    readable."""
     deadline[0] = time.monotonic() + LABEL_SQL_BUDGET_S
     _DENIED_HERE.action = None
     try:
-        return conn.execute(sql).fetchall()
+        cursor = conn.execute(sql)
+        while rows := cursor.fetchmany(_FETCH_ROWS):
+            yield rows
+    except sqlite3.DataError as exc:
+        if "too big" in str(exc):
+            raise sqlite3.DataError(
+                f"builds a value over {LABEL_VALUE_BYTES:,} bytes, the label limit "
+                f"({exc})") from None
+        raise
     except sqlite3.DatabaseError as exc:
         if "interrupted" in str(exc):
             raise sqlite3.OperationalError(
@@ -216,32 +243,63 @@ def _run_overrides(conn: sqlite3.Connection, overrides: Sequence[str]) -> None:
     with _label_sql(conn) as deadline:
         for i, sql in enumerate(overrides):
             try:
-                _run_label_sql(conn, sql, deadline)
+                deque(_run_label_sql(conn, sql, deadline), maxlen=0)  # run to its end
             except (sqlite3.Error, sqlite3.Warning) as exc:
                 raise StateError(f"state.overrides.{i}",
                                  f"override does not run: {exc}") from None
 
 
 def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
-    """Each check's query run read-only on ``path``: ``{"sql", "expect", "got", "ok"}``."""
+    """Each check's query run read-only on ``path``: ``{"sql", "expect", "got", "ok"}``.
+
+    ``ok`` compares every row the query returns with ``expect``, in order. ``got`` is the
+    rows (``{"error": message}`` when the query fails); when their compact JSON text is over
+    :data:`bench.episodes.stored.STORED_CHARS` characters, that text's head and tail
+    (:class:`bench.episodes.stored.CappedText`) with ``got_chars`` (its full length) and
+    ``got_rows`` (the rows returned): rows are compared and written as they are fetched, so
+    a check returning millions of rows holds about 64 KB of them. The label's ``sql`` and
+    ``expect`` are capped the same way (:func:`bench.episodes.stored.stored_json`).
+    """
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
     out = []
     try:
         with _label_sql(conn, _read_only_authorizer) as deadline:
             for check in checks:
+                expect = [[_canonical(v) for v in row]
+                          for row in json.loads(json.dumps(check.expect))]
                 try:
-                    rows = [[_canonical(v) for v in row]
-                            for row in _run_label_sql(conn, check.sql, deadline)]
+                    got, ok = _checked_rows(_run_label_sql(conn, check.sql, deadline), expect)
                 except (sqlite3.Error, sqlite3.Warning) as exc:
-                    out.append({"sql": check.sql, "expect": check.expect,
-                                "got": {"error": str(exc)}, "ok": False})
-                    continue
-                expect = json.loads(json.dumps(check.expect))
-                out.append({"sql": check.sql, "expect": check.expect, "got": rows,
-                            "ok": rows == [[_canonical(v) for v in row] for row in expect]})
+                    got, ok = {"got": {"error": str(exc)}}, False
+                out.append({**stored(check.sql, "sql"), **stored_json(check.expect, "expect"),
+                            **got, "ok": ok})
     finally:
         conn.close()
     return out
+
+
+def _checked_rows(batches: Iterator[list[tuple[Any, ...]]],
+                  expect: list[list[Any]]) -> tuple[dict[str, Any], bool]:
+    """The rows of ``batches`` compared with ``expect`` (canonical rows, in order) and stored
+    as they come: (``{"got": rows}`` or the cut JSON text with ``got_chars`` and
+    ``got_rows``, equal?)."""
+    text, kept, ok, count = CappedText(), [], True, 0
+    text.write("[")
+    for batch in batches:
+        kinds = {type(v) for row in batch for v in row}  # 10x cheaper than copying them all
+        rows: Sequence[Sequence[Any]] = (
+            [[_canonical(v) for v in row] for row in batch] if kinds & {bytes, float}
+            else batch)
+        if ok:  # equal so far: this batch's rows against the expected ones, one past them
+            mine = [list(row) for row in rows[:len(expect) - count + 1]]
+            ok = mine == expect[count:count + len(mine)]
+        text.write(("," if count else "") + dumps(rows)[1:-1])
+        if not text.cut:
+            kept += [list(row) for row in rows]
+        count += len(rows)
+    text.write("]")
+    ok = ok and count == len(expect)
+    return ({"got": kept} if not text.cut else {**text.record("got"), "got_rows": count}), ok
 
 
 _PRISTINE: dict[int, sqlite3.Connection] = {}
@@ -286,7 +344,7 @@ def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
             with _label_sql(conn, _read_only_authorizer) as deadline:
                 for i, check in enumerate(checks):
                     try:
-                        _run_label_sql(conn, check.sql, deadline)
+                        deque(_run_label_sql(conn, check.sql, deadline), maxlen=0)
                     except (sqlite3.Error, sqlite3.Warning) as exc:
                         raise StateError(f"success.state_checks.{i}.sql",
                                          f"state check does not run: {exc}") from None

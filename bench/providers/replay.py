@@ -71,7 +71,9 @@ def replay_entries(row: Row) -> list[tuple[tuple[str | None, str | None, int],
     """What a stored row can answer in a replay: ``((messages_sha256, tools_sha256, trial),
     step)`` pairs. A single-answer row answers its case's conversation (step None); an
     episode row answers each step's conversation from that step, and nothing when its steps
-    carry no ``messages_sha256`` (rows written before steps recorded it)."""
+    carry no ``messages_sha256`` (rows written before steps recorded it); a step stored cut
+    (``stored_cut``: an answer value over 64 KB, :mod:`bench.episodes.stored`) answers
+    nothing, its whole answer being no longer in the row."""
     request = row.request
     tools = request.tools_sha256 if request else None
     if row.episode is None:
@@ -79,7 +81,7 @@ def replay_entries(row: Row) -> list[tuple[tuple[str | None, str | None, int],
     return [((step["messages_sha256"], tools, row.trial), step)
             for step in row.episode.steps
             if isinstance(step, dict) and isinstance(step.get("messages_sha256"), str)
-            and isinstance(step.get("parsed"), dict)]
+            and isinstance(step.get("parsed"), dict) and not step.get("stored_cut")]
 
 
 def response_from_row(row: Row, source: Path | None = None) -> ProviderResponse:

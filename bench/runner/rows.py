@@ -145,8 +145,11 @@ def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
     :class:`bench.episodes.loop.EpisodeOutcome`): the episode metrics
     (:func:`bench.scoring.episodes.episode_metrics`), the trajectory, tokens and cost summed
     over the steps (tokens; USD), and the episode's wall time as ``latency_s`` (seconds).
-    ``variant`` is the condition's name (:attr:`PlanItem.condition`)."""
+    ``variant`` is the condition's name (:attr:`PlanItem.condition`); a final answer over
+    64 KB is stored as its head and tail with ``final_answer_chars``
+    (:func:`bench.episodes.stored.stored`)."""
     from bench.episodes.factors import describe
+    from bench.episodes.stored import stored
 
     if case_summary is None:
         case_summary = summarize_case(item.case)
@@ -168,6 +171,7 @@ def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
         "latency_s": round(episode.wall_s, 6),
         "finished_at": _now(),
         "factors": describe(item.factors) if item.factors else None,
-        "episode": {"stop_reason": episode.stop_reason, "final_answer": episode.final_answer,
+        "episode": {"stop_reason": episode.stop_reason,
+                    **stored(episode.final_answer, "final_answer"),
                     "steps": episode.steps, "state_checks": episode.state_checks},
     }
