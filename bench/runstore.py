@@ -30,7 +30,14 @@ from bench.jsonl import line_bytes, loads
 from bench.redact import redact, redact_bytes
 from bench.results import SCHEMA_VERSION, Manifest, Row, migrate, validation_problem
 
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# Names bench itself uses in ``reports/`` (a run id also names its report folder,
+# ``reports/<run-id>/``): the runs folder, the default response cache's folder
+# (``reports/cache/responses.sqlite``) and the gate's JUnit file (docs/gate.md). The cache
+# folder ``reports/.cache`` and merge's temporary ``reports/runs/.merge-*`` start with a dot,
+# which no run id may. Compared case-insensitively: "Runs" is "runs" on macOS and Windows.
+RESERVED_NAMES = ("runs", "cache", "gate-junit.xml")
+RUN_ID_PATTERN = re.compile(r"(?!(?i:%s)\Z)[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+                            % "|".join(re.escape(name) for name in RESERVED_NAMES))
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 # The fields every result row and manifest must have (present, possibly null): the
@@ -64,6 +71,24 @@ def _whole_row(line: bytes) -> bool:
 
 # Shown (never stored) for a run whose manifest says "running" while no process writes it.
 CRASHED = "crashed"
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` when it can name a run (:data:`RUN_ID_PATTERN`).
+
+    Raises:
+        BenchError: one line: a reserved name (:data:`RESERVED_NAMES`, any case), or not
+            1-100 letters, digits, ``.``, ``_``, ``-`` starting with a letter or digit
+            (so that it chooses no path and no hidden folder).
+    """
+    if run_id.casefold() in RESERVED_NAMES:
+        raise BenchError(f"invalid run id '{run_id}': bench uses reports/{run_id.casefold()} "
+                         f"itself (reserved: {', '.join(RESERVED_NAMES)}); choose another "
+                         "--run-id")
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        raise BenchError(f"invalid run id '{run_id}' (1-100 letters, digits, '.', '_', '-', "
+                         "starting with a letter or digit)")
+    return run_id
 
 
 def new_run_id() -> str:
@@ -112,17 +137,16 @@ class RunStore:
 
     Args:
         root: the runs folder (``reports/runs``).
-        run_id: the run's id; letters, digits, ``.``, ``_`` and ``-`` only (it becomes a
-            folder name, so nothing else may choose a path).
+        run_id: the run's id; letters, digits, ``.``, ``_`` and ``-`` only, not starting
+            with ``.``, and none of bench's own names (:func:`check_run_id`): it becomes a
+            folder name, so nothing else may choose a path.
 
     Raises:
         BenchError: an invalid run id.
     """
 
     def __init__(self, root: Path, run_id: str) -> None:
-        if not RUN_ID_PATTERN.fullmatch(run_id):
-            raise BenchError(f"invalid run id '{run_id}' (letters, digits, '.', '_', '-')")
-        self.run_id = run_id
+        self.run_id = check_run_id(run_id)
         self.dir = root / run_id
         self.manifest_path = self.dir / MANIFEST
         self.results_path = self.dir / RESULTS
