@@ -3,10 +3,13 @@ each a one-line error naming the path and what to do, exit 2, and a truthful man
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from bench.datasets import load_dataset
 from bench.errors import BenchError
 from bench.runstore import RESERVED_NAMES, RunStore
 
@@ -57,3 +60,37 @@ def test_bench_run_merge_and_report_refuse_reserved_names(run_bench, project):
     line = one_error_line(run_bench("report", "ok", "--name", "Cache"))
     assert "invalid report name 'Cache'" in line
     assert not (project / "reports" / "Cache").exists()
+
+
+# ---- dataset names ---------------------------------------------------------------------
+
+def write_dataset(folder: Path) -> Path:
+    """A one-case dataset file in ``folder``; returns it."""
+    folder.mkdir(parents=True)
+    source = Path(__file__).resolve().parent.parent / "datasets" / "ecommerce" / "cases.jsonl"
+    (folder / "cases.jsonl").write_text(source.read_text(encoding="utf-8").splitlines()[0]
+                                        + "\n", encoding="utf-8")
+    return folder / "cases.jsonl"
+
+
+@pytest.mark.parametrize("name", ["../outside", "inner/../../outside", "nested/set",
+                                  "..\\outside", "..", "", "."])
+def test_a_dataset_name_that_is_a_path_is_refused(tmp_path, name):
+    """`--dataset ../outside` read outside/cases.jsonl beside datasets/."""
+    root = tmp_path / "datasets"
+    write_dataset(tmp_path / "outside")
+    write_dataset(root / "nested" / "set")
+    with pytest.raises(BenchError, match=f"^invalid dataset name '{re.escape(name)}': a "
+                                         "folder name under datasets/"):
+        load_dataset(name, root)
+
+
+def test_documented_dataset_forms_still_load(tmp_path):
+    """A name, and a .jsonl path even through '..' (docs/datasets-and-labels.md)."""
+    root = tmp_path / "datasets"
+    write_dataset(root / "mine.v2")
+    outside = write_dataset(tmp_path / "outside")
+    assert load_dataset("mine.v2", root).name == "mine.v2"
+    through = root / ".." / "outside" / "cases.jsonl"
+    assert load_dataset(str(through), root).path == through
+    assert load_dataset(str(outside), root).sha256 == load_dataset(str(through), root).sha256
