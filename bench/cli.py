@@ -278,6 +278,7 @@ def run(
             runner = Runner(config, run_id=run_id, project=project)
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
+            runner.store.check_dir()  # e.g. a dangling link: said before any provider starts
         run_name = runner.store.run_id
         for problem in runner.invalid_cases:
             err.print(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "

@@ -60,7 +60,7 @@ from bench.runner.rows import (
     _versions,
 )
 from bench.runner.signals import StopSignals
-from bench.runstore import RunStore, new_run_id
+from bench.runstore import RunStore, new_run_id, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
 
@@ -499,10 +499,11 @@ class Runner:
 
     def _write_failure(self, exc: OSError) -> BenchError:
         """The one-line error for a run file that could not be written (a full disk, a
-        file-size limit): names the file, says the finished rows are kept and how to resume."""
+        file-size limit, a read-only or immutable file): names the file, says the finished
+        rows are kept, what to do (:func:`bench.runstore.write_fix`) and how to resume."""
         where = f"{exc.filename}: " if exc.filename else ""
         return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
-                          f"are kept: free some space, then: bench run --resume "
+                          f"are kept: {write_fix(exc)}, then: bench run --resume "
                           f"{self.store.run_id}")
 
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
