@@ -178,9 +178,12 @@ def run(
     = False,
     request_timeout: Annotated[float, typer.Option(min=0.001, help="HTTP timeout, seconds.")]
     = 60.0,
-    run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
+    run_id: Annotated[Optional[str], typer.Option(
+        help="Name the new run (letters, digits, '.', '_', '-'; not runs, cache or "
+             "gate-junit.xml).")] = None,
     resume: Annotated[Optional[str], typer.Option(
-        help="Finish an interrupted run; its stored settings are used.")] = None,
+        help="Finish an interrupted run; its stored settings are used (an option given again "
+             "must have its stored value).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
         min=1, max=MAX_CONCURRENCY,
         help=f"Requests in flight per provider (default {DEFAULT_CONCURRENCY}; local always 1)."
@@ -256,22 +259,16 @@ def run(
         if model and model_path:
             raise BenchError("--model and --model-path both name the model: give one")
         if resume:
-            fixed = [f"--{name.replace('_', '-')}" for name in ctx.params
-                     if name not in (*throughput, "resume", "provider") and
-                     getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
-            if fixed:  # the stored config decides what the run measures
-                raise BenchError(f"{', '.join(fixed)} cannot change when resuming '{resume}' "
-                                 "(it would change what the run measures); start a new run")
-            runner = Runner.resume(resume, overrides=throughput, project=project)
+            # options given again are compared with the stored config: only a change is refused
+            given, options = _resume_settings(ctx)
+            runner = Runner.resume(resume, overrides={**throughput, **given}, project=project,
+                                   setting_names=options)
             _resume_credentials(resume, _split(provider, "--provider"),
                                 runner.config.providers)
             # before anything reads the rows or starts a provider: another process may be writing
             stack.enter_context(runner.store.writing())
         else:
-            try:
-                mcp_server = shlex.split(execute_mcp) if execute_mcp else None
-            except ValueError as exc:  # e.g. an unclosed quote
-                raise BenchError(f"--execute-mcp: {exc} in '{execute_mcp}'") from None
+            mcp_server = _mcp_argv(execute_mcp)
             try:
                 config = RunConfig(
                     dataset=dataset,
@@ -300,6 +297,7 @@ def run(
             runner = Runner(config, run_id=run_id, project=project)
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
+            runner.store.check_dir()  # e.g. a dangling link: said before any provider starts
         run_name = runner.store.run_id
         if runner.config.split == "all" and not resume:
             from bench.datasets.splits import has_splits
@@ -386,22 +384,86 @@ def run(
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
-def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> None:
-    """Check ``--provider`` ids given with ``--resume``: they may only hand back the base-URL
-    secrets of a stored provider (never stored: :mod:`bench.redact`); their public ids
-    were registered when ``given`` was parsed here.
+def _mcp_argv(execute_mcp: str | None) -> list[str] | None:
+    """``--execute-mcp``'s command line as argv (:func:`shlex.split`), or None.
 
     Raises:
-        BenchError: an id whose public form is not a provider of the run.
+        BenchError: it cannot be split (e.g. an unclosed quote).
+    """
+    try:
+        return shlex.split(execute_mcp) if execute_mcp else None
+    except ValueError as exc:
+        raise BenchError(f"--execute-mcp: {exc} in '{execute_mcp}'") from None
+
+
+# `bench run` options whose RunConfig field has another name; the factor options set
+# factors.<option>.
+_OPTION_FIELDS = {"cases": "case_ids", "request_timeout": "request_timeout_s",
+                  "execute_mcp": "mcp_server"}
+_FACTOR_OPTIONS = ("result_format", "error_style", "result_budget", "fault")
+
+
+def _resume_settings(ctx: typer.Context) -> tuple[dict[str, Any], dict[str, str]]:
+    """The run settings given on ``bench run --resume``'s command line, for
+    :meth:`bench.runner.Runner.resume` to compare with the stored ones: (RunConfig field ->
+    value, with ``factors`` holding the factor options given; setting -> the option that
+    gave it, ``factors.<name>`` for a factor). ``--provider`` is checked by
+    :func:`_resume_credentials`; the settings a resume may change
+    (:data:`bench.runner.config.RESUME_OVERRIDES`) are passed on their own.
+
+    Raises:
+        BenchError: ``--run-id`` names another run than ``--resume``, or an option's value
+            cannot be read (an empty ``--variants``, an unclosed quote in
+            ``--execute-mcp``).
+    """
+    from bench.runner.config import RESUME_OVERRIDES
+
+    params = ctx.params
+    given: dict[str, Any] = {}
+    factors: dict[str, list[str]] = {}
+    options: dict[str, str] = {}
+    for name, value in params.items():
+        if name in ("resume", "provider", *RESUME_OVERRIDES) or \
+                getattr(ctx.get_parameter_source(name), "name", "") != "COMMANDLINE":
+            continue
+        option = f"--{name.replace('_', '-')}"
+        options[f"factors.{name}" if name in _FACTOR_OPTIONS
+                else _OPTION_FIELDS.get(name, name)] = option
+        if name == "run_id":
+            if value != params["resume"]:
+                raise BenchError(f"--run-id cannot change when resuming '{params['resume']}':"
+                                 f" stored {params['resume']}, given {value}; start a new run "
+                                 "to use another id")
+        elif name in _FACTOR_OPTIONS:
+            factors[name] = _split(value, option)
+        elif name in ("variants", "cases"):
+            given[_OPTION_FIELDS.get(name, name)] = _split(value, option)
+        elif name == "execute_mcp":
+            given["mcp_server"] = _mcp_argv(value)
+        else:
+            given[_OPTION_FIELDS.get(name, name)] = value
+    if factors:
+        given["factors"] = factors
+    return given, options
+
+
+def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> None:
+    """Check ``--provider`` ids given with ``--resume``: each must be a stored provider, given
+    again as it is or with its base URL's credentials (``user:password@``, never stored:
+    :mod:`bench.redact`); their public ids were registered when ``given`` was parsed here.
+
+    Raises:
+        BenchError: an id whose public form is not a provider of the run (names the stored
+            and the given providers).
     """
     from bench.redact import public_provider_id
     for provider_id in given:
         public = public_provider_id(provider_id)
-        if public == provider_id or public not in stored:
-            raise BenchError(f"--provider cannot change when resuming '{run_id}' (it would "
-                             "change what the run measures); with --resume it only gives a "
-                             "stored provider's base-URL secrets (user:password@, ?key=...) "
-                             "again")
+        if public not in stored:
+            raise BenchError(f"--provider cannot change when resuming '{run_id}': stored "
+                             f"{','.join(stored)}, given {public} (it would change what the "
+                             "run measures); with --resume it only gives a stored provider's "
+                             "id again, or its base-URL secrets (user:password@, ?key=...)")
 
 
 @app.command()

@@ -50,7 +50,7 @@ from bench.paths import runs_dir
 from bench.plural import count
 from bench.replan import rebuild_plan
 from bench.results import Manifest, TraceRecord, validation_problem
-from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, new_run_id
+from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, check_run_id, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
 
 MERGE_PREFIX = ".merge-"
@@ -309,9 +309,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
     repeated = sorted({r for r in run_ids if list(run_ids).count(r) > 1})
     if repeated:
         raise BenchError(f"run '{repeated[0]}' is given twice")
-    merged_id = run_id or new_run_id()
-    if not RUN_ID_PATTERN.fullmatch(merged_id):
-        raise BenchError(f"invalid run id '{merged_id}' (letters, digits, '.', '_', '-')")
+    merged_id = check_run_id(run_id or new_run_id())
     final = runs_dir() / merged_id
     if final.exists():
         raise BenchError(f"run '{merged_id}' already exists; choose another --run-id", file=final)

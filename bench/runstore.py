@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import json
 import os
@@ -32,7 +33,14 @@ from bench.jsonl import line_bytes, loads
 from bench.redact import MANIFEST_FREE_TEXT, ROW_FREE_TEXT, redact_fields
 from bench.results import SCHEMA_VERSION, Manifest, Row, migrate, validation_problem
 
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# Names bench itself uses in ``reports/`` (a run id also names its report folder,
+# ``reports/<run-id>/``): the runs folder, the default response cache's folder
+# (``reports/cache/responses.sqlite``) and the gate's JUnit file (docs/gate.md). The cache
+# folder ``reports/.cache`` and merge's temporary ``reports/runs/.merge-*`` start with a dot,
+# which no run id may. Compared case-insensitively: "Runs" is "runs" on macOS and Windows.
+RESERVED_NAMES = ("runs", "cache", "gate-junit.xml")
+RUN_ID_PATTERN = re.compile(r"(?!(?i:%s)\Z)[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+                            % "|".join(re.escape(name) for name in RESERVED_NAMES))
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 # The fields every result row and manifest must have (present, possibly null): the
@@ -68,6 +76,24 @@ def _whole_row(line: bytes) -> bool:
 CRASHED = "crashed"
 
 
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` when it can name a run (:data:`RUN_ID_PATTERN`).
+
+    Raises:
+        BenchError: one line: a reserved name (:data:`RESERVED_NAMES`, any case), or not
+            1-100 letters, digits, ``.``, ``_``, ``-`` starting with a letter or digit
+            (so that it chooses no path and no hidden folder).
+    """
+    if run_id.casefold() in RESERVED_NAMES:
+        raise BenchError(f"invalid run id '{run_id}': bench uses reports/{run_id.casefold()} "
+                         f"itself (reserved: {', '.join(RESERVED_NAMES)}); choose another "
+                         "--run-id")
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        raise BenchError(f"invalid run id '{run_id}' (1-100 letters, digits, '.', '_', '-', "
+                         "starting with a letter or digit)")
+    return run_id
+
+
 def new_run_id() -> str:
     """``YYYYmmdd-HHMMSS-xxxx`` (UTC time and 4 random hex digits)."""
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -83,6 +109,26 @@ def named_os_error(exc: OSError, path: Path | str) -> OSError:
     return named
 
 
+# What to do about a file that cannot be written, by errno (:func:`write_fix`).
+_WRITE_FIXES = {
+    errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (the disk quota is full)",
+    errno.EFBIG: "free some space or raise the file-size limit (ulimit -f)",
+    errno.EACCES: "make it and its folder writable (their permissions)",
+    errno.EPERM: "make it and its folder writable (their permissions, or an immutable "
+                 "attribute: lsattr, chattr -i)",
+    errno.EROFS: "the file system is read-only: remount it read-write or move the run",
+    errno.EISDIR: "a folder has its name: move the folder away",
+    errno.ENOTDIR: "a file stands where a folder of its path should be: move it away",
+}
+
+
+def write_fix(exc: OSError) -> str:
+    """What to do about ``exc``, an error writing a run's file, as a short clause (e.g.
+    ``free some space``, ``make it writable (...)``); ``fix that`` for an errno without
+    advice."""
+    return _WRITE_FIXES.get(exc.errno or 0, "fix that")
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented UTF-8 JSON to ``path`` atomically."""
     atomic_write_text(path, _dumps(data, indent=2) + "\n")
@@ -93,7 +139,10 @@ def atomic_write_text(path: Path, text: str) -> None:
     as it is: manifests (redacted by :meth:`RunStore.write_manifest`), and reports and
     baselines, which are made of stored, already redacted records."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # e.g. a read-only folder: name the file to write, not the temp
+        raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -103,7 +152,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:  # e.g. the disk is full: say which file
         Path(tmp).unlink(missing_ok=True)
-        raise named_os_error(exc, path) from None
+        # the file being replaced, never the temporary one (which the reader never saw)
+        raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -114,17 +164,16 @@ class RunStore:
 
     Args:
         root: the runs folder (``reports/runs``).
-        run_id: the run's id; letters, digits, ``.``, ``_`` and ``-`` only (it becomes a
-            folder name, so nothing else may choose a path).
+        run_id: the run's id; letters, digits, ``.``, ``_`` and ``-`` only, not starting
+            with ``.``, and none of bench's own names (:func:`check_run_id`): it becomes a
+            folder name, so nothing else may choose a path.
 
     Raises:
         BenchError: an invalid run id.
     """
 
     def __init__(self, root: Path, run_id: str) -> None:
-        if not RUN_ID_PATTERN.fullmatch(run_id):
-            raise BenchError(f"invalid run id '{run_id}' (letters, digits, '.', '_', '-')")
-        self.run_id = run_id
+        self.run_id = check_run_id(run_id)
         self.dir = root / run_id
         self.manifest_path = self.dir / MANIFEST
         self.results_path = self.dir / RESULTS
@@ -134,16 +183,44 @@ class RunStore:
         """True when the run has a manifest."""
         return self.manifest_path.is_file()
 
+    def make_dir(self) -> None:
+        """Create the run folder (and ``reports/runs`` above it) if missing.
+
+        Raises:
+            BenchError: the run folder, or a folder above it, is a symbolic link to nothing or
+                a file (``mkdir`` says only "File exists"): names it and what to do.
+            OSError: the folder cannot be made otherwise (e.g. permissions).
+        """
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            self.check_dir()  # says which path is in the way
+            raise
+
+    def check_dir(self) -> None:
+        """Check, creating nothing, that the run folder can be made or used: for a new run,
+        before its providers start.
+
+        Raises:
+            BenchError: as :meth:`make_dir`.
+        """
+        for path in (self.dir, *self.dir.parents):
+            if path.is_dir():
+                return
+            _refuse_taken(path)
+
     def load_manifest(self) -> Manifest:
         """The manifest as a :class:`bench.results.Manifest` (a manifest without
         ``schema_version``, from the release before the contract, is migrated in memory).
 
         Raises:
-            BenchError: no such run, the manifest is not UTF-8 JSON, not an object, lacks a
-                field or has one of the wrong type (names file and field), or was written by
-                a newer bench (one line: upgrade bench).
+            BenchError: no such run (a run folder that is a dangling symbolic link says
+                so), the manifest is not UTF-8 JSON, not an object, lacks a field or has one
+                of the wrong type (names file and field), or was written by a newer bench
+                (one line: upgrade bench).
         """
         if not self.exists():
+            _refuse_dangling(self.dir)
             raise BenchError(f"no run '{self.run_id}' (looked for {self.manifest_path})")
         try:
             data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
@@ -193,7 +270,7 @@ class RunStore:
             finally:
                 self._held -= 1
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.make_dir()
         # The run folder itself is locked, not a file in it: deleting or replacing a lock file
         # would let a second process lock a new one while the first still writes.
         fd = os.open(self.dir, os.O_RDONLY)
@@ -253,7 +330,11 @@ class RunStore:
         """Replace the manifest atomically; a dict without ``schema_version`` is stamped with
         :data:`bench.results.SCHEMA_VERSION` (the writer writes the current shape). Secrets
         in its free text (command line, errors, reasons) are redacted; identifiers and the
-        config are written as they are (:data:`bench.redact.MANIFEST_FREE_TEXT`)."""
+        config are written as they are (:data:`bench.redact.MANIFEST_FREE_TEXT`).
+
+        Raises:
+            OSError: the manifest cannot be written; names ``manifest.json`` itself.
+        """
         atomic_write_json(self.manifest_path,
                           redact_fields(_stamped(manifest), MANIFEST_FREE_TEXT))
 
@@ -473,7 +554,7 @@ class RunStore:
         """Append one row (a :class:`Row`, or a dict of its shape: stamped with
         ``schema_version``) as one line (secrets in its free text redacted:
         :func:`_row_line`), flushed and fsynced before returning."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.make_dir()
         line = _row_line(row)
         with self.results_path.open("ab") as handle:
             handle.write(line)
@@ -487,6 +568,31 @@ def _row_line(row: Row | Mapping[str, Any]) -> bytes:
     variant, provider) and data (labels, parsed calls) written as they are
     (:data:`bench.redact.ROW_FREE_TEXT`), so that resume, merge and replay read what ran."""
     return line_bytes(redact_fields(_stamped(row), ROW_FREE_TEXT))
+
+
+def _refuse_dangling(path: Path) -> None:
+    """Raise when ``path`` (a run folder or one above it) is a symbolic link to nothing.
+
+    Raises:
+        BenchError: names the link, its missing target and what to do.
+    """
+    if path.is_symlink() and not path.exists():
+        raise BenchError(f"the run folder cannot be made or read: this is a symbolic link to "
+                         f"'{os.readlink(path)}', which does not exist; remove the link or "
+                         "create its target, then run again", file=path)
+
+
+def _refuse_taken(path: Path) -> None:
+    """Raise when ``path`` (a run folder or one above it) is a dangling symbolic link or
+    something other than a folder (``mkdir`` would say only "File exists").
+
+    Raises:
+        BenchError: names ``path`` and what to do.
+    """
+    _refuse_dangling(path)
+    if path.exists() and not path.is_dir():
+        raise BenchError("the run folder cannot be made: this is a file, not a folder; move "
+                         "it away, then run again", file=path)
 
 
 def _stamped(record: Row | Manifest | Mapping[str, Any]) -> Any:
@@ -612,12 +718,14 @@ class RowWriter:
         sync_interval_s: the longest time (seconds) a written row waits for its fsync.
 
     Raises:
-        OSError: from :meth:`append` or :meth:`close` when writing or an earlier background
-            fsync failed (e.g. the disk is full).
+        BenchError: the run folder cannot be made (:meth:`RunStore.make_dir`).
+        OSError: ``results.jsonl`` cannot be opened for appending; from
+            :meth:`append` or :meth:`close` when writing or an earlier background fsync
+            failed (e.g. the disk is full).
     """
 
     def __init__(self, store: RunStore, sync_interval_s: float = 0.05) -> None:
-        store.dir.mkdir(parents=True, exist_ok=True)
+        store.make_dir()
         self.path = store.results_path
         self._handle = store.results_path.open("ab")
         self._interval = sync_interval_s

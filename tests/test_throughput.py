@@ -279,11 +279,15 @@ def test_max_usd_needs_a_price(project):
             runner.run()
 
 
+@pytest.mark.slow
 def test_resume_refuses_to_change_what_is_measured(project):
     with EchoServer() as server:
         Runner(config(server, limit=1), run_id="fixed", command=[]).run()
-    with pytest.raises(BenchError, match="cannot change trials"):
+    with pytest.raises(BenchError, match="^trials cannot change when resuming 'fixed': "
+                                         "stored 1, given 3 "):
         Runner.resume("fixed", overrides={"trials": 3})
+    # the stored values given again change nothing: not refused
+    assert Runner.resume("fixed", overrides={"trials": 1, "limit": 1}).config.trials == 1
 
 
 def test_cache_keys_differ_by_trial_and_settings_and_never_hold_the_key():
@@ -584,19 +588,18 @@ def test_rate_limit_reset_reads_exhausted_windows_from_either_dialect():
 
 
 @pytest.mark.slow
-def test_resume_refuses_options_that_change_what_the_run_measures(project):
-    import subprocess
-    import sys
-    bench = [sys.executable, "-m", "bench", "run", "--resume", "r1"]
-    refused = subprocess.run([*bench, "--limit", "1", "--trials", "2"], cwd=project,
-                             capture_output=True, text=True, timeout=60)
+def test_resume_refuses_options_that_change_what_the_run_measures(run_bench):
+    made = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "2",
+                     "--run-id", "r1", "--no-execute")
+    assert made.returncode == 0, made.stderr
+    refused = run_bench("run", "--resume", "r1", "--limit", "1", "--trials", "2")
     assert refused.returncode == 2
     assert refused.stderr.strip() == (
-        "error: --limit, --trials cannot change when resuming 'r1' (it would change what the "
-        "run measures); start a new run")
-    allowed = subprocess.run([*bench, "--concurrency", "8"], cwd=project,
-                             capture_output=True, text=True, timeout=60)
-    assert "no run 'r1'" in allowed.stderr  # throughput settings may change: on to the run
+        "error: --limit, --trials cannot change when resuming 'r1': --limit stored 2, given 1; "
+        "--trials stored 1, given 2 (it would change what the run measures); start a new run")
+    allowed = run_bench("run", "--resume", "r1", "--concurrency", "8")
+    assert allowed.returncode == 0, allowed.stderr  # throughput settings may change
+    assert "run r1 is already complete" in allowed.stderr
 
 
 @pytest.mark.parametrize("option", [["--trials", "1001"], ["--concurrency", "1025"],

@@ -69,11 +69,28 @@ def available_datasets(root: Path | None = None) -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/cases.jsonl"))
 
 
+def check_dataset_name(name: str) -> str:
+    """Return ``name``, a dataset's folder name under ``datasets/``, when it is one folder
+    name. Paths have their own forms (docs/datasets-and-labels.md): a ``.jsonl`` path, or
+    ``hf:<spec>`` for anything ``datasets.load_dataset`` reads; neither comes here.
+
+    Raises:
+        BenchError: an empty name, ``.`` or ``..``, or one holding ``/``, ``\\`` or NUL
+            (it would read a ``cases.jsonl`` outside ``datasets/``).
+    """
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise BenchError(f"invalid dataset name '{name}': a folder name under datasets/ (no "
+                         "'/', '\\' or '..'); give a file as a .jsonl path, a Hub or local "
+                         f"parquet dataset as {HF_PREFIX}owner/name[:split]")
+    return name
+
+
 def load_dataset(name: str, root: Path | None = None) -> Dataset:
     """Load ``datasets/<name>/cases.jsonl``, a path to a ``.jsonl`` file, or ``hf:<spec>[:split]``.
 
     Raises:
-        BenchError: a ``.jsonl`` path that is not a file (names the path), an unknown
+        BenchError: a ``.jsonl`` path that is not a file (names the path), a dataset name
+            that is a path (``..``, ``/``, ``\\``: :func:`check_dataset_name`), an unknown
             dataset name (lists the known ones), a line that is not UTF-8 or not
             JSON, a case that does not fit the format, a duplicate id, an ``hf:`` spec that
             ``datasets`` cannot load (no network, unknown name or split); each names the file
@@ -82,6 +99,8 @@ def load_dataset(name: str, root: Path | None = None) -> Dataset:
     if name.startswith(HF_PREFIX):
         return _load_hf(name)
     root = root or datasets_dir()
+    if not name.endswith(".jsonl"):
+        check_dataset_name(name)
     path = Path(name) if name.endswith(".jsonl") else root / name / "cases.jsonl"
     if name.endswith(".jsonl") and not path.is_file():  # a path, not a name: say which file
         raise BenchError("dataset file not found" if not path.exists()

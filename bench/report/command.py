@@ -14,7 +14,7 @@ import typer
 from bench.errors import BenchError
 from bench.project import Project, current_project
 from bench.plural import noun
-from bench.runstore import atomic_write_text
+from bench.runstore import RESERVED_NAMES, atomic_write_text
 
 
 class ReportFormat(str, Enum):
@@ -53,11 +53,11 @@ def report_path(name: str, fmt: ReportFormat, project: Project | None = None) ->
 
     Raises:
         BenchError: ``name`` is not a plain folder name (letters, digits, ``.``, ``_``, ``-``,
-            ``+``).
+            ``+``), or is one bench uses itself (:data:`bench.runstore.RESERVED_NAMES`).
     """
-    if not REPORT_NAME_PATTERN.fullmatch(name) or name in {"runs", ".", ".."}:
+    if not REPORT_NAME_PATTERN.fullmatch(name) or name.casefold() in RESERVED_NAMES:
         raise BenchError(f"invalid report name '{name}' (letters, digits, '.', '_', '-', '+'; "
-                         "not 'runs')")
+                         f"not {', '.join(RESERVED_NAMES)})")
     return (project or current_project()).reports_dir / name / FILE_NAMES[fmt]
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bench.errors import BenchError, pydantic_error_field
 from bench.limits import (
     DEFAULT_ATTEMPTS,
     DEFAULT_CONCURRENCY,
@@ -205,3 +207,72 @@ class RunConfig(BaseModel):
         return str(Path(value).resolve()) if value.endswith(".jsonl") else value
 
 
+def changed_settings(stored: RunConfig, given: Mapping[str, Any],
+                     names: Mapping[str, str] | None = None) -> list[tuple[str, Any, Any]]:
+    """The settings of ``given`` that differ from a resumed run's ``stored`` config.
+
+    Each given value is validated as :class:`RunConfig` would store it (a ``.jsonl`` path
+    made absolute, names given twice kept once, a shard in canonical form...) and then
+    compared, so that a setting given again with its stored value is no change.
+
+    Args:
+        stored: the run's config.
+        given: :class:`RunConfig` field -> value; ``factors`` holds only the factors given
+            (``{factor: [settings]}``), each compared on its own, a factor the run did not
+            set as its default setting (what the run ran). Fields in
+            :data:`RESUME_OVERRIDES` may change and are skipped.
+        names: how an error names a setting (e.g. the CLI's ``--trials``); default its
+            field name, ``factors.<factor>`` for a factor.
+
+    Returns:
+        ``(setting, stored value, given value)`` per change, in ``given`` order; a factor's
+        setting is named ``factors.<factor>`` and its values are its settings' lists.
+
+    Raises:
+        BenchError: an unknown field, or a given value :class:`RunConfig` refuses (names the
+            setting).
+    """
+    from bench.episodes.factors import FACTORS  # imports the executor: only when needed
+
+    base = stored.model_dump()
+    settings: list[tuple[str, str, Any]] = []  # (setting, RunConfig field, value to check)
+    for field, value in given.items():
+        if field in RESUME_OVERRIDES:
+            continue
+        if field not in RunConfig.model_fields:
+            raise BenchError(f"unknown run setting '{field}'")
+        if field == "factors":
+            settings += [(f"factors.{name}", field, {**stored.factors, name: chosen})
+                         for name, chosen in value.items()]
+        else:
+            settings.append((field, field, value))
+    changes: list[tuple[str, Any, Any]] = []
+    for setting, field, value in settings:
+        try:
+            checked = RunConfig.model_validate({**base, field: value})
+        except ValidationError as exc:
+            message = pydantic_error_field(exc)[1]
+            raise BenchError(f"{(names or {}).get(setting, setting)}: {message}") from None
+        if field == "factors":  # a factor not set runs its default setting alone
+            name = setting.partition(".")[2]
+            before, after = (config.factors.get(name) or [FACTORS[name][0]]
+                             for config in (stored, checked))
+        else:
+            before, after = getattr(stored, field), getattr(checked, field)
+        if before != after:
+            changes.append((setting, before, after))
+    return changes
+
+
+def shown_setting(field: str, value: Any) -> str:
+    """``value`` of setting ``field`` as a command line would give it: ``not set`` for None,
+    lists comma-joined (the MCP server's argv as a shell line), booleans ``true``/``false``."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if field == "mcp_server" and isinstance(value, list):
+        return shlex.join(str(v) for v in value)
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

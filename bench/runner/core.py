@@ -15,7 +15,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from pydantic import ValidationError
 
@@ -46,7 +46,9 @@ from bench.runner.config import (
     DEFAULT_CACHE_PATH,
     RESUME_OVERRIDES,
     RunConfig,
+    changed_settings,
     identity_mismatch,
+    shown_setting,
 )
 from bench.runner.loop import execute_plan
 from bench.runner.plan import (
@@ -64,7 +66,7 @@ from bench.runner.rows import (
     _versions,
 )
 from bench.runner.signals import StopSignals
-from bench.runstore import RunStore, new_run_id
+from bench.runstore import RunStore, new_run_id, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
 
@@ -147,27 +149,29 @@ class Runner:
 
     @classmethod
     def resume(cls, run_id: str, overrides: dict[str, Any] | None = None, *,
-               project: Project | None = None, **kwargs: Any) -> "Runner":
+               project: Project | None = None,
+               setting_names: Mapping[str, str] | None = None, **kwargs: Any) -> "Runner":
         """Reopen run ``run_id`` with its stored config; finished rows are kept.
 
         Args:
             run_id: the run to finish.
-            overrides: new values for :data:`RESUME_OVERRIDES` settings (e.g. a higher
-                ``max_usd`` after the run stopped with ``budget_exhausted``); None values
+            overrides: :class:`RunConfig` field -> value. :data:`RESUME_OVERRIDES` settings
+                take the new value (e.g. a higher ``max_usd`` after the run stopped with
+                ``budget_exhausted``); any other setting must equal the stored one
+                (:func:`changed_settings`: ``factors`` holds the factors given). None values
                 keep the stored ones.
+            setting_names: how the refusal names a setting (e.g. ``{"trials": "--trials"}``,
+                factors as ``factors.<name>``); default its field name.
 
         Raises:
-            BenchError: no such run, an override that is not allowed, or its dataset or
-                variants changed since it started.
+            BenchError: no such run; a setting that is not a :data:`RESUME_OVERRIDES` one
+                and differs from the stored value (one line naming each, with both
+                values); or its dataset or variants changed since it started.
         """
         project = project or current_project()
         store = project.store(run_id)
         manifest = store.read_manifest()
         changes = {k: v for k, v in (overrides or {}).items() if v is not None}
-        refused = sorted(set(changes) - set(RESUME_OVERRIDES))
-        if refused:
-            raise BenchError(f"cannot change {', '.join(refused)} when resuming '{run_id}' "
-                             "(it would change what the run measures); start a new run")
         try:
             stored_config = manifest["config"]
             if not isinstance(stored_config, dict):
@@ -181,11 +185,24 @@ class Runner:
             stored_config = {k: v for k, v in stored_config.items() if k != "sender_processes"}
             if "model" in changes or "model_path" in changes:  # one names the model: not both
                 stored_config = {**stored_config, "model": None, "model_path": None}
-            config = RunConfig.model_validate({**stored_config, **changes})
+            config = RunConfig.model_validate(
+                {**stored_config, **{k: v for k, v in changes.items() if k in RESUME_OVERRIDES}})
         except ValidationError as exc:
             field, msg = pydantic_error_field(exc)
             raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
                              field=f"config.{field}") from None
+        # the overrides differ from the stored config only in RESUME_OVERRIDES, never compared
+        names = setting_names or {}
+        changed = changed_settings(config, changes, names)
+        if changed:  # the stored config decides what the run measures
+            named = [names.get(field, field) for field, _, _ in changed]
+            values = "; ".join(
+                (f"{name} " if len(changed) > 1 else "")
+                + f"stored {shown_setting(field, before)}, given {shown_setting(field, after)}"
+                for name, (field, before, after) in zip(named, changed))
+            raise BenchError(f"{', '.join(named)} cannot change when resuming '{run_id}': "
+                             f"{values} (it would change what the run measures); start a new "
+                             "run")
         runner = cls(config, store=store, project=project, **kwargs)
         if not isinstance(manifest["dataset"], dict) or \
                 manifest["dataset"].get("sha256") != runner.dataset.sha256:
@@ -532,10 +549,11 @@ class Runner:
 
     def _write_failure(self, exc: OSError) -> BenchError:
         """The one-line error for a run file that could not be written (a full disk, a
-        file-size limit): names the file, says the finished rows are kept and how to resume."""
+        file-size limit, a read-only or immutable file): names the file, says the finished
+        rows are kept, what to do (:func:`bench.runstore.write_fix`) and how to resume."""
         where = f"{exc.filename}: " if exc.filename else ""
         return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
-                          f"are kept: free some space, then: bench run --resume "
+                          f"are kept: {write_fix(exc)}, then: bench run --resume "
                           f"{self.store.run_id}")
 
     def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from bench.runner.signals import StopSignals
 
 if TYPE_CHECKING:
     from bench.runner.core import Runner
+    from bench.runstore import RowWriter
 
 
 async def execute_plan(runner: Runner, progress: ProgressHook | None,
@@ -90,7 +91,6 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
                     pricing=runner.pricing.describe())
     for stale in ("error", "request_errors", "providers_paused"):
         manifest.pop(stale, None)
-    runner.store.write_manifest(manifest)
     spend = runner._spent()
     finished = done
     if progress:
@@ -102,7 +102,7 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
     completed: asyncio.Queue[asyncio.Task[Outcome]] = asyncio.Queue()
     failed_in_a_row = {pid: 0 for pid in runner.providers}
     per_provider = {pid: 0 for pid in runner.providers}
-    rows = runner.store.writer()
+    rows: RowWriter | None = None  # opened in the try below: a failure there fails the run
     status, failure = "complete", None
     execution = None  # set in the try below: a failing MCP server start fails the run there
     case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -116,6 +116,7 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
             record_episode(item, outcome, summary)
         else:
             cost, billed = runner._cost(item, outcome)
+            assert rows is not None  # opened before any request is sent
             # written through the results contract (bench.results.Row): a row that does not
             # fit it is a bench bug, caught here rather than by the next reader
             rows.append(row_from_build(build_row(
@@ -138,6 +139,7 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
             costs.append(cost)
             billed_total += billed or 0.0
         total = None if not costs or None in costs else sum(c for c in costs if c is not None)
+        assert rows is not None  # opened before any request is sent
         rows.append(row_from_build(build_episode_row(
             item, runner.store.run_id, episode, cost_usd=total, billed_usd=billed_total,
             case_summary=summary)))
@@ -226,6 +228,10 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
 
     signals.install(loop, stop_signal)
     try:
+        # inside the try: a manifest or results.jsonl that cannot be written (read-only,
+        # immutable, a folder in its place) marks the run failed, never leaves it "running"
+        runner.store.write_manifest(manifest)
+        rows = runner.store.writer()
         # inside the try: a failure to start the executor (e.g. its MCP server) marks the
         # run failed and closes the row writer (whose fsync thread would otherwise live on)
         execution = _execution(runner.config, runner.store) if todo else None
@@ -304,7 +310,8 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
         for task in in_flight:
             task.cancel()
         try:
-            rows.close()
+            if rows is not None:
+                rows.close()
         except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
             if failure is None:
                 failure = runner._write_failure(exc)
