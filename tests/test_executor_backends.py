@@ -238,3 +238,14 @@ def test_sql_limit_of_one_row_reads_singular(executor):
                   {"sql": "SELECT order_id FROM orders ORDER BY order_id", "limit": 1})
     assert outcome.data["row_count"] == 1
     assert outcome.data["note"].startswith("more than 1 row matched; only the first is shown.")
+
+
+def test_query_metrics_takes_a_column_name_with_digits(executor):
+    """``sum(sales_30d)``: the metric pattern took letters and underscores only, so a real
+    products column was refused as an invalid metric."""
+    result = run(executor, "analytics", "query_metrics",
+                 {"table": "products", "metric": "sum(sales_30d)"})
+    assert result.success, result.error
+    refused = run(executor, "analytics", "query_metrics",
+                  {"table": "products", "metric": "sum(sales_31d)"})
+    assert not refused.success and refused.error_code == "unknown_column"

@@ -37,7 +37,8 @@ COMPANY_DOMAINS = ("@shop.example.com", "@partner.example.com")
 REVENUE_STATUSES = "('paid', 'shipped', 'delivered')"
 _PERIOD_SQL = {"day": "substr({c}, 1, 10)", "month": "substr({c}, 1, 7)",
                "week": "date({c}, 'weekday 0', '-6 days')", "total": "'total'"}
-_METRIC = re.compile(r"^(count\(\*\)|(count_distinct|sum|avg|min|max)\(([a-z_]+)\))$")
+# a column name may hold digits after its first letter (sales_30d), as the schema's pattern allows
+_METRIC = re.compile(r"^(count\(\*\)|(count_distinct|sum|avg|min|max)\(([a-z_][a-z0-9_]*)\))$")
 
 
 def _period(granularity: str, column: str) -> str:
