@@ -76,6 +76,8 @@ def _argument(values: list[Any], schema: dict[str, Any], query: str
             return True, query, True
     if literal is not None:
         return True, literal, True
+    if None in values:  # may be omitted: leaving it out is a correct answer
+        return False, None, True
     return True, NO_LITERAL, False
 
 
