@@ -155,7 +155,8 @@ def run(
         help="OpenAI strict mode: schemas rewritten, every change logged.")] = False,
     stream: Annotated[bool, typer.Option(help="HTTP providers: stream answers (SSE).")]
     = False,
-    request_timeout: Annotated[float, typer.Option(min=0.001, help="HTTP timeout, seconds.")]
+    request_timeout: Annotated[float, typer.Option(
+        min=0.001, help="Seconds one request may take: HTTP providers and function:.")]
     = 60.0,
     run_id: Annotated[Optional[str], typer.Option(help="Name the new run.")] = None,
     resume: Annotated[Optional[str], typer.Option(
