@@ -176,7 +176,8 @@ def run(
         help="OpenAI strict mode: schemas rewritten, every change logged.")] = False,
     stream: Annotated[bool, typer.Option(help="HTTP providers: stream answers (SSE).")]
     = False,
-    request_timeout: Annotated[float, typer.Option(min=0.001, help="HTTP timeout, seconds.")]
+    request_timeout: Annotated[float, typer.Option(
+        min=0.001, help="Seconds one request may take: HTTP providers and function:.")]
     = 60.0,
     run_id: Annotated[Optional[str], typer.Option(
         help="Name the new run (letters, digits, '.', '_', '-'; not runs, cache or "
@@ -315,7 +316,7 @@ def run(
         if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
                       "nothing to do")
-            _print_summary(run_name, runner.config.variants)
+            _print_summary(run_name, runner.config.variants, project)
             return
         if resume:
             err.print(f"resuming run {run_name}: {len(runner.plan) - len(pending)} of "
@@ -357,7 +358,8 @@ def run(
                           f"{runner.store.results_path}; see them with: bench show {run_name}; "
                           f"finish with: bench run --resume {run_name}")
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
-        _print_summary(run_name, runner.config.variants)
+        # the project found at the start: code the run called may have changed the cwd since
+        _print_summary(run_name, runner.config.variants, project)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
         if manifest["status"] == "complete" and not manifest["rows_done"]:

@@ -38,8 +38,11 @@ class Project:
 
     Args:
         root: the project folder (made absolute).
-        cache_root: derived data bench can rebuild (``$BENCH_CACHE_DIR`` at the edge); None:
-            ``<root>/reports/.cache``.
+        cache_root: derived data bench can rebuild (``$BENCH_CACHE_DIR`` at the edge; made
+            absolute); None: ``<root>/reports/.cache``.
+
+    Both are made absolute once, when the project is made: code that changes the working
+    directory later (a user's function in a run) cannot move them.
     """
 
     root: Path
@@ -48,7 +51,7 @@ class Project:
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).resolve())
         if self.cache_root is not None:
-            object.__setattr__(self, "cache_root", Path(self.cache_root))
+            object.__setattr__(self, "cache_root", Path(self.cache_root).resolve())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,

@@ -67,6 +67,13 @@ class ProviderUnavailable(BenchError):
         super().__init__(f"provider '{provider_id}' skipped: {reason}")
 
 
+class StopRequested(Exception):
+    """A provider asks the run to stop as a Ctrl-C stops it: the user's ``function:`` raised
+    ``KeyboardInterrupt``. The request's row is not written (a resume asks again); the run
+    stops sending, gives the requests in flight their time, and ends ``interrupted``
+    (:func:`bench.runner.loop.execute_plan`). The message is one line saying why."""
+
+
 class ProviderError(BenchError):
     """One request failed; ``error_class`` says whether retrying can help.
 

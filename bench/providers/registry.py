@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 Builder = Callable[[str, str, dict[str, Any]], "Provider"]
 # Which run settings the runner passes as options: the embedded model's, the HTTP adapters'
 # (:class:`bench.providers.base.HTTPOptions`), the run's dataset (``dataset=<name or path>``,
-# for providers that answer from the labels), or none.
-OptionSet = Literal["local", "http", "dataset", "none"]
+# for providers that answer from the labels), the run's request timeout (``timeout_s``,
+# seconds), or none.
+OptionSet = Literal["local", "http", "dataset", "timeout", "none"]
 _KIND = re.compile(r"^[a-z][a-z0-9-]*$")
 
 

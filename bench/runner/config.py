@@ -95,7 +95,8 @@ class RunConfig(BaseModel):
         parallel_tool_calls: HTTP providers: allow several calls per answer (None: default).
         openai_strict: OpenAI strict mode for tool schemas.
         stream: HTTP providers: receive answers as server-sent events.
-        request_timeout_s: HTTP providers: per-request timeout in seconds.
+        request_timeout_s: per-request timeout in seconds: HTTP providers, and each call
+            of a ``function:`` provider (:mod:`bench.providers.function`).
         concurrency: requests in flight per provider (a provider may allow fewer: ``local``
             runs one at a time).
         attempts: the most attempts per request (429, 5xx and timeouts are retried).

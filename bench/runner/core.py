@@ -606,6 +606,8 @@ def _default_factory(provider_id: str, config: RunConfig) -> Provider:
         options = {}
     elif spec is not None and spec.options == "dataset":  # it answers from the labels
         options = {"dataset": config.dataset}
+    elif spec is not None and spec.options == "timeout":  # e.g. the user's function
+        options = {"timeout_s": config.request_timeout_s}
     elif provider_id == "local":
         options = {"model_path": config.model_path, "model": config.model, "seed": config.seed,
                    "max_tokens": config.max_tokens, "threads": config.threads}

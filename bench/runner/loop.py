@@ -18,7 +18,7 @@ from bench.providers import HTTPProvider
 from bench.providers.batch import CHUNK as BATCH_CHUNK
 from bench.providers.batch import BatchLedger, batch_kind
 from bench.providers.cache import ResponseCache
-from bench.providers.errors import STOPS_RUN, ProviderError
+from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
 from bench.providers.ratelimit import GateClosed, ProviderGate
 from bench.results import row_from_build
 from bench.runner.batch import BatchFailed, Batcher
@@ -44,7 +44,8 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
     as answers arrive, in any order (each row carries its own key). The run ends with
     status ``complete``, ``budget_exhausted`` (a budget was reached: nothing new is sent,
     requests in flight are finished and kept; resume with a higher budget),
-    ``interrupted`` (a stop signal; KeyboardInterrupt is raised) or ``failed``. After a
+    ``interrupted`` (a stop signal, or a provider's :class:`StopRequested`, which stops the
+    run as the first signal does; KeyboardInterrupt is raised) or ``failed``. After a
     first stop signal, requests in flight get ``request_timeout_s`` (a provider's own
     ``stop_wait_s`` when set) + :data:`STOP_GRACE_S` seconds to answer (their rows are
     written); then, or at a second signal, they are cancelled (not written; a resume sends
@@ -54,7 +55,8 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
     ``permanent``: a bad key, an unknown model, a replay miss; class ``client``: a request the
     HTTP client refused to send, e.g. a bad base URL). A request that fails after
     every retry is left unwritten (listed in the manifest's ``request_errors``; a resume
-    sends it again) and the run goes on; after :data:`FAILED_IN_A_ROW_TO_PAUSE` such
+    sends it again; stderr names it at once) and the run goes on; after
+    :data:`FAILED_IN_A_ROW_TO_PAUSE` such
     failures in a row, that provider's remaining items are left for the resume too.
 
     Raises:
@@ -253,13 +255,21 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
                 record(item, task.result())
             elif isinstance(exc, GateClosed):
                 pass
+            elif isinstance(exc, StopRequested):  # as if Ctrl-C: its row is not written
+                if status == "complete":
+                    print(exc, file=sys.stderr, flush=True)
+                    stop_signal(1)
             elif isinstance(exc, BatchFailed):
                 runner.batch_errors.append({"key": item.key, "batch": exc.batch_id,
                                           "error": str(exc)})
             elif isinstance(exc, ProviderError) and exc.error_class not in STOPS_RUN and \
                     failure is None:
-                # retries exhausted: the item stays pending, the run goes on
+                # retries exhausted: the item stays pending, the run goes on; said at once
+                # (the run's own message comes at its end)
                 runner.request_errors.append({"key": item.key, "error": str(exc)})
+                print(f"{item.provider_id}: case '{item.case.id}', variant '{item.condition}'"
+                      f", trial {item.trial} left for --resume: {exc}", file=sys.stderr,
+                      flush=True)
                 failed_in_a_row[item.provider_id] += 1
                 if failed_in_a_row[item.provider_id] >= FAILED_IN_A_ROW_TO_PAUSE and \
                         item.provider_id not in runner.paused:
