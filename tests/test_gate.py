@@ -49,6 +49,7 @@ GATE = """
 dataset = "cases.jsonl"
 variants = ["l10"]
 providers = ["replay:answers.sqlite"]
+split = "all"
 metrics = ["execution_success"]
 floors = {execution_success = 0.5}
 margin = 0.0

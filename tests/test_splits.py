@@ -134,8 +134,12 @@ def test_bench_split_writes_the_field_and_run_uses_test_by_default(project, run_
     assert stored == test_ids
 
     dev_id = next(r["id"] for r in rows if r["split"] == "dev")
+    named = run_bench("run", "--dataset", str(path), "--provider", "oracle", "--variants",
+                      "l3", "--cases", dev_id, "--no-execute", "--run-id", "named")
+    assert named.returncode == 0, named.stderr  # cases named by id: every split
+    assert "named, all split" in named.stdout
     wrong = run_bench("run", "--dataset", str(path), "--provider", "oracle", "--variants",
-                      "l3", "--cases", dev_id, "--no-execute")
+                      "l3", "--cases", dev_id, "--split", "test", "--no-execute")
     assert wrong.returncode == 2
     assert f"case '{dev_id}' is in the dev split, not test: add --split dev" in wrong.stderr
 

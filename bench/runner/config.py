@@ -81,7 +81,8 @@ class RunConfig(BaseModel):
             (the first N in file order: what runs recorded before the sample existed did; a
             resumed run keeps its own).
         split: the dataset split to run: ``dev``, ``test`` or ``all``; None resolves to
-            ``test`` for a dataset with splits and ``all`` for one without
+            ``all`` when ``case_ids`` names the cases, else ``test`` for a dataset with splits
+            and ``all`` for one without
             (:func:`bench.datasets.splits.resolve_split`). A run stores the resolved value;
             runs stored before splits existed read as ``all``.
         case_ids: only these cases (None: all).

@@ -112,8 +112,9 @@ class Runner:
         self.bfcl: dict[str, BfclSource] = load_sources(self.bfcl_path) \
             if self.bfcl_path else {}
         if config.split is None:  # stored resolved: a run says which split its figures are on
-            config = self.config = config.model_copy(
-                update={"split": resolve_split(self.dataset.cases, None)})
+            # cases named by id are taken from every split unless a split is asked for
+            split = "all" if config.case_ids else resolve_split(self.dataset.cases, None)
+            config = self.config = config.model_copy(update={"split": split})
         self.cases = select_cases(self.dataset, config)
         self.variants = load_variants(self.dataset, config.variants)
         check_episodes(self.dataset, self.cases, config.execute)

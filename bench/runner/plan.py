@@ -54,7 +54,8 @@ def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
             split (the message names the split to ask for); ``split`` cannot be resolved
             (:func:`bench.datasets.splits.resolve_split`).
     """
-    split = resolve_split(dataset.cases, config.split)
+    # cases named by id come from every split unless a split is asked for (as the runner)
+    split = config.split or ("all" if config.case_ids else resolve_split(dataset.cases, None))
     cases = select_split(dataset.cases, split)
     if config.case_ids:
         known = {c.id for c in cases}
