@@ -31,6 +31,9 @@ What :func:`redact` replaces by ``***``:
   - the user, password and Basic-auth form of every credentialed URL, and the value of every
     secret query parameter, seen by :func:`public_provider_id` (:data:`MIN_LITERAL_CHARS`, 6,
     or more);
+  - each of these values of 16 characters or more also when broken across lines (whitespace,
+    or the ``\\n`` escape of a JSON string, between its characters) with its first or last 6
+    characters whole: a wrapped error text;
 
 - secret shapes:
 
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import io
 import os
 import re
@@ -68,7 +72,7 @@ from bench.jsonl import MAX_DEPTH, TOO_DEEP
 
 __all__ = ["ANSWER_FREE_TEXT", "BROKEN_PIPE_EXIT", "KEY_VARIABLES", "MANIFEST_FREE_TEXT", "MARK",
            "MIN_KEY_CHARS", "MIN_LITERAL_CHARS", "MIN_SECRET_CHARS", "MIN_SHAPED_KEY_CHARS",
-           "ROW_FREE_TEXT", "RedactingStream", "public_provider_id", "public_url",
+           "ROW_FREE_TEXT", "RedactingStream", "one_line", "public_provider_id", "public_url",
            "real_provider_id", "redact", "redact_bytes", "redact_data", "redact_fields",
            "register_secret"]
 
@@ -185,6 +189,22 @@ def _literal_secrets() -> list[str]:
         return sorted(_registered | _env_literals, key=len, reverse=True)
 
 
+# What may stand inside a secret broken across lines: whitespace, or the escapes of a line
+# break or tab in a JSON string.
+_BREAK = r"(?:\s|\\[nrt])*"
+_PIECE = 6  # characters of a literal secret's head or tail that make it worth a broken search
+# Secrets looked for broken from this length: a shorter one allowed to hold spaces would match
+# words ("ab cd ef" for "abcdef"), and it is rarely long enough to be wrapped.
+_BROKEN_MIN_CHARS = 16
+
+
+@functools.lru_cache(maxsize=64)
+def _broken_pattern(secret: str) -> re.Pattern[str]:
+    """A pattern of ``secret`` with line breaks (:data:`_BREAK`) allowed between its
+    characters."""
+    return re.compile(_BREAK.join(re.escape(c) for c in secret))
+
+
 def _named(match: re.Match[str]) -> str:
     name, sep, scheme, value = match.groups()
     if value == MARK:
@@ -204,13 +224,20 @@ def _redact(text: str, literals: list[str]) -> str:
     if not isinstance(text, str) or not text:
         return text
     hit = [s for s in literals if s in text]
+    # a secret broken across lines (wrapped, or a line break escaped in JSON) whose head or
+    # tail is still whole (a key split in two by a line break was kept but for 5 characters)
+    split = [s for s in literals if len(s) >= _BROKEN_MIN_CHARS
+             and (s[:_PIECE] in text or s[-_PIECE:] in text)]
     low = text.lower()
     userinfo = "://" in low and "@" in low
     words = {w for w in _TRIGGER_WORDS if w in low}
-    if not hit and not userinfo and not words:
+    if not hit and not split and not userinfo and not words:
         return text
     for secret in hit:
         text = text.replace(secret, MARK)
+    for secret in split:
+        if secret[:_PIECE] in text or secret[-_PIECE:] in text:  # not all replaced whole
+            text = _broken_pattern(secret).sub(MARK, text)
     # each pattern only when its words occur: the case-insensitive ones are slow on long text
     if userinfo:
         text = _USERINFO.sub(lambda m: m.group(1) + MARK + "@", text)
@@ -231,6 +258,15 @@ def redact(text: str) -> str:
     docstring for the rules; never apply it to an identifier). Idempotent; text without
     secrets comes back unchanged (the same object)."""
     return _redact(text, _literal_secrets())
+
+
+def one_line(text: str, limit: int, more: str = "") -> str:
+    """``text`` redacted (:func:`redact`), on one line (each run of whitespace one space) and
+    cut to its first ``limit`` characters, followed by ``more`` when cut. Redacted before it
+    is cut: a secret the cut splits keeps a head that no rule recognises (an error body
+    echoing a key at its 290th character was stored with the key's first 18 characters)."""
+    text = " ".join(redact(str(text)).split())
+    return text if len(text) <= limit else text[:limit] + more
 
 
 def redact_bytes(data: bytes) -> bytes:

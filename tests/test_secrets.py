@@ -337,3 +337,54 @@ def test_user_codes_error_holding_the_key_is_redacted_in_the_manifest_and_on_scr
     assert manifest["config"]["providers"] == ["function:leaky:answer"]
     files, hits = scan(project)  # no planted secret in any file
     assert files and hits == []
+
+
+# ------------------------------------------------ a secret cut or broken is still a secret
+
+TOKEN = "hf_Qz7Rt8Wp2Lm5Kx9Vb4Nc6Hd3Jf1Gs"  # a secret-named variable's value, no known shape
+
+
+def test_a_secret_broken_across_lines_is_redacted_whole(monkeypatch):
+    # "sk-pr\noj-ABC..." was stored and printed as "sk-pr oj-ABC...": all but 5 characters
+    from bench.redact import redact
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    for text in (f"boom {TOKEN[:5]}\n{TOKEN[5:]} end", f"boom {TOKEN[:20]}\r\n  {TOKEN[20:]}",
+                 f'{{"error": "boom {TOKEN[:3]}\\n{TOKEN[3:25]}\\n{TOKEN[25:]}"}}',
+                 f"whole {TOKEN} and broken {TOKEN[:9]} {TOKEN[9:]}"):
+        cleaned = redact(text)
+        assert TOKEN[:3] + "Qz7" not in cleaned and TOKEN[-6:] not in cleaned, cleaned
+    assert json.loads(redact(f'{{"error": "boom {TOKEN[:3]}\\n{TOKEN[3:]}"}}')) == {
+        "error": "boom ***"}
+    # a short secret is never looked for with spaces in it: words stay
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "hunter22")
+    assert redact("the hunter 22 times") == "the hunter 22 times"
+
+
+def test_a_printed_message_cut_inside_a_secret_shows_none_of_it(monkeypatch):
+    # the cut came before the redaction: the head of a token at the cut was printed
+    from bench.errors import shorten_message
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    for before in range(430, 460, 3):  # the token straddles the cut at 450 characters
+        shown = shorten_message("x" * before + " " + TOKEN + " " + "y" * 700)
+        assert "characters; cut" in shown and "Qz7" not in shown, shown
+
+
+def test_a_provider_error_cut_inside_a_key_stores_none_of_it(monkeypatch):
+    # an HTTP 400 whose message echoed the key near its 300th character was stored with the
+    # key's first 18 characters (the message was cut before the row was redacted)
+    from fakeserver import FakeServer, Reply, complete_once, error_body
+    from bench.models import Message, Tool
+    from bench.providers import make_provider
+    from bench.providers.errors import ProviderError
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", TOKEN)
+    tool = Tool(name="get_weather", description="Weather.",
+                input_schema={"type": "object", "properties": {}})
+    with FakeServer() as server:
+        for padding in (250, 258, 266):
+            server.script(Reply(400, error_body(400, "z" * padding + " bad key " + TOKEN)))
+            provider = make_provider(f"openai-compat:m@{server.url}/v1")
+            with pytest.raises(ProviderError) as raised:
+                complete_once(provider, [Message(role="user", content="hi")], [tool],
+                              variant_key="v", trial=0)
+            assert raised.value.error_class == "validation"
+            assert "HTTP 400" in str(raised.value) and "Qz7" not in str(raised.value)

@@ -44,6 +44,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bench.errors import BenchError
+from bench.redact import one_line
 
 ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation", "client"]
 RETRYABLE: frozenset[str] = frozenset({"transient", "rate_limited", "timeout"})
@@ -429,5 +430,6 @@ def _refused(exc: BaseException) -> bool:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + "..."
+    """``text`` redacted, on one line and cut to ``limit`` characters
+    (:func:`bench.redact.one_line`)."""
+    return one_line(text, limit, "...")
