@@ -4,6 +4,7 @@ internet): wire formats, parsing failure modes (BRIEF §8), error classes, strea
 import asyncio
 import json
 import socket
+import threading
 
 import pytest
 
@@ -254,6 +255,68 @@ def test_refused_connection_is_transient():
     with pytest.raises(ProviderError) as caught:
         ask(provider)
     assert caught.value.error_class == "transient"
+
+
+class BrokenServer:
+    """A loopback TCP server that reads each request and answers ``reply`` (raw bytes, maybe
+    no HTTP at all), then closes the connection: a server or proxy that breaks the exchange.
+
+    Attributes:
+        url: ``http://127.0.0.1:<port>``.
+    """
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(16)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                connection.recv(65536)
+                if self.reply:
+                    connection.sendall(self.reply)
+
+    def __enter__(self) -> "BrokenServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._socket.close()
+
+
+BROKEN_REPLIES = {
+    "the connection closed unanswered": b"",
+    "a reply that is not HTTP": b"HELLO WORLD\r\n\r\n",
+    "a header aiohttp cannot parse": b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n{}",
+    "a body cut short": (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\n\r\n{\"choices\": ["),
+}
+
+
+@pytest.mark.parametrize("kind", ["gemini", "openai", "anthropic"])
+@pytest.mark.parametrize("reply", list(BROKEN_REPLIES))
+def test_a_broken_exchange_is_transient_on_every_sdk(kind, reply):
+    """google-genai raises aiohttp's own errors: a closed connection, a DNS failure or a cut
+    body was ``validation``, the row's invalid answer, never retried; aiohttp's parser error
+    for a reply that is not HTTP carries status 400, read as the server's HTTP 400."""
+    if kind == "gemini":
+        pytest.importorskip("google.genai", reason="google-genai (extra 'gemini') not installed")
+    with BrokenServer(BROKEN_REPLIES[reply]) as broken:
+        base_url = broken.url + ("/v1" if kind == "openai" else "")
+        provider = make_provider(f"{kind}:m", base_url=base_url, timeout_s=5)
+        with pytest.raises(ProviderError) as caught:
+            ask(provider)
+    error = caught.value
+    assert (error.error_class, error.status) == ("transient", None), str(error)
+    assert "HTTP 400" not in str(error)
 
 
 def test_non_json_body_is_a_classified_error(server):
