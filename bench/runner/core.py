@@ -65,7 +65,7 @@ from bench.runner.rows import (
     _versions,
 )
 from bench.runner.signals import StopSignals
-from bench.runstore import RunStore, new_run_id, write_fix
+from bench.runstore import RunStore, named_os_error, new_run_id, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
 
@@ -226,9 +226,14 @@ class Runner:
         Raises:
             BenchError: a corrupt row, or a row the readers would not count (they leave it
                 out: :meth:`RunStore.read_rows`): its key is not planned, or it names another
-                run (rows of another run appended to the file), naming file and line.
+                run (rows of another run appended to the file), naming file and line; or the
+                half-written row cannot be cut (the file is read-only), naming the file and
+                what to do.
         """
-        self.store.repair()
+        try:
+            self.store.repair()
+        except OSError as exc:  # an immutable or read-only file with a cut last line
+            raise self._write_failure(named_os_error(exc, self.store.results_path)) from None
         planned = {item.key for item in self.plan}
         run_id = self.store.run_id
 
