@@ -9,7 +9,9 @@ wraps stdout and stderr in :func:`bench.cli.main`), error texts, and what a prov
 data (run, case and provider ids, dataset, toolset, variant, labels, parsed calls, the
 manifest's config) are never touched, so that a stored run resumes, merges and replays as it
 ran. A provider id whose base URL carries credentials is made public once, where it is read
-(:func:`public_provider_id`), and that public id is the one everything stores.
+(:func:`public_provider_id`), and that public id is the one everything stores. One setting is
+a command line, free text: the MCP server's (``config.mcp_server``), often given a token; a
+resume of a run whose stored one lost a secret takes it again from ``--execute-mcp``.
 
 What :func:`redact` replaces by ``***``:
 
@@ -96,10 +98,12 @@ ROW_FREE_TEXT: tuple[tuple[str, ...], ...] = (
     ("response",), ("parsed", "error"), ("parsed", "text"), ("episode", "final_answer"),
     ("episode", "steps", "*", "error"), ("episode", "steps", "*", "text"),
     ("episode", "steps", "*", "parsed", "error"), ("episode", "steps", "*", "parsed", "text"))
-#: Paths of the free text in a manifest (:class:`bench.results.Manifest`): the command line
+#: Paths of the free text in a manifest (:class:`bench.results.Manifest`): the command line,
+#: the MCP server's command line in the config (``--execute-mcp 'server --token ...'``: a
+#: resume asks for it again when it held a secret, :func:`bench.runner.config.given_mcp_secrets`)
 #: and every error text or reason.
 MANIFEST_FREE_TEXT: tuple[tuple[str, ...], ...] = (
-    ("command",), ("error",), ("request_errors", "*", "error"), ("batch_errors", "*", "error"),
+    ("command",), ("config", "mcp_server", "*"), ("error",), ("request_errors", "*", "error"), ("batch_errors", "*", "error"),
     ("providers_skipped", "*", "reason"), ("providers_paused", "*", "reason"),
     ("cases_skipped", "*", "why"), ("merged_from", "*", "providers_skipped", "*", "reason"))
 #: Paths of the free text in a cached answer (:class:`bench.providers.base.ProviderResponse`):

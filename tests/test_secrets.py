@@ -388,3 +388,37 @@ def test_a_provider_error_cut_inside_a_key_stores_none_of_it(monkeypatch):
                               variant_key="v", trial=0)
             assert raised.value.error_class == "validation"
             assert "HTTP 400" in str(raised.value) and "Qz7" not in str(raised.value)
+
+
+@pytest.mark.slow
+def test_an_mcp_servers_token_is_never_stored_and_a_resume_takes_it_again(
+        run_bench, project, monkeypatch):
+    # --execute-mcp 'server --token $HF_TOKEN' kept the token whole in the manifest's config
+    import shlex
+    import sys
+    server = Path(__file__).with_name("mcp_server.py")
+    command = shlex.join([sys.executable, str(server), "--token", TOKEN])
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    made = run_bench("run", "--provider", "oracle", "--limit", "2", "--variants", "l3",
+                     "--run-id", "mcp", "--execute-mcp", command)
+    assert made.returncode == 0, made.stderr
+    folder = project / "reports/runs/mcp"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["config"]["mcp_server"] == [sys.executable, str(server), "--token", "***"]
+    rows = (folder / "results.jsonl").read_text().splitlines(keepends=True)
+    assert len(rows) == 2
+    (folder / "results.jsonl").write_text(rows[0])  # stopped after its first row
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
+
+    asked = run_bench("run", "--resume", "mcp")
+    assert asked.returncode == 2 and "Traceback" not in asked.stderr
+    assert asked.stderr.startswith("error: --execute-mcp: the MCP server's command line of "
+                                   "'mcp' held secrets, which are never stored")
+    monkeypatch.delenv("HF_TOKEN")  # the token is known from --execute-mcp alone
+    resumed = run_bench("run", "--resume", "mcp", "--execute-mcp", command)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((folder / "results.jsonl").read_text().splitlines()) == 2
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["config"]["mcp_server"][-1] == "***"
+    hits = [str(p) for p in project.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert hits == []

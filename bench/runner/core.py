@@ -46,6 +46,7 @@ from bench.runner.config import (
     RESUME_OVERRIDES,
     RunConfig,
     changed_settings,
+    given_mcp_secrets,
     identity_mismatch,
     shown_setting,
 )
@@ -191,6 +192,8 @@ class Runner:
             field, msg = pydantic_error_field(exc)
             raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
                              field=f"config.{field}") from None
+        # the MCP server's command line comes back with its secrets (never stored)
+        config = given_mcp_secrets(config, changes.get("mcp_server"), run_id)
         # the overrides differ from the stored config only in RESUME_OVERRIDES, never compared
         names = setting_names or {}
         changed = changed_settings(config, changes, names)
