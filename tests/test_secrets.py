@@ -355,6 +355,11 @@ def test_a_secret_broken_across_lines_is_redacted_whole(monkeypatch):
         assert TOKEN[:3] + "Qz7" not in cleaned and TOKEN[-6:] not in cleaned, cleaned
     assert json.loads(redact(f'{{"error": "boom {TOKEN[:3]}\\n{TOKEN[3:]}"}}')) == {
         "error": "boom ***"}
+    assert redact(f"a {TOKEN[:5]}\n{TOKEN[5:]} b\t{TOKEN[:9]} \\n  {TOKEN[9:]}\nc") == \
+        "a *** b\t***\nc"  # each occurrence replaced where it stood, what is around kept
+    long_token = "".join(chr(65 + (i * 7919) % 26) for i in range(100_000))  # a 100 KB value
+    monkeypatch.setenv("LONG_SECRET", long_token)
+    assert redact(f"x {long_token[:50_000]}\n{long_token[50_000:]} y") == "x *** y"
     # a short secret is never looked for with spaces in it: words stay
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "hunter22")
     assert redact("the hunter 22 times") == "the hunter 22 times"
