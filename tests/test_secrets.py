@@ -427,3 +427,18 @@ def test_an_mcp_servers_token_is_never_stored_and_a_resume_takes_it_again(
     assert manifest["status"] == "complete" and manifest["config"]["mcp_server"][-1] == "***"
     hits = [str(p) for p in project.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
     assert hits == []
+
+
+def test_the_advice_to_give_base_url_secrets_again_survives_the_screen_guard():
+    # "(user:password@, ?key=...)" was printed "(user:password@, ?key=***": the guard took
+    # the example and its closing parenthesis for a query key
+    from bench.cli import _resume_credentials
+    from bench.errors import BenchError
+    from bench.providers import ProviderUnavailable, make_provider
+    from bench.redact import redact
+    with pytest.raises(ProviderUnavailable) as skipped:
+        make_provider("openai-compat:m@http://***@127.0.0.1:9/v1")
+    with pytest.raises(BenchError) as refused:
+        _resume_credentials("r1", ["openai-compat:m@http://127.0.0.1:9/v1"], ["oracle"])
+    for message in (skipped.value.reason, str(refused.value)):
+        assert "(user:password@, ?key=<value>)" in message and redact(message) == message

@@ -91,7 +91,7 @@ def make_http_provider(cls: type[HTTPProvider], provider_id: str,
     real = real_provider_id(public)
     if real is None:  # a resumed run: credentials are never stored
         raise ProviderUnavailable(public, "the base URL's credentials are never stored: give "
-                                          "the id with them (user:password@, ?key=...) again "
+                                          "the id with them (user:password@, ?key=<value>) again "
                                           "with --provider")
     _, model, base_url = split_provider_id(real)
     if base_url is not None:
