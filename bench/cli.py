@@ -465,7 +465,7 @@ def _resume_credentials(run_id: str, given: list[str], stored: list[str]) -> Non
             raise BenchError(f"--provider cannot change when resuming '{run_id}': stored "
                              f"{','.join(stored)}, given {public} (it would change what the "
                              "run measures); with --resume it only gives a stored provider's "
-                             "id again, or its base-URL secrets (user:password@, ?key=...)")
+                             "id again, or its base-URL secrets (user:password@, ?key=<value>)")
 
 
 @app.command()

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.redact import redact
 
 #: The longest message bench prints on one line (characters): longer ones are cut by
 #: :func:`shorten_message`. A few lines of a terminal: room for a file, a field, a provider's
@@ -15,10 +16,11 @@ _TAIL_CHARS = 150  # the end kept of a cut message: where bench says how to go o
 
 
 def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
-    """``text`` on one line (line breaks as spaces), cut to about ``limit`` characters when
-    longer: its head, ``… [N characters; cut] …`` with ``N`` the original length, and its
-    last :data:`_TAIL_CHARS` characters (a message ends with what to do next, e.g.
-    ``continue with: bench run --resume <run>``).
+    """``text`` with its secrets redacted (:func:`bench.redact.redact`, before the cut, which
+    would leave a split secret's head unrecognised), on one line (line breaks as spaces), cut
+    to about ``limit`` characters when longer: its head, ``… [N characters; cut] …`` with
+    ``N`` its length, and its last :data:`_TAIL_CHARS` characters (a message ends with what
+    to do next, e.g. ``continue with: bench run --resume <run>``).
 
     Every message bench prints that may hold text it did not write (an exception's message
     from a provider, an SDK or a function provider's code) goes through this function.
@@ -27,6 +29,7 @@ def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
         text: the message.
         limit: the longest message kept whole, in characters.
     """
+    text = redact(text)
     text = " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
     if len(text) <= limit:
         return text

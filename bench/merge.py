@@ -301,7 +301,7 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
             not a shard or is being written, runs that differ (names the run and the field),
             a shard given twice, a missing or unfinished shard without ``allow_partial``, a
             row outside its shard's slice, a dataset or description that changed, or a
-            merged run id that exists already.
+            merged run id that exists already or is a dangling symbolic link.
         OSError: the merged run cannot be written (nothing is left behind).
     """
     if not run_ids:
@@ -313,6 +313,8 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
     final = runs_dir() / merged_id
     if final.exists():
         raise BenchError(f"run '{merged_id}' already exists; choose another --run-id", file=final)
+    # a dangling link there made the final rename fail naming the hidden merge folder
+    RunStore(runs_dir(), merged_id).check_dir()
     shards = [_open(r) for r in run_ids]
     for other in shards[1:]:
         _differences(shards[0], other)

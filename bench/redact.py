@@ -9,7 +9,9 @@ wraps stdout and stderr in :func:`bench.cli.main`), error texts, and what a prov
 data (run, case and provider ids, dataset, toolset, variant, labels, parsed calls, the
 manifest's config) are never touched, so that a stored run resumes, merges and replays as it
 ran. A provider id whose base URL carries credentials is made public once, where it is read
-(:func:`public_provider_id`), and that public id is the one everything stores.
+(:func:`public_provider_id`), and that public id is the one everything stores. One setting is
+a command line, free text: the MCP server's (``config.mcp_server``), often given a token; a
+resume of a run whose stored one lost a secret takes it again from ``--execute-mcp``.
 
 What :func:`redact` replaces by ``***``:
 
@@ -31,6 +33,9 @@ What :func:`redact` replaces by ``***``:
   - the user, password and Basic-auth form of every credentialed URL, and the value of every
     secret query parameter, seen by :func:`public_provider_id` (:data:`MIN_LITERAL_CHARS`, 6,
     or more);
+  - each of these values of 16 characters or more also when broken across lines (whitespace,
+    or the ``\\n`` escape of a JSON string, between its characters) with its first or last 6
+    characters whole: a wrapped error text;
 
 - secret shapes:
 
@@ -56,6 +61,7 @@ Redaction works on text (JSON, HTML, Markdown, XML alike): every replacement kee
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import io
 import os
@@ -68,7 +74,7 @@ from bench.jsonl import MAX_DEPTH, TOO_DEEP
 
 __all__ = ["ANSWER_FREE_TEXT", "BROKEN_PIPE_EXIT", "KEY_VARIABLES", "MANIFEST_FREE_TEXT", "MARK",
            "MIN_KEY_CHARS", "MIN_LITERAL_CHARS", "MIN_SECRET_CHARS", "MIN_SHAPED_KEY_CHARS",
-           "ROW_FREE_TEXT", "RedactingStream", "public_provider_id", "public_url",
+           "ROW_FREE_TEXT", "RedactingStream", "one_line", "public_provider_id", "public_url",
            "real_provider_id", "redact", "redact_bytes", "redact_data", "redact_fields",
            "register_secret"]
 
@@ -92,10 +98,12 @@ ROW_FREE_TEXT: tuple[tuple[str, ...], ...] = (
     ("response",), ("parsed", "error"), ("parsed", "text"), ("episode", "final_answer"),
     ("episode", "steps", "*", "error"), ("episode", "steps", "*", "text"),
     ("episode", "steps", "*", "parsed", "error"), ("episode", "steps", "*", "parsed", "text"))
-#: Paths of the free text in a manifest (:class:`bench.results.Manifest`): the command line
+#: Paths of the free text in a manifest (:class:`bench.results.Manifest`): the command line,
+#: the MCP server's command line in the config (``--execute-mcp 'server --token ...'``: a
+#: resume asks for it again when it held a secret, :func:`bench.runner.config.given_mcp_secrets`)
 #: and every error text or reason.
 MANIFEST_FREE_TEXT: tuple[tuple[str, ...], ...] = (
-    ("command",), ("error",), ("request_errors", "*", "error"), ("batch_errors", "*", "error"),
+    ("command",), ("config", "mcp_server", "*"), ("error",), ("request_errors", "*", "error"), ("batch_errors", "*", "error"),
     ("providers_skipped", "*", "reason"), ("providers_paused", "*", "reason"),
     ("cases_skipped", "*", "why"), ("merged_from", "*", "providers_skipped", "*", "reason"))
 #: Paths of the free text in a cached answer (:class:`bench.providers.base.ProviderResponse`):
@@ -185,6 +193,48 @@ def _literal_secrets() -> list[str]:
         return sorted(_registered | _env_literals, key=len, reverse=True)
 
 
+# What may stand inside a secret broken across lines: whitespace, or the escapes of a line
+# break or tab in a JSON string.
+_BREAKS = re.compile(r"(?:\s|\\[nrt])+")
+_PIECE = 6  # characters of a literal secret's head or tail that make it worth a broken search
+# Secrets looked for broken from this length: a shorter one allowed to hold spaces would match
+# words ("ab cd ef" for "abcdef"), and it is rarely long enough to be wrapped.
+_BROKEN_MIN_CHARS = 16
+
+
+def _without_broken(text: str, secret: str) -> str:
+    """``text`` with each occurrence of ``secret`` that line breaks (:data:`_BREAKS`) split
+    replaced by :data:`MARK`. Found in the text without its breaks, then mapped back; linear
+    in the text's length whatever the secret's (a pattern with a break allowed between each
+    character took 7 s to compile for a 100 KB token)."""
+    breaks = [(m.start(), m.end()) for m in _BREAKS.finditer(text)]
+    if not breaks:
+        return text
+    squeezed = _BREAKS.sub("", text)
+    at = squeezed.find(secret)
+    if at < 0:
+        return text
+    # where each break falls in the squeezed text, and the characters removed up to it
+    places, removed, total = [], [], 0
+    for start, end in breaks:
+        places.append(start - total)
+        total += end - start
+        removed.append(total)
+
+    def original(index: int) -> int:
+        """The text's index of the squeezed text's character ``index``."""
+        before = bisect.bisect_right(places, index)
+        return index + (removed[before - 1] if before else 0)
+
+    spans = []
+    while at >= 0:
+        spans.append((original(at), original(at + len(secret) - 1) + 1))
+        at = squeezed.find(secret, at + len(secret))
+    for start, end in reversed(spans):
+        text = text[:start] + MARK + text[end:]
+    return text
+
+
 def _named(match: re.Match[str]) -> str:
     name, sep, scheme, value = match.groups()
     if value == MARK:
@@ -204,13 +254,20 @@ def _redact(text: str, literals: list[str]) -> str:
     if not isinstance(text, str) or not text:
         return text
     hit = [s for s in literals if s in text]
+    # a secret broken across lines (wrapped, or a line break escaped in JSON) whose head or
+    # tail is still whole (a key split in two by a line break was kept but for 5 characters)
+    split = [s for s in literals if len(s) >= _BROKEN_MIN_CHARS
+             and (s[:_PIECE] in text or s[-_PIECE:] in text)]
     low = text.lower()
     userinfo = "://" in low and "@" in low
     words = {w for w in _TRIGGER_WORDS if w in low}
-    if not hit and not userinfo and not words:
+    if not hit and not split and not userinfo and not words:
         return text
     for secret in hit:
         text = text.replace(secret, MARK)
+    for secret in split:
+        if secret[:_PIECE] in text or secret[-_PIECE:] in text:  # not all replaced whole
+            text = _without_broken(text, secret)
     # each pattern only when its words occur: the case-insensitive ones are slow on long text
     if userinfo:
         text = _USERINFO.sub(lambda m: m.group(1) + MARK + "@", text)
@@ -231,6 +288,15 @@ def redact(text: str) -> str:
     docstring for the rules; never apply it to an identifier). Idempotent; text without
     secrets comes back unchanged (the same object)."""
     return _redact(text, _literal_secrets())
+
+
+def one_line(text: str, limit: int, more: str = "") -> str:
+    """``text`` redacted (:func:`redact`), on one line (each run of whitespace one space) and
+    cut to its first ``limit`` characters, followed by ``more`` when cut. Redacted before it
+    is cut: a secret the cut splits keeps a head that no rule recognises (an error body
+    echoing a key at its 290th character was stored with the key's first 18 characters)."""
+    text = " ".join(redact(str(text)).split())
+    return text if len(text) <= limit else text[:limit] + more
 
 
 def redact_bytes(data: bytes) -> bytes:

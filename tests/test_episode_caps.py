@@ -181,3 +181,38 @@ def test_a_state_check_over_the_limit_after_the_episodes_writes_records_the_erro
     (check,) = row["episode"]["state_checks"]
     assert check["ok"] is False and row["metrics"]["task_success"] is False
     assert f"builds a value over {LABEL_VALUE_BYTES:,} bytes" in check["got"]["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["TABLE big", "TEMP TABLE big"])
+def test_label_sql_growing_the_database_past_the_limit_is_refused_at_load(table):
+    # the time budget alone let a recursive CTE insert 3,000,000 rows (749 MB held)
+    from bench.episodes.state import LABEL_GROWTH_BYTES
+    rows = LABEL_GROWTH_BYTES // 500_000 + 10  # blobs of 500 KB, a little over the limit
+    grow = [f"CREATE {table}(b BLOB)",
+            f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT {rows}) "
+            "INSERT INTO big SELECT randomblob(500000) FROM c"]
+    with pytest.raises(StateError) as at_load:
+        check_label_state(grow, [])
+    assert at_load.value.field == "state.overrides.1"
+    assert f"grows the database by more than {LABEL_GROWTH_BYTES // 2**20} MB" in str(
+        at_load.value)
+    # the limit is the label's: the same copy takes the next label's writes as before
+    check_label_state([grow[0], grow[1].replace(f"LIMIT {rows}", "LIMIT 10")], [])
+
+
+def test_an_episodes_copy_never_grows_past_the_label_limit(tmp_path):
+    import shutil
+
+    from bench.episodes.state import LABEL_GROWTH_BYTES, apply_overrides
+    from bench.executor.backends.shopdb import shop_db_path
+    copy = tmp_path / "episode.sqlite"
+    shutil.copyfile(shop_db_path(), copy)
+    seeded = copy.stat().st_size
+    rows = LABEL_GROWTH_BYTES // 500_000 + 10  # blobs of 500 KB, a little over the limit
+    with pytest.raises(StateError, match="grows the database by more than"):
+        apply_overrides(copy, [
+            "CREATE TABLE big(b BLOB)",
+            f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT {rows}) "
+            "INSERT INTO big SELECT randomblob(500000) FROM c"])
+    assert copy.stat().st_size <= seeded + LABEL_GROWTH_BYTES

@@ -4,9 +4,11 @@ internet): wire formats, parsing failure modes (BRIEF §8), error classes, strea
 import asyncio
 import json
 import socket
+import threading
 
 import pytest
 
+from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import strictly_valid
 from bench.providers import ProviderError, ProviderUnavailable, make_provider
@@ -255,6 +257,68 @@ def test_refused_connection_is_transient():
     assert caught.value.error_class == "transient"
 
 
+class BrokenServer:
+    """A loopback TCP server that reads each request and answers ``reply`` (raw bytes, maybe
+    no HTTP at all), then closes the connection: a server or proxy that breaks the exchange.
+
+    Attributes:
+        url: ``http://127.0.0.1:<port>``.
+    """
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(16)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                connection.recv(65536)
+                if self.reply:
+                    connection.sendall(self.reply)
+
+    def __enter__(self) -> "BrokenServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._socket.close()
+
+
+BROKEN_REPLIES = {
+    "the connection closed unanswered": b"",
+    "a reply that is not HTTP": b"HELLO WORLD\r\n\r\n",
+    "a header aiohttp cannot parse": b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n{}",
+    "a body cut short": (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\n\r\n{\"choices\": ["),
+}
+
+
+@pytest.mark.parametrize("kind", ["gemini", "openai", "anthropic"])
+@pytest.mark.parametrize("reply", list(BROKEN_REPLIES))
+def test_a_broken_exchange_is_transient_on_every_sdk(kind, reply):
+    """google-genai raises aiohttp's own errors: a closed connection, a DNS failure or a cut
+    body was ``validation``, the row's invalid answer, never retried; aiohttp's parser error
+    for a reply that is not HTTP carries status 400, read as the server's HTTP 400."""
+    if kind == "gemini":
+        pytest.importorskip("google.genai", reason="google-genai (extra 'gemini') not installed")
+    with BrokenServer(BROKEN_REPLIES[reply]) as broken:
+        base_url = broken.url + ("/v1" if kind == "openai" else "")
+        provider = make_provider(f"{kind}:m", base_url=base_url, timeout_s=5)
+        with pytest.raises(ProviderError) as caught:
+            ask(provider)
+    error = caught.value
+    assert (error.error_class, error.status) == ("transient", None), str(error)
+    assert "HTTP 400" not in str(error)
+
+
 def test_non_json_body_is_a_classified_error(server):
     server.script(Reply(raw=b"<html>bad gateway</html>"))
     with pytest.raises(ProviderError):
@@ -403,6 +467,70 @@ def test_a_request_the_http_client_refuses_is_class_client(server, monkeypatch, 
     assert (error.error_class, error.retryable, error.status) == ("client", False, None)
     assert str(error).startswith("client: the request was not sent") and says in str(error)
     assert len(server.requests) == before
+
+
+# Settings the SDK's HTTP client refuses while it is made (the provider is built), not while
+# it sends: each was a traceback (httpx's InvalidURL, urllib's ValueError) or said only "No
+# such file or directory".
+CLIENT_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                    "all_proxy", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "SSL_CERT_FILE",
+                    "SSL_CERT_DIR")
+UNBUILDABLE_ENV = {
+    "a proxy variable that is no URL": (
+        {"HTTPS_PROXY": "::bad::", "HTTP_PROXY": "::bad::"}, "InvalidURL",
+        "HTTPS_PROXY='::bad::'"),
+    "a proxy URL with an IPv6 host left open": (
+        {"HTTP_PROXY": "http://proxyuser:proxypass99@[::1:5"}, "InvalidURL",
+        "HTTP_PROXY='http://***@[::1:5'"),
+    "a certificate file that does not exist": (
+        {"SSL_CERT_FILE": "/nonexistent/ca.pem"}, "FileNotFoundError",
+        "SSL_CERT_FILE='/nonexistent/ca.pem'"),
+}
+UNBUILDABLE_URL = {
+    "an IPv6 host left open in the id": (
+        "openai-compat:m@http://[::1:5/v1", {}, "Invalid IPv6 URL",
+        "the base URL 'http://[::1:5/v1'"),
+    "two ports in OPENAI_BASE_URL": (
+        "openai:m", {"OPENAI_BASE_URL": "http://127.0.0.1:8000:1/v1"}, "InvalidURL",
+        "OPENAI_BASE_URL='http://127.0.0.1:8000:1/v1'"),
+    "two ports in ANTHROPIC_BASE_URL": (
+        "anthropic:m", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8000:1"}, "InvalidURL",
+        "ANTHROPIC_BASE_URL='http://127.0.0.1:8000:1'"),
+}
+
+
+def refused_while_made(monkeypatch, provider_id, env, **options):
+    """The BenchError :func:`make_provider` raises for ``provider_id`` with only ``env`` set
+    of the client variables."""
+    for name in CLIENT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(BenchError) as caught:
+        make_provider(provider_id, **options)
+    message = str(caught.value)
+    assert message.startswith(f"provider '{provider_id}' cannot start: its HTTP client "
+                              "refused the settings (")
+    return message
+
+
+@pytest.mark.parametrize("provider_id", ["openai:m", "openai-responses:m", "anthropic:m",
+                                         "gemini:m", "openai-compat:m@http://127.0.0.1:9/v1"])
+@pytest.mark.parametrize("setting", list(UNBUILDABLE_ENV))
+def test_proxy_and_certificate_variables_the_client_refuses_are_one_line_naming_them(
+        monkeypatch, provider_id, setting):
+    if provider_id.startswith("gemini"):
+        pytest.importorskip("google.genai", reason="google-genai (extra 'gemini') not installed")
+    env, raised, named = UNBUILDABLE_ENV[setting]
+    message = refused_while_made(monkeypatch, provider_id, env)
+    assert raised in message and named in message and "proxypass99" not in message
+
+
+@pytest.mark.parametrize("setting", list(UNBUILDABLE_URL))
+def test_a_base_url_the_client_cannot_parse_is_one_line_naming_it(monkeypatch, setting):
+    provider_id, env, raised, named = UNBUILDABLE_URL[setting]
+    message = refused_while_made(monkeypatch, provider_id, env)
+    assert raised in message and named in message
 
 
 def test_a_request_the_sdk_cannot_build_is_class_client_and_other_code_s_errors_are_not(server):

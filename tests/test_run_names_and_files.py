@@ -227,3 +227,20 @@ def test_a_results_file_that_cannot_be_appended_fails_the_run_not_leaves_it_runn
     assert resumed.returncode == 0, resumed.stderr
     assert status_of(folder) == "complete"
     assert len((folder / "results.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_a_half_written_row_that_cannot_be_cut_is_named_with_what_to_do(run_bench, project):
+    """A resume cuts a half-written last row off results.jsonl; on an immutable file that
+    said only 'error: .../results.jsonl: Operation not permitted'."""
+    folder = interrupted_run(run_bench, project, "ro")
+    with (folder / "results.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write('{"key": "half-writ')
+    with unwritable(folder / "results.jsonl"):
+        line = one_error_line(run_bench("run", "--resume", "ro"))
+    assert line.startswith(f"error: {folder / 'results.jsonl'}: ")
+    assert "finished rows are kept: make it and its folder writable" in line
+    assert line.endswith("then: bench run --resume ro")
+    resumed = run_bench("run", "--resume", "ro")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((folder / "results.jsonl").read_text(encoding="utf-8").splitlines()) == 3

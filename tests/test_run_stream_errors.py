@@ -187,3 +187,26 @@ def test_a_refused_request_is_neither_retried_nor_left_as_a_failed_request(proje
     assert manifest["status"] == "failed" and manifest["rows_done"] == 0
     assert "request_errors" not in manifest and list(runner.store.rows()) == []
     assert manifest["rate_limits"]["openai:gpt-4o-mini"]["retries"] == 0
+
+
+@pytest.mark.slow
+def test_a_proxy_variable_the_client_cannot_parse_ends_the_command_in_one_line(
+        run_bench, project, monkeypatch):
+    """HTTPS_PROXY='::bad::' made the SDK's client constructor raise httpx's InvalidURL: a
+    traceback, exit 1. Now one line naming the variable, exit 2, no run folder; the same
+    command runs once the variable is fixed."""
+    with FakeServer() as server:
+        args = ("run", "--provider", f"openai-compat:m@{server.url}/v1", "--limit", "2",
+                "--variants", "l3", "--no-execute", "--run-id", "proxied")
+        monkeypatch.setenv("HTTPS_PROXY", "::bad::")
+        monkeypatch.setenv("HTTP_PROXY", "::bad::")
+        refused = run_bench(*args, timeout=300)
+        monkeypatch.delenv("HTTPS_PROXY")
+        monkeypatch.delenv("HTTP_PROXY")
+        fixed = run_bench(*args, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "InvalidURL" in errors[0] and "HTTPS_PROXY='::bad::'" in errors[0]
+    assert fixed.returncode == 0, fixed.stderr
+    rows = (project / "reports/runs/proxied/results.jsonl").read_text().splitlines()
+    assert len(rows) == 2 and len(server.requests) == 2

@@ -337,3 +337,108 @@ def test_user_codes_error_holding_the_key_is_redacted_in_the_manifest_and_on_scr
     assert manifest["config"]["providers"] == ["function:leaky:answer"]
     files, hits = scan(project)  # no planted secret in any file
     assert files and hits == []
+
+
+# ------------------------------------------------ a secret cut or broken is still a secret
+
+TOKEN = "hf_Qz7Rt8Wp2Lm5Kx9Vb4Nc6Hd3Jf1Gs"  # a secret-named variable's value, no known shape
+
+
+def test_a_secret_broken_across_lines_is_redacted_whole(monkeypatch):
+    # "sk-pr\noj-ABC..." was stored and printed as "sk-pr oj-ABC...": all but 5 characters
+    from bench.redact import redact
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    for text in (f"boom {TOKEN[:5]}\n{TOKEN[5:]} end", f"boom {TOKEN[:20]}\r\n  {TOKEN[20:]}",
+                 f'{{"error": "boom {TOKEN[:3]}\\n{TOKEN[3:25]}\\n{TOKEN[25:]}"}}',
+                 f"whole {TOKEN} and broken {TOKEN[:9]} {TOKEN[9:]}"):
+        cleaned = redact(text)
+        assert TOKEN[:3] + "Qz7" not in cleaned and TOKEN[-6:] not in cleaned, cleaned
+    assert json.loads(redact(f'{{"error": "boom {TOKEN[:3]}\\n{TOKEN[3:]}"}}')) == {
+        "error": "boom ***"}
+    assert redact(f"a {TOKEN[:5]}\n{TOKEN[5:]} b\t{TOKEN[:9]} \\n  {TOKEN[9:]}\nc") == \
+        "a *** b\t***\nc"  # each occurrence replaced where it stood, what is around kept
+    long_token = "".join(chr(65 + (i * 7919) % 26) for i in range(100_000))  # a 100 KB value
+    monkeypatch.setenv("LONG_SECRET", long_token)
+    assert redact(f"x {long_token[:50_000]}\n{long_token[50_000:]} y") == "x *** y"
+    # a short secret is never looked for with spaces in it: words stay
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "hunter22")
+    assert redact("the hunter 22 times") == "the hunter 22 times"
+
+
+def test_a_printed_message_cut_inside_a_secret_shows_none_of_it(monkeypatch):
+    # the cut came before the redaction: the head of a token at the cut was printed
+    from bench.errors import shorten_message
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    for before in range(430, 460, 3):  # the token straddles the cut at 450 characters
+        shown = shorten_message("x" * before + " " + TOKEN + " " + "y" * 700)
+        assert "characters; cut" in shown and "Qz7" not in shown, shown
+
+
+def test_a_provider_error_cut_inside_a_key_stores_none_of_it(monkeypatch):
+    # an HTTP 400 whose message echoed the key near its 300th character was stored with the
+    # key's first 18 characters (the message was cut before the row was redacted)
+    from fakeserver import FakeServer, Reply, complete_once, error_body
+    from bench.models import Message, Tool
+    from bench.providers import make_provider
+    from bench.providers.errors import ProviderError
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", TOKEN)
+    tool = Tool(name="get_weather", description="Weather.",
+                input_schema={"type": "object", "properties": {}})
+    with FakeServer() as server:
+        for padding in (250, 258, 266):
+            server.script(Reply(400, error_body(400, "z" * padding + " bad key " + TOKEN)))
+            provider = make_provider(f"openai-compat:m@{server.url}/v1")
+            with pytest.raises(ProviderError) as raised:
+                complete_once(provider, [Message(role="user", content="hi")], [tool],
+                              variant_key="v", trial=0)
+            assert raised.value.error_class == "validation"
+            assert "HTTP 400" in str(raised.value) and "Qz7" not in str(raised.value)
+
+
+@pytest.mark.slow
+def test_an_mcp_servers_token_is_never_stored_and_a_resume_takes_it_again(
+        run_bench, project, monkeypatch):
+    # --execute-mcp 'server --token $HF_TOKEN' kept the token whole in the manifest's config
+    import shlex
+    import sys
+    server = Path(__file__).with_name("mcp_server.py")
+    command = shlex.join([sys.executable, str(server), "--token", TOKEN])
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    made = run_bench("run", "--provider", "oracle", "--limit", "2", "--variants", "l3",
+                     "--run-id", "mcp", "--execute-mcp", command)
+    assert made.returncode == 0, made.stderr
+    folder = project / "reports/runs/mcp"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["config"]["mcp_server"] == [sys.executable, str(server), "--token", "***"]
+    rows = (folder / "results.jsonl").read_text().splitlines(keepends=True)
+    assert len(rows) == 2
+    (folder / "results.jsonl").write_text(rows[0])  # stopped after its first row
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
+
+    asked = run_bench("run", "--resume", "mcp")
+    assert asked.returncode == 2 and "Traceback" not in asked.stderr
+    assert asked.stderr.startswith("error: --execute-mcp: the MCP server's command line of "
+                                   "'mcp' held secrets, which are never stored")
+    monkeypatch.delenv("HF_TOKEN")  # the token is known from --execute-mcp alone
+    resumed = run_bench("run", "--resume", "mcp", "--execute-mcp", command)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((folder / "results.jsonl").read_text().splitlines()) == 2
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["config"]["mcp_server"][-1] == "***"
+    hits = [str(p) for p in project.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert hits == []
+
+
+def test_the_advice_to_give_base_url_secrets_again_survives_the_screen_guard():
+    # "(user:password@, ?key=...)" was printed "(user:password@, ?key=***": the guard took
+    # the example and its closing parenthesis for a query key
+    from bench.cli import _resume_credentials
+    from bench.errors import BenchError
+    from bench.providers import ProviderUnavailable, make_provider
+    from bench.redact import redact
+    with pytest.raises(ProviderUnavailable) as skipped:
+        make_provider("openai-compat:m@http://***@127.0.0.1:9/v1")
+    with pytest.raises(BenchError) as refused:
+        _resume_credentials("r1", ["openai-compat:m@http://127.0.0.1:9/v1"], ["oracle"])
+    for message in (skipped.value.reason, str(refused.value)):
+        assert "(user:password@, ?key=<value>)" in message and redact(message) == message

@@ -382,3 +382,20 @@ def test_merge_keeps_the_first_copy_of_a_key_and_names_copies_that_differ(projec
         f"note: {results}: 1 identical copy of rows dropped (each key counts once)"]
     merged = {r["key"]: r for r in rows_of(project, "merged")}
     assert len(merged) == 16 and merged[first["key"]]["latency_s"] == first["latency_s"]
+
+
+def test_a_merged_run_id_that_is_a_dangling_link_is_named_before_anything_is_written(
+        project, server):
+    # the final rename failed as ".../.merge-0a68c6da/gone: Not a directory", naming the
+    # hidden folder instead of the link
+    runs = project / "reports" / "runs"
+    run(server, "s1", "1/2")
+    run(server, "s2", "2/2")
+    (runs / "gone").symlink_to(project / "nowhere")
+    error = refusal("s1", "s2", run_id="gone")
+    assert error.file == str(runs / "gone")
+    assert f"symbolic link to '{project / 'nowhere'}', which does not exist" in error.message
+    assert not list(runs.glob(".merge-*")) and not (project / "nowhere").exists()
+    (runs / "gone").unlink()
+    from bench.merge import merge_runs
+    assert merge_runs(["s1", "s2"], run_id="gone").manifest["status"] == "complete"

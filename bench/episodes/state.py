@@ -137,6 +137,12 @@ stopped by the time budget, and ``SELECT randomblob(400000000)`` took 3.1 GB. Th
 database's longest value is 54 bytes and the shipped labels' longest SQL 91 characters;
 1 MB still plants a note that overflows the 2,000-token result budget 100 times over."""
 
+LABEL_GROWTH_BYTES = 64 * 2**20
+"""How much label SQL may grow an episode's database (its main and its temp schema each),
+bytes (SQLite's ``max_page_count``): the time budget alone let a recursive CTE insert
+3,000,000 rows of 200 bytes in 4 s, 749 MB held by the load-time check, each statement of a
+label 10 s of it. The seeded database is 3.6 MB and the shipped labels add a few rows."""
+
 # Rows fetched at once from label SQL, never all of an unbounded result: at most 100 MB held
 # (values of LABEL_VALUE_BYTES), and a 200,000-row result reads about as fast as with 1,000.
 _FETCH_ROWS = 100
@@ -170,9 +176,16 @@ def _label_authorizer(action: int, *_: Any) -> int:
 def _label_sql(conn: sqlite3.Connection,
                authorizer: Callable[..., int] = _label_authorizer) -> Iterator[list[float]]:
     """Run label SQL on ``conn`` under ``authorizer``, :data:`LABEL_SQL_BUDGET_S` (each
-    statement's own budget, SQLite's progress handler) and :data:`LABEL_VALUE_BYTES`; yields
-    the one-item deadline list that :func:`_run_label_sql` sets."""
+    statement's own budget, SQLite's progress handler), :data:`LABEL_VALUE_BYTES` and
+    :data:`LABEL_GROWTH_BYTES`; yields the one-item deadline list that :func:`_run_label_sql`
+    sets."""
     deadline = [0.0]
+    # bench's own PRAGMAs, before the authorizer that refuses the label's
+    most = {schema: _pragma(conn, schema, "max_page_count") for schema in ("main", "temp")}
+    for schema in most:
+        growth = LABEL_GROWTH_BYTES // _pragma(conn, schema, "page_size")
+        _pragma(conn, schema, "max_page_count",
+                _pragma(conn, schema, "page_count") + growth)
     conn.set_authorizer(authorizer)
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 10_000)
     length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LABEL_VALUE_BYTES)
@@ -182,6 +195,14 @@ def _label_sql(conn: sqlite3.Connection,
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
         conn.set_progress_handler(None, 0)
         conn.set_authorizer(None)
+        for schema, pages in most.items():
+            _pragma(conn, schema, "max_page_count", pages)
+
+
+def _pragma(conn: sqlite3.Connection, schema: str, name: str, value: int | None = None) -> int:
+    """``PRAGMA schema.name`` (set to ``value`` when given), its integer answer."""
+    assigned = "" if value is None else f" = {int(value)}"
+    return int(conn.execute(f"PRAGMA {schema}.{name}{assigned}").fetchone()[0])
 
 
 def _run_label_sql(conn: sqlite3.Connection, sql: str,
@@ -202,6 +223,10 @@ def _run_label_sql(conn: sqlite3.Connection, sql: str,
                 f"({exc})") from None
         raise
     except sqlite3.DatabaseError as exc:
+        if "database or disk is full" in str(exc):
+            raise sqlite3.OperationalError(
+                f"grows the database by more than {LABEL_GROWTH_BYTES // 2**20} MB, the label "
+                f"limit, or the disk is full ({exc})") from None
         if "interrupted" in str(exc):
             raise sqlite3.OperationalError(
                 f"ran longer than {LABEL_SQL_BUDGET_S:g} s and was stopped (a recursive "

@@ -49,7 +49,7 @@ from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer
 from bench.providers.dialects import Turn, history
 from bench.providers.errors import ProviderError, error_from_exception, request_id_from
 from bench.providers.replies import UnreadableReply, reply_json
-from bench.redact import public_url
+from bench.redact import one_line, public_url
 
 
 class Usage(BaseModel):
@@ -320,7 +320,7 @@ class HTTPProvider(Provider):
                 summary = self.summarize_request(request) if request is not None else {}
             except Exception:  # noqa: BLE001
                 summary = {}
-            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            message = one_line(f"{type(exc).__name__}: {exc}", 300)
             return ProviderResponse(raw=body, parsed=invalid_answer(
                 PARSER_FAILED, f"the reply could not be parsed ({message})"),
                 latency_s=latency_s, request=summary)
@@ -423,7 +423,7 @@ async def send_with_sdk(resource: Any, body: dict[str, Any],
                     # others: an event of unexpected shape. Like an unreadable 200 body.
                     raise UnreadableReply(
                         f"a streamed event could not be read ({type(exc).__name__}: "
-                        f"{' '.join(str(exc).split())[:200]})",
+                        f"{one_line(str(exc), 200)})",
                         request_id=request_id_from(stream.response.headers)) from None
             return assembled, stream.response.headers
         raw = await resource.with_raw_response.create(**body)

@@ -26,6 +26,7 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.providers.base import HTTPProvider
 from bench.providers.errors import error_from_exception
 from bench.providers.replies import MalformedReply, ReplyModel, read_reply
+from bench.redact import one_line
 from bench.runstore import atomic_write_json
 
 BatchKind = Literal["openai", "anthropic"]
@@ -268,7 +269,7 @@ async def results(provider: HTTPProvider, job: BatchJob
                                  f"{detail.to_dict() if detail else ''}")
                 except (AttributeError, TypeError, ValueError) as exc:
                     found = (custom, None, f"malformed batch result ({type(exc).__name__}: "
-                                           f"{' '.join(str(exc).split())[:200]})")
+                                           f"{one_line(str(exc), 200)})")
                 yield found
     except Exception as exc:  # noqa: BLE001
         raise error_from_exception(exc) from exc

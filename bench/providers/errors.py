@@ -3,8 +3,9 @@
 An adapter raises :class:`ProviderError` for a request that got no usable answer; its
 ``error_class`` tells the caller what to do:
 
-- ``transient``: connection reset/refused, HTTP 409, 5xx, 529, an overloaded or server error
-  inside a stream. Retried with exponential backoff.
+- ``transient``: connection reset/refused or closed, a DNS failure, a body cut short, a reply
+  that is not HTTP, HTTP 409, 5xx, 529, an overloaded or server error inside a stream.
+  Retried with exponential backoff.
 - ``rate_limited``: HTTP 429, a rate-limit error inside a stream. Retried after
   ``retry_after_s``.
 - ``timeout``: request timeout, HTTP 408. Retried with exponential backoff.
@@ -44,6 +45,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from bench.errors import BenchError
+from bench.redact import one_line
 
 ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation", "client"]
 RETRYABLE: frozenset[str] = frozenset({"transient", "rate_limited", "timeout"})
@@ -333,6 +335,10 @@ def error_from_exception(exc: BaseException) -> ProviderError:
         status = getattr(response, "status_code", None) if response is not None else None
     names = {cls.__name__ for cls in type(exc).__mro__}
     request_id = request_id_from(headers) if headers is not None else None
+    if _not_http(exc):  # aiohttp's parser calls it status 400, which the server never sent
+        return ProviderError(f"connection failed: the reply is not HTTP "
+                             f"({type(exc).__name__}: {_one_line(getattr(exc, 'message', exc))})",
+                             error_class="transient")
     if isinstance(status, int) and status >= 400:
         body_message = getattr(exc, "message", None) or str(exc)
         return ProviderError(f"HTTP {status}: {_one_line(body_message)}",
@@ -362,15 +368,23 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     if any("Timeout" in name for name in names) or isinstance(exc, TimeoutError):
         return ProviderError(f"request timed out ({type(exc).__name__})", error_class="timeout",
                              request_id=request_id)
-    if any(name in names for name in ("APIConnectionError", "ConnectError", "TransportError",
-                                      "RemoteProtocolError", "ReadError")) \
-            or isinstance(exc, ConnectionError):
+    if any(name in names for name in TRANSPORT_ERRORS) or isinstance(exc, ConnectionError):
         return ProviderError(f"connection failed: {_one_line(str(exc))}",
                              error_class="transient", request_id=request_id)
     return ProviderError(f"the answer could not be read ({type(exc).__name__}: "
                          f"{_one_line(str(exc))})", error_class="validation",
                          request_id=request_id)
 
+
+# Classes of a connection that failed or broke (retried as ``transient``): the openai and
+# anthropic SDKs' own, httpx's, and aiohttp's, which google-genai raises as they are (a server
+# that closed a kept-alive connection, a DNS failure, a body cut short were each the row's
+# invalid answer): ClientConnectionError holds ClientOSError, ClientConnectorError (DNS and
+# certificate failures too) and ServerDisconnectedError; ClientPayloadError is a body that
+# ended before its length or chunks said.
+TRANSPORT_ERRORS = frozenset({"APIConnectionError", "ConnectError", "TransportError",
+                              "RemoteProtocolError", "ReadError", "ClientConnectionError",
+                              "ClientPayloadError"})
 
 # httpx / httpx2 / aiohttp classes for a request the client refuses before sending anything: a
 # URL it cannot parse or whose scheme is not http(s) (aiohttp's are mapped to httpx's
@@ -422,19 +436,35 @@ def _raised_in(exc: BaseException) -> str:
     return str(frame.tb_frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
+def _not_http(exc: BaseException) -> bool:
+    """True when ``exc`` is aiohttp's error for a reply that is not valid HTTP (a status line
+    or header its parser rejects): a ``ClientResponseError`` raised from an
+    ``HttpProcessingError``, whose status, 400, the server never sent."""
+    cause = exc.__cause__
+    return any(cls.__name__ == "ClientResponseError" for cls in type(exc).__mro__) and \
+        cause is not None and any(cls.__name__ == "HttpProcessingError"
+                                  for cls in type(cause).__mro__)
+
+
 def _refused(exc: BaseException) -> bool:
-    """True when a connection was refused or reset somewhere down ``exc``'s cause chain. The
-    SDKs' aiohttp transport (``_vendor/httpx_aiohttp/transport.py`` in openai and anthropic)
-    maps aiohttp's ``ClientConnectorError`` to httpx's ``ConnectTimeout``: a refused connection
-    would otherwise read as a timeout."""
+    """True when a connection was refused, reset or broken somewhere down ``exc``'s cause
+    chain. The SDKs' aiohttp transport (``_vendor/httpx_aiohttp/transport.py`` in openai and
+    anthropic) maps aiohttp's ``ClientConnectorError`` and every other
+    ``ClientConnectionError`` (a server that closed the connection unanswered) to httpx's
+    ``ConnectTimeout``: they would otherwise read as a timeout. aiohttp's own timeout
+    (``ServerTimeoutError``, a ``ClientConnectionError`` too) stays a timeout."""
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, (ConnectionRefusedError, ConnectionResetError)):
+            return True
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "ClientConnectionError" in names and not isinstance(exc, TimeoutError):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1  # type: ignore[assignment]
     return False
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + "..."
+    """``text`` redacted, on one line and cut to ``limit`` characters
+    (:func:`bench.redact.one_line`)."""
+    return one_line(text, limit, "...")

@@ -31,6 +31,7 @@ from bench.descriptions.schema_dialects import dialect
 from bench.providers.dialects import Turn, merged_turns, system_text
 from bench.providers.errors import ProviderUnavailable, error_from_exception
 from bench.providers.replies import MalformedReply, ReplyModel, body_object, read_reply, reply_json
+from bench.redact import one_line
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
@@ -219,7 +220,7 @@ class GeminiProvider(HTTPProvider):
         if code is None and finish in BLOCKED_REASONS:
             code = BLOCKED
         if code is not None and parsed.error is None:
-            said = " ".join((clean_text(candidate.finish_message)[0] or "").split())[:300]
+            said = one_line(clean_text(candidate.finish_message)[0] or "", 300)
             parsed = parsed.model_copy(update={
                 "error": f"{code}: finishReason {finish}" + (f" ({said})" if said else ""),
                 "error_code": code, "declined": False})

@@ -29,6 +29,7 @@ from bench.providers.errors import (CONFIG_ERROR_CODES, ProviderError, classify_
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
 from bench.descriptions.schema_dialects import dialect, optional_properties
 from bench.providers.dialects import system_text
+from bench.redact import one_line
 from bench.providers.openai_chat import drop_strict_nulls, openai_client
 
 
@@ -155,7 +156,7 @@ class OpenAIResponsesProvider(HTTPProvider):
             error = reply.error or ResponseError()
             parsed = invalid_answer(PROVIDER_ERROR, clean_text(
                 f"the response failed ({error.code or 'no code'}: "
-                f"{' '.join((error.message or '').split())[:300]})")[0])
+                f"{one_line(error.message or '', 300)})")[0])
             incomplete = "failed"
         elif incomplete == "content_filter":
             parsed = parsed.model_copy(update={
@@ -266,7 +267,7 @@ def _stream_error(error: Any, where: str) -> ProviderError | None:
     message = error.get("message") if isinstance(error, Mapping) else None
     return ProviderError(
         f"error in the stream ({where}, {name}): "
-        f"{' '.join(str(message or 'no message').split())[:300]}",
+        f"{one_line(str(message or 'no message'), 300)}",
         error_class="permanent" if name in CONFIG_ERROR_CODES else classify_status(status))
 
 
@@ -293,8 +294,8 @@ def assemble_response_stream(events: Iterable[Mapping[str, Any]]) -> dict[str, A
         kind = event.get("type")
         if kind == "error":
             raise _stream_error(event, "error event") or ProviderError(
-                f"error in the stream (error event, code {event.get('code')}): " + " ".join(
-                    str(event.get("message") or "no message").split())[:300],
+                f"error in the stream (error event, code {event.get('code')}): "
+                + one_line(str(event.get("message") or "no message"), 300),
                 error_class="validation")
         if kind == "response.failed":
             response = event.get("response")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -264,6 +265,41 @@ def changed_settings(stored: RunConfig, given: Mapping[str, Any],
         if before != after:
             changes.append((setting, before, after))
     return changes
+
+
+def given_mcp_secrets(stored: RunConfig, given: list[str] | None, run_id: str) -> RunConfig:
+    """``stored`` (a resumed run's config) with the MCP server's command line given again,
+    when the stored one had secrets redacted (``***``: the manifest stores it as free text,
+    :data:`bench.redact.MANIFEST_FREE_TEXT`).
+
+    ``given`` fits when it has as many arguments and each equals its stored one with every
+    ``***`` standing for some text; that text is then registered as a secret
+    (:func:`bench.redact.register_secret`), so the resumed run's manifest never holds it. A
+    ``given`` that does not fit is left to :func:`changed_settings` to name.
+
+    Raises:
+        BenchError: the stored command line had secrets and ``given`` is None (names the
+            option and how to give it).
+    """
+    from bench.redact import MARK, register_secret
+    argv = stored.mcp_server
+    if not argv or not any(MARK in part for part in argv):
+        return stored
+    if given is None:
+        raise BenchError(f"--execute-mcp: the MCP server's command line of '{run_id}' held "
+                         f"secrets, which are never stored ({shlex.join(argv)}); resume with "
+                         f"it again: bench run --resume {run_id} --execute-mcp "
+                         "'<the command line with its secrets>'")
+    if len(given) != len(argv):
+        return stored
+    found = [re.fullmatch("(.+?)".join(re.escape(piece) for piece in part.split(MARK)), mine)
+             for part, mine in zip(argv, given)]
+    if not all(found):
+        return stored
+    for match in found:
+        for secret in match.groups():  # type: ignore[union-attr]
+            register_secret(secret)
+    return stored.model_copy(update={"mcp_server": list(given)})
 
 
 def shown_setting(field: str, value: Any) -> str:

@@ -47,6 +47,7 @@ from bench.runner.config import (
     RESUME_OVERRIDES,
     RunConfig,
     changed_settings,
+    given_mcp_secrets,
     identity_mismatch,
     shown_setting,
 )
@@ -66,7 +67,7 @@ from bench.runner.rows import (
     _versions,
 )
 from bench.runner.signals import StopSignals
-from bench.runstore import RunStore, new_run_id, write_fix
+from bench.runstore import RunStore, named_os_error, new_run_id, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
 
@@ -192,6 +193,8 @@ class Runner:
             field, msg = pydantic_error_field(exc)
             raise BenchError(f"stored config is invalid: {msg}", file=store.manifest_path,
                              field=f"config.{field}") from None
+        # the MCP server's command line comes back with its secrets (never stored)
+        config = given_mcp_secrets(config, changes.get("mcp_server"), run_id)
         # the overrides differ from the stored config only in RESUME_OVERRIDES, never compared
         names = setting_names or {}
         changed = changed_settings(config, changes, names)
@@ -227,9 +230,14 @@ class Runner:
         Raises:
             BenchError: a corrupt row, or a row the readers would not count (they leave it
                 out: :meth:`RunStore.read_rows`): its key is not planned, or it names another
-                run (rows of another run appended to the file), naming file and line.
+                run (rows of another run appended to the file), naming file and line; or the
+                half-written row cannot be cut (the file is read-only), naming the file and
+                what to do.
         """
-        self.store.repair()
+        try:
+            self.store.repair()
+        except OSError as exc:  # an immutable or read-only file with a cut last line
+            raise self._write_failure(named_os_error(exc, self.store.results_path)) from None
         planned = {item.key for item in self.plan}
         run_id = self.store.run_id
 
