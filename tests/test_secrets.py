@@ -437,8 +437,8 @@ def test_the_advice_to_give_base_url_secrets_again_survives_the_screen_guard():
     from bench.providers import ProviderUnavailable, make_provider
     from bench.redact import redact
     with pytest.raises(ProviderUnavailable) as skipped:
-        make_provider("openai-compat:m@http://***@127.0.0.1:9/v1")
+        make_provider("openai-compat:m@http://***@127.0.0.7:9/v1")
     with pytest.raises(BenchError) as refused:
-        _resume_credentials("r1", ["openai-compat:m@http://127.0.0.1:9/v1"], ["oracle"])
+        _resume_credentials("r1", ["openai-compat:m@http://127.0.0.7:9/v1"], ["oracle"])
     for message in (skipped.value.reason, str(refused.value)):
         assert "(user:password@, ?key=<value>)" in message and redact(message) == message
