@@ -69,8 +69,9 @@ def test_the_do_nothing_agent_fails_every_case_that_expects_work(name, project, 
                 case.success.state_checks or case.success.answer_facts)))
             if expects_work and m.get("task_success"):
                 passed.append(case.id)
-        elif (case.expected.calls or case.expected.ask) and (
-                m.get("selection_correct") or m.get("ask_correct")):
+        elif case.expected.ask and m.get("ask_correct"):
+            passed.append(case.id)  # silence is not asking
+        elif case.expected.calls and m.get("selection_correct"):
             passed.append(case.id)
     assert passed == []
 
