@@ -93,18 +93,30 @@ def test_a_saved_prefix_state_gives_the_same_answers(l3, tmp_path, monkeypatch):
 
 
 def test_the_default_model_gives_the_recorded_answers(l3):
-    """Same raw answers on a fixed set of cases (greedy decoding is deterministic for a given
-    model file; the llama.cpp build must not change it)."""
-    cases = _cases(GOLDEN_CASES)
+    """Same raw answers on a fixed set of queries (greedy decoding is deterministic for a given
+    model file; the llama.cpp build must not change it). The golden file keeps each query with
+    its answer, so relabelling or editing the dataset does not move it."""
+    from bench.models import Message
+    recording = bool(os.environ.get("BENCH_RECORD_GOLDEN"))
+    if recording:
+        queries = {c.id: list(c.messages) for c in _cases(GOLDEN_CASES)}
+    else:
+        stored = json.loads(GOLDEN.read_text(encoding="utf-8"))["cases"]
+        queries = {cid: [Message.model_validate(m) for m in item["messages"]]
+                   for cid, item in stored.items()}
     engine = _engine(save_states=False)
     try:
-        answers = {c.id: text for c, text in zip(cases, _answers(engine, l3, cases))}
+        answers = {cid: engine.complete(messages, l3.tools, variant_key=l3.name,
+                                        max_tokens=256).text
+                   for cid, messages in queries.items()}
         build = engine.system_info()
     finally:
         engine.close()
-    if os.environ.get("BENCH_RECORD_GOLDEN"):
+    if recording:
         GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(json.dumps({"recorded_with": build, "answers": answers},
+        cases = {cid: {"messages": [m.model_dump(exclude_none=True) for m in queries[cid]],
+                       "answer": answers[cid]} for cid in queries}
+        GOLDEN.write_text(json.dumps({"recorded_with": build, "cases": cases},
                                      ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    assert answers == recorded["answers"], build
+    recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))["cases"]
+    assert answers == {cid: item["answer"] for cid, item in recorded.items()}, build

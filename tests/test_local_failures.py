@@ -21,7 +21,7 @@ def test_schema_the_grammar_converter_rejects_fails_before_the_run(run_bench, pr
     keep = [l for l in cases.read_text(encoding="utf-8").splitlines()
             if '"name": "get_order_status"' in l and '"name": "' not in l.split("get_order_status")[1]]
     cases.write_text(keep[0] + "\n", encoding="utf-8")
-    result = run_bench("run", "--variants", "unanchored", "--run-id", "bad-grammar")
+    result = run_bench("run", "--variants", "unanchored", "--split", "all", "--run-id", "bad-grammar")
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "rejects tool 'get_order_status'" in result.stderr
@@ -35,7 +35,7 @@ def test_case_longer_than_the_context_is_an_invalid_row_not_a_crash(run_bench, p
     from bench.providers.local import DEFAULT_N_CTX
     huge["messages"][0]["content"] = "order " * (DEFAULT_N_CTX + 1000)  # ~1 token per word
     cases.write_text(json.dumps(huge, ensure_ascii=False) + "\n" + second + "\n", encoding="utf-8")
-    result = run_bench("run", "--variants", "l3", "--run-id", "long")
+    result = run_bench("run", "--variants", "l3", "--split", "all", "--run-id", "long")
     assert result.returncode == 0, result.stderr
     rows = [json.loads(l) for l in
             (project / "reports" / "runs" / "long" / "results.jsonl").read_text().splitlines()]

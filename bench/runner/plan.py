@@ -51,12 +51,19 @@ def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
 
     Raises:
         BenchError: ``case_ids`` names a case the dataset does not have, or one of another
-            split (the message names the split to ask for); ``split`` cannot be resolved
+            split (the message names the split to ask for); the split has no case; ``split``
+            cannot be resolved
             (:func:`bench.datasets.splits.resolve_split`).
     """
     # cases named by id come from every split unless a split is asked for (as the runner)
     split = config.split or ("all" if config.case_ids else resolve_split(dataset.cases, None))
     cases = select_split(dataset.cases, split)
+    if not cases and dataset.cases:
+        others = sorted({c.split for c in dataset.cases if c.split and c.split != split})
+        raise BenchError(f"the {split} split has no case ({len(dataset.cases)} are "
+                         f"{' or '.join(others) or 'unsplit'}): add --split "
+                         f"{others[0] if others else 'all'} (or --split all)",
+                         file=dataset.path, field="split")
     if config.case_ids:
         known = {c.id for c in cases}
         missing = [i for i in config.case_ids if i not in known]
