@@ -129,12 +129,14 @@ def test_the_bench_command_imports_a_function_module_from_the_current_directory(
     """The console script (unlike ``python -m bench``) leaves the current directory off
     sys.path; a ``function:<module>:<callable>`` next to the user must still be found."""
     import os
-    import shutil
     import subprocess
+    import sys
+    from pathlib import Path
 
-    script = shutil.which("bench")
-    if script is None:
-        pytest.skip("the bench console script is not installed")
+    # the script installed with this interpreter (PATH may name another environment's)
+    script = Path(sys.executable).with_name("bench")
+    if not script.exists():
+        pytest.skip(f"the bench console script is not installed next to {sys.executable}")
     (project / "mybaseline.py").write_text(
         "def answer(messages, tools, trial):\n    return []\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
