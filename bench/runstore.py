@@ -22,7 +22,7 @@ import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import IO, Any, Callable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -138,6 +138,21 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``),
     as it is: manifests (redacted by :meth:`RunStore.write_manifest`), and reports and
     baselines, which are made of stored, already redacted records."""
+    with atomic_writer(path) as handle:
+        handle.write(text)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path) -> Iterator[IO[str]]:
+    """A UTF-8 text stream whose content replaces ``path`` atomically when the ``with``
+    block ends without error (temporary file in the same folder, fsync, ``os.replace``,
+    mode 0644); on an error the temporary file is removed and ``path`` is left as it was.
+    For text written in pieces (a large report) as for :func:`atomic_write_text`.
+
+    Raises:
+        OSError: naming ``path`` (never the temporary file), e.g. a read-only folder or a
+            full disk.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -145,7 +160,7 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and reports are shared alike

@@ -39,7 +39,7 @@ from scipy.stats import binom
 
 from bench.results import Row, RowExpected, as_rows
 from bench.scoring.registry import comparable_metrics, get_metric
-from bench.stats.frame import metric_columns, results_frame
+from bench.stats.frame import compact_frame, metric_columns
 
 Verdict = Literal["regression", "improvement", "within margin", "no significant difference"]
 PAIR_ON = ("case_id", "trial")
@@ -432,7 +432,7 @@ def compare_rows(rows_a: Iterable[Row | Mapping[str, Any]],
     """
     rows_a = as_rows(rows_a)
     rows_b = as_rows(rows_b)
-    return compare_frames(results_frame(rows_a), results_frame(rows_b), label_a=label_a,
+    return compare_frames(compact_frame(rows_a), compact_frame(rows_b), label_a=label_a,
                           label_b=label_b, metrics=metrics, group_by=group_by, alpha=alpha,
                           margin=margin, confidence=confidence, power=power, n_boot=n_boot,
                           seed=seed, mid_p=mid_p, rows_a={r.key: r for r in rows_a},

@@ -7,14 +7,14 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import IO, Annotated, Optional
 
 import typer
 
 from bench.errors import BenchError
 from bench.project import Project, current_project
 from bench.plural import noun
-from bench.runstore import RESERVED_NAMES, atomic_write_text
+from bench.runstore import RESERVED_NAMES, atomic_writer
 
 
 class ReportFormat(str, Enum):
@@ -103,8 +103,10 @@ def report(
     title = f"bench report: {', '.join(title_ids)}"
     path = None if output else report_path(name, fmt, project)  # checks the name
     if fmt is ReportFormat.html:
-        from bench.report.html import render_html
-        text = render_html(runs, title, comparison)
+        from bench.report.html import write_html
+
+        def write(handle: IO[str]) -> None:
+            write_html(runs, title, handle, comparison)
     elif fmt is ReportFormat.md:
         from bench.report.markdown import render_markdown
         try:
@@ -114,14 +116,21 @@ def report(
         shown = html_path.relative_to(project.root) if html_path else None
         text = render_markdown(runs, title, str(shown) if html_path and html_path.exists()
                                else None, comparison)
+
+        def write(handle: IO[str]) -> None:
+            handle.write(text)
     else:
-        from bench.report.junit import render_junit
-        text = render_junit(runs, title)
+        from bench.report.junit import write_junit
+
+        def write(handle: IO[str]) -> None:
+            write_junit(runs, title, handle)
     if output == "-":
-        sys.stdout.write(text)
+        write(sys.stdout)
         return
     target = Path(output) if output else path
     assert target is not None
-    atomic_write_text(target, text)
+    # written as it is made (a large run's page is never held whole), replaced atomically
+    with atomic_writer(target) as handle:
+        write(handle)
     size = target.stat().st_size
     typer.echo(f"wrote {target} ({size:,} {noun(size, 'byte')})", err=True)

@@ -22,7 +22,7 @@ from bench.models import condition_variant
 from bench.results import Manifest, Row
 from bench.scoring.registry import get_metric, metric_names
 from bench.stats.aggregate import aggregate
-from bench.stats.frame import results_frame
+from bench.stats.frame import compact_frame
 from bench.stats.summary import summarize
 
 # The rates the report shows are the registry's ``report`` view, the per-tool and per-tag
@@ -138,8 +138,9 @@ def all_rows(runs: Sequence[LoadedRun]) -> list[Row]:
 
 
 def frame_of(runs: Sequence[LoadedRun]) -> pd.DataFrame:
-    """The results frame (:func:`bench.stats.frame.results_frame`) of all rows."""
-    return results_frame(all_rows(runs))
+    """The results frame of all rows (:func:`bench.stats.frame.results_frame`, built in
+    chunks with repeated values stored once: :func:`bench.stats.frame.compact_frame`)."""
+    return compact_frame(all_rows(runs))
 
 
 def _in_variant_order(table: pd.DataFrame, order: Sequence[str],
@@ -311,6 +312,86 @@ DRILLDOWN_FIELDS = ("case", "variant", "provider", "trial", "outcome", "codes", 
                     "tokens", "cost_usd", "run", "cache", "episode")
 
 
+class Drilldown:
+    """Builds the drill-down data the page embeds (:func:`drilldown`) one row at a time, so a
+    writer can stream the rows (:func:`bench.report.html.write_html`) instead of holding a
+    list per row of the run: :meth:`row` gives one row's list, :meth:`tables` the lookups the
+    rows index into, complete once every row was given."""
+
+    def __init__(self, runs: Sequence[LoadedRun],
+                 anchors: Mapping[str, str] | None = None) -> None:
+        self.anchors = anchors or {}
+        self.variants, self.providers, self.codes = Lookup(), Lookup(), Lookup()
+        self.tools, self.tags = Lookup(), Lookup()
+        for name in variant_order(runs):
+            self.variants(name)
+        self.outcomes = Lookup(list(OUTCOMES), {o: i for i, o in enumerate(OUTCOMES)})
+        self.cases: dict[str, int] = {}
+        self.case_rows: list[list[Any]] = []
+        self.run_ids = [run.run_id for run in runs]
+
+    def row(self, run_index: int, row: Row) -> list[Any]:
+        """One row's list, in :data:`DRILLDOWN_FIELDS` order (see :func:`drilldown`), of
+        ``row`` of the run at ``run_index``."""
+        expected = row.expected.model_dump(exclude_unset=True) if row.expected else {}
+        case_key = f"{run_index}|{row.case_id}"
+        if case_key not in self.cases:
+            self.cases[case_key] = len(self.case_rows)
+            self.case_rows.append([row.case_id, _cut(row.query),
+                                   [self.tags(str(t)) for t in row.tags or []], expected])
+        metrics = row.metrics
+        calls = _capped_calls(row)
+        parsed_calls = _cap_list(row.calls())[0]
+        raw = row.response.raw if row.response is not None else None
+        text = row.parsed.text if row.parsed is not None else None
+        execution = {k: v for k, v in metrics.model_dump(exclude_unset=True).items()
+                     if k.startswith("execution")}
+        for name in ("execution", "executor"):  # the executor's per-call results
+            if row.extra(name) is not None:
+                execution["result"] = row.extra(name)
+        names = {_name(c.get("name")) for c in expected.get("calls") or []
+                 if isinstance(c, dict)} | {c[0] for c in calls[:len(parsed_calls)]}
+        usage = row.usage
+        return [
+            self.cases[case_key], self.variants(row.variant), self.providers(row.provider),
+            row.trial, self.outcomes(row_outcome(row)),
+            [self.codes(_cut(str(c), NAME_LIMIT)) for c in
+             _cap_list(metrics.error_codes)[0]],
+            # names sorted first: a set's order changes between processes (str hashing),
+            # and the lookup's numbering follows first use
+            sorted(self.tools(n) for n in sorted(str(n) for n in names if n is not None)),
+            _cut(raw), calls,
+            _cut(row.parsed.error if row.parsed is not None else None, ERROR_LIMIT),
+            None if text == raw else _cut(text),
+            _capped_errors(metrics.argument_errors),
+            _cut(execution, 2000) if execution else None,
+            row.latency_s,
+            [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens]
+            if usage is not None else [None, None, None],
+            _optional_float(row.cost_usd), run_index, row.cache,
+            None if row.episode is None else [
+                self.anchors.get(row.key),
+                row.episode.trajectory_text(TEXT_LIMIT)],
+        ]
+
+    def tables(self) -> dict[str, Any]:
+        """``{"fields", "cases", "variants", "providers", "codes", "tools", "tags",
+        "outcomes", "runs"}`` as :func:`drilldown` describes them, for the rows given so
+        far."""
+        return {"fields": list(DRILLDOWN_FIELDS), "cases": self.case_rows,
+                "variants": self.variants.values, "providers": self.providers.values,
+                "codes": self.codes.values, "tools": self.tools.values,
+                "tags": self.tags.values, "outcomes": self.outcomes.values,
+                "runs": self.run_ids}
+
+
+def drilldown_rows(runs: Sequence[LoadedRun], builder: Drilldown) -> Iterable[list[Any]]:
+    """Each row of ``runs`` as ``builder``'s list (:meth:`Drilldown.row`), in run order."""
+    for run_index, run in enumerate(runs):
+        for row in run.rows:
+            yield builder.row(run_index, row)
+
+
 def drilldown(runs: Sequence[LoadedRun],
               anchors: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The drill-down data the page embeds: compact, strings interned, texts capped.
@@ -327,63 +408,11 @@ def drilldown(runs: Sequence[LoadedRun],
         ``[anchor or None, trajectory]``: the element id of the episode's timeline on the
         page (``anchors`` maps a row's key to it; None when the episode is not
         drawn) and :meth:`bench.results.RowEpisode.trajectory_text` cut to
-        :data:`TEXT_LIMIT`.
+        :data:`TEXT_LIMIT`. The page streams the same data (:class:`Drilldown`).
     """
-    anchors = anchors or {}
-    variants, providers, codes, tools, tags = Lookup(), Lookup(), Lookup(), Lookup(), Lookup()
-    for name in variant_order(runs):
-        variants(name)
-    outcomes = Lookup(list(OUTCOMES), {o: i for i, o in enumerate(OUTCOMES)})
-    cases: dict[str, int] = {}
-    case_rows: list[list[Any]] = []
-    rows = []
-    for run_index, run in enumerate(runs):
-        for row in run.rows:
-            expected = row.expected.model_dump(exclude_unset=True) if row.expected else {}
-            case_key = f"{run_index}|{row.case_id}"
-            if case_key not in cases:
-                cases[case_key] = len(case_rows)
-                case_rows.append([row.case_id, _cut(row.query),
-                                  [tags(str(t)) for t in row.tags or []],
-                                  expected])
-            metrics = row.metrics
-            calls = _capped_calls(row)
-            parsed_calls = _cap_list(row.calls())[0]
-            raw = row.response.raw if row.response is not None else None
-            text = row.parsed.text if row.parsed is not None else None
-            execution = {k: v for k, v in metrics.model_dump(exclude_unset=True).items()
-                         if k.startswith("execution")}
-            for name in ("execution", "executor"):  # the executor's per-call results
-                if row.extra(name) is not None:
-                    execution["result"] = row.extra(name)
-            names = {_name(c.get("name")) for c in expected.get("calls") or []
-                     if isinstance(c, dict)} | {c[0] for c in calls[:len(parsed_calls)]}
-            usage = row.usage
-            rows.append([
-                cases[case_key], variants(row.variant), providers(row.provider),
-                row.trial, outcomes(row_outcome(row)),
-                [codes(_cut(str(c), NAME_LIMIT)) for c in
-                 _cap_list(metrics.error_codes)[0]],
-                # names sorted first: a set's order changes between processes (str hashing),
-                # and the lookup's numbering follows first use
-                sorted(tools(n) for n in sorted(str(n) for n in names if n is not None)),
-                _cut(raw), calls,
-                _cut(row.parsed.error if row.parsed is not None else None, ERROR_LIMIT),
-                None if text == raw else _cut(text),
-                _capped_errors(metrics.argument_errors),
-                _cut(execution, 2000) if execution else None,
-                row.latency_s,
-                [usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens]
-                if usage is not None else [None, None, None],
-                _optional_float(row.cost_usd), run_index, row.cache,
-                None if row.episode is None else [
-                    anchors.get(row.key),
-                    row.episode.trajectory_text(TEXT_LIMIT)],
-            ])
-    return {"fields": list(DRILLDOWN_FIELDS), "rows": rows, "cases": case_rows,
-            "variants": variants.values, "providers": providers.values, "codes": codes.values,
-            "tools": tools.values, "tags": tags.values, "outcomes": outcomes.values,
-            "runs": [run.run_id for run in runs]}
+    builder = Drilldown(runs, anchors)
+    rows = list(drilldown_rows(runs, builder))
+    return {"rows": rows, **builder.tables()}
 
 
 def run_metadata(run: LoadedRun) -> dict[str, Any]:
@@ -392,11 +421,14 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     ``cost_usd``), cache counts (the manifest's ``cache`` object), what the run was billed
     (its ``spent`` object) and providers it skipped, where the manifest records them."""
     manifest = run.manifest
-    frame = pd.DataFrame([r.usage.model_dump() if r.usage is not None else {}
-                          for r in run.rows])
-    tokens = {name: int(frame[name].fillna(0).sum()) for name in
-              ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
-              if name in frame}
+    tokens: dict[str, int] = {}
+    for row in run.rows:  # summed row by row: no per-row frame of a large run
+        if row.usage is None:
+            continue
+        for name in ("prompt_tokens", "completion_tokens", "cached_tokens",
+                     "reasoning_tokens"):
+            value = getattr(row.usage, name, None)
+            tokens[name] = tokens.get(name, 0) + (int(value) if value else 0)
     if not tokens.get("reasoning_tokens"):  # shown only when some row has them
         tokens.pop("reasoning_tokens", None)
     costs = [_optional_float(r.cost_usd) for r in run.rows]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 from importlib import resources
-from typing import Any, Sequence
+import secrets
+from typing import IO, Any, Iterator, Mapping, Sequence
 
 import jinja2
 import pandas as pd
@@ -26,7 +28,7 @@ from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_sec
                                    factor_pairs,
                                    factor_success)
 from bench.report.data import (ERROR_LIMIT, NAME_LIMIT, LoadedRun, all_rows,
-                               cap_text, drilldown, frame_of,
+                               Drilldown, cap_text, drilldown_rows, frame_of,
                                group_metrics, group_rates, headline, incomplete_runs, now_utc,
                                run_metadata,
                                shown_metrics, variant_order)
@@ -50,6 +52,30 @@ def script_json(data: Any) -> Markup:
                       default=str)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return Markup(text.translate(_SCRIPT_ESCAPES))
+
+
+# Rows of the drill-down encoded per piece written (bounds the text held at once).
+DRILLDOWN_PIECE_ROWS = 500
+
+
+def drilldown_json(runs: Sequence[LoadedRun], anchors: Mapping[str, str] | None = None,
+                   piece_rows: int = DRILLDOWN_PIECE_ROWS) -> Iterator[str]:
+    """:func:`bench.report.data.drilldown` as :func:`script_json` text, in pieces of
+    ``piece_rows`` rows: joined, the pieces are one JSON object equal to the drill-down
+    (``rows`` first, the lookups the rows index into last), and no piece holds ``<>&``. The
+    rows are made as they are written, so a large run's page never holds them all."""
+    builder = Drilldown(runs, anchors)
+    yield '{"rows":['
+    first = True
+    piece: list[list[Any]] = []
+    for row in drilldown_rows(runs, builder):
+        piece.append(row)
+        if len(piece) == piece_rows:
+            yield ("" if first else ",") + str(script_json(piece))[1:-1]
+            first, piece = False, []
+    if piece:
+        yield ("" if first else ",") + str(script_json(piece))[1:-1]
+    yield "]," + str(script_json(builder.tables()))[1:]
 
 
 def svg_data_uri(svg: str) -> str:
@@ -179,7 +205,8 @@ def top_errors_table(frame: pd.DataFrame, order: Sequence[str], limit: int = 20
 
 def render_html(runs: Sequence[LoadedRun], title: str,
                 comparison: Comparison | None = None) -> str:
-    """The report page for ``runs`` as one HTML string (no external resources).
+    """The report page for ``runs`` as one HTML string (no external resources):
+    :func:`write_html` into memory.
 
     Args:
         runs: loaded runs (see :func:`bench.report.data.load_runs`).
@@ -189,6 +216,23 @@ def render_html(runs: Sequence[LoadedRun], title: str,
 
     Returns:
         HTML text, UTF-8 ready.
+    """
+    buffer = io.StringIO()
+    write_html(runs, title, buffer, comparison)
+    return buffer.getvalue()
+
+
+def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
+               comparison: Comparison | None = None) -> None:
+    """Write the report page for ``runs`` to ``out`` (a text stream), the drill-down rows
+    streamed (:func:`drilldown_json`): the page is rendered around a placeholder, then
+    written head, rows, tail, so a large run's page is never held whole in memory.
+
+    Args:
+        runs: loaded runs (see :func:`bench.report.data.load_runs`).
+        title: the page title (escaped).
+        out: where the HTML text goes (UTF-8 when it is a file).
+        comparison: the comparison to show, or None.
     """
     frame = frame_of(runs)
     order = variant_order(runs)
@@ -232,7 +276,9 @@ def render_html(runs: Sequence[LoadedRun], title: str,
     counts = error_code_counts(all_rows(runs))
     rank = {name: i for i, name in enumerate(order)}
     counts.sort(key=lambda g: (g["provider"], rank.get(g["variant"], len(rank))))
-    return _environment().get_template("report.html.j2").render(
+    # no escaped text can hold it: it is made of letters and digits chosen now
+    placeholder = f"bench-drilldown-{secrets.token_hex(16)}"
+    page = _environment().get_template("report.html.j2").render(
         title=title,
         generated_at=now_utc(),
         run_ids=[run.run_id for run in runs],
@@ -255,9 +301,15 @@ def render_html(runs: Sequence[LoadedRun], title: str,
         top_errors=top_errors_table(single, order),
         episodes=episodes,
         factors=factors,
-        rows_json=script_json(drilldown(runs, episodes["anchors"] if episodes else None)),
+        rows_json=Markup(placeholder),  # the rows are streamed in its place below
         style=Markup(style),  # package files, not data
         script=Markup(script),
         style_hash=_sha256_b64(style),
         script_hash=_sha256_b64(script),
     )
+    head, tail = page.split(placeholder, 1)
+    out.write(head)
+    del page
+    for piece in drilldown_json(runs, episodes["anchors"] if episodes else None):
+        out.write(piece)
+    out.write(tail)

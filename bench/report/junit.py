@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import re
 import xml.etree.ElementTree as ET
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 from bench.report.data import TEXT_LIMIT, LoadedRun, all_rows, row_outcome, variant_order
 from bench.results import Row
@@ -37,51 +38,67 @@ def _details(row: Row) -> str:
 
 
 def render_junit(runs: Sequence[LoadedRun], name: str) -> str:
-    """JUnit XML text: a ``<testsuite>`` per (provider, variant), a ``<testcase>`` per row.
+    """JUnit XML text of ``runs`` (:func:`write_junit` into memory), with declaration."""
+    buffer = io.StringIO()
+    write_junit(runs, name, buffer)
+    return buffer.getvalue()
+
+
+def _open_tag(tag: str, attributes: dict[str, str], level: int) -> str:
+    """``<tag a="...">`` indented ``level`` steps, attributes escaped as ElementTree does."""
+    empty = ET.tostring(ET.Element(tag, attributes), encoding="unicode")  # '<tag ... />'
+    return "  " * level + empty[:-3] + ">\n"
+
+
+def write_junit(runs: Sequence[LoadedRun], name: str, out: IO[str]) -> None:
+    """Write JUnit XML for ``runs`` to ``out``: a ``<testsuite>`` per (provider, variant), a
+    ``<testcase>`` per row, each serialized and written as it is made (a large run's XML is
+    never held whole).
 
     A testcase's ``classname`` is ``bench.<provider>.<variant>``, its name the case id (with
     ``#<trial>`` when the run has several trials) and its ``time`` the row's latency in
     seconds. A row whose outcome is not ``pass`` (see
     :func:`bench.report.data.row_outcome`) carries a ``<failure>`` whose ``type`` is the
     outcome, whose ``message`` lists the error codes and whose text holds the query, argument
-    errors, parsed calls and raw response (cut to the report's text limit).
-
-    Returns:
-        XML text with declaration.
+    errors, parsed calls and raw response (cut to the report's text limit). Suites and the
+    root carry ``tests``, ``failures``, ``errors`` (0) and ``time`` (seconds), counted in a
+    first pass over the rows.
     """
-    root = ET.Element("testsuites", name=xml_text(name))
-    suites: dict[tuple[str, str], ET.Element] = {}
     order = {v: i for i, v in enumerate(variant_order(runs))}
     rows = sorted(all_rows(runs), key=lambda r: (r.provider, order.get(r.variant, 0)))
     several_trials = any(r.trial for r in rows)
-    totals: dict[tuple[str, str], list[float]] = {}
+    totals: dict[tuple[str, str], list[float]] = {}  # pair -> [tests, failures, seconds]
     for row in rows:
-        pair = (row.provider, row.variant)
-        if pair not in suites:
-            suites[pair] = ET.SubElement(root, "testsuite",
-                                         name=xml_text(f"{pair[0]} · {pair[1]}"))
-            totals[pair] = [0, 0, 0.0]
+        total = totals.setdefault((row.provider, row.variant), [0, 0, 0.0])
+        total[0] += 1
+        total[1] += row_outcome(row) != "pass"
+        total[2] += float(row.latency_s or 0.0)
+    out.write("<?xml version='1.0' encoding='utf-8'?>\n")
+    out.write(_open_tag("testsuites", {
+        "name": xml_text(name), "tests": str(int(sum(t[0] for t in totals.values()))),
+        "failures": str(int(sum(t[1] for t in totals.values())))}, 0))
+    pair = None
+    for row in rows:
+        if (row.provider, row.variant) != pair:
+            if pair is not None:
+                out.write("  </testsuite>\n")
+            pair = (row.provider, row.variant)
+            tests, failures, seconds = totals[pair]
+            out.write(_open_tag("testsuite", {
+                "name": xml_text(f"{pair[0]} · {pair[1]}"), "tests": str(int(tests)),
+                "failures": str(int(failures)), "errors": "0", "time": f"{seconds:.3f}"}, 1))
         name_text = row.case_id + (f"#{row.trial}" if several_trials else "")
-        latency = float(row.latency_s or 0.0)
-        case = ET.SubElement(suites[pair], "testcase", name=xml_text(name_text),
-                             classname=xml_text(f"bench.{pair[0]}.{pair[1]}"),
-                             time=f"{latency:.3f}")
+        case = ET.Element("testcase", name=xml_text(name_text),
+                          classname=xml_text(f"bench.{pair[0]}.{pair[1]}"),
+                          time=f"{float(row.latency_s or 0.0):.3f}")
         outcome = row_outcome(row)
-        totals[pair][0] += 1
-        totals[pair][2] += latency
         if outcome != "pass":
-            totals[pair][1] += 1
             codes = row.metrics.error_codes or []
             failure = ET.SubElement(case, "failure", type=outcome,
                                     message=xml_text(", ".join(codes) or outcome, 500))
             failure.text = xml_text(_details(row))
-    for pair, suite in suites.items():
-        tests, failures, seconds = totals[pair]
-        suite.set("tests", str(tests))
-        suite.set("failures", str(failures))
-        suite.set("errors", "0")
-        suite.set("time", f"{seconds:.3f}")
-    root.set("tests", str(sum(t[0] for t in totals.values())))
-    root.set("failures", str(sum(t[1] for t in totals.values())))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        ET.indent(case, level=2)
+        out.write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
+    if pair is not None:
+        out.write("  </testsuite>\n")
+    out.write("</testsuites>\n")

@@ -33,7 +33,9 @@ Column schema (dtype in brackets):
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+import sys
+from itertools import islice
+from typing import Any, Hashable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -200,3 +202,74 @@ def metric_columns(frame: pd.DataFrame, metrics: Iterable[str] | None = None) ->
     """The binary metrics of ``metrics`` (default: :func:`binary_metrics`) that ``frame``
     carries, in the given order."""
     return [m for m in (binary_metrics() if metrics is None else metrics) if m in frame.columns]
+
+
+FRAME_CHUNK_ROWS = 1_000
+"""Rows flattened at a time by :func:`compact_frame`: bounds its transient memory (a row as
+JSON-shaped Python objects took about 30 KB here, so 1,000 rows peaked near 40 MB)."""
+
+# Object columns whose values repeat across variants, providers and trials: one object per
+# distinct value (the query of a case, its tags, its expected tools...).
+_SHARED_COLUMNS = ("key", "run_id", "case_id", "toolset", "variant", "provider", "lang", "info",
+                   "query", "expected_kind", *_OBJECT_COLUMNS)
+
+
+def compact_frame(rows: Iterable[Row | Mapping[str, Any]],
+                  columns: Iterable[str] | None = None,
+                  chunk_rows: int = FRAME_CHUNK_ROWS) -> pd.DataFrame:
+    """:func:`results_frame` of ``rows`` streamed ``chunk_rows`` at a time, with each
+    repeated tuple (tags, expected and predicted tools, error codes) or string of an object
+    column stored once: the same frame (same columns, dtypes and values) in far less memory
+    for a large run (``benchmarks/report_memory.py``), because the frame of all rows at once
+    holds every row's JSON dump while it is built and a tuple per row and column. Text
+    columns are pandas' string dtype, compact already.
+
+    Args:
+        rows: as :func:`results_frame` takes them; a row seen twice (same ``key``) counts
+            once, across chunks too.
+        columns: keep only these columns (those the rows carry); None: all.
+        chunk_rows: rows flattened at a time (positive).
+
+    Returns:
+        The frame; an empty frame with the identifier columns when there are no rows.
+    """
+    wanted = None if columns is None else set(columns)
+    seen: set[str] = set()
+    shared: dict[Hashable, Any] = {}
+
+    def first_copies() -> Iterable[Row | Mapping[str, Any]]:
+        for row in rows:
+            key = row.key if isinstance(row, Row) else row["key"]
+            if key not in seen:
+                seen.add(key)
+                yield row
+
+    def one(value: Any) -> Any:
+        if isinstance(value, str):
+            return sys.intern(value)
+        try:
+            return shared.setdefault(value, value)
+        except TypeError:  # not hashable: kept as it is
+            return value
+
+    stream = iter(first_copies())
+    parts = []
+    while chunk := list(islice(stream, chunk_rows)):
+        part = results_frame(chunk)
+        if wanted is not None:
+            part = part[[c for c in part.columns if c in wanted]].copy()
+        for name in _SHARED_COLUMNS:
+            if name in part and part[name].dtype == object:
+                column = np.empty(len(part), dtype=object)
+                column[:] = [one(v) for v in part[name]]
+                part[name] = column
+        parts.append(part)
+    if not parts:
+        return results_frame(())
+    if len(parts) == 1:
+        return parts[0]
+    frame = pd.concat(parts, ignore_index=True)
+    for name in frame.columns:  # a rate column some chunk lacked comes back as object
+        if name in set(binary_metrics()) and frame[name].dtype == object:
+            frame[name] = frame[name].astype("boolean")
+    return frame

@@ -8,15 +8,13 @@ The metrics are those of the registry's ``table`` view (:mod:`bench.scoring.regi
 
 from __future__ import annotations
 
-import sys
-from itertools import islice
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from bench.results import Row
 from bench.scoring.registry import metric_specs
-from bench.stats.frame import results_frame
+from bench.stats.frame import FRAME_CHUNK_ROWS, compact_frame, results_frame
 from bench.stats.intervals import wilson_interval
 
 
@@ -26,9 +24,8 @@ def rows_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     return results_frame(rows)
 
 
-SUMMARY_CHUNK_ROWS = 1_000
-"""Rows flattened at a time by :func:`summary_frame`: bounds its transient memory (a row as
-JSON-shaped Python objects took about 30 KB here, so 1,000 rows peaked near 40 MB)."""
+SUMMARY_CHUNK_ROWS = FRAME_CHUNK_ROWS
+"""Rows flattened at a time by :func:`summary_frame` (:data:`bench.stats.frame.FRAME_CHUNK_ROWS`)."""
 
 _SUMMARY_COLUMNS = ("provider", "variant", "case_id", "trial", "info",
                     "tool_definition_tokens", "prompt_tokens", "cached_tokens",
@@ -37,7 +34,8 @@ _SUMMARY_COLUMNS = ("provider", "variant", "case_id", "trial", "info",
 
 def summary_frame(rows: Iterable[Row | Mapping[str, Any]],
                   chunk_rows: int = SUMMARY_CHUNK_ROWS) -> pd.DataFrame:
-    """The columns :func:`summarize` reads, of rows streamed ``chunk_rows`` at a time.
+    """The columns :func:`summarize` reads, of rows streamed ``chunk_rows`` at a time
+    (:func:`bench.stats.frame.compact_frame`).
 
     Memory grows by about a hundred bytes per row (booleans, floats, pointers to interned
     provider / variant / case id strings) instead of the whole frame's few kilobytes
@@ -55,26 +53,7 @@ def summary_frame(rows: Iterable[Row | Mapping[str, Any]],
         view ``table``) and usage columns; an empty frame when there are no rows.
     """
     wanted = {*_SUMMARY_COLUMNS, *(s.name for s in metric_specs(view="table"))}
-    seen: set[str] = set()
-
-    def first_copies() -> Iterable[Row | Mapping[str, Any]]:
-        for row in rows:
-            key = row.key if isinstance(row, Row) else row["key"]
-            if key not in seen:
-                seen.add(key)
-                yield row
-
-    stream = iter(first_copies())
-    parts = []
-    while chunk := list(islice(stream, chunk_rows)):
-        part = results_frame(chunk)
-        part = part[[c for c in part.columns if c in wanted]].copy()
-        for name in ("provider", "variant", "case_id"):  # one string object per distinct id
-            part[name] = [sys.intern(str(v)) for v in part[name]]
-        parts.append(part)
-    if not parts:
-        return results_frame(())
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return compact_frame(rows, wanted, chunk_rows)
 
 
 def _rate(values: pd.Series) -> tuple[int, int]:

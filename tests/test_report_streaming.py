@@ -1,0 +1,115 @@
+"""Reports of large runs are made in pieces: the frame in chunks with repeated values stored
+once, the page's drill-down rows and the JUnit testcases written as they are made, and the
+file replaced atomically (``benchmarks/report_memory.py`` measures the memory this saves)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.report.data import drilldown, load_runs
+from bench.report.html import drilldown_json, render_html
+from bench.report.junit import render_junit
+from bench.runstore import atomic_writer
+from bench.stats.frame import compact_frame, results_frame
+from report_runs import hostile_answer, make_run, mixed_answer
+
+
+@pytest.fixture
+def two_trials(project):
+    make_run("two", mixed_answer, limit=9, variants=("l3", "l10"), trials=2)
+    make_run("hostile", hostile_answer, limit=6)
+    return project
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert sorted(a.columns) == sorted(b.columns)
+    pd.testing.assert_frame_equal(a[sorted(a.columns)], b[sorted(b.columns)])
+
+
+def test_compact_frame_in_chunks_equals_the_whole_frame(two_trials):
+    rows = load_runs(["two"])[0].rows
+    whole = results_frame(rows)
+    for chunk_rows in (1, 5, 7, len(rows) + 1):
+        _same(compact_frame(rows, chunk_rows=chunk_rows), whole)
+    # a row given twice counts once, across chunks too
+    _same(compact_frame([*rows, *rows[:4]], chunk_rows=5), whole)
+
+
+def test_compact_frame_stores_each_repeated_value_once(two_trials):
+    rows = load_runs(["two"])[0].rows
+    frame = compact_frame(rows, chunk_rows=5)
+    by_case = frame.groupby("case_id")
+    for _, group in by_case:  # 2 variants x 2 trials of one case: one tuple object each
+        assert len(group) == 4
+        assert len({id(t) for t in group["expected_tools"]}) == 1
+        assert len({id(t) for t in group["tags"]}) == 1
+
+
+def test_compact_frame_keeps_only_the_asked_columns(two_trials):
+    rows = load_runs(["two"])[0].rows
+    frame = compact_frame(rows, ["provider", "variant", "selection_correct"], chunk_rows=3)
+    assert list(frame.columns) == ["variant", "provider", "selection_correct"]
+    assert str(frame["selection_correct"].dtype) == "boolean"
+
+
+def test_compact_frame_of_chunks_lacking_a_metric_keeps_it_boolean(project):
+    # rows 0-2 carry no arguments_correct (no-call cases) and rows 3-5 do: across chunks of 3
+    make_run("m", mixed_answer, limit=12, variants=("l3",))
+    rows = load_runs(["m"])[0].rows
+    ordered = sorted(rows, key=lambda r: r.metrics.arguments_correct is not None)
+    frame = compact_frame(ordered, chunk_rows=3)
+    assert str(frame["arguments_correct"].dtype) == "boolean"
+    _same(frame, results_frame(ordered))
+
+
+@pytest.mark.parametrize("piece_rows", [1, 4, 1000])
+def test_streamed_drilldown_is_the_drilldown_and_script_safe(two_trials, piece_rows):
+    for run_id in ("two", "hostile"):
+        runs = load_runs([run_id])
+        pieces = list(drilldown_json(runs, piece_rows=piece_rows))
+        assert not any(c in piece for piece in pieces for c in "<>&\u2028\u2029")
+        assert json.loads("".join(pieces)) == json.loads(json.dumps(drilldown(runs)))
+
+
+def test_page_embeds_the_streamed_rows_once(two_trials):
+    runs = load_runs(["two"])
+    html = render_html(runs, "t")
+    tag = '<script type="application/json" id="report-data">'
+    start = html.index(tag) + len(tag)
+    data = json.loads(html[start:html.index("</script>", start)])
+    assert len(data["rows"]) == len(runs[0].rows) == 9 * 2 * 2
+    assert "bench-drilldown-" not in html  # the placeholder is gone
+
+
+def test_streamed_junit_counts_each_suite(two_trials):
+    runs = load_runs(["two"])
+    root = ET.fromstring(render_junit(runs, "t").encode("utf-8"))
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["local · l3", "local · l10"]
+    for suite in suites:
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(cases) == 18
+        assert int(suite.get("failures")) == len([c for c in cases if c.find("failure")
+                                                  is not None]) > 0
+    assert int(root.get("tests")) == 36
+
+
+def test_atomic_writer_leaves_the_old_file_when_writing_fails(tmp_path: Path):
+    target = tmp_path / "index.html"
+    target.write_text("old report", encoding="utf-8")
+    with pytest.raises(RuntimeError):
+        with atomic_writer(target) as handle:
+            handle.write("half of a new ")
+            raise RuntimeError("the renderer failed")
+    assert target.read_text(encoding="utf-8") == "old report"
+    assert [p.name for p in tmp_path.iterdir()] == ["index.html"]  # no temporary file left
+    with atomic_writer(target) as handle:
+        handle.write("new ")
+        handle.write("report")
+    assert target.read_text(encoding="utf-8") == "new report"
+    assert target.stat().st_mode & 0o777 == 0o644
