@@ -190,7 +190,23 @@ def test_markdown_summary_escapes_and_counts(hostile_run):
     assert md_cell("a|b\n<i>") == "a\\|b &lt;i&gt;"
     outcomes = [row_outcome(r) for r in runs[0].rows if r.variant == "l3"]
     counts = f"{outcomes.count('pass')} / {outcomes.count('fail')} / {outcomes.count('unparseable')}"
-    assert counts in text.splitlines()[4]
+    assert counts in next(line for line in text.splitlines() if line.startswith("| local | l3 |"))
+
+
+def test_reports_state_each_runs_split_and_show_the_buckets(project):
+    make_run("held", mixed_answer, limit=8, variants=("l3", "l10"))
+    runs = load_runs(["held"])
+    split = runs[0].manifest.config.get("split") or "all"
+    statement = f"Cases: run held: ecommerce, {split} split (8 cases)."
+    markdown = render_markdown(runs, "t")
+    assert markdown.splitlines()[2].startswith(statement)
+    html = render_html(runs, "t")
+    assert f'<p class="split" id="split">{statement}' in html
+    assert 'id="buckets"' in html
+    buckets = {r.info for r in runs[0].rows}
+    for bucket in buckets - {None}:  # every bucket of the run has a row in both reports
+        assert f"<td class=\"text\">{bucket}</td>" in html
+        assert f"| local | l3 | {bucket} |" in markdown
 
 
 def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
@@ -257,7 +273,7 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     assert "<th>cost USD</th>" in html and "<td>1.0000</td>" in html  # 4 rows x 0.25 USD
     assert '<span class="kv">hits: 3</span>' in html
     markdown = render_markdown(load_runs(["plain"]), "t")
-    assert "| cost USD |" in markdown.splitlines()[2] and "| 1.0000 |" in markdown
+    assert "| cost USD |" in markdown.splitlines()[4] and "| 1.0000 |" in markdown
 
 
 @pytest.mark.slow

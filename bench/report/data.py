@@ -181,6 +181,35 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     return _in_variant_order(table, variant_order(runs))
 
 
+def split_statement(runs: Sequence[LoadedRun]) -> str:
+    """Which cases the figures cover, one sentence for a report's headline: each run's
+    dataset, split and cases, e.g. ``"Cases: run r1: ecommerce, test split (154 cases)."``.
+    ``test`` is the held-out split (descriptions and examples may draw on ``dev`` only,
+    :mod:`bench.datasets.splits`); a run stored before splits ran every case (``all``)."""
+    from bench.datasets.splits import run_split
+
+    parts = []
+    for run in runs:
+        dataset = run.manifest.dataset
+        cases = "" if dataset.cases is None else f" ({count(dataset.cases, 'case')})"
+        parts.append(f"run {run.run_id}: {dataset.name or '?'}, "
+                     f"{run_split(run.manifest.config)} split{cases}")
+    note = ("" if all(run_split(r.manifest.config) == "test" for r in runs) else
+            " Only the test split is held out: dev cases may have informed the descriptions.")
+    return "Cases: " + "; ".join(parts) + "." + note
+
+
+def bucket_rates(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None
+                 ) -> pd.DataFrame:
+    """:func:`bench.stats.buckets.bucket_table` of the runs' rows, variants in run order:
+    per provider, variant and information bucket, selection and argument rates with 95%
+    Wilson intervals. Empty when no row carries a bucket (runs before buckets)."""
+    from bench.stats.buckets import bucket_table
+
+    frame = frame_of(runs) if frame is None else frame
+    return bucket_table(frame, variant_order(runs))
+
+
 def cost_by_group(rows: Iterable[Row]) -> dict[tuple[str, str], float]:
     """Total ``cost_usd`` (USD) of the rows per (provider, variant); {} when no row has a
     cost (providers without a price, or runs from before costs were recorded)."""

@@ -27,12 +27,12 @@ from bench.report.comparison import comparison_view
 from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
                                    factor_pairs,
                                    factor_success)
-from bench.report.data import (ERROR_LIMIT, NAME_LIMIT, LoadedRun, all_rows,
+from bench.report.data import (ERROR_LIMIT, bucket_rates, split_statement, NAME_LIMIT, LoadedRun, all_rows,
                                Drilldown, cap_text, drilldown_rows, frame_of,
                                group_metrics, group_rates, headline, incomplete_runs, now_utc,
                                run_metadata,
                                shown_metrics, variant_order)
-from bench.report.table import format_rate
+from bench.report.table import bucket_view, format_rate
 from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
 
@@ -282,6 +282,8 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         title=title,
         generated_at=now_utc(),
         run_ids=[run.run_id for run in runs],
+        split=split_statement(runs),
+        buckets=bucket_view(bucket_rates(runs, frame)),
         incomplete=incomplete_runs(runs),
         summary=summary.to_dict("records"),
         metrics=metrics,

@@ -9,10 +9,10 @@ from bench.compare.core import Comparison
 from bench.report.charts import bounds
 from bench.report.comparison import comparison_view
 from bench.plural import count
-from bench.report.data import (LoadedRun, all_rows, headline, incomplete_runs, row_outcome,
-                               shown_metrics)
+from bench.report.data import (LoadedRun, all_rows, bucket_rates, frame_of, headline,
+                               incomplete_runs, row_outcome, shown_metrics, split_statement)
 from bench.report.episodes import condition_summary
-from bench.report.table import format_pass_k, format_rate
+from bench.report.table import bucket_view, format_pass_k, format_rate
 from bench.stats.codes import error_code_counts
 
 
@@ -73,12 +73,14 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
     Returns:
         Markdown text ending in a newline.
     """
-    summary = headline(runs)
+    frame = frame_of(runs)
+    summary = headline(runs, frame)
     metrics = shown_metrics(summary)
     lines = [f"### {md_cell(title)}", ""]
     for run in incomplete_runs(runs):  # before any figure: they cover only the rows written
         lines += [f"> **Incomplete run: {run['done']} of {run['planned']} planned rows.** "
                   f"{md_cell(run['text'])}", ""]
+    lines += [md_cell(split_statement(runs)), ""]
     rows = []
     outcomes: dict[tuple[str, str], dict[str, int]] = {}
     for row in all_rows(runs):
@@ -102,6 +104,14 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
               "tool-def tokens", *(["cost USD"] if "cost_usd" in summary else []),
               "pass / fail / unparseable"]
     lines += _table(header, rows, right_from=2)
+    buckets = bucket_view(bucket_rates(runs, frame))
+    if buckets:
+        lines += ["", "<details><summary>per information bucket (the lowest description level "
+                      "whose text carries what a case needs)</summary>", ""]
+        lines += _table(["provider", "variant", "information", "cases",
+                         *[f"{label} (95% CI)" for label in buckets["metrics"]]],
+                        buckets["rows"], right_from=3)
+        lines += ["", "</details>"]
     lines += _episode_lines(runs)
     counts = error_code_counts(all_rows(runs))
     codes = sorted({c for g in counts for c in g["counts"]})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 from rich.markup import escape
@@ -161,24 +161,41 @@ def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int =
 
 def bucket_rich_table(table: pd.DataFrame, title: str | None = None) -> Table:
     """A rich Table of :func:`bench.stats.buckets.bucket_table`: per provider and variant, one
-    row per information bucket with tool selection and arguments (95% Wilson intervals)."""
-    from bench.scoring.registry import get_metric
-    from bench.stats.buckets import BUCKET_METRICS
-
+    row per information bucket with tool selection and arguments (95% Wilson intervals), as
+    :func:`bucket_view` gives them."""
     out = Table(title=title or "per information bucket (the lowest level whose text carries "
                                "what a case needs)", title_justify="left")
     for column in ("provider", "variant", "info", "cases"):
         out.add_column(column, overflow="fold", justify="right" if column == "cases" else "left")
-    shown = [m for m in BUCKET_METRICS if m in table.columns]
-    for metric in shown:
-        out.add_column(get_metric(metric).label, justify="right")
+    view = bucket_view(table)
+    if view is None:
+        return out
+    for label in view["metrics"]:
+        out.add_column(label, justify="right")
     providers = shown_provider_ids(str(p) for p in table["provider"])
+    for provider, variant, info, *cells in view["rows"]:
+        out.add_row(escape(providers[provider]), escape(variant), escape(info), *cells)
+    return out
+
+
+def bucket_view(table: pd.DataFrame) -> dict[str, Any] | None:
+    """The per-bucket table as the page shows it: ``{"metrics": [label, ...], "rows":
+    [[provider, variant, bucket, cases, rate text, ...], ...]}`` (rates as
+    :func:`bench.report.table.format_rate`, ``-`` where no row applies); None when the table
+    is empty (runs stored before buckets)."""
+    from bench.scoring.registry import get_metric
+    from bench.stats.buckets import BUCKET_METRICS
+
+    if table.empty:
+        return None
+    shown = [m for m in BUCKET_METRICS if m in table.columns]
+    rows = []
     for record in table.to_dict("records"):
-        cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
-                 escape(str(record["info"])), str(record["n"])]
+        cells = [str(record["provider"]), str(record["variant"]), str(record["info"]),
+                 str(record["n"])]
         for metric in shown:
             n = int(record[f"{metric}_n"])
             cells.append(format_rate(record[metric], record[f"{metric}_low"],
                                      record[f"{metric}_high"], n) if n else "-")
-        out.add_row(*cells)
-    return out
+        rows.append(cells)
+    return {"metrics": [get_metric(m).label for m in shown], "rows": rows}
