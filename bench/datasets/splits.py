@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import random
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path

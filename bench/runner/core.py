@@ -538,7 +538,7 @@ class Runner:
                 + "".join(f" --{name.replace('_', '-')} {value}" for name, value in
                           (item.factors.changed() if item.factors else {}).items())
                 + " --cache write "
-                f"(or replay a run that has it: replay:<run-id>)")
+                "(or replay a run that has it: replay:<run-id>)")
         if isinstance(exc, ProviderError) and exc.error_class == "client":
             # nothing was asked: a setting on this machine, not the provider nor the model
             return BenchError(
