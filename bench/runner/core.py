@@ -369,8 +369,8 @@ class Runner:
         :meth:`~Provider.describe` (model file hash, seed, layout), without machine paths.
         """
         if body is not None:
-            return {"body": body, "base_url": str(getattr(provider, "options", None)
-                                                  and provider.options.base_url or "")}
+            base_url = provider.options.base_url if isinstance(provider, HTTPProvider) else None
+            return {"body": body, "base_url": str(base_url or "")}
         described = dict(provider.describe())
         for machine_specific in ("model_path", "threads", "system_info"):
             described.pop(machine_specific, None)
