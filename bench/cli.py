@@ -271,7 +271,8 @@ def run(
         else:
             mcp_server = _mcp_argv(execute_mcp)
             try:
-                config = RunConfig(
+                # the options' raw values, checked by RunConfig (e.g. --split's text)
+                config = RunConfig.model_validate(dict(
                     dataset=dataset,
                     variants=_split(variants, "--variants") or list(DEFAULT_VARIANTS),
                     providers=_split(provider, "--provider") or list(DEFAULT_PROVIDERS),
@@ -291,10 +292,11 @@ def run(
                                                   ("error_style", error_style),
                                                   ("result_budget", result_budget),
                                                   ("fault", fault)) if values},
-                    **{k: v for k, v in throughput.items() if v is not None})
+                    **{k: v for k, v in throughput.items() if v is not None}))
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
-                raise BenchError(f"--{field.replace('_', '-')}: {message}") from None
+                raise BenchError(f"--{field.replace('_', '-')}: {message}" if field
+                                 else message) from None
             runner = Runner(config, run_id=run_id, project=project)
             if runner.store.exists():
                 raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
@@ -309,9 +311,9 @@ def run(
             _say(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
                  f"{problem.field}): {problem.message}")
         if runner.invalid_cases:
-            skipped = len({p.case_id for p in runner.invalid_cases})
-            err.print(f"{count(skipped, 'case')} skipped for labels that do not fit the tools",
-                      markup=False)
+            skipped_cases = len({p.case_id for p in runner.invalid_cases})
+            err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
+                      "tools", markup=False)
         pending = runner.pending()
         if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "

@@ -6,7 +6,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.console import Console
 from bench.errors import BenchError
 from bench.paths import project_root
 from bench.plural import count
+
+if TYPE_CHECKING:  # the importers load when a command runs
+    from bench.importers.toollists import Format
 
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
                          "BFCL, OpenAI or Anthropic tool lists, or a live MCP server.")
@@ -90,11 +93,12 @@ def _home_prefix() -> str:
     return f"BENCH_HOME={shlex.quote(str(root))} "
 
 
-def _import_list(path: Path, fmt: str, name: str | None, variant: str, force: bool) -> None:
+def _import_list(path: Path, fmt: Format, name: str | None, variant: str, force: bool
+                 ) -> None:
     from bench.importers.common import write_variant
     from bench.importers.toollists import import_tool_list
 
-    imported = import_tool_list(path, fmt)  # type: ignore[arg-type]
+    imported = import_tool_list(path, fmt)
     header = f"Imported by `bench import {fmt}` from {path.name}."
     _report(imported, write_variant(name or _default_name(path), variant, imported,
                                     header=header, force=force))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TypedDict
 
 import typer
 from rich.console import Console
@@ -20,6 +20,31 @@ variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
 out = Console()
 if not out.is_terminal and "COLUMNS" not in os.environ:
     out = Console(width=200)
+
+
+class _CostRow(TypedDict):
+    """One :class:`bench.descriptions.cost.TokenCost` in ``--json`` (its fields and total)."""
+
+    family: str
+    label: str
+    tokens: int | None
+    overhead: int | None
+    estimate: bool
+    method: str
+    total: int | None
+
+
+class _VariantRow(TypedDict):
+    """One variant's line counts and token costs: a row of the table, an item of ``--json``."""
+
+    variant: str
+    tools: int
+    mean_lines: float
+    lines_min: int
+    lines_max: int
+    lines_total: int
+    local_tokens: int | None
+    costs: list[_CostRow]
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -70,7 +95,7 @@ def variants_list(
                          f"descriptions/{toolset}/specs and no hand-written variants)")
     loaded = [load_variant(toolset, name) for name in chosen]
     local = _local_tool_tokens(loaded, model_path)
-    rows = []
+    rows: list[_VariantRow] = []
     for variant in loaded:
         counts = list(variant.line_counts.values())
         costs = openai_costs(variant.tools) + [anthropic_cost(variant.tools, anthropic_model)]
@@ -78,7 +103,9 @@ def variants_list(
                      "mean_lines": round(variant.mean_lines, 1),
                      "lines_min": min(counts), "lines_max": max(counts),
                      "lines_total": sum(counts), "local_tokens": local.get(variant.name),
-                     "costs": [dict(c.__dict__, total=c.total) for c in costs]})
+                     "costs": [_CostRow(family=c.family, label=c.label, tokens=c.tokens,
+                                        overhead=c.overhead, estimate=c.estimate,
+                                        method=c.method, total=c.total) for c in costs]})
     if as_json:
         print(json.dumps({"toolset": toolset, "variants": rows}, ensure_ascii=False, indent=2))
         return

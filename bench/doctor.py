@@ -77,7 +77,8 @@ class CpuInfo:
 def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> CpuInfo:
     """Read the CPU's model name and flags (``/proc/cpuinfo``; other systems: what
     :mod:`platform` knows and no flags)."""
-    model, flags = platform.processor() or platform.machine(), set()
+    model = platform.processor() or platform.machine()
+    flags: set[str] = set()
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:

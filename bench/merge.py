@@ -50,7 +50,7 @@ from bench.paths import runs_dir
 from bench.plural import count
 from bench.replan import rebuild_plan
 from bench.results import Manifest, TraceRecord, validation_problem
-from bench.runstore import CRASHED, RUN_ID_PATTERN, RunStore, check_run_id, new_run_id
+from bench.runstore import CRASHED, RunStore, check_run_id, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
 
 MERGE_PREFIX = ".merge-"

@@ -20,7 +20,7 @@ from typing import IO
 try:
     import fcntl
 except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module or None: callers check
 
 OWNER = ".owner"
 

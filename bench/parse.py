@@ -114,7 +114,7 @@ def decode_arguments(raw: Any, *, expect_string: bool = False
             repaired, broken = _repair_surrogates(raw)
         except _TooDeep:
             return {}, ["too_deep"], False
-        notes = (["arguments_as_object"] if expect_string else []) + \
+        notes: list[str] = (["arguments_as_object"] if expect_string else []) + \
             (["broken_unicode"] if broken else [])
         return repaired, notes, True
     if raw is None or (isinstance(raw, str) and not raw.strip()):
@@ -125,7 +125,7 @@ def decode_arguments(raw: Any, *, expect_string: bool = False
         value = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         return {}, ["malformed_json"], False
-    notes: list[str] = []
+    notes = []
     if isinstance(value, str):
         try:
             value = json.loads(value, parse_constant=_reject_constant)

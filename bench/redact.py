@@ -316,6 +316,8 @@ def _redact_value(value: T, literals: list[str], depth: int = 0) -> T:
     ``***`` whole. Dict keys are kept. The same object when nothing changed. Containers
     nested deeper than :data:`bench.jsonl.MAX_DEPTH` are replaced by its mark, as the writer
     stores them (a 1,200-level answer overflowed Python's recursion limit here)."""
+    # the ignores below: the result keeps the value's JSON shape (T), which the checker
+    # cannot follow through the isinstance tests; a too-deep container becomes the text mark
     if depth >= MAX_DEPTH and isinstance(value, (dict, list, tuple)):
         return TOO_DEEP  # type: ignore[return-value]
     if isinstance(value, str):
@@ -483,6 +485,6 @@ class RedactingStream(io.TextIOBase):
         return self._stream.fileno()
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # TextIOBase's is an attribute
         """The wrapped stream's encoding."""
         return getattr(self._stream, "encoding", "utf-8")

@@ -586,6 +586,14 @@ def test_replay_of_a_run_with_a_corrupt_row(bench, stored_run):
                          "--no-execute", "--run-id", "re"), "results.jsonl")
 
 
+def test_replay_of_a_run_whose_row_has_no_latency(bench, stored_run):
+    """A hand-made row may hold latency_s null; replaying it is a one-line error naming the
+    field (it was an error already, from pydantic; now said by bench)."""
+    corrupt_row(stored_run, lambda r: {**r, "latency_s": None})
+    one_line_error(bench("run", "--limit", "2", "--variants", "l3", "--provider", "replay:ok",
+                         "--no-execute", "--run-id", "re"), "results.jsonl", "latency_s")
+
+
 @pytest.mark.slow
 def test_replay_source_missing(bench):
     one_line_error(bench("run", "--limit", "1", "--provider", "replay:nowhere"), "nowhere")

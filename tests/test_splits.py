@@ -39,9 +39,9 @@ def test_each_stratum_gets_its_share_of_dev():
     by_stratum: dict[str, Counter[str]] = {}
     for case in cases:
         by_stratum.setdefault(split_stratum(case), Counter())[split[case.id]] += 1
-    for stratum, counts in by_stratum.items():
+    for key, counts in by_stratum.items():
         n = sum(counts.values())
-        assert counts["dev"] == math.ceil(0.3 * n), stratum
+        assert counts["dev"] == math.ceil(0.3 * n), key
 
 
 def test_forced_cases_go_to_dev_and_the_split_is_seeded_and_stable():

@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -70,6 +70,7 @@ def comparison_table(comparison: Comparison) -> Table:
     table = Table(title=f"{comparison.label_a} (A) vs {comparison.label_b} (B), paired; "
                         f"alpha {comparison.alpha}, margin {comparison.margin * 100:.1f} points",
                   title_justify="left")
+    justify: JustifyMethod
     for column, justify in (("group", "left"), ("metric", "left"), ("pairs", "right"),
                             ("A", "right"), ("B", "right"),
                             (f"B-A points [{level}% CI]", "right"), ("A only/B only", "right"),

@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 import jsonschema
 
 from bench.datasets.loader import MATCHER_KEYS, Dataset
-from bench.models import Tool
+from bench.models import ExpectedCall, ForbiddenCall, Tool
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ def iter_label_problems(dataset: Dataset, toolset: str,
         line = dataset.lines[case.id]
         # an episode's expected calls are its required calls (bench.models.Case)
         prefix = "required_calls" if case.kind == "episode" else "expected.calls"
-        labelled = [("forbidden_calls", case.forbidden_calls), (prefix, case.expected.calls)]
+        labelled: list[tuple[str, Sequence[ExpectedCall | ForbiddenCall]]] = [
+            ("forbidden_calls", case.forbidden_calls), (prefix, case.expected.calls)]
         for where, calls in labelled:
             for i, call in enumerate(calls):
                 if call.name not in by_name:

@@ -26,7 +26,7 @@ import regex
 from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
-from bench.models import Case, Tool
+from bench.models import Case, ExpectedCall, ForbiddenCall, Tool
 from bench.paths import datasets_dir
 
 MATCHER_KEYS = ("$regex", "$any")
@@ -219,8 +219,8 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
                 continue
             non_finite: list[str] = []  # NaN, Infinity, 1e400: Python's json takes them
             try:
-                obj = json.loads(line, parse_constant=lambda text: non_finite.append(text)
-                                 or float(text), parse_float=_float_noting(non_finite))
+                obj = json.loads(line, parse_constant=_constant_noting(non_finite),
+                                 parse_float=_float_noting(non_finite))
             except json.JSONDecodeError as exc:
                 raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})",
                                  file=source, line=number) from None
@@ -261,6 +261,15 @@ def _build(rows: Iterable[dict[str, Any]], *, path: Path | str, source: Path | s
     if not cases:
         raise BenchError("dataset has no cases", file=source)
     return Dataset(name=name, path=path, cases=tuple(cases), sha256=sha256, lines=lines)
+
+
+def _constant_noting(seen: list[str]) -> Callable[[str], float]:
+    """A ``json.loads`` ``parse_constant`` hook: appends each constant (``NaN``,
+    ``Infinity``, ``-Infinity``) to ``seen`` and returns its float."""
+    def parse(text: str) -> float:
+        seen.append(text)
+        return float(text)
+    return parse
 
 
 def _float_noting(seen: list[str]) -> Callable[[str], float]:
@@ -327,7 +336,8 @@ def _lone_surrogate(value: Any) -> str | None:
 
 def _check_matchers(case: Case, path: Path | str, line: int) -> None:
     prefix = "required_calls" if case.kind == "episode" else "expected.calls"
-    labelled = [*((prefix, c) for c in case.expected.calls),
+    labelled: list[tuple[str, ExpectedCall | ForbiddenCall]] = [
+        *((prefix, c) for c in case.expected.calls),
                 *(("forbidden_calls", c) for c in case.forbidden_calls)]
     numbers = {"required_calls": 0, "expected.calls": 0, "forbidden_calls": 0}
     for where, call in labelled:

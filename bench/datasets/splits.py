@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import random
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +176,7 @@ def render_splits(path: Path, cases: Sequence[Case], assignment: dict[str, Split
         if "split" not in rebuilt:
             rebuilt["split"] = assignment[row["id"]]
         out.append(json.dumps(rebuilt, ensure_ascii=False))
-    counts = Counter(assignment.values())
+    counts: Counter[str] = Counter(assignment.values())
     by_stratum: dict[str, Counter[str]] = {}
     for case in cases:
         by_stratum.setdefault(split_stratum(case), Counter())[assignment[case.id]] += 1

@@ -73,12 +73,13 @@ def markdown(dataset: Dataset, tools: list[str] | None = None) -> str:
     """
     cases = dataset.cases
     total = len(cases)
-    cat = Counter((declared_category(c) or "(untagged)", c.lang) for c in cases)
+    cat: Counter[tuple[str, str]] = Counter(
+        (declared_category(c) or "(untagged)", c.lang) for c in cases)
     cats = [k for k in CATEGORIES if any(k == a for a, _ in cat)] + \
         sorted({a for a, _ in cat if a not in CATEGORIES})
     rows = [[k, *(cat[(k, lang)] for lang in LANGS), sum(cat[(k, lang)] for lang in LANGS),
              f"{100 * sum(cat[(k, lang)] for lang in LANGS) / total:.0f}%"] for k in cats]
-    langs = Counter(c.lang for c in cases)
+    langs: Counter[str] = Counter(c.lang for c in cases)
     rows.append(["**total**", *(langs[lang] for lang in LANGS), total, "100%"])
     parts = [f"{count(total, 'case')}.", "",
              _table(["category", *LANGS, "cases", "share"], rows)]
@@ -90,21 +91,23 @@ def markdown(dataset: Dataset, tools: list[str] | None = None) -> str:
     names = sorted(tools or {k.name for c in cases for k in c.expected.calls})
     in_case = Counter(n for c in cases for n in {k.name for k in c.expected.calls})
     in_calls = Counter(k.name for c in cases for k in c.expected.calls)
-    per_lang = Counter((n, c.lang) for c in cases for n in {k.name for k in c.expected.calls})
+    per_lang: Counter[tuple[str, str]] = Counter(
+        (n, c.lang) for c in cases for n in {k.name for k in c.expected.calls})
     rows = [[f"`{n}`", in_case[n], in_calls[n], *(per_lang[(n, lang)] for lang in LANGS)]
             for n in names]
     calls_total = sum(in_calls.values())
     parts += ["", f"Expected tools ({count(calls_total, 'expected call')}; \"cases\" counts "
               "cases that expect the tool at least once):", "",
               _table(["tool", "cases", "calls", *LANGS], rows)]
-    splits = Counter((c.split or "(none)", c.lang) for c in cases)
+    splits: Counter[tuple[str, str]] = Counter((c.split or "(none)", c.lang) for c in cases)
     if any(c.split for c in cases):
         rows = [[name, *(splits[(name, lang)] for lang in LANGS),
                  sum(splits[(name, lang)] for lang in LANGS)]
                 for name in ("dev", "test", "(none)") if any(k == name for k, _ in splits)]
         parts += ["", "Splits (`bench split`; only dev cases may inform descriptions, figures "
                   "are on test):", "", _table(["split", *LANGS, "cases"], rows)]
-    buckets = Counter((c.info or "(untagged)", c.split or "(none)") for c in cases)
+    buckets: Counter[tuple[str, str]] = Counter(
+        (c.info or "(untagged)", c.split or "(none)") for c in cases)
     if any(c.info for c in cases):
         order = ("schema", "l10", "l30", "l50", "(untagged)")
         split_names = sorted({k for _, k in buckets})

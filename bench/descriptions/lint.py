@@ -190,7 +190,7 @@ def _param_text(name: str, sub: dict[str, Any], description: str,
     """
     def about_other(line: str) -> bool:
         head = _PARAM_LINE.match(line)
-        return bool(head) and head.group(1) != name and head.group(1) in params
+        return head is not None and head.group(1) != name and head.group(1) in params
 
     lines = [ln for ln in description.splitlines() if _mentioned(name, ln)
              and not re.search(r"\{|->|=>", ln) and not about_other(ln)]

@@ -62,8 +62,8 @@ def load_spec(path: Path) -> ToolSpec:
         spec = ToolSpec.model_validate(data)
     except ValidationError as exc:
         field, msg = pydantic_error_field(exc)
-        loc = exc.errors()[0].get("loc", ())
-        raise BenchError(msg, file=path, line=line_of(node, loc), field=field) from None
+        error_loc = exc.errors()[0].get("loc", ())
+        raise BenchError(msg, file=path, line=line_of(node, error_loc), field=field) from None
     try:
         jsonschema.Draft202012Validator.check_schema(spec.input_schema)
     except jsonschema.SchemaError as exc:

@@ -178,12 +178,12 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
             loc = ["tools", i, "input_schema", *found[0]]
             raise BenchError(f"invalid JSON Schema: {found[1]}", file=path,
                              line=line_of(node, loc), field=".".join(map(str, loc)))
-        where = {"file": path, "line": line_of(node, ["tools", i])}
+        tool_line = line_of(node, ["tools", i])
         if tool.input_schema.get("type") != "object":
-            raise BenchError("input_schema must have type 'object'", **where,
+            raise BenchError("input_schema must have type 'object'", file=path, line=tool_line,
                              field=f"tools.{i}.input_schema.type")
         if any(t.name == tool.name for t in tools):
-            raise BenchError(f"duplicate tool name '{tool.name}'", **where,
+            raise BenchError(f"duplicate tool name '{tool.name}'", file=path, line=tool_line,
                              field=f"tools.{i}.name")
         tools.append(tool)
     return Variant(name=name, toolset=toolset, tools=tuple(tools),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from bench.executor.capping import BYTES_PER_TOKEN, cap_result, to_json
 from bench.executor.outcome import ExecutionOutcome
@@ -87,7 +87,7 @@ def split_condition(name: str) -> tuple[str, dict[str, str]]:
     return variant, dict(s.split("=", 1) for s in settings if "=" in s)
 
 
-def factor_grid(choices: dict[str, Sequence[str]]) -> list[Factors]:
+def factor_grid(choices: Mapping[str, Sequence[str]]) -> list[Factors]:
     """Every combination of the chosen settings (factors not named keep their default), in
     :data:`FACTORS` order, the all-default one first when chosen.
 

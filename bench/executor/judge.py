@@ -114,10 +114,11 @@ class ExecutionJudge:
         if memo is not None and memo[0] is expected and memo[1] is tools:
             return memo[2]
         built = [build_expected_call(e, i) for i, e in enumerate(expected.calls)]
+        calls = [b for b in built if b is not None]
         want: list[tuple[str, str]] | None = None
-        if all(b is not None for b in built):
+        if len(calls) == len(built):  # every expected call could be built
             by_name = {t.name: t for t in tools}
-            reference = [self._expected_outcome(b, by_name, toolset, context) for b in built]
+            reference = [self._expected_outcome(c, by_name, toolset, context) for c in calls]
             if not any(o.error_code == "permission_denied" for o in reference):
                 want = [result_key(o) for o in reference]
         if len(self._reference_memo) >= 65_536:

@@ -340,9 +340,11 @@ class Executor:
                     breaker.release_probe()
             outcome.attempts.append(record)
             retry = attempt < self.policy.max_retries and self.policy.retryable(error, permission)
-            if retry and rng is None:
-                rng = call_rng(self.config.seed, call.id, call.name)
-            wait = self.policy.wait_s(error, attempt, rng) if retry else 0.0
+            wait = 0.0
+            if retry:
+                if rng is None:
+                    rng = call_rng(self.config.seed, call.id, call.name)
+                wait = self.policy.wait_s(error, attempt, rng)
             if retry and waited_total + wait > self.policy.budget_s:
                 retry = False
                 suffix = f" (retry budget of {self.policy.budget_s:g} s used up)"

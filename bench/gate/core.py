@@ -335,6 +335,9 @@ class Verdict:
         """Multi-line text: metric, interval, floor, baseline, change, p-values, flipped cases."""
         def pct(value: float) -> str:
             return f"{100 * value:.1f}%"
+
+        def points(value: float | None) -> str:  # set with baseline_rate (None: not compared)
+            return "?" if value is None else f"{100 * value:+.1f}"
         head = (f"{self.metric} on variant {self.variant}, provider {self.provider}: "
                 f"{'FAIL' if self.reasons else 'pass'}")
         lines = [head, f"  now       {pct(self.rate)} [{pct(self.low)}-{pct(self.high)}] "
@@ -345,9 +348,9 @@ class Verdict:
             lines.append("  baseline  none (write one with: bench baseline update)")
         else:
             lines.append(f"  baseline  {pct(self.baseline_rate)} on the same "
-                         f"{count(self.baseline_n, 'case')}")
-            lines.append(f"  change    {100 * self.diff:+.1f} points [{100 * self.diff_low:+.1f}, "
-                         f"{100 * self.diff_high:+.1f}] (paired bootstrap), McNemar exact "
+                         f"{count(self.baseline_n or 0, 'case')}")
+            lines.append(f"  change    {points(self.diff)} points [{points(self.diff_low)}, "
+                         f"{points(self.diff_high)}] (paired bootstrap), McNemar exact "
                          f"p={self.p_value:.4g}, Holm p={self.p_holm:.4g}; "
                          f"lost {self.lost}, gained {self.gained}")
         lines += [f"  FAIL: {r}" for r in self.reasons] + [f"  note: {n}" for n in self.notes]
@@ -453,11 +456,11 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                 elif baseline is not None and n:
                     verdict.notes.append("the baseline has no paired cases for this variant "
                                          "and provider (update it with `bench baseline update`)")
-                if baseline_sha.get(variant) and current_sha.get(variant) and \
-                        baseline_sha[variant] != current_sha[variant]:
+                was_sha, now_sha = baseline_sha.get(variant), current_sha.get(variant)
+                if was_sha and now_sha and was_sha != now_sha:
                     verdict.notes.append(f"the description of {variant} changed since the "
-                                         f"baseline (sha256 {baseline_sha[variant][:12]} -> "
-                                         f"{current_sha[variant][:12]})")
+                                         f"baseline (sha256 {was_sha[:12]} -> "
+                                         f"{now_sha[:12]})")
                 if comparison is not None and verdict.reasons:
                     lost = [f for f in comparison.flips if f.direction == "lost"
                             and f.metric == metric and f.group == _group(variant, provider)]

@@ -23,9 +23,12 @@ skip the test when there is none. JUnit (``--junitxml``) carries each item's fig
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr  # pytest exports no public name for it
 
 from bench.errors import BenchError
 
@@ -36,9 +39,17 @@ class GateState:
     """One gate's lazily computed run and verdicts (shared by its items and the fixtures)."""
 
     def __init__(self, path: Path) -> None:
+        """Read the gate of ``path`` (a ``pyproject.toml``; the run waits for first use).
+
+        Raises:
+            BenchError: the gate table is invalid, or missing (callers check it first).
+        """
         from bench.gate.config import load_gate_config
         self.path = path
-        self.config = load_gate_config(path)
+        config = load_gate_config(path)
+        if config is None:
+            raise BenchError("no [tool.bench.gate] table", file=path)
+        self.config = config
         self._run: Any = None
         self._verdicts: dict[str, Any] | None = None
         self._error: BenchError | None = None
@@ -146,7 +157,7 @@ class GateItem(pytest.Item):
             self.add_report_section("call", "bench gate", note)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
+                     style: Any = None) -> str | TerminalRepr:
         """The verdict text or the one-line bench error, never a traceback into bench."""
         if isinstance(excinfo.value, (GateFailure, BenchError)):
             return str(excinfo.value)

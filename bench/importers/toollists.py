@@ -46,8 +46,9 @@ def read_tool_list(path: Path) -> list[Any]:
     return data
 
 
-def _fields(item: Any, fmt: Format) -> tuple[str, Any, Any] | None:
-    """(name, description, schema) of one entry; None for a tool kind without a schema."""
+def _fields(item: Any, fmt: Format) -> tuple[object, object, object] | None:
+    """(name, description, schema) of one entry, as found (unchecked JSON values); None for a
+    tool kind without a schema."""
     if not isinstance(item, dict):
         raise ValueError("a tool must be a JSON object")
     if fmt == "openai":

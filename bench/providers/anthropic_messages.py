@@ -94,8 +94,9 @@ class AnthropicProvider(HTTPProvider):
             self.check_tool_choice(tools)
             body["tools"] = self.converted_tools(tools).tools
             choice = options.tool_choice
-            mapped = {"auto": {"type": "auto"}, "required": {"type": "any"},
-                      "none": {"type": "none"}}.get(choice, {"type": "tool", "name": choice})
+            mapped: dict[str, str | bool] = dict({
+                "auto": {"type": "auto"}, "required": {"type": "any"},
+                "none": {"type": "none"}}.get(choice, {"type": "tool", "name": choice}))
             if options.parallel_tool_calls is False and mapped["type"] != "none":
                 mapped["disable_parallel_tool_use"] = True
             body["tool_choice"] = mapped
@@ -193,7 +194,8 @@ def anthropic_usage(usage: MessagesUsage | None) -> Usage:
 def _content_blocks(turn: Turn) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if turn.role == "tool":
-        block = {"type": "tool_result", "tool_use_id": turn.call_id, "content": turn.content}
+        block: dict[str, str | bool | None] = {"type": "tool_result", "tool_use_id": turn.call_id,
+                                               "content": turn.content}
         if turn.is_error:
             block["is_error"] = True
         blocks.append(block)
@@ -218,9 +220,9 @@ def assemble_message_stream(events: Iterable[Mapping[str, Any]]) -> dict[str, An
         if kind == "message_start":
             message = {**event.get("message", {}), "content": []}
         elif kind == "content_block_start":
-            block = dict(event.get("content_block") or {})
-            blocks[int(event.get("index", len(blocks)))] = block
-            message["content"].append(block)
+            started = dict(event.get("content_block") or {})
+            blocks[int(event.get("index", len(blocks)))] = started
+            message["content"].append(started)
         elif kind == "content_block_delta":
             index = int(event.get("index", 0))
             block = blocks.get(index)

@@ -158,6 +158,10 @@ class Provider(ABC):
         pool closes there); default: :meth:`close`."""
         self.close()
 
+    #: Requests in flight at most (None: ``--concurrency`` decides; the registry sets its
+    #: kind's cap on an instance whose class sets none).
+    max_concurrency: int | None = None
+
     #: Seconds a stopping run waits for this provider's requests in flight before it
     #: abandons them (None: the run's request timeout; rows abandoned are redone on resume).
     stop_wait_s: float | None = None

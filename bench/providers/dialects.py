@@ -45,7 +45,8 @@ class Turn:
 
 def _call_parts(raw: dict[str, Any]) -> tuple[str | None, str, Any]:
     """(id, name, arguments) of a canonical or OpenAI-shaped call dict."""
-    function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
+    nested = raw.get("function")
+    function = nested if isinstance(nested, dict) else raw
     return raw.get("id"), str(function.get("name", "")), function.get("arguments",
                                                                          function.get("input"))
 
@@ -87,16 +88,16 @@ def history(messages: Sequence[Message]) -> list[Turn]:
             turns.append(Turn("assistant", message.content or "", calls))
         elif message.role == "tool":
             if message.tool_call_id:
-                call = known.get(message.tool_call_id)
-                if call is None:
+                answered = known.get(message.tool_call_id)
+                if answered is None:
                     raise ValueError(f"messages[{position}]: tool_call_id "
                                      f"'{message.tool_call_id}' answers no earlier tool call")
             elif pending:
-                call = pending[0]
+                answered = pending[0]
             else:
                 raise ValueError(f"messages[{position}]: a tool result without a tool call")
-            pending = [c for c in pending if c.id != call.id]
-            turns.append(Turn("tool", message.content or "", [], call.id, call.name,
+            pending = [c for c in pending if c.id != answered.id]
+            turns.append(Turn("tool", message.content or "", [], answered.id, answered.name,
                               bool(message.is_error)))
         else:
             turns.append(Turn(message.role, message.content or "", []))

@@ -336,8 +336,9 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     names = {cls.__name__ for cls in type(exc).__mro__}
     request_id = request_id_from(headers) if headers is not None else None
     if _not_http(exc):  # aiohttp's parser calls it status 400, which the server never sent
+        said = str(getattr(exc, "message", exc))
         return ProviderError(f"connection failed: the reply is not HTTP "
-                             f"({type(exc).__name__}: {_one_line(getattr(exc, 'message', exc))})",
+                             f"({type(exc).__name__}: {_one_line(said)})",
                              error_class="transient")
     if isinstance(status, int) and status >= 400:
         body_message = getattr(exc, "message", None) or str(exc)
@@ -416,7 +417,7 @@ def client_side_error(exc: BaseException) -> BaseException | None:
     (:func:`error_from_exception`).
     """
     seen, found = 0, exc
-    while found is not None and seen < 10:
+    while seen < 10:
         if any(cls.__name__ in CLIENT_SIDE_ERRORS for cls in type(found).__mro__):
             return found
         if type(found).__module__ == "builtins" and isinstance(found, (ValueError, TypeError)) \
@@ -424,7 +425,10 @@ def client_side_error(exc: BaseException) -> BaseException | None:
             module = _raised_in(found)
             if module.partition(".")[0] in CLIENT_PACKAGES or module in CLIENT_MODULES:
                 return found
-        found, seen = found.__cause__ or found.__context__, seen + 1  # type: ignore[assignment]
+        next_found = found.__cause__ or found.__context__
+        if next_found is None:
+            break
+        found, seen = next_found, seen + 1
     return None
 
 
@@ -454,13 +458,16 @@ def _refused(exc: BaseException) -> bool:
     ``ConnectTimeout``: they would otherwise read as a timeout. aiohttp's own timeout
     (``ServerTimeoutError``, a ``ClientConnectionError`` too) stays a timeout."""
     seen = 0
-    while exc is not None and seen < 10:
+    while seen < 10:
         if isinstance(exc, (ConnectionRefusedError, ConnectionResetError)):
             return True
         names = {cls.__name__ for cls in type(exc).__mro__}
         if "ClientConnectionError" in names and not isinstance(exc, TimeoutError):
             return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1  # type: ignore[assignment]
+        cause = exc.__cause__ or exc.__context__
+        if cause is None:
+            break
+        exc, seen = cause, seen + 1
     return False
 
 

@@ -328,7 +328,8 @@ class FunctionProvider(_FunctionCalls):
                 raise
             return "failed", "the function raised CancelledError"
         except BaseException as exc:  # noqa: BLE001 - the user's code: one line
-            return call_ending(lambda: _reraise(exc))
+            error = exc  # `exc` is unbound when the except block ends; the lambda keeps `error`
+            return call_ending(lambda: _reraise(error))
         return call_ending(lambda: result)
 
     def response(self, result: Any, tools: Sequence[Tool], started: float) -> ProviderResponse:

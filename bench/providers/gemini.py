@@ -165,8 +165,10 @@ class GeminiProvider(HTTPProvider):
         headers: Mapping[str, str] = {}
         chunks: list[dict[str, Any]] = []
         try:
+            # wire-format (camelCase) dicts: the SDK validates them into its Content models,
+            # as generate_content does; its annotation lists only snake_case ContentDicts
             stream = await self._client.aio.models.generate_content_stream(
-                model=self.options.model, contents=contents,
+                model=self.options.model, contents=contents,  # type: ignore[arg-type]
                 config=self._types.GenerateContentConfig.model_validate(config))
             async for chunk in stream:
                 http = chunk.sdk_http_response

@@ -30,7 +30,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from bench.providers.local_logs import capture_native_errors, last_native_error
 from bench.providers.local_prompt import (MAX_PARALLEL_CALLS, NoCallLayout, chat_messages,
                                           grammar_schema, json_schema_grammar, tools_block)
 from bench.providers.local_states import prune_states, state_dir
+
+if TYPE_CHECKING:  # imported when the engine starts (the `local` extra)
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 # Decoding budget for the model's own tokens (the engine's punctuation is not counted).
 STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
@@ -183,7 +186,7 @@ class LocalEngine:
 
     # -- prompts -------------------------------------------------------------------------
 
-    def _render(self, chat: list[dict[str, str]]) -> list[int]:
+    def _render(self, chat: list[ChatCompletionRequestMessage]) -> list[int]:
         result = self._formatter(messages=chat)
         return self.llm.tokenize(result.prompt.encode("utf-8"),
                                  add_bos=not result.added_special, special=True)
@@ -340,8 +343,11 @@ class LocalEngine:
         if not self.top_first:
             return self._pick_whole(sampler, logits)
         token = int(np.argmax(logits))
-        self._one.id, self._one.logit, self._one.p = token, float(logits[token]), 0.0
-        self._one_array.data = ctypes.pointer(self._one)
+        # ctypes converts an int and a pointer to the fields' C types (llama_cpp annotates the
+        # fields with those types, c_int32 and an array, for the checker)
+        self._one.id = token  # type: ignore[assignment]
+        self._one.logit, self._one.p = float(logits[token]), 0.0
+        self._one_array.data = ctypes.pointer(self._one)  # type: ignore[assignment]
         self._one_array.size, self._one_array.selected = 1, -1
         self._lib.llama_sampler_apply(sampler, ctypes.byref(self._one_array))
         if self._one.logit != float("-inf"):
@@ -435,8 +441,9 @@ class LocalEngine:
                 self._lib.llama_sampler_free(sampler)
         self._variants.clear()
         self._more = self._first = None
-        llm, self.llm = getattr(self, "llm", None), None
+        llm = getattr(self, "llm", None)  # absent when the model failed to load
         if llm is not None:
+            del self.llm  # the engine no longer holds the model
             llm.close()
 
 
@@ -554,8 +561,9 @@ def _closes_object(segment: bytes) -> bool:
     return False
 
 
-def _common_prefix(first: Sequence[int], second: Sequence[int]) -> int:
-    """Length of the common start of two token sequences."""
+def _common_prefix(first: Sequence[int] | np.ndarray, second: Sequence[int] | np.ndarray
+                   ) -> int:
+    """Length of the common start of two token sequences (lists or 1-d integer arrays)."""
     size = min(len(first), len(second))
     if not size:
         return 0

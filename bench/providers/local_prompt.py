@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
+
+if TYPE_CHECKING:  # llama.cpp's chat message shapes (the `local` extra)
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 MAX_PARALLEL_CALLS = 3
 # Free strings in the decoding grammar are capped (characters) so that a degenerate greedy loop
@@ -169,10 +172,12 @@ def json_schema_grammar(schema_json: str) -> str:
                         f'string ::= "\\"" char{{0,{GRAMMAR_MAX_STRING}}} "\\"" space')
 
 
-def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, str]]:
-    """The chat for the model: the tools block as system message, then the case's turns
-    (tool results as user turns, earlier tool calls as the assistant's JSON)."""
-    out = [{"role": "system", "content": system}]
+def chat_messages(system: str, messages: Sequence[Message]
+                  ) -> list[ChatCompletionRequestMessage]:
+    """The chat for the model (``{"role", "content"}`` dicts): the tools block as system
+    message, then the case's turns (tool results as user turns, earlier tool calls as the
+    assistant's JSON)."""
+    out: list[ChatCompletionRequestMessage] = [{"role": "system", "content": system}]
     for message in messages:
         if message.role == "tool":
             kind = "Tool error" if message.is_error else "Tool result"
@@ -182,6 +187,8 @@ def chat_messages(system: str, messages: Sequence[Message]) -> list[dict[str, st
             out.append({"role": "assistant",
                         "content": json.dumps({"tool_calls": message.tool_calls},
                                               ensure_ascii=False)})
-        elif message.role != "system":
-            out.append({"role": message.role, "content": message.content or ""})
+        elif message.role == "assistant":
+            out.append({"role": "assistant", "content": message.content or ""})
+        elif message.role == "user":
+            out.append({"role": "user", "content": message.content or ""})
     return out

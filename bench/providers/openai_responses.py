@@ -58,7 +58,8 @@ class OpenAIResponsesProvider(HTTPProvider):
 
     def convert_tool(self, tool: Tool) -> tuple[dict[str, Any], list[str]]:
         """``{"type": "function", name, description, parameters, strict}``."""
-        parameters, changes = tool.input_schema, []
+        parameters = tool.input_schema
+        changes: list[str] = []
         if self.options.strict:
             parameters, changes = dialect("openai-strict").rewrite(tool.input_schema, tool.name)
             self._optional[tool.name] = optional_properties(tool.input_schema)

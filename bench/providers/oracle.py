@@ -55,7 +55,7 @@ def _typed_value(schema: dict[str, Any]) -> Any:
     kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
     if kind in ("integer", "number") and isinstance(schema.get("minimum"), (int, float)):
         return schema["minimum"]
-    return _TYPE_VALUES.get(kind, "x")
+    return _TYPE_VALUES.get(kind, "x") if isinstance(kind, str) else "x"
 
 
 def _argument(values: list[Any], schema: dict[str, Any], query: str
@@ -170,8 +170,8 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
                 arguments[name] = fields[name]
         planned.append((call.name, arguments))
     done = []
-    for call in planned:
-        key = _canonical(*call)
+    for planned_call in planned:
+        key = _canonical(*planned_call)
         done.append(succeeded[key] > 0)
         succeeded[key] -= 1
     ready = [i for i, call in enumerate(case.required_calls)

@@ -25,6 +25,7 @@ predate the naming rule).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from dataclasses import dataclass
@@ -206,7 +207,7 @@ for _kind, _form, _batch, _module, _class in (
         ("openai-compat", "openai-compat:<model>@<base_url>", False, "openai_chat",
          "OpenAICompatProvider")):
     provider(_kind, id_form=_form, options="http", priced=True, streams=True, batch=_batch)(
-        lambda _m=_module, _c=_class: _http(f"bench.providers.{_m}", _c))
+        functools.partial(_http, f"bench.providers.{_module}", _class))
 
 
 @provider("replay", id_form="replay:<run-or-cache>")

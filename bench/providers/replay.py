@@ -88,8 +88,8 @@ def response_from_row(row: Row, source: Path | None = None) -> ProviderResponse:
     """Rebuild the :class:`ProviderResponse` a ``results.jsonl`` row was scored from.
 
     Raises:
-        BenchError: the row's ``parsed``, ``usage`` or ``response`` is not of that shape
-            (names ``source``, the row's key and the field).
+        BenchError: the row's ``parsed``, ``usage``, ``response`` or ``latency_s`` is not of
+            that shape (names ``source``, the row's key and the field).
     """
     parts: dict[str, Any] = {}
     for name, model in (("parsed", ParsedAnswer), ("usage", Usage)):
@@ -101,6 +101,9 @@ def response_from_row(row: Row, source: Path | None = None) -> ProviderResponse:
             field, message = pydantic_error_field(exc)
             raise BenchError(f"corrupt result row (key {row.key}): {message}",
                              file=source, field=f"{name}.{field}" if field else name) from None
+    if row.latency_s is None:  # a hand-made row: the runner always writes it
+        raise BenchError(f"corrupt result row (key {row.key}): latency_s is null", file=source,
+                         field="latency_s")
     response = row.response
     try:
         return ProviderResponse(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import matplotlib
 
@@ -21,7 +21,10 @@ import pandas as pd  # noqa: E402
 from bench.scoring.registry import get_metric, primary_metrics  # noqa: E402
 from bench.stats.frontier import pareto_frontier  # noqa: E402
 
-STYLE = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: dict[RcKeyType, str | bool | float] = {
     "svg.fonttype": "none",        # text stays text: smaller files
     "svg.hashsalt": "bench",       # stable element ids: identical input, identical file
     "text.parse_math": False,      # "$" in a label is a dollar sign, not TeX

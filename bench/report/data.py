@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, overload
 
 import pandas as pd
 
@@ -113,7 +113,7 @@ def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
     order: list[str] = []
     for run in runs:
         for variant in run.manifest.variants:
-            if variant.shown not in order:
+            if variant.shown is not None and variant.shown not in order:  # None: no name
                 order.append(variant.shown)
     for run in runs:  # rows of variants the manifest does not list
         for row in run.rows:
@@ -127,7 +127,7 @@ def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
     found: dict[str, list[float]] = {}
     for run in runs:
         for variant in run.manifest.variants:
-            if variant.mean_lines_per_tool is not None:
+            if variant.mean_lines_per_tool is not None and variant.shown is not None:
                 found.setdefault(variant.shown, []).append(variant.mean_lines_per_tool)
     return {label: sum(v) / len(v) for label, v in found.items()}
 
@@ -251,7 +251,13 @@ def group_rates(runs: Sequence[LoadedRun], by: str,
                              leading=["group"])
 
 
-def _cut(text: Any, limit: int = TEXT_LIMIT) -> str | None:
+@overload
+def _cut(text: str, limit: int = TEXT_LIMIT) -> str: ...
+@overload
+def _cut(text: object, limit: int = TEXT_LIMIT) -> str | None: ...
+def _cut(text: object, limit: int = TEXT_LIMIT) -> str | None:
+    """``text`` (JSON for non-strings; None stays None) cut to ``limit`` characters plus a
+    note of how many more ``results.jsonl`` holds."""
     if text is None:
         return None
     if not isinstance(text, str):
@@ -468,7 +474,7 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
         "run_id": run.run_id,
         "status": manifest.status,
         "dataset": f"{dataset.name or '?'} ({cases} "
-                   f"{noun(dataset.cases, 'case')}, sha256 "
+                   f"{noun(dataset.cases or 0, 'case')}, sha256 "
                    f"{(dataset.sha256 or '')[:12]})",
         "command": " ".join(str(p) for p in manifest.command or []),
         "providers": list(manifest.providers or []),

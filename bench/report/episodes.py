@@ -347,7 +347,7 @@ def factor_pairs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     out = []
     for factor in FACTOR_NAMES:
         order = bases if factor == "variant" else list(FACTORS.get(factor, ()))
-        levels = sorted({s.get(factor) for s in settings if s.get(factor) is not None},
+        levels = sorted({s[factor] for s in settings if factor in s},
                         key=lambda v: order.index(v) if v in order else len(order))
         if len(levels) < 2:
             continue

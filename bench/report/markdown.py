@@ -113,13 +113,13 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
                         buckets["rows"], right_from=3)
         lines += ["", "</details>"]
     lines += _episode_lines(runs)
-    counts = error_code_counts(all_rows(runs))
-    codes = sorted({c for g in counts for c in g["counts"]})
+    code_counts = error_code_counts(all_rows(runs))
+    codes = sorted({c for g in code_counts for c in g["counts"]})
     if codes:
         lines += ["", "<details><summary>error codes (rows with each code)</summary>", ""]
         lines += _table(["provider", "variant", *codes],
                         [[g["provider"], g["variant"], *[g["counts"].get(c, 0) for c in codes]]
-                         for g in counts], right_from=2)
+                         for g in code_counts], right_from=2)
         lines += ["", "</details>"]
     if comparison is not None:
         view = comparison_view(comparison)

@@ -294,10 +294,11 @@ def given_mcp_secrets(stored: RunConfig, given: list[str] | None, run_id: str) -
         return stored
     found = [re.fullmatch("(.+?)".join(re.escape(piece) for piece in part.split(MARK)), mine)
              for part, mine in zip(argv, given)]
-    if not all(found):
+    matches = [m for m in found if m is not None]
+    if len(matches) != len(found):
         return stored
-    for match in found:
-        for secret in match.groups():  # type: ignore[union-attr]
+    for match in matches:
+        for secret in match.groups():
             register_secret(secret)
     return stored.model_copy(update={"mcp_server": list(given)})
 

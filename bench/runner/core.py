@@ -369,8 +369,8 @@ class Runner:
         :meth:`~Provider.describe` (model file hash, seed, layout), without machine paths.
         """
         if body is not None:
-            return {"body": body, "base_url": str(getattr(provider, "options", None)
-                                                  and provider.options.base_url or "")}
+            base_url = provider.options.base_url if isinstance(provider, HTTPProvider) else None
+            return {"body": body, "base_url": str(base_url or "")}
         described = dict(provider.describe())
         for machine_specific in ("model_path", "threads", "system_info"):
             described.pop(machine_specific, None)
@@ -538,7 +538,7 @@ class Runner:
                 + "".join(f" --{name.replace('_', '-')} {value}" for name, value in
                           (item.factors.changed() if item.factors else {}).items())
                 + " --cache write "
-                f"(or replay a run that has it: replay:<run-id>)")
+                "(or replay a run that has it: replay:<run-id>)")
         if isinstance(exc, ProviderError) and exc.error_class == "client":
             # nothing was asked: a setting on this machine, not the provider nor the model
             return BenchError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Coroutine
 
 from bench.episodes.loop import EpisodeOutcome, run_episode
 from bench.errors import RunIncomplete
@@ -77,7 +77,9 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
                                          for k, v in runner.skipped.items()]
         todo = [item for item in todo if item.provider_id not in runner.skipped]
     if runner.config.cache != "off":
-        runner.cache = ResponseCache(runner.cache_path, runner.config.cache)  # type: ignore[arg-type]
+        # RunConfig.cache is a str its validator limits to the cache modes
+        runner.cache = ResponseCache(runner.cache_path,
+                                     runner.config.cache)  # type: ignore[arg-type]
     runner.gates = {pid: ProviderGate(runner.concurrency(pid)) for pid in runner.providers}
     runner.batchers = {}
     if runner.config.batch:
@@ -98,10 +100,10 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
     if progress:
         progress(finished, len(runner.plan), None)
     queues: dict[str, deque[PlanItem]] = {}
-    in_flight: dict[asyncio.Task[Outcome], PlanItem] = {}
+    in_flight: dict[asyncio.Task[Outcome | EpisodeOutcome], PlanItem] = {}
     # Finished tasks arrive here through their done-callbacks: O(1) per request, where
     # asyncio.wait() adds and removes a callback on every task in flight at each call.
-    completed: asyncio.Queue[asyncio.Task[Outcome]] = asyncio.Queue()
+    completed: asyncio.Queue[asyncio.Task[Outcome | EpisodeOutcome]] = asyncio.Queue()
     failed_in_a_row = {pid: 0 for pid in runner.providers}
     per_provider = {pid: 0 for pid in runner.providers}
     rows: RowWriter | None = None  # opened in the try below: a failure there fails the run
@@ -188,9 +190,10 @@ async def execute_plan(runner: Runner, progress: ProgressHook | None,
                     status = "budget_exhausted"
                     return
                 item = pending.popleft()
-                task = loop.create_task(
+                request: Coroutine[Any, Any, Outcome | EpisodeOutcome] = (
                     run_episode(runner, item, execution) if item.case.kind == "episode"
                     else runner.execute(item))
+                task = loop.create_task(request)
                 in_flight[task] = item
                 per_provider[pid] += 1
                 task.add_done_callback(completed.put_nowait)

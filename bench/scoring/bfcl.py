@@ -126,6 +126,7 @@ def _type_check(param: str, value: Any, acceptable: Sequence[Any], declared: str
     if type(value) == expected:  # noqa: E721 - BFCL compares exact types (bool is not int)
         if nested is None:
             return _OK, is_variable
+        assert isinstance(value, list)  # nested is set for array and tuple, both typed list
         for item_answers in acceptable:
             fits = True
             if type(item_answers) == list:  # noqa: E721

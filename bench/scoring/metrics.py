@@ -27,7 +27,7 @@ import operator
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import jsonschema
 import regex
@@ -398,6 +398,18 @@ def _strict_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
             for c in calls]
 
 
+class _SchemaFlags(TypedDict):
+    """The :class:`CaseScore` fields an answer's calls set whatever the case expects."""
+
+    hallucinated_tool: bool
+    hallucinated_argument: bool
+    missing_required: bool
+    type_error: bool
+    schema_valid: bool | None
+    schema_valid_lenient: bool | None
+    lenient_repairs: list[str]
+
+
 def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
         bool | None, set[str]]:
     """(all calls schema-valid or None without calls, error codes found in the schema check)."""
@@ -550,7 +562,7 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
             no_call_correct=False if expected.no_call else None,
             ask_correct=False if expected.ask else None,
             ask_no_call=False if expected.ask else None,
-            error_codes=sorted({UNPARSEABLE, answer.error_code} - {None}),
+            error_codes=sorted({c for c in (UNPARSEABLE, answer.error_code) if c is not None}),
         )
     by_name = {t.name: t for t in tools}
     calls = _strict_calls(answer.calls)
@@ -560,11 +572,11 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
     schema_valid, schema_codes = _schema_flags(calls, by_name)
     codes |= schema_codes
     schema_valid_lenient = schema_valid if not repairs else _schema_flags(lenient, by_name)[0]
-    flags = dict(hallucinated_tool=hallucinated,
-                 hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
-                 missing_required=MISSING_REQUIRED in codes, type_error=TYPE_ERROR in codes,
-                 schema_valid=schema_valid, schema_valid_lenient=schema_valid_lenient,
-                 lenient_repairs=repairs)
+    flags = _SchemaFlags(hallucinated_tool=hallucinated,
+                         hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
+                         missing_required=MISSING_REQUIRED in codes,
+                         type_error=TYPE_ERROR in codes, schema_valid=schema_valid,
+                         schema_valid_lenient=schema_valid_lenient, lenient_repairs=repairs)
 
     if is_no_call:
         if calls:

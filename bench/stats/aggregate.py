@@ -111,7 +111,7 @@ def _add_bootstrap(out: pd.DataFrame, expanded: pd.DataFrame, columns: list[str]
     k_case = successes.groupby(keys, sort=True, dropna=False).sum()
     n_case = applicable.groupby(keys, sort=True, dropna=False).sum()
     level = list(range(len(columns)))
-    bounds = {m: ([], []) for m in metrics}
+    bounds: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in metrics}
     rng = np.random.default_rng(seed)
     tail = (1 - confidence) / 2 * 100
     for (_, k_group), (_, n_group) in zip(k_case.groupby(level=level, sort=True, dropna=False),
@@ -231,10 +231,10 @@ def selection_confusion(frame: pd.DataFrame) -> pd.DataFrame:
     """
     counts: Counter[tuple[str, str]] = Counter()
     # rows repeat the same (expected, predicted) names: pair each distinct combination once
-    for (expected, predicted), rows in Counter(zip(frame["expected_tools"],
-                                                   frame["predicted_tools"])).items():
+    for (expected, predicted), times in Counter(zip(frame["expected_tools"],
+                                                    frame["predicted_tools"])).items():
         for pair in _pairs(expected, predicted):
-            counts[pair] += rows
+            counts[pair] += times
     if not counts:
         return pd.DataFrame(dtype=int)
     series = pd.Series(counts)

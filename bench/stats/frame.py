@@ -93,7 +93,7 @@ def _reader(spec: MetricSpec) -> tuple[str, int, Any]:
     return spec.name, 3, spec.row_value
 
 
-def _value(row: dict[str, Any], metrics: dict[str, Any], how: int, what: Any) -> Any:
+def _value(row: Mapping[str, Any], metrics: dict[str, Any], how: int, what: Any) -> Any:
     if how == 0:
         return metrics.get(what)
     if how == 1:

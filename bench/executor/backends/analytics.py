@@ -45,7 +45,7 @@ def _period(granularity: str, column: str) -> str:
     return _PERIOD_SQL[granularity].format(c=column)
 
 
-def _dates(args: dict[str, Any], column: str, where: list[str], params: list[Any]) -> None:
+def _dates(args: dict[str, Any], column: str, where: list[str], params: list[object]) -> None:
     if args.get("date_from"):
         where.append(f"substr({column}, 1, 10) >= ?")
         params.append(args["date_from"])
@@ -155,7 +155,8 @@ class AnalyticsBackend:
         expression = "COUNT(*)" if column is None else (
             f"COUNT(DISTINCT {column})" if function == "count_distinct"
             else f"{function.upper()}({column})")
-        where, params = ["1"], []
+        where: list[str] = ["1"]
+        params: list[object] = []  # SQL parameters: the call's JSON values
         if args.get("date_from") or args.get("date_to"):
             if table not in DATE_COLUMN:
                 raise validation_error("no_date_column", f"{table} has no date column; send "
@@ -270,7 +271,8 @@ class AnalyticsBackend:
     def top_products(self, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         """Products ranked by revenue, units or orders in a period."""
         rank_by = args.get("rank_by", "revenue")
-        join, params = ["o.status IN " + REVENUE_STATUSES], []
+        join = ["o.status IN " + REVENUE_STATUSES]
+        params: list[object] = []
         _dates(args, "o.created_at", join, params)
         where = ["1"]
         if args.get("category"):
@@ -293,7 +295,8 @@ class AnalyticsBackend:
 
     def top_customers(self, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
         """Customers ranked by spend or order count (personal data)."""
-        where, params = ["o.status IN " + REVENUE_STATUSES], []
+        where = ["o.status IN " + REVENUE_STATUSES]
+        params: list[object] = []
         _dates(args, "o.created_at", where, params)
         if args.get("city"):
             where.append("c.city = ?")

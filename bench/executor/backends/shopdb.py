@@ -218,18 +218,20 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.executemany("INSERT INTO vip_levels VALUES (?,?,?,?,?)", VIP_LEVELS)
 
     cn_cities = [c for c in CITIES if c[3] == "CN"]
-    customers = []
+    # (customer_id, name, email, city, lang, created_at, phone, vip level, growth, birthday);
+    # the level and growth are set once the orders are made
+    customers: list[tuple[str, str, str, str, str, str, str, str, float, str]] = []
     for i in range(1, N_CUSTOMERS + 1):
-        zh = rng.random() < 0.7
-        city = rng.choice(cn_cities if zh or rng.random() < 0.6 else CITIES)
-        name = rng.choice(_SURNAMES) + rng.choice(_GIVEN) if zh else \
+        is_zh = rng.random() < 0.7
+        home = rng.choice(cn_cities if is_zh or rng.random() < 0.6 else CITIES)
+        name = rng.choice(_SURNAMES) + rng.choice(_GIVEN) if is_zh else \
             f"{rng.choice(_EN_FIRST)} {rng.choice(_EN_LAST)}"
         created = datetime(2023, 1, 1) + timedelta(minutes=rng.randint(0, 60 * 24 * 1000))
-        customers.append([f"C{i:04d}", name, f"user{i:04d}@mail.example.com", city[2] if zh
-                          else city[1], "zh" if zh else "en", _ts(created),
+        customers.append((f"C{i:04d}", name, f"user{i:04d}@mail.example.com", home[2] if is_zh
+                          else home[1], "zh" if is_zh else "en", _ts(created),
                           "1" + rng.choice("3456789") + "".join(rng.choice("0123456789")
                                                                 for _ in range(9)),
-                          "regular", 0.0, f"{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"])
+                          "regular", 0.0, f"{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"))
     products = []
     counter = 0
     for index, category in enumerate(CATEGORIES):
@@ -335,10 +337,10 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
                 for moment, location, ev_status, note in stops:
                     if moment.date() <= TODAY:
                         events.append((number, _ts(moment), location, ev_status, note))
-    for customer in customers:
+    for n, customer in enumerate(customers):
         growth = round(spend.get(customer[0], 0.0), 2)
-        customer[8] = growth
-        customer[7] = [lvl[0] for lvl in VIP_LEVELS if growth >= lvl[1]][-1]
+        level = [lvl[0] for lvl in VIP_LEVELS if growth >= lvl[1]][-1]
+        customers[n] = (*customer[:7], level, growth, customer[9])
     conn.executemany("INSERT INTO customers VALUES (?,?,?,?,?,?,?,?,?,?)", customers)
     conn.executemany("INSERT INTO orders VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", orders)
     conn.executemany("INSERT INTO order_items VALUES (?,?,?,?)", items)
