@@ -77,9 +77,9 @@ def write_junit(runs: Sequence[LoadedRun], name: str, out: IO[str]) -> None:
     out.write(_open_tag("testsuites", {
         "name": xml_text(name), "tests": str(int(sum(t[0] for t in totals.values()))),
         "failures": str(int(sum(t[1] for t in totals.values())))}, 0))
-    pair = None
+    pair: tuple[str, str] | None = None
     for row in rows:
-        if (row.provider, row.variant) != pair:
+        if pair is None or (row.provider, row.variant) != pair:
             if pair is not None:
                 out.write("  </testsuite>\n")
             pair = (row.provider, row.variant)
