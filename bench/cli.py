@@ -8,7 +8,7 @@ import os
 import shlex
 import signal
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Optional
 
 import typer
 from pydantic import ValidationError
@@ -58,10 +58,11 @@ def _split(values: list[str] | None, option: str | None = None) -> list[str]:
 
 
 def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
-                   rows: list[Row] | None = None) -> None:
+                   rows: Iterable[Row] | None = None) -> None:
     """Print the per-variant table of run ``run_id`` of ``project`` (a
     :class:`bench.project.Project`; default: the one the environment names), made of
-    ``rows`` (default: the run's rows, :meth:`bench.runstore.RunStore.load_rows`)."""
+    ``rows`` (default: the run's rows, :meth:`bench.runstore.RunStore.load_rows`), read
+    once and not kept (the table's frame holds a few columns per row)."""
     from bench.project import Project
     from bench.report.table import summary_table
     from bench.stats.summary import summarize, summary_frame
@@ -69,7 +70,7 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     store = (project or Project.from_env()).store(run_id)
     manifest = store.load_manifest()
     if rows is None:
-        rows = list(store.load_rows(manifest))
+        rows = store.load_rows(manifest)
     frame = summary_frame(rows)
     if frame.empty:
         out.print(f"run {run_id}: no finished rows yet")
@@ -494,7 +495,7 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
     mid-way."""
     from bench.project import Project
     from bench.replan import planned_keys
-    from bench.runstore import CRASHED
+    from bench.runstore import CRASHED, RowsRead
 
     project = Project.from_env()  # the command line's edge
     store = project.store(run_id)
@@ -511,14 +512,15 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
     shard = manifest.config.get("shard")
     stray = f"not in shard {shard}: another shard's row, or a case the run did not select" \
         if shard else "no planned row has this key: a case the run did not select"
-    read = store.read_rows(manifest, plan=None if keys is None else
+    read = RowsRead(store.results_path)
+    rows = store.iter_read(manifest, into=read, plan=None if keys is None else
                            lambda row: None if row.key in keys else stray)
+    _print_summary(run_id, [str(v) for v in order], project, rows=rows)  # streamed
     status = store.shown_status(manifest)
     for line in read.report(writing=status == "running"):
         err.print(line, markup=False)
-    _print_summary(run_id, [str(v) for v in order], project, rows=read.rows)
     # the rows in the file, not the manifest's count: the file may have lost rows since
-    done, planned = len(read.rows), manifest.rows_planned
+    done, planned = read.counted, manifest.rows_planned
     if status == "complete" and done < planned:
         out.print(f"status: incomplete (manifest says complete), rows {done}/{planned}; "
                   f"bench run --resume {run_id} redoes the missing rows", markup=False)

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -398,6 +399,55 @@ class RunStore:
             os.fsync(handle.fileno())
         return len(data) - keep
 
+    def _raw_lines(self, on_cut: Callable[[int], None] | None = None, end: int | None = None
+                   ) -> Iterator[tuple[int, int, bytes]]:
+        """(line number, byte offset, bytes) of each complete, non-blank line of
+        ``results.jsonl`` (a last line without newline is skipped, and its number given to
+        ``on_cut``), up to byte ``end`` (None: the whole file).
+
+        Raises:
+            BenchError: ``results.jsonl`` is not a file.
+        """
+        if not self.results_path.is_file():
+            if self.results_path.exists():  # a folder, a device: never "no rows yet"
+                raise BenchError("results.jsonl is not a file", file=self.results_path)
+            return
+        offset = 0
+        with self.results_path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if end is not None and offset >= end:
+                    return
+                if not line.endswith(b"\n") and not _whole_row(line):
+                    if on_cut is not None:
+                        on_cut(number)
+                    return  # half-written by an interrupted run
+                at, offset = offset, offset + len(line)
+                if line.isspace():  # no copy of the line, unlike strip()
+                    continue
+                yield number, at, line
+
+    def _decode(self, number: int, line: bytes) -> dict[str, Any]:
+        """Line ``number`` of ``results.jsonl`` as a JSON object.
+
+        Raises:
+            BenchError: not UTF-8 JSON, or not an object (file and line).
+        """
+        try:
+            data = loads(line)
+        except UnicodeDecodeError as exc:
+            raise BenchError(f"corrupt result row: not UTF-8 ({exc.reason})",
+                             file=self.results_path, line=number) from None
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"corrupt result row: {exc.msg}", file=self.results_path,
+                             line=number) from None
+        except RecursionError:
+            raise BenchError("corrupt result row: nested too deeply",
+                             file=self.results_path, line=number) from None
+        if not isinstance(data, dict):
+            raise BenchError("corrupt result row: not a JSON object",
+                             file=self.results_path, line=number)
+        return data
+
     def _lines(self, on_cut: Callable[[int], None] | None = None
                ) -> Iterator[tuple[int, dict[str, Any]]]:
         """(line number, decoded JSON object) of each complete line of ``results.jsonl``
@@ -408,33 +458,8 @@ class RunStore:
             BenchError: a complete line that is not UTF-8 JSON or not an object (file and
                 line), or ``results.jsonl`` not a file.
         """
-        if not self.results_path.is_file():
-            if self.results_path.exists():  # a folder, a device: never "no rows yet"
-                raise BenchError("results.jsonl is not a file", file=self.results_path)
-            return
-        with self.results_path.open("rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.endswith(b"\n") and not _whole_row(line):
-                    if on_cut is not None:
-                        on_cut(number)
-                    return  # half-written by an interrupted run
-                if line.isspace():  # no copy of the line, unlike strip()
-                    continue
-                try:
-                    data = loads(line)
-                except UnicodeDecodeError as exc:
-                    raise BenchError(f"corrupt result row: not UTF-8 ({exc.reason})",
-                                     file=self.results_path, line=number) from None
-                except json.JSONDecodeError as exc:
-                    raise BenchError(f"corrupt result row: {exc.msg}", file=self.results_path,
-                                     line=number) from None
-                except RecursionError:
-                    raise BenchError("corrupt result row: nested too deeply",
-                                     file=self.results_path, line=number) from None
-                if not isinstance(data, dict):
-                    raise BenchError("corrupt result row: not a JSON object",
-                                     file=self.results_path, line=number)
-                yield number, data
+        for number, _, line in self._raw_lines(on_cut):
+            yield number, self._decode(number, line)
 
     def _row(self, number: int, data: dict[str, Any]) -> Row:
         """``data`` (line ``number``) validated and migrated as a :class:`Row`.
@@ -481,15 +506,28 @@ class RunStore:
             for number, data in self._lines():
                 yield self._row(number, data)
             return
-        read = self.read_rows(manifest, plan=plan)
+        read = RowsRead(self.results_path)
+        yield from self.iter_read(manifest, plan=plan, into=read)
         for line in read.report(writing=self.is_being_written()):
             (warn or _print_warning)(line)
-        yield from read.rows
 
     def read_rows(self, manifest: Manifest | None = None, *,
                   plan: Callable[[Row], str | None] | None = None) -> "RowsRead":
+        """The run's rows as every reader counts them (:meth:`iter_read`), held in
+        :attr:`RowsRead.rows`, and what was left out (:class:`RowsRead`).
+
+        Raises:
+            BenchError: as :meth:`load_rows`.
+        """
+        read = RowsRead(self.results_path)
+        read.rows = list(self.iter_read(manifest, plan=plan, into=read))
+        return read
+
+    def iter_read(self, manifest: Manifest | None = None, *,
+                  plan: Callable[[Row], str | None] | None = None,
+                  into: "RowsRead | None" = None, end: int | None = None) -> Iterator[Row]:
         """The run's rows as every reader counts them (``bench show``, ``report``,
-        ``compare``, the gate), and what was left out (:class:`RowsRead`).
+        ``compare``, the gate), streamed: each row is given as it is read and not kept.
 
         A key is counted once, with its first row in the file: as ``bench run --resume``,
         which never sends a key again once it is in the file, and ``bench merge`` keep it.
@@ -498,11 +536,18 @@ class RunStore:
         naming their lines and the key. A row outside the plan (``manifest``'s
         :func:`plan_check`, then ``plan``) is left out with a warning naming its line, and a
         last line cut mid-way (a half-written row) is reported in
-        :attr:`RowsRead.cut_line`.
+        :attr:`RowsRead.cut_line`. Only a digest of each counted line is kept (about 200
+        bytes per key): a later copy whose bytes differ is compared with the first row read
+        again from its offset.
 
         Args:
             manifest: this run's manifest; None: rows are not checked against it.
             plan: ``row -> None, or why it is not in the plan``.
+            into: filled with what was left out (and :attr:`RowsRead.end`, the bytes read)
+                once the iteration ends; its ``rows`` stay empty.
+            end: read no further than this byte offset (a previous read's
+                :attr:`RowsRead.end`: a second pass sees the rows the first saw, while a
+                running run appends).
 
         Raises:
             BenchError: as :meth:`load_rows`.
@@ -510,13 +555,14 @@ class RunStore:
         checks = [c for c in (plan_check(manifest) if manifest is not None else None, plan)
                   if c is not None]
         path = self.results_path
-        read = RowsRead(path)
-        where: dict[str, int] = {}  # key -> index of its row in read.rows
-        first_line: dict[str, int] = {}
+        read = into if into is not None else RowsRead(path)
+        first: dict[str, tuple[int, int, bytes]] = {}  # key -> (line, offset, digest)
         differing: dict[str, list[int]] = {}  # key -> lines of copies unlike the first
         cut: list[int] = []
-        for number, data in self._lines(on_cut=cut.append):
-            row = self._row(number, data)
+        read_to = 0
+        for number, offset, line in self._raw_lines(on_cut=cut.append, end=end):
+            read_to = offset + len(line)
+            row = self._row(number, self._decode(number, line))
             if row.key != _key_of(row):  # the row contradicts itself: corrupt, not stray
                 raise BenchError("corrupt result row: its key does not match its case, "
                                  "variant, provider and trial", file=path, line=number,
@@ -525,17 +571,25 @@ class RunStore:
             if why:
                 read.outside.append((number, row.key, why))
                 continue
-            at = where.get(row.key)
-            if at is None:
-                where[row.key], first_line[row.key] = len(read.rows), number
-                read.rows.append(row)
-            elif read.rows[at] == row:
+            digest = hashlib.blake2b(line, digest_size=16).digest()
+            seen = first.get(row.key)
+            if seen is None:
+                first[row.key] = (number, offset, digest)
+                yield row
+            elif seen[2] == digest or self._row_at(*seen[:2]) == row:
                 read.identical_copies += 1
             else:
                 differing.setdefault(row.key, []).append(number)
-        read.conflicts = [(key, [first_line[key], *lines]) for key, lines in differing.items()]
+        read.conflicts = [(key, [first[key][0], *lines]) for key, lines in differing.items()]
         read.cut_line = cut[0] if cut else None
-        return read
+        read.counted = len(first)
+        read.end = read_to
+
+    def _row_at(self, number: int, offset: int) -> Row:
+        """The row of line ``number``, read again from byte ``offset`` of ``results.jsonl``."""
+        with self.results_path.open("rb") as handle:
+            handle.seek(offset)
+            return self._row(number, self._decode(number, handle.readline()))
 
     def rows(self, plan: Callable[[dict[str, Any]], str | None] | None = None
              ) -> Iterator[dict[str, Any]]:
@@ -561,6 +615,23 @@ class RunStore:
                                      file=self.results_path, line=number, field="key")
             yield data
 
+    def stored_rows(self, manifest: Manifest,
+                    warn: Callable[[str], None] | None = None) -> "StoredRows":
+        """The run's counted rows as a :class:`StoredRows` (read again on each pass, never
+        held), after one pass that counts them and notes their variants; each line of
+        :meth:`RowsRead.report` goes to ``warn`` (default: stderr).
+
+        Raises:
+            BenchError: as :meth:`load_rows`.
+        """
+        read = RowsRead(self.results_path)
+        variants: dict[str, None] = {}
+        for row in self.iter_read(manifest, into=read):
+            variants.setdefault(row.variant)
+        for line in read.report(writing=self.is_being_written()):
+            (warn or _print_warning)(line)
+        return StoredRows(self, manifest, read.end, read.counted, variants=list(variants))
+
     def writer(self, sync_interval_s: float = 0.05) -> "RowWriter":
         """A :class:`RowWriter` appending to this run's ``results.jsonl``."""
         return RowWriter(self, sync_interval_s)
@@ -575,6 +646,39 @@ class RunStore:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+class StoredRows:
+    """A stored run's counted rows (:meth:`RunStore.iter_read`), read again
+    from its ``results.jsonl`` on each iteration and never held: a report of a million rows
+    keeps a compact frame, not a million :class:`~bench.results.Row` objects
+    (``benchmarks/report_memory.py``). :meth:`RunStore.stored_rows` makes one. Every pass reads up to the same byte (``end``), so
+    the passes agree while a running run appends. ``prefix`` relabels each row's variant and
+    key ``<prefix>/<variant>`` (runs that share a variant, :func:`load_runs`). ``len()`` is
+    the number of rows."""
+
+    def __init__(self, store: "RunStore", manifest: Manifest, end: int, count: int,
+                 prefix: str | None = None, variants: list[str] | None = None) -> None:
+        self.store, self.manifest, self.end, self.count = store, manifest, end, count
+        self.prefix = prefix
+        self.variants = variants or []  # as stored, first-seen order (stored_rows)
+
+    def __iter__(self) -> Iterator[Row]:
+        rows = self.store.iter_read(self.manifest, end=self.end)
+        if self.prefix is None:
+            yield from rows
+            return
+        for row in rows:
+            yield row.model_copy(update={"variant": f"{self.prefix}/{row.variant}",
+                                         "key": f"{self.prefix}/{row.key}"})
+
+    def __len__(self) -> int:
+        return self.count
+
+    def relabelled(self, prefix: str) -> "StoredRows":
+        """The same rows with variants and keys labelled ``<prefix>/...``."""
+        return StoredRows(self.store, self.manifest, self.end, self.count, prefix,
+                          self.variants)
 
 
 def _row_line(row: Row | Mapping[str, Any]) -> bytes:
@@ -641,7 +745,10 @@ class RowsRead:
     Attributes:
         path: the file.
         rows: one :class:`Row` per key, the first in the file, in file order; rows outside
-            the plan left out. What the run's tables and counts are made of.
+            the plan left out. What the run's tables and counts are made of
+            (:meth:`RunStore.read_rows`; empty after a streamed :meth:`RunStore.iter_read`).
+        counted: how many keys were counted (rows given), streamed or not.
+        end: the byte offset just past the last line read.
         identical_copies: later copies of a key equal to its first row, dropped.
         conflicts: ``(key, line numbers)`` of each key whose later copies differ from its
             first row (the first line first: the row counted), in file order.
@@ -651,6 +758,8 @@ class RowsRead:
 
     path: Path
     rows: list[Row] = dataclasses.field(default_factory=list)
+    counted: int = 0
+    end: int = 0
     identical_copies: int = 0
     conflicts: list[tuple[str, list[int]]] = dataclasses.field(default_factory=list)
     outside: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)

@@ -14,7 +14,7 @@ import pytest
 from bench.report.data import drilldown, load_runs
 from bench.report.html import drilldown_json, render_html
 from bench.report.junit import render_junit
-from bench.runstore import atomic_writer
+from bench.runstore import RowsRead, RunStore, atomic_writer
 from bench.stats.frame import compact_frame, results_frame
 from report_runs import hostile_answer, make_run, mixed_answer
 
@@ -32,7 +32,7 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 
 def test_compact_frame_in_chunks_equals_the_whole_frame(two_trials):
-    rows = load_runs(["two"])[0].rows
+    rows = list(load_runs(["two"])[0].rows)
     whole = results_frame(rows)
     for chunk_rows in (1, 5, 7, len(rows) + 1):
         _same(compact_frame(rows, chunk_rows=chunk_rows), whole)
@@ -41,7 +41,7 @@ def test_compact_frame_in_chunks_equals_the_whole_frame(two_trials):
 
 
 def test_compact_frame_stores_each_repeated_value_once(two_trials):
-    rows = load_runs(["two"])[0].rows
+    rows = list(load_runs(["two"])[0].rows)
     frame = compact_frame(rows, chunk_rows=5)
     by_case = frame.groupby("case_id")
     for _, group in by_case:  # 2 variants x 2 trials of one case: one tuple object each
@@ -51,7 +51,7 @@ def test_compact_frame_stores_each_repeated_value_once(two_trials):
 
 
 def test_compact_frame_keeps_only_the_asked_columns(two_trials):
-    rows = load_runs(["two"])[0].rows
+    rows = list(load_runs(["two"])[0].rows)
     frame = compact_frame(rows, ["provider", "variant", "selection_correct"], chunk_rows=3)
     assert list(frame.columns) == ["variant", "provider", "selection_correct"]
     assert str(frame["selection_correct"].dtype) == "boolean"
@@ -60,7 +60,7 @@ def test_compact_frame_keeps_only_the_asked_columns(two_trials):
 def test_compact_frame_of_chunks_lacking_a_metric_keeps_it_boolean(project):
     # rows 0-2 carry no arguments_correct (no-call cases) and rows 3-5 do: across chunks of 3
     make_run("m", mixed_answer, limit=12, variants=("l3",))
-    rows = load_runs(["m"])[0].rows
+    rows = list(load_runs(["m"])[0].rows)
     ordered = sorted(rows, key=lambda r: r.metrics.arguments_correct is not None)
     frame = compact_frame(ordered, chunk_rows=3)
     assert str(frame["arguments_correct"].dtype) == "boolean"
@@ -113,3 +113,34 @@ def test_atomic_writer_leaves_the_old_file_when_writing_fails(tmp_path: Path):
         handle.write("report")
     assert target.read_text(encoding="utf-8") == "new report"
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_streamed_read_tells_identical_copies_from_conflicts(project):
+    make_run("dup", mixed_answer, limit=4, variants=("l3",))
+    store = RunStore(project / "reports" / "runs", "dup")
+    lines = store.results_path.read_bytes().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    same = json.dumps(dict(reversed(list(first.items()))), ensure_ascii=False)  # other bytes
+    changed = {**first, "latency_s": 99.0}
+    with store.results_path.open("a", encoding="utf-8") as handle:
+        handle.write(same + "\n" + json.dumps(changed) + "\n")
+    read = RowsRead(store.results_path)
+    rows = list(store.iter_read(store.load_manifest(), into=read))
+    assert len(rows) == read.counted == 4
+    assert rows[0].latency_s == first["latency_s"]  # the first copy counts
+    assert read.identical_copies == 1
+    assert read.conflicts == [(first["key"], [1, 6])]
+
+
+def test_every_pass_of_a_report_reads_the_rows_the_first_pass_read(project):
+    make_run("grow", mixed_answer, limit=4, variants=("l3",))
+    runs = load_runs(["grow"])
+    store = RunStore(project / "reports" / "runs", "grow")
+    extra = json.loads(store.results_path.read_bytes().splitlines()[0])
+    extra.update(trial=0, case_id="ecom-9999", key="ecom-9999|l3|local|0")
+    with store.results_path.open("a", encoding="utf-8") as handle:  # a run still writing
+        handle.write(json.dumps(extra) + "\n")
+    assert len(runs[0].rows) == 4
+    assert [r.case_id for r in runs[0].rows] == [r.case_id for r in runs[0].rows]
+    assert "ecom-9999" not in {r.case_id for r in runs[0].rows}
+    assert "ecom-9999" in {r.case_id for r in load_runs(["grow"])[0].rows}

@@ -13,7 +13,7 @@ Exit codes: 0 no significant regression; 1 a significant regression beyond ``--m
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Iterable, Optional
 
 import typer
 from rich.console import Console, JustifyMethod
@@ -25,6 +25,7 @@ from bench.errors import BenchError
 from bench.plural import count
 from bench.project import Project
 from bench.results import Row
+from bench.runstore import StoredRows
 from bench.traces_cmd import terminal_text
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
@@ -40,11 +41,12 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr)
 
 
-def _rows_of(project: Project, run_id: str) -> list[Row]:
+def _rows_of(project: Project, run_id: str) -> StoredRows:
+    """The counted rows of stored run ``run_id``, read again on each pass (never held)."""
     store = project.store(run_id)
     manifest = store.load_manifest()  # BenchError when the run does not exist
-    rows = list(store.load_rows(manifest))
-    if not rows:
+    rows = store.stored_rows(manifest)
+    if not len(rows):
         raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
     return rows
 
@@ -55,13 +57,14 @@ def _is_run(project: Project, name: str) -> bool:
     return bool(RUN_ID_PATTERN.fullmatch(name)) and project.store(name).exists()
 
 
-def _split_variant(rows: list[Row], variant: str, where: str) -> list[Row]:
-    chosen = [r for r in rows if r.variant == variant]
-    if not chosen:
-        known = sorted({r.variant for r in rows})
-        raise BenchError(f"{where} has no variant '{variant}' (it has {', '.join(known)})")
-    return chosen
+def _split_variant(rows: StoredRows, variant: str, where: str) -> Iterable[Row]:
+    """The rows of ``variant`` (a view, read with ``rows``)."""
+    from bench.compare.core import RowSelection
 
+    if variant not in rows.variants:
+        raise BenchError(f"{where} has no variant '{variant}' (it has "
+                         f"{', '.join(sorted(rows.variants))})")
+    return RowSelection([rows], lambda row: row.variant == variant)
 
 
 def comparison_table(comparison: Comparison) -> Table:
@@ -118,7 +121,7 @@ def print_flips(console: Console, comparison: Comparison, metrics: list[str],
 
 def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
              limit: int | None, cases: list[str] | None, model_path: str | None, seed: int,
-             run_id: str | None, project: Project) -> list[Row]:
+             run_id: str | None, project: Project) -> StoredRows:
     from bench.runner import RunConfig, Runner
 
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
@@ -131,7 +134,7 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
                                 f"{count(len(runner.plan), 'row')} -> {runner.store.dir}")
     runner.run()
-    return list(runner.store.load_rows())
+    return runner.store.stored_rows(runner.store.load_manifest())
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -183,7 +186,7 @@ def compare(
 
     Exit code 0: no significant regression; 1: a significant regression beyond --margin;
     2: bad input."""
-    from bench.compare.core import compare_rows
+    from bench.compare.core import RowSelection, compare_rows
     from bench.scoring.registry import primary_metrics
 
     project = Project.from_env()  # the command line's edge
@@ -197,19 +200,20 @@ def compare(
         from bench.datasets.splits import refuse_mixed_splits, run_split
         refuse_mixed_splits({name: run_split(project.store(name).load_manifest().config)
                              for name in (a, b)})
-        rows_a, rows_b = _rows_of(project, a), _rows_of(project, b)
+        stored_a, stored_b = _rows_of(project, a), _rows_of(project, b)
+        rows_a, rows_b = stored_a, stored_b
+        variants_a, variants_b = set(stored_a.variants), set(stored_b.variants)
         if variant:
-            rows_a = _split_variant(rows_a, variant, f"run '{a}'")
-            rows_b = _split_variant(rows_b, variant, f"run '{b}'")
-        variants_a = {r.variant for r in rows_a}
-        variants_b = {r.variant for r in rows_b}
+            rows_a = _split_variant(stored_a, variant, f"run '{a}'")
+            rows_b = _split_variant(stored_b, variant, f"run '{b}'")
+            variants_a = variants_b = {variant}
         shared = variants_a & variants_b
         if variants_a == variants_b:
             group_by = ("provider", "variant")
         elif shared and not (len(variants_a) == 1 and len(variants_b) == 1):
             # paired variant by variant on the variants both runs have
-            rows_a = [r for r in rows_a if r.variant in shared]
-            rows_b = [r for r in rows_b if r.variant in shared]
+            rows_a = RowSelection([stored_a], lambda row: row.variant in shared)
+            rows_b = RowSelection([stored_b], lambda row: row.variant in shared)
             group_by = ("provider", "variant")
             _console(stderr=True).print(f"comparing the variants both runs have: {', '.join(sorted(shared))} "
                       f"(left out: {', '.join(sorted((variants_a | variants_b) - shared))})")

@@ -30,14 +30,14 @@ is significant but no larger than the margin; else ``no significant difference``
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.stats import binom
 
-from bench.results import Row, RowExpected, as_rows
+from bench.results import Row, RowExpected, as_row
 from bench.scoring.registry import comparable_metrics, get_metric
 from bench.stats.frame import compact_frame, metric_columns
 
@@ -311,12 +311,17 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                    group_by: Sequence[str] = ("provider",), alpha: float = 0.05,
                    margin: float = 0.0, confidence: float = 0.95, power: float = 0.8,
                    n_boot: int = 2000, seed: int = 0, mid_p: bool = False,
-                   rows_a: dict[str, Row] | None = None,
-                   rows_b: dict[str, Row] | None = None) -> Comparison:
+                   rows_a: Mapping[str, Row] | None = None,
+                   rows_b: Mapping[str, Row] | None = None,
+                   rows_of: Callable[[set[str], set[str]],
+                                     tuple[Mapping[str, Row], Mapping[str, Row]]] | None = None
+                   ) -> Comparison:
     """Compare two results frames (:mod:`bench.stats.frame`); see :func:`compare_rows`.
 
     ``rows_a``/``rows_b`` map a frame's ``key`` to its full row, used only to describe flipped
-    cases (answers in short form); without them the flips carry no answers.
+    cases (answers in short form); without them the flips carry no answers. ``rows_of``
+    instead fetches the rows of the flipped keys only, ``(keys of A, keys of B) -> (rows_a,
+    rows_b)``, once every flip is known (a large run's rows need not be held).
 
     Raises:
         ValueError: no metric to compare, an unknown metric, or no pair shared by A and B.
@@ -351,7 +356,7 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                         confidence=confidence, power=power, n_boot=n_boot, seed=seed,
                         mid_p=mid_p, unpaired_a=len(frame_a) - len(merged),
                         unpaired_b=len(frame_b) - len(merged))
-    flips: list[Flip] = []
+    flipped_records: list[tuple[Literal["lost", "gained"], str, str, str, int, str, str]] = []
     for group, part in merged.groupby("group", sort=True):
         for metric in present:
             both = part[part[f"{metric}_a"].notna() & part[f"{metric}_b"].notna()]
@@ -374,16 +379,23 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                                                   mid_p)))
             flipped = both[a != b]
             for record in flipped.to_dict("records"):
-                row_a = (rows_a or {}).get(record["key_a"])
-                row_b = (rows_b or {}).get(record["key_b"])
-                flips.append(Flip(
-                    direction="lost" if bool(record[f"{metric}_a"]) == higher else "gained",
-                    group=str(group), metric=metric, case_id=str(record["case_id"]),
-                    trial=int(record["trial"]),
-                    query=str(row_a.query or "") if row_a else "",
-                    expected=_short_expected(row_a.expected) if row_a else "",
-                    answer_a=_short_answer(row_a) if row_a else "",
-                    answer_b=_short_answer(row_b) if row_b else ""))
+                flipped_records.append((
+                    "lost" if bool(record[f"{metric}_a"]) == higher else "gained",
+                    str(group), metric, str(record["case_id"]), int(record["trial"]),
+                    str(record["key_a"]), str(record["key_b"])))
+    if rows_of is not None and flipped_records:
+        rows_a, rows_b = rows_of({r[5] for r in flipped_records},
+                                 {r[6] for r in flipped_records})
+    flips: list[Flip] = []
+    for direction, group_name, metric, case_id, trial, key_a, key_b in flipped_records:
+        row_a = (rows_a or {}).get(key_a)
+        row_b = (rows_b or {}).get(key_b)
+        flips.append(Flip(
+            direction=direction, group=group_name, metric=metric, case_id=case_id,
+            trial=trial, query=str(row_a.query or "") if row_a else "",
+            expected=_short_expected(row_a.expected) if row_a else "",
+            answer_a=_short_answer(row_a) if row_a else "",
+            answer_b=_short_answer(row_b) if row_b else ""))
     for test, adjusted in zip(result.tests, holm_adjust([t.p_value for t in result.tests])):
         test.p_holm = adjusted
         if adjusted < alpha:
@@ -430,10 +442,36 @@ def compare_rows(rows_a: Iterable[Row | Mapping[str, Any]],
     Raises:
         ValueError: no shared metric, an unknown metric, or no shared pair.
     """
-    rows_a = as_rows(rows_a)
-    rows_b = as_rows(rows_b)
-    return compare_frames(compact_frame(rows_a), compact_frame(rows_b), label_a=label_a,
+    side_a, side_b = _reiterable(rows_a), _reiterable(rows_b)
+
+    def rows_of(keys_a: set[str], keys_b: set[str]
+                ) -> tuple[Mapping[str, Row], Mapping[str, Row]]:
+        return ({r.key: r for r in map(as_row, side_a) if r.key in keys_a},
+                {r.key: r for r in map(as_row, side_b) if r.key in keys_b})
+
+    return compare_frames(compact_frame(map(as_row, side_a)),
+                          compact_frame(map(as_row, side_b)), label_a=label_a,
                           label_b=label_b, metrics=metrics, group_by=group_by, alpha=alpha,
                           margin=margin, confidence=confidence, power=power, n_boot=n_boot,
-                          seed=seed, mid_p=mid_p, rows_a={r.key: r for r in rows_a},
-                          rows_b={r.key: r for r in rows_b})
+                          seed=seed, mid_p=mid_p, rows_of=rows_of)
+
+
+def _reiterable(rows: Iterable[Row | Mapping[str, Any]]) -> Iterable[Row | Mapping[str, Any]]:
+    """``rows`` when it can be iterated again (a list, a :class:`RowSelection`, a stored
+    run's rows), else a list of it (a generator is read once)."""
+    return list(rows) if iter(rows) is rows else rows
+
+
+class RowSelection:
+    """The rows of ``sources`` (each re-iterable, e.g. a stored run's rows, which are read
+    again from its file on each pass) that ``keep`` accepts, in order: a view that holds no
+    row, for :func:`compare_rows`' two passes (the frame, then the flipped rows)."""
+
+    def __init__(self, sources: Sequence[Iterable[Row]], keep: Callable[[Row], bool]) -> None:
+        self.sources, self.keep = sources, keep
+
+    def __iter__(self) -> Iterator[Row]:
+        for source in self.sources:
+            for row in source:
+                if self.keep(row):
+                    yield row

@@ -86,7 +86,7 @@ def report(
     pair = [p.strip() for p in compare.split(",")] if compare else None
     comparison = None if fmt is ReportFormat.junit else choose_comparison(runs, pair)
     if comparison is None and len(runs) == 2 and fmt is not ReportFormat.junit:
-        variants = [{r.variant for r in run.source_rows} for run in runs]
+        variants = [set(run.stats.variants) for run in runs]
         shared = variants[0] & variants[1]
         why = (f"no (provider, case, trial) in common on the variants both have "
                f"({', '.join(sorted(shared))})" if shared

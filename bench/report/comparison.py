@@ -7,13 +7,14 @@ module only chooses A and B the way ``bench compare`` does and formats numbers.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from bench.compare.core import Comparison, compare_rows
+from bench.compare.core import Comparison, RowSelection, compare_rows
 from bench.compare import cells
 from bench.errors import BenchError
 from bench.plural import count
-from bench.report.data import LoadedRun, all_rows, variant_order
+from bench.report.data import LoadedRun, variant_order
+from bench.results import Row
 from bench.scoring.registry import metric_title
 
 FLIPS_SHOWN = 200  # per report; the rest are counted
@@ -36,8 +37,14 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
             share no (case, trial) pair (without ``pair``, such inputs give None).
     """
     group_by: tuple[str, ...] = ("provider",)
-    rows = all_rows(runs)
+    sources = [run.rows for run in runs]  # read again on each pass, never held
     labels = variant_order(runs)
+
+    def variant_is(label: str) -> Callable[[Row], bool]:
+        return lambda row: row.variant == label
+
+    rows_a: Iterable[Row]
+    rows_b: Iterable[Row]
     if pair:
         if len(pair) != 2 or pair[0] == pair[1]:
             raise BenchError("--compare takes two different variants, e.g. --compare l3,l30")
@@ -46,26 +53,26 @@ def choose_comparison(runs: Sequence[LoadedRun], pair: Sequence[str] | None = No
             raise BenchError(f"--compare: no variant '{unknown[0]}' in the report "
                              f"(it has {', '.join(labels)})")
         label_a, label_b = pair
-        rows_a = [r for r in rows if r.variant == label_a]
-        rows_b = [r for r in rows if r.variant == label_b]
+        rows_a = RowSelection(sources, variant_is(label_a))
+        rows_b = RowSelection(sources, variant_is(label_b))
     elif len(runs) == 2:
         rows_a, rows_b = runs[0].source_rows, runs[1].source_rows
-        variants_a = {r.variant for r in rows_a}
-        variants_b = {r.variant for r in rows_b}
+        variants_a = set(runs[0].stats.variants)
+        variants_b = set(runs[1].stats.variants)
         shared = variants_a & variants_b
         if len(variants_a) == 1 and len(variants_b) == 1 and not shared:
             pass  # one variant each, different: the two against each other
         elif shared:  # variant by variant, on the variants both runs have
             group_by = ("provider", "variant")
-            rows_a = [r for r in rows_a if r.variant in shared]
-            rows_b = [r for r in rows_b if r.variant in shared]
+            rows_a = RowSelection([runs[0].source_rows], lambda row: row.variant in shared)
+            rows_b = RowSelection([runs[1].source_rows], lambda row: row.variant in shared)
         else:
             return None
         label_a, label_b = runs[0].run_id, runs[1].run_id
     elif len(labels) == 2:
         label_a, label_b = labels
-        rows_a = [r for r in rows if r.variant == label_a]
-        rows_b = [r for r in rows if r.variant == label_b]
+        rows_a = RowSelection(sources, variant_is(label_a))
+        rows_b = RowSelection(sources, variant_is(label_b))
     else:
         return None
     try:

@@ -11,7 +11,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence, overload
+import sys
+from typing import Any, Iterable, Iterator, Mapping, Sequence, overload
 
 import pandas as pd
 
@@ -20,6 +21,7 @@ from bench.plural import count, noun
 from bench.project import Project, current_project
 from bench.models import condition_variant
 from bench.results import Manifest, Row
+from bench.runstore import RowsRead, StoredRows
 from bench.scoring.registry import get_metric, metric_names
 from bench.stats.aggregate import aggregate
 from bench.stats.frame import compact_frame
@@ -39,23 +41,64 @@ LIST_LIMIT = 20  # calls and argument errors shown per row
 
 
 @dataclass
+class RunStats:
+    """What :func:`load_runs` gathers in its one pass over a run's rows, so that the report
+    does not read them again for it: ``variants`` (as stored, in first-seen order),
+    ``pairs`` ({(variant, provider)}), ``tokens`` (sums per usage field, tokens),
+    ``cost_usd`` (sum of the rows' costs, USD; None when no row has one) and
+    ``episode_keys`` (keys of episode rows, as stored)."""
+
+    variants: list[str] = field(default_factory=list)
+    pairs: set[tuple[str, str]] = field(default_factory=set)
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = None
+    episode_keys: set[str] = field(default_factory=set)
+
+    def add(self, row: Row) -> None:
+        """Count ``row`` in."""
+        if row.variant not in self.pairs_variants:
+            self.pairs_variants.add(row.variant)
+            self.variants.append(row.variant)
+        self.pairs.add((row.variant, row.provider))
+        if row.usage is not None:
+            for name in ("prompt_tokens", "completion_tokens", "cached_tokens",
+                         "reasoning_tokens"):
+                value = getattr(row.usage, name, None)
+                self.tokens[name] = self.tokens.get(name, 0) + (int(value) if value else 0)
+        cost = _optional_float(row.cost_usd)
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+        if row.episode is not None:
+            self.episode_keys.add(row.key)
+
+    def __post_init__(self) -> None:
+        self.pairs_variants: set[str] = set(self.variants)
+
+
+@dataclass
 class LoadedRun:
     """One stored run: its manifest (its ``status`` the one to show), its rows with unique
-    variant labels (``rows``) and as stored (``source_rows``; the same list unless
-    :func:`load_runs` relabelled)."""
+    variant labels (``rows``) and as stored (``source_rows``; the same unless
+    :func:`load_runs` relabelled), both :class:`StoredRows` read on each pass, and ``stats``
+    from the first pass."""
 
     run_id: str
     manifest: Manifest
-    rows: list[Row]
-    source_rows: list[Row] = field(default_factory=list)
+    rows: StoredRows
+    source_rows: StoredRows
+    stats: RunStats
+    prefix: str | None = None
 
-    def __post_init__(self) -> None:
-        self.source_rows = self.source_rows or self.rows
+    def label(self, variant: str) -> str:
+        """A stored variant's label in this report (``<run-id>/<variant>`` when relabelled)."""
+        return variant if self.prefix is None else f"{self.prefix}/{variant}"
 
 
 def load_runs(run_ids: Sequence[str], project: Project | None = None) -> list[LoadedRun]:
     """Read the named runs from the project's ``reports/runs`` (``project`` default
-    :func:`bench.project.current_project`).
+    :func:`bench.project.current_project`): one pass over each run's rows
+    (:class:`RunStats`, warnings about rows left out printed to stderr); the report's later
+    passes read the file again (:class:`StoredRows`).
 
     When several runs share a (variant, provider) pair, each row's variant is relabelled
     ``<run-id>/<variant>`` so the runs stay apart in every table and chart. A manifest's
@@ -73,19 +116,23 @@ def load_runs(run_ids: Sequence[str], project: Project | None = None) -> list[Lo
     for run_id in dict.fromkeys(run_ids):
         store = project.store(run_id)
         manifest = store.load_manifest()
-        rows = list(store.load_rows(manifest))
+        read = RowsRead(store.results_path)
+        stats = RunStats()
+        for row in store.iter_read(manifest, into=read):
+            stats.add(row)
+        for line in read.report(writing=store.is_being_written()):
+            print(line, file=sys.stderr, flush=True)
         manifest.status = store.shown_status(manifest)  # "crashed" is shown, not stored
-        if not rows:
+        if not read.counted:
             raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
-        runs.append(LoadedRun(run_id, manifest, rows))
-    pairs = [{(r.variant, r.provider) for r in run.rows} for run in runs]
+        rows = StoredRows(store, manifest, read.end, read.counted, variants=stats.variants)
+        runs.append(LoadedRun(run_id, manifest, rows, rows, stats))
+    pairs = [run.stats.pairs for run in runs]
     clash = len(runs) > 1 and sum(len(p) for p in pairs) > len(set().union(*pairs))
     if clash:
         for run in runs:
-            run.source_rows = run.rows
-            run.rows = [r.model_copy(update={"variant": f"{run.run_id}/{r.variant}",
-                                             "key": f"{run.run_id}/{r.key}"})
-                        for r in run.rows]
+            run.prefix = run.run_id
+            run.rows = run.source_rows.relabelled(run.run_id)
             for variant in run.manifest.variants:
                 variant.label = f"{run.run_id}/{variant.name}"
     return runs
@@ -116,9 +163,9 @@ def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
             if variant.shown is not None and variant.shown not in order:  # None: no name
                 order.append(variant.shown)
     for run in runs:  # rows of variants the manifest does not list
-        for row in run.rows:
-            if row.variant not in order:
-                order.append(row.variant)
+        for stored in run.stats.variants:
+            if run.label(stored) not in order:
+                order.append(run.label(stored))
     return order
 
 
@@ -132,9 +179,11 @@ def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
     return {label: sum(v) / len(v) for label, v in found.items()}
 
 
-def all_rows(runs: Sequence[LoadedRun]) -> list[Row]:
-    """Every row of every run, in run order (variants relabelled as :func:`load_runs` says)."""
-    return [row for run in runs for row in run.rows]
+def all_rows(runs: Sequence[LoadedRun]) -> Iterator[Row]:
+    """Every row of every run, in run order (variants relabelled as :func:`load_runs` says),
+    read as they are iterated (:class:`StoredRows`)."""
+    for run in runs:
+        yield from run.rows
 
 
 def frame_of(runs: Sequence[LoadedRun]) -> pd.DataFrame:
@@ -171,10 +220,10 @@ def headline(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None) -> pd
     table["mean_lines"] = table["variant"].map(
         lambda name: lines.get(condition_variant(name))).astype(float)
     if len(runs) > 1:  # one chart line per run and provider
-        run_of = {(r.provider, r.variant): run.run_id for run in runs for r in run.rows}
+        run_of = {(p, run.label(v)): run.run_id for run in runs for v, p in run.stats.pairs}
         table["series"] = [f"{run_of.get((p, v), '?')} · {p}" for p, v in
                            zip(table["provider"], table["variant"])]
-    costs = cost_by_group(all_rows(runs))
+    costs = _costs_of(frame)
     if costs:
         table["cost_usd"] = [costs.get((p, v)) for p, v in zip(table["provider"],
                                                                 table["variant"])]
@@ -208,6 +257,14 @@ def bucket_rates(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None
 
     frame = frame_of(runs) if frame is None else frame
     return bucket_table(frame, variant_order(runs))
+
+
+def _costs_of(frame: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """:func:`cost_by_group` from a results frame (one row per key already)."""
+    if "cost_usd" not in frame or not frame["cost_usd"].notna().any():
+        return {}
+    sums = frame.groupby(["provider", "variant"], sort=False)["cost_usd"].sum(min_count=1)
+    return {(str(p), str(v)): float(c) for (p, v), c in sums.items() if c == c}
 
 
 def cost_by_group(rows: Iterable[Row]) -> dict[tuple[str, str], float]:
@@ -456,18 +513,9 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
     ``cost_usd``), cache counts (the manifest's ``cache`` object), what the run was billed
     (its ``spent`` object) and providers it skipped, where the manifest records them."""
     manifest = run.manifest
-    tokens: dict[str, int] = {}
-    for row in run.rows:  # summed row by row: no per-row frame of a large run
-        if row.usage is None:
-            continue
-        for name in ("prompt_tokens", "completion_tokens", "cached_tokens",
-                     "reasoning_tokens"):
-            value = getattr(row.usage, name, None)
-            tokens[name] = tokens.get(name, 0) + (int(value) if value else 0)
+    tokens = dict(run.stats.tokens)
     if not tokens.get("reasoning_tokens"):  # shown only when some row has them
         tokens.pop("reasoning_tokens", None)
-    costs = [_optional_float(r.cost_usd) for r in run.rows]
-    known_costs = [c for c in costs if c is not None]
     dataset = manifest.dataset
     cases = "?" if dataset.cases is None else dataset.cases
     return {
@@ -485,7 +533,7 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
         "ended_at": manifest.ended_at,
         "rows": f"{len(run.rows)} of {manifest.rows_planned} planned",
         "tokens": tokens,
-        "cost_usd": sum(known_costs) if known_costs else None,
+        "cost_usd": run.stats.cost_usd,
         "cache": manifest.cache,
         "spent": manifest.spent.model_dump(exclude_unset=True) if manifest.spent else None,
         "skipped": list(manifest.providers_skipped or []),
@@ -535,7 +583,7 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
     found = []
     for run in runs:
         status = run.manifest.status
-        done = len({row.key for row in run.source_rows})
+        done = len(run.source_rows)  # counted once per key
         planned = run.manifest.rows_planned
         if status == "complete":
             if done >= planned:

@@ -268,8 +268,9 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
                              for p in factor_pairs(runs)]}
     # a single answer's views (confusion, argument errors) leave episode rows out: an
     # episode's calls live in its trajectory, not in one parsed answer
-    single = frame[~frame["key"].isin({r.key for r in all_rows(runs)
-                                        if r.episode is not None})] if episodes else frame
+    single = frame[~frame["key"].isin({run.label(key) for run in runs
+                                        for key in run.stats.episode_keys})] \
+        if episodes else frame
     by_tool = group_rates(runs, "tool", frame)
     by_tag = group_rates(runs, "tag", frame)
     script, style = _asset("report.js"), _asset("report.css")

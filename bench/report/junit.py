@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
+import shutil
+import tempfile
 import xml.etree.ElementTree as ET
 from typing import IO, Any, Sequence
 
@@ -62,43 +65,47 @@ def write_junit(runs: Sequence[LoadedRun], name: str, out: IO[str]) -> None:
     outcome, whose ``message`` lists the error codes and whose text holds the query, argument
     errors, parsed calls and raw response (cut to the report's text limit). Suites and the
     root carry ``tests``, ``failures``, ``errors`` (0) and ``time`` (seconds), counted in a
-    first pass over the rows.
+    first pass over the rows; suites are ordered by provider, then variant.
     """
     order = {v: i for i, v in enumerate(variant_order(runs))}
-    rows = sorted(all_rows(runs), key=lambda r: (r.provider, order.get(r.variant, 0)))
-    several_trials = any(r.trial for r in rows)
+    several_trials = False
     totals: dict[tuple[str, str], list[float]] = {}  # pair -> [tests, failures, seconds]
-    for row in rows:
+    for row in all_rows(runs):  # first pass: the counts the opening tags carry
         total = totals.setdefault((row.provider, row.variant), [0, 0, 0.0])
         total[0] += 1
         total[1] += row_outcome(row) != "pass"
         total[2] += float(row.latency_s or 0.0)
+        several_trials = several_trials or bool(row.trial)
+    pairs = sorted(totals, key=lambda pair: (pair[0], order.get(pair[1], 0)))
     out.write("<?xml version='1.0' encoding='utf-8'?>\n")
     out.write(_open_tag("testsuites", {
         "name": xml_text(name), "tests": str(int(sum(t[0] for t in totals.values()))),
         "failures": str(int(sum(t[1] for t in totals.values())))}, 0))
-    pair: tuple[str, str] | None = None
-    for row in rows:
-        if pair is None or (row.provider, row.variant) != pair:
-            if pair is not None:
-                out.write("  </testsuite>\n")
+    with contextlib.ExitStack() as stack:
+        # second pass: each suite's testcases in a spooled file (in memory up to 1 MiB),
+        # then the suites in order: the rows are never held, nor sorted
+        suites = {pair: stack.enter_context(tempfile.SpooledTemporaryFile(
+            max_size=2 ** 20, mode="w+", encoding="utf-8")) for pair in pairs}
+        for row in all_rows(runs):
             pair = (row.provider, row.variant)
+            name_text = row.case_id + (f"#{row.trial}" if several_trials else "")
+            case = ET.Element("testcase", name=xml_text(name_text),
+                              classname=xml_text(f"bench.{pair[0]}.{pair[1]}"),
+                              time=f"{float(row.latency_s or 0.0):.3f}")
+            outcome = row_outcome(row)
+            if outcome != "pass":
+                codes = row.metrics.error_codes or []
+                failure = ET.SubElement(case, "failure", type=outcome,
+                                        message=xml_text(", ".join(codes) or outcome, 500))
+                failure.text = xml_text(_details(row))
+            ET.indent(case, level=2)
+            suites[pair].write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
+        for pair in pairs:
             tests, failures, seconds = totals[pair]
             out.write(_open_tag("testsuite", {
                 "name": xml_text(f"{pair[0]} · {pair[1]}"), "tests": str(int(tests)),
                 "failures": str(int(failures)), "errors": "0", "time": f"{seconds:.3f}"}, 1))
-        name_text = row.case_id + (f"#{row.trial}" if several_trials else "")
-        case = ET.Element("testcase", name=xml_text(name_text),
-                          classname=xml_text(f"bench.{pair[0]}.{pair[1]}"),
-                          time=f"{float(row.latency_s or 0.0):.3f}")
-        outcome = row_outcome(row)
-        if outcome != "pass":
-            codes = row.metrics.error_codes or []
-            failure = ET.SubElement(case, "failure", type=outcome,
-                                    message=xml_text(", ".join(codes) or outcome, 500))
-            failure.text = xml_text(_details(row))
-        ET.indent(case, level=2)
-        out.write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
-    if pair is not None:
-        out.write("  </testsuite>\n")
+            suites[pair].seek(0)
+            shutil.copyfileobj(suites[pair], out)
+            out.write("  </testsuite>\n")
     out.write("</testsuites>\n")
