@@ -35,7 +35,6 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
-from scipy.stats import binom
 
 from bench.results import Row, RowExpected, as_row
 from bench.scoring.registry import comparable_metrics, get_metric
@@ -156,6 +155,14 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
+def _binom() -> Any:
+    """``scipy.stats.binom``, imported on first use: scipy.stats costs about 40 MB and 0.5 s
+    to import, which a report without a comparison never needs."""
+    from scipy.stats import binom
+
+    return binom
+
+
 def mcnemar_exact(a_only, b_only, mid_p: bool = False):
     """Two-sided McNemar p-value(s) from the discordant counts (McNemar 1947), exact.
 
@@ -179,9 +186,9 @@ def mcnemar_exact(a_only, b_only, mid_p: bool = False):
     a = np.asarray(a_only, dtype=float)
     b = np.asarray(b_only, dtype=float)
     low = np.minimum(a, b)
-    p = 2.0 * binom.cdf(low, a + b, 0.5)
+    p = 2.0 * _binom().cdf(low, a + b, 0.5)
     if mid_p:
-        p = p - binom.pmf(low, a + b, 0.5)
+        p = p - _binom().pmf(low, a + b, 0.5)
     p = np.where(a + b > 0, np.minimum(1.0, p), 1.0)
     return float(p) if p.ndim == 0 else p
 
@@ -208,13 +215,13 @@ def mcnemar_power(n: int, discordant_share: float, difference: float, alpha: flo
     if n <= 0 or psi <= 0:
         return 0.0
     discordant = np.arange(n + 1)
-    weight = binom.pmf(discordant, n, psi)
+    weight = _binom().pmf(discordant, n, psi)
     # largest k whose two-sided p-value is below alpha: reject when min(a, b) <= k
-    k = binom.ppf(alpha / 2, discordant, 0.5)
+    k = _binom().ppf(alpha / 2, discordant, 0.5)
     k = np.where(mcnemar_exact(k, discordant - k, mid_p) < alpha, k, k - 1)
     q = min(max((psi + difference) / (2 * psi), 0.0), 1.0)
-    reject = np.where(k >= 0, binom.cdf(k, discordant, q)
-                      + binom.sf(discordant - k - 1, discordant, q), 0.0)
+    reject = np.where(k >= 0, _binom().cdf(k, discordant, q)
+                      + _binom().sf(discordant - k - 1, discordant, q), 0.0)
     return float(np.sum(weight * reject))
 
 

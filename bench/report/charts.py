@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 
 from bench.scoring.registry import get_metric, primary_metrics  # noqa: E402
 from bench.stats.frontier import pareto_frontier  # noqa: E402
+from bench.report.table import bounds  # noqa: E402  (re-exported: charts.bounds)
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -39,18 +40,6 @@ STYLE: dict[RcKeyType, str | bool | float] = {
 def ablation_metrics() -> list[tuple[str, str]]:
     """(metric, title) of the registry's primary metrics: the ablation charts' panels."""
     return [(name, get_metric(name).title) for name in primary_metrics()]
-
-
-def bounds(record: Any, metric: str) -> tuple[Any, Any]:
-    """The interval of ``metric`` in an aggregate record or frame: the case-clustered
-    bootstrap one (``<m>_boot_low/_high``, present with trials > 1) when it is there, else
-    Wilson's (``<m>_low/_high``)."""
-    boot = f"{metric}_boot_low"
-    if boot in record:
-        low, high = record[boot], record[f"{metric}_boot_high"]
-        if not isinstance(low, float) or not math.isnan(low):
-            return low, high
-    return record[f"{metric}_low"], record[f"{metric}_high"]
 
 
 def _svg(fig: plt.Figure) -> str:

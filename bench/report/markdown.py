@@ -6,13 +6,12 @@ import html
 from typing import Any, Sequence
 
 from bench.compare.core import Comparison
-from bench.report.charts import bounds
 from bench.report.comparison import comparison_view
 from bench.plural import count
 from bench.report.data import (LoadedRun, all_rows, bucket_rates, frame_of, headline,
                                incomplete_runs, row_outcome, shown_metrics, split_statement)
 from bench.report.episodes import condition_summary
-from bench.report.table import bucket_view, format_pass_k, format_rate
+from bench.report.table import bounds, bucket_view, format_pass_k, format_rate
 from bench.stats.codes import error_code_counts
 
 

@@ -199,3 +199,15 @@ def bucket_view(table: pd.DataFrame) -> dict[str, Any] | None:
                                      record[f"{metric}_high"], n) if n else "-")
         rows.append(cells)
     return {"metrics": [get_metric(m).label for m in shown], "rows": rows}
+
+
+def bounds(record: Any, metric: str) -> tuple[Any, Any]:
+    """The interval of ``metric`` in an aggregate record or frame: the case-clustered
+    bootstrap one (``<m>_boot_low/_high``, present with trials > 1) when it is there, else
+    Wilson's (``<m>_low/_high``)."""
+    boot = f"{metric}_boot_low"
+    if boot in record:
+        low, high = record[boot], record[f"{metric}_boot_high"]
+        if not isinstance(low, float) or not math.isnan(low):
+            return low, high
+    return record[f"{metric}_low"], record[f"{metric}_high"]
