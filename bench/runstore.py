@@ -652,10 +652,15 @@ class StoredRows:
     """A stored run's counted rows (:meth:`RunStore.iter_read`), read again
     from its ``results.jsonl`` on each iteration and never held: a report of a million rows
     keeps a compact frame, not a million :class:`~bench.results.Row` objects
-    (``benchmarks/report_memory.py``). :meth:`RunStore.stored_rows` makes one. Every pass reads up to the same byte (``end``), so
-    the passes agree while a running run appends. ``prefix`` relabels each row's variant and
-    key ``<prefix>/<variant>`` (runs that share a variant, :func:`load_runs`). ``len()`` is
-    the number of rows."""
+    (``benchmarks/report_memory.py``); :meth:`RunStore.stored_rows` makes one. Every pass
+    reads up to the same byte (``end``), so the passes agree while a running run appends.
+    ``prefix`` relabels each row's variant and key ``<prefix>/<variant>`` (runs that share a
+    variant, :func:`bench.report.data.load_runs`). ``len()`` is the number of rows.
+
+    Raises (on iteration):
+        BenchError: the file is gone or shorter than ``end`` (cut or replaced since the first
+            pass), or a line is corrupt (as :meth:`RunStore.iter_read`).
+    """
 
     def __init__(self, store: "RunStore", manifest: Manifest, end: int, count: int,
                  prefix: str | None = None, variants: list[str] | None = None) -> None:
@@ -664,6 +669,14 @@ class StoredRows:
         self.variants = variants or []  # as stored, first-seen order (stored_rows)
 
     def __iter__(self) -> Iterator[Row]:
+        path = self.store.results_path
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = -1
+        if size < self.end:  # figures from two different files would not agree
+            raise BenchError("results.jsonl was removed, cut or replaced while it was being "
+                             "read; run the command again", file=path)
         rows = self.store.iter_read(self.manifest, end=self.end)
         if self.prefix is None:
             yield from rows

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.errors import BenchError
 from bench.report.data import drilldown, load_runs
 from bench.report.html import drilldown_json, render_html
 from bench.report.junit import render_junit
@@ -144,3 +145,16 @@ def test_every_pass_of_a_report_reads_the_rows_the_first_pass_read(project):
     assert [r.case_id for r in runs[0].rows] == [r.case_id for r in runs[0].rows]
     assert "ecom-9999" not in {r.case_id for r in runs[0].rows}
     assert "ecom-9999" in {r.case_id for r in load_runs(["grow"])[0].rows}
+
+
+@pytest.mark.parametrize("change", ["removed", "cut"])
+def test_a_results_file_removed_or_cut_between_passes_is_one_error(project, change):
+    make_run("gone", mixed_answer, limit=4, variants=("l3",))
+    runs = load_runs(["gone"])
+    path = project / "reports" / "runs" / "gone" / "results.jsonl"
+    if change == "removed":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(BenchError, match="removed, cut or replaced while it was being read"):
+        render_html(runs, "t")
