@@ -159,6 +159,8 @@ def test_cli_says_why_no_difference_is_detectable_with_few_pairs(tmp_path):
     (["l10", "l30", "--run", "../etc"], "invalid run id"),
     (["base", "nope"], "'base' is a run but 'nope' is not"),
     (["nope", "cand"], "'cand' is a run but 'nope' is not"),
+    (["l10", "l10", "--run", "both"], "A and B are both 'l10'"),
+    (["base", "base"], "A and B are both 'base'"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(home, args, message):
     result = bench(home, *args)

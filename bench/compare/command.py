@@ -191,6 +191,8 @@ def compare(
 
     project = Project.from_env()  # the command line's edge
     group_by: tuple[str, ...] = ("provider",)
+    if a == b:  # every pair would agree: a comparison that cannot find anything
+        raise BenchError(f"A and B are both '{a}': name two different variants or runs")
     if run:
         rows = _rows_of(project, run)
         rows_a = _split_variant(rows, a, f"run '{run}'")
@@ -228,8 +230,6 @@ def compare(
                          f"{project.runs_dir}); give two run ids, two variants, or --run "
                          f"{run_id} with two of its variants")
     else:
-        if a == b:
-            raise BenchError(f"A and B are the same variant '{a}'")
         rows = _run_now(a, b, dataset, _split(provider), trials, limit, _split(cases),
                         model_path, seed, run_id, project)
         rows_a = _split_variant(rows, a, "the new run")
