@@ -158,3 +158,14 @@ def test_a_results_file_removed_or_cut_between_passes_is_one_error(project, chan
         path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(BenchError, match="removed, cut or replaced while it was being read"):
         render_html(runs, "t")
+
+
+def test_a_manifest_variant_without_a_name_still_reports(project):
+    make_run("noname", mixed_answer, limit=3, variants=("l3", "l10"))
+    path = project / "reports" / "runs" / "noname" / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("name", "mean_lines_per_tool", "toolset"):  # l10's rows are then stray
+        manifest["variants"][1].pop(key, None)
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    html = render_html(load_runs(["noname"]), "t")
+    assert '<span class="kv">? (?, ? lines/tool' in html

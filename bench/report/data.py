@@ -526,7 +526,8 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
                    f"{(dataset.sha256 or '')[:12]})",
         "command": " ".join(str(p) for p in manifest.command or []),
         "providers": list(manifest.providers or []),
-        "variants": [v.model_dump(exclude_unset=True) for v in manifest.variants],
+        # every field, None where the manifest lacks it (a hand-edited manifest may)
+        "variants": [v.model_dump() for v in manifest.variants],
         "versions": manifest.versions or {},
         "git_commit": manifest.git_commit,
         "started_at": manifest.started_at,
