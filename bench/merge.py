@@ -43,7 +43,7 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from bench.errors import BenchError, pydantic_error_field
+from bench.errors import BenchError
 from bench.jsonl import loads
 from bench.owner import claim, sweep_abandoned
 from bench.paths import runs_dir
@@ -115,16 +115,10 @@ def _open(run_id: str) -> Shard:
     Raises:
         BenchError: no such run, a corrupt manifest or config, or a run without ``shard``.
     """
-    from bench.runner import RunConfig
+    from bench.runner.config import stored_run_config
     store = RunStore(runs_dir(), run_id)
     manifest = store.read_manifest()
-    try:
-        # as a resume reads it: a run from before --limit sampled took the first N cases
-        config = RunConfig.model_validate({"limit_sampling": "first", **manifest["config"]})
-    except ValidationError as exc:
-        field, message = pydantic_error_field(exc)
-        raise BenchError(f"stored config is invalid: {message}", file=store.manifest_path,
-                         field=f"config.{field}") from None
+    config = stored_run_config(manifest["config"], file=store.manifest_path)
     if config.shard is None:
         raise BenchError(f"run '{run_id}' is not a shard (it ran without --shard); bench merge "
                          "joins the runs of one plan's shards", file=store.manifest_path,

@@ -12,34 +12,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from pydantic import ValidationError
-
 from bench.datasets.loader import HF_PREFIX
-from bench.errors import BenchError, pydantic_error_field
+from bench.errors import BenchError
 from bench.project import Project
 from bench.results import Manifest
 from bench.runstore import RunStore
 
-if TYPE_CHECKING:  # the runner is imported when a plan is rebuilt, not with this module
+if TYPE_CHECKING:  # the session is imported when a plan is rebuilt, not with this module
     from bench.runner import PlanItem, RunConfig
 
 
 def stored_config(store: RunStore, manifest: Manifest) -> "RunConfig":
-    """The run's :class:`~bench.runner.RunConfig` as a resume reads it (a run from before
-    ``--limit`` sampled took the first N cases; a stored ``sender_processes`` of an older
-    release is dropped).
+    """The run's :class:`~bench.runner.RunConfig` as a resume reads it
+    (:func:`bench.runner.config.stored_run_config`: old runs' settings migrated).
 
     Raises:
         BenchError: the stored config does not validate (names the manifest and field).
     """
-    from bench.runner import RunConfig
-    stored = {k: v for k, v in manifest.config.items() if k != "sender_processes"}
-    try:
-        return RunConfig.model_validate({"limit_sampling": "first", **stored})
-    except ValidationError as exc:
-        field, message = pydantic_error_field(exc)
-        raise BenchError(f"stored config is invalid: {message}", file=store.manifest_path,
-                         field=f"config.{field}") from None
+    from bench.runner.config import stored_run_config
+    return stored_run_config(manifest.config, file=store.manifest_path)
 
 
 def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, store: RunStore,
@@ -52,7 +43,7 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
         config: the run's config (:func:`stored_config`); its pricing and cache paths are
             ignored (they plan nothing, and may not exist here).
         manifest: the run's manifest (a dict as stored, or a :class:`Manifest`).
-        store: the run (the runner needs one; nothing is written).
+        store: the run (the session needs one; nothing is written).
         ran_with: who ran with the files, for messages (``"the shards"``, ``"run 'ID'"``).
         hint: what to do when they differ, appended to the message.
         project: where the dataset and descriptions are (default: the current project).
@@ -62,21 +53,21 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
             the run ran with ("dataset 'NAME' is not the one RAN_WITH ran with (its SHA-256
             differs); HINT").
     """
-    from bench.runner import Runner
+    from bench.runner.session import RunSession
     data = manifest.to_json_dict() if isinstance(manifest, Manifest) else manifest
     config = config.model_copy(update={"pricing": None, "cache_path": None})
-    runner = Runner(config, store=store, command=[], project=project)
-    if runner.dataset.sha256 != (data.get("dataset") or {}).get("sha256"):
+    session = RunSession(config, store=store, command=[], project=project)
+    if session.dataset.sha256 != (data.get("dataset") or {}).get("sha256"):
         raise BenchError(f"dataset '{config.dataset}' is not the one {ran_with} ran with (its "
-                         f"SHA-256 differs); {hint}", file=runner.dataset.path)
-    for variant in runner.variants:
+                         f"SHA-256 differs); {hint}", file=session.dataset.path)
+    for variant in session.variants:
         ran = next((v.get("sha256") for v in data.get("variants") or []
                     if v.get("name") == variant.name and v.get("toolset") == variant.toolset),
                    None)
         if ran != variant.sha256:
             raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
                              f"{ran_with} ran with (its SHA-256 differs); {hint}")
-    return runner.plan
+    return session.plan
 
 
 def planned_keys(store: RunStore, manifest: Manifest, project: Project | None = None

@@ -32,7 +32,7 @@ from bench.models import condition_variant
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
 from bench.redact import MANIFEST_FREE_TEXT, ROW_FREE_TEXT, redact_fields
-from bench.results import SCHEMA_VERSION, Manifest, Row, migrate, validation_problem
+from bench.results import SCHEMA_VERSION, Manifest, Row, validation_problem
 
 # Names bench itself uses in ``reports/`` (a run id also names its report folder,
 # ``reports/<run-id>/``): the runs folder, the default response cache's folder
@@ -591,29 +591,26 @@ class RunStore:
             handle.seek(offset)
             return self._row(number, self._decode(number, handle.readline()))
 
-    def rows(self, plan: Callable[[dict[str, Any]], str | None] | None = None
-             ) -> Iterator[dict[str, Any]]:
-        """Every complete result row as a JSON dict, in file order, each checked and migrated
-        as :meth:`load_rows` does: for the run writer (resume, budgets, replay), which keeps
-        dicts. Readers use :meth:`load_rows`.
+    def written_rows(self, plan: Callable[[Row], str | None] | None = None) -> Iterator[Row]:
+        """Every complete result row, in file order, each checked and migrated as
+        :meth:`load_rows` does, copies included: for the run writer (resume, budgets), which
+        must not add rows to a file that holds another plan's.
 
         Args:
-            plan: ``row dict -> None or why the row is not in the run's plan``; None: not
-                checked.
+            plan: ``row -> None or why the row is not in the run's plan``; None: not checked.
 
         Raises:
             BenchError: as :meth:`load_rows`, and a row outside ``plan`` (file, line, field
-                ``key``): the writer does not add rows to a file that holds another plan's.
+                ``key``).
         """
         for number, data in self._lines():
-            self._row(number, data)
-            data = migrate(data, "row")
+            row = self._row(number, data)
             if plan is not None:
-                why = plan(data)
+                why = plan(row)
                 if why:
                     raise BenchError(f"result row not in this run's plan: {why}",
                                      file=self.results_path, line=number, field="key")
-            yield data
+            yield row
 
     def stored_rows(self, manifest: Manifest,
                     warn: Callable[[str], None] | None = None) -> "StoredRows":

@@ -9,6 +9,7 @@ from bench.errors import BenchError
 from bench.runner import RunConfig, Runner
 from fakebatch import BatchBackend
 from fakeserver import FakeServer
+from stored import row_dicts
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +41,7 @@ def runner_for(backend, provider, run_id):
 def test_batch_submits_polls_and_collects_every_row(backend, provider):
     runner = runner_for(backend, provider, f"b-{provider}")
     manifest = runner.run()
-    rows = list(runner.store.rows())
+    rows = row_dicts(runner.store)
     assert manifest["status"] == "complete" and len(rows) == 12
     assert len(backend.created) == 1  # one batch for the run
     for row in rows:
@@ -75,7 +76,7 @@ def test_batch_resumes_after_a_crash_without_submitting_again(backend, provider,
     final = resumed.run()
     assert final["status"] == "complete" and final["rows_done"] == 12
     assert len(backend.created) == 1  # collected the recorded batch, submitted nothing new
-    rows = list(resumed.store.rows())
+    rows = row_dicts(resumed.store)
     assert len({r["key"] for r in rows}) == 12
 
 
@@ -106,7 +107,7 @@ def test_batch_results_out_of_input_order_reach_their_own_items(backend, provide
     assert backend.reverse_results
     runner = runner_for(backend, provider, f"order-{provider}")
     runner.run()
-    rows = list(runner.store.rows())
+    rows = row_dicts(runner.store)
     assert len(rows) == 12
     assert all(row["parsed"]["calls"][0]["arguments"]["echo"] == row["query"] for row in rows)
     state = backend.batches[backend.created[0]]

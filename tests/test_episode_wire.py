@@ -18,6 +18,7 @@ from bench.providers import make_provider
 from bench.runner import RunConfig, Runner
 from fakeserver import (FakeServer, Reply, anthropic_body, chat_body, gemini_body,
                         gemini_stream, responses_body, set_dummy_keys)
+from stored import row_dicts
 
 QUESTION = ("Check orders ORD20250002 and ORD99999999, then tell me where the first one's "
             "parcel is.")
@@ -92,7 +93,7 @@ def run_episode(project, tmp_path, server, kind, script=None, stream=None):
                     make_provider(pid, base_url=server.url + BASE[kind],
                                   stream=stream is not None))
     runner.run()
-    (row,) = list(runner.store.rows())
+    (row,) = row_dicts(runner.store)
     return row, list(server.requests)
 
 

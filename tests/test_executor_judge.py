@@ -17,6 +17,7 @@ from bench.models import Expected, ExpectedCall, ToolCall
 from bench.parse import ParsedAnswer
 from bench.providers.base import Provider, ProviderResponse
 from bench.runner import RunConfig, Runner
+from stored import row_dicts
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ def test_runner_adds_execution_metrics_and_traces(project, monkeypatch):
     config = RunConfig(variants=["l3"], providers=["oracle"], case_ids=list(cases)[:30])
     runner = Runner(config, run_id="exec-1", provider_factory=lambda pid, cfg: OracleProvider())
     runner.run()
-    rows = list(runner.store.rows())
+    rows = row_dicts(runner.store)
     assert len(rows) == 30
     with_calls = [r for r in rows if r["expected"]["calls"]]
     # a perfect answer fails only where the label names data the shop lacks (not_found)
@@ -208,7 +209,7 @@ def test_runner_without_execution_writes_no_traces(project):
     runner = Runner(config, run_id="exec-2", provider_factory=lambda pid, cfg: Silent())
     runner.run()
     assert not (runner.store.dir / "traces.jsonl").exists()
-    assert all("execution_success" not in r["metrics"] for r in runner.store.rows())
+    assert all("execution_success" not in r["metrics"] for r in row_dicts(runner.store))
     missing = CliRunner().invoke(app, ["traces", "exec-2"])
     assert missing.exit_code != 0
 

@@ -8,6 +8,7 @@ from bench.datasets import load_dataset
 from bench.datasets.sample import NO_CALL, stratified_order, stratified_sample, stratum
 from bench.runner import RunConfig, Runner, select_cases
 from bench.runstore import RunStore
+from stored import row_dicts
 
 
 def test_limit_takes_a_stratified_seeded_nested_sample_in_dataset_order(project):
@@ -41,7 +42,7 @@ def test_resume_picks_the_cases_the_run_started_with(project):
 
     make_run("sampled", expected_answer, variants=("l3",), limit=6, first=False)
     store = RunStore(runs_dir(), "sampled")
-    written = [r["case_id"] for r in store.rows()]
+    written = [r["case_id"] for r in row_dicts(store)]
     assert Runner.resume("sampled").cases == Runner(RunConfig(variants=["l3"], limit=6)).cases
     assert [c.id for c in Runner.resume("sampled").cases] == written
     # a run recorded before --limit sampled (no limit_sampling stored) keeps its first N

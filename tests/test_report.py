@@ -22,6 +22,7 @@ from bench.runstore import RunStore
 from bench.stats.codes import error_code_counts
 from bench.stats.frontier import pareto_frontier
 from report_runs import HOSTILE, expected_answer, hostile_answer, make_run, mixed_answer
+from stored import row_dicts
 
 
 class Elements(HTMLParser):
@@ -259,7 +260,7 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     # what the executor and throughput branches add: per-row execution outcomes and cost,
     # and cache counts in the manifest
     store = RunStore(project / "reports" / "runs", "plain")
-    rows = list(store.rows())
+    rows = row_dicts(store)
     store.results_path.unlink()
     for index, row in enumerate(rows):
         row["metrics"]["execution_success"] = index % 2 == 0
@@ -476,7 +477,7 @@ def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
     make_run("cut", mixed_answer, variants=("l3",), limit=6)
     store = RunStore(project / "reports" / "runs", "cut")
     manifest = store.read_manifest()
-    rows = list(store.rows())
+    rows = row_dicts(store)
     store.results_path.unlink()
     for row in rows[:4]:
         store.append(row)

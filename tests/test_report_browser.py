@@ -19,6 +19,7 @@ from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html
 from conftest import REPO
 from report_runs import SCRIPT, expected_answer, hostile_answer, make_run
+from stored import row_dicts
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 sync_api = pytest.importorskip(
@@ -132,7 +133,7 @@ def test_headline_fits_a_1400_px_window(browser, project):
     make_run("wide", half_hostile, limit=12, execute=True, first=False,  # no-call, ask too
              providers=("openai-compat:qwen2.5-7b-instruct@http://127.0.0.1:8080/v1",))
     store = RunStore(project / "reports" / "runs", "wide")
-    rows = list(store.rows())
+    rows = row_dicts(store)
     store.results_path.unlink()
     for row in rows:
         row["cost_usd"] = 0.001

@@ -11,6 +11,7 @@ from bench.errors import BenchError
 from bench.runner import FAILED_IN_A_ROW_TO_PAUSE, RunConfig, Runner
 from fakeserver import (FakeServer, Reply, anthropic_stream, chat_fragments, chat_stream,
                         error_body)
+from stored import row_dicts
 
 TOKEN_LIMIT = {"code": 400, "message": "Token limit reached"}
 
@@ -41,7 +42,7 @@ def test_an_error_chunk_after_a_length_finish_is_the_rows_invalid_answer(project
         server.script(openrouter_cut_stream())
         runner = Runner(config(f"openai-compat:m@{server.url}/v1"), run_id="or", command=[])
         manifest = runner.run()
-    rows = list(runner.store.rows())
+    rows = row_dicts(runner.store)
     assert manifest["status"] == "complete" and len(rows) == 3
     failed = [r for r in rows if r["parsed"]["error"]]
     (row,) = failed
@@ -73,7 +74,7 @@ def test_an_anthropic_overloaded_event_is_retried_like_a_529(project, monkeypatc
             error={"type": "overloaded_error", "message": "Overloaded"})))
         runner = Runner(config("anthropic:claude-test", limit=1), run_id="ovl", command=[])
         manifest = runner.run()
-    (row,) = runner.store.rows()
+    (row,) = row_dicts(runner.store)
     assert manifest["status"] == "complete" and row["attempts"] == 2
     assert row["parsed"]["error"] is None and row["parsed"]["calls"]
 
@@ -91,7 +92,7 @@ def test_requests_failing_after_every_retry_stay_pending_and_the_run_goes_on(pro
         manifest = json.loads(runner.store.manifest_path.read_text())
         assert manifest["status"] == "partial" and manifest["rows_done"] == 2
         assert [e["key"] for e in manifest["request_errors"]] == [first]
-        assert first not in {r["key"] for r in runner.store.rows()}
+        assert first not in {r["key"] for r in row_dicts(runner.store)}
         resumed = Runner.resume("pend", command=[]).run()
     assert resumed["status"] == "complete" and resumed["rows_done"] == 3
     assert "request_errors" not in resumed
@@ -185,7 +186,7 @@ def test_a_refused_request_is_neither_retried_nor_left_as_a_failed_request(proje
         runner.run()
     manifest = json.loads(runner.store.manifest_path.read_text())
     assert manifest["status"] == "failed" and manifest["rows_done"] == 0
-    assert "request_errors" not in manifest and list(runner.store.rows()) == []
+    assert "request_errors" not in manifest and row_dicts(runner.store) == []
     assert manifest["rate_limits"]["openai:gpt-4o-mini"]["retries"] == 0
 
 

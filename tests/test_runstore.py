@@ -9,6 +9,7 @@ import pytest
 
 from bench.errors import BenchError
 from bench.runstore import ROW_FIELDS, RunStore
+from stored import row_dicts
 
 
 def row(key, **extra):
@@ -24,12 +25,12 @@ def test_rows_skip_and_repair_cuts_half_written_line(tmp_path):
     store.append(row("b", text="上海 🚚"))
     with store.results_path.open("ab") as handle:
         handle.write(b'{"key": "c", "n":')  # a crash mid-write
-    assert [r["key"] for r in store.rows()] == ["a", "b"]
+    assert [r["key"] for r in row_dicts(store)] == ["a", "b"]
     removed = store.repair()
     assert removed == len(b'{"key": "c", "n":')
     assert store.results_path.read_bytes().endswith(b"\n")
     store.append(row("c"))
-    assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
+    assert [r["key"] for r in row_dicts(store)] == ["a", "b", "c"]
 
 
 def test_a_whole_last_row_without_its_newline_is_kept_not_cut(tmp_path):
@@ -40,15 +41,15 @@ def test_a_whole_last_row_without_its_newline_is_kept_not_cut(tmp_path):
     store.append(row("b"))
     data = store.results_path.read_bytes()
     store.results_path.write_bytes(data.rstrip(b"\n"))
-    assert [r["key"] for r in store.rows()] == ["a", "b"]
+    assert [r["key"] for r in row_dicts(store)] == ["a", "b"]
     assert store.repair() == 0
     assert store.results_path.read_bytes() == data
     store.append(row("c"))
-    assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
+    assert [r["key"] for r in row_dicts(store)] == ["a", "b", "c"]
     # a last line that is JSON but not a whole row is still cut
     with store.results_path.open("ab") as handle:
         handle.write(b'{"key": "d"}')
-    assert [r["key"] for r in store.rows()] == ["a", "b", "c"]
+    assert [r["key"] for r in row_dicts(store)] == ["a", "b", "c"]
     assert store.repair() == len(b'{"key": "d"}')
 
 
@@ -58,7 +59,7 @@ def test_corrupt_complete_line_is_a_clear_error(tmp_path):
     with store.results_path.open("a") as handle:
         handle.write("not json\n")
     with pytest.raises(BenchError) as info:
-        list(store.rows())
+        row_dicts(store)
     assert info.value.line == 2
 
 
@@ -83,18 +84,18 @@ def test_rows_with_missing_fields_or_wrong_shape_are_named(tmp_path):
     with store.results_path.open("a") as handle:
         handle.write('[1, 2]\n')
     with pytest.raises(BenchError, match="not a JSON object") as info:
-        list(store.rows())
+        row_dicts(store)
     assert info.value.line == 2
     store.results_path.write_text('{"key": "a"}\n')
     with pytest.raises(BenchError) as info:
-        list(store.rows())
+        row_dicts(store)
     assert info.value.field == "case_id"
 
 
 def test_lone_surrogate_from_a_model_is_stored_escaped(tmp_path):
     store = RunStore(tmp_path, "r5")
     store.append(row("a", raw='{"city": "\ud800"}'))
-    (stored,) = store.rows()
+    (stored,) = row_dicts(store)
     assert stored["raw"] == '{"city": "\ud800"}'
     store.results_path.read_bytes().decode("utf-8")  # the file stays valid UTF-8
 
@@ -109,7 +110,7 @@ def test_non_finite_numbers_from_a_model_are_stored_as_null(tmp_path):
     writer.close()
     line = store.results_path.read_text(encoding="utf-8")
     json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line!r}"))
-    (stored,) = store.rows()
+    (stored,) = row_dicts(store)
     assert stored["parsed"]["calls"][0]["arguments"] == {"x": None, "y": 1.5, "z": None, "n": 2}
 
 
@@ -161,7 +162,7 @@ def test_a_run_being_written_cannot_be_written_by_a_second_process(tmp_path):
                 pass
     with store.writing():  # released when the other process ends
         store.append(row("a"))
-    assert [r["key"] for r in store.rows()] == ["a"]
+    assert [r["key"] for r in row_dicts(store)] == ["a"]
 
 
 @pytest.mark.slow
@@ -195,14 +196,14 @@ def test_rows_too_deep_or_with_encoded_surrogates_are_named(tmp_path, line, mess
     store.dir.mkdir(parents=True)
     store.results_path.write_bytes(line)
     with pytest.raises(BenchError, match=message) as error:
-        list(store.rows())
+        row_dicts(store)
     assert ":1" in str(error.value)
 
 
 def test_integers_past_64_bits_stay_exact(tmp_path):
     store = RunStore(tmp_path, "r8")
     store.append(row("a", parsed={"calls": [{"arguments": {"n": 2**70 + 1, "m": -(2**65)}}]}))
-    (stored,) = store.rows()
+    (stored,) = row_dicts(store)
     assert stored["parsed"]["calls"][0]["arguments"] == {"n": 2**70 + 1, "m": -(2**65)}
 
 
@@ -226,7 +227,7 @@ def test_row_writer_fsyncs_in_the_background_and_on_close(tmp_path, monkeypatch)
     writer.append(row("b"))
     writer.close()
     assert synced[-1] == threading.current_thread().name  # close syncs what is left
-    assert [r["key"] for r in store.rows()] == ["a", "b"]
+    assert [r["key"] for r in row_dicts(store)] == ["a", "b"]
     assert not any(t.name == "bench-rows-fsync" for t in threading.enumerate())
 
 
@@ -261,7 +262,7 @@ def test_a_row_nested_past_any_parser_is_written_with_the_deep_part_dropped(tmp_
     writer = store.writer()
     writer.append(row("a", response={"raw": raw}))
     writer.close()
-    (stored,) = store.rows()
+    (stored,) = row_dicts(store)
     depth, value = 0, stored["response"]["raw"]
     while isinstance(value, dict):
         value, depth = value["a"], depth + 1
@@ -310,7 +311,7 @@ def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
     assert died.returncode == -9
     store = RunStore(runs_dir(), "crash")
     assert store.read_manifest()["status"] == "running"
-    assert len(list(store.rows())) == 2
+    assert len(row_dicts(store)) == 2
 
     shown = run_bench("show", "crash")
     assert shown.returncode == 0, shown.stderr
@@ -326,7 +327,7 @@ def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
     assert resumed.returncode == 0, resumed.stderr
     assert "2 of 5 rows already done" in resumed.stderr
     assert store.read_manifest()["status"] == "complete"
-    assert len(list(store.rows())) == 5
+    assert len(row_dicts(store)) == 5
     assert "status: complete, rows 5/5" in run_bench("show", "crash").stdout
 
 

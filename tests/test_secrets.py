@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fakeserver import FakeServer, Recorded, Reply, chat_body, default_reply, error_body
+from stored import row_dicts
 
 USER = "planteduser7"
 PASSWORD = "plantedpass-9f3k2"
@@ -247,7 +248,7 @@ def test_a_stored_row_keeps_its_identifiers_and_data_and_loses_the_key_in_its_fr
     store.append(stored)
     text = store.results_path.read_text()
     assert KEY not in text and "k-0123456789" not in text
-    [row] = store.rows()
+    [row] = row_dicts(store)
     for field in ("key", "case_id", "toolset", "variant", "provider", "query", "expected"):
         assert row[field] == stored[field], field
     assert row["parsed"]["calls"] == [call]  # replay answers with these

@@ -18,6 +18,7 @@ from bench.providers.pricing import Pricing
 from bench.runner import RunConfig, Runner
 from bench.stats.summary import rows_frame, summarize
 from fakeserver import FakeServer, Reply, chat_body, error_body
+from stored import row_dicts
 
 SECRET = "sk-compat-secret-0123456789"
 
@@ -59,7 +60,7 @@ def config(server, **overrides):
 
 
 def rows_of(runner):
-    return list(runner.store.rows())
+    return row_dicts(runner.store)
 
 
 def test_concurrent_answers_stay_attached_to_their_plan_items(project):

@@ -122,19 +122,20 @@ def print_flips(console: Console, comparison: Comparison, metrics: list[str],
 def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
              limit: int | None, cases: list[str] | None, model_path: str | None, seed: int,
              run_id: str | None, project: Project) -> StoredRows:
-    from bench.runner import RunConfig, Runner
+    from bench.runner import RunConfig, Runner, RunSession
 
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
                        providers=providers or ["local"], trials=trials, limit=limit,
                        case_ids=cases or None, model_path=model_path, seed=seed)
-    runner = Runner(config, run_id=run_id, project=project)
-    if runner.store.exists():
-        raise BenchError(f"run '{runner.store.run_id}' already exists; compare it with "
-                         f"--run {runner.store.run_id}")
+    session = RunSession(config, run_id=run_id, project=project)
+    store = session.store
+    if store.exists():
+        raise BenchError(f"run '{store.run_id}' already exists; compare it with "
+                         f"--run {store.run_id}")
     _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
-                                f"{count(len(runner.plan), 'row')} -> {runner.store.dir}")
-    runner.run()
-    return runner.store.stored_rows(runner.store.load_manifest())
+                                f"{count(len(session.plan), 'row')} -> {store.dir}")
+    Runner.of(session).run()
+    return store.stored_rows(store.load_manifest())
 
 
 def _split(values: list[str] | None) -> list[str]:

@@ -1,8 +1,8 @@
 """The episode loop: ask, execute the calls, send the results back, repeat (BRIEF §10).
 
 One episode is one plan item. Each step is an ordinary request of the run
-(:meth:`bench.runner.Runner.execute`: cache, replay, batch, retries, rate limits), its plan
-item carrying the conversation so far, so the cache and replay key each step on that
+(:mod:`bench.providers.pipeline`: cache, replay, batch, retries, rate limits), asked with the
+conversation so far, so the cache and replay key each step on that
 conversation and a recorded episode replays offline. Calls run on the reference executor
 against the episode's own database copy (:mod:`bench.episodes.state`), concurrently when one
 answer makes several, each with its own context; their results go back as ``tool`` messages
@@ -22,7 +22,7 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Protocol, Sequence
 
 from bench.episodes.factors import Factors, render_result
 from bench.episodes.state import EpisodeDatabase
@@ -31,10 +31,15 @@ from bench.executor.backends.base import Handler
 from bench.executor.faults import oversized_payload
 from bench.executor.outcome import CallContext, RunContext, ToolError
 from bench.executor.pipeline import Executor, ExecutorConfig
-from bench.models import Message, ToolCall
+from bench.models import Case, Message, Tool, ToolCall
 from bench.parse import ParsedAnswer
+from bench.providers.base import ProviderResponse
 from bench.providers.cache import messages_digest
+from bench.providers.pipeline import Outcome
 from bench.scoring.episodes import REPEAT_GUARD, MadeCall, canonical_call, episode_metrics
+
+if TYPE_CHECKING:
+    from bench.executor.traces import TraceWriter
 
 UNCAPPED_TOKENS = 10 ** 9
 """The executor's result budget when the condition sends results uncapped."""
@@ -172,134 +177,225 @@ def _call_ids(calls: list[ToolCall], used: set[str], step: int) -> list[ToolCall
     return out
 
 
-async def run_episode(runner: Any, item: Any, execution: Any) -> EpisodeOutcome:
-    """Run one episode plan item to its end.
+class StepAnswerer(Protocol):
+    """How the episode loop asks the model: ``await answer(conversation)`` answers the
+    conversation so far (the run sends it through the provider's request pipeline,
+    :mod:`bench.providers.pipeline`: cache, replay, batch, retries, rate limits, keyed on that
+    conversation, so a recorded episode replays offline).
+
+    Raises:
+        Whatever the pipeline raises (the episode is then not recorded and a resume runs it
+        again from the start: never half-counted).
+    """
+
+    def __call__(self, conversation: Sequence[Message]) -> Awaitable[Outcome]: ...
+
+
+class EpisodeExecution(Protocol):
+    """What the run's executor hook (:class:`bench.executor.runhook.RunExecution`) lends an
+    episode: its trace log and, with ``--execute-mcp``, the MCP server's handlers."""
+
+    @property
+    def traces(self) -> TraceWriter | None:
+        """Where the executor appends its traces (``traces.jsonl``)."""
+
+    @property
+    def mcp_handlers(self) -> Mapping[str, Handler] | None:
+        """The MCP server's handlers (every toolset), or None for the reference backends."""
+
+
+@dataclass(frozen=True)
+class EpisodeRun:
+    """One episode to run.
+
+    Attributes:
+        case: the episode case (``kind`` ``episode``).
+        tools: the variant's tools offered at every step.
+        factors: the condition's factor settings (:mod:`bench.episodes.factors`).
+        trial: 0-based trial index.
+        run_id: the run writing it (for the executor's context and traces).
+        allow_sensitive: sensitive tools may run (``--allow-sensitive``).
+    """
+
+    case: Case
+    tools: Sequence[Tool]
+    factors: Factors
+    trial: int
+    run_id: str
+    allow_sensitive: bool
+
+
+async def run_episode(episode: EpisodeRun, answer: StepAnswerer,
+                      execution: EpisodeExecution | None) -> EpisodeOutcome:
+    """Run one episode to its end.
 
     Args:
-        runner: the :class:`bench.runner.Runner` (its ``execute`` answers each step).
-        item: the :class:`bench.runner.plan.PlanItem` (an episode case, its factors).
-        execution: the run's :class:`bench.executor.runhook.RunExecution` (traces, MCP).
+        episode: the case, tools, factors and trial.
+        answer: asks the model for one step (:class:`StepAnswerer`).
+        execution: the run's executor hook (traces, MCP), or None with ``--no-execute``.
 
     Returns:
         The :class:`EpisodeOutcome`.
 
     Raises:
-        Whatever :meth:`Runner.execute` raises for a step (the episode is then not recorded
-        and a resume runs it again from the start: never half-counted).
+        Whatever ``answer`` raises for a step (the episode is then not recorded and a resume
+        runs it again from the start: never half-counted).
     """
-    case, factors = item.case, item.factors or Factors()
     started = time.perf_counter()
-    conversation = list(case.messages)
-    replies = list(case.user_replies)
-    steps: list[dict[str, Any]] = []
-    made: list[MadeCall] = []
-    responses: list[Any] = []
-    attempts, caches = 0, set()
-    # ids of the label's own history count as used: a result pairs with its call by id
-    used_ids = {str(c.get("id")) for m in case.messages for c in m.tool_calls or []
-                if isinstance(c, dict) and c.get("id")}
-    used_ids |= {m.tool_call_id for m in case.messages if m.tool_call_id}
-    repeats: dict[str, int] = {}  # identical calls since the last successful write
-    confirmed_at: int | None = None  # the step after which the first user reply was sent
-    stop_reason, final_answer = "step_limit", ""
-    tools = {t.name: t for t in item.variant.tools}
-    run_context = RunContext(run_id=runner.store.run_id, case_id=case.id, trial=item.trial,
-                             user_id=case.state.user_id if case.state else None,
-                             allow_writes=True, allow_sensitive=runner.config.allow_sensitive)
-    overrides = case.state.overrides if case.state else []
-    database = EpisodeDatabase(overrides)
+    state = _Episode(episode, answer)
+    case = episode.case
+    database = EpisodeDatabase(case.state.overrides if case.state else [])
     await asyncio.to_thread(database.__enter__)
     try:
-        mcp = getattr(execution, "mcp_handlers", None)
-        source = (lambda _toolset: mcp) if mcp is not None else database.backends()
-        handlers = source(case.toolset)
-        if factors.fault != "none":
-            handlers = _first_call_faults(handlers, factors.fault)
+        mcp = execution.mcp_handlers if execution is not None else None
+        handlers = mcp if mcp is not None else database.backends()(case.toolset)
+        if episode.factors.fault != "none":
+            handlers = _first_call_faults(handlers, episode.factors.fault)
         executor = Executor({case.toolset: handlers}, ExecutorConfig(
-            max_retries=0, result_token_budget=factors.budget_tokens or UNCAPPED_TOKENS),
-            traces=getattr(execution, "traces", None))
+            max_retries=0,
+            result_token_budget=episode.factors.budget_tokens or UNCAPPED_TOKENS),
+            traces=execution.traces if execution is not None else None)
         try:
-            for number in range(case.max_steps):
-                step_item = dataclasses.replace(
-                    item, case=case.model_copy(update={"messages": list(conversation)}))
-                outcome = await runner.execute(step_item)
-                response = outcome.response
-                responses.append(response)
-                attempts += outcome.attempts
-                caches.add(outcome.cache)
-                parsed = response.parsed
-                # the calls the loop goes on with (none: an error or a final answer)
-                calls = ([] if parsed.error or not parsed.calls
-                         else _call_ids(parsed.calls, used_ids, number))
-                answer = _answer_record(parsed, calls)
-                stored_parsed = answer.pop("parsed")
-                # the step's conversation digest and parsed answer: what replay:<run> needs
-                # to answer this step again (bench.providers.replay)
-                step: dict[str, Any] = {
-                    "step": number, **answer, "results": [],
-                    "error": parsed.error, "usage": response.usage.model_dump(),
-                    "latency_s": round(response.latency_s, 6), "cache": outcome.cache,
-                    "finish_reason": response.finish_reason,
-                    "messages_sha256": messages_digest(step_item.case.messages),
-                    "parsed": stored_parsed}
-                steps.append(step)
-                if parsed.error:
-                    stop_reason = "unparseable"
-                    break
-                if not parsed.calls:
-                    final_answer = parsed.text or ""
-                    if replies:  # the scripted user answers the model's question
-                        reply = replies.pop(0)
-                        step["user_reply"] = reply
-                        confirmed_at = number if confirmed_at is None else confirmed_at
-                        conversation += [Message(role="assistant", content=final_answer),
-                                         Message(role="user", content=reply)]
-                        continue
-                    stop_reason = "final_answer"
-                    break
-                guard = False
-                for call in calls:
-                    identity = canonical_call(call.name, call.arguments, call.valid,
-                                              call.raw_arguments)
-                    repeats[identity] = repeats.get(identity, 0) + 1
-                    guard = guard or repeats[identity] >= REPEAT_GUARD
-                if guard:  # the N-th identical call is not executed
-                    made += [MadeCall(number, c.name, c.arguments, c.valid,
-                                      write=_writes(tools, c.name),
-                                      raw_arguments=c.raw_arguments) for c in calls]
-                    stop_reason = "loop_guard"
-                    break
-                executed = await asyncio.gather(*(asyncio.to_thread(
-                    executor.execute, call, tools, case.toolset, run_context)
-                    for call in calls))
-                conversation.append(Message(
-                    role="assistant", content=parsed.text or None,
-                    tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments,
-                                 **({"signature": c.signature} if c.signature else {})}
-                                for c in calls]))
-                for call, result in zip(calls, executed):
-                    content, is_error = render_result(result, factors)
-                    conversation.append(Message(role="tool", tool_call_id=call.id,
-                                                content=content, is_error=is_error or None))
-                    step["results"].append({
-                        "call_id": call.id, "tool": call.name, **stored(content, "content"),
-                        "is_error": is_error, "success": result.success,
-                        "error_code": result.error_code, "truncated": result.truncated})
-                    made.append(MadeCall(number, call.name, call.arguments, call.valid,
-                                         result.success, result.error_code,
-                                         _writes(tools, call.name), call.raw_arguments))
-                    if result.success and _writes(tools, call.name):
-                        repeats.clear()  # reading again after a write is no retry storm
+            await state.steps_until_done(executor)
         finally:
             executor.close()
         checks = case.success.state_checks if case.success else []
-        state = None if mcp is not None else (database.check(checks) if checks else [])
+        checked = None if mcp is not None else (database.check(checks) if checks else [])
     finally:
         await asyncio.to_thread(database.__exit__, None, None, None)
-    metrics = episode_metrics(case, made, steps=len(steps), final_answer=final_answer,
-                              state_checks=state, stop_reason=stop_reason,
-                              confirmed_at=confirmed_at)
-    cache = None if caches == {None} else "hit" if caches == {"hit"} else "miss"
-    return EpisodeOutcome(steps, final_answer, stop_reason, metrics, state,
-                          _usage_sum(responses), attempts, cache, responses,
-                          time.perf_counter() - started)
+    return state.outcome(checked, time.perf_counter() - started)
+
+
+class _Episode:
+    """The state of one running episode: the conversation, the steps recorded, the calls
+    made, the retry-storm guard's counts and how it ended."""
+
+    def __init__(self, episode: EpisodeRun, answer: StepAnswerer) -> None:
+        case = episode.case
+        self.episode, self.answer = episode, answer
+        self.conversation = list(case.messages)
+        self.replies = list(case.user_replies)
+        self.steps: list[dict[str, Any]] = []
+        self.made: list[MadeCall] = []
+        self.responses: list[ProviderResponse] = []
+        self.attempts = 0
+        self.caches: set[str | None] = set()
+        # ids of the label's own history count as used: a result pairs with its call by id
+        self.used_ids = {str(c.get("id")) for m in case.messages for c in m.tool_calls or []
+                         if isinstance(c, dict) and c.get("id")}
+        self.used_ids |= {m.tool_call_id for m in case.messages if m.tool_call_id}
+        self.repeats: dict[str, int] = {}  # identical calls since the last successful write
+        self.confirmed_at: int | None = None  # the step after which the first reply was sent
+        self.stop_reason, self.final_answer = "step_limit", ""
+        self.tools = {t.name: t for t in episode.tools}
+        self.context = RunContext(
+            run_id=episode.run_id, case_id=case.id, trial=episode.trial,
+            user_id=case.state.user_id if case.state else None, allow_writes=True,
+            allow_sensitive=episode.allow_sensitive)
+
+    async def steps_until_done(self, executor: Executor) -> None:
+        """Ask, execute, send results back, until a final answer, a guard or the step
+        limit."""
+        for number in range(self.episode.case.max_steps):
+            if await self.step(number, executor):
+                return
+
+    async def step(self, number: int, executor: Executor) -> bool:
+        """One step; True when the episode ended on it."""
+        sent = list(self.conversation)
+        outcome = await self.answer(sent)
+        response, parsed = outcome.response, outcome.response.parsed
+        self.responses.append(response)
+        self.attempts += outcome.attempts
+        self.caches.add(outcome.cache)
+        # the calls the loop goes on with (none: an error or a final answer)
+        calls = ([] if parsed.error or not parsed.calls
+                 else _call_ids(parsed.calls, self.used_ids, number))
+        record = _answer_record(parsed, calls)
+        stored_parsed = record.pop("parsed")
+        # the step's conversation digest and parsed answer: what replay:<run> needs to
+        # answer this step again (bench.providers.replay)
+        step: dict[str, Any] = {
+            "step": number, **record, "results": [], "error": parsed.error,
+            "usage": response.usage.model_dump(), "latency_s": round(response.latency_s, 6),
+            "cache": outcome.cache, "finish_reason": response.finish_reason,
+            "messages_sha256": messages_digest(sent), "parsed": stored_parsed}
+        self.steps.append(step)
+        if parsed.error:
+            self.stop_reason = "unparseable"
+            return True
+        if not parsed.calls:
+            return self.final(number, step, parsed.text or "")
+        if self.storm(calls):  # the N-th identical call is not executed
+            self.made += [MadeCall(number, c.name, c.arguments, c.valid,
+                                   write=_writes(self.tools, c.name),
+                                   raw_arguments=c.raw_arguments) for c in calls]
+            self.stop_reason = "loop_guard"
+            return True
+        await self.execute(number, step, parsed.text, calls, executor)
+        return False
+
+    def final(self, number: int, step: dict[str, Any], text: str) -> bool:
+        """A final answer: the scripted user answers it when a reply is left (False: the
+        episode goes on), else the episode ends (True)."""
+        self.final_answer = text
+        if not self.replies:
+            self.stop_reason = "final_answer"
+            return True
+        reply = self.replies.pop(0)
+        step["user_reply"] = reply
+        self.confirmed_at = number if self.confirmed_at is None else self.confirmed_at
+        self.conversation += [Message(role="assistant", content=text),
+                              Message(role="user", content=reply)]
+        return False
+
+    def storm(self, calls: list[ToolCall]) -> bool:
+        """Count the calls; True when one reached :data:`REPEAT_GUARD` identical calls since
+        the last successful write (a retry storm)."""
+        guard = False
+        for call in calls:
+            identity = canonical_call(call.name, call.arguments, call.valid,
+                                      call.raw_arguments)
+            self.repeats[identity] = self.repeats.get(identity, 0) + 1
+            guard = guard or self.repeats[identity] >= REPEAT_GUARD
+        return guard
+
+    async def execute(self, number: int, step: dict[str, Any], text: str | None,
+                      calls: list[ToolCall], executor: Executor) -> None:
+        """Run the step's calls concurrently on the executor and append the assistant turn
+        and one ``tool`` message per result to the conversation."""
+        toolset = self.episode.case.toolset
+        executed = await asyncio.gather(*(asyncio.to_thread(
+            executor.execute, call, self.tools, toolset, self.context) for call in calls))
+        self.conversation.append(Message(
+            role="assistant", content=text or None,
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments,
+                         **({"signature": c.signature} if c.signature else {})}
+                        for c in calls]))
+        for call, result in zip(calls, executed):
+            content, is_error = render_result(result, self.episode.factors)
+            self.conversation.append(Message(role="tool", tool_call_id=call.id,
+                                             content=content, is_error=is_error or None))
+            step["results"].append({
+                "call_id": call.id, "tool": call.name, **stored(content, "content"),
+                "is_error": is_error, "success": result.success,
+                "error_code": result.error_code, "truncated": result.truncated})
+            writes = _writes(self.tools, call.name)
+            self.made.append(MadeCall(number, call.name, call.arguments, call.valid,
+                                      result.success, result.error_code, writes,
+                                      call.raw_arguments))
+            if result.success and writes:
+                self.repeats.clear()  # reading again after a write is no retry storm
+
+    def outcome(self, state_checks: list[dict[str, Any]] | None,
+                wall_s: float) -> EpisodeOutcome:
+        """The finished episode, scored (:func:`episode_metrics`)."""
+        metrics = episode_metrics(self.episode.case, self.made, steps=len(self.steps),
+                                  final_answer=self.final_answer, state_checks=state_checks,
+                                  stop_reason=self.stop_reason,
+                                  confirmed_at=self.confirmed_at)
+        caches = self.caches
+        cache = None if caches == {None} else "hit" if caches == {"hit"} else "miss"
+        return EpisodeOutcome(self.steps, self.final_answer, self.stop_reason, metrics,
+                              state_checks, _usage_sum(self.responses), self.attempts, cache,
+                              self.responses, wall_s)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bench.executor.backends import ReferenceBackends
+from bench.executor.backends.base import Handler
 from bench.executor.judge import ExecutionJudge
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
@@ -34,7 +35,7 @@ class RunExecution:
         self.allow_writes = allow_writes
         self.allow_sensitive = allow_sensitive
         self._mcp = None
-        self.mcp_handlers = None  # an MCP server's handlers (episodes run on them too)
+        self.mcp_handlers: dict[str, Handler] | None = None  # an MCP server's handlers (episodes run on them too)
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
             self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]))

@@ -59,6 +59,9 @@ class ProviderSpec:
         streams: it can receive answers as server-sent events (``--stream``).
         batch: it has a batch API (``--batch``).
         max_concurrency: requests in flight at most (None: ``--concurrency`` decides).
+        recorded: its answers come from a recording (``replay``): they are never cached again,
+            bill nothing, and are priced as the recorded provider
+            (``response.request["replayed_from"]``).
     """
 
     kind: str
@@ -69,6 +72,7 @@ class ProviderSpec:
     streams: bool = False
     batch: bool = False
     max_concurrency: int | None = None
+    recorded: bool = False
 
 
 _REGISTRY: dict[str, ProviderSpec] = {}
@@ -76,8 +80,8 @@ _REGISTRY: dict[str, ProviderSpec] = {}
 
 def provider(kind: str, *, id_form: str | None = None, options: OptionSet = "none",
              priced: bool = False, streams: bool = False, batch: bool = False,
-             max_concurrency: int | None = None) -> Callable[[Callable[[], Builder]],
-                                                             Callable[[], Builder]]:
+             max_concurrency: int | None = None, recorded: bool = False
+             ) -> Callable[[Callable[[], Builder]], Callable[[], Builder]]:
     """Decorator registering a lazy loader for provider ``kind`` (see the module docstring).
 
     Raises:
@@ -91,7 +95,7 @@ def provider(kind: str, *, id_form: str | None = None, options: OptionSet = "non
         if kind in _REGISTRY:
             raise ValueError(f"provider kind '{kind}' is already registered")
         _REGISTRY[kind] = ProviderSpec(kind, id_form or kind, load, options, priced, streams,
-                                       batch, max_concurrency)
+                                       batch, max_concurrency, recorded)
         return load
 
     return register
@@ -210,7 +214,7 @@ for _kind, _form, _batch, _module, _class in (
         functools.partial(_http, f"bench.providers.{_module}", _class))
 
 
-@provider("replay", id_form="replay:<run-or-cache>")
+@provider("replay", id_form="replay:<run-or-cache>", recorded=True)
 def _replay() -> Builder:
     def build(provider_id: str, rest: str, options: dict[str, Any]) -> "Provider":
         from bench.providers.replay import ReplayProvider

@@ -210,6 +210,50 @@ class RunConfig(BaseModel):
         return str(Path(value).resolve()) if value.endswith(".jsonl") else value
 
 
+def migrate_stored_config(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored config (``manifest.json``'s ``config``) of any release in the current shape,
+    the one place where old runs' settings are read forward (resume, merge, shard, replan):
+
+    - a run from before ``--limit`` sampled took the first N cases (``limit_sampling``
+      ``first``);
+    - a run from before splits ran every case (``split`` ``all``);
+    - the sender processes of an earlier release are gone (``sender_processes`` dropped: one
+      event loop now).
+    """
+    migrated = {"limit_sampling": "first", "split": "all", **stored}
+    migrated.pop("sender_processes", None)
+    return migrated
+
+
+def stored_run_config(stored: Any, *, file: Path,
+                      overrides: Mapping[str, Any] | None = None) -> RunConfig:
+    """The :class:`RunConfig` of a stored run (:func:`migrate_stored_config`), with
+    ``overrides`` (field -> value) applied on top (None values are left out; naming the
+    model by ``model`` or ``model_path`` clears the stored other).
+
+    Args:
+        stored: the manifest's ``config`` value (anything: checked here).
+        file: the manifest, for messages.
+        overrides: settings given again (a resume's :data:`RESUME_OVERRIDES`).
+
+    Raises:
+        BenchError: the stored config is not an object or does not validate (one line naming
+            the manifest and ``config.<field>``).
+    """
+    if not isinstance(stored, Mapping):
+        raise BenchError("config must be an object", file=file, field="config")
+    migrated = migrate_stored_config(stored)
+    changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "model" in changes or "model_path" in changes:  # one names the model: not both
+        migrated.update(model=None, model_path=None)
+    try:
+        return RunConfig.model_validate({**migrated, **changes})
+    except ValidationError as exc:
+        field, msg = pydantic_error_field(exc)
+        raise BenchError(f"stored config is invalid: {msg}", file=file,
+                         field=f"config.{field}") from None
+
+
 def changed_settings(stored: RunConfig, given: Mapping[str, Any],
                      names: Mapping[str, str] | None = None) -> list[tuple[str, Any, Any]]:
     """The settings of ``given`` that differ from a resumed run's ``stored`` config.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import platform
 import subprocess
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
@@ -48,21 +47,6 @@ def _git_commit() -> str | None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What executing one plan item produced.
-
-    Attributes:
-        response: the provider's answer (fresh, cached or replayed).
-        attempts: requests sent (0 for a cache hit).
-        cache: ``hit``, ``miss`` (asked the provider, cache on) or None (cache off).
-    """
-
-    response: Any
-    attempts: int
-    cache: str | None
 
 
 def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:

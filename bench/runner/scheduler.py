@@ -1,0 +1,511 @@
+"""The scheduler: one asyncio task per request in flight, rows scored and written as answers
+arrive, stop signals, budgets, failures and the final manifest (BRIEF §3: provider -> parse ->
+score -> ``results.jsonl``).
+
+It reads the run's setup from a :class:`~bench.runner.session.RunSession`, asks models only
+through each provider's request pipeline (:mod:`bench.providers.pipeline`) and keeps the money
+in a :class:`~bench.runner.ledger.Ledger`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import deque
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterator, Sequence
+
+from bench.episodes.factors import Factors
+from bench.episodes.loop import EpisodeOutcome, EpisodeRun, run_episode
+from bench.errors import RunIncomplete
+from bench.models import Message
+from bench.plural import count
+from bench.providers import HTTPProvider
+from bench.providers.batch import CHUNK as BATCH_CHUNK
+from bench.providers.batch import BatchLedger, batch_kind
+from bench.providers.batcher import BatchFailed, Batcher
+from bench.providers.cache import ResponseCache
+from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
+from bench.providers.pipeline import LayerFactory, ModelRequest, Outcome, Pipeline, build_pipeline
+from bench.providers.ratelimit import GateClosed
+from bench.results import Row, row_from_build
+from bench.runner.budget import ProgressHook
+from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
+from bench.runner.errors import item_error
+from bench.runner.ledger import Ledger
+from bench.runner.plan import PlanItem
+from bench.runner.rows import _now, build_episode_row, build_row, summarize_case
+from bench.runner.session import RunSession
+from bench.runner.signals import StopSignals
+from bench.runner.startup import StartedProviders
+
+if TYPE_CHECKING:
+    from bench.executor.runhook import RunExecution
+    from bench.runstore import RowWriter
+
+Answer = Outcome | EpisodeOutcome
+
+
+class Scheduler:
+    """Executes the pending items of one run; :meth:`run` returns the final manifest.
+
+    One task per request in flight, at most ``concurrency(provider)`` per provider (each
+    waits at its provider's gate, :class:`~bench.providers.ratelimit.ProviderGate`); in batch
+    mode a batch-capable provider's requests are awaited through its
+    :class:`~bench.providers.batcher.Batcher` instead. Rows are scored and appended as answers
+    arrive, in any order (each row carries its own key). The run ends with status
+    ``complete``, ``budget_exhausted`` (a budget was reached: nothing new is sent, requests in
+    flight are finished and kept; resume with a higher budget), ``interrupted`` (a stop
+    signal, or a provider's :class:`StopRequested`, which stops the run as the first signal
+    does; KeyboardInterrupt is raised), ``partial`` or ``failed``. After a first stop signal,
+    requests in flight get ``request_timeout_s`` (a provider's own ``stop_wait_s`` when set) +
+    :data:`STOP_GRACE_S` seconds to answer (their rows are written); then, or at a second
+    signal, they are cancelled (not written; a resume sends them again).
+
+    Provider errors never stop the run except auth and configuration errors (class
+    ``permanent``: a bad key, an unknown model, a replay miss; class ``client``: a request the
+    HTTP client refused to send, e.g. a bad base URL). A request that fails after every retry
+    is left unwritten (listed in the manifest's ``request_errors``; a resume sends it again;
+    stderr names it at once) and the run goes on; after :data:`FAILED_IN_A_ROW_TO_PAUSE` such
+    failures in a row, that provider's remaining items are left for the resume too.
+
+    Args:
+        session: the run's setup.
+        started: its providers (started here when there is work).
+        ledger: cost, spend and budget.
+        progress: called per row written (:data:`ProgressHook`).
+        signals: the stop signals to install.
+        layers: user layers added to every provider's pipeline.
+        sleep: how batch polling waits (seconds; tests replace it).
+    """
+
+    def __init__(self, session: RunSession, started: StartedProviders, ledger: Ledger, *,
+                 progress: ProgressHook | None, signals: StopSignals,
+                 layers: Sequence[LayerFactory] = (),
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.session, self.started, self.ledger = session, started, ledger
+        self.config, self.store = session.config, session.store
+        self.progress, self.signals, self.layers, self.sleep = progress, signals, layers, sleep
+        self.pipelines: dict[str, Pipeline] = {}
+        self.batchers: dict[str, Batcher] = {}
+        self.cache: ResponseCache | None = None
+        self.batch_errors: list[dict[str, Any]] = []
+        # requests that failed after every retry (transient, rate-limited, timeout): not
+        # written, a resume sends them again
+        self.request_errors: list[dict[str, Any]] = []
+        self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
+        self.queues: dict[str, deque[PlanItem]] = {}
+        self.in_flight: dict[asyncio.Task[Answer], PlanItem] = {}
+        # Finished tasks arrive here through their done-callbacks: O(1) per request, where
+        # asyncio.wait() adds and removes a callback on every task in flight at each call.
+        self.completed: asyncio.Queue[asyncio.Task[Answer]] = asyncio.Queue()
+        self.per_provider: dict[str, int] = {}
+        self.failed_in_a_row: dict[str, int] = {}
+        self.case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
+        self.prepared: set[tuple[str, str]] = set()
+        self.status = "complete"
+        self.failure_error: BaseException | None = None
+        self.rows: RowWriter | None = None
+        self.execution: RunExecution | None = None
+        self.finished = 0
+        self.give_up_timer: asyncio.TimerHandle | None = None
+        self.manifest: dict[str, Any] = {}
+        self.previous_cache: dict[str, Any] = {}
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _start(self) -> list[PlanItem]:
+        """Read what is done, start the providers and build their pipelines; return the
+        items to send."""
+        session, started = self.session, self.started
+        manifest = self.manifest = session.manifest or session.new_manifest()
+        planned, done = {item.key for item in session.plan}, set()
+
+        def noted(rows: Iterator[Row]) -> Iterator[Row]:
+            for row in rows:
+                done.add(row.key)
+                yield row
+
+        # one pass over results.jsonl: what is done, and what it was billed (a resumed run
+        # keeps its spend)
+        self.ledger.spend = Ledger.spent_by(noted(session.written_rows()), planned)
+        todo = [item for item in session.plan if item.key not in done]
+        self.finished = len(session.plan) - len(todo)
+        self.previous_cache = manifest.get("cache") or {}
+        if todo:
+            started.open()
+            manifest["providers"] = [p.describe() for p in started.providers.values()]
+            manifest["providers_skipped"] = [{"provider": k, "reason": v}
+                                             for k, v in started.skipped.items()]
+            todo = [item for item in todo if item.provider_id not in started.skipped]
+        if self.config.cache != "off":
+            # RunConfig.cache is a str its validator limits to the cache modes
+            self.cache = ResponseCache(session.cache_path,
+                                       self.config.cache)  # type: ignore[arg-type]
+        self._build_pipelines()
+        manifest.update(status="running", rows_done=self.finished, ended_at=None,
+                        pricing=self.ledger.pricing.describe())
+        for stale in ("error", "request_errors", "providers_paused"):
+            manifest.pop(stale, None)
+        return todo
+
+    def _build_pipelines(self) -> None:
+        """One request pipeline per started provider (a batcher below it in batch mode)."""
+        ledger = BatchLedger(self.store.dir) if self.config.batch else None
+        for pid, provider in self.started.providers.items():
+            kind = batch_kind(provider) if ledger is not None else None
+            if ledger is not None and kind is not None:
+                assert isinstance(provider, HTTPProvider)
+                self.batchers[pid] = Batcher(provider, kind, ledger,
+                                             poll_s=self.config.batch_poll_s,
+                                             sleep=lambda s: self.sleep(s))
+            self.pipelines[pid] = build_pipeline(
+                pid, provider, concurrency=self.started.concurrency(pid),
+                attempts=self.config.attempts, cache=self.cache,
+                batcher=self.batchers.get(pid), extra=self.layers)
+        self.per_provider = {pid: 0 for pid in self.started.providers}
+        self.failed_in_a_row = {pid: 0 for pid in self.started.providers}
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _request(self, item: PlanItem, messages: Sequence[Message]) -> ModelRequest:
+        return ModelRequest(messages, item.variant.tools, item.trial, item.variant.sha256,
+                            item.key)
+
+    def _work(self, item: PlanItem) -> Coroutine[Any, Any, Answer]:
+        """The coroutine answering one plan item: one request, or a whole episode."""
+        pipeline = self.pipelines[item.provider_id]
+        if item.case.kind != "episode":
+            return pipeline.complete(self._request(item, item.case.messages))
+
+        def answer(conversation: Sequence[Message]) -> Awaitable[Outcome]:
+            return pipeline.complete(self._request(item, conversation))
+
+        episode = EpisodeRun(item.case, item.variant.tools, item.factors or Factors(),
+                             item.trial, self.store.run_id, self.config.allow_sensitive)
+        return run_episode(episode, answer, self.execution)
+
+    def _cap(self, pid: str) -> int:
+        """Tasks in flight per provider: its concurrency, or a whole batch in batch mode."""
+        return BATCH_CHUNK if pid in self.batchers else self.started.concurrency(pid)
+
+    def _dispatch(self) -> None:
+        """Start tasks while the budget and each provider's cap allow."""
+        loop = asyncio.get_running_loop()
+        for pid, pending in self.queues.items():
+            while pending and self.per_provider[pid] < self._cap(pid):
+                decision = self.ledger.decision(len(self.in_flight))
+                if decision == "wait":
+                    return
+                if decision == "stop":
+                    self.status = "budget_exhausted"
+                    return
+                item = pending.popleft()
+                task = loop.create_task(self._work(item))
+                self.in_flight[task] = item
+                self.per_provider[pid] += 1
+                task.add_done_callback(self.completed.put_nowait)
+                self.sent.append(item)
+
+    def _warm_up(self) -> bool:
+        """For one dispatched (case, variant): the row's case summary and the label's
+        reference results, computed while the loop would otherwise wait for an answer.
+        Only for requests already sent (a label's reference calls may run on a user's MCP
+        server: none for rows that a budget stop or failure never records). Returns False
+        when there is nothing to do."""
+        while self.sent and self.status == "complete":
+            item = self.sent.popleft()
+            if (item.case.id, item.variant.name) in self.prepared:
+                continue
+            self.prepared.add((item.case.id, item.variant.name))
+            self._summary(item)
+            if self.execution is not None and item.case.kind != "episode":
+                try:
+                    self.execution.prepare(item.case, item.variant.tools, item.case.toolset)
+                except Exception:  # noqa: BLE001 - the row's own scoring reports it
+                    pass
+            return True
+        return False
+
+    # -- rows -----------------------------------------------------------------------------
+
+    def _summary(self, item: PlanItem) -> tuple[str, dict[str, Any]]:
+        summary = self.case_summaries.get(item.case.id)
+        if summary is None:
+            summary = self.case_summaries[item.case.id] = summarize_case(item.case)
+        return summary
+
+    def _record(self, item: PlanItem, answer: Answer) -> None:
+        """Score and append the item's row (written through the results contract,
+        :class:`bench.results.Row`: a row that does not fit it is a bench bug, caught here
+        rather than by the next reader)."""
+        assert self.rows is not None  # opened before any request is sent
+        summary = self._summary(item)
+        pid, run_id = item.provider_id, self.store.run_id
+        if isinstance(answer, EpisodeOutcome):
+            priced = self.ledger.charge(pid, answer.responses, answer.cache)
+            costs = [cost for cost, _ in priced]
+            total = None if not costs or None in costs else sum(c for c in costs if c is not None)
+            self.rows.append(row_from_build(build_episode_row(
+                item, run_id, answer, cost_usd=total,
+                billed_usd=sum(billed or 0.0 for _, billed in priced), case_summary=summary)))
+        else:
+            [(cost, billed)] = self.ledger.charge(pid, [answer.response], answer.cache)
+            self.rows.append(row_from_build(build_row(
+                item, run_id, answer.response, cost_usd=cost, billed_usd=billed,
+                attempts=answer.attempts, cache=answer.cache, execution=self.execution,
+                case_summary=summary, bfcl=self.session.bfcl.get(item.case.id))))
+        self.finished += 1
+        if self.progress:
+            self.progress(self.finished, len(self.session.plan), item)
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def _stop_everything(self) -> None:
+        for pending in self.queues.values():
+            pending.clear()
+        for pipeline in self.pipelines.values():
+            pipeline.gate.close()
+
+    def _give_up(self) -> None:
+        """Cancel the requests still in flight (their rows are not written: resumable)."""
+        why = "the run stopped before this request was answered"
+        for task in self.in_flight:
+            task.cancel()
+        for provider in self.started.providers.values():
+            provider.abandon(why)
+
+    def _stop_signal(self, stops: int) -> None:
+        self.status = "interrupted"
+        self._stop_everything()
+        if stops > 1:
+            self._give_up()
+            return
+        wait = max((self.config.request_timeout_s if p.stop_wait_s is None
+                    else p.stop_wait_s for p in self.started.providers.values()),
+                   default=0.0) + STOP_GRACE_S
+        if self.in_flight:
+            print(f"stopping: waiting up to {wait:.0f} s for "
+                  f"{count(len(self.in_flight), 'request')} in flight (a second "
+                  "Ctrl-C stops now)", file=sys.stderr, flush=True)
+        self.give_up_timer = asyncio.get_running_loop().call_later(wait, self._give_up)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _finished_task(self, task: asyncio.Task[Answer]) -> None:
+        """Record a finished task's row, or deal with its failure."""
+        item = self.in_flight.pop(task)
+        pid = item.provider_id
+        self.per_provider[pid] -= 1
+        if task.cancelled():
+            return  # given up after a stop signal: a resume sends it again
+        exc = task.exception()
+        if exc is None:
+            self.failed_in_a_row[pid] = 0
+            self._record(item, task.result())
+        elif isinstance(exc, GateClosed):
+            pass
+        elif isinstance(exc, StopRequested):  # as if Ctrl-C: its row is not written
+            if self.status == "complete":
+                print(exc, file=sys.stderr, flush=True)
+                self._stop_signal(1)
+        elif isinstance(exc, BatchFailed):
+            self.batch_errors.append({"key": item.key, "batch": exc.batch_id,
+                                      "error": str(exc)})
+        elif isinstance(exc, ProviderError) and exc.error_class not in STOPS_RUN and \
+                self.failure_error is None:
+            self._left_for_resume(item, exc)
+        elif self.failure_error is None:
+            if not isinstance(exc, Exception):
+                raise exc  # KeyboardInterrupt, SystemExit: not a provider's failure
+            self.failure_error = item_error(item, exc, self.config.dataset, self.store.run_id)
+            self.status = "failed"
+            self._stop_everything()
+
+    def _left_for_resume(self, item: PlanItem, exc: ProviderError) -> None:
+        """A request that failed after every retry: the item stays pending, the run goes on;
+        said at once (the run's own message comes at its end)."""
+        pid = item.provider_id
+        self.request_errors.append({"key": item.key, "error": str(exc)})
+        print(f"{pid}: case '{item.case.id}', variant '{item.condition}', trial {item.trial} "
+              f"left for --resume: {exc}", file=sys.stderr, flush=True)
+        self.failed_in_a_row[pid] += 1
+        if self.failed_in_a_row[pid] >= FAILED_IN_A_ROW_TO_PAUSE and pid not in self.paused:
+            self.paused[pid] = (f"{FAILED_IN_A_ROW_TO_PAUSE} requests in a row failed after "
+                                f"every retry (last: {exc})")
+            self.queues[pid].clear()
+
+    async def _loop(self, todo: list[PlanItem]) -> None:
+        """Open the writer and executor, send everything, record every answer."""
+        # inside the caller's try: a manifest or results.jsonl that cannot be written
+        # (read-only, immutable, a folder in its place) marks the run failed, never leaves it
+        # "running"
+        self.store.write_manifest(self.manifest)
+        self.rows = self.store.writer()
+        # a failure to start the executor (e.g. its MCP server) marks the run failed and
+        # closes the row writer (whose fsync thread would otherwise live on)
+        self.execution = _execution(self.session) if todo else None
+        self.queues.update({pid: deque(i for i in todo if i.provider_id == pid)
+                            for pid in self.started.providers})
+        self._dispatch()
+        while self.in_flight:
+            if self.completed.empty() and self._warm_up():
+                await asyncio.sleep(0)  # let finished requests report first
+                continue
+            self._finished_task(await self.completed.get())
+            if self.status == "complete":
+                self._dispatch()
+        self._incomplete()
+
+    def _incomplete(self) -> None:
+        """Requests left for the resume (failed after every retry, or in a failed batch)
+        make the run's failure, once the rest is done."""
+        run_id = self.store.run_id
+        if self.request_errors and self.failure_error is None and \
+                self.status != "interrupted":
+            first = self.request_errors[0]
+            paused = "".join(f"; stopped sending to {pid}: {why}"
+                             for pid, why in self.paused.items())
+            self.failure_error = RunIncomplete(
+                f"{count(len(self.request_errors), 'request')} failed after every retry "
+                f"(first: {first['key']}: {first['error']}){paused}; finished rows are "
+                f"kept, send the rest again with: bench run --resume {run_id}")
+        if self.batch_errors and self.failure_error is None:
+            first = self.batch_errors[0]
+            self.failure_error = RunIncomplete(
+                f"{count(len(self.batch_errors), 'batch request')} failed (first: "
+                f"{first['key']}: {first['error']}); finished rows are kept, submit the "
+                f"rest again with: bench run --resume {run_id}")
+
+    async def run(self) -> dict[str, Any]:
+        """Execute every pending item; return the final manifest (a JSON dict).
+
+        Raises:
+            BenchError: an auth or configuration error, or requests that failed after every
+                retry (raised once the rest is done); rows finished are kept and the run can
+                be resumed.
+            KeyboardInterrupt: a stop signal ended the run.
+        """
+        todo = self._start()
+        if self.progress:
+            self.progress(self.finished, len(self.session.plan), None)
+        self.signals.install(asyncio.get_running_loop(), self._stop_signal)
+        try:
+            await self._loop(todo)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self.status = "interrupted"
+            raise
+        except OSError as exc:  # a file of the run could not be written (the disk is full)
+            self.status = "failed"
+            self.failure_error = self.session.write_failure(exc)
+            self.manifest["error"] = str(self.failure_error)
+        except BaseException as exc:
+            self.status = "failed"
+            self.manifest["error"] = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            # Nothing here awaits before the manifest is written: a signal (a loop callback)
+            # cannot leave it at "running".
+            self._write_final_manifest()
+            await self._close()
+        if self.failure_error is not None:
+            raise self.failure_error
+        if self.status == "interrupted":
+            raise KeyboardInterrupt
+        return self.manifest
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _fail_write(self, exc: OSError) -> None:
+        if self.failure_error is None:
+            self.failure_error = self.session.write_failure(exc)
+
+    def _write_final_manifest(self) -> None:
+        """Close the writer and executor and write the manifest's final state (status,
+        spend, rate limits, cache, errors); on a full disk, at least the status."""
+        self.signals.remove()
+        if self.give_up_timer is not None:
+            self.give_up_timer.cancel()
+        self._stop_everything()
+        for task in self.in_flight:
+            task.cancel()
+        try:
+            if self.rows is not None:
+                self.rows.close()
+        except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
+            self._fail_write(exc)
+        manifest = self.manifest
+        if self.failure_error is not None:  # resumable rows left (partial), or a failure
+            self.status = "partial" if isinstance(self.failure_error, RunIncomplete) \
+                else "failed"
+            manifest["error"] = str(self.failure_error)
+        if self.status == "complete" and self.started.skipped:
+            self.status = "partial"  # a skipped provider's rows are missing; --resume runs them
+        manifest.update(self._final_fields())
+        if self.execution is not None:
+            try:
+                self.execution.close()
+            except OSError as exc:
+                if self.failure_error is None:
+                    self._fail_write(exc)
+                    self.status = "failed"
+                    manifest.update(status=self.status, error=str(self.failure_error))
+        try:
+            self.store.write_manifest(manifest)
+        except OSError as exc:  # a full disk: the status, at least, must not say running
+            self.store.set_status_in_place(self.status)
+            self._fail_write(exc)
+
+    def _final_fields(self) -> dict[str, Any]:
+        """The manifest fields a finished run sets."""
+        config = self.config
+        fields: dict[str, Any] = {
+            "status": self.status, "rows_done": self.finished, "ended_at": _now(),
+            "spent": self.ledger.describe(),
+            "budget": {"max_usd": config.max_usd, "max_total_tokens": config.max_total_tokens},
+            "rate_limits": {pid: vars(p.gate.stats) for pid, p in self.pipelines.items()}}
+        if self.batch_errors:
+            fields["batch_errors"] = self.batch_errors[:100]
+        if self.request_errors:
+            fields["request_errors"] = self.request_errors[:100]
+        if self.paused:
+            fields["providers_paused"] = [{"provider": k, "reason": v}
+                                          for k, v in self.paused.items()]
+        previous = self.previous_cache
+        if self.cache is not None or previous:
+            now = self.cache.stats() if self.cache is not None else {}
+            fields["cache"] = {**previous, **now,
+                               **{k: int(previous.get(k, 0)) + int(now.get(k, 0))
+                                  for k in ("hits", "misses", "writes")}}
+        return fields
+
+    async def _close(self) -> None:
+        """Let cancelled tasks finish, close batchers, providers and the cache."""
+        if self.in_flight:  # cancelled above: let them finish cancelling
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+        for batcher in self.batchers.values():
+            await batcher.aclose()
+        for provider in self.started.providers.values():
+            try:
+                await provider.aclose()
+            except Exception:  # noqa: BLE001 - a connection pool that fails to close
+                pass
+        self.started.providers.clear()
+        if self.cache is not None:
+            self.cache.close()
+
+
+def _execution(session: RunSession) -> RunExecution | None:
+    """The run's executor hook, or None with ``--no-execute``.
+
+    Raises:
+        BenchError: its MCP server cannot be started.
+    """
+    config = session.config
+    if not config.execute:
+        return None
+    from bench.executor.runhook import RunExecution
+    return RunExecution(session.store.dir, session.store.run_id,
+                        allow_writes=config.allow_writes,
+                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server)
+

@@ -1,0 +1,268 @@
+"""A run's setup: its config, dataset, variants, plan, manifest and store, without any provider.
+
+``bench run`` executes a :class:`RunSession` through the scheduler
+(:mod:`bench.runner.scheduler`); ``bench merge``, ``bench show`` and ``bench compare``'s
+run-now read plans from it (:mod:`bench.replan`) without starting anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from bench.datasets import Dataset, load_dataset
+from bench.datasets.labels import LabelProblem
+from bench.datasets.splits import resolve_split
+from bench.descriptions import Variant
+from bench.episodes.factors import factor_grid
+from bench.errors import BenchError
+from bench.models import Case
+from bench.project import Project, current_project
+from bench.results import Row
+from bench.runner.config import (
+    DEFAULT_CACHE_PATH,
+    RESUME_OVERRIDES,
+    RunConfig,
+    changed_settings,
+    given_mcp_secrets,
+    shown_setting,
+    stored_run_config,
+)
+from bench.runner.plan import (
+    PlanItem,
+    check_episodes,
+    load_variants,
+    make_plan,
+    select_cases,
+    skip_invalid_cases,
+)
+from bench.runner.rows import _git_commit, _now, _versions
+from bench.runstore import RunStore, named_os_error, new_run_id, write_fix
+from bench.scoring.bfcl import BfclSource, load_sources, sources_path
+from bench.shard import parse_shard, shard_plan
+
+
+class RunSession:
+    """What a run measures and where it is written: config, dataset, cases, variants, plan
+    and store. Building one loads and checks the inputs; it starts no provider and writes
+    nothing.
+
+    Args:
+        config: the run's configuration (``split`` None: the dataset's default split, stored
+            resolved).
+        store: where the run is written (default: ``project.store(run_id)``).
+        run_id: a new run's id (default: generated), when ``store`` is None.
+        command: the argv recorded in the manifest (default ``sys.argv``).
+        project: where datasets, descriptions, runs, the response cache and ``pricing.yaml``
+            are found (default :func:`bench.project.current_project`).
+
+    Attributes:
+        manifest: the stored manifest (a JSON dict) of a resumed run, else None.
+
+    Raises:
+        BenchError: a bad dataset, variant, split, shard or episode setting (one line naming
+            the file and field).
+    """
+
+    manifest: dict[str, Any] | None = None
+
+    def __init__(self, config: RunConfig, *, store: RunStore | None = None,
+                 run_id: str | None = None, command: Sequence[str] | None = None,
+                 project: Project | None = None) -> None:
+        self.project = project or current_project()
+        with self.project.activate():  # loaders below that take no root read it
+            self._load(config)
+        self.store = store or self.project.store(run_id or new_run_id())
+        self.command = list(command) if command is not None else list(sys.argv)
+        self.cache_path = Path(self.config.cache_path) if self.config.cache_path else \
+            self.project.reports_dir.joinpath(*DEFAULT_CACHE_PATH[1:])
+
+    def _load(self, config: RunConfig) -> None:
+        self.dataset: Dataset = load_dataset(config.dataset)
+        self.invalid_cases: list[LabelProblem] = []
+        if config.skip_invalid_cases:
+            self.dataset, self.invalid_cases = skip_invalid_cases(self.dataset,
+                                                                  config.variants)
+        bfcl_path = sources_path(self.dataset.path)
+        # an imported BFCL dataset: every row also gets BFCL's own verdict
+        self.bfcl_path = bfcl_path if bfcl_path is not None and bfcl_path.is_file() else None
+        self.bfcl: dict[str, BfclSource] = load_sources(self.bfcl_path) \
+            if self.bfcl_path else {}
+        if config.split is None:  # stored resolved: a run says which split its figures are on
+            # cases named by id are taken from every split unless a split is asked for
+            split = "all" if config.case_ids else resolve_split(self.dataset.cases, None)
+            config = config.model_copy(update={"split": split})
+        self.cases: list[Case] = select_cases(self.dataset, config)
+        self.variants: list[Variant] = load_variants(self.dataset, config.variants)
+        check_episodes(self.dataset, self.cases, config.execute)
+        if config.no_call_layout is None and any(c.kind == "episode" or c.expected.ask
+                                                 for c in self.cases):
+            # an episode's final answer, and an ask case's question, need words: the embedded
+            # model's layout that has them
+            from bench.providers.local_prompt import EPISODE_NO_CALL_LAYOUT
+            config = config.model_copy(update={"no_call_layout": EPISODE_NO_CALL_LAYOUT})
+        self.config = config
+        self.plan: list[PlanItem] = make_plan(self.cases, self.variants, config.providers,
+                                              config.trials, factor_grid(config.factors))
+        if config.shard:  # this machine's slice of the plan
+            self.plan = shard_plan(self.plan, *parse_shard(config.shard))
+
+    @classmethod
+    def resume(cls, run_id: str, overrides: Mapping[str, Any] | None = None, *,
+               project: Project | None = None, setting_names: Mapping[str, str] | None = None,
+               command: Sequence[str] | None = None) -> "RunSession":
+        """Reopen run ``run_id`` with its stored config (finished rows are kept).
+
+        Args:
+            run_id: the run to finish.
+            overrides: :class:`RunConfig` field -> value. :data:`RESUME_OVERRIDES` settings
+                take the new value (e.g. a higher ``max_usd`` after the run stopped with
+                ``budget_exhausted``); any other setting must equal the stored one
+                (:func:`changed_settings`: ``factors`` holds the factors given). None values
+                keep the stored ones.
+            setting_names: how the refusal names a setting (e.g. ``{"trials": "--trials"}``,
+                factors as ``factors.<name>``); default its field name.
+            command: the argv recorded in the manifest (default ``sys.argv``).
+
+        Raises:
+            BenchError: no such run; a setting that is not a :data:`RESUME_OVERRIDES` one
+                and differs from the stored value (one line naming each, with both
+                values); or its dataset or variants changed since it started.
+        """
+        project = project or current_project()
+        store = project.store(run_id)
+        manifest = store.read_manifest()
+        changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+        config = stored_run_config(manifest["config"], file=store.manifest_path,
+                                   overrides={k: v for k, v in changes.items()
+                                              if k in RESUME_OVERRIDES})
+        # the MCP server's command line comes back with its secrets (never stored)
+        config = given_mcp_secrets(config, changes.get("mcp_server"), run_id)
+        _refuse_changes(run_id, config, changes, setting_names or {})
+        session = cls(config, store=store, project=project, command=command)
+        session._check_inputs(manifest)
+        manifest["config"] = session.config.model_dump()
+        session.manifest = manifest
+        return session
+
+    def _check_inputs(self, manifest: Mapping[str, Any]) -> None:
+        """Refuse a resume whose dataset or variants changed since the run started.
+
+        Raises:
+            BenchError: names the dataset file or the variant.
+        """
+        run_id = self.store.run_id
+        dataset = manifest["dataset"]
+        if not isinstance(dataset, dict) or dataset.get("sha256") != self.dataset.sha256:
+            raise BenchError(f"cannot resume '{run_id}': dataset '{self.config.dataset}' "
+                             "changed since the run started", file=self.dataset.path)
+        stored = {(v.get("toolset"), v.get("name")): v.get("sha256")
+                  for v in manifest["variants"] if isinstance(v, dict)}
+        for variant in self.variants:
+            if stored.get((variant.toolset, variant.name)) != variant.sha256:
+                raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
+                                 f"'{variant.toolset}' changed since the run started")
+
+    def new_manifest(self) -> dict[str, Any]:
+        """A new run's manifest (status ``running``), as a JSON dict."""
+        return {
+            "run_id": self.store.run_id,
+            "status": "running",
+            "command": self.command,
+            "config": self.config.model_dump(),
+            "dataset": {"name": self.dataset.name, "path": str(self.dataset.path),
+                        "sha256": self.dataset.sha256, "cases": len(self.cases)},
+            "cases_skipped": [{"case": p.case_id, "line": p.line, "field": p.field,
+                               "why": p.message} for p in self.invalid_cases],
+            "bfcl": None if not self.bfcl_path else {
+                "path": str(self.bfcl_path), "entries": len(self.bfcl),
+                "sha256": hashlib.sha256(self.bfcl_path.read_bytes()).hexdigest()},
+            "variants": [{"name": v.name, "toolset": v.toolset, "sha256": v.sha256,
+                          "source": v.source, "tools": len(v.tools),
+                          "mean_lines_per_tool": round(v.mean_lines, 2),
+                          "lines_per_tool": v.line_counts} for v in self.variants],
+            "providers": [],
+            "versions": _versions(),
+            "git_commit": _git_commit(),
+            "host": {"platform": platform.platform()},
+            "rows_planned": len(self.plan),
+            "rows_done": 0,
+            "started_at": _now(),
+            "ended_at": None,
+        }
+
+    def written_rows(self) -> Iterator[Row]:
+        """The rows of ``results.jsonl`` (a half-written last row is cut first), each in this
+        run's plan.
+
+        Raises:
+            BenchError: a corrupt row, or a row the readers would not count (they leave it
+                out: :meth:`RunStore.iter_read`): its key is not planned, or it names another
+                run (rows of another run appended to the file), naming file and line; or the
+                half-written row cannot be cut (the file is read-only), naming the file and
+                what to do.
+        """
+        try:
+            self.store.repair()
+        except OSError as exc:  # an immutable or read-only file with a cut last line
+            raise self.write_failure(named_os_error(exc, self.store.results_path)) from None
+        planned = {item.key for item in self.plan}
+        run_id = self.store.run_id
+
+        def stray(row: Row) -> str | None:
+            if row.key not in planned:
+                return f"no planned row has key '{row.key}'"
+            if row.run_id not in (None, run_id):
+                return f"it belongs to run '{row.run_id}'"
+            return None
+
+        return self.store.written_rows(stray)
+
+    def done_keys(self) -> set[str]:
+        """Keys of the planned rows already in ``results.jsonl``.
+
+        Raises:
+            BenchError: as :meth:`written_rows`.
+        """
+        return {row.key for row in self.written_rows()}
+
+    def pending(self) -> list[PlanItem]:
+        """Planned items without a finished row, in plan order.
+
+        Raises:
+            BenchError: as :meth:`written_rows`.
+        """
+        done = self.done_keys()
+        return [item for item in self.plan if item.key not in done]
+
+    def write_failure(self, exc: OSError) -> BenchError:
+        """The one-line error for a run file that could not be written (a full disk, a
+        file-size limit, a read-only or immutable file): names the file, says the finished
+        rows are kept, what to do (:func:`bench.runstore.write_fix`) and how to resume."""
+        where = f"{exc.filename}: " if exc.filename else ""
+        return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
+                          f"are kept: {write_fix(exc)}, then: bench run --resume "
+                          f"{self.store.run_id}")
+
+
+def _refuse_changes(run_id: str, config: RunConfig, changes: Mapping[str, Any],
+                    names: Mapping[str, str]) -> None:
+    """Refuse settings given to a resume that differ from the stored ones (the stored config
+    decides what the run measures).
+
+    Raises:
+        BenchError: one line naming each changed setting with both values.
+    """
+    changed = changed_settings(config, changes, names)
+    if not changed:
+        return
+    named = [names.get(field, field) for field, _, _ in changed]
+    values = "; ".join(
+        (f"{name} " if len(changed) > 1 else "")
+        + f"stored {shown_setting(field, before)}, given {shown_setting(field, after)}"
+        for name, (field, before, after) in zip(named, changed))
+    raise BenchError(f"{', '.join(named)} cannot change when resuming '{run_id}': "
+                     f"{values} (it would change what the run measures); start a new run")
