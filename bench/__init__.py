@@ -3,8 +3,9 @@
 The public API, imported lazily (PEP 562 ``__getattr__``) so that ``import bench`` and the CLI
 start without loading pandas, the SDKs or llama.cpp::
 
-    from bench import RunConfig, Runner
-    manifest = Runner(RunConfig(providers=["oracle"], variants=["l3"], limit=5)).run()
+    from bench import evaluate
+    result = evaluate("ecommerce", ["l3", "l50"], ["oracle"], limit=5, project=".")
+    result.summary                      # the table `bench run` prints
 
 Names and where they live are listed in :data:`__all__` and ``_EXPORTS``; everything else is
 internal and may change between releases.
@@ -24,7 +25,10 @@ except importlib.metadata.PackageNotFoundError:  # run from a checkout without i
 # public name -> the module that defines it
 _EXPORTS = {
     # running
+    "evaluate": "bench.api",
+    "Evaluation": "bench.api",
     "RunConfig": "bench.runner.config",
+    "RunSession": "bench.runner.session",
     "Runner": "bench.runner.core",
     "PlanItem": "bench.runner.plan",
     # data
@@ -41,6 +45,10 @@ _EXPORTS = {
     "Usage": "bench.providers.base",
     "ProviderError": "bench.providers.errors",
     "make_provider": "bench.providers",
+    "ModelRequest": "bench.providers.pipeline",
+    "Outcome": "bench.providers.pipeline",
+    "Layer": "bench.providers.pipeline",
+    "Exchange": "bench.providers.pipeline",
     "provider": "bench.providers.registry",
     "register_function": "bench.providers.function",
     # scoring and metrics

@@ -22,10 +22,37 @@ counts only on average (a shard of a small plan may get twice its share, or noth
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence, TypeVar
 
-if TYPE_CHECKING:  # the runner imports this module
-    from bench.runner.plan import PlanItem
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class Shardable(Protocol):
+    """What the shard order reads of a plan item (:class:`bench.runner.plan.PlanItem`)."""
+
+    @property
+    def provider_id(self) -> str: ...
+
+    @property
+    def variant(self) -> _Named: ...
+
+    @property
+    def trial(self) -> int: ...
+
+    @property
+    def case(self) -> _Identified: ...
+
+
+ItemT = TypeVar("ItemT", bound=Shardable)
 
 # ASCII digits only: \d alone also matched full-width and other scripts' digits
 SHARD_PATTERN = re.compile(r"([0-9]+)/([0-9]+)")
@@ -56,12 +83,12 @@ def format_shard(index: int, total: int) -> str:
     return f"{index}/{total}"
 
 
-def shard_order(item: "PlanItem") -> tuple[str, str, int, str]:
+def shard_order(item: Shardable) -> tuple[str, str, int, str]:
     """The sort key that deals items to shards: ``(provider, variant, trial, case id)``."""
     return item.provider_id, item.variant.name, item.trial, item.case.id
 
 
-def shard_plan(plan: Sequence["PlanItem"], index: int, total: int) -> list["PlanItem"]:
+def shard_plan(plan: Sequence[ItemT], index: int, total: int) -> list[ItemT]:
     """Shard ``index`` (1-based) of ``total`` of ``plan``, in the plan's own order.
 
     Args:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from bench.errors import BenchError
+from typing import Mapping, Sequence
+
+from bench.errors import BenchError, RunIncomplete
+from bench.plural import count
 from bench.providers.errors import ProviderError
 from bench.providers.replay import ReplayMiss
 from bench.runner.plan import PlanItem
@@ -50,3 +53,31 @@ def item_error(item: PlanItem, exc: Exception, dataset: str, run_id: str) -> Exc
             f"{exc}{request}; finished rows are kept, continue with: "
             f"bench run --resume {run_id}")
     return exc
+
+
+def incomplete_error(request_errors: Sequence[Mapping[str, str]],
+                     batch_errors: Sequence[Mapping[str, str]], paused: Mapping[str, str],
+                     run_id: str) -> RunIncomplete | None:
+    """The failure of a run that left requests for its resume, or None.
+
+    Args:
+        request_errors: ``{key, error}`` of requests that failed after every retry (empty
+            when the run was interrupted: the signal is its ending).
+        batch_errors: ``{key, batch, error}`` of requests a batch answered with an error.
+        paused: provider id -> why its remaining items were not sent.
+        run_id: the run's id (for the resume command).
+    """
+    if request_errors:
+        first = request_errors[0]
+        stopped = "".join(f"; stopped sending to {pid}: {why}" for pid, why in paused.items())
+        return RunIncomplete(
+            f"{count(len(request_errors), 'request')} failed after every retry "
+            f"(first: {first['key']}: {first['error']}){stopped}; finished rows are "
+            f"kept, send the rest again with: bench run --resume {run_id}")
+    if batch_errors:
+        first = batch_errors[0]
+        return RunIncomplete(
+            f"{count(len(batch_errors), 'batch request')} failed (first: "
+            f"{first['key']}: {first['error']}); finished rows are kept, submit the "
+            f"rest again with: bench run --resume {run_id}")
+    return None

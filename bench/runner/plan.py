@@ -15,8 +15,9 @@ from bench.datasets.splits import resolve_split, select_split
 from bench.descriptions import Variant, load_variant
 from bench.episodes.factors import Factors
 from bench.errors import BenchError
-from bench.models import Case
+from bench.models import Case, Message
 from bench.plural import count
+from bench.providers.pipeline import ModelRequest
 from bench.runner.config import RunConfig
 
 
@@ -42,6 +43,12 @@ class PlanItem:
     def key(self) -> str:
         """Unique row key ``case|condition|provider|trial`` (resume skips done keys)."""
         return f"{self.case.id}|{self.condition}|{self.provider_id}|{self.trial}"
+
+    def request(self, messages: Sequence[Message] | None = None) -> ModelRequest:
+        """The provider-level request of this item: its case's messages (or an episode's
+        conversation so far), its variant's tools, trial and key."""
+        return ModelRequest(self.case.messages if messages is None else messages,
+                            self.variant.tools, self.trial, self.variant.sha256, self.key)
 
 
 def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:

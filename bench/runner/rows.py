@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import platform
+from collections import deque
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT
@@ -14,6 +15,9 @@ from bench.providers.cache import messages_digest
 from bench.runner.plan import PlanItem
 from bench.scoring import score_case
 from bench.scoring.bfcl import BfclSource, run_verdict
+
+if TYPE_CHECKING:
+    from bench.executor.runhook import RunExecution
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
 
@@ -47,6 +51,42 @@ def _git_commit() -> str | None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class CaseSummaries:
+    """Each case's :func:`summarize_case`, computed once per run (the same for every variant,
+    provider and trial)."""
+
+    def __init__(self) -> None:
+        self._summaries: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._prepared: set[tuple[str, str]] = set()
+
+    def of(self, case: Case) -> tuple[str, dict[str, Any]]:
+        """``(messages digest, expected label as a dict)`` of ``case``."""
+        summary = self._summaries.get(case.id)
+        if summary is None:
+            summary = self._summaries[case.id] = summarize_case(case)
+        return summary
+
+    def warm_up(self, sent: deque[PlanItem], execution: RunExecution | None) -> bool:
+        """For one dispatched (case, variant) of ``sent``: the row's case summary and the
+        label's reference results, computed while the loop would otherwise wait for an
+        answer. Only for requests already sent (a label's reference calls may run on a
+        user's MCP server: none for rows that a budget stop or failure never records).
+        Returns False when there is nothing to do."""
+        while sent:
+            item = sent.popleft()
+            if (item.case.id, item.variant.name) in self._prepared:
+                continue
+            self._prepared.add((item.case.id, item.variant.name))
+            self.of(item.case)
+            if execution is not None and item.case.kind != "episode":
+                try:
+                    execution.prepare(item.case, item.variant.tools, item.case.toolset)
+                except Exception:  # noqa: BLE001 - the row's own scoring reports it
+                    pass
+            return True
+        return False
 
 
 def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:

@@ -12,31 +12,32 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence
 
 from bench.episodes.factors import Factors
 from bench.episodes.loop import EpisodeOutcome, EpisodeRun, run_episode
 from bench.errors import RunIncomplete
 from bench.models import Message
 from bench.plural import count
-from bench.providers import HTTPProvider
 from bench.providers.batch import CHUNK as BATCH_CHUNK
-from bench.providers.batch import BatchLedger, batch_kind
+from bench.providers.batch import BatchLedger
 from bench.providers.batcher import BatchFailed, Batcher
 from bench.providers.cache import ResponseCache
 from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
-from bench.providers.pipeline import LayerFactory, ModelRequest, Outcome, Pipeline, build_pipeline
+from bench.providers.pipeline import LayerFactory, Outcome, Pipeline
 from bench.providers.ratelimit import GateClosed
-from bench.results import Row, row_from_build
+from bench.results import row_from_build
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
-from bench.runner.errors import item_error
+from bench.runner.errors import incomplete_error, item_error
+from bench.runner.manifest import final_fields
+from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
 from bench.runner.plan import PlanItem
-from bench.runner.rows import _now, build_episode_row, build_row, summarize_case
+from bench.runner.rows import CaseSummaries, build_episode_row, build_row
 from bench.runner.session import RunSession
 from bench.runner.signals import StopSignals
-from bench.runner.startup import StartedProviders
+from bench.runner.startup import StartedProviders, start_execution
 
 if TYPE_CHECKING:
     from bench.executor.runhook import RunExecution
@@ -61,12 +62,11 @@ class Scheduler:
     :data:`STOP_GRACE_S` seconds to answer (their rows are written); then, or at a second
     signal, they are cancelled (not written; a resume sends them again).
 
-    Provider errors never stop the run except auth and configuration errors (class
-    ``permanent``: a bad key, an unknown model, a replay miss; class ``client``: a request the
-    HTTP client refused to send, e.g. a bad base URL). A request that fails after every retry
-    is left unwritten (listed in the manifest's ``request_errors``; a resume sends it again;
-    stderr names it at once) and the run goes on; after :data:`FAILED_IN_A_ROW_TO_PAUSE` such
-    failures in a row, that provider's remaining items are left for the resume too.
+    Only auth and configuration errors stop the run (class ``permanent``: a bad key, an
+    unknown model, a replay miss; ``client``: a request the HTTP client refused to send). A
+    request failing after every retry is left for the resume (manifest ``request_errors``,
+    named on stderr at once); after :data:`FAILED_IN_A_ROW_TO_PAUSE` in a row, so are that
+    provider's remaining items.
 
     Args:
         session: the run's setup.
@@ -93,16 +93,10 @@ class Scheduler:
         # written, a resume sends them again
         self.request_errors: list[dict[str, Any]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
-        self.queues: dict[str, deque[PlanItem]] = {}
-        self.in_flight: dict[asyncio.Task[Answer], PlanItem] = {}
-        # Finished tasks arrive here through their done-callbacks: O(1) per request, where
-        # asyncio.wait() adds and removes a callback on every task in flight at each call.
-        self.completed: asyncio.Queue[asyncio.Task[Answer]] = asyncio.Queue()
-        self.per_provider: dict[str, int] = {}
+        self.in_flight: InFlight[Answer] = InFlight([], [])
         self.failed_in_a_row: dict[str, int] = {}
-        self.case_summaries: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.summaries = CaseSummaries()
         self.sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
-        self.prepared: set[tuple[str, str]] = set()
         self.status = "complete"
         self.failure_error: BaseException | None = None
         self.rows: RowWriter | None = None
@@ -112,23 +106,13 @@ class Scheduler:
         self.manifest: dict[str, Any] = {}
         self.previous_cache: dict[str, Any] = {}
 
-    # -- set-up ---------------------------------------------------------------------------
 
     def _start(self) -> list[PlanItem]:
         """Read what is done, start the providers and build their pipelines; return the
         items to send."""
         session, started = self.session, self.started
         manifest = self.manifest = session.manifest or session.new_manifest()
-        planned, done = {item.key for item in session.plan}, set()
-
-        def noted(rows: Iterator[Row]) -> Iterator[Row]:
-            for row in rows:
-                done.add(row.key)
-                yield row
-
-        # one pass over results.jsonl: what is done, and what it was billed (a resumed run
-        # keeps its spend)
-        self.ledger.spend = Ledger.spent_by(noted(session.written_rows()), planned)
+        done, self.ledger.spend = session.done_and_spent()  # a resumed run keeps its spend
         todo = [item for item in session.plan if item.key not in done]
         self.finished = len(session.plan) - len(todo)
         self.previous_cache = manifest.get("cache") or {}
@@ -151,35 +135,21 @@ class Scheduler:
 
     def _build_pipelines(self) -> None:
         """One request pipeline per started provider (a batcher below it in batch mode)."""
-        ledger = BatchLedger(self.store.dir) if self.config.batch else None
-        for pid, provider in self.started.providers.items():
-            kind = batch_kind(provider) if ledger is not None else None
-            if ledger is not None and kind is not None:
-                assert isinstance(provider, HTTPProvider)
-                self.batchers[pid] = Batcher(provider, kind, ledger,
-                                             poll_s=self.config.batch_poll_s,
-                                             sleep=lambda s: self.sleep(s))
-            self.pipelines[pid] = build_pipeline(
-                pid, provider, concurrency=self.started.concurrency(pid),
-                attempts=self.config.attempts, cache=self.cache,
-                batcher=self.batchers.get(pid), extra=self.layers)
-        self.per_provider = {pid: 0 for pid in self.started.providers}
+        batches = BatchLedger(self.store.dir) if self.config.batch else None
+        self.pipelines, self.batchers = self.started.pipelines(
+            cache=self.cache, batches=batches, layers=self.layers,
+            sleep=lambda s: self.sleep(s))
         self.failed_in_a_row = {pid: 0 for pid in self.started.providers}
 
-    # -- requests -------------------------------------------------------------------------
-
-    def _request(self, item: PlanItem, messages: Sequence[Message]) -> ModelRequest:
-        return ModelRequest(messages, item.variant.tools, item.trial, item.variant.sha256,
-                            item.key)
 
     def _work(self, item: PlanItem) -> Coroutine[Any, Any, Answer]:
         """The coroutine answering one plan item: one request, or a whole episode."""
         pipeline = self.pipelines[item.provider_id]
         if item.case.kind != "episode":
-            return pipeline.complete(self._request(item, item.case.messages))
+            return pipeline.complete(item.request())
 
         def answer(conversation: Sequence[Message]) -> Awaitable[Outcome]:
-            return pipeline.complete(self._request(item, conversation))
+            return pipeline.complete(item.request(conversation))
 
         episode = EpisodeRun(item.case, item.variant.tools, item.factors or Factors(),
                              item.trial, self.store.run_id, self.config.allow_sensitive)
@@ -191,56 +161,23 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         """Start tasks while the budget and each provider's cap allow."""
-        loop = asyncio.get_running_loop()
-        for pid, pending in self.queues.items():
-            while pending and self.per_provider[pid] < self._cap(pid):
-                decision = self.ledger.decision(len(self.in_flight))
-                if decision == "wait":
-                    return
-                if decision == "stop":
-                    self.status = "budget_exhausted"
-                    return
-                item = pending.popleft()
-                task = loop.create_task(self._work(item))
-                self.in_flight[task] = item
-                self.per_provider[pid] += 1
-                task.add_done_callback(self.completed.put_nowait)
-                self.sent.append(item)
+        try:
+            self.sent.extend(self.in_flight.fill(self._work, self._cap, self.ledger.decision))
+        except BudgetStop:
+            self.status = "budget_exhausted"
 
     def _warm_up(self) -> bool:
-        """For one dispatched (case, variant): the row's case summary and the label's
-        reference results, computed while the loop would otherwise wait for an answer.
-        Only for requests already sent (a label's reference calls may run on a user's MCP
-        server: none for rows that a budget stop or failure never records). Returns False
-        when there is nothing to do."""
-        while self.sent and self.status == "complete":
-            item = self.sent.popleft()
-            if (item.case.id, item.variant.name) in self.prepared:
-                continue
-            self.prepared.add((item.case.id, item.variant.name))
-            self._summary(item)
-            if self.execution is not None and item.case.kind != "episode":
-                try:
-                    self.execution.prepare(item.case, item.variant.tools, item.case.toolset)
-                except Exception:  # noqa: BLE001 - the row's own scoring reports it
-                    pass
-            return True
-        return False
+        """One item's label prepared ahead (:meth:`CaseSummaries.warm_up`), unless the run
+        is stopping; False when there is nothing to do."""
+        return self.status == "complete" and self.summaries.warm_up(self.sent, self.execution)
 
-    # -- rows -----------------------------------------------------------------------------
-
-    def _summary(self, item: PlanItem) -> tuple[str, dict[str, Any]]:
-        summary = self.case_summaries.get(item.case.id)
-        if summary is None:
-            summary = self.case_summaries[item.case.id] = summarize_case(item.case)
-        return summary
 
     def _record(self, item: PlanItem, answer: Answer) -> None:
         """Score and append the item's row (written through the results contract,
         :class:`bench.results.Row`: a row that does not fit it is a bench bug, caught here
         rather than by the next reader)."""
         assert self.rows is not None  # opened before any request is sent
-        summary = self._summary(item)
+        summary = self.summaries.of(item.case)
         pid, run_id = item.provider_id, self.store.run_id
         if isinstance(answer, EpisodeOutcome):
             priced = self.ledger.charge(pid, answer.responses, answer.cache)
@@ -259,19 +196,16 @@ class Scheduler:
         if self.progress:
             self.progress(self.finished, len(self.session.plan), item)
 
-    # -- stopping -------------------------------------------------------------------------
 
     def _stop_everything(self) -> None:
-        for pending in self.queues.values():
-            pending.clear()
+        self.in_flight.clear_queues()
         for pipeline in self.pipelines.values():
             pipeline.gate.close()
 
     def _give_up(self) -> None:
         """Cancel the requests still in flight (their rows are not written: resumable)."""
         why = "the run stopped before this request was answered"
-        for task in self.in_flight:
-            task.cancel()
+        self.in_flight.cancel()
         for provider in self.started.providers.values():
             provider.abandon(why)
 
@@ -294,9 +228,8 @@ class Scheduler:
 
     def _finished_task(self, task: asyncio.Task[Answer]) -> None:
         """Record a finished task's row, or deal with its failure."""
-        item = self.in_flight.pop(task)
+        item = self.in_flight.finished(task)
         pid = item.provider_id
-        self.per_provider[pid] -= 1
         if task.cancelled():
             return  # given up after a stop signal: a resume sends it again
         exc = task.exception()
@@ -333,7 +266,7 @@ class Scheduler:
         if self.failed_in_a_row[pid] >= FAILED_IN_A_ROW_TO_PAUSE and pid not in self.paused:
             self.paused[pid] = (f"{FAILED_IN_A_ROW_TO_PAUSE} requests in a row failed after "
                                 f"every retry (last: {exc})")
-            self.queues[pid].clear()
+            self.in_flight.clear_queues(pid)
 
     async def _loop(self, todo: list[PlanItem]) -> None:
         """Open the writer and executor, send everything, record every answer."""
@@ -344,38 +277,24 @@ class Scheduler:
         self.rows = self.store.writer()
         # a failure to start the executor (e.g. its MCP server) marks the run failed and
         # closes the row writer (whose fsync thread would otherwise live on)
-        self.execution = _execution(self.session) if todo else None
-        self.queues.update({pid: deque(i for i in todo if i.provider_id == pid)
-                            for pid in self.started.providers})
+        self.execution = start_execution(self.session) if todo else None
+        self.in_flight = InFlight(todo, self.started.providers)
         self._dispatch()
         while self.in_flight:
-            if self.completed.empty() and self._warm_up():
+            if self.in_flight.completed.empty() and self._warm_up():
                 await asyncio.sleep(0)  # let finished requests report first
                 continue
-            self._finished_task(await self.completed.get())
+            self._finished_task(await self.in_flight.completed.get())
             if self.status == "complete":
                 self._dispatch()
         self._incomplete()
 
     def _incomplete(self) -> None:
-        """Requests left for the resume (failed after every retry, or in a failed batch)
-        make the run's failure, once the rest is done."""
-        run_id = self.store.run_id
-        if self.request_errors and self.failure_error is None and \
-                self.status != "interrupted":
-            first = self.request_errors[0]
-            paused = "".join(f"; stopped sending to {pid}: {why}"
-                             for pid, why in self.paused.items())
-            self.failure_error = RunIncomplete(
-                f"{count(len(self.request_errors), 'request')} failed after every retry "
-                f"(first: {first['key']}: {first['error']}){paused}; finished rows are "
-                f"kept, send the rest again with: bench run --resume {run_id}")
-        if self.batch_errors and self.failure_error is None:
-            first = self.batch_errors[0]
-            self.failure_error = RunIncomplete(
-                f"{count(len(self.batch_errors), 'batch request')} failed (first: "
-                f"{first['key']}: {first['error']}); finished rows are kept, submit the "
-                f"rest again with: bench run --resume {run_id}")
+        """Requests left for the resume make the run's failure, once the rest is done."""
+        if self.failure_error is None:
+            self.failure_error = incomplete_error(
+                self.request_errors if self.status != "interrupted" else [],
+                self.batch_errors, self.paused, self.store.run_id)
 
     async def run(self) -> dict[str, Any]:
         """Execute every pending item; return the final manifest (a JSON dict).
@@ -427,8 +346,7 @@ class Scheduler:
         if self.give_up_timer is not None:
             self.give_up_timer.cancel()
         self._stop_everything()
-        for task in self.in_flight:
-            task.cancel()
+        self.in_flight.cancel()
         try:
             if self.rows is not None:
                 self.rows.close()
@@ -457,32 +375,18 @@ class Scheduler:
             self._fail_write(exc)
 
     def _final_fields(self) -> dict[str, Any]:
-        """The manifest fields a finished run sets."""
-        config = self.config
-        fields: dict[str, Any] = {
-            "status": self.status, "rows_done": self.finished, "ended_at": _now(),
-            "spent": self.ledger.describe(),
-            "budget": {"max_usd": config.max_usd, "max_total_tokens": config.max_total_tokens},
-            "rate_limits": {pid: vars(p.gate.stats) for pid, p in self.pipelines.items()}}
-        if self.batch_errors:
-            fields["batch_errors"] = self.batch_errors[:100]
-        if self.request_errors:
-            fields["request_errors"] = self.request_errors[:100]
-        if self.paused:
-            fields["providers_paused"] = [{"provider": k, "reason": v}
-                                          for k, v in self.paused.items()]
-        previous = self.previous_cache
-        if self.cache is not None or previous:
-            now = self.cache.stats() if self.cache is not None else {}
-            fields["cache"] = {**previous, **now,
-                               **{k: int(previous.get(k, 0)) + int(now.get(k, 0))
-                                  for k in ("hits", "misses", "writes")}}
-        return fields
+        """The manifest fields a finished run sets (:func:`final_fields`)."""
+        return final_fields(
+            status=self.status, rows_done=self.finished, ledger=self.ledger,
+            config=self.config,
+            gates={pid: p.gate for pid, p in self.pipelines.items()},
+            batch_errors=self.batch_errors, request_errors=self.request_errors,
+            paused=self.paused, cache=self.cache.stats() if self.cache is not None else None,
+            previous_cache=self.previous_cache)
 
     async def _close(self) -> None:
         """Let cancelled tasks finish, close batchers, providers and the cache."""
-        if self.in_flight:  # cancelled above: let them finish cancelling
-            await asyncio.gather(*self.in_flight, return_exceptions=True)
+        await self.in_flight.drain()  # cancelled above: let them finish cancelling
         for batcher in self.batchers.values():
             await batcher.aclose()
         for provider in self.started.providers.values():
@@ -493,19 +397,3 @@ class Scheduler:
         self.started.providers.clear()
         if self.cache is not None:
             self.cache.close()
-
-
-def _execution(session: RunSession) -> RunExecution | None:
-    """The run's executor hook, or None with ``--no-execute``.
-
-    Raises:
-        BenchError: its MCP server cannot be started.
-    """
-    config = session.config
-    if not config.execute:
-        return None
-    from bench.executor.runhook import RunExecution
-    return RunExecution(session.store.dir, session.store.run_id,
-                        allow_writes=config.allow_writes,
-                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server)
-

@@ -31,6 +31,8 @@ from bench.runner.config import (
     shown_setting,
     stored_run_config,
 )
+from bench.runner.budget import Spend
+from bench.runner.ledger import Ledger
 from bench.runner.plan import (
     PlanItem,
     check_episodes,
@@ -220,6 +222,23 @@ class RunSession:
             return None
 
         return self.store.written_rows(stray)
+
+    def done_and_spent(self) -> tuple[set[str], Spend]:
+        """In one pass over ``results.jsonl``: the keys done, and what their rows were billed
+        (:meth:`Ledger.spent_by`).
+
+        Raises:
+            BenchError: as :meth:`written_rows`.
+        """
+        done: set[str] = set()
+
+        def noted(rows: Iterator[Row]) -> Iterator[Row]:
+            for row in rows:
+                done.add(row.key)
+                yield row
+
+        spend = Ledger.spent_by(noted(self.written_rows()), {item.key for item in self.plan})
+        return done, spend
 
     def done_keys(self) -> set[str]:
         """Keys of the planned rows already in ``results.jsonl``.

@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from bench.errors import BenchError
-from bench.providers import Provider, ProviderUnavailable, make_provider
+from bench.providers import HTTPProvider, Provider, ProviderUnavailable, make_provider
+from bench.providers.batch import BatchLedger, batch_kind
+from bench.providers.batcher import Batcher
+from bench.providers.cache import ResponseCache
+from bench.providers.pipeline import LayerFactory, Pipeline, build_pipeline
 from bench.providers.pricing import Pricing
 from bench.providers.registry import is_priced, provider_spec
 from bench.runner.config import RunConfig, identity_mismatch
 from bench.runner.session import RunSession
+
+if TYPE_CHECKING:
+    from bench.executor.runhook import RunExecution
 
 #: ``(provider id, run config) -> Provider``: how a run builds its providers.
 ProviderFactory = Callable[[str, RunConfig], Provider]
@@ -131,6 +138,34 @@ class StartedProviders:
         return max(1, min(wanted, cap or wanted))
 
 
+    def pipelines(self, *, cache: ResponseCache | None, batches: BatchLedger | None,
+                  layers: Sequence[LayerFactory],
+                  sleep: Callable[[float], Awaitable[None]]
+                  ) -> tuple[dict[str, Pipeline], dict[str, Batcher]]:
+        """Each started provider's request pipeline (:func:`build_pipeline`), and the
+        batchers of batch-capable providers when ``batches`` (the run's ``batches.json``)
+        is given (batch mode).
+
+        Args:
+            cache: the run's response cache, or None when off.
+            batches: the run's batch ledger in batch mode, else None.
+            layers: user layers for every pipeline.
+            sleep: how batch polling waits (seconds).
+        """
+        config = self.session.config
+        pipelines: dict[str, Pipeline] = {}
+        batchers: dict[str, Batcher] = {}
+        for pid, provider in self.providers.items():
+            kind = batch_kind(provider) if batches is not None else None
+            if batches is not None and kind is not None and isinstance(provider, HTTPProvider):
+                batchers[pid] = Batcher(provider, kind, batches, poll_s=config.batch_poll_s,
+                                        sleep=sleep)
+            pipelines[pid] = build_pipeline(
+                pid, provider, concurrency=self.concurrency(pid), attempts=config.attempts,
+                cache=cache, batcher=batchers.get(pid), extra=layers)
+        return pipelines, batchers
+
+
 def _say_local_checks(provider: Provider) -> None:
     """For the embedded model: ``bench doctor``'s quick checks and what its first row costs,
     on stderr."""
@@ -143,3 +178,18 @@ def _say_local_checks(provider: Provider) -> None:
             print(f"warning: {finding.text}; {finding.fix}", file=sys.stderr, flush=True)
     print(f"local: model {provider.model_id}; the first row of a variant reads its tools "
           "block (minutes, unless saved by an earlier run)", file=sys.stderr, flush=True)
+
+
+def start_execution(session: RunSession) -> RunExecution | None:
+    """The run's executor hook, or None with ``--no-execute``.
+
+    Raises:
+        BenchError: its MCP server cannot be started.
+    """
+    config = session.config
+    if not config.execute:
+        return None
+    from bench.executor.runhook import RunExecution
+    return RunExecution(session.store.dir, session.store.run_id,
+                        allow_writes=config.allow_writes,
+                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server)

@@ -1,0 +1,161 @@
+"""The in-process API: :func:`evaluate` runs (or resumes) a run and returns typed results, for
+notebooks and for tools built on bench (an optimizer calls it in a loop).
+
+It is ``bench run`` without the command line: the same plan, request pipeline, response cache,
+resume, rows, per-variant table and statistics, read from an explicit project folder rather
+than the current directory. Nothing is printed unless a ``progress`` hook prints it.
+
+    >>> from bench import evaluate
+    >>> result = evaluate(dataset="ecommerce", variants=["l3", "l50"], providers=["oracle"],
+    ...                   limit=20, project="/tmp/demo")          # doctest: +SKIP
+    >>> result.summary[["variant", "selection_correct_rate"]]       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from bench.errors import BenchError
+from bench.project import Project
+from bench.providers.pipeline import LayerFactory
+from bench.results import Manifest, Row
+from bench.runner.budget import ProgressHook
+from bench.runner.config import RunConfig
+from bench.runner.startup import ProviderFactory
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.compare.core import Comparison
+    from bench.runner.session import RunSession
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What :func:`evaluate` returns: one finished (or budget-stopped) run.
+
+    Attributes:
+        run_id: the run's id (its folder is ``<project>/reports/runs/<run_id>``).
+        manifest: the run's manifest (status, config, spend, cache statistics...).
+        rows: its rows as every reader counts them (one per planned key), in file order.
+        summary: the per-variant table ``bench run`` prints
+            (:func:`bench.stats.summary.summarize`), one row per (provider, variant): cases,
+            and per rate metric ``<metric>_k`` / ``_n`` / ``_rate`` with its 95% Wilson
+            interval ``_low`` / ``_high``; tokens, ``p50_latency_s`` (seconds).
+        project: the project it was read from.
+        warnings: what the reader left out (rows outside the plan, differing copies of a
+            key, a cut last line), one line each, as ``bench show`` prints them.
+    """
+
+    run_id: str
+    manifest: Manifest
+    rows: list[Row]
+    summary: pd.DataFrame
+    project: Project
+    warnings: list[str]
+
+    @property
+    def status(self) -> str:
+        """The manifest's status (``complete``, ``budget_exhausted``, ``partial``...)."""
+        return self.manifest.status
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as the reports' frame (:func:`bench.stats.frame.results_frame`)."""
+        from bench.stats.frame import results_frame
+        return results_frame(self.rows)
+
+    def compare(self, variant_a: str, variant_b: str, **options: Any) -> Comparison:
+        """``bench compare variant_a variant_b --run <run_id>``: paired McNemar tests per
+        metric and provider with Holm's correction, bootstrap intervals and flips
+        (:func:`bench.compare.core.compare_rows`; ``options`` are its keyword arguments).
+
+        Raises:
+            BenchError: a variant the run does not hold, or A equal to B.
+            ValueError: as :func:`compare_rows` (no shared metric or pair).
+        """
+        from bench.compare.core import compare_rows
+        held = {row.variant for row in self.rows}
+        for name in (variant_a, variant_b):
+            if name not in held:
+                raise BenchError(f"run '{self.run_id}' has no variant '{name}' (it has: "
+                                 f"{', '.join(sorted(held))})")
+        if variant_a == variant_b:
+            raise BenchError(f"A and B are the same variant '{variant_a}'")
+        return compare_rows([r for r in self.rows if r.variant == variant_a],
+                            [r for r in self.rows if r.variant == variant_b],
+                            label_a=variant_a, label_b=variant_b, **options)
+
+
+def evaluate(dataset: str | Path, variants: Sequence[str],
+             providers: Sequence[str] = ("local",), *, project: Project | str | Path,
+             run_id: str | None = None, resume: bool = True,
+             layers: Sequence[LayerFactory] = (),
+             provider_factory: ProviderFactory | None = None,
+             progress: ProgressHook | None = None, **settings: Any) -> Evaluation:
+    """Run ``dataset`` x ``variants`` x ``providers`` in process and return the results.
+
+    Args:
+        dataset: a dataset name under the project's ``datasets/``, or a ``.jsonl`` path.
+        variants: description variants (``l3``, ``l50``, a file...), as ``--variants``.
+        providers: provider ids (``local``, ``oracle``, ``openai:gpt-4o-mini``...).
+        project: the project folder (or :class:`~bench.project.Project`) holding datasets,
+            descriptions, ``reports/runs`` and the response cache; never the cwd.
+        run_id: the run's id; default a new one. An existing run with this id is resumed
+            (``resume``) with the given settings, which must equal its stored ones except
+            the resumable ones (:data:`bench.runner.RESUME_OVERRIDES`).
+        resume: resume an existing ``run_id`` (False: refuse it).
+        layers: request-pipeline layers added for every provider
+            (:data:`bench.providers.pipeline.LayerFactory`).
+        provider_factory: builds providers (default: the registry).
+        progress: called per row written (:data:`bench.runner.ProgressHook`).
+        **settings: any other :class:`bench.runner.RunConfig` field (``trials``, ``limit``,
+            ``split``, ``case_ids``, ``cache``, ``max_usd``, ``seed``, ``concurrency``...).
+
+    Returns:
+        The :class:`Evaluation` (a budget-stopped run too: see its ``status``).
+
+    Raises:
+        BenchError: bad settings, dataset or variants (one line naming the field), a run that
+            exists with ``resume=False``, a provider that cannot start, or a run that failed
+            or left requests for a resume (the message says how to resume it).
+        KeyboardInterrupt: the run was interrupted (finished rows are kept).
+    """
+    from pydantic import ValidationError
+
+    from bench.errors import pydantic_error_field
+    from bench.runner.core import Runner
+    from bench.runner.session import RunSession
+
+    project = project if isinstance(project, Project) else Project(Path(project))
+    fields = {"dataset": str(dataset), "variants": list(variants),
+              "providers": list(providers), **settings}
+    existing = run_id is not None and project.store(run_id).exists()
+    if existing and not resume:
+        raise BenchError(f"run '{run_id}' exists; pass resume=True to finish it")
+    if existing and run_id is not None:
+        session = RunSession.resume(run_id, fields, project=project, command=[])
+    else:
+        try:
+            config = RunConfig.model_validate(fields)
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            raise BenchError(f"evaluate(): {field}: {message}") from None
+        session = RunSession(config, run_id=run_id, project=project, command=[])
+    Runner.of(session, provider_factory=provider_factory, layers=layers).run(progress)
+    return _results(session, project)
+
+
+def _results(session: RunSession, project: Project) -> Evaluation:
+    """The :class:`Evaluation` of a finished session's run."""
+    import pandas as pd
+
+    from bench.stats.summary import summarize, summary_frame
+    store = session.store
+    manifest = store.load_manifest()
+    warnings: list[str] = []
+    rows = list(store.load_rows(manifest, warn=warnings.append))
+    summary = summarize(summary_frame(rows), list(session.config.variants)) if rows \
+        else pd.DataFrame()
+    return Evaluation(store.run_id, manifest, rows, summary, project, warnings)

@@ -1,0 +1,49 @@
+"""The manifest fields a finished run writes (``manifest.json``, :class:`bench.results.Manifest`)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from bench.providers.ratelimit import ProviderGate
+from bench.runner.config import RunConfig
+from bench.runner.ledger import Ledger
+from bench.runner.rows import _now
+
+
+def final_fields(*, status: str, rows_done: int, ledger: Ledger, config: RunConfig,
+                 gates: Mapping[str, ProviderGate],
+                 batch_errors: Sequence[Mapping[str, Any]],
+                 request_errors: Sequence[Mapping[str, Any]], paused: Mapping[str, str],
+                 cache: Mapping[str, Any] | None,
+                 previous_cache: Mapping[str, Any]) -> dict[str, Any]:
+    """What a finished run sets in its manifest.
+
+    Args:
+        status: the run's final status.
+        rows_done: rows written in all (earlier sessions of a resumed run included).
+        ledger: its spend (``spent``: USD, tokens, requests).
+        config: its budget settings.
+        gates: provider id -> its gate (``rate_limits``: 429s, retries, pause seconds,
+            lowest cap).
+        batch_errors, request_errors: requests left for the resume (first 100 kept).
+        paused: provider id -> why its remaining items were not sent.
+        cache: this session's response-cache statistics, or None with the cache off.
+        previous_cache: the statistics stored by earlier sessions (counts are summed).
+    """
+    fields: dict[str, Any] = {
+        "status": status, "rows_done": rows_done, "ended_at": _now(),
+        "spent": ledger.describe(),
+        "budget": {"max_usd": config.max_usd, "max_total_tokens": config.max_total_tokens},
+        "rate_limits": {pid: vars(gate.stats) for pid, gate in gates.items()}}
+    if batch_errors:
+        fields["batch_errors"] = list(batch_errors[:100])
+    if request_errors:
+        fields["request_errors"] = list(request_errors[:100])
+    if paused:
+        fields["providers_paused"] = [{"provider": k, "reason": v} for k, v in paused.items()]
+    if cache is not None or previous_cache:
+        now = cache or {}
+        fields["cache"] = {**previous_cache, **now,
+                           **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
+                              for k in ("hits", "misses", "writes")}}
+    return fields
