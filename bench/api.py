@@ -128,6 +128,10 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
     from bench.runner.core import Runner
     from bench.runner.session import RunSession
 
+    unknown = sorted(set(settings) - set(RunConfig.model_fields))
+    if unknown:
+        raise BenchError(f"evaluate(): unknown setting '{unknown[0]}' (settings are "
+                         f"bench.RunConfig's fields: {', '.join(RunConfig.model_fields)})")
     project = project if isinstance(project, Project) else Project(Path(project))
     fields = {"dataset": str(dataset), "variants": list(variants),
               "providers": list(providers), **settings}
