@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from bench.errors import BenchError
 from bench.project import Project
@@ -66,10 +66,13 @@ class Evaluation:
         from bench.stats.frame import results_frame
         return results_frame(self.rows)
 
-    def compare(self, variant_a: str, variant_b: str, **options: Any) -> Comparison:
+    def compare(self, variant_a: str, variant_b: str, *, alpha: float = 0.05,
+                margin: float = 0.0, metrics: Sequence[str] | None = None,
+                mid_p: bool = False) -> Comparison:
         """``bench compare variant_a variant_b --run <run_id>``: paired McNemar tests per
         metric and provider with Holm's correction, bootstrap intervals and flips
-        (:func:`bench.compare.core.compare_rows`; ``options`` are its keyword arguments).
+        (:func:`bench.compare.core.compare_rows`, whose arguments ``alpha`` (family-wise
+        level), ``margin`` (fraction), ``metrics`` and ``mid_p`` these are).
 
         Raises:
             BenchError: a variant the run does not hold, or A equal to B.
@@ -85,7 +88,8 @@ class Evaluation:
             raise BenchError(f"A and B are the same variant '{variant_a}'")
         return compare_rows([r for r in self.rows if r.variant == variant_a],
                             [r for r in self.rows if r.variant == variant_b],
-                            label_a=variant_a, label_b=variant_b, **options)
+                            label_a=variant_a, label_b=variant_b, alpha=alpha, margin=margin,
+                            metrics=metrics, mid_p=mid_p)
 
 
 def evaluate(dataset: str | Path, variants: Sequence[str],
@@ -93,7 +97,7 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
              run_id: str | None = None, resume: bool = True,
              layers: Sequence[LayerFactory] = (),
              provider_factory: ProviderFactory | None = None,
-             progress: ProgressHook | None = None, **settings: Any) -> Evaluation:
+             progress: ProgressHook | None = None, **settings: object) -> Evaluation:
     """Run ``dataset`` x ``variants`` x ``providers`` in process and return the results.
 
     Args:

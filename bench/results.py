@@ -502,12 +502,10 @@ def validation_problem(exc: ValidationError) -> tuple[str | None, str]:
                                                                "must be")
 
 
-def row_from_build(row: Mapping[str, Any]) -> Row:
-    """The :class:`Row` of a dict as :func:`bench.runner.build_row` returns it (for the
-    runner: build the dict, then ``RowWriter.append(row_from_build(d))`` or append the dict
-    itself, which the store stamps with :data:`SCHEMA_VERSION`).
+def row_from_build(row: Row | Mapping[str, Any]) -> Row:
+    """The :class:`Row` of a row (returned as is) or of a dict of its JSON shape.
 
     Raises:
         pydantic.ValidationError: the dict does not fit the contract (a bug in the writer).
     """
-    return Row.model_validate(dict(row))
+    return row if isinstance(row, Row) else Row.model_validate(dict(row))

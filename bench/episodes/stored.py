@@ -76,7 +76,7 @@ def stored(text: str, field: str) -> dict[str, Any]:
     return capped.record(field)
 
 
-def stored_json(value: Any, field: str) -> dict[str, Any]:
+def stored_json(value: object, field: str) -> dict[str, Any]:
     """The row's record of a JSON value under ``field``: ``{field: value}`` when its JSON text
     (compact, :func:`bench.jsonl.dumps`; a string: itself) has at most :data:`STORED_CHARS`
     characters, else that text cut (:func:`stored`) with ``field + "_chars"``."""

@@ -225,7 +225,7 @@ def migrate_stored_config(stored: Mapping[str, Any]) -> dict[str, Any]:
     return migrated
 
 
-def stored_run_config(stored: Any, *, file: Path,
+def stored_run_config(stored: object, *, file: Path,
                       overrides: Mapping[str, Any] | None = None) -> RunConfig:
     """The :class:`RunConfig` of a stored run (:func:`migrate_stored_config`), with
     ``overrides`` (field -> value) applied on top (None values are left out; naming the
@@ -347,7 +347,7 @@ def given_mcp_secrets(stored: RunConfig, given: list[str] | None, run_id: str) -
     return stored.model_copy(update={"mcp_server": list(given)})
 
 
-def shown_setting(field: str, value: Any) -> str:
+def shown_setting(field: str, value: object) -> str:
     """``value`` of setting ``field`` as a command line would give it: ``not set`` for None,
     lists comma-joined (the MCP server's argv as a shell line), booleans ``true``/``false``."""
     if value is None:

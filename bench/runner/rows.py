@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT
+from bench.providers.base import ProviderResponse
 from bench.providers.cache import messages_digest
+from bench.results import Row
 from bench.runner.plan import PlanItem
 from bench.scoring import score_case
 from bench.scoring.bfcl import BfclSource, run_verdict
 
 if TYPE_CHECKING:
+    from bench.episodes.loop import EpisodeOutcome
     from bench.executor.runhook import RunExecution
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
@@ -104,12 +107,18 @@ def _identity(item: PlanItem, run_id: str, expected: dict[str, Any]) -> dict[str
             "expected": expected}
 
 
-def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | None = None,
-              billed_usd: float | None = None, attempts: int = 1,
-              cache: str | None = None, execution: Any = None,
+def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
+              cost_usd: float | None = None, billed_usd: float | None = None,
+              attempts: int = 1, cache: str | None = None,
+              execution: RunExecution | None = None,
               case_summary: tuple[str, dict[str, Any]] | None = None,
-              bfcl: BfclSource | None = None) -> dict[str, Any]:
-    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost.
+              bfcl: BfclSource | None = None) -> Row:
+    """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost,
+    built through the results contract (:class:`bench.results.Row`: a row that does not fit
+    it is a bench bug, caught here rather than by the next reader).
+
+    Raises:
+        pydantic.ValidationError: the row does not fit the contract (a bug in bench).
 
     Args:
         item: the plan item.
@@ -141,7 +150,7 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
             else verdict.valid
         metrics["bfcl_error_type"] = verdict.error_type
-    return {
+    return Row.model_validate({
         **_identity(item, run_id, expected),
         "request": {**response.request, "variant_sha256": item.variant.sha256,
                     "messages_sha256": messages_sha256,
@@ -158,13 +167,12 @@ def build_row(item: PlanItem, run_id: str, response: Any, *, cost_usd: float | N
         "tool_definition_tokens": response.tool_definition_tokens,
         "latency_s": round(response.latency_s, 6),
         "finished_at": _now(),
-    }
+    })
 
 
-def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
+def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,
                       cost_usd: float | None = None, billed_usd: float | None = None,
-                      case_summary: tuple[str, dict[str, Any]] | None = None
-                      ) -> dict[str, Any]:
+                      case_summary: tuple[str, dict[str, Any]] | None = None) -> Row:
     """One ``results.jsonl`` row for a finished episode (an
     :class:`bench.episodes.loop.EpisodeOutcome`): the episode metrics
     (:func:`bench.scoring.episodes.episode_metrics`), the trajectory, tokens and cost summed
@@ -179,7 +187,7 @@ def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
         case_summary = summarize_case(item.case)
     messages_sha256, expected = case_summary
     last = episode.responses[-1] if episode.responses else None
-    return {
+    return Row.model_validate({
         **_identity(item, run_id, expected),
         "request": {"variant_sha256": item.variant.sha256, "messages_sha256": messages_sha256,
                     "tools_sha256": item.variant.sha256, "kind": "episode"},
@@ -198,4 +206,4 @@ def build_episode_row(item: PlanItem, run_id: str, episode: Any, *,
         "episode": {"stop_reason": episode.stop_reason,
                     **stored(episode.final_answer, "final_answer"),
                     "steps": episode.steps, "state_checks": episode.state_checks},
-    }
+    })

@@ -26,7 +26,6 @@ from bench.providers.cache import ResponseCache
 from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
 from bench.providers.pipeline import LayerFactory, Outcome, Pipeline
 from bench.providers.ratelimit import GateClosed
-from bench.results import row_from_build
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
 from bench.runner.errors import incomplete_error, item_error
@@ -173,9 +172,7 @@ class Scheduler:
 
 
     def _record(self, item: PlanItem, answer: Answer) -> None:
-        """Score and append the item's row (written through the results contract,
-        :class:`bench.results.Row`: a row that does not fit it is a bench bug, caught here
-        rather than by the next reader)."""
+        """Score and append the item's row (a :class:`bench.results.Row`)."""
         assert self.rows is not None  # opened before any request is sent
         summary = self.summaries.of(item.case)
         pid, run_id = item.provider_id, self.store.run_id
@@ -183,15 +180,15 @@ class Scheduler:
             priced = self.ledger.charge(pid, answer.responses, answer.cache)
             costs = [cost for cost, _ in priced]
             total = None if not costs or None in costs else sum(c for c in costs if c is not None)
-            self.rows.append(row_from_build(build_episode_row(
+            self.rows.append(build_episode_row(
                 item, run_id, answer, cost_usd=total,
-                billed_usd=sum(billed or 0.0 for _, billed in priced), case_summary=summary)))
+                billed_usd=sum(billed or 0.0 for _, billed in priced), case_summary=summary))
         else:
             [(cost, billed)] = self.ledger.charge(pid, [answer.response], answer.cache)
-            self.rows.append(row_from_build(build_row(
+            self.rows.append(build_row(
                 item, run_id, answer.response, cost_usd=cost, billed_usd=billed,
                 attempts=answer.attempts, cache=answer.cache, execution=self.execution,
-                case_summary=summary, bfcl=self.session.bfcl.get(item.case.id))))
+                case_summary=summary, bfcl=self.session.bfcl.get(item.case.id)))
         self.finished += 1
         if self.progress:
             self.progress(self.finished, len(self.session.plan), item)
