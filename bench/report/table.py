@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
+from bench.providers.ids import shown_provider_ids
 from bench.scoring.registry import MetricSpec, metric_specs
 
 def format_rate(rate: float, low: float, high: float, n: int) -> str:
@@ -36,41 +37,6 @@ def format_pass_k(pass_k: tuple[int, float, float] | None) -> str:
     if math.isnan(at_k) or math.isnan(hat_k):
         return "-"
     return f"pass@{k} {format_percent(at_k)} / pass^{k} {format_percent(hat_k)}"
-
-
-def shown_provider_ids(ids: Iterable[str]) -> dict[str, str]:
-    """How the terminal table shows each provider id: whole, except ``replay:`` ids of a file
-    path, which keep the last path parts that tell them apart (at least the file name), e.g.
-    ``replay:/home/me/project/reports/cache/responses.sqlite`` -> ``replay:…/responses.sqlite``
-    (``replay:…/a/responses.sqlite`` and ``replay:…/b/responses.sqlite`` when two files share
-    a name). A run id (``replay:20261130-050032-973d``) has no path and stays whole.
-
-    Args:
-        ids: provider ids (duplicates allowed).
-
-    Returns:
-        ``{provider id: text to show}``; distinct ids always get distinct texts.
-    """
-    unique = list(dict.fromkeys(ids))
-    paths: dict[str, tuple[tuple[str, ...], str]] = {}
-    for pid in unique:
-        source, hash_sign, recorded = pid.removeprefix("replay:").partition("#")
-        if pid.startswith("replay:") and "/" in source.rstrip("/"):
-            parts = tuple(part for part in source.split("/") if part)
-            paths[pid] = (parts, hash_sign + recorded)
-    keep = {pid: 1 for pid in paths}
-    while True:
-        shown = {pid: pid for pid in unique}
-        for pid, (parts, suffix) in paths.items():
-            if keep[pid] < len(parts):
-                shown[pid] = "replay:…/" + "/".join(parts[-keep[pid]:]) + suffix
-        texts = list(shown.values())
-        clashing = [pid for pid in paths if texts.count(shown[pid]) > 1
-                    and shown[pid] != pid]
-        if not clashing:
-            return shown
-        for pid in clashing:
-            keep[pid] += 1
 
 
 def _shown(spec: MetricSpec, summary: pd.DataFrame) -> bool:
