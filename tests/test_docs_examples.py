@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extending.md"
 _BLOCK = re.compile(r"<!-- (example|example-file): ([^ ]+) -->\n```[a-z]*\n(.*?)\n```", re.DOTALL)
 #: The examples the page must keep (a missing one fails instead of silently running nothing).
-REQUIRED = ("lint-rule", "backend-tool", "provider", "metric", "evaluate", "layer")
+REQUIRED = ("lint-rule", "backend-tool", "provider", "metric", "evaluate", "layer", "importer",
+            "factor")
 
 
 def _blocks() -> tuple[dict[str, str], dict[str, str]]:
