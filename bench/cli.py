@@ -350,7 +350,7 @@ def run(
                 manifest = runner.run(progress=progress)
             except RunIncomplete as exc:  # rows left for a resume: show what is done
                 progress.stop()
-                incomplete, manifest = exc, runner.store.read_manifest()
+                incomplete, manifest = exc, runner.store.load_manifest().to_json_dict()
             except KeyboardInterrupt:
                 progress.stop()
                 kept = sum(1 for _ in runner.store.load_rows())
@@ -564,11 +564,11 @@ def merge(
     if result.missing_shards:
         err.print(f"shard{'s' if len(result.missing_shards) > 1 else ''} "
                   f"{', '.join(result.missing_shards)} missing", markup=False)
-    _print_summary(result.run_id, [str(v) for v in manifest["config"]["variants"]])
+    _print_summary(result.run_id, [str(v) for v in manifest.config["variants"]])
     err.print(f"merged {count(len(runs), 'run')} into run {result.run_id}: "
-              f"{manifest['rows_done']} of {count(manifest['rows_planned'], 'row')} "
-              f"({manifest['status']})", markup=False)
-    if manifest["status"] != "complete":
+              f"{manifest.rows_done} of {count(manifest.rows_planned, 'row')} "
+              f"({manifest.status})", markup=False)
+    if manifest.status != "complete":
         err.print(f"finish it with: bench run --resume {result.run_id}", markup=False)
         raise typer.Exit(INCOMPLETE_EXIT_CODE)
 

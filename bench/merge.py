@@ -39,7 +39,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pydantic import ValidationError
 
@@ -50,8 +50,11 @@ from bench.paths import runs_dir
 from bench.plural import count
 from bench.replan import rebuild_plan
 from bench.results import Manifest, TraceRecord, validation_problem
-from bench.runstore import CRASHED, RunStore, check_run_id, new_run_id
+from bench.runstore import CRASHED, RowsRead, RunStore, check_run_id, new_run_id
 from bench.shard import format_shard, parse_shard, shard_plan
+
+if TYPE_CHECKING:  # the runner is imported when a run is merged, not with this module
+    from bench.runner.config import RunConfig
 
 MERGE_PREFIX = ".merge-"
 """The hidden folder (in ``reports/runs``) a merge writes its run in, then renames it from:
@@ -65,15 +68,15 @@ class Shard:
 
     Attributes:
         store: the run's folder.
-        manifest: its manifest (:meth:`RunStore.read_manifest`).
+        manifest: its manifest (:meth:`RunStore.load_manifest`).
         config: its :class:`~bench.runner.RunConfig`.
         index / total: its shard ``index`` of ``total``.
         status: its status as shown (``crashed`` for a dead writer).
     """
 
     store: RunStore
-    manifest: dict[str, Any]
-    config: Any
+    manifest: Manifest
+    config: RunConfig
     index: int
     total: int
     status: str
@@ -102,7 +105,7 @@ class MergeResult:
     """
 
     run_id: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     missing_shards: list[str]
     unfinished: list[tuple[str, str, int, int]]
     commits: list[str]
@@ -117,14 +120,14 @@ def _open(run_id: str) -> Shard:
     """
     from bench.runner.config import stored_run_config
     store = RunStore(runs_dir(), run_id)
-    manifest = store.read_manifest()
-    config = stored_run_config(manifest["config"], file=store.manifest_path)
+    manifest = store.load_manifest()
+    config = stored_run_config(manifest.config, file=store.manifest_path)
     if config.shard is None:
         raise BenchError(f"run '{run_id}' is not a shard (it ran without --shard); bench merge "
                          "joins the runs of one plan's shards", file=store.manifest_path,
                          field="config.shard")
     index, total = parse_shard(config.shard)
-    return Shard(store, manifest, config, index, total, str(manifest["status"]))
+    return Shard(store, manifest, config, index, total, manifest.status)
 
 
 def _differences(first: Shard, other: Shard) -> None:
@@ -149,18 +152,16 @@ def _differences(first: Shard, other: Shard) -> None:
         if field not in ignored and mine[field] != theirs[field]:
             raise refuse(f"config.{field}", mine[field], theirs[field])
     for field in ("sha256", "cases"):
-        a = (first.manifest["dataset"]).get(field)
-        b = (other.manifest["dataset"]).get(field)
+        a = getattr(first.manifest.dataset, field)
+        b = getattr(other.manifest.dataset, field)
         if a != b:
             raise refuse(f"dataset.{field}", a, b)
-    a_bfcl = (first.manifest.get("bfcl") or {}).get("sha256")
-    b_bfcl = (other.manifest.get("bfcl") or {}).get("sha256")
+    a_bfcl = (first.manifest.bfcl or {}).get("sha256")
+    b_bfcl = (other.manifest.bfcl or {}).get("sha256")
     if a_bfcl != b_bfcl:
         raise refuse("bfcl.sha256", a_bfcl, b_bfcl)
-    a_variants = {(v.get("toolset"), v.get("name")): v.get("sha256")
-                  for v in first.manifest["variants"]}
-    b_variants = {(v.get("toolset"), v.get("name")): v.get("sha256")
-                  for v in other.manifest["variants"]}
+    a_variants = {(v.toolset, v.name): v.sha256 for v in first.manifest.variants}
+    b_variants = {(v.toolset, v.name): v.sha256 for v in other.manifest.variants}
     for (toolset, name) in [*a_variants, *(v for v in b_variants if v not in a_variants)]:
         if a_variants.get((toolset, name)) != b_variants.get((toolset, name)):
             raise refuse(f"variants.{name}.sha256 (toolset '{toolset}')",
@@ -195,7 +196,7 @@ def _check_identities(shards: list[Shard]) -> None:
 
 def _described(shard: Shard) -> dict[str, dict[str, Any]]:
     """Provider id -> its ``describe()`` entry in the shard's manifest."""
-    return {p["provider"]: p for p in shard.manifest.get("providers") or []
+    return {p["provider"]: p for p in shard.manifest.providers or []
             if isinstance(p, dict) and isinstance(p.get("provider"), str)}
 
 
@@ -319,8 +320,8 @@ def merge_runs(run_ids: Sequence[str], *, run_id: str | None = None,
         for shard in shards:  # no shard may be resumed (appended to) while it is read
             locks.enter_context(shard.store.writing())
             # read again under the lock; "running" with the lock ours: its writer died
-            shard.manifest = shard.store.read_manifest()
-            shard.status = shard.manifest["status"]
+            shard.manifest = shard.store.load_manifest()
+            shard.status = shard.manifest.status
             if shard.status == "running":
                 shard.status = CRASHED
         planned, slices = _plan_slices(shards)
@@ -362,20 +363,20 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
     try:
         for shard in shards:
             mine = slices[shard.index - 1]
-            read = shard.store.read_rows(
-                Manifest.model_validate(shard.manifest),
-                plan=lambda row: None if row.key in mine else
-                "another shard's row, or a case the run did not select")
+            read = RowsRead(shard.store.results_path)
+            kept = set()
+            # one per key, the first (RunStore.iter_read), streamed: no row is held
+            for row in shard.store.iter_read(shard.manifest, plan=lambda row: None
+                                             if row.key in mine else "another shard's row, or "
+                                             "a case the run did not select", into=read):
+                kept.add(row.key)
+                writer.append({**row.to_json_dict(), "run_id": run_id})
             if read.outside:  # the merged run would hold a row no shard planned
                 number, key, why = read.outside[0]
                 raise BenchError(f"{shard.name} holds row '{key}', which is not in its shard "
                                  f"of the plan ({why})", file=shard.store.results_path,
                                  line=number, field="key")
             warnings += read.report()  # the lock is ours: a cut last line is a dead writer's
-            kept = set()
-            for row in read.rows:  # one per key, the first (RunStore.read_rows)
-                kept.add(row.key)
-                writer.append({**row.to_json_dict(), "run_id": run_id})
             if shard.status != "complete" or len(kept) < len(mine):
                 if not allow_partial:
                     raise BenchError(
@@ -388,42 +389,43 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
             merged_from.append({
                 "run_id": shard.store.run_id, "shard": shard.config.shard,
                 "status": shard.status, "rows": len(kept),
-                "started_at": shard.manifest.get("started_at"),
-                "ended_at": shard.manifest.get("ended_at"),
-                "git_commit": shard.manifest.get("git_commit"),
-                "host": shard.manifest.get("host"),
-                "providers_skipped": shard.manifest.get("providers_skipped") or []})
+                "started_at": shard.manifest.started_at,
+                "ended_at": shard.manifest.ended_at,
+                "git_commit": shard.manifest.git_commit,
+                "host": shard.manifest.host,
+                "providers_skipped": shard.manifest.providers_skipped or []})
     finally:
         writer.close()
     for shard in shards:
         _copy_traces(shard, store.dir / TRACES, run_id)
     manifest = _manifest(shards, run_id, command, planned, len(done), missing, merged_from)
     store.write_manifest(manifest)
-    commits = sorted({str(s.manifest.get("git_commit")) for s in shards})
+    commits = sorted({str(s.manifest.git_commit) for s in shards})
     return MergeResult(run_id, manifest, missing, unfinished, commits, warnings)
 
 
 def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int, done: int,
-              missing: list[str], merged_from: list[dict[str, Any]]) -> dict[str, Any]:
+              missing: list[str], merged_from: list[dict[str, Any]]) -> Manifest:
     """The merged run's manifest: the first shard's, with the merge's counts and times."""
-    first = shards[0].manifest
+    first = shards[0].manifest.to_json_dict()
     providers: dict[str, dict[str, Any]] = {}
     for shard in shards:
         for provider_id, described in _described(shard).items():
             providers.setdefault(provider_id, described)
-    spent = {field: sum((s.manifest.get("spent") or {}).get(field) or 0 for s in shards)
+    spent = {field: sum(getattr(s.manifest.spent, field) or 0 if s.manifest.spent else 0
+                        for s in shards)
              for field in ("billed_usd", "billed_tokens", "billed_requests")}
     spent["billed_usd"] = round(spent["billed_usd"], 6)
-    started = [s.manifest["started_at"] for s in shards if s.manifest.get("started_at")]
-    ended = [s.manifest["ended_at"] for s in shards if s.manifest.get("ended_at")]
+    started = [s.manifest.started_at for s in shards if s.manifest.started_at]
+    ended = [s.manifest.ended_at for s in shards if s.manifest.ended_at]
     skipped: dict[str, Any] = {}
     for shard in shards:
-        for entry in shard.manifest.get("providers_skipped") or []:
+        for entry in shard.manifest.providers_skipped or []:
             if isinstance(entry, dict):
                 skipped.setdefault(str(entry.get("provider")), entry)
     keep = ("dataset", "cases_skipped", "bfcl", "variants", "versions", "git_commit", "host",
             "pricing", "budget")
-    return {
+    return Manifest.model_validate({
         "run_id": run_id,
         "status": "complete" if done == planned else "partial",
         "command": command,
@@ -439,4 +441,4 @@ def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int
         "spent": spent,
         "merged_from": merged_from,
         "shards_missing": missing,
-    }
+    })

@@ -257,16 +257,6 @@ class RunStore:
             raise BenchError(message, file=self.manifest_path,
                              field=field) from None
 
-    def read_manifest(self) -> dict[str, Any]:
-        """The manifest as a JSON dict, checked and migrated by :meth:`load_manifest`: for the
-        run writer, which updates it and writes it back (:meth:`write_manifest`). Readers use
-        :meth:`load_manifest`.
-
-        Raises:
-            BenchError: as :meth:`load_manifest`.
-        """
-        return self.load_manifest().to_json_dict()
-
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         """Hold the run's write lock (an advisory ``flock`` on the run folder) for the block,
@@ -332,7 +322,7 @@ class RunStore:
 
     def shown_status(self, manifest: Manifest | Mapping[str, Any]) -> str:
         """The status to show for ``manifest`` (this run's, as :meth:`load_manifest` or
-        :meth:`read_manifest` returns it): ``crashed`` when it says ``running`` but no process holds the run's write lock
+        :meth:`load_manifest` returns it): ``crashed`` when it says ``running`` but no process holds the run's write lock
         (the process that ran it died without writing its final status: killed, out of
         memory, power cut), else the stored status. Nothing is written: ``bench run
         --resume`` finishes a crashed run like an interrupted one."""

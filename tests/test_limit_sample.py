@@ -46,7 +46,7 @@ def test_resume_picks_the_cases_the_run_started_with(project):
     assert Runner.resume("sampled").cases == Runner(RunConfig(variants=["l3"], limit=6)).cases
     assert [c.id for c in Runner.resume("sampled").cases] == written
     # a run recorded before --limit sampled (no limit_sampling stored) keeps its first N
-    manifest = store.read_manifest()
+    manifest = store.load_manifest().to_json_dict()
     del manifest["config"]["limit_sampling"]
     store.write_manifest(manifest)
     first = [c.id for c in load_dataset("ecommerce").cases if c.split == "test"][:6]

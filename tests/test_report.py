@@ -266,7 +266,7 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
         row["metrics"]["execution_success"] = index % 2 == 0
         row["cost_usd"] = 0.25
         store.append(row)
-    manifest = store.read_manifest()
+    manifest = store.load_manifest().to_json_dict()
     manifest["cache"] = {"hits": 3, "misses": 1, "writes": 1}
     store.write_manifest(manifest)
     html = render_html(load_runs(["plain"]), "t")
@@ -369,7 +369,7 @@ def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monk
     monkeypatch.setattr(runstore.os, "fsync", full)
     with pytest.raises(BenchError, match="results.jsonl: No space .*bench run --resume full"):
         make_run("full", expected_answer, variants=("l3",), limit=3)
-    manifest = RunStore(project / "reports" / "runs", "full").read_manifest()
+    manifest = RunStore(project / "reports" / "runs", "full").load_manifest().to_json_dict()
     assert manifest["status"] == "failed" and "No space" in manifest["error"]
 
 
@@ -476,7 +476,7 @@ def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
     banner and the Markdown summary with a line, both with rows done / planned."""
     make_run("cut", mixed_answer, variants=("l3",), limit=6)
     store = RunStore(project / "reports" / "runs", "cut")
-    manifest = store.read_manifest()
+    manifest = store.load_manifest().to_json_dict()
     rows = row_dicts(store)
     store.results_path.unlink()
     for row in rows[:4]:

@@ -118,11 +118,11 @@ def test_manifest_missing_fields_is_a_clear_error(tmp_path):
     store = RunStore(tmp_path, "r6")
     store.write_manifest({"run_id": "r6"})
     with pytest.raises(BenchError) as info:
-        store.read_manifest()
+        store.load_manifest().to_json_dict()
     assert info.value.field == "status"
     store.manifest_path.write_text("[1]")
     with pytest.raises(BenchError, match="must be a JSON object"):
-        store.read_manifest()
+        store.load_manifest().to_json_dict()
 
 
 def test_run_id_with_trailing_newline_is_rejected(tmp_path):
@@ -174,7 +174,7 @@ def test_resuming_a_run_being_written_stops_before_reading_or_cutting_its_rows(r
 
     make_run("busy", expected_answer, variants=("l3",), limit=2)
     store = RunStore(runs_dir(), "busy")
-    manifest = store.read_manifest()
+    manifest = store.load_manifest().to_json_dict()
     store.write_manifest({**manifest, "status": "interrupted"})
     half = b'{"key": "half-writ'
     with store.results_path.open("ab") as handle:
@@ -310,7 +310,7 @@ def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
                           env={**os.environ, "BENCH_HOME": str(project), "PYTHONPATH": str(REPO)})
     assert died.returncode == -9
     store = RunStore(runs_dir(), "crash")
-    assert store.read_manifest()["status"] == "running"
+    assert store.load_manifest().to_json_dict()["status"] == "running"
     assert len(row_dicts(store)) == 2
 
     shown = run_bench("show", "crash")
@@ -321,12 +321,12 @@ def test_a_crashed_run_shows_crashed_and_resumes(run_bench, project):
     assert "`crash` (crashed," in summary.stdout
     with locked_by_another_process(runs_dir(), "crash"):
         assert "status: running, rows 2/5" in run_bench("show", "crash").stdout
-    assert store.read_manifest()["status"] == "running"  # shown, never written by readers
+    assert store.load_manifest().to_json_dict()["status"] == "running"  # shown, never written by readers
 
     resumed = run_bench("run", "--resume", "crash")
     assert resumed.returncode == 0, resumed.stderr
     assert "2 of 5 rows already done" in resumed.stderr
-    assert store.read_manifest()["status"] == "complete"
+    assert store.load_manifest().to_json_dict()["status"] == "complete"
     assert len(row_dicts(store)) == 5
     assert "status: complete, rows 5/5" in run_bench("show", "crash").stdout
 

@@ -169,7 +169,7 @@ def test_a_shard_resumes_as_that_shard_and_is_not_merged_unfinished(project, ser
     from bench.report.data import merge_gaps
     part = merge_runs(["s1", "s2"], run_id="part", allow_partial=True)
     assert part.unfinished == [("s1", "budget_exhausted", 1, 8)] and not part.missing_shards
-    assert part.manifest["status"] == "partial" and part.manifest["rows_done"] == 9
+    assert part.manifest.status == "partial" and part.manifest.rows_done == 9
     assert merge_gaps(part.manifest) == "shard 1/2 (run s1) budget_exhausted"
 
     changed = run_bench("run", "--resume", "s1", "--shard", "2/2")
@@ -239,7 +239,7 @@ def test_merge_refuses_runs_that_are_not_shards_of_one_run(project, server):
     # what a resume may change may differ between shards: it is not what is measured
     run(server, "s2-faster", "2/2", concurrency=3, attempts=2)
     from bench.merge import merge_runs
-    assert merge_runs(["s1", "s2-faster"]).manifest["status"] == "complete"
+    assert merge_runs(["s1", "s2-faster"]).manifest.status == "complete"
 
     # two shards of a local model with different files
     for name, digest in (("s1", "a"), ("s2", "b")):
@@ -398,4 +398,4 @@ def test_a_merged_run_id_that_is_a_dangling_link_is_named_before_anything_is_wri
     assert not list(runs.glob(".merge-*")) and not (project / "nowhere").exists()
     (runs / "gone").unlink()
     from bench.merge import merge_runs
-    assert merge_runs(["s1", "s2"], run_id="gone").manifest["status"] == "complete"
+    assert merge_runs(["s1", "s2"], run_id="gone").manifest.status == "complete"

@@ -23,6 +23,7 @@ from bench.providers.pricing import Pricing
 from bench.runner.budget import ProgressHook
 from bench.runner.config import RunConfig
 from bench.runner.ledger import Ledger
+from bench.runner.manifest import with_fields
 from bench.runner.plan import PlanItem
 from bench.runner.scheduler import Scheduler
 from bench.runner.session import RunSession
@@ -196,8 +197,8 @@ class Runner:
         session = self.session
         with session.store.writing(), session.project.activate():
             if session.manifest is not None:  # resumed: another process may have run since
-                session.manifest = {**session.store.read_manifest(),
-                                    "config": session.manifest["config"]}  # the overrides
+                session.manifest = with_fields(session.store.load_manifest(),
+                                               config=session.manifest.config)  # overrides
             self.signals = StopSignals()
             config = session.config
             ledger = Ledger(self.pricing, max_usd=config.max_usd,
@@ -205,4 +206,4 @@ class Runner:
             scheduler = Scheduler(session, self.started, ledger, progress=progress,
                                   signals=self.signals, layers=self.layers,
                                   sleep=lambda s: self._sleep(s))
-            return await scheduler.run()
+            return (await scheduler.run()).to_json_dict()

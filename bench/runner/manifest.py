@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from bench.providers.ratelimit import ProviderGate
+from bench.results import Manifest
 from bench.runner.config import RunConfig
 from bench.runner.ledger import Ledger
 from bench.runner.rows import _now
@@ -47,3 +48,19 @@ def final_fields(*, status: str, rows_done: int, ledger: Ledger, config: RunConf
                            **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
                               for k in ("hits", "misses", "writes")}}
     return fields
+
+
+def with_fields(manifest: Manifest, **fields: object) -> Manifest:
+    """A copy of ``manifest`` with ``fields`` set, validated as a :class:`Manifest`.
+
+    Raises:
+        pydantic.ValidationError: a value does not fit the contract (a bug in the writer).
+    """
+    return Manifest.model_validate({**manifest.to_json_dict(), **fields})
+
+
+def without_fields(manifest: Manifest, *names: str) -> Manifest:
+    """A copy of ``manifest`` without the fields ``names`` (absent from ``manifest.json``, as
+    a run that never had them: a resumed run's stale error, say)."""
+    return Manifest.model_validate({k: v for k, v in manifest.to_json_dict().items()
+                                    if k not in names})

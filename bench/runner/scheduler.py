@@ -26,10 +26,11 @@ from bench.providers.cache import ResponseCache
 from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
 from bench.providers.pipeline import LayerFactory, Outcome, Pipeline
 from bench.providers.ratelimit import GateClosed
+from bench.results import Manifest
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
 from bench.runner.errors import incomplete_error, item_error
-from bench.runner.manifest import final_fields
+from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
 from bench.runner.plan import PlanItem
@@ -102,7 +103,7 @@ class Scheduler:
         self.execution: RunExecution | None = None
         self.finished = 0
         self.give_up_timer: asyncio.TimerHandle | None = None
-        self.manifest: dict[str, Any] = {}
+        self.manifest: Manifest = session.manifest or session.new_manifest()
         self.previous_cache: dict[str, Any] = {}
 
 
@@ -110,26 +111,26 @@ class Scheduler:
         """Read what is done, start the providers and build their pipelines; return the
         items to send."""
         session, started = self.session, self.started
-        manifest = self.manifest = session.manifest or session.new_manifest()
         done, self.ledger.spend = session.done_and_spent()  # a resumed run keeps its spend
         todo = [item for item in session.plan if item.key not in done]
         self.finished = len(session.plan) - len(todo)
-        self.previous_cache = manifest.get("cache") or {}
+        self.previous_cache = self.manifest.cache or {}
         if todo:
             started.open()
-            manifest["providers"] = [p.describe() for p in started.providers.values()]
-            manifest["providers_skipped"] = [{"provider": k, "reason": v}
-                                             for k, v in started.skipped.items()]
+            self.manifest = with_fields(
+                self.manifest, providers=[p.describe() for p in started.providers.values()],
+                providers_skipped=[{"provider": k, "reason": v}
+                                   for k, v in started.skipped.items()])
             todo = [item for item in todo if item.provider_id not in started.skipped]
         if self.config.cache != "off":
             # RunConfig.cache is a str its validator limits to the cache modes
             self.cache = ResponseCache(session.cache_path,
                                        self.config.cache)  # type: ignore[arg-type]
         self._build_pipelines()
-        manifest.update(status="running", rows_done=self.finished, ended_at=None,
-                        pricing=self.ledger.pricing.describe())
-        for stale in ("error", "request_errors", "providers_paused"):
-            manifest.pop(stale, None)
+        self.manifest = without_fields(
+            with_fields(self.manifest, status="running", rows_done=self.finished,
+                        ended_at=None, pricing=self.ledger.pricing.describe()),
+            "error", "request_errors", "providers_paused")
         return todo
 
     def _build_pipelines(self) -> None:
@@ -293,8 +294,8 @@ class Scheduler:
                 self.request_errors if self.status != "interrupted" else [],
                 self.batch_errors, self.paused, self.store.run_id)
 
-    async def run(self) -> dict[str, Any]:
-        """Execute every pending item; return the final manifest (a JSON dict).
+    async def run(self) -> Manifest:
+        """Execute every pending item; return the final manifest.
 
         Raises:
             BenchError: an auth or configuration error, or requests that failed after every
@@ -314,10 +315,10 @@ class Scheduler:
         except OSError as exc:  # a file of the run could not be written (the disk is full)
             self.status = "failed"
             self.failure_error = self.session.write_failure(exc)
-            self.manifest["error"] = str(self.failure_error)
+            self.manifest = with_fields(self.manifest, error=str(self.failure_error))
         except BaseException as exc:
             self.status = "failed"
-            self.manifest["error"] = f"{type(exc).__name__}: {exc}"
+            self.manifest = with_fields(self.manifest, error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             # Nothing here awaits before the manifest is written: a signal (a loop callback)
@@ -349,14 +350,14 @@ class Scheduler:
                 self.rows.close()
         except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
             self._fail_write(exc)
-        manifest = self.manifest
+        changes: dict[str, object] = {}
         if self.failure_error is not None:  # resumable rows left (partial), or a failure
             self.status = "partial" if isinstance(self.failure_error, RunIncomplete) \
                 else "failed"
-            manifest["error"] = str(self.failure_error)
+            changes["error"] = str(self.failure_error)
         if self.status == "complete" and self.started.skipped:
             self.status = "partial"  # a skipped provider's rows are missing; --resume runs them
-        manifest.update(self._final_fields())
+        changes.update(self._final_fields())
         if self.execution is not None:
             try:
                 self.execution.close()
@@ -364,9 +365,10 @@ class Scheduler:
                 if self.failure_error is None:
                     self._fail_write(exc)
                     self.status = "failed"
-                    manifest.update(status=self.status, error=str(self.failure_error))
+                    changes.update(status=self.status, error=str(self.failure_error))
+        self.manifest = with_fields(self.manifest, **changes)
         try:
-            self.store.write_manifest(manifest)
+            self.store.write_manifest(self.manifest)
         except OSError as exc:  # a full disk: the status, at least, must not say running
             self.store.set_status_in_place(self.status)
             self._fail_write(exc)

@@ -21,7 +21,7 @@ from bench.episodes.factors import factor_grid
 from bench.errors import BenchError
 from bench.models import Case
 from bench.project import Project, current_project
-from bench.results import Row
+from bench.results import Manifest, Row
 from bench.runner.config import (
     DEFAULT_CACHE_PATH,
     RESUME_OVERRIDES,
@@ -33,6 +33,7 @@ from bench.runner.config import (
 )
 from bench.runner.budget import Spend
 from bench.runner.ledger import Ledger
+from bench.runner.manifest import with_fields
 from bench.runner.plan import (
     PlanItem,
     check_episodes,
@@ -62,14 +63,15 @@ class RunSession:
             are found (default :func:`bench.project.current_project`).
 
     Attributes:
-        manifest: the stored manifest (a JSON dict) of a resumed run, else None.
+        manifest: the stored manifest of a resumed run (its config with the overrides given),
+            else None.
 
     Raises:
         BenchError: a bad dataset, variant, split, shard or episode setting (one line naming
             the file and field).
     """
 
-    manifest: dict[str, Any] | None = None
+    manifest: Manifest | None = None
 
     def __init__(self, config: RunConfig, *, store: RunStore | None = None,
                  run_id: str | None = None, command: Sequence[str] | None = None,
@@ -136,9 +138,9 @@ class RunSession:
         """
         project = project or current_project()
         store = project.store(run_id)
-        manifest = store.read_manifest()
+        manifest = store.load_manifest()
         changes = {k: v for k, v in (overrides or {}).items() if v is not None}
-        config = stored_run_config(manifest["config"], file=store.manifest_path,
+        config = stored_run_config(manifest.config, file=store.manifest_path,
                                    overrides={k: v for k, v in changes.items()
                                               if k in RESUME_OVERRIDES})
         # the MCP server's command line comes back with its secrets (never stored)
@@ -146,31 +148,28 @@ class RunSession:
         _refuse_changes(run_id, config, changes, setting_names or {})
         session = cls(config, store=store, project=project, command=command)
         session._check_inputs(manifest)
-        manifest["config"] = session.config.model_dump()
-        session.manifest = manifest
+        session.manifest = with_fields(manifest, config=session.config.model_dump())
         return session
 
-    def _check_inputs(self, manifest: Mapping[str, Any]) -> None:
+    def _check_inputs(self, manifest: Manifest) -> None:
         """Refuse a resume whose dataset or variants changed since the run started.
 
         Raises:
             BenchError: names the dataset file or the variant.
         """
         run_id = self.store.run_id
-        dataset = manifest["dataset"]
-        if not isinstance(dataset, dict) or dataset.get("sha256") != self.dataset.sha256:
+        if manifest.dataset.sha256 != self.dataset.sha256:
             raise BenchError(f"cannot resume '{run_id}': dataset '{self.config.dataset}' "
                              "changed since the run started", file=self.dataset.path)
-        stored = {(v.get("toolset"), v.get("name")): v.get("sha256")
-                  for v in manifest["variants"] if isinstance(v, dict)}
+        stored = {(v.toolset, v.name): v.sha256 for v in manifest.variants}
         for variant in self.variants:
             if stored.get((variant.toolset, variant.name)) != variant.sha256:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
                                  f"'{variant.toolset}' changed since the run started")
 
-    def new_manifest(self) -> dict[str, Any]:
-        """A new run's manifest (status ``running``), as a JSON dict."""
-        return {
+    def new_manifest(self) -> Manifest:
+        """A new run's manifest (status ``running``)."""
+        return Manifest.model_validate({
             "run_id": self.store.run_id,
             "status": "running",
             "command": self.command,
@@ -194,7 +193,7 @@ class RunSession:
             "rows_done": 0,
             "started_at": _now(),
             "ended_at": None,
-        }
+        })
 
     def written_rows(self) -> Iterator[Row]:
         """The rows of ``results.jsonl`` (a half-written last row is cut first), each in this

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from bench.errors import BenchError
 from bench.providers import HTTPProvider, Provider, ProviderUnavailable, make_provider
@@ -111,8 +111,8 @@ class StartedProviders:
         Raises:
             BenchError: names the run, the field and both values.
         """
-        stored: Mapping[str, Any] = self.session.manifest or {}
-        mismatch = identity_mismatch(stored.get("providers") or [],
+        stored = self.session.manifest
+        mismatch = identity_mismatch((stored.providers if stored is not None else None) or [],
                                      {provider_id: provider.describe()})
         if mismatch:
             self.close()
