@@ -26,13 +26,12 @@ from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Protocol, Sequence
 
 from bench.episodes.factors import Factors, render_result
 from bench.episodes.state import EpisodeDatabase
-from bench.episodes.stored import stored, stored_json
+from bench.episodes.stored import answer_record, stored
 from bench.executor.backends.base import Handler
 from bench.executor.faults import oversized_payload
 from bench.executor.outcome import CallContext, RunContext, ToolError
 from bench.executor.pipeline import Executor, ExecutorConfig
 from bench.models import Case, Message, Tool, ToolCall
-from bench.parse import ParsedAnswer
 from bench.providers.base import ProviderResponse
 from bench.providers.cache import messages_digest
 from bench.providers.pipeline import Outcome
@@ -43,44 +42,6 @@ if TYPE_CHECKING:
 
 UNCAPPED_TOKENS = 10 ** 9
 """The executor's result budget when the condition sends results uncapped."""
-
-
-def _answer_record(parsed: ParsedAnswer, calls: list[ToolCall]) -> dict[str, Any]:
-    """A step's record of the model's answer: ``text``, ``calls`` (those the loop went on
-    with, under the ids it gave them; ``{id, name, arguments, valid}`` and ``raw_arguments``
-    when not valid) and ``parsed`` (the answer as replay rebuilds it).
-
-    A value over :data:`bench.episodes.stored.STORED_CHARS` characters (an object: its JSON
-    text) is stored once, as its head and tail with ``<field>_chars``: in ``text`` or
-    ``calls`` when the step shows it there, and then left out of ``parsed`` (so is a valid
-    call's ``raw_arguments`` when its arguments were cut: that text decodes to them); else
-    in ``parsed``. The step then gets ``stored_cut: true``, and replay does not answer it:
-    its whole answer is no longer in the row.
-    """
-    shown = []
-    for call in calls:
-        entry = {"id": call.id, "name": call.name, **stored_json(call.arguments, "arguments"),
-                 "valid": call.valid}
-        if not call.valid:
-            entry.update(stored_json(call.raw_arguments, "raw_arguments"))
-        shown.append(entry)
-    record: dict[str, Any] = {**stored(parsed.text or "", "text"), "calls": shown}
-    dump = parsed.model_dump()
-    cut = "text_chars" in record
-    if cut:
-        del dump["text"]
-    for i, kept in enumerate(dump["calls"]):
-        entry = shown[i] if i < len(shown) else {}
-        for key in ("arguments", "raw_arguments"):
-            if f"{key}_chars" in entry or (key not in entry and "arguments_chars" in entry):
-                del kept[key]  # stored cut in calls (a valid call's raw text: its arguments)
-                cut = True
-            elif key not in entry:  # only parsed holds it
-                capped = stored_json(kept[key], key)
-                kept.update(capped)
-                cut = cut or len(capped) > 1
-    record["parsed"] = dump
-    return {**record, "stored_cut": True} if cut else record
 
 
 @dataclass
@@ -311,7 +272,7 @@ class _Episode:
         # the calls the loop goes on with (none: an error or a final answer)
         calls = ([] if parsed.error or not parsed.calls
                  else _call_ids(parsed.calls, self.used_ids, number))
-        record = _answer_record(parsed, calls)
+        record = answer_record(parsed, calls)
         stored_parsed = record.pop("parsed")
         # the step's conversation digest and parsed answer: what replay:<run> needs to
         # answer this step again (bench.providers.replay)

@@ -15,6 +15,8 @@ from collections import deque
 from typing import Any
 
 from bench.jsonl import dumps
+from bench.models import ToolCall
+from bench.parse import ParsedAnswer
 
 STORED_CHARS = 65_536
 """Characters of one text a row stores whole; a longer one keeps its first and last
@@ -82,3 +84,41 @@ def stored_json(value: object, field: str) -> dict[str, Any]:
     characters, else that text cut (:func:`stored`) with ``field + "_chars"``."""
     text = value if isinstance(value, str) else dumps(value)
     return {field: value} if len(text) <= STORED_CHARS else stored(text, field)
+
+
+def answer_record(parsed: ParsedAnswer, calls: list[ToolCall]) -> dict[str, Any]:
+    """A step's record of the model's answer: ``text``, ``calls`` (those the loop went on
+    with, under the ids it gave them; ``{id, name, arguments, valid}`` and ``raw_arguments``
+    when not valid) and ``parsed`` (the answer as replay rebuilds it).
+
+    A value over :data:`bench.episodes.stored.STORED_CHARS` characters (an object: its JSON
+    text) is stored once, as its head and tail with ``<field>_chars``: in ``text`` or
+    ``calls`` when the step shows it there, and then left out of ``parsed`` (so is a valid
+    call's ``raw_arguments`` when its arguments were cut: that text decodes to them); else
+    in ``parsed``. The step then gets ``stored_cut: true``, and replay does not answer it:
+    its whole answer is no longer in the row.
+    """
+    shown = []
+    for call in calls:
+        entry = {"id": call.id, "name": call.name, **stored_json(call.arguments, "arguments"),
+                 "valid": call.valid}
+        if not call.valid:
+            entry.update(stored_json(call.raw_arguments, "raw_arguments"))
+        shown.append(entry)
+    record: dict[str, Any] = {**stored(parsed.text or "", "text"), "calls": shown}
+    dump = parsed.model_dump()
+    cut = "text_chars" in record
+    if cut:
+        del dump["text"]
+    for i, kept in enumerate(dump["calls"]):
+        entry = shown[i] if i < len(shown) else {}
+        for key in ("arguments", "raw_arguments"):
+            if f"{key}_chars" in entry or (key not in entry and "arguments_chars" in entry):
+                del kept[key]  # stored cut in calls (a valid call's raw text: its arguments)
+                cut = True
+            elif key not in entry:  # only parsed holds it
+                capped = stored_json(kept[key], key)
+                kept.update(capped)
+                cut = cut or len(capped) > 1
+    record["parsed"] = dump
+    return {**record, "stored_cut": True} if cut else record
