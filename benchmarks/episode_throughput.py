@@ -86,6 +86,7 @@ def main() -> None:
             "share_of_limit_pct": round(100 * args.episodes / run["wall_s"] / limit, 1),
             "requests_per_s": round(2 * args.episodes / run["wall_s"], 1),
             "cpu_ms_per_episode": round(run["cpu_s"] * 1000 / args.episodes, 2),
+            "cpu_ms_per_step": round(run["cpu_s"] * 1000 / (2 * args.episodes), 2),
             "peak_rss_mib": round(run["peak_rss_mib"], 1), "wall_s": round(run["wall_s"], 1),
             "task_success": f"{success}/{len(rows)}"}), flush=True)
     finally:

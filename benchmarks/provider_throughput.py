@@ -9,11 +9,16 @@ Targets: one ``bench run`` process (the asyncio run core), executor and scoring 
 - C = 256, L = 1 s (a real API's latency), 10,000 requests: >= 95% of the 256/s limit;
 - peak RSS flat from 2,000 to 100,000 rows.
 
-It also prints bench's CPU per request past its start-up: the difference between a 2,000- and
-a 6,000-request run, divided by the 4,000 requests between them.
+With ``--only 32`` it prints, for 2,000 and 6,000 requests, bench's and the SDK alone's rate
+(as a share of the C / L limit, and bench's as a ratio to the SDK alone's) and CPU per request
+(and their ratio); bench's start-up CPU measured as a whole run of one request; and bench's
+CPU per request past its start-up: the difference between the 2,000- and the 6,000-request
+run, divided by the 4,000 requests between them.
 
-Beside each bench figure, the openai SDK alone (``AsyncOpenAI``, the client bench uses, C tasks
-posting the same bodies, nothing parsed, scored or written) is measured in the same invocation
+Beside each bench figure, the openai SDK alone (``AsyncOpenAI``, the client bench uses, with its
+default transport, C tasks posting the same bodies, built beforehand by bench's adapter and
+read from a JSON file so that the process imports nothing of bench; nothing parsed, scored or
+written) is measured in the same invocation
 the same way, so that a slow machine shows in both. The fake server (tests/fakeserver.py)
 answers ``L`` seconds after each request arrives and runs in its own process, so its CPU is not
 counted. Figures go to benchmarks/RESULTS.md.
@@ -45,17 +50,11 @@ sys.stdin.read()
 """
 CASES = 250  # ecommerce cases per trial; requests = CASES x trials
 SDK_ONLY = """
-import asyncio, sys, json
-sys.path.insert(0, {repo!r})
+import asyncio, json
 import openai
-from bench.datasets import load_dataset
-from bench.descriptions import load_variant
-from bench.providers import make_provider
 url, rows, concurrency = {url!r}, {rows}, {concurrency}
-cases = load_dataset("ecommerce").cases[:{cases}]
-tools = load_variant("ecommerce", "l3").tools
-adapter = make_provider(f"openai-compat:fake@{{url}}/v1")
-bodies = [adapter.build_request(c.messages, tools, trial=0) for c in cases]
+with open({bodies!r}, encoding="utf-8") as handle:
+    bodies = json.load(handle)
 
 async def main():
     client = openai.AsyncOpenAI(base_url=f"{{url}}/v1", api_key="x", max_retries=0)
@@ -69,6 +68,21 @@ async def main():
     await client.close()
 asyncio.run(main())
 """
+
+
+def write_bodies(path: Path) -> None:
+    """The request bodies bench sends (its ``openai-compat`` adapter, variant l3, the first
+    ``CASES`` ecommerce cases of every split) as a JSON list at ``path``, built here so that
+    the SDK-alone process imports nothing of bench."""
+    sys.path.insert(0, str(REPO))
+    from bench.datasets import load_dataset
+    from bench.descriptions import load_variant
+    from bench.providers import make_provider
+    cases = load_dataset("ecommerce").cases[:CASES]
+    tools = load_variant("ecommerce", "l3").tools
+    adapter = make_provider("openai-compat:fake@http://127.0.0.1:1/v1")
+    path.write_text(json.dumps([adapter.build_request(c.messages, tools, trial=0)
+                                for c in cases]), encoding="utf-8")
 
 
 def start_server(latency_s: float) -> tuple[subprocess.Popen, str]:
@@ -116,22 +130,34 @@ def scenario(concurrency: int, latency_s: float, rows: int, *, sdk: bool = True)
         figures: dict = {"concurrency": concurrency, "latency_s": latency_s, "rows": rows,
                          "limit_per_s": concurrency / latency_s}
         if sdk:
+            bodies = project / "bodies.json"
+            write_bodies(bodies)
             alone = timed([sys.executable, "-c", SDK_ONLY.format(
-                repo=str(REPO), url=url, rows=rows, concurrency=concurrency, cases=CASES)],
-                project)
+                url=url, rows=rows, concurrency=concurrency, bodies=str(bodies))], project)
             figures["sdk_only"] = {"requests_per_s": round(rows / alone["wall_s"], 1),
+                                   "share_of_limit_pct": round(
+                                       100 * rows / alone["wall_s"] / figures["limit_per_s"],
+                                       1),
                                    "cpu_ms_per_request": round(
                                        alone["cpu_s"] * 1000 / rows, 3)}
+        # --split all: the 250 cases are the first of every split, as in the SDK-alone bodies
         run = timed([sys.executable, "-m", "bench", "run", "--provider",
-                     f"openai-compat:fake@{url}/v1", "--dataset", "ecommerce", "--variants",
-                     "l3", "--limit", str(CASES), "--trials", str(trials), "--concurrency",
-                     str(concurrency), "--cache", "off", "--run-id", "throughput"], project)
+                     f"openai-compat:fake@{url}/v1", "--dataset", "ecommerce", "--split", "all",
+                     "--variants", "l3", "--limit", str(CASES), "--trials", str(trials),
+                     "--concurrency", str(concurrency), "--cache", "off", "--run-id",
+                     "throughput"], project)
         figures["bench"] = {"requests_per_s": round(rows / run["wall_s"], 1),
                             "share_of_limit_pct": round(
                                 100 * rows / run["wall_s"] / figures["limit_per_s"], 1),
                             "cpu_ms_per_request": round(run["cpu_s"] * 1000 / rows, 3),
                             "peak_rss_mib": round(run["peak_rss_mib"], 1),
                             "wall_s": round(run["wall_s"], 1)}
+        if sdk:
+            figures["bench_vs_sdk"] = {
+                "rate_ratio": round(figures["bench"]["requests_per_s"]
+                                    / figures["sdk_only"]["requests_per_s"], 3),
+                "cpu_ratio": round(figures["bench"]["cpu_ms_per_request"]
+                                   / figures["sdk_only"]["cpu_ms_per_request"], 2)}
         done = sum(1 for _ in (project / "reports" / "runs" / "throughput" / "results.jsonl")
                    .open(encoding="utf-8"))
         assert done == rows, f"{done} rows written, {rows} planned"
@@ -142,6 +168,26 @@ def scenario(concurrency: int, latency_s: float, rows: int, *, sdk: bool = True)
     return figures
 
 
+def startup_cpu(latency_s: float) -> dict:
+    """CPU and wall seconds of a ``bench run`` of one request (one case, one trial) against a
+    fresh fake server: bench's fixed cost per command."""
+    project = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    for folder in ("datasets", "descriptions"):
+        shutil.copytree(REPO / folder, project / folder)
+    server, url = start_server(latency_s)
+    try:
+        run = timed([sys.executable, "-m", "bench", "run", "--provider",
+                     f"openai-compat:fake@{url}/v1", "--dataset", "ecommerce", "--split", "all",
+                     "--variants", "l3", "--limit", "1", "--cache", "off", "--run-id",
+                     "startup"], project)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        shutil.rmtree(project, ignore_errors=True)
+    return {"cpu_s": round(run["cpu_s"], 2), "wall_s": round(run["wall_s"], 2),
+            "peak_rss_mib": round(run["peak_rss_mib"], 1)}
+
+
 def main() -> None:
     """Run the scenarios and print one JSON line of figures each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -150,16 +196,19 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
     if args.only in (None, "32"):
+        # start-up: the CPU of a whole run of one request (imports, dataset and variants,
+        # provider, executor's database, the final table)
+        print(json.dumps({"startup": startup_cpu(0.1)}), flush=True)
         short = scenario(32, 0.1, 2_000)
         print(json.dumps(short), flush=True)
-        # CPU per request past start-up (imports, dataset, executor's database, final table):
-        # the difference between two runs that differ only in rows
-        long = scenario(32, 0.1, 6_000, sdk=False)
+        long = scenario(32, 0.1, 6_000)
+        print(json.dumps(long), flush=True)
+        # CPU per request past start-up: the difference between two runs that differ only
+        # in rows
         marginal = (long["bench"]["cpu_ms_per_request"] * 6_000
                     - short["bench"]["cpu_ms_per_request"] * 2_000) / 4_000
-        print(json.dumps({"rows": 6_000, "bench": long["bench"],
-                          "marginal_cpu_ms_per_request": round(marginal, 3),
-                          "startup_cpu_s": round(
+        print(json.dumps({"marginal_cpu_ms_per_request": round(marginal, 3),
+                          "startup_cpu_s_from_difference": round(
                               (short["bench"]["cpu_ms_per_request"] - marginal) * 2, 2)}),
               flush=True)
     if args.only in (None, "256"):
