@@ -65,9 +65,10 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
-    except yaml.YAMLError as exc:
+    except yaml.YAMLError as first:
         # the pure Python parser's message is the more precise one (it names the undefined
         # alias, the character, what it expected): worth a second parse of a broken file
+        exc: yaml.YAMLError = first
         if _SAFE_LOADER is not yaml.SafeLoader:
             try:
                 yaml.compose(text, Loader=yaml.SafeLoader)
