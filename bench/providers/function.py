@@ -66,6 +66,7 @@ from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError, StopRequested
 from bench.providers.ratelimit import GateClosed
 from bench.providers.registry import Builder, provider
+from bench.providers.worker_process import signal_name
 
 Answer = Callable[[Sequence[Message], Sequence[Tool], int], Any]
 _FUNCTIONS: dict[str, Answer] = {}
@@ -422,7 +423,6 @@ class ModuleFunctionProvider(_FunctionCalls):
         until the worker ends (the reader thread; see :mod:`bench.providers.function_worker`
         for the messages)."""
         from bench.providers.function_worker import serve
-        from bench.providers.local import signal_name
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         process = context.Process(target=serve, args=(theirs, self._spec, os.getpid()),

@@ -8,7 +8,7 @@ each ended or misdirected the run (``os._exit(0)`` exited 0 with the manifest st
 :class:`bench.providers.function.ModuleFunctionProvider` reports them as that provider's
 error. The process is started with :mod:`multiprocessing` (``spawn``: a fresh interpreter,
 the run's ``sys.path`` and working directory), as the embedded model's worker is
-(:mod:`bench.providers.local_worker`).
+(:mod:`bench.providers.local.worker`).
 
 Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
 
@@ -46,7 +46,7 @@ from bench.providers.function import (
     model_name,
     source_hash,
 )
-from bench.providers.local_worker import die_with_parent
+from bench.providers.worker_process import die_with_parent
 
 
 def serve(conn: Connection, spec: str, parent: int) -> None:

@@ -36,10 +36,11 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.providers.local_logs import capture_native_errors, last_native_error
-from bench.providers.local_prompt import (MAX_PARALLEL_CALLS, NoCallLayout, chat_messages,
+from bench.providers.local.logs import (capture_native_errors, last_native_error,
+                                        quiet_native_stderr)
+from bench.providers.local.prompt import (MAX_PARALLEL_CALLS, NoCallLayout, chat_messages,
                                           grammar_schema, json_schema_grammar, tools_block)
-from bench.providers.local_states import prune_states, state_dir
+from bench.providers.local.states import prune_states, state_dir
 
 if TYPE_CHECKING:  # imported when the engine starts (the `local` extra)
     from llama_cpp.llama_types import ChatCompletionRequestMessage
@@ -143,7 +144,6 @@ class LocalEngine:
             save_states = os.environ.get(STATE_CACHE_ENV, "1").strip().lower() not in \
                 ("0", "off", "no", "false")
         self.save_states = save_states
-        from bench.providers.local import quiet_native_stderr
         try:
             with quiet_native_stderr():
                 self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=n_batch,
@@ -254,7 +254,7 @@ class LocalEngine:
 
     def _state_key(self, prefix: list[int]) -> str:
         if self._model_digest is None:
-            from bench.providers.local_models import file_sha256
+            from bench.providers.local.models import file_sha256
             self._model_digest = file_sha256(self.model_path)
         digest = hashlib.sha256()
         for part in (self._model_digest, self._lib.__version__, str(self.n_ctx),

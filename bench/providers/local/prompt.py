@@ -1,6 +1,6 @@
 """The embedded model's prompt and grammars: the tools block, the answer schema, the GBNF.
 
-Pure functions (no llama.cpp state); :mod:`bench.providers.local_engine` decodes with them and
+Pure functions (no llama.cpp state); :mod:`bench.providers.local.engine` decodes with them and
 :mod:`bench.providers.local` counts tokens with them.
 """
 

@@ -10,7 +10,7 @@ installed distributions' file lists (``importlib.metadata``, i.e. each ``*.dist-
 and read as bytes.
 
 Any other GGUF (``--model-path``, ``$BENCH_LOCAL_MODEL``) passes
-:func:`bench.providers.gguf.check_gguf` first (re-exported here).
+:func:`bench.providers.local.gguf.check_gguf` first (re-exported here).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.paths import cache_dir
-from bench.providers.gguf import (  # noqa: F401 - re-exported: the local provider's checks
+from bench.providers.local.gguf import (  # noqa: F401 - re-exported: the local provider's checks
     KNOWN_ARCHITECTURES, KNOWN_ARCHITECTURES_SOURCE, GGUFInfo, check_gguf, read_gguf_header)
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 wrong, truncated, hostile or unsupported file into a one-line :class:`~bench.errors.BenchError`
 instead of a native crash in llama.cpp. Used for every file the ``local`` provider loads
 (``--model-path``, ``$BENCH_LOCAL_MODEL`` and the presets of
-:mod:`bench.providers.local_models`).
+:mod:`bench.providers.local.models`).
 
 Sources:
     GGUF format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
