@@ -215,7 +215,7 @@ class LocalEngine:
 
     def _state_key(self, prefix: list[int]) -> str:
         if self._model_digest is None:
-            from bench.providers.local.models import file_sha256
+            from bench.providers.local.files import file_sha256
             self._model_digest = file_sha256(self.model_path)
         digest = hashlib.sha256()
         for part in (self._model_digest, self._lib.__version__, str(self.n_ctx),

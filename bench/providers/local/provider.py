@@ -326,7 +326,7 @@ class LocalProvider(Provider):
         """Model id, file path and SHA-256, settings, llama.cpp build; see
         :meth:`Provider.describe`."""
         if self._sha256 is None:
-            from bench.providers.local.models import file_sha256
+            from bench.providers.local.files import file_sha256
             self._sha256 = file_sha256(self.model_path)
         return {"provider": self.provider_id, "model": self.model_id,
                 "model_path": str(self.model_path), "model_sha256": self._sha256,
