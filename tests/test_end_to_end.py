@@ -33,7 +33,7 @@ def test_run_writes_run_directory_and_prints_table(run_bench, project):
     assert [v["name"] for v in manifest["variants"]] == ["l3", "l10"]
     assert all(len(v["sha256"]) == 64 for v in manifest["variants"])
     (local,) = manifest["providers"]
-    from bench.providers.local_models import DEFAULT_MODEL, MODEL_PRESETS
+    from bench.providers.local.models import DEFAULT_MODEL, MODEL_PRESETS
     default = MODEL_PRESETS[DEFAULT_MODEL]
     assert local["model"] == Path(default.file_name).stem
     assert local["model_sha256"] == default.sha256

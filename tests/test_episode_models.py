@@ -126,7 +126,7 @@ def test_episode_on_the_embedded_model(run_bench, project, tmp_path):
     # the second step was asked with the first step's results ...
     assert steps[1]["messages_sha256"] == messages_digest(conversation_after_first_step(row))
     # ... and the model's prompt grew by at least their tokens (the embedded model gets
-    # each result as a "Tool result (<id>): <content>" turn, bench.providers.local_prompt)
+    # each result as a "Tool result (<id>): <content>" turn, bench.providers.local.prompt)
     vocab = Llama(model_path=str(resolve_model_path(None, MODEL)), vocab_only=True,
                   verbose=False)
     result_tokens = sum(len(vocab.tokenize(r["content"].encode("utf-8"), add_bos=False))

@@ -336,7 +336,7 @@ def test_episodes_need_the_executor(project):
 
 def test_the_embedded_models_episode_layout_carries_the_final_answers_words(project):
     from bench.parse import parse_json_tool_calls
-    from bench.providers.local_prompt import NO_CALL_LAYOUTS, answer_schema
+    from bench.providers.local.prompt import NO_CALL_LAYOUTS, answer_schema
 
     layout = NO_CALL_LAYOUTS["reply-tool-message"]
     answer = parse_json_tool_calls(json.dumps({"tool_calls": [

@@ -27,7 +27,7 @@ GOLDEN_CASES = 8
 
 def _engine(**options):
     from bench.providers.local import NO_CALL_LAYOUTS, DEFAULT_NO_CALL_LAYOUT, resolve_model_path
-    from bench.providers.local_engine import LocalEngine
+    from bench.providers.local.engine import LocalEngine
     return LocalEngine(resolve_model_path(None), n_ctx=4096, threads=2, seed=1234,
                        layout=NO_CALL_LAYOUTS[DEFAULT_NO_CALL_LAYOUT], **options)
 

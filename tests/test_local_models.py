@@ -1,4 +1,4 @@
-"""Model presets (bench/providers/local_models.py) and the GGUF header check (bench/providers/gguf.py).
+"""Model presets (bench/providers/local/models.py) and the GGUF header check (bench/providers/local/gguf.py).
 
 No model runs and nothing is downloaded: GGUF files are synthetic (written with struct in
 tmp_path), and chunked presets are fake distributions (a ``*.dist-info`` with a RECORD) put on
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.providers.local_models import (
+from bench.providers.local.models import (
     CONSTRAINTS_FILE, DEFAULT_MODEL, KNOWN_ARCHITECTURES, MODEL_ENV, MODEL_PRESETS, ModelPreset,
     PackageFile, check_gguf, read_gguf_header, resolve_model,
 )
@@ -560,7 +560,7 @@ def test_installed_presets_resolve_to_their_pinned_file(name, tmp_path):
 
 
 def test_models_cache_dir(monkeypatch, tmp_path):
-    from bench.providers.local_models import models_cache_dir
+    from bench.providers.local.models import models_cache_dir
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "c"))
     assert models_cache_dir() == tmp_path / "c" / "models"
     monkeypatch.delenv("BENCH_CACHE_DIR")

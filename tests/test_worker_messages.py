@@ -23,7 +23,7 @@ def test_prune_states_drops_dead_writers_partials_and_the_oldest_states(tmp_path
     import os
     import subprocess
     import sys
-    from bench.providers.local_states import prune_states
+    from bench.providers.local.states import prune_states
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
     dead = tmp_path / f".a.state.{gone}.partial"

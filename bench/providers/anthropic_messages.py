@@ -23,12 +23,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bench.models import Message, Tool
 from bench.parse import PAUSE_TURN, REFUSAL, RawCall, answer_from_calls, clean_text
-from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
-                                  send_with_sdk)
+from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
 from bench.descriptions.schema_dialects import dialect
 from bench.providers.dialects import Turn, merged_turns, system_text
 from bench.providers.errors import ProviderUnavailable
+from bench.providers.sdk import send_with_sdk
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 

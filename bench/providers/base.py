@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -47,8 +47,7 @@ from bench.models import Message, Tool
 from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer,
                          invalid_answer, storable)
 from bench.providers.dialects import Turn, history
-from bench.providers.errors import ProviderError, error_from_exception, request_id_from
-from bench.providers.replies import UnreadableReply, reply_json
+from bench.providers.errors import ProviderError, request_id_from
 from bench.redact import one_line, public_url
 
 
@@ -398,40 +397,3 @@ class HTTPProvider(Provider):
                 "base_url": public_url(self.options.base_url), "endpoint": self.endpoint,
                 **self.options.model_dump(exclude={"model", "base_url"}),
                 "not_sent": list(self.not_sent), "dialect_changes": self._variant_changes}
-
-
-async def send_with_sdk(resource: Any, body: dict[str, Any],
-                        assemble: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
-                        ) -> tuple[dict[str, Any], Mapping[str, str]]:
-    """POST ``body`` through a Stainless-generated async SDK resource (``openai`` /
-    ``anthropic``: ``client.chat.completions``, ``client.responses``, ``client.messages`` of
-    ``AsyncOpenAI`` / ``AsyncAnthropic``).
-
-    Non-streamed: ``resource.with_raw_response.create`` and the raw JSON body. Streamed
-    (``body["stream"]``): the events' dicts joined by ``assemble`` into one body.
-
-    Raises:
-        UnreadableReply: a 200 body (or a streamed event) that is not JSON (transient).
-        ProviderError: any other SDK or transport failure, classified.
-    """
-    try:
-        if body.get("stream"):
-            stream = await resource.create(**body)
-            async with stream:
-                try:
-                    events = [event.to_dict() async for event in stream]
-                    assembled = assemble(events)
-                except (ValueError, RecursionError, TypeError, AttributeError, KeyError,
-                        IndexError) as exc:
-                    # The SDK decodes each event's data with json.loads (ValueError); the
-                    # others: an event of unexpected shape. Like an unreadable 200 body.
-                    raise UnreadableReply(
-                        f"a streamed event could not be read ({type(exc).__name__}: "
-                        f"{one_line(str(exc), 200)})",
-                        request_id=request_id_from(stream.response.headers)) from None
-            return assembled, stream.response.headers
-        raw = await resource.with_raw_response.create(**body)
-        return reply_json(raw.http_response.content,
-                          request_id=request_id_from(raw.headers)), raw.headers
-    except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
-        raise error_from_exception(exc) from exc

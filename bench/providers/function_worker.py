@@ -5,10 +5,10 @@ The user's code may do things to its process that no ``try`` catches: ``os._exit
 ``sys.exit`` while importing, ``os.chdir``, a crash in native code. In the run's own process
 each ended or misdirected the run (``os._exit(0)`` exited 0 with the manifest still
 ``running``). Here they end or change only this process, and
-:class:`bench.providers.function.ModuleFunctionProvider` reports them as that provider's
+:class:`bench.providers.function_process.ModuleFunctionProvider` reports them as that provider's
 error. The process is started with :mod:`multiprocessing` (``spawn``: a fresh interpreter,
 the run's ``sys.path`` and working directory), as the embedded model's worker is
-(:mod:`bench.providers.local_worker`).
+(:mod:`bench.providers.local.worker`).
 
 Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
 
@@ -18,7 +18,7 @@ Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
   ``("close",)``;
 - back: ``("ready", {"model", "source_sha256", "coroutine"})`` once imported, or ``("error", message)``
   (one line) and the worker exits; then ``("done", request_id, ending, text)`` per call, as
-  :func:`bench.providers.function.call_ending` says (``ok`` with the answer text, ``failed``
+  :func:`bench.providers.function_calls.call_ending` says (``ok`` with the answer text, ``failed``
   with one line, ``interrupt``), in the order calls end.
 
 Each plain call runs in a daemon thread of its own, and a coroutine function's calls on one
@@ -39,14 +39,14 @@ from typing import Any, Callable
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.providers.function import (
+from bench.providers.function_calls import (
     Answer,
     call_ending,
     load_callable,
     model_name,
     source_hash,
 )
-from bench.providers.local_worker import die_with_parent
+from bench.providers.worker_process import die_with_parent
 
 
 def serve(conn: Connection, spec: str, parent: int) -> None:

@@ -22,8 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from bench.models import Message, Tool
 from bench.parse import (BLOCKED, PROVIDER_ERROR, REFUSAL, RawCall, answer_from_calls,
                          clean_text, invalid_answer)
-from bench.providers.base import (HTTPOptions, HTTPProvider, ProviderResponse, Usage,
-                                  send_with_sdk)
+from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Usage
 from bench.providers.errors import (CONFIG_ERROR_CODES, ProviderError, classify_status,
                                     stream_error_status)
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
@@ -31,6 +30,7 @@ from bench.descriptions.schema_dialects import dialect, optional_properties
 from bench.providers.dialects import system_text
 from bench.redact import one_line
 from bench.providers.openai_chat import drop_strict_nulls, openai_client
+from bench.providers.sdk import send_with_sdk
 
 
 class OpenAIResponsesProvider(HTTPProvider):

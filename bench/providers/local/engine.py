@@ -1,19 +1,5 @@
-"""The embedded model's engine: llama.cpp in this process, staged grammar-constrained decoding.
-
-An answer has the fixed shape ``{"tool_calls": [{"name": N, "arguments": A}, ...]}``. Rather
-than sampling the whole answer under one grammar of every tool (which llama.cpp applies to the
-whole 49k-token vocabulary at every step, and which made a row take seconds), the engine:
-
-1. writes the fixed JSON punctuation itself (the tokens are evaluated in one batch);
-2. decodes the tool name under a grammar of the tool names only;
-3. decodes the arguments under that one tool's JSON-Schema grammar;
-4. decodes ``]}`` or ``, `` (another call, up to :data:`MAX_PARALLEL_CALLS`).
-
-Each step is greedy: the engine takes the most likely token and asks the grammar about that
-token alone; only when the grammar rejects it is the grammar applied to the whole vocabulary
-(the ``grammar_first=false`` path of llama.cpp's ``common_sampler_sample``,
-ggml-org/llama.cpp ``common/sampling.cpp``). The most likely allowed token is the same either
-way, so this changes speed, not answers.
+"""The embedded model's engine: llama.cpp in this process, answering with staged greedy
+grammar-constrained decoding (:mod:`bench.providers.local.decoding`).
 
 Prefix reuse: the tools block opens the prompt and is identical for every case of a variant;
 llama.cpp keeps it in the KV cache between cases, and the engine saves that prefix's state to
@@ -28,7 +14,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -36,10 +22,12 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.providers.local_logs import capture_native_errors, last_native_error
-from bench.providers.local_prompt import (MAX_PARALLEL_CALLS, NoCallLayout, chat_messages,
-                                          grammar_schema, json_schema_grammar, tools_block)
-from bench.providers.local_states import prune_states, state_dir
+from bench.providers.local.decoding import Decoding, GreedyPicker, PreparedVariant
+from bench.providers.local.logs import (capture_native_errors, last_native_error,
+                                        quiet_native_stderr)
+from bench.providers.local.prompt import (NoCallLayout, chat_messages, grammar_schema,
+                                          json_schema_grammar, tools_block)
+from bench.providers.local.states import prune_states, state_dir
 
 if TYPE_CHECKING:  # imported when the engine starts (the `local` extra)
     from llama_cpp.llama_types import ChatCompletionRequestMessage
@@ -49,23 +37,6 @@ STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
 # A prefix is saved only when reading it cost at least this many tokens: shorter ones are
 # read again faster than their file (23 KB per token for SmolLM2) is written and read.
 MIN_SAVED_PREFIX_TOKENS = 2048
-# Candidates the grammar checks before the whole vocabulary when it rejects the top token.
-TOP_K = 64
-
-@dataclass
-class _Variant:
-    """What one variant needs: its prompt prefix and grammars (built once per variant)."""
-
-    system: str
-    tool_tokens: int
-    prefix: list[int]
-    names: list[str]
-    name_sampler: Any
-    arg_samplers: dict[str, Any] = field(default_factory=dict)  # None: no arguments, "{}"
-    state_file: Path | None = None
-    label: str = "variant"
-
-
 # Reading more prefix tokens than this takes long enough (seconds to minutes) to announce.
 ANNOUNCED_PREFIX_TOKENS = 1024
 
@@ -143,7 +114,6 @@ class LocalEngine:
             save_states = os.environ.get(STATE_CACHE_ENV, "1").strip().lower() not in \
                 ("0", "off", "no", "false")
         self.save_states = save_states
-        from bench.providers.local import quiet_native_stderr
         try:
             with quiet_native_stderr():
                 self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=n_batch,
@@ -168,17 +138,8 @@ class LocalEngine:
         else:
             from llama_cpp.llama_chat_format import format_chatml
             self._formatter = format_chatml
-        # one candidate (the most likely token) and the whole vocabulary, reused every step
-        self._one = llama_cpp.llama_token_data()
-        self._one_array = llama_cpp.llama_token_data_array(
-            data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
-        self._all = (llama_cpp.llama_token_data * self.n_vocab)()
-        self._all_np = np.ctypeslib.as_array(self._all)
-        self._all_np["id"] = np.arange(self.n_vocab, dtype=np.int32)
-        self._all_array = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(self._all, ctypes.POINTER(llama_cpp.llama_token_data)),
-            size=self.n_vocab, selected=-1, sorted=False)
-        self._variants: dict[str, _Variant] = {}
+        self._picker = GreedyPicker(llm, top_first)
+        self._variants: dict[str, PreparedVariant] = {}
         self._model_digest: str | None = None
         # after a call: end the list or add a call; before the first (empty-list layout only)
         self._more = self._sampler('root ::= "]}" | ", "')
@@ -217,7 +178,7 @@ class LocalEngine:
             names = ([self.layout.decline_tool, *names] if self.layout.position == "first"
                      else [*names, self.layout.decline_tool])
         alternatives = " | ".join(json.dumps(n) for n in names)  # JSON escaping suits GBNF
-        variant = _Variant(system=system,
+        variant = PreparedVariant(system=system,
                            tool_tokens=len(self._tokens(system)),
                            prefix=self._prefix(system), names=names, label=label,
                            name_sampler=self._sampler(f'root ::= ({alternatives}) "\\""'))
@@ -254,7 +215,7 @@ class LocalEngine:
 
     def _state_key(self, prefix: list[int]) -> str:
         if self._model_digest is None:
-            from bench.providers.local_models import file_sha256
+            from bench.providers.local.files import file_sha256
             self._model_digest = file_sha256(self.model_path)
         digest = hashlib.sha256()
         for part in (self._model_digest, self._lib.__version__, str(self.n_ctx),
@@ -265,7 +226,7 @@ class LocalEngine:
 
     # -- the KV cache --------------------------------------------------------------------
 
-    def _feed(self, tokens: list[int], variant: _Variant) -> int:
+    def _feed(self, tokens: list[int], variant: PreparedVariant) -> int:
         """Make the context hold ``tokens`` (logits of the last one ready); return how many
         were already there.
 
@@ -334,48 +295,6 @@ class LocalEngine:
 
     # -- decoding ------------------------------------------------------------------------
 
-    def _logits(self) -> np.ndarray:
-        pointer = self._lib.llama_get_logits_ith(self._ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
-
-    def _pick(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
-        """Greedy token allowed by the grammar; (None, True) when the grammar allows none."""
-        if not self.top_first:
-            return self._pick_whole(sampler, logits)
-        token = int(np.argmax(logits))
-        # ctypes converts an int and a pointer to the fields' C types (llama_cpp annotates the
-        # fields with those types, c_int32 and an array, for the checker)
-        self._one.id = token  # type: ignore[assignment]
-        self._one.logit, self._one.p = float(logits[token]), 0.0
-        self._one_array.data = ctypes.pointer(self._one)  # type: ignore[assignment]
-        self._one_array.size, self._one_array.selected = 1, -1
-        self._lib.llama_sampler_apply(sampler, ctypes.byref(self._one_array))
-        if self._one.logit != float("-inf"):
-            return token, False
-        # The best allowed token among the TOP_K most likely is the best allowed overall
-        # whenever one of them is allowed: check those before the whole vocabulary.
-        top = np.argpartition(logits, -TOP_K)[-TOP_K:]
-        top = top[np.lexsort((top, -logits[top]))]  # by logit, ties by id as argmax breaks them
-        few = self._all_np[:TOP_K]
-        few["id"], few["logit"] = top, logits[top]
-        self._all_array.size, self._all_array.selected = TOP_K, -1
-        self._lib.llama_sampler_apply(sampler, ctypes.byref(self._all_array))
-        allowed = np.flatnonzero(few["logit"] != float("-inf"))
-        self._all_np["id"][:TOP_K] = np.arange(TOP_K, dtype=np.int32)
-        # (a tie with the weakest candidate might hide an equal token outside the TOP_K)
-        if allowed.size and logits[top[allowed[0]]] > logits[top[-1]]:
-            return int(top[allowed[0]]), True
-        return self._pick_whole(sampler, logits)
-
-    def _pick_whole(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
-        """The grammar applied to the whole vocabulary; the best allowed token."""
-        self._all_np["logit"] = logits
-        self._all_array.size, self._all_array.selected = self.n_vocab, -1
-        self._lib.llama_sampler_apply(sampler, ctypes.byref(self._all_array))
-        masked = self._all_np["logit"]
-        token = int(np.argmax(masked))
-        return (None if masked[token] == float("-inf") else token), True
-
     def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                  variant_key: str, max_tokens: int) -> EngineAnswer:
         """Decode one answer for a conversation (greedy; the same input gives the same text).
@@ -398,7 +317,8 @@ class LocalEngine:
                                 error=f"Requested tokens ({len(prompt)}) exceed context "
                                       f"window of {self.n_ctx}")
         cached = self._feed(prompt, variant)
-        state = _Decoding(self, max_tokens)
+        state = Decoding(self.llm, self._picker, max_tokens, first=self._first,
+                         more=self._more)
         finish = state.answer(variant, self.layout.decline_tool is None)
         return EngineAnswer(state.text.decode("utf-8", errors="replace"), finish, len(prompt),
                             state.forced + state.sampled, cached, state.sampled,
@@ -445,120 +365,6 @@ class LocalEngine:
         if llm is not None:
             del self.llm  # the engine no longer holds the model
             llm.close()
-
-
-class _Decoding:
-    """The state of one answer being decoded (text so far, token counts)."""
-
-    def __init__(self, engine: LocalEngine, max_tokens: int) -> None:
-        self.engine = engine
-        self.budget = max_tokens
-        self.text = bytearray()
-        self.forced = self.sampled = self.full_passes = 0
-        self.error: str | None = None
-        self.started = time.perf_counter()
-
-    def force(self, text: str) -> None:
-        tokens = self.engine._tokens(text)
-        self.engine.llm.eval(tokens)
-        self.text += text.encode("utf-8")
-        self.forced += len(tokens)
-
-    def decode(self, sampler: Any, done: Any) -> str | None:
-        """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
-        reason (``length`` or ``error``)."""
-        engine, lib = self.engine, self.engine._lib
-        lib.llama_sampler_reset(sampler)
-        segment = bytearray()
-        while True:
-            if self.sampled >= self.budget:
-                return "length"
-            token, full = engine._pick(sampler, engine._logits())
-            self.full_passes += full
-            if token is None:
-                self.error = "the grammar allows no token"
-                return "error"
-            if lib.llama_vocab_is_eog(engine._vocab, token):
-                return None  # the grammar is complete
-            lib.llama_sampler_accept(sampler, token)
-            piece = engine.llm.detokenize([token])
-            segment += piece
-            self.text += piece
-            self.sampled += 1
-            engine.llm.eval([token])
-            if done(segment):
-                return None
-
-    def answer(self, variant: _Variant, empty_allowed: bool) -> str:
-        """Decode a whole answer; return its finish reason."""
-        self.force('{"tool_calls": [')
-        if empty_allowed:
-            reason = self.decode(self.engine._first, lambda seg: seg in (b"]}", b"{"))
-            if reason:
-                return reason
-            if self.text.endswith(b"]}"):
-                return "stop"
-            self.force('"name": "')
-        else:
-            self.force('{"name": "')
-        names = [n.encode("utf-8") + b'"' for n in variant.names]
-        for index in range(MAX_PARALLEL_CALLS):
-            start = len(self.text)
-            reason = self.decode(variant.name_sampler, lambda seg: _one_name_left(seg, names))
-            if reason:
-                return reason
-            chosen = bytes(self.text[start:])
-            if not chosen.endswith(b'"'):  # one name fits what was decoded: write the rest
-                rest = next(n for n in names if n.startswith(chosen))[len(chosen):]
-                self.force(rest.decode("utf-8"))
-            name = self.text[start:-1].decode("utf-8", errors="replace")
-            self.force(', "arguments": ')
-            sampler = variant.arg_samplers.get(name)
-            if sampler is None:
-                self.force("{}")
-            else:
-                reason = self.decode(sampler, _closes_object)
-                if reason:
-                    return reason
-            self.force("}")
-            if index == MAX_PARALLEL_CALLS - 1:
-                break
-            before = len(self.text)
-            reason = self.decode(self.engine._more, lambda seg: seg in (b"]}", b", "))
-            if reason:
-                return reason
-            if self.text[before:] == b"]}":
-                return "stop"
-            self.force('{"name": "')
-        self.force("]}")
-        return "stop"
-
-
-def _one_name_left(segment: bytes, names: list[bytes]) -> bool:
-    """True once the decoded part of a tool name (``segment``) fits only one name."""
-    return segment.endswith(b'"') or sum(n.startswith(segment) for n in names) == 1
-
-
-def _closes_object(segment: bytes) -> bool:
-    """True once ``segment`` (JSON text starting at ``{``) has closed its outer object."""
-    depth, in_string, escaped = 0, False, False
-    for byte in segment:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x7B, 0x5B):
-            depth += 1
-        elif byte in (0x7D, 0x5D):
-            depth -= 1
-            if depth == 0:
-                return True
-    return False
 
 
 def _common_prefix(first: Sequence[int] | np.ndarray, second: Sequence[int] | np.ndarray

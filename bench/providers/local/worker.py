@@ -24,20 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from bench.errors import BenchError
-
-
-def die_with_parent(parent: int) -> None:
-    """Have the kernel SIGKILL this process when ``parent`` dies (``prctl(PR_SET_PDEATHSIG)``,
-    Linux; a no-op elsewhere), so a killed run leaves no model process spinning on the cores.
-    Exits at once when ``parent`` is already gone."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os._exit(0)
+from bench.providers.worker_process import die_with_parent
 
 
 def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
@@ -45,7 +32,7 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
 
     Args:
         conn: the worker's end of the pipe.
-        options: :class:`bench.providers.local_engine.LocalEngine` keyword arguments plus
+        options: :class:`bench.providers.local.engine.LocalEngine` keyword arguments plus
             ``model_path``.
         parent: the run's process id (the worker dies with it).
     """
@@ -57,7 +44,7 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
     # failure itself is reported as one line, so such noise is dropped, not printed.
     sys.unraisablehook = lambda unraisable: None
     die_with_parent(parent)
-    from bench.providers.local_engine import LocalEngine
+    from bench.providers.local.engine import LocalEngine  # imports llama_cpp
     try:
         engine = LocalEngine(**options)
     except BenchError as exc:

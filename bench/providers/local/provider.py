@@ -1,8 +1,8 @@
 """The embedded ``local`` provider: a small GGUF model through llama-cpp-python, no key, no network.
 
-The model runs in a worker process (:mod:`bench.providers.local_worker`) so that a native crash
+The model runs in a worker process (:mod:`bench.providers.local.worker`) so that a native crash
 or hang in llama.cpp becomes one line naming the case and the signal, with every finished row
-kept, instead of the end of the run. Decoding (:mod:`bench.providers.local_engine`) is greedy
+kept, instead of the end of the run. Decoding (:mod:`bench.providers.local.engine`) is greedy
 and constrained by grammars built from the tools' JSON Schemas, so every answer parses into
 tool calls of existing tools with schema-shaped arguments.
 
@@ -19,128 +19,21 @@ import functools
 import importlib.util
 import multiprocessing
 import os
-import signal
 import sys
 import time
-from contextlib import contextmanager
 from multiprocessing.connection import wait as wait_for
-from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import PROVIDER_ERROR, ParsedAnswer, parse_json_tool_calls
 from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError
-from bench.providers.local_prompt import (  # noqa: F401 - re-exported: the prompt's public names
-    DEFAULT_NO_CALL_LAYOUT,
-    GRAMMAR_MAX_ITEMS,
-    GRAMMAR_MAX_STRING,
-    MAX_PARALLEL_CALLS,
-    NO_CALL_LAYOUTS,
-    NoCallLayout,
-    answer_schema,
-    chat_messages,
-    grammar_schema,
-    json_schema_grammar,
-    tools_block,
-)
-
-MODEL_ENV = "BENCH_LOCAL_MODEL"
-THREADS_ENV = "BENCH_THREADS"
-DEFAULT_SEED = 1234
-DEFAULT_MAX_TOKENS = 512
-# Default context window (tokens): the l30/l50 tools blocks of the 11-13 tool toolsets need
-# 8.5k-13.5k. Qwen2.5-Coder was trained with 32,768; SmolLM2 with 8,192 (RoPE past its trained
-# length: quality degrades there, which is part of what a long variant costs a small model).
-DEFAULT_N_CTX = 16384
-# Seconds the worker may take to load the model, and to answer one request, before it counts
-# as hung (it is then killed and restarted once). Reading a 13.5k-token tools block took 199 s
-# on a busy 2-core machine with the previous engine; the limit leaves room for slower machines.
-LOAD_TIMEOUT_S = 300.0
-ANSWER_TIMEOUT_S = 900.0
-
-
-@contextmanager
-def quiet_native_stderr() -> Iterator[None]:
-    """Silence llama.cpp's native logging, which writes to file descriptor 2 directly."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
-
-
-def find_default_model() -> Path | None:
-    """The default preset's GGUF file (assembled and verified on first use), or None when its
-    packages are not installed."""
-    from bench.providers.local_models import (
-        DEFAULT_MODEL,
-        MODEL_PRESETS,
-        preset_installed,
-        resolve_model,
-    )
-    if not preset_installed(MODEL_PRESETS[DEFAULT_MODEL]):
-        return None
-    return resolve_model(DEFAULT_MODEL, None).path
-
-
-def resolve_model_path(model_path: str | os.PathLike[str] | None,
-                       model: str | None = None) -> Path:
-    """The GGUF to load: ``model_path``, else preset ``model``, else ``$BENCH_LOCAL_MODEL``,
-    else the default preset (see :func:`bench.providers.local_models.resolve_model`).
-
-    Raises:
-        BenchError: the file does not exist or is not a loadable GGUF, the preset is unknown
-            or not installed, or its SHA-256 does not match.
-    """
-    from bench.providers.local_models import resolve_model
-    return resolve_model(model, model_path).path
-
-
-def resolve_threads(threads: int | None) -> int:
-    """CPU threads for llama.cpp: ``threads`` (``--threads``), else ``$BENCH_THREADS``, else
-    min(4, cores).
-
-    Two llama.cpp processes that each take every core of a 2-core machine slow each other down
-    badly (about 40x as observed on the project's machine), and llama.cpp's threads spin-wait,
-    so more threads than cores only slows it: the count is explicit and capped at the cores.
-
-    Raises:
-        BenchError: the count is not a positive integer, or exceeds the logical cores.
-    """
-    cores = os.cpu_count() or 1
-    source = "--threads"
-    if threads is None:
-        value = os.environ.get(THREADS_ENV)
-        if not value:
-            return max(1, min(4, cores))
-        source = f"{THREADS_ENV}={value!r}"
-        try:
-            threads = int(value)
-        except ValueError:
-            threads = 0
-    if threads < 1:
-        raise BenchError(f"{source}: give a positive integer")
-    if threads > cores:
-        raise BenchError(f"{source}: {threads} threads for {cores} logical cores; llama.cpp's "
-                         f"threads spin-wait, so give at most {cores}")
-    return int(threads)
-
-
-def signal_name(exitcode: int | None) -> str:
-    """``SIGSEGV`` for a process killed by signal 11 (exit code -11), else ``exit code N``."""
-    if exitcode is not None and exitcode < 0:
-        try:
-            return signal.Signals(-exitcode).name
-        except ValueError:
-            return f"signal {-exitcode}"
-    return f"exit code {exitcode}"
+from bench.providers.local.prompt import DEFAULT_NO_CALL_LAYOUT, NO_CALL_LAYOUTS
+from bench.providers.local.settings import (ANSWER_TIMEOUT_S, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX,
+                                            DEFAULT_SEED, LOAD_TIMEOUT_S, resolve_model_path,
+                                            resolve_threads)
+from bench.providers.worker_process import signal_name
 
 
 def likely_cause(reason: str) -> str:
@@ -175,7 +68,7 @@ class LocalProvider(Provider):
         n_ctx: context window in tokens (default :data:`DEFAULT_N_CTX`).
         no_call_layout: key of :data:`NO_CALL_LAYOUTS`.
         threads: CPU threads (see :func:`resolve_threads`).
-        model: a preset of :data:`bench.providers.local_models.MODEL_PRESETS`.
+        model: a preset of :data:`bench.providers.local.models.MODEL_PRESETS`.
         answer_timeout_s: seconds one answer may take before the worker counts as hung.
 
     When the worker dies (a signal such as SIGSEGV, or no answer within ``answer_timeout_s``)
@@ -232,7 +125,7 @@ class LocalProvider(Provider):
             BenchError: the model fails to load, or the worker dies or hangs while loading.
             WorkerDied: (``restart``) the worker died or hung while loading.
         """
-        from bench.providers.local_worker import serve
+        from bench.providers.local.worker import serve
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         options = {"model_path": self.model_path, "n_ctx": self.n_ctx,
@@ -422,7 +315,7 @@ class LocalProvider(Provider):
 
     def speed(self, prompt_tokens: int = 512, decode_tokens: int = 32) -> dict[str, float]:
         """Prompt reading and decoding speed in tokens/s, measured in the worker (see
-        :meth:`bench.providers.local_engine.LocalEngine.speed`).
+        :meth:`bench.providers.local.engine.LocalEngine.speed`).
 
         Raises:
             ProviderError: the model process died twice.
@@ -433,7 +326,7 @@ class LocalProvider(Provider):
         """Model id, file path and SHA-256, settings, llama.cpp build; see
         :meth:`Provider.describe`."""
         if self._sha256 is None:
-            from bench.providers.local_models import file_sha256
+            from bench.providers.local.files import file_sha256
             self._sha256 = file_sha256(self.model_path)
         return {"provider": self.provider_id, "model": self.model_id,
                 "model_path": str(self.model_path), "model_sha256": self._sha256,
@@ -448,35 +341,3 @@ class LocalProvider(Provider):
         self._stop()
         self._owner.shutdown(wait=False)
 
-
-def tools_block_tokens(tools_by_name: dict[str, Sequence[Tool]], model_path: str | None = None,
-                       layout: str = DEFAULT_NO_CALL_LAYOUT) -> dict[str, int]:
-    """Tokens of each tools block (as :class:`LocalProvider` shows it) in the model's tokenizer.
-
-    Loads only the GGUF's vocabulary (no weights), so it is quick.
-
-    Args:
-        tools_by_name: variant name -> its tools.
-        model_path: GGUF file (default as :func:`resolve_model_path`).
-        layout: the no-call layout whose tools block is counted.
-
-    Raises:
-        BenchError: llama-cpp-python or the model file is missing.
-    """
-    try:
-        from llama_cpp import Llama
-    except ImportError:
-        raise BenchError("counting local tokens needs llama-cpp-python: "
-                         "pip install -e '.[local]'") from None
-    path = resolve_model_path(model_path)
-    try:
-        with quiet_native_stderr():
-            vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
-    except (ValueError, RuntimeError) as exc:
-        raise BenchError(f"cannot load the model's vocabulary: {exc}", file=path) from None
-    try:
-        return {name: len(vocab.tokenize(tools_block(tools, NO_CALL_LAYOUTS[layout])
-                                         .encode("utf-8"), add_bos=False))
-                for name, tools in tools_by_name.items()}
-    finally:
-        vocab.close()

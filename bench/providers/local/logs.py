@@ -1,10 +1,14 @@
-"""llama.cpp's own log, captured: its ERROR lines name why a model failed to load (a missing
-tensor, an unknown tokenizer), which llama-cpp-python's exception omits."""
+"""llama.cpp's own log: captured (its ERROR lines name why a model failed to load, a missing
+tensor or an unknown tokenizer, which llama-cpp-python's exception omits) and silenced
+(:func:`quiet_native_stderr`: the native code writes to file descriptor 2 directly)."""
 
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 # llama.cpp's log lines at ERROR level, newest last: the reason a load failed (a missing tensor,
 # an unknown tokenizer) which llama-cpp-python's exception omits. Levels: ``enum ggml_log_level``
@@ -44,3 +48,19 @@ def capture_native_errors(llama_cpp: Any) -> None:
 def last_native_error() -> str | None:
     """The most recent llama.cpp ERROR log line, or None."""
     return _native_errors[-1] if _native_errors else None
+
+
+@contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Silence llama.cpp's native logging, which writes to file descriptor 2 directly (the
+    descriptor is pointed at ``os.devnull`` for the block and restored after it)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -4,7 +4,7 @@
 wrong, truncated, hostile or unsupported file into a one-line :class:`~bench.errors.BenchError`
 instead of a native crash in llama.cpp. Used for every file the ``local`` provider loads
 (``--model-path``, ``$BENCH_LOCAL_MODEL`` and the presets of
-:mod:`bench.providers.local_models`).
+:mod:`bench.providers.local.models`).
 
 Sources:
     GGUF format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
@@ -17,14 +17,12 @@ Sources:
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from bench.errors import BenchError
-
-_BLOCK = 1 << 20  # bytes per read
+from bench.providers.local.gguf_reader import (MAX_KEPT_STRING, STRING, UINT32, Bad, Reader,
+                                               skip_value, text, type_name)
 
 #: Architectures (``general.architecture``) that llama.cpp loads, as vendored by
 #: llama-cpp-python 0.3.16: ``LLM_ARCH_NAMES`` in ``vendor/llama.cpp/src/llama-arch.cpp``.
@@ -89,17 +87,6 @@ GGML_MAX_DIMS = 4  # llama.cpp refuses tensors with more dimensions
 GGML_MAX_NAME = 64  # llama.cpp refuses tensor names of this length or longer (bytes)
 MAX_KV = 1 << 16  # real models have a few dozen key-value pairs
 MAX_TENSORS = 1 << 20  # real models have up to a few thousand tensors
-_MAX_KEPT_STRING = 1024  # longest string value that is copied out of the file (bytes)
-
-# GGUF metadata value types (gguf.md "gguf_metadata_value_type"): id -> (name, bytes or 0)
-_STRING, _ARRAY, _UINT32 = 8, 9, 4
-_VALUE_TYPES: dict[int, tuple[str, int]] = {
-    0: ("uint8", 1), 1: ("int8", 1), 2: ("uint16", 2), 3: ("int16", 2), 4: ("uint32", 4),
-    5: ("int32", 4), 6: ("float32", 4), 7: ("bool", 1), 8: ("string", 0), 9: ("array", 0),
-    10: ("uint64", 8), 11: ("int64", 8), 12: ("float64", 8),
-}
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 
 
 @dataclass(frozen=True)
@@ -135,77 +122,6 @@ class GGUFInfo:
     parameters: int
     tensor_types: dict[str, int]
     chat_template: bool
-
-
-class _Bad(Exception):
-    """A header problem; the message becomes a BenchError naming the file."""
-
-
-class _Reader:
-    """Little-endian reads from a file through a 1 MiB window; every length is checked
-    against the bytes left in the file before anything is read or allocated."""
-
-    def __init__(self, handle: BinaryIO, size: int) -> None:
-        self.handle = handle
-        self.size = size
-        self.base = 0  # file offset of buf[0]
-        self.buf = b""
-        self.i = 0
-
-    @property
-    def pos(self) -> int:
-        return self.base + self.i
-
-    def left(self) -> int:
-        return self.size - self.pos
-
-    def _need(self, n: int, what: str) -> None:
-        if n > self.left():
-            raise _Bad(f"truncated: {what} at byte {self.pos:,} needs {n:,} bytes, "
-                       f"the file has {self.left():,} left")
-        if self.i + n > len(self.buf):
-            start = self.pos
-            self.handle.seek(start)
-            self.buf = self.handle.read(max(n, _BLOCK))
-            self.base, self.i = start, 0
-            if len(self.buf) < n:
-                raise _Bad(f"truncated: {what} at byte {start:,} (the file shrank while read)")
-
-    def u32(self, what: str) -> int:
-        self._need(4, what)
-        (value,) = _U32.unpack_from(self.buf, self.i)
-        self.i += 4
-        return value
-
-    def u64(self, what: str) -> int:
-        self._need(8, what)
-        (value,) = _U64.unpack_from(self.buf, self.i)
-        self.i += 8
-        return value
-
-    def raw(self, n: int, what: str) -> bytes:
-        """Up to :data:`_MAX_KEPT_STRING` bytes (callers bound ``n``)."""
-        self._need(n, what)
-        out = self.buf[self.i:self.i + n]
-        self.i += n
-        return out
-
-    def skip(self, n: int, what: str) -> None:
-        if n > self.left():
-            raise _Bad(f"truncated: {what} at byte {self.pos:,} needs {n:,} bytes, "
-                       f"the file has {self.left():,} left")
-        if self.i + n <= len(self.buf):
-            self.i += n
-        else:
-            self.base, self.buf, self.i = self.pos + n, b"", 0
-
-    def string(self, what: str, keep: int = 0) -> bytes | None:
-        """A GGUF string (u64 length + bytes); returns the bytes if length <= ``keep``."""
-        n = self.u64(what + " length")
-        if n <= keep:
-            return self.raw(n, what)
-        self.skip(n, what)
-        return None
 
 
 def _describe_not_gguf(head: bytes) -> str:
@@ -261,8 +177,8 @@ def read_gguf_header(path: str | os.PathLike[str]) -> GGUFInfo:
         with path.open("rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             try:
-                return _parse(_Reader(handle, size), path)
-            except _Bad as exc:
+                return _parse(Reader(handle, size), path)
+            except Bad as exc:
                 raise BenchError(str(exc), file=path) from None
     except IsADirectoryError:
         raise BenchError("is a folder, not a GGUF file", file=path) from None
@@ -273,31 +189,59 @@ def read_gguf_header(path: str | os.PathLike[str]) -> GGUFInfo:
                          file=path) from None
 
 
-def _parse(r: _Reader, path: Path) -> GGUFInfo:
+def _parse(r: Reader, path: Path) -> GGUFInfo:
+    """The header read by ``r`` (see :func:`read_gguf_header`); raises :class:`Bad`."""
     r.handle.seek(0)
     head = r.handle.read(32)
     if len(head) < 4 or head[:4] != GGUF_MAGIC:
         if len(head) < 4:
-            raise _Bad(f"not a GGUF file (only {r.size} bytes)")
-        raise _Bad(_describe_not_gguf(head))
+            raise Bad(f"not a GGUF file (only {r.size} bytes)")
+        raise Bad(_describe_not_gguf(head))
     r.skip(4, "magic")
     version = r.u32("version")
     if version not in GGUF_VERSIONS:
         if version and version & 0xFFFF == 0:
-            raise _Bad(f"GGUF version {version:#x} looks byte-swapped: a big-endian GGUF, "
-                       "which llama.cpp cannot load here")
-        raise _Bad(f"GGUF version {version} is not supported (llama.cpp reads versions 2 and 3)")
+            raise Bad(f"GGUF version {version:#x} looks byte-swapped: a big-endian GGUF, "
+                      "which llama.cpp cannot load here")
+        raise Bad(f"GGUF version {version} is not supported (llama.cpp reads versions 2 and 3)")
     tensor_count = r.u64("tensor count")
     kv_count = r.u64("key-value count")
     # smallest key-value: 8-byte key length + 4-byte type + 1-byte value; smallest tensor
     # info: 8-byte name length + 4-byte n_dims + 4-byte type + 8-byte offset
     if kv_count > MAX_KV or kv_count * 13 > r.left():
-        raise _Bad(f"corrupt or hostile header: it claims {kv_count:,} key-value pairs "
-                   f"(at most {MAX_KV:,}, and the file has {r.left():,} bytes left)")
+        raise Bad(f"corrupt or hostile header: it claims {kv_count:,} key-value pairs "
+                  f"(at most {MAX_KV:,}, and the file has {r.left():,} bytes left)")
     if tensor_count > MAX_TENSORS or tensor_count * 24 > r.left():
-        raise _Bad(f"corrupt or hostile header: it claims {tensor_count:,} tensors "
-                   f"(at most {MAX_TENSORS:,}, and the file has {r.left():,} bytes left)")
+        raise Bad(f"corrupt or hostile header: it claims {tensor_count:,} tensors "
+                  f"(at most {MAX_TENSORS:,}, and the file has {r.left():,} bytes left)")
+    architecture, name, alignment, chat_template = _read_metadata(r, kv_count)
+    parameters, data_end, types, tensors = _read_tensors(r, tensor_count, alignment)
+    data_offset = _pad(r.pos, alignment)
+    if tensor_count == 0:
+        raise Bad("the file holds no tensors (a vocabulary-only GGUF?)")
+    if data_end is not None and data_offset + data_end > r.size:
+        raise Bad(f"truncated: the header puts the tensor data's end at byte "
+                  f"{data_offset + data_end:,}, the file has {r.size:,} bytes")
+    if data_end is None:  # at least check the tensors whose size is known
+        for offset, nbytes, label in tensors:
+            if data_offset + offset + nbytes > r.size:
+                raise Bad(f"truncated: tensor '{label}' ends at byte "
+                          f"{data_offset + offset + nbytes:,}, the file has {r.size:,} bytes")
+    return GGUFInfo(version=version, tensor_count=tensor_count, kv_count=kv_count,
+                    architecture=architecture, name=name, alignment=alignment,
+                    data_offset=data_offset,
+                    data_end=None if data_end is None else data_offset + data_end,
+                    file_size=r.size, parameters=parameters, tensor_types=types,
+                    chat_template=chat_template)
 
+
+def _read_metadata(r: Reader, kv_count: int) -> tuple[str, str | None, int, bool]:
+    """Read ``kv_count`` key-value pairs: (``general.architecture``, ``general.name`` or None,
+    ``general.alignment`` in bytes, whether ``tokenizer.chat_template`` is a string).
+
+    Raises:
+        Bad: a duplicate, mistyped or missing key, or a value past the end of the file.
+    """
     architecture: str | None = None
     name: str | None = None
     alignment = GGUF_DEFAULT_ALIGNMENT
@@ -310,33 +254,45 @@ def _parse(r: _Reader, path: Path) -> GGUFInfo:
         value_type = r.u32(f"type of key {index}")
         if key in wanted:
             if key in seen_special:
-                raise _Bad(f"duplicate key '{key.decode()}'")
+                raise Bad(f"duplicate key '{key.decode()}'")
             seen_special.add(key)
         if key == b"general.architecture":
-            if value_type != _STRING:
-                raise _Bad("general.architecture is not a string "
-                           f"(type {_type_name(value_type)})")
-            raw = r.string("general.architecture", keep=_MAX_KEPT_STRING)
-            architecture = _text(raw, "general.architecture")
+            if value_type != STRING:
+                raise Bad("general.architecture is not a string "
+                          f"(type {type_name(value_type)})")
+            raw = r.string("general.architecture", keep=MAX_KEPT_STRING)
+            architecture = text(raw, "general.architecture")
             continue
         if key == b"general.alignment":
-            if value_type != _UINT32:
-                raise _Bad(f"general.alignment has type {_type_name(value_type)}, not uint32 "
-                           "(llama.cpp would abort)")
+            if value_type != UINT32:
+                raise Bad(f"general.alignment has type {type_name(value_type)}, not uint32 "
+                          "(llama.cpp would abort)")
             alignment = r.u32("general.alignment")
             if alignment == 0 or alignment & (alignment - 1):
-                raise _Bad(f"general.alignment {alignment} is not a power of 2")
+                raise Bad(f"general.alignment {alignment} is not a power of 2")
             continue
         if key == b"tokenizer.chat_template":
-            chat_template = value_type == _STRING
-        if key == b"general.name" and value_type == _STRING:
-            raw = r.string("general.name", keep=_MAX_KEPT_STRING)
-            name = _text(raw, "general.name") if raw is not None else None
+            chat_template = value_type == STRING
+        if key == b"general.name" and value_type == STRING:
+            raw = r.string("general.name", keep=MAX_KEPT_STRING)
+            name = text(raw, "general.name") if raw is not None else None
             continue
-        _skip_value(r, value_type, f"value of key {index}")
+        skip_value(r, value_type, f"value of key {index}")
     if architecture is None:
-        raise _Bad("general.architecture is missing or longer than 1,024 bytes")
+        raise Bad("general.architecture is missing or longer than 1,024 bytes")
+    return architecture, name, alignment, chat_template
 
+
+def _read_tensors(r: Reader, tensor_count: int, alignment: int
+                  ) -> tuple[int, int | None, dict[str, int], list[tuple[int, int, str]]]:
+    """Read ``tensor_count`` tensor infos: (parameters, end of the data relative to the data
+    section or None when a tensor's type is unknown, tensor count per type name, and
+    (offset, bytes, name) of each tensor of known type).
+
+    Raises:
+        Bad: a name, shape, type or offset llama.cpp refuses, or infos past the end of the
+            file.
+    """
     parameters = 0
     data_end: int | None = 0
     expected_offset = 0
@@ -345,105 +301,49 @@ def _parse(r: _Reader, path: Path) -> GGUFInfo:
     for index in range(tensor_count):
         raw_name = r.string(f"name of tensor {index}", keep=GGML_MAX_NAME - 1)
         if raw_name is None:
-            raise _Bad(f"tensor {index}: name of {GGML_MAX_NAME} bytes or more "
-                       "(llama.cpp refuses it)")
+            raise Bad(f"tensor {index}: name of {GGML_MAX_NAME} bytes or more "
+                      "(llama.cpp refuses it)")
         label = raw_name.decode("utf-8", "replace")
         n_dims = r.u32(f"dimensions of tensor '{label}'")
         if n_dims > GGML_MAX_DIMS:
-            raise _Bad(f"tensor '{label}' has {n_dims} dimensions (llama.cpp allows "
-                       f"{GGML_MAX_DIMS})")
+            raise Bad(f"tensor '{label}' has {n_dims} dimensions (llama.cpp allows "
+                      f"{GGML_MAX_DIMS})")
         dims = [r.u64(f"dimension {j} of tensor '{label}'") for j in range(n_dims)]
         elements = 1
         for dim in dims:
             elements *= dim
         if any(dim >= 1 << 63 for dim in dims) or elements >= 1 << 63:
-            raise _Bad(f"tensor '{label}' has an impossible shape {dims}")
+            raise Bad(f"tensor '{label}' has an impossible shape {dims}")
         type_id = r.u32(f"type of tensor '{label}'")
         offset = r.u64(f"offset of tensor '{label}'")
         parameters += elements
         known = GGML_TYPES.get(type_id)
-        type_name = known[0] if known else f"type{type_id}"
-        types[type_name] = types.get(type_name, 0) + 1
+        type_label = known[0] if known else f"type{type_id}"
+        types[type_label] = types.get(type_label, 0) + 1
         if offset % alignment:
-            raise _Bad(f"tensor '{label}' starts at offset {offset}, not a multiple of the "
-                       f"alignment {alignment}")
+            raise Bad(f"tensor '{label}' starts at offset {offset}, not a multiple of the "
+                      f"alignment {alignment}")
         if known is None:
             data_end = None  # unknown type: its size, and so the file's, cannot be checked
             continue
         _, block, type_size = known
         row = dims[0] if dims else 1
         if row % block:
-            raise _Bad(f"tensor '{label}' of type {known[0]} has rows of {row} elements, "
-                       f"not a multiple of its block size {block}")
+            raise Bad(f"tensor '{label}' of type {known[0]} has rows of {row} elements, "
+                      f"not a multiple of its block size {block}")
         nbytes = elements // block * type_size
         if data_end is not None:
             if offset != expected_offset:
-                raise _Bad(f"tensor '{label}' has offset {offset}, expected {expected_offset} "
-                           "(llama.cpp requires the tensors in order, without gaps)")
+                raise Bad(f"tensor '{label}' has offset {offset}, expected {expected_offset} "
+                          "(llama.cpp requires the tensors in order, without gaps)")
             expected_offset = offset + _pad(nbytes, alignment)
             data_end = max(data_end, offset + nbytes)
         tensors.append((offset, nbytes, label))
-    data_offset = _pad(r.pos, alignment)
-    if tensor_count == 0:
-        raise _Bad("the file holds no tensors (a vocabulary-only GGUF?)")
-    if data_end is not None and data_offset + data_end > r.size:
-        raise _Bad(f"truncated: the header puts the tensor data's end at byte "
-                   f"{data_offset + data_end:,}, the file has {r.size:,} bytes")
-    if data_end is None:  # at least check the tensors whose size is known
-        for offset, nbytes, label in tensors:
-            if data_offset + offset + nbytes > r.size:
-                raise _Bad(f"truncated: tensor '{label}' ends at byte "
-                           f"{data_offset + offset + nbytes:,}, the file has {r.size:,} bytes")
-    return GGUFInfo(version=version, tensor_count=tensor_count, kv_count=kv_count,
-                    architecture=architecture, name=name, alignment=alignment,
-                    data_offset=data_offset,
-                    data_end=None if data_end is None else data_offset + data_end,
-                    file_size=r.size, parameters=parameters, tensor_types=types,
-                    chat_template=chat_template)
+    return parameters, data_end, types, tensors
 
 
 def _pad(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment
-
-
-def _type_name(value_type: int) -> str:
-    return _VALUE_TYPES.get(value_type, (f"unknown {value_type}", 0))[0]
-
-
-def _text(raw: bytes | None, what: str) -> str:
-    if raw is None:
-        raise _Bad(f"{what} is longer than {_MAX_KEPT_STRING:,} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _Bad(f"{what} is not UTF-8") from None
-
-
-def _skip_value(r: _Reader, value_type: int, what: str) -> None:
-    if value_type == _STRING:
-        r.string(what)
-        return
-    if value_type == _ARRAY:
-        element_type = r.u32(what + " element type")
-        count = r.u64(what + " element count")
-        if element_type == _ARRAY:
-            raise _Bad(f"{what}: an array of arrays (llama.cpp refuses nested arrays)")
-        if element_type == _STRING:
-            if count * 8 > r.left():
-                raise _Bad(f"corrupt or hostile header: {what} claims {count:,} strings, the "
-                           f"file has {r.left():,} bytes left")
-            for _ in range(count):
-                r.string(what)
-            return
-        element_size = _VALUE_TYPES.get(element_type, ("", 0))[1]
-        if not element_size:
-            raise _Bad(f"{what}: unknown element type {element_type}")
-        r.skip(count * element_size, what)
-        return
-    size = _VALUE_TYPES.get(value_type, ("", 0))[1]
-    if not size:
-        raise _Bad(f"{what}: unknown value type {value_type}")
-    r.skip(size, what)
 
 
 def check_gguf(path: str | os.PathLike[str]) -> None:

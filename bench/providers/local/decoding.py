@@ -1,0 +1,253 @@
+"""Staged greedy grammar-constrained decoding of one answer of the embedded model, in the
+worker process (llama_cpp already imported by :mod:`bench.providers.local.engine`).
+
+An answer has the fixed shape ``{"tool_calls": [{"name": N, "arguments": A}, ...]}``. Rather
+than sampling the whole answer under one grammar of every tool (which llama.cpp applies to the
+whole 49k-token vocabulary at every step, and which made a row take seconds), the engine
+(:class:`Decoding`):
+
+1. writes the fixed JSON punctuation itself (the tokens are evaluated in one batch);
+2. decodes the tool name under a grammar of the tool names only;
+3. decodes the arguments under that one tool's JSON-Schema grammar;
+4. decodes ``]}`` or ``, `` (another call, up to :data:`MAX_PARALLEL_CALLS`).
+
+Each step is greedy (:class:`GreedyPicker`): it takes the most likely token and asks the
+grammar about that token alone; only when the grammar rejects it is the grammar applied to the
+whole vocabulary (the ``grammar_first=false`` path of llama.cpp's ``common_sampler_sample``,
+ggml-org/llama.cpp ``common/sampling.cpp``). The most likely allowed token is the same either
+way, so this changes speed, not answers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bench.providers.local.prompt import MAX_PARALLEL_CALLS
+
+if TYPE_CHECKING:  # imported in the worker with the model (the `local` extra)
+    from llama_cpp import Llama
+    from llama_cpp.llama_cpp import llama_sampler_p
+
+# Candidates the grammar checks before the whole vocabulary when it rejects the top token.
+TOP_K = 64
+
+
+@dataclass
+class PreparedVariant:
+    """What one variant needs: its prompt prefix and grammars (built once per variant)."""
+
+    system: str
+    tool_tokens: int
+    prefix: list[int]
+    names: list[str]
+    name_sampler: Any
+    arg_samplers: dict[str, Any] = field(default_factory=dict)  # None: no arguments, "{}"
+    state_file: Path | None = None
+    label: str = "variant"
+
+
+class GreedyPicker:
+    """The most likely token a grammar allows, read from the model's logits with llama.cpp's
+    grammar sampler on candidate arrays reused every step.
+
+    Args:
+        llm: the loaded model (the logits of its context's last token are read).
+        top_first: ask the grammar about the most likely tokens before the whole vocabulary
+            (same answers, faster); False applies it to the whole vocabulary at every step.
+    """
+
+    def __init__(self, llm: Llama, top_first: bool = True) -> None:
+        import llama_cpp  # the worker has imported it with the model
+        self.lib = llama_cpp
+        self._ctx = llm._ctx.ctx
+        self.vocab = llm._model.vocab
+        self.n_vocab = llm.n_vocab()
+        self.top_first = top_first
+        # one candidate (the most likely token) and the whole vocabulary, reused every step
+        self._one = llama_cpp.llama_token_data()
+        self._one_array = llama_cpp.llama_token_data_array(
+            data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
+        self._all = (llama_cpp.llama_token_data * self.n_vocab)()
+        self._all_np = np.ctypeslib.as_array(self._all)
+        self._all_np["id"] = np.arange(self.n_vocab, dtype=np.int32)
+        self._all_array = llama_cpp.llama_token_data_array(
+            data=ctypes.cast(self._all, ctypes.POINTER(llama_cpp.llama_token_data)),
+            size=self.n_vocab, selected=-1, sorted=False)
+
+    def logits(self) -> np.ndarray:
+        """Logits of the last evaluated token: ``n_vocab`` floats (a view of llama.cpp's
+        buffer, valid until the next evaluation)."""
+        pointer = self.lib.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+
+    def pick(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
+        """Greedy token allowed by the grammar ``sampler`` over ``logits``, and whether the grammar
+        was applied beyond the top token: (token, full pass); (None, True) when it allows none."""
+        if not self.top_first:
+            return self._pick_whole(sampler, logits)
+        token = int(np.argmax(logits))
+        # ctypes converts an int and a pointer to the fields' C types (llama_cpp annotates the
+        # fields with those types, c_int32 and an array, for the checker)
+        self._one.id = token  # type: ignore[assignment]
+        self._one.logit, self._one.p = float(logits[token]), 0.0
+        self._one_array.data = ctypes.pointer(self._one)  # type: ignore[assignment]
+        self._one_array.size, self._one_array.selected = 1, -1
+        self.lib.llama_sampler_apply(sampler, ctypes.byref(self._one_array))
+        if self._one.logit != float("-inf"):
+            return token, False
+        # The best allowed token among the TOP_K most likely is the best allowed overall
+        # whenever one of them is allowed: check those before the whole vocabulary.
+        top = np.argpartition(logits, -TOP_K)[-TOP_K:]
+        top = top[np.lexsort((top, -logits[top]))]  # by logit, ties by id as argmax breaks them
+        few = self._all_np[:TOP_K]
+        few["id"], few["logit"] = top, logits[top]
+        self._all_array.size, self._all_array.selected = TOP_K, -1
+        self.lib.llama_sampler_apply(sampler, ctypes.byref(self._all_array))
+        allowed = np.flatnonzero(few["logit"] != float("-inf"))
+        self._all_np["id"][:TOP_K] = np.arange(TOP_K, dtype=np.int32)
+        # (a tie with the weakest candidate might hide an equal token outside the TOP_K)
+        if allowed.size and logits[top[allowed[0]]] > logits[top[-1]]:
+            return int(top[allowed[0]]), True
+        return self._pick_whole(sampler, logits)
+
+    def _pick_whole(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
+        """The grammar applied to the whole vocabulary; the best allowed token."""
+        self._all_np["logit"] = logits
+        self._all_array.size, self._all_array.selected = self.n_vocab, -1
+        self.lib.llama_sampler_apply(sampler, ctypes.byref(self._all_array))
+        masked = self._all_np["logit"]
+        token = int(np.argmax(masked))
+        return (None if masked[token] == float("-inf") else token), True
+
+
+class Decoding:
+    """The state of one answer being decoded (text so far, token counts).
+
+    Args:
+        llm: the loaded model, its context holding the prompt (the answer is evaluated on).
+        picker: chooses each token.
+        max_tokens: budget of tokens the model chooses (the punctuation written is not
+            counted).
+        first: the grammar before the first call (``]}`` or ``{``: the empty list allowed).
+        more: the grammar after a call (``]}`` or ``, ``: another call).
+    """
+
+    def __init__(self, llm: Llama, picker: GreedyPicker, max_tokens: int, *,
+                 first: llama_sampler_p, more: llama_sampler_p) -> None:
+        self.llm = llm
+        self.picker = picker
+        self.first, self.more = first, more
+        self.budget = max_tokens
+        self.text = bytearray()
+        self.forced = self.sampled = self.full_passes = 0
+        self.error: str | None = None
+        self.started = time.perf_counter()
+
+    def force(self, text: str) -> None:
+        """Write ``text`` into the answer: its tokens are evaluated, none is sampled."""
+        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        self.llm.eval(tokens)
+        self.text += text.encode("utf-8")
+        self.forced += len(tokens)
+
+    def decode(self, sampler: Any, done: Any) -> str | None:
+        """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
+        reason (``length`` or ``error``)."""
+        llm, picker, lib = self.llm, self.picker, self.picker.lib
+        lib.llama_sampler_reset(sampler)
+        segment = bytearray()
+        while True:
+            if self.sampled >= self.budget:
+                return "length"
+            token, full = picker.pick(sampler, picker.logits())
+            self.full_passes += full
+            if token is None:
+                self.error = "the grammar allows no token"
+                return "error"
+            if lib.llama_vocab_is_eog(picker.vocab, token):
+                return None  # the grammar is complete
+            lib.llama_sampler_accept(sampler, token)
+            piece = llm.detokenize([token])
+            segment += piece
+            self.text += piece
+            self.sampled += 1
+            llm.eval([token])
+            if done(segment):
+                return None
+
+    def answer(self, variant: PreparedVariant, empty_allowed: bool) -> str:
+        """Decode a whole answer; return its finish reason."""
+        self.force('{"tool_calls": [')
+        if empty_allowed:
+            reason = self.decode(self.first, lambda seg: seg in (b"]}", b"{"))
+            if reason:
+                return reason
+            if self.text.endswith(b"]}"):
+                return "stop"
+            self.force('"name": "')
+        else:
+            self.force('{"name": "')
+        names = [n.encode("utf-8") + b'"' for n in variant.names]
+        for index in range(MAX_PARALLEL_CALLS):
+            start = len(self.text)
+            reason = self.decode(variant.name_sampler, lambda seg: _one_name_left(seg, names))
+            if reason:
+                return reason
+            chosen = bytes(self.text[start:])
+            if not chosen.endswith(b'"'):  # one name fits what was decoded: write the rest
+                rest = next(n for n in names if n.startswith(chosen))[len(chosen):]
+                self.force(rest.decode("utf-8"))
+            name = self.text[start:-1].decode("utf-8", errors="replace")
+            self.force(', "arguments": ')
+            sampler = variant.arg_samplers.get(name)
+            if sampler is None:
+                self.force("{}")
+            else:
+                reason = self.decode(sampler, _closes_object)
+                if reason:
+                    return reason
+            self.force("}")
+            if index == MAX_PARALLEL_CALLS - 1:
+                break
+            before = len(self.text)
+            reason = self.decode(self.more, lambda seg: seg in (b"]}", b", "))
+            if reason:
+                return reason
+            if self.text[before:] == b"]}":
+                return "stop"
+            self.force('{"name": "')
+        self.force("]}")
+        return "stop"
+
+
+def _one_name_left(segment: bytes, names: list[bytes]) -> bool:
+    """True once the decoded part of a tool name (``segment``) fits only one name."""
+    return segment.endswith(b'"') or sum(n.startswith(segment) for n in names) == 1
+
+
+def _closes_object(segment: bytes) -> bool:
+    """True once ``segment`` (JSON text starting at ``{``) has closed its outer object."""
+    depth, in_string, escaped = 0, False, False
+    for byte in segment:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x7B, 0x5B):
+            depth += 1
+        elif byte in (0x7D, 0x5D):
+            depth -= 1
+            if depth == 0:
+                return True
+    return False
