@@ -106,7 +106,7 @@ class RunSession:
                                                  for c in self.cases):
             # an episode's final answer, and an ask case's question, need words: the embedded
             # model's layout that has them
-            from bench.providers.local_prompt import EPISODE_NO_CALL_LAYOUT
+            from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
             config = config.model_copy(update={"no_call_layout": EPISODE_NO_CALL_LAYOUT})
         self.config = config
         self.plan: list[PlanItem] = make_plan(self.cases, self.variants, config.providers,
