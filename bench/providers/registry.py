@@ -136,9 +136,8 @@ def _register_all() -> None:
     import pkgutil
     from pathlib import Path
 
-    import bench.providers
-
-    for info in pkgutil.iter_modules(bench.providers.__path__):
+    # this module's folder is the package's: no import of the package itself
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         path = Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py"
         try:
             registers = "@provider(" in path.read_text(encoding="utf-8")
@@ -182,11 +181,11 @@ def is_priced(provider_id: str) -> bool:
 
 def _http(module: str, name: str) -> Builder:
     """A builder of the HTTP adapter class ``module.name`` (id and options checked by
-    :func:`bench.providers.make_http_provider`)."""
+     :func:`bench.providers.http_build.make_http_provider`)."""
     cls = getattr(importlib.import_module(module), name)
 
     def build(provider_id: str, rest: str, options: dict[str, Any]) -> "Provider":
-        from bench.providers import make_http_provider
+        from bench.providers.http_build import make_http_provider
         return make_http_provider(cls, provider_id, **options)
     return build
 
