@@ -63,7 +63,8 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
             differs); HINT").
     """
     from bench.runner import Runner
-    data = manifest.to_json_dict() if isinstance(manifest, Manifest) else manifest
+    data: Mapping[str, Any] = (manifest.to_json_dict() if isinstance(manifest, Manifest)
+                            else manifest)
     config = config.model_copy(update={"pricing": None, "cache_path": None})
     runner = Runner(config, store=store, command=[], project=project)
     if runner.dataset.sha256 != (data.get("dataset") or {}).get("sha256"):

@@ -102,7 +102,7 @@ class Manifest(_Record):
         """The names of the run's variants."""
         return {v.name for v in self.variants}
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         """The manifest as ``manifest.json`` stores it (fields never set are left out)."""
         return self.model_dump(exclude_unset=True)
 

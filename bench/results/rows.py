@@ -104,17 +104,17 @@ class Row(_Record):
         """The parsed calls ([] without any)."""
         return list(self.parsed.calls or ()) if self.parsed is not None else []
 
-    def extra(self, name: str) -> Any:
+    def extra(self, name: str) -> object:
         """A field outside the contract (kept from the file), or None."""
         return (self.model_extra or {}).get(name)
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> dict[str, object]:
         """The row as the JSON object ``results.jsonl`` stores (extras included; fields the
         writer never set are left out, as they were absent from what it built)."""
         return {"schema_version": self.schema_version, **self.model_dump(exclude_unset=True)}
 
 
-def as_row(row: Row | Mapping[str, Any]) -> Row:
+def as_row(row: Row | Mapping[str, object]) -> Row:
     """``row`` as a :class:`Row` (a dict of the row's JSON shape is validated and migrated).
 
     Raises:
@@ -123,12 +123,12 @@ def as_row(row: Row | Mapping[str, Any]) -> Row:
     return row if isinstance(row, Row) else Row.model_validate(row)
 
 
-def as_rows(rows: Iterable[Row | Mapping[str, Any]]) -> list[Row]:
+def as_rows(rows: Iterable[Row | Mapping[str, object]]) -> list[Row]:
     """:func:`as_row` of each row."""
     return [as_row(r) for r in rows]
 
 
-def row_from_build(row: Mapping[str, Any]) -> Row:
+def row_from_build(row: Mapping[str, object]) -> Row:
     """The :class:`Row` of a dict as :func:`bench.runner.build_row` returns it (for the
     runner: build the dict, then ``RowWriter.append(row_from_build(d))`` or append the dict
     itself, which the store stamps with :data:`SCHEMA_VERSION`).
