@@ -44,7 +44,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from bench.results import Row, RowCall, RowExpected, RowMetrics, RowUsage, as_row
-from bench.scoring.registry import MetricSpec, field_value, metric_names, metric_specs
+from bench.scoring.registry import MetricSpec, metric_names, metric_specs
 
 NO_CALL = "(no call)"
 UNPARSEABLE = "(unparseable)"
@@ -101,23 +101,29 @@ _USAGE_FIELDS = frozenset(RowUsage.model_fields)
 Reader = Callable[[Row], object]
 
 
-def _none_default(model: type[BaseModel], name: str) -> bool:
-    """Field ``name`` of ``model`` defaults to None (so its attribute reads as the row's JSON
-    object does: None whether it was absent or null)."""
+def _as_stored(model: type[BaseModel], name: str) -> bool:
+    """Field ``name`` of ``model`` reads as the row's JSON object holds it: it is required
+    (always there) or defaults to None (None whether absent or null)."""
     info = model.model_fields.get(name)
-    return info is not None and info.default is None and info.default_factory is None
+    return info is not None and (info.is_required() or (
+        info.default is None and info.default_factory is None))
 
 
 def _first_present(names: tuple[str, ...]) -> Reader:
-    """A reader of the first of ``names`` a row's ``metrics`` holds (set, or an unknown
-    field kept from the file), None when it holds none."""
+    """A reader of the first of ``names`` a row's ``metrics`` holds (a field that was set, or
+    an unknown field kept from the file), None when it holds none."""
+    declared = tuple((name, name in _METRIC_FIELDS) for name in names)
+
     def read(row: Row) -> object:
         metrics = row.metrics
         given = metrics.model_fields_set
         extra = metrics.model_extra or {}
-        for name in names:
-            if name in given or name in extra:
-                return field_value(metrics, name)
+        for name, is_field in declared:
+            if is_field:
+                if name in given:
+                    return getattr(metrics, name)
+            elif name in extra:
+                return extra[name]
         return None
     return read
 
@@ -125,9 +131,9 @@ def _first_present(names: tuple[str, ...]) -> Reader:
 class _Readers:
     """Where the per-row loop finds the values of a group of metrics, cheapest first:
     attributes of ``row.metrics`` (``metric_names``), of ``row`` (``row_names``) and of
-    ``row.usage`` (``usage_names``) that default to None, read with one ``attrgetter`` per
-    object; then any other reader (``other``: aliases, unknown fields, custom readers:
-    :meth:`MetricSpec.row_value`)."""
+    ``row.usage`` (``usage_names``) that are required or default to None, read with one
+    ``attrgetter`` per object; then any other reader (``other``: aliases, unknown fields,
+    custom readers: :meth:`MetricSpec.row_value`)."""
 
     def __init__(self, specs: list[MetricSpec]) -> None:
         self.metric_names: list[str] = []
@@ -138,13 +144,13 @@ class _Readers:
             plain = spec.value is None and not spec.aliases
             path = spec.path
             if plain and not path and spec.name in _METRIC_FIELDS \
-                    and _none_default(RowMetrics, spec.name):
+                    and _as_stored(RowMetrics, spec.name):
                 self.metric_names.append(spec.name)
             elif plain and len(path) == 1 and path[0] in _ROW_FIELDS \
-                    and _none_default(Row, path[0]):
+                    and _as_stored(Row, path[0]):
                 self.row_names.append(spec.name)
             elif plain and len(path) == 2 and path[0] == "usage" \
-                    and path[1] in _USAGE_FIELDS and _none_default(RowUsage, path[1]):
+                    and path[1] in _USAGE_FIELDS and _as_stored(RowUsage, path[1]):
                 self.usage_names.append(spec.name)
             elif spec.value is None and not path and spec.aliases:
                 self.other.append((spec.name, _first_present((spec.name, *spec.aliases))))
@@ -161,14 +167,14 @@ class _Readers:
         return [*self.metric_names, *self.row_names, *self.usage_names,
                 *(n for n, _ in self.other)]
 
-    def values(self, row: Row) -> tuple[object, ...]:
-        """The row's values of :meth:`names`, in that order."""
-        usage = row.usage
-        found = self.metric_get(row.metrics) + self.row_get(row) + (
-            self._no_usage if usage is None else self.usage_get(usage))
-        if self.other:
-            found += tuple(read(row) for _, read in self.other)
-        return found
+    def parts(self) -> tuple[Callable[[object], tuple[object, ...]],
+                             Callable[[object], tuple[object, ...]],
+                             Callable[[object], tuple[object, ...]], tuple[None, ...],
+                             list[Reader]]:
+        """(metrics getter, row getter, usage getter, the usage values of a row without usage,
+        the other readers): what the per-row loop concatenates, in :meth:`names` order."""
+        return (self.metric_get, self.row_get, self.usage_get, self._no_usage,
+                [read for _, read in self.other])
 
 
 def _getter(names: list[str]) -> Callable[[object], tuple[object, ...]]:
@@ -220,6 +226,9 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     tags, query = columns["tags"].append, columns["query"].append
     kind, expected_tools = columns["expected_kind"].append, columns["expected_tools"].append
     predicted_tools = columns["predicted_tools"].append
+    r_metric, r_row, r_usage, r_none, r_other = rates.parts()
+    m_metric, m_row, m_usage, m_none, m_other = means.parts()
+    n_metric, n_row, n_usage, n_none, n_other = numbers.parts()
     nan = float("nan")
     for item in rows:
         row = item if isinstance(item, Row) else as_row(item)
@@ -227,6 +236,7 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
         if key in seen:  # a row copied twice counts once
             continue
         seen.add(key)
+        metrics = row.metrics
         for value, append in zip(id_get(row), id_appends):
             append(value)
         expected, parsed = row.expected, row.parsed
@@ -236,13 +246,23 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
         expected_tools(_expected_tools(expected))
         predicted_tools(None if parsed is not None and parsed.error
                         else _called_tools(parsed.calls if parsed is not None else None))
-        for value, append in zip(rates.values(row), rate_appends):
+        usage = row.usage
+        found = r_metric(metrics) + r_row(row) + (r_none if usage is None else r_usage(usage))
+        if r_other:
+            found += tuple([read(row) for read in r_other])
+        for value, append in zip(found, rate_appends):
             append(value if value is None else bool(value))
-        for value, append in zip(means.values(row), mean_appends):
+        found = m_metric(metrics) + m_row(row) + (m_none if usage is None else m_usage(usage))
+        if m_other:
+            found += tuple([read(row) for read in m_other])
+        for value, append in zip(found, mean_appends):
             append(nan if value is None else float(value))  # type: ignore[arg-type]
-        for value, append in zip(list_get(row.metrics), list_appends):
+        for value, append in zip(list_get(metrics), list_appends):
             append(tuple(value or ()))
-        for value, append in zip(numbers.values(row), number_appends):
+        found = n_metric(metrics) + n_row(row) + (n_none if usage is None else n_usage(usage))
+        if n_other:
+            found += tuple([read(row) for read in n_other])
+        for value, append in zip(found, number_appends):
             append(value)
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
