@@ -296,7 +296,7 @@ def run_doctor(model: str | None = None, model_path: str | None = None,
         say(Finding("ok", "speed", f"prompt reading {speed['prefill_tokens_per_s']:.0f} "
                     f"tokens/s, decoding {speed['decode_tokens_per_s']:.1f} tokens/s "
                     f"(short context, {provider.threads} threads)"))
-        from bench.providers.local.models import MODEL_PRESETS
+        from bench.providers.local.presets import MODEL_PRESETS
         seconds = estimate_default_run(speed, _default_cases())
         if seconds is None or \
                 provider.model_path.name != MODEL_PRESETS[REFERENCE["model"]].file_name:

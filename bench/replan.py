@@ -54,7 +54,8 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
             differs); HINT").
     """
     from bench.runner.session import RunSession
-    data = manifest.to_json_dict() if isinstance(manifest, Manifest) else manifest
+    data: Mapping[str, Any] = (manifest.to_json_dict() if isinstance(manifest, Manifest)
+                               else manifest)
     config = config.model_copy(update={"pricing": None, "cache_path": None})
     session = RunSession(config, store=store, command=[], project=project)
     if session.dataset.sha256 != (data.get("dataset") or {}).get("sha256"):

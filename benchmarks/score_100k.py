@@ -136,7 +136,7 @@ def run_once(rows: int, seed: int) -> None:
                        "tool_definition_tokens": 800, "latency_s": 1.0})
     writer.close()
     scored, cpu_scored = time.perf_counter(), time.process_time()
-    frame = results_frame(store.written_rows())  # what bench table / report / compare read
+    frame = results_frame(store.load_rows())  # what bench table / report / compare read
     framed, cpu_framed = time.perf_counter(), time.process_time()
     aggregate(frame, by=["provider", "variant"])
     aggregate(frame, by=["tool"])

@@ -53,14 +53,14 @@ def finished_row(project, run_id):
     steps = episode.steps
     assert 2 <= len(steps) <= CASE["max_steps"], "the model made no call in its first answer"
     assert row.metrics.steps == len(steps)
-    assert row.metrics.tool_calls == sum(len(s["calls"]) for s in steps)
+    assert row.metrics.tool_calls == sum(len(s.calls) for s in steps)
     assert isinstance(row.metrics.task_success, bool)
-    assert row.usage.prompt_tokens == sum(s["usage"]["prompt_tokens"] for s in steps)
+    assert row.usage.prompt_tokens == sum(s.usage.prompt_tokens for s in steps)
     for step in steps[:-1]:  # every answer before the last made calls, whose results went back
-        assert step["calls"] and step["error"] is None
-        assert [r["call_id"] for r in step["results"]] == [c["id"] for c in step["calls"]]
+        assert step.calls and step.error is None
+        assert [r.call_id for r in step.results] == [c.id for c in step.calls]
     if episode.stop_reason == "final_answer":
-        assert not steps[-1]["calls"]
+        assert not steps[-1].calls
     return row
 
 
@@ -69,11 +69,11 @@ def conversation_after_first_step(row):
     answer's calls, their results as the row says they were sent."""
     first = row.episode.steps[0]
     return [*Case.model_validate(CASE).messages,
-            Message(role="assistant", content=first["text"] or None,
-                    tool_calls=[{"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
-                                for c in first["calls"]]),
-            *(Message(role="tool", tool_call_id=r["call_id"], content=r["content"],
-                      is_error=r["is_error"] or None) for r in first["results"])]
+            Message(role="assistant", content=first.text or None,
+                    tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                for c in first.calls]),
+            *(Message(role="tool", tool_call_id=r.call_id, content=r.content,
+                      is_error=r.is_error or None) for r in first.results)]
 
 
 def test_episode_through_llama_cpp_openai_compatible_server(run_bench, project, tmp_path):
@@ -105,11 +105,11 @@ def test_episode_through_llama_cpp_openai_compatible_server(run_bench, project, 
     assert len(requests) == len(steps)
     first = steps[0]
     tool_messages = [m for m in requests[1].body["messages"] if m["role"] == "tool"]
-    assert tool_messages == [{"role": "tool", "tool_call_id": r["call_id"],
-                              "content": r["content"]} for r in first["results"]]
+    assert tool_messages == [{"role": "tool", "tool_call_id": r.call_id,
+                              "content": r.content} for r in first.results]
     assert tool_messages and requests[1].body["messages"][0]["content"] == \
         CASE["messages"][0]["content"]
-    assert steps[1]["messages_sha256"] == messages_digest(conversation_after_first_step(row))
+    assert steps[1].messages_sha256 == messages_digest(conversation_after_first_step(row))
 
 
 def test_episode_on_the_embedded_model(run_bench, project, tmp_path):
@@ -124,12 +124,12 @@ def test_episode_on_the_embedded_model(run_bench, project, tmp_path):
     row = finished_row(project, "local-ep")
     steps = row.episode.steps
     # the second step was asked with the first step's results ...
-    assert steps[1]["messages_sha256"] == messages_digest(conversation_after_first_step(row))
+    assert steps[1].messages_sha256 == messages_digest(conversation_after_first_step(row))
     # ... and the model's prompt grew by at least their tokens (the embedded model gets
     # each result as a "Tool result (<id>): <content>" turn, bench.providers.local.prompt)
     vocab = Llama(model_path=str(resolve_model_path(None, MODEL)), vocab_only=True,
                   verbose=False)
-    result_tokens = sum(len(vocab.tokenize(r["content"].encode("utf-8"), add_bos=False))
-                        for r in steps[0]["results"])
-    grew = steps[1]["usage"]["prompt_tokens"] - steps[0]["usage"]["prompt_tokens"]
+    result_tokens = sum(len(vocab.tokenize(r.content.encode("utf-8"), add_bos=False))
+                        for r in steps[0].results)
+    grew = steps[1].usage.prompt_tokens - steps[0].usage.prompt_tokens
     assert grew >= result_tokens > 0

@@ -13,16 +13,19 @@ from bench.report.data import load_runs
 from bench.report.html import render_html
 from bench.report.markdown import render_markdown
 from bench.report.table import summary_table
+from bench.results import Row
 from bench.scoring.registry import (MetricSpec, comparable_metrics, gate_metrics,
                                     metric_specs, register_metric, unregister_metric)
 from bench.stats.summary import rows_frame, summarize
 from report_runs import expected_answer, make_run, mixed_answer
 
 
-def _one_call_at_most(row: dict) -> bool | None:
+def _one_call_at_most(row: Row) -> bool | None:
     """True when the decoded answer has at most one call; None when it could not be decoded."""
-    parsed = row.get("parsed") or {}
-    return None if parsed.get("error") else len(parsed.get("calls") or []) <= 1
+    parsed = row.parsed
+    if parsed is None:
+        return True
+    return None if parsed.error else len(parsed.calls or []) <= 1
 
 
 @pytest.fixture
@@ -90,7 +93,7 @@ def test_a_lower_is_better_rate_counts_a_rise_as_the_loss(project):
     """Polarity: for a failure flag, B being True where A was False is a loss for B."""
     spec = register_metric(MetricSpec("made_no_call", "no call made", "no call",
                                       polarity="lower", value=lambda row: not (
-                                          (row.get("parsed") or {}).get("calls"))))
+                                          row.parsed and row.parsed.calls)))
     try:
         make_run("a", expected_answer, variants=("l3",), limit=10)
         make_run("b", mixed_answer, variants=("l3",), limit=10)

@@ -47,7 +47,8 @@ from bench.models import Message, Tool
 from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer,
                          invalid_answer, storable)
 from bench.providers.dialects import Turn, history
-from bench.providers.errors import ProviderError, request_id_from
+from bench.providers.errors import ProviderError
+from bench.providers.headers import request_id_from
 from bench.redact import one_line, public_url
 
 

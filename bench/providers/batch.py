@@ -185,7 +185,7 @@ async def poll(provider: HTTPProvider, job: BatchJob) -> bool:
             return batch.status in OPENAI_DONE
         batch = await client.messages.batches.retrieve(job.batch_id)
         job.status = batch.processing_status
-        return batch.processing_status == "ended"
+        return bool(batch.processing_status == "ended")
     except Exception as exc:  # noqa: BLE001
         raise error_from_exception(exc) from exc
 

@@ -206,7 +206,7 @@ def _error_message(exc: BaseException, body: Any) -> str:
     """The provider's own message: the error object's ``message``, else the exception's."""
     for found in (body.get("error") if isinstance(body, dict) else None, body):
         if isinstance(found, dict) and isinstance(found.get("message"), str) and found["message"]:
-            return found["message"]
+            return str(found["message"])
     message = getattr(exc, "message", None)
     return message if isinstance(message, str) and message else str(exc)
 

@@ -91,7 +91,7 @@ def load_callable(spec: str) -> Answer:
     except BaseException as exc:  # noqa: BLE001 - the user's module failed while importing
         raise BenchError(f"provider 'function:{spec}': cannot import '{module_name}': "
                          f"{type(exc).__name__}: {exc}") from None
-    answer = getattr(module, attribute, None)
+    answer: Answer | None = getattr(module, attribute, None)
     if not callable(answer):
         raise BenchError(f"provider 'function:{spec}': '{module_name}' has no callable "
                          f"'{attribute}'")

@@ -149,7 +149,8 @@ class ModuleFunctionProvider(FunctionCalls):
         ready = wait([conn, process.sentinel])
         if conn in ready:
             try:
-                return conn.recv()
+                message: tuple[Any, ...] = conn.recv()
+                return message
             except (EOFError, OSError):
                 return None
         return None

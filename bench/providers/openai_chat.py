@@ -38,10 +38,10 @@ from bench.providers.base import (
     Usage,
 )
 from bench.descriptions.schema_dialects import dialect, optional_properties
+from bench.providers.headers import request_id_from
 from bench.providers.errors import (
     ProviderUnavailable,
     error_from_exception,
-    request_id_from,
 )
 from bench.providers.openai_chat_stream import assemble_chat_stream
 from bench.providers.replies import (
@@ -92,10 +92,11 @@ def _response_class() -> type:
     """The HTTP response class the installed openai SDK returns raw (httpx2 or httpx)."""
     try:
         import httpx2
-        return httpx2.Response
+        found: type = httpx2.Response
     except ImportError:
         import httpx
-        return httpx.Response
+        found = httpx.Response
+    return found
 
 
 class OpenAIChatProvider(HTTPProvider):

@@ -32,7 +32,8 @@ from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
 from bench.providers.base import HTTPProvider, Provider, ProviderResponse
 from bench.providers.batcher import Batcher
 from bench.providers.cache import ResponseCache, request_key
-from bench.providers.errors import ProviderError, request_id_from
+from bench.providers.errors import ProviderError
+from bench.providers.headers import request_id_from
 from bench.providers.ratelimit import ProviderGate, call_with_retries
 from bench.providers.replies import UnreadableReply
 

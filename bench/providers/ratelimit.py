@@ -21,7 +21,8 @@ from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, stop_af
                       wait_random_exponential)
 
 from bench.limits import DEFAULT_ATTEMPTS
-from bench.providers.errors import ProviderError, rate_limit_reset_s
+from bench.providers.errors import ProviderError
+from bench.providers.headers import rate_limit_reset_s
 
 T = TypeVar("T")
 BACKOFF_MULTIPLIER_S = 0.5   # first retry waits up to 1 s, then 2, 4, ... (full jitter)

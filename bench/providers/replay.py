@@ -22,7 +22,7 @@ from bench.project import Project, active_project, current_project
 from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.cache import ResponseCache, messages_digest, tools_digest
 from bench.providers.errors import ProviderError
-from bench.results import Row
+from bench.results import EpisodeStep, Row
 
 
 class ReplayMiss(ProviderError):
@@ -40,7 +40,7 @@ class ReplayMiss(ProviderError):
         self.recorded_providers = list(recorded_providers)
 
 
-def response_from_step(row: Row, step: dict[str, Any],
+def response_from_step(row: Row, step: EpisodeStep,
                        source: Path | None = None) -> ProviderResponse:
     """Rebuild the :class:`ProviderResponse` one step of an episode row was answered with
     (the step's ``parsed``, ``usage``, ``finish_reason`` and ``latency_s``).
@@ -49,25 +49,27 @@ def response_from_step(row: Row, step: dict[str, Any],
         BenchError: the step's ``parsed`` or ``usage`` is not of that shape (names
             ``source``, the row's key and the field).
     """
-    where = f"episode.steps.{step.get('step')}"
+    where = f"episode.steps.{step.step}"
     parts: dict[str, Any] = {}
     for name, model in (("parsed", ParsedAnswer), ("usage", Usage)):
+        stored = getattr(step, name)
         try:
-            parts[name] = model.model_validate(step.get(name) or {})
+            parts[name] = model.model_validate(
+                stored.model_dump(exclude_unset=True) if stored is not None else {})
         except ValidationError as exc:
             field, message = pydantic_error_field(exc)
             raise BenchError(f"corrupt result row (key {row.key}): {message}", file=source,
                              field=f"{where}.{name}" + (f".{field}" if field else "")) \
                 from None
-    latency = step.get("latency_s")
+    latency = step.latency_s
     return ProviderResponse(
-        raw=None, parsed=parts["parsed"], finish_reason=step.get("finish_reason"),
-        usage=parts["usage"], latency_s=latency if isinstance(latency, (int, float)) else 0.0,
+        raw=None, parsed=parts["parsed"], finish_reason=step.finish_reason,
+        usage=parts["usage"], latency_s=latency if latency is not None else 0.0,
         tool_definition_tokens=row.tool_definition_tokens, request={})
 
 
 def replay_entries(row: Row) -> list[tuple[tuple[str | None, str | None, int],
-                                           dict[str, Any] | None]]:
+                                           EpisodeStep | None]]:
     """What a stored row can answer in a replay: ``((messages_sha256, tools_sha256, trial),
     step)`` pairs. A single-answer row answers its case's conversation (step None); an
     episode row answers each step's conversation from that step, and nothing when its steps
@@ -78,10 +80,10 @@ def replay_entries(row: Row) -> list[tuple[tuple[str | None, str | None, int],
     tools = request.tools_sha256 if request else None
     if row.episode is None:
         return [((request.messages_sha256 if request else None, tools, row.trial), None)]
-    return [((step["messages_sha256"], tools, row.trial), step)
+    return [((step.messages_sha256, tools, row.trial), step)
             for step in row.episode.steps
-            if isinstance(step, dict) and isinstance(step.get("messages_sha256"), str)
-            and isinstance(step.get("parsed"), dict) and not step.get("stored_cut")]
+            if step.messages_sha256 is not None and step.parsed is not None
+            and not step.stored_cut]
 
 
 def response_from_row(row: Row, source: Path | None = None) -> ProviderResponse:
@@ -143,7 +145,7 @@ class ReplayProvider(Provider):
                              "e.g. replay:<run-id> or replay:reports/cache/responses.sqlite")
         self._cache: ResponseCache | None = None
         self._index: dict[tuple[str | None, str | None, int],
-                          list[tuple[Row, dict[str, Any] | None]]] = {}
+                          list[tuple[Row, EpisodeStep | None]]] = {}
         self._recorded: set[str] = set()
         path = Path(self.source)
         project = project or active_project()

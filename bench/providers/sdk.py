@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from bench.providers.errors import error_from_exception, request_id_from
+from bench.providers.errors import error_from_exception
+from bench.providers.headers import request_id_from
 from bench.providers.replies import UnreadableReply, reply_json
 from bench.redact import one_line
 

@@ -21,7 +21,7 @@ from bench.plural import count
 from bench.report.data import (ARGUMENTS_LIMIT, ERROR_LIMIT, NAME_LIMIT, TEXT_LIMIT,
                                LoadedRun, cap_text, row_outcome,
                                variant_order)
-from bench.results import Row
+from bench.results import EpisodeStep, Row, RowUsage, StepResult
 from bench.stats.intervals import pass_at_k, pass_hat_k, wilson_interval
 
 MAX_EPISODES_SHOWN = 100
@@ -99,54 +99,52 @@ def _json_text(value: Any, limit: int, indent: int | None = 1) -> str:
     return cap_text(text, limit) or ""
 
 
-def _tokens(usage: Any) -> str:
+def _tokens(usage: RowUsage | None) -> str:
     """``"prompt 120 · completion 14 · cached 0"`` (reasoning when reported); "" without."""
-    if not isinstance(usage, dict):
+    if usage is None:
         return ""
-    names = (("prompt_tokens", "prompt"), ("completion_tokens", "completion"),
-             ("cached_tokens", "cached"), ("reasoning_tokens", "reasoning"))
-    return " · ".join(f"{label} {usage[key]}" for key, label in names
-                      if usage.get(key) is not None)
+    names = (("prompt", usage.prompt_tokens), ("completion", usage.completion_tokens),
+             ("cached", usage.cached_tokens), ("reasoning", usage.reasoning_tokens))
+    return " · ".join(f"{label} {value}" for label, value in names if value is not None)
 
 
-def _step_view(step: dict[str, Any], last: bool, stop_reason: str) -> dict[str, Any]:
+def _step_view(step: EpisodeStep, last: bool, stop_reason: str) -> dict[str, Any]:
     """One step of a timeline as plain text (see :func:`episode_view`)."""
-    results = [r for r in step.get("results") or [] if isinstance(r, dict)]
-    by_id = {r.get("call_id"): r for r in results}
-    calls = [c for c in step.get("calls") or [] if isinstance(c, dict)]
+    by_id = {r.call_id: r for r in step.results}
+    calls = step.calls
     shown_calls = []
     for call in calls[:MAX_CALLS_SHOWN]:
-        result = by_id.pop(call.get("id"), None)
+        result = by_id.pop(call.id, None)
         shown_calls.append({
-            "id": cap_text(str(call.get("id")), NAME_LIMIT),
-            "name": cap_text(str(call.get("name")), NAME_LIMIT),
-            "arguments": _json_text(call.get("arguments"), ARGUMENTS_LIMIT),
-            "valid": call.get("valid") is not False,
+            "id": cap_text(str(call.id), NAME_LIMIT),
+            "name": cap_text(str(call.name), NAME_LIMIT),
+            "arguments": _json_text(call.arguments, ARGUMENTS_LIMIT),
+            "valid": call.valid is not False,
             "result": None if result is None else _result_view(result),
             # the loop guard stops before the N-th identical call runs
             "not_run": result is None and last and stop_reason == "loop_guard",
         })
     orphans = [_result_view(r) for r in by_id.values()]  # a result whose call id is unknown
     return {
-        "step": step.get("step"),
-        "text": cap_text(step.get("text"), TEXT_LIMIT) or "",
+        "step": step.step,
+        "text": cap_text(step.text, TEXT_LIMIT) or "",
         "calls": shown_calls,
         "calls_left_out": max(0, len(calls) - MAX_CALLS_SHOWN),
         "orphan_results": orphans,
-        "error": cap_text(step.get("error"), ERROR_LIMIT),
-        "tokens": _tokens(step.get("usage")),
-        "latency_s": step.get("latency_s"),
-        "cache": step.get("cache"),
-        "finish_reason": cap_text(step.get("finish_reason"), NAME_LIMIT),
-        "user_reply": cap_text(step.get("user_reply"), TEXT_LIMIT),
+        "error": cap_text(step.error, ERROR_LIMIT),
+        "tokens": _tokens(step.usage),
+        "latency_s": step.latency_s,
+        "cache": step.cache,
+        "finish_reason": cap_text(step.finish_reason, NAME_LIMIT),
+        "user_reply": cap_text(step.user_reply, TEXT_LIMIT),
     }
 
 
-def _result_view(result: dict[str, Any]) -> dict[str, Any]:
-    return {"content": _json_text(result.get("content"), RESULT_LIMIT),
-            "is_error": bool(result.get("is_error")),
-            "error_code": cap_text(result.get("error_code"), NAME_LIMIT),
-            "truncated": bool(result.get("truncated"))}
+def _result_view(result: StepResult) -> dict[str, Any]:
+    return {"content": _json_text(result.content, RESULT_LIMIT),
+            "is_error": bool(result.is_error),
+            "error_code": cap_text(result.error_code, NAME_LIMIT),
+            "truncated": bool(result.truncated)}
 
 
 def episode_view(row: Row, anchor: str) -> dict[str, Any]:
@@ -168,7 +166,7 @@ def episode_view(row: Row, anchor: str) -> dict[str, Any]:
     """
     episode = row.episode
     assert episode is not None
-    steps = [s for s in episode.steps if isinstance(s, dict)]
+    steps = episode.steps
     shown = steps[:MAX_STEPS_SHOWN]
     metrics = row.metrics
     figures = [("task success", metrics.task_success),
@@ -177,7 +175,6 @@ def episode_view(row: Row, anchor: str) -> dict[str, Any]:
                ("recovery", metrics.recovery), ("steps", metrics.steps),
                ("tool calls", metrics.tool_calls), ("repeated calls", metrics.repeated_calls),
                ("forbidden call attempted", metrics.forbidden_attempted)]
-    usage = row.usage.model_dump() if row.usage is not None else None
     return {
         "anchor": anchor,
         "case": row.case_id, "variant": row.variant, "provider": row.provider,
@@ -188,7 +185,7 @@ def episode_view(row: Row, anchor: str) -> dict[str, Any]:
         "final_answer": cap_text(episode.final_answer, TEXT_LIMIT),
         "query": cap_text(row.query, TEXT_LIMIT),
         "metrics": [(name, _figure(value)) for name, value in figures if value is not None],
-        "tokens": _tokens(usage),
+        "tokens": _tokens(row.usage),
         "latency_s": row.latency_s,
         "steps": [_step_view(s, i == len(steps) - 1, episode.stop_reason)
                   for i, s in enumerate(shown)],

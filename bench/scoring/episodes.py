@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -42,15 +42,16 @@ class MadeCall:
 
     step: int
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
     valid: bool = True
     success: bool | None = None
     error_code: str | None = None
     write: bool = False
-    raw_arguments: Any = None
+    raw_arguments: object = None
 
 
-def canonical_call(name: str, arguments: Any, valid: bool = True, raw: Any = None) -> str:
+def canonical_call(name: str, arguments: object, valid: bool = True, raw: object = None
+                   ) -> str:
     """The identity of a call for repeat counting: name and arguments as sorted-key JSON;
     for an undecodable call (``valid`` False, arguments ``{}``), the ``raw`` arguments it
     sent (two different malformed calls are no repeat)."""
@@ -125,8 +126,8 @@ def _recovered(error: MadeCall, later: MadeCall) -> bool:
 
 
 def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_answer: str,
-                    state_checks: Sequence[dict[str, Any]] | None,
-                    stop_reason: str, confirmed_at: int | None = None) -> dict[str, Any]:
+                    state_checks: Sequence[Mapping[str, object]] | None,
+                    stop_reason: str, confirmed_at: int | None = None) -> dict[str, object]:
     """The metrics of one finished episode.
 
     Args:

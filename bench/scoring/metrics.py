@@ -21,53 +21,35 @@ Error codes (``CaseScore.error_codes``) are the stable taxonomy below; reports, 
 
 from __future__ import annotations
 
-import json
-import math
 import operator
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
-from typing import Any, Sequence, TypedDict
+from typing import Sequence
 
-import jsonschema
-import regex
 import numpy as np
 
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
-from bench.parse import (ANSWER_ERROR_CODES, REPAIR_ENUM_CASE, REPAIR_JSON_STRING, REPAIR_STRING_BOOLEAN,
-                         REPAIR_STRING_NUMBER, ParsedAnswer)
-from bench.parse import repair_arguments as _repair_arguments
+from bench.parse import ParsedAnswer
+from bench.scoring.codes import (ENUM_CASE, ERROR_CODES, EXTRA_CALL, FALSE_CALL, FALSE_NO_CALL,
+                                 HALLUCINATED_ARGUMENT, HALLUCINATED_TOOL, INVALID_ARGUMENTS,
+                                 MISSING_ARGUMENT, MISSING_CALL, MISSING_REQUIRED,
+                                 REPAIR_DOUBLE_ENCODED, REPAIRS, SCHEMA_INVALID, TYPE_ERROR,
+                                 UNEXPECTED_ARGUMENT, UNPARSEABLE, WRONG_TOOL, WRONG_VALUE)
+from bench.scoring.schema_checks import (MEMO_ARGUMENTS_CHARS, lenient_calls, schema_flags,
+                                         SchemaFlags, strict_calls, repair_arguments,
+                                         schema_errors, validation_memo_stats)
+from bench.scoring.values import (REGEX_TIMEOUT_S, argument_results, regex_matches,
+                                  value_acceptable, value_equal)
 
-# Error codes (a small, stable taxonomy; reports and the gate key on these strings).
-UNPARSEABLE = "unparseable"            # the answer could not be decoded into calls
-FALSE_NO_CALL = "false_no_call"        # calls were expected, none was made
-FALSE_CALL = "false_call"              # no call was expected, one was made
-WRONG_TOOL = "wrong_tool"              # a call's tool is not the expected one
-MISSING_CALL = "missing_call"          # fewer calls of a tool than expected
-EXTRA_CALL = "extra_call"              # more calls of a tool than expected
-HALLUCINATED_TOOL = "hallucinated_tool"  # a call names a tool that does not exist
-WRONG_VALUE = "wrong_argument_value"   # an argument's value is not acceptable
-MISSING_ARGUMENT = "missing_argument"  # an argument that may not be omitted was omitted
-UNEXPECTED_ARGUMENT = "unexpected_argument"  # an argument the label does not allow was sent
-SCHEMA_INVALID = "schema_invalid"      # a call's arguments fail the tool's JSON Schema
-HALLUCINATED_ARGUMENT = "hallucinated_argument"  # an argument the tool's schema does not define
-MISSING_REQUIRED = "missing_required"  # an argument the tool's schema requires was omitted
-ENUM_CASE = "enum_case"                # an enum value differing only in letter case
-TYPE_ERROR = "type_error"              # a value of the wrong JSON type for its schema
-INVALID_ARGUMENTS = "invalid_arguments"  # arguments not decodable as a JSON object (strictly)
-
-# An unparseable answer also carries why (ParsedAnswer.error_code: malformed_reply,
-# truncated, refusal...; bench.parse.ANSWER_ERROR_CODES), next to UNPARSEABLE.
-ERROR_CODES = (UNPARSEABLE, FALSE_NO_CALL, FALSE_CALL, WRONG_TOOL, MISSING_CALL, EXTRA_CALL,
-               HALLUCINATED_TOOL, WRONG_VALUE, MISSING_ARGUMENT, UNEXPECTED_ARGUMENT,
-               SCHEMA_INVALID, HALLUCINATED_ARGUMENT, MISSING_REQUIRED, ENUM_CASE, TYPE_ERROR,
-               INVALID_ARGUMENTS, *ANSWER_ERROR_CODES)
-
-# Lenient repairs (``CaseScore.lenient_repairs`` entries end with one of these).
-# The value repairs are :func:`bench.parse.repair_arguments`'s (shared with the executor).
-REPAIR_DOUBLE_ENCODED = "double_encoded"      # arguments were a JSON string inside a JSON string
-REPAIRS = (REPAIR_DOUBLE_ENCODED, REPAIR_STRING_NUMBER, REPAIR_ENUM_CASE, REPAIR_JSON_STRING,
-           REPAIR_STRING_BOOLEAN)
+# Names other modules and tests import from here (defined in the modules above).
+__all__ = ["ENUM_CASE", "ERROR_CODES", "EXTRA_CALL", "FALSE_CALL", "FALSE_NO_CALL",
+           "HALLUCINATED_ARGUMENT", "HALLUCINATED_TOOL", "INVALID_ARGUMENTS",
+           "MISSING_ARGUMENT", "MISSING_CALL", "MISSING_REQUIRED", "REGEX_TIMEOUT_S",
+           "REPAIR_DOUBLE_ENCODED", "REPAIRS", "SCHEMA_INVALID", "TYPE_ERROR",
+           "UNEXPECTED_ARGUMENT", "UNPARSEABLE", "WRONG_TOOL", "WRONG_VALUE", "CaseScore",
+           "argument_results", "asks_for", "match_calls", "regex_matches", "repair_arguments",
+           "schema_errors", "score_case", "score_memo_stats", "validation_memo_stats",
+           "value_acceptable", "value_equal"]
 
 _NAME_MISMATCH_COST = 10.0
 
@@ -138,91 +120,13 @@ class CaseScore:
     error_codes: list[str] = field(default_factory=list)
     argument_errors: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The metrics as a new dict (field name -> value; lists and dicts are shared)."""
         return dict(zip(_SCORE_FIELDS, _score_values(self)))
 
 
 _SCORE_FIELDS = tuple(f.name for f in fields(CaseScore))
 _score_values = operator.attrgetter(*_SCORE_FIELDS)
-
-
-def _numbers_equal(a: Any, b: Any) -> bool:
-    return (isinstance(a, (int, float)) and isinstance(b, (int, float))
-            and not isinstance(a, bool) and not isinstance(b, bool)
-            and math.isclose(a, b, rel_tol=0, abs_tol=1e-9))
-
-
-def value_equal(got: Any, want: Any) -> bool:
-    """Deep equality where ``1 == 1.0`` but ``True != 1`` and ``"1" != 1`` (no coercion)."""
-    if _numbers_equal(got, want):
-        return True
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, dict):
-        return got.keys() == want.keys() and all(value_equal(got[k], want[k]) for k in want)
-    if isinstance(want, list):
-        return len(got) == len(want) and all(value_equal(g, w) for g, w in zip(got, want))
-    return got == want
-
-
-# Seconds a label's ``$regex`` may run on one value. The value is model output (untrusted),
-# and a backtracking pattern such as ``^(a|a)+$`` would take exponential time on it.
-REGEX_TIMEOUT_S = 0.1
-
-
-@lru_cache(maxsize=1024)
-def _regex(pattern: str) -> regex.Pattern[str]:
-    return regex.compile(pattern)
-
-
-def regex_matches(pattern: str, text: str) -> bool:
-    """``re.search`` semantics through the ``regex`` module (same syntax), stopped after
-    :data:`REGEX_TIMEOUT_S` seconds; a search that runs out of time counts as no match."""
-    try:
-        return _regex(pattern).search(text, timeout=REGEX_TIMEOUT_S) is not None
-    except TimeoutError:
-        return False
-
-
-def value_acceptable(got: Any, acceptable: Sequence[Any]) -> bool:
-    """True when a sent value matches one entry of the label's acceptable-values list.
-
-    Entries: literals (compared by :func:`value_equal`), ``{"$regex": p}`` (``re.search`` on
-    a string value, time-limited: :func:`regex_matches`), ``{"$any": true}``. ``None`` entries mean "may be omitted" and never match
-    a sent value.
-    """
-    for want in acceptable:
-        if want is None:
-            continue
-        if isinstance(want, dict) and "$regex" in want:
-            if isinstance(got, str) and regex_matches(want["$regex"], got):
-                return True
-        elif isinstance(want, dict) and "$any" in want:
-            return True
-        elif value_equal(got, want):
-            return True
-    return False
-
-
-def argument_results(call: ToolCall, expected: ExpectedCall) -> dict[str, bool]:
-    """Per-argument correctness of one call against one expected call.
-
-    Every argument the label lists is checked (omitted is right only when the list holds
-    ``None``); every argument sent that the label does not list is wrong. A sent ``null``
-    counts as omitted (the schema-validity metric judges it separately).
-    """
-    sent = {k: v for k, v in call.arguments.items() if v is not None}
-    results: dict[str, bool] = {}
-    for name, acceptable in expected.arguments.items():
-        if name in sent:
-            results[name] = value_acceptable(sent[name], acceptable)
-        else:
-            results[name] = None in acceptable
-    for name in sent:
-        if name not in expected.arguments:
-            results[name] = False
-    return results
 
 
 def _pair_cost(call: ToolCall, expected: ExpectedCall) -> float:
@@ -271,172 +175,6 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
             if expected[r].name == predicted[c].name]
 
 
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(
-        json.loads(schema_json), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-
-
-_SCHEMA_KEYS: dict[int, tuple[dict[str, Any], str]] = {}
-
-
-def _schema_key(tool: Tool) -> str:
-    """The tool schema's canonical JSON, cached by the identity of the schema object (no
-    re-serialising per call); a reused id with another schema object is detected."""
-    schema = tool.input_schema
-    cached = _SCHEMA_KEYS.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        if len(_SCHEMA_KEYS) > 1024:
-            _SCHEMA_KEYS.clear()
-        cached = (schema, json.dumps(schema, sort_keys=True))
-        _SCHEMA_KEYS[id(schema)] = cached
-    return cached[1]
-
-
-def _classify(validator: jsonschema.Draft202012Validator, arguments: Any
-              ) -> tuple[bool, frozenset[str]]:
-    codes: set[str] = set()
-    valid = True
-    try:
-        errors = list(validator.iter_errors(arguments))
-    except (OverflowError, ValueError, TypeError, RecursionError):
-        # e.g. 1e308 against multipleOf 0.01: jsonschema's arithmetic fails on the model's
-        # value; the call is invalid, not the run
-        return False, frozenset((TYPE_ERROR,))
-    for error in errors:
-        valid = False
-        if error.validator == "required":
-            codes.add(MISSING_REQUIRED)
-        elif error.validator == "type":
-            codes.add(TYPE_ERROR)
-        elif error.validator == "enum" and isinstance(error.instance, str) and any(
-                isinstance(e, str) and e.casefold() == error.instance.casefold()
-                for e in error.validator_value):
-            codes.add(ENUM_CASE)
-    return valid, frozenset(codes)
-
-
-_VALIDATION_MEMO: dict[tuple[str, str], tuple[bool, frozenset[str]]] = {}
-_VALIDATION_MEMO_SIZE = 65536
-validation_memo_stats = {"hits": 0, "misses": 0}
-
-
-def _validation(tool: Tool, arguments: dict[str, Any]) -> tuple[bool, frozenset[str]]:
-    """(valid, codes among missing_required / type_error / enum_case) of one call's arguments
-    against its tool's JSON Schema.
-
-    Memoised on the schema and ``repr(arguments)`` (distinct JSON values have distinct reprs:
-    ``1``, ``1.0``, ``True`` and ``"1"`` differ): a model repeats the same call across trials,
-    variants and cases, and validation is the costliest step of scoring. The memo is cleared
-    when it reaches 65,536 entries; arguments whose repr exceeds 512 characters are not kept.
-    """
-    key = (_schema_key(tool), repr(arguments))
-    found = _VALIDATION_MEMO.get(key)
-    if found is not None:
-        validation_memo_stats["hits"] += 1
-        return found
-    validation_memo_stats["misses"] += 1
-    found = _classify(_validator(key[0]), arguments)
-    if len(key[1]) > _MEMO_ARGUMENTS_CHARS:
-        return found  # too big to keep
-    if len(_VALIDATION_MEMO) >= _VALIDATION_MEMO_SIZE:
-        _VALIDATION_MEMO.clear()
-    _VALIDATION_MEMO[key] = found
-    return found
-
-
-def schema_errors(call: ToolCall, tool: Tool | None) -> list[str]:
-    """JSON Schema errors of a call's arguments (``["unknown tool"]`` when there is no tool)."""
-    if tool is None:
-        return ["unknown tool"]
-    if not call.valid:
-        return ["arguments are not a JSON object"]
-    validator = _validator(json.dumps(tool.input_schema, sort_keys=True))
-    return [e.message for e in validator.iter_errors(call.arguments)]
-
-
-def repair_arguments(arguments: dict[str, Any], input_schema: dict[str, Any],
-                     tool_name: str = "") -> tuple[dict[str, Any], list[str]]:
-    """The lenient repairs of one call's arguments (:func:`bench.parse.repair_arguments`:
-    decided by the schema, never by the value), as scoring records them.
-
-    Args:
-        arguments: decoded arguments (dict).
-        input_schema: the tool's JSON Schema.
-        tool_name: prefix of the repair paths.
-
-    Returns:
-        (repaired copy, ``["<tool>.<arg path>: <repair code>", ...]``, codes of
-        :data:`REPAIRS`); the input is not modified.
-    """
-    repaired, repairs = _repair_arguments(arguments, input_schema)
-    return repaired, [f"{tool_name}.{r.path}: {r.kind}" for r in repairs]
-
-
-def _lenient_calls(calls: Sequence[ToolCall], by_name: dict[str, Tool]
-                   ) -> tuple[list[ToolCall], list[str]]:
-    lenient: list[ToolCall] = []
-    repairs: list[str] = []
-    for call in calls:
-        if REPAIR_DOUBLE_ENCODED in call.notes and call.valid:
-            repairs.append(f"{call.name}: {REPAIR_DOUBLE_ENCODED}")
-        tool = by_name.get(call.name)
-        if tool is None or not call.valid or _validation(tool, call.arguments)[0]:
-            # every repair replaces a value its (sub)schema's type or enum rejects, so
-            # arguments that validate need none (and the validation is memoised)
-            lenient.append(call)
-            continue
-        fixed, found = repair_arguments(call.arguments, tool.input_schema, call.name)
-        repairs += found
-        lenient.append(call.model_copy(update={"arguments": fixed}) if found else call)
-    return lenient, repairs
-
-
-def _strict_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
-    # Strictly, a double-encoded arguments string is not a JSON object: the call is invalid.
-    return [c.model_copy(update={"valid": False}) if REPAIR_DOUBLE_ENCODED in c.notes else c
-            for c in calls]
-
-
-class _SchemaFlags(TypedDict):
-    """The :class:`CaseScore` fields an answer's calls set whatever the case expects."""
-
-    hallucinated_tool: bool
-    hallucinated_argument: bool
-    missing_required: bool
-    type_error: bool
-    schema_valid: bool | None
-    schema_valid_lenient: bool | None
-    lenient_repairs: list[str]
-
-
-def _schema_flags(calls: Sequence[ToolCall], by_name: dict[str, Tool]) -> tuple[
-        bool | None, set[str]]:
-    """(all calls schema-valid or None without calls, error codes found in the schema check)."""
-    if not calls:
-        return None, set()
-    codes: set[str] = set()
-    valid = True
-    for call in calls:
-        tool = by_name.get(call.name)
-        if tool is None:
-            valid = False
-            continue
-        if not call.valid:
-            valid = False
-            codes.add(INVALID_ARGUMENTS)
-            continue
-        props = tool.input_schema.get("properties", {})
-        if isinstance(props, dict) and any(k not in props for k in call.arguments):
-            codes.add(HALLUCINATED_ARGUMENT)
-        call_valid, call_codes = _validation(tool, call.arguments)
-        valid = valid and call_valid
-        codes |= call_codes
-    if not valid:
-        codes.add(SCHEMA_INVALID)
-    return valid, codes
-
-
 def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: bool
                      ) -> tuple[bool, dict[str, bool], set[str], list[str]]:
     """(arguments correct, per-argument results, error codes, argument error strings)."""
@@ -472,13 +210,8 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
     return selection and all_ok and len(pairs) == len(expected.calls), results, codes, arg_errors
 
 
-
-
-_SCORE_MEMO: dict[tuple[Any, ...], tuple[Expected, Sequence[Tool], CaseScore]] = {}
+_SCORE_MEMO: dict[tuple[object, ...], tuple[Expected, Sequence[Tool], CaseScore]] = {}
 _SCORE_MEMO_SIZE = 32768  # ~1.5 kB an entry
-# Answers whose arguments' reprs exceed this many characters are not memoised (scores and
-# validations): the memos' memory stays bounded (~100 MB at most) whatever a model sends.
-_MEMO_ARGUMENTS_CHARS = 512
 score_memo_stats = {"hits": 0, "misses": 0}
 
 
@@ -506,7 +239,7 @@ def score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) 
         in the wrong case) also sets ``enum_case_error``.
     """
     calls = tuple((c.name, repr(c.arguments), c.valid, tuple(c.notes)) for c in answer.calls)
-    if sum(len(c[1]) for c in calls) > _MEMO_ARGUMENTS_CHARS:
+    if sum(len(c[1]) for c in calls) > MEMO_ARGUMENTS_CHARS:
         return _score_case(expected, answer, tools)  # too big to keep
     # an ask case's score reads the reply's words too
     said = answer.text if expected.ask else None
@@ -546,49 +279,29 @@ def asks_for(missing: Sequence[Sequence[str]], reply: str | None) -> bool:
     return all(any(a.casefold() in said for a in alternatives) for alternatives in missing)
 
 
-def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
-    """:func:`score_case` without the memo."""
+def _unparseable_score(expected: Expected, answer: ParsedAnswer) -> CaseScore:
+    """The score of an answer that could not be decoded (``answer.error`` set)."""
     is_no_call = expected.no_call or expected.ask
-    if answer.error is not None:
-        return CaseScore(
-            selection_correct=False,
-            selection_precision=None if is_no_call else 0.0,
-            selection_recall=None if is_no_call else 0.0,
-            selection_f1=None if is_no_call else 0.0,
-            arguments_correct=None if is_no_call else False,
-            arguments_correct_lenient=None if is_no_call else False,
-            schema_valid=False,
-            schema_valid_lenient=False,
-            no_call_correct=False if expected.no_call else None,
-            ask_correct=False if expected.ask else None,
-            ask_no_call=False if expected.ask else None,
-            error_codes=sorted({c for c in (UNPARSEABLE, answer.error_code) if c is not None}),
-        )
-    by_name = {t.name: t for t in tools}
-    calls = _strict_calls(answer.calls)
-    lenient, repairs = _lenient_calls(answer.calls, by_name)
-    hallucinated = any(c.name not in by_name for c in calls)
-    codes: set[str] = {HALLUCINATED_TOOL} if hallucinated else set()
-    schema_valid, schema_codes = _schema_flags(calls, by_name)
-    codes |= schema_codes
-    schema_valid_lenient = schema_valid if not repairs else _schema_flags(lenient, by_name)[0]
-    flags = _SchemaFlags(hallucinated_tool=hallucinated,
-                         hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
-                         missing_required=MISSING_REQUIRED in codes,
-                         type_error=TYPE_ERROR in codes, schema_valid=schema_valid,
-                         schema_valid_lenient=schema_valid_lenient, lenient_repairs=repairs)
+    return CaseScore(
+        selection_correct=False,
+        selection_precision=None if is_no_call else 0.0,
+        selection_recall=None if is_no_call else 0.0,
+        selection_f1=None if is_no_call else 0.0,
+        arguments_correct=None if is_no_call else False,
+        arguments_correct_lenient=None if is_no_call else False,
+        schema_valid=False,
+        schema_valid_lenient=False,
+        no_call_correct=False if expected.no_call else None,
+        ask_correct=False if expected.ask else None,
+        ask_no_call=False if expected.ask else None,
+        error_codes=sorted({c for c in (UNPARSEABLE, answer.error_code) if c is not None}),
+    )
 
-    if is_no_call:
-        if calls:
-            codes.add(FALSE_CALL)
-        return CaseScore(
-            selection_correct=not calls,
-            no_call_correct=(not calls) if expected.no_call else None,
-            ask_correct=(not calls and asks_for(expected.ask_for, answer.text))
-            if expected.ask else None,
-            ask_no_call=(not calls) if expected.ask else None,
-            enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
 
+def _selection(expected: Expected, calls: Sequence[ToolCall], codes: set[str]
+               ) -> tuple[bool, float, float, float]:
+    """(selection correct, precision, recall, F1) of a case that expects calls; adds the
+    selection's error codes (false no-call, missing / extra call, wrong tool) to ``codes``."""
     names_e = [e.name for e in expected.calls]
     names_p = [c.name for c in calls]
     same_names = sorted(names_e) == sorted(names_p)  # the usual case: no Counter arithmetic
@@ -610,7 +323,39 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
                 codes.add(MISSING_CALL)
             if got[name] > want[name]:
                 codes.add(EXTRA_CALL if name in want else WRONG_TOOL)
+    return selection, precision, recall, f1
 
+
+def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool]) -> CaseScore:
+    """:func:`score_case` without the memo."""
+    if answer.error is not None:
+        return _unparseable_score(expected, answer)
+    by_name = {t.name: t for t in tools}
+    calls = strict_calls(answer.calls)
+    lenient, repairs = lenient_calls(answer.calls, by_name)
+    hallucinated = any(c.name not in by_name for c in calls)
+    codes: set[str] = {HALLUCINATED_TOOL} if hallucinated else set()
+    schema_valid, schema_codes = schema_flags(calls, by_name)
+    codes |= schema_codes
+    schema_valid_lenient = schema_valid if not repairs else schema_flags(lenient, by_name)[0]
+    flags = SchemaFlags(hallucinated_tool=hallucinated,
+                        hallucinated_argument=HALLUCINATED_ARGUMENT in codes,
+                        missing_required=MISSING_REQUIRED in codes,
+                        type_error=TYPE_ERROR in codes, schema_valid=schema_valid,
+                        schema_valid_lenient=schema_valid_lenient, lenient_repairs=repairs)
+
+    if expected.no_call or expected.ask:
+        if calls:
+            codes.add(FALSE_CALL)
+        return CaseScore(
+            selection_correct=not calls,
+            no_call_correct=(not calls) if expected.no_call else None,
+            ask_correct=(not calls and asks_for(expected.ask_for, answer.text))
+            if expected.ask else None,
+            ask_no_call=(not calls) if expected.ask else None,
+            enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
+
+    selection, precision, recall, f1 = _selection(expected, calls, codes)
     arguments_ok, results, arg_codes, arg_errors = _arguments_score(expected, calls, selection)
     codes |= arg_codes
     lenient_ok = arguments_ok if not repairs else _arguments_score(expected, lenient,
@@ -631,6 +376,6 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
     )
 
 
-def _show(acceptable: Sequence[Any]) -> str:
+def _show(acceptable: Sequence[object]) -> str:
     shown = [v for v in acceptable if v is not None]
     return " | ".join(repr(v) for v in shown) if shown else "(omit)"

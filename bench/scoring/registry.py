@@ -13,7 +13,7 @@ one entry in :data:`_BUILTIN`)::
 
     register_metric(MetricSpec(
         name="answered_briefly", title="brief answer", label="brief",
-        value=lambda row: len((row.get("response") or {}).get("raw") or "") < 200))
+        value=lambda row: len(str(row.response.raw or "") if row.response else "") < 200))
 
 The scorer (:mod:`bench.scoring.metrics`) computes most values into a row's ``metrics``; the
 registry only reads rows, so it sits beside the scorer and everything downstream of it (stats,
@@ -23,7 +23,11 @@ report, compare, gate) imports it, never the other way round (design brief §3).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Callable, Iterable, Literal, Mapping
+
+from pydantic import BaseModel
+
+from bench.results import Row
 
 Polarity = Literal["higher", "lower"]
 # rate: a per-row bool, shown as successes / applicable rows with a confidence interval;
@@ -36,7 +40,30 @@ KINDS: tuple[str, ...] = ("rate", "mean", "count", "tokens", "usd", "seconds")
 # per-tag tables; ``compare`` tested by ``bench compare`` and eligible for the gate. Every view
 # but ``table`` (which shows a mean for other kinds) takes rates only.
 VIEWS: tuple[str, ...] = ("table", "report", "groups", "compare")
-RowValue = Callable[[Mapping[str, Any]], Any]
+RowValue = Callable[[Row], object]
+"""A metric's reader: ``value(row)`` is the row's value (bool / number / None; a metric read
+from a row's ``metrics`` may be any JSON value a writer stored there)."""
+
+
+def field_value(record: object, name: str) -> object:
+    """Field ``name`` of ``record`` as the row's JSON object holds it: a contract model's
+    field when it was set (read or built; None when left to its default, as the JSON object
+    lacks it), else an unknown field kept from the file (``model_extra``); a mapping's key;
+    None for anything else.
+    """
+    if isinstance(record, BaseModel):
+        if name in type(record).model_fields:
+            return getattr(record, name) if name in record.model_fields_set else None
+        return (record.model_extra or {}).get(name)
+    if isinstance(record, Mapping):
+        return record.get(name)
+    return None
+
+
+def has_field(record: BaseModel, name: str) -> bool:
+    """``name`` is in the JSON object of ``record``: a field that was set, or an unknown
+    field kept from the file."""
+    return name in record.model_fields_set or name in (record.model_extra or {})
 
 
 @dataclass(frozen=True)
@@ -51,11 +78,13 @@ class MetricSpec:
             significant move the other way).
         kind: one of :data:`KINDS`; ``rate`` values are bool / None (None: the metric does not
             apply to the row and leaves its denominator), the others numbers / None.
-        value: ``value(row) -> bool | float | None`` reading a result row (a ``results.jsonl``
-            dict); None reads ``path``.
+        value: ``value(row) -> bool | float | None`` reading a result row (a
+            :class:`bench.results.Row`: its fields are attributes, e.g. ``row.parsed.calls``,
+            ``row.response.raw``); None reads ``path``.
         path: where the value sits in a row when ``value`` is None: ``()`` is
-            ``row["metrics"][name]`` (or the first of ``aliases`` present), ``("latency_s",)``
-            ``row["latency_s"]``, ``("usage", "prompt_tokens")`` ``row["usage"]["prompt_tokens"]``.
+            ``row.metrics.<name>`` (or the first of ``aliases`` present), ``("latency_s",)``
+            ``row.latency_s``, ``("usage", "prompt_tokens")`` ``row.usage.prompt_tokens``
+            (:func:`field_value` at each step: a field left unset reads as None).
         aliases: other keys a row's ``metrics`` may use for the same value.
         views: the places it is shown, a subset of :data:`VIEWS`.
         primary: one of the headline pair: the gate's default metrics, the flips ``bench
@@ -96,19 +125,19 @@ class MetricSpec:
                              f"{', '.join(rate_only)} (kind is '{self.kind}'; use views="
                              "{'table'})")
 
-    def row_value(self, row: Mapping[str, Any]) -> Any:
+    def row_value(self, row: Row) -> object:
         """This metric's value in ``row`` (see ``value``); None when the row lacks it."""
         if self.value is not None:
             return self.value(row)
         if self.path:
-            found: Any = row
+            found: object = row
             for key in self.path:
-                found = found.get(key) if isinstance(found, Mapping) else None
+                found = field_value(found, key)
             return found
-        metrics = row.get("metrics") or {}
+        metrics = row.metrics
         for key in (self.name, *self.aliases):
-            if key in metrics:
-                return metrics[key]
+            if has_field(metrics, key):
+                return field_value(metrics, key)
         return None
 
     def is_good(self, value: bool) -> bool:
@@ -236,9 +265,10 @@ def metric_specs(*, kind: str | Iterable[str] | None = None, view: str | None = 
             and (polarity is None or s.polarity == polarity)]
 
 
-def metric_names(**filters: Any) -> list[str]:
+def metric_names(*, kind: str | Iterable[str] | None = None, view: str | None = None,
+                 polarity: str | None = None) -> list[str]:
     """Names of :func:`metric_specs` (same filters)."""
-    return [s.name for s in metric_specs(**filters)]
+    return [s.name for s in metric_specs(kind=kind, view=view, polarity=polarity)]
 
 
 def get_metric(name: str) -> MetricSpec:

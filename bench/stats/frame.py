@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import sys
 from itertools import islice
-from typing import Any, Hashable, Iterable, Mapping
+from operator import attrgetter
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from bench.results import Row
+from pydantic import BaseModel
+
+from bench.results import Row, RowCall, RowExpected, RowMetrics, RowUsage, as_row
 from bench.scoring.registry import MetricSpec, metric_names, metric_specs
 
 NO_CALL = "(no call)"
@@ -64,49 +67,124 @@ def accuracy_metrics() -> list[str]:
     return metric_names(kind="rate", polarity="higher")
 
 
-def _names(calls: Any) -> tuple[str, ...]:
-    return tuple(c.get("name", "") for c in calls or () if isinstance(c, dict))
+def _expected_tools(expected: RowExpected | None) -> tuple[str, ...]:
+    """The label's tool names (its calls are stored as objects: ``name`` "" when absent)."""
+    if expected is None:
+        return ()
+    return tuple(c.get("name", "") for c in expected.calls or () if isinstance(c, dict))
 
 
-def _expected_kind(expected: dict[str, Any]) -> str:
-    if expected.get("no_call"):
+def _called_tools(calls: list[RowCall] | None) -> tuple[str | None, ...]:
+    """The parsed calls' tool names ("" for a call without ``name``, None for a null one)."""
+    names: list[str | None] = []
+    for call in calls or ():
+        name = call.name
+        if name is None and "name" not in call.model_fields_set:
+            name = ""
+        names.append(name)
+    return tuple(names)
+
+
+def _expected_kind(expected: RowExpected | None) -> str:
+    if expected is None:
+        return "calls"
+    if expected.no_call:
         return "no_call"
-    if expected.get("ask"):
+    if expected.ask:
         return "ask"
     return "calls"
 
 
-def _reader(spec: MetricSpec) -> tuple[str, int, Any]:
-    """(name, how, what) telling the per-row loop where a metric's value is, cheapest first:
-    0 ``row["metrics"][what]``, 1 ``row[what]``, 2 ``row[what[0]][what[1]]``, 3 ``what(row)``
-    (any other spec: :meth:`MetricSpec.row_value`), 4 the first of the keys ``what`` present
-    in ``row["metrics"]`` (a name and its aliases)."""
-    if spec.value is None and not spec.path and spec.aliases:
-        return spec.name, 4, (spec.name, *spec.aliases)
-    if spec.value is None and not spec.aliases:
-        if not spec.path:
-            return spec.name, 0, spec.name
-        if len(spec.path) == 1:
-            return spec.name, 1, spec.path[0]
-        if len(spec.path) == 2:
-            return spec.name, 2, spec.path
-    return spec.name, 3, spec.row_value
+_ROW_FIELDS = frozenset(Row.model_fields)
+_METRIC_FIELDS = frozenset(RowMetrics.model_fields)
+_USAGE_FIELDS = frozenset(RowUsage.model_fields)
+Reader = Callable[[Row], object]
 
 
-def _value(row: Mapping[str, Any], metrics: dict[str, Any], how: int, what: Any) -> Any:
-    if how == 0:
-        return metrics.get(what)
-    if how == 1:
-        return row.get(what)
-    if how == 2:
-        inner = row.get(what[0])
-        return inner.get(what[1]) if isinstance(inner, dict) else None
-    if how == 4:
-        for key in what:
-            if key in metrics:
-                return metrics[key]
+def _as_stored(model: type[BaseModel], name: str) -> bool:
+    """Field ``name`` of ``model`` reads as the row's JSON object holds it: it is required
+    (always there) or defaults to None (None whether absent or null)."""
+    info = model.model_fields.get(name)
+    return info is not None and (info.is_required() or (
+        info.default is None and info.default_factory is None))
+
+
+def _first_present(names: tuple[str, ...]) -> Reader:
+    """A reader of the first of ``names`` a row's ``metrics`` holds (a field that was set, or
+    an unknown field kept from the file), None when it holds none."""
+    declared = tuple((name, name in _METRIC_FIELDS) for name in names)
+
+    def read(row: Row) -> object:
+        metrics = row.metrics
+        given = metrics.model_fields_set
+        extra = metrics.model_extra or {}
+        for name, is_field in declared:
+            if is_field:
+                if name in given:
+                    return getattr(metrics, name)
+            elif name in extra:
+                return extra[name]
         return None
-    return what(row)
+    return read
+
+
+class _Readers:
+    """Where the per-row loop finds the values of a group of metrics, cheapest first:
+    attributes of ``row.metrics`` (``metric_names``), of ``row`` (``row_names``) and of
+    ``row.usage`` (``usage_names``) that are required or default to None, read with one
+    ``attrgetter`` per object; then any other reader (``other``: aliases, unknown fields,
+    custom readers: :meth:`MetricSpec.row_value`)."""
+
+    def __init__(self, specs: list[MetricSpec]) -> None:
+        self.metric_names: list[str] = []
+        self.row_names: list[str] = []
+        self.usage_names: list[str] = []
+        self.other: list[tuple[str, Reader]] = []
+        for spec in specs:
+            plain = spec.value is None and not spec.aliases
+            path = spec.path
+            if plain and not path and spec.name in _METRIC_FIELDS \
+                    and _as_stored(RowMetrics, spec.name):
+                self.metric_names.append(spec.name)
+            elif plain and len(path) == 1 and path[0] in _ROW_FIELDS \
+                    and _as_stored(Row, path[0]):
+                self.row_names.append(spec.name)
+            elif plain and len(path) == 2 and path[0] == "usage" \
+                    and path[1] in _USAGE_FIELDS and _as_stored(RowUsage, path[1]):
+                self.usage_names.append(spec.name)
+            elif spec.value is None and not path and spec.aliases:
+                self.other.append((spec.name, _first_present((spec.name, *spec.aliases))))
+            else:
+                self.other.append((spec.name, spec.row_value))
+        by_name = {s.name: s for s in specs}
+        self.metric_get = _getter(self.metric_names)
+        self.row_get = _getter([by_name[n].path[0] for n in self.row_names])
+        self.usage_get = _getter([by_name[n].path[1] for n in self.usage_names])
+        self._no_usage: tuple[None, ...] = (None,) * len(self.usage_names)
+
+    def names(self) -> list[str]:
+        """Every metric's name, in the order the getters fill them."""
+        return [*self.metric_names, *self.row_names, *self.usage_names,
+                *(n for n, _ in self.other)]
+
+    def parts(self) -> tuple[Callable[[object], tuple[object, ...]],
+                             Callable[[object], tuple[object, ...]],
+                             Callable[[object], tuple[object, ...]], tuple[None, ...],
+                             list[Reader]]:
+        """(metrics getter, row getter, usage getter, the usage values of a row without usage,
+        the other readers): what the per-row loop concatenates, in :meth:`names` order."""
+        return (self.metric_get, self.row_get, self.usage_get, self._no_usage,
+                [read for _, read in self.other])
+
+
+def _getter(names: list[str]) -> Callable[[object], tuple[object, ...]]:
+    """``attrgetter`` of ``names`` that always returns a tuple."""
+    if not names:
+        return lambda _: ()
+    if len(names) == 1:
+        get = attrgetter(names[0])
+        return lambda record: (get(record),)
+    return attrgetter(*names)
 
 
 def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
@@ -114,69 +192,78 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
 
     Args:
         rows: :class:`bench.results.Row` objects (as :meth:`bench.runstore.RunStore.load_rows`
-            gives them) or dicts as stored in ``results.jsonl``; rows written before a metric
-            existed simply lack it (its column then holds <NA> for them). The registry's
-            metric readers (:meth:`bench.scoring.registry.MetricSpec.row_value`) take the
-            row's JSON shape, so a :class:`~bench.results.Row` is dumped to it here.
+            gives them) or dicts as stored in ``results.jsonl`` (validated into rows:
+            :func:`bench.results.as_row`); rows written before a metric existed simply lack it
+            (its column then holds <NA> for them). The registry's metric readers
+            (:meth:`bench.scoring.registry.MetricSpec.row_value`) read the rows' attributes.
 
     Returns:
         One row per distinct ``key``, in input order. An empty input gives an empty frame
         with the identifier columns.
+
+    Raises:
+        pydantic.ValidationError: a dict that does not fit the results contract.
     """
-    rates = [_reader(s) for s in metric_specs(kind="rate")]
-    means = [_reader(s) for s in metric_specs(kind="mean")]
-    numbers = [_reader(s) for s in metric_specs(kind=_NUMBER_KINDS)]
-    binary = {name for name, _, _ in rates}
-    numeric = {name for name, _, _ in numbers}
+    rates = _Readers(metric_specs(kind="rate"))
+    means = _Readers(metric_specs(kind="mean"))
+    numbers = _Readers(metric_specs(kind=_NUMBER_KINDS))
+    binary = set(rates.names())
+    numeric = set(numbers.names())
     all_columns = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
-                   "predicted_tools", *(n for n, _, _ in rates), *(n for n, _, _ in means),
-                   *_LIST_COLUMNS, *(n for n, _, _ in numbers))
+                   "predicted_tools", *(s.name for s in metric_specs(kind="rate")),
+                   *(s.name for s in metric_specs(kind="mean")), *_LIST_COLUMNS,
+                   *(s.name for s in metric_specs(kind=_NUMBER_KINDS)))
     columns: dict[str, list[Any]] = {name: [] for name in all_columns}
     seen: set[str] = set()
     # bound appends, looked up once: this loop runs once per row of the run
-    ids = [(name, columns[name].append) for name in _ID_COLUMNS]
-    rate_cols = [(how, what, columns[name].append) for name, how, what in rates]
-    mean_cols = [(how, what, columns[name].append) for name, how, what in means]
-    number_cols = [(how, what, columns[name].append) for name, how, what in numbers]
-    lists = [(name, columns[name].append) for name in _LIST_COLUMNS]
+    id_get = attrgetter(*_ID_COLUMNS)
+    id_appends = [columns[name].append for name in _ID_COLUMNS]
+    rate_appends = [columns[name].append for name in rates.names()]
+    mean_appends = [columns[name].append for name in means.names()]
+    number_appends = [columns[name].append for name in numbers.names()]
+    list_get = attrgetter(*_LIST_COLUMNS)
+    list_appends = [columns[name].append for name in _LIST_COLUMNS]
     tags, query = columns["tags"].append, columns["query"].append
     kind, expected_tools = columns["expected_kind"].append, columns["expected_tools"].append
     predicted_tools = columns["predicted_tools"].append
+    r_metric, r_row, r_usage, r_none, r_other = rates.parts()
+    m_metric, m_row, m_usage, m_none, m_other = means.parts()
+    n_metric, n_row, n_usage, n_none, n_other = numbers.parts()
     nan = float("nan")
-    for row in rows:
-        if isinstance(row, Row):  # the registry reads JSON-shaped rows
-            row = row.to_json_dict()
-        key = row["key"]
+    for item in rows:
+        row = item if isinstance(item, Row) else as_row(item)
+        key = row.key
         if key in seen:  # a row copied twice counts once
             continue
         seen.add(key)
-        get = row.get
-        metrics = get("metrics") or {}
-        for name, append in ids:
-            append(get(name))
-        expected = get("expected") or {}
-        parsed = get("parsed") or {}
-        tags(tuple(get("tags") or ()))
-        query(get("query") or "")
+        metrics = row.metrics
+        for value, append in zip(id_get(row), id_appends):
+            append(value)
+        expected, parsed = row.expected, row.parsed
+        tags(tuple(row.tags or ()))
+        query(row.query or "")
         kind(_expected_kind(expected))
-        expected_tools(_names(expected.get("calls")))
-        predicted_tools(None if parsed.get("error") else _names(parsed.get("calls")))
-        for how, what, append in rate_cols:
-            value = metrics.get(what) if how == 0 else _value(row, metrics, how, what)
+        expected_tools(_expected_tools(expected))
+        predicted_tools(None if parsed is not None and parsed.error
+                        else _called_tools(parsed.calls if parsed is not None else None))
+        usage = row.usage
+        found = r_metric(metrics) + r_row(row) + (r_none if usage is None else r_usage(usage))
+        if r_other:
+            found += tuple([read(row) for read in r_other])
+        for value, append in zip(found, rate_appends):
             append(value if value is None else bool(value))
-        for how, what, append in mean_cols:
-            value = metrics.get(what) if how == 0 else _value(row, metrics, how, what)
-            append(nan if value is None else float(value))
-        for name, append in lists:
-            append(tuple(metrics.get(name) or ()))
-        for how, what, append in number_cols:
-            if how == 1:
-                append(get(what))
-            elif how == 2:
-                inner = get(what[0])
-                append(inner.get(what[1]) if isinstance(inner, dict) else None)
-            else:
-                append(_value(row, metrics, how, what))
+        found = m_metric(metrics) + m_row(row) + (m_none if usage is None else m_usage(usage))
+        if m_other:
+            found += tuple([read(row) for read in m_other])
+        for value, append in zip(found, mean_appends):
+            append(nan if value is None else float(value))  # type: ignore[arg-type]
+        for value, append in zip(list_get(metrics), list_appends):
+            append(tuple(value or ()))
+        found = n_metric(metrics) + n_row(row) + (n_none if usage is None else n_usage(usage))
+        if n_other:
+            found += tuple([read(row) for read in n_other])
+        for value, append in zip(found, number_appends):
+            append(value)
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
     data: dict[str, Any] = {}

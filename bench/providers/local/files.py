@@ -67,7 +67,8 @@ def _fingerprint(path: Path) -> list[object]:
     return [str(path), stat.st_size, stat.st_mtime_ns]
 
 
-def _sidecar_record(preset: ModelPreset, target: Path, sources: Sequence[Path]) -> dict:
+def _sidecar_record(preset: ModelPreset, target: Path, sources: Sequence[Path]
+                    ) -> dict[str, object]:
     return {"format": SIDECAR_FORMAT, "preset": preset.name, "sha256": preset.sha256,
             "file": _fingerprint(target),
             "chunks": [_fingerprint(s) for s in sources] if preset.chunked else []}
@@ -84,7 +85,7 @@ def _sidecar_matches(sidecar: Path, preset: ModelPreset, target: Path,
             return False
         with sidecar.open("rb") as handle:
             stored = json.loads(handle.read(1 << 16))
-        return stored == _sidecar_record(preset, target, sources)
+        return bool(stored == _sidecar_record(preset, target, sources))
     except (OSError, ValueError, RecursionError):
         return False
 

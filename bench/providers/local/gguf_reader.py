@@ -64,14 +64,14 @@ class Reader:
     def u32(self, what: str) -> int:
         """The next little-endian uint32; raises :class:`Bad` naming ``what`` past the end."""
         self._need(4, what)
-        (value,) = _U32.unpack_from(self.buf, self.i)
+        value: int = _U32.unpack_from(self.buf, self.i)[0]
         self.i += 4
         return value
 
     def u64(self, what: str) -> int:
         """The next little-endian uint64; raises :class:`Bad` naming ``what`` past the end."""
         self._need(8, what)
-        (value,) = _U64.unpack_from(self.buf, self.i)
+        value: int = _U64.unpack_from(self.buf, self.i)[0]
         self.i += 8
         return value
 

@@ -168,8 +168,9 @@ def json_schema_grammar(schema_json: str) -> str:
                          "characters from strings")
     # GBNF's bounded repetition; the converter's own maxLength expansion (nested optionals) makes
     # grammar sampling orders of magnitude slower.
-    return gbnf.replace('string ::= "\\"" char* "\\"" space',
-                        f'string ::= "\\"" char{{0,{GRAMMAR_MAX_STRING}}} "\\"" space')
+    bounded: str = gbnf.replace('string ::= "\\"" char* "\\"" space',
+                                f'string ::= "\\"" char{{0,{GRAMMAR_MAX_STRING}}} "\\"" space')
+    return bounded
 
 
 def chat_messages(system: str, messages: Sequence[Message]

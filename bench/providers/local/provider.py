@@ -160,7 +160,8 @@ class LocalProvider(Provider):
         ready = wait_for([self._conn, self._process.sentinel], timeout=timeout_s)
         if self._conn in ready:
             try:
-                return self._conn.recv()
+                message: tuple[Any, ...] = self._conn.recv()
+                return message
             except (EOFError, OSError):
                 pass  # it closed the pipe: it is exiting; its exit code says why
         if not ready:
@@ -320,7 +321,8 @@ class LocalProvider(Provider):
         Raises:
             ProviderError: the model process died twice.
         """
-        return self._request("speed", prompt_tokens, decode_tokens)
+        measured: dict[str, float] = self._request("speed", prompt_tokens, decode_tokens)
+        return measured
 
     def describe(self) -> dict[str, Any]:
         """Model id, file path and SHA-256, settings, llama.cpp build; see

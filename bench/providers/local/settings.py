@@ -28,12 +28,8 @@ ANSWER_TIMEOUT_S = 900.0
 def find_default_model() -> Path | None:
     """The default preset's GGUF file (assembled and verified on first use), or None when its
     packages are not installed."""
-    from bench.providers.local.models import (
-        DEFAULT_MODEL,
-        MODEL_PRESETS,
-        preset_installed,
-        resolve_model,
-    )
+    from bench.providers.local.models import preset_installed, resolve_model
+    from bench.providers.local.presets import DEFAULT_MODEL, MODEL_PRESETS
     if not preset_installed(MODEL_PRESETS[DEFAULT_MODEL]):
         return None
     return resolve_model(DEFAULT_MODEL, None).path

@@ -1,0 +1,137 @@
+"""Result rows: one :class:`Row` per line of ``results.jsonl``."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from pydantic import Field, model_validator
+
+from bench.results.answer import RowCall, RowParsed, RowUsage
+from bench.results.base import SCHEMA_VERSION, _Record, migrate
+from bench.results.episode import RowEpisode
+from bench.results.metrics import RowMetrics
+
+
+class RowExpected(_Record):
+    """The case's label as the row stores it (:class:`bench.models.Expected` dumped):
+    exactly one of ``calls``, ``no_call``, ``ask``."""
+
+    calls: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "expected calls: {name, arguments: {argument: [acceptable values]}}"))
+    no_call: bool = Field(False, description="nothing fits: the model must not call")
+    ask: bool = Field(False, description="information is missing: the model should ask")
+    ordered: bool = Field(False, description="the calls must come in the listed order")
+
+
+class RowRequest(_Record):
+    """A summary of what was sent (the adapter's ``ProviderResponse.request`` plus hashes);
+    adapters add their own keys (model, tool names, tool_choice...), kept as extras."""
+
+    variant_sha256: str | None = Field(None, description="SHA-256 of the variant's tools")
+    messages_sha256: str | None = Field(None, description="SHA-256 of the case's messages")
+    tools_sha256: str | None = Field(None, description="SHA-256 of the tools sent "
+                                                       "(equals variant_sha256)")
+
+
+class RowResponse(_Record):
+    """The provider's answer as received."""
+
+    raw: Any = Field(None, description="raw answer: text (embedded model) or the JSON body "
+                                       "(HTTP providers), as received")
+    finish_reason: str | None = Field(None, description="stop, length, tool_calls... as the "
+                                                        "provider said")
+    request_id: str | None = Field(None, description="the provider's request id, if sent")
+
+
+class Row(_Record):
+    """One line of ``results.jsonl``: one planned item (case x variant x provider x trial),
+    as :func:`bench.runner.build_row` writes it.
+
+    Required (present, possibly null where typed ``| None``): ``key``, ``case_id``,
+    ``toolset``, ``variant``, ``provider``, ``trial``, ``lang``, ``metrics``, ``usage``,
+    ``latency_s``. Everything else may be absent (hand-made or early rows).
+    """
+
+    schema_version: int = Field(SCHEMA_VERSION, description="the contract's version")
+    key: str = Field(description="'<case_id>|<variant>|<provider>|<trial>'")
+    run_id: str | None = Field(None, description="the run that wrote the row")
+    case_id: str
+    toolset: str
+    variant: str = Field(description="variant name (or a report's relabelled '<run>/<name>')")
+    provider: str = Field(description="provider id, credentials removed")
+    trial: int = Field(ge=0, description="0-based repetition number")
+    lang: str | None = Field(description="the case's language (zh, en, mixed)")
+    tags: list[str] | None = None
+    info: str | None = Field(None, description=(
+        "the case's information bucket: the lowest description level carrying what it needs "
+        "(schema, l10, l30, l50; None: untagged)"))
+    query: str | None = Field(None, description="the case's last user message")
+    expected: RowExpected | None = None
+    request: RowRequest | None = None
+    response: RowResponse | None = None
+    parsed: RowParsed | None = None
+    metrics: RowMetrics
+    usage: RowUsage | None
+    cost_usd: float | None = Field(None, description="USD, the request's tokens at list price; "
+                                                     "None without a price")
+    billed_usd: float | None = Field(None, description="USD this run paid for it (0 for cache "
+                                                       "hits and replays)")
+    attempts: int | None = Field(None, description="requests sent (retries included; 0 for a "
+                                                   "cache hit)")
+    cache: str | None = Field(None, description="hit, miss, or None (cache off)")
+    tool_definition_tokens: int | None = Field(None, description="tokens the tool definitions "
+                                                                 "take (provider tokenizer)")
+    # >= 0: a hand-edited negative latency showed as a negative p50
+    latency_s: float | None = Field(ge=0, description="seconds, wall time of the request")
+    finished_at: str | None = Field(None, description="UTC ISO 8601 time the row was scored")
+    factors: dict[str, str] | None = Field(None, description="an episode's factor settings "
+                                                             "(bench.episodes.factors)")
+    episode: RowEpisode | None = Field(None, description="an episode's trajectory")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: object) -> object:
+        return migrate(data, "row")
+
+    @property
+    def unparseable(self) -> bool:
+        """True when the answer could not be decoded (a parse error or the ``unparseable``
+        code)."""
+        return bool((self.parsed is not None and self.parsed.error)
+                    or "unparseable" in (self.metrics.error_codes or ()))
+
+    def calls(self) -> list[RowCall]:
+        """The parsed calls ([] without any)."""
+        return list(self.parsed.calls or ()) if self.parsed is not None else []
+
+    def extra(self, name: str) -> object:
+        """A field outside the contract (kept from the file), or None."""
+        return (self.model_extra or {}).get(name)
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The row as the JSON object ``results.jsonl`` stores (extras included; fields the
+        writer never set are left out, as they were absent from what it built)."""
+        return {"schema_version": self.schema_version, **self.model_dump(exclude_unset=True)}
+
+
+def as_row(row: Row | Mapping[str, object]) -> Row:
+    """``row`` as a :class:`Row` (a dict of the row's JSON shape is validated and migrated).
+
+    Raises:
+        pydantic.ValidationError: the dict does not fit the contract.
+    """
+    return row if isinstance(row, Row) else Row.model_validate(row)
+
+
+def as_rows(rows: Iterable[Row | Mapping[str, object]]) -> list[Row]:
+    """:func:`as_row` of each row."""
+    return [as_row(r) for r in rows]
+
+
+def row_from_build(row: Row | Mapping[str, object]) -> Row:
+    """The :class:`Row` of a row (returned as is) or of a dict of its JSON shape.
+
+    Raises:
+        pydantic.ValidationError: the dict does not fit the contract (a bug in the writer).
+    """
+    return row if isinstance(row, Row) else Row.model_validate(dict(row))

@@ -1,0 +1,90 @@
+"""Whether a sent value is acceptable: the label's acceptable-values lists (literals,
+``$regex``, ``$any``) compared without coercion, and per-argument correctness of a call."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence
+
+import regex
+
+from bench.models import ExpectedCall, ToolCall
+
+
+def _numbers_equal(a: object, b: object) -> bool:
+    return (isinstance(a, (int, float)) and isinstance(b, (int, float))
+            and not isinstance(a, bool) and not isinstance(b, bool)
+            and math.isclose(a, b, rel_tol=0, abs_tol=1e-9))
+
+
+def value_equal(got: object, want: object) -> bool:
+    """Deep equality where ``1 == 1.0`` but ``True != 1`` and ``"1" != 1`` (no coercion)."""
+    if _numbers_equal(got, want):
+        return True
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, dict) and isinstance(got, dict):  # same type, so both or neither
+        return got.keys() == want.keys() and all(value_equal(got[k], want[k]) for k in want)
+    if isinstance(want, list) and isinstance(got, list):
+        return len(got) == len(want) and all(value_equal(g, w) for g, w in zip(got, want))
+    return got == want
+
+
+# Seconds a label's ``$regex`` may run on one value. The value is model output (untrusted),
+# and a backtracking pattern such as ``^(a|a)+$`` would take exponential time on it.
+REGEX_TIMEOUT_S = 0.1
+
+
+@lru_cache(maxsize=1024)
+def _regex(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+def regex_matches(pattern: str, text: str) -> bool:
+    """``re.search`` semantics through the ``regex`` module (same syntax), stopped after
+    :data:`REGEX_TIMEOUT_S` seconds; a search that runs out of time counts as no match."""
+    try:
+        return _regex(pattern).search(text, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        return False
+
+
+def value_acceptable(got: object, acceptable: Sequence[object]) -> bool:
+    """True when a sent value matches one entry of the label's acceptable-values list.
+
+    Entries: literals (compared by :func:`value_equal`), ``{"$regex": p}`` (``re.search`` on
+    a string value, time-limited: :func:`regex_matches`), ``{"$any": true}``. ``None`` entries mean "may be omitted" and never match
+    a sent value.
+    """
+    for want in acceptable:
+        if want is None:
+            continue
+        if isinstance(want, dict) and "$regex" in want:
+            if isinstance(got, str) and regex_matches(want["$regex"], got):
+                return True
+        elif isinstance(want, dict) and "$any" in want:
+            return True
+        elif value_equal(got, want):
+            return True
+    return False
+
+
+def argument_results(call: ToolCall, expected: ExpectedCall) -> dict[str, bool]:
+    """Per-argument correctness of one call against one expected call.
+
+    Every argument the label lists is checked (omitted is right only when the list holds
+    ``None``); every argument sent that the label does not list is wrong. A sent ``null``
+    counts as omitted (the schema-validity metric judges it separately).
+    """
+    sent = {k: v for k, v in call.arguments.items() if v is not None}
+    results: dict[str, bool] = {}
+    for name, acceptable in expected.arguments.items():
+        if name in sent:
+            results[name] = value_acceptable(sent[name], acceptable)
+        else:
+            results[name] = None in acceptable
+    for name in sent:
+        if name not in expected.arguments:
+            results[name] = False
+    return results
