@@ -78,7 +78,18 @@ class Evaluation:
             BenchError: a variant the run does not hold, or A equal to B.
             ValueError: as :func:`compare_rows` (no shared metric or pair).
         """
+        import math
+
         from bench.compare.core import compare_rows
+        if not (isinstance(alpha, (int, float)) and 0.0001 <= alpha <= 0.5):
+            raise BenchError(f"compare(): alpha must be between 0.0001 and 0.5 (got {alpha!r})")
+        if not (isinstance(margin, (int, float)) and math.isfinite(margin)
+                and 0 <= margin < 1):
+            raise BenchError(f"compare(): margin is a fraction from 0 to 1 (got {margin!r})")
+        if isinstance(metrics, str) or (metrics is not None and not all(
+                isinstance(m, str) for m in metrics)):
+            raise BenchError("compare(): metrics is a list of metric names, e.g. "
+                             "['selection_correct']")
         held = {row.variant for row in self.rows}
         for name in (variant_a, variant_b):
             if name not in held:
@@ -86,10 +97,13 @@ class Evaluation:
                                  f"{', '.join(sorted(held))})")
         if variant_a == variant_b:
             raise BenchError(f"A and B are the same variant '{variant_a}'")
-        return compare_rows([r for r in self.rows if r.variant == variant_a],
-                            [r for r in self.rows if r.variant == variant_b],
-                            label_a=variant_a, label_b=variant_b, alpha=alpha, margin=margin,
-                            metrics=metrics, mid_p=mid_p)
+        try:
+            return compare_rows([r for r in self.rows if r.variant == variant_a],
+                                [r for r in self.rows if r.variant == variant_b],
+                                label_a=variant_a, label_b=variant_b, alpha=alpha,
+                                margin=margin, metrics=metrics, mid_p=mid_p)
+        except ValueError as exc:  # no shared metric or pair, an unknown metric
+            raise BenchError(f"compare(): {exc}") from None
 
 
 def evaluate(dataset: str | Path, variants: Sequence[str],
@@ -136,23 +150,71 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
     if unknown:
         raise BenchError(f"evaluate(): unknown setting '{unknown[0]}' (settings are "
                          f"bench.RunConfig's fields: {', '.join(RunConfig.model_fields)})")
-    project = project if isinstance(project, Project) else Project(Path(project))
-    fields = {"dataset": str(dataset), "variants": list(variants),
-              "providers": list(providers), **settings}
+    project = _project(project)
+    _check_arguments(run_id, layers, progress)
+    fields = {"dataset": str(dataset), "variants": _names("variants", variants),
+              "providers": _names("providers", providers), **settings}
+    try:  # the caller's settings are checked as theirs, before any stored run is read
+        config = RunConfig.model_validate(fields)
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"evaluate(): {field}: {message}") from None
     existing = run_id is not None and project.store(run_id).exists()
     if existing and not resume:
         raise BenchError(f"run '{run_id}' exists; pass resume=True to finish it")
     if existing and run_id is not None:
         session = RunSession.resume(run_id, fields, project=project, command=[])
     else:
-        try:
-            config = RunConfig.model_validate(fields)
-        except ValidationError as exc:
-            field, message = pydantic_error_field(exc)
-            raise BenchError(f"evaluate(): {field}: {message}") from None
         session = RunSession(config, run_id=run_id, project=project, command=[])
     Runner.of(session, provider_factory=provider_factory, layers=layers).run(progress)
     return _results(session, project)
+
+
+def _project(project: object) -> Project:
+    """``project`` as a :class:`Project` whose folder exists.
+
+    Raises:
+        BenchError: not a path, or not a folder (names it).
+    """
+    if isinstance(project, Project):
+        return project
+    if not isinstance(project, (str, Path)) or not str(project):
+        raise BenchError(f"evaluate(): project must be a folder path (got {project!r})")
+    folder = Path(project)
+    if not folder.is_dir():
+        raise BenchError(f"evaluate(): the project folder {folder} "
+                         f"{'is not a folder' if folder.exists() else 'does not exist'}")
+    return Project(folder)
+
+
+def _names(what: str, given: object) -> list[str]:
+    """``variants`` / ``providers`` as a list of names (one name alone is a list of one).
+
+    Raises:
+        BenchError: neither a name nor a list of names.
+    """
+    if isinstance(given, str):
+        return [given]
+    if isinstance(given, (list, tuple)) and all(isinstance(n, str) for n in given):
+        return list(given)
+    raise BenchError(f"evaluate(): {what} is a list of names, e.g. ['l3', 'l50'] "
+                     f"(got {given!r})")
+
+
+def _check_arguments(run_id: object, layers: object, progress: object) -> None:
+    """Refuse arguments of the wrong type in one line.
+
+    Raises:
+        BenchError: ``run_id`` not a str, ``layers`` not a list of callables, ``progress``
+            not callable.
+    """
+    if run_id is not None and not isinstance(run_id, str):
+        raise BenchError(f"evaluate(): run_id must be a str (got {run_id!r})")
+    if not isinstance(layers, (list, tuple)) or not all(callable(f) for f in layers):
+        raise BenchError("evaluate(): layers is a list of layer factories "
+                         "(provider_id, inner) -> layer")
+    if progress is not None and not callable(progress):
+        raise BenchError(f"evaluate(): progress must be callable (got {progress!r})")
 
 
 def _results(session: RunSession, project: Project) -> Evaluation:

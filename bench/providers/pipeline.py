@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Protocol, Sequence
 
+from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import PROVIDER_ERROR, UNREADABLE_REPLY, ParsedAnswer
 from bench.providers.base import HTTPProvider, Provider, ProviderResponse
@@ -340,7 +341,17 @@ class Pipeline:
             GateClosed: the run is stopping.
             BatchFailed: the request's batch reported an error for it.
         """
-        return await self.head(Exchange(request, self.provider))
+        outcome = await self.head(Exchange(request, self.provider))
+        if not isinstance(outcome, Outcome) or not isinstance(outcome.response,
+                                                              ProviderResponse) \
+                or not isinstance(outcome.attempts, int) or outcome.attempts < 0 \
+                or outcome.cache not in (None, "hit", "miss"):
+            shown = repr(outcome)[:200]
+            raise BenchError(f"{self.provider_id}: the request pipeline ({' -> '.join(self.layers)})"
+                             f" answered {shown}, not an Outcome(response: ProviderResponse, "
+                             "attempts >= 0, cache 'hit', 'miss' or None); check the layers "
+                             "given with layers=")
+        return outcome
 
 
 def build_pipeline(provider_id: str, provider: Provider, *, concurrency: int, attempts: int,
@@ -377,8 +388,13 @@ def build_pipeline(provider_id: str, provider: Provider, *, concurrency: int, at
     if cache is not None and not recorded:
         head, names = Cached(head, cache, provider_id), ["Cached", *names]
     for factory in extra:
-        head = factory(provider_id, head)
-        names.insert(0, type(head).__name__)
+        made = factory(provider_id, head)
+        if not callable(made):
+            raise BenchError(f"layer factory {getattr(factory, '__name__', repr(factory))} "
+                             f"returned {made!r} for '{provider_id}', not a layer (an async "
+                             "callable taking an Exchange)")
+        head = made
+        names.insert(0, getattr(made, "__name__", type(made).__name__))
     head = InvalidAsAnswer(head, attempts)
     return Pipeline(provider_id, provider, head, gate, ["InvalidAsAnswer", *names])
 

@@ -73,6 +73,8 @@ class Runner:
         self.signals: StopSignals | None = None  # the last run's (which one stopped it)
         # how batch polling waits (s); tests replace it
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        # passes a stop signal (1st, 2nd...) to the running scheduler from another thread
+        self._stop: Callable[[int], object] | None = None
 
     @classmethod
     def of(cls, session: RunSession, *, provider_factory: ProviderFactory | None = None,
@@ -181,12 +183,27 @@ class Runner:
         """
         try:
             asyncio.get_running_loop()
+            in_a_loop = True
         except RuntimeError:
+            in_a_loop = False
+        if not in_a_loop:  # outside the except: errors are not chained to "no running loop"
             return asyncio.run(self.arun(progress))
         # A loop already runs in this thread (a notebook, Playwright's sync API): the run gets
-        # its own loop in a worker thread (stop signals then stay with the caller).
+        # its own loop in a worker thread. Ctrl-C reaches this thread: it is passed on to the
+        # run as a stop signal (a second one stops at once), and the run's own
+        # KeyboardInterrupt comes back once its manifest is written.
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-run") as pool:
-            return pool.submit(asyncio.run, self.arun(progress)).result()
+            future = pool.submit(asyncio.run, self.arun(progress))
+            stops = 0
+            while True:
+                try:
+                    return future.result()
+                except KeyboardInterrupt:
+                    if future.done():
+                        raise
+                    stops += 1
+                    if self._stop is not None:
+                        self._stop(stops)
 
     async def arun(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """:meth:`run` on the caller's event loop (e.g. from async code or a notebook).
@@ -206,4 +223,9 @@ class Runner:
             scheduler = Scheduler(session, self.started, ledger, progress=progress,
                                   signals=self.signals, layers=self.layers,
                                   sleep=lambda s: self._sleep(s))
-            return (await scheduler.run()).to_json_dict()
+            loop = asyncio.get_running_loop()
+            self._stop = lambda stops: loop.call_soon_threadsafe(scheduler.stop, stops)
+            try:
+                return (await scheduler.run()).to_json_dict()
+            finally:
+                self._stop = None

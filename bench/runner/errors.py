@@ -81,3 +81,13 @@ def incomplete_error(request_errors: Sequence[Mapping[str, str]],
             f"{first['key']}: {first['error']}); finished rows are kept, submit the "
             f"rest again with: bench run --resume {run_id}")
     return None
+
+
+def cancelled_error(item: PlanItem, run_id: str) -> BenchError:
+    """The failure of a request cancelled from inside (a provider or a layer raised
+    :class:`asyncio.CancelledError`) while the run was not stopping."""
+    return BenchError(
+        f"{item.provider_id}: case '{item.case.id}', variant '{item.condition}', trial "
+        f"{item.trial}: the request was cancelled by its provider or a layer "
+        "(asyncio.CancelledError) while the run was not stopping; finished rows are kept, "
+        f"continue with: bench run --resume {run_id}")

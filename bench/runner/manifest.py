@@ -45,9 +45,16 @@ def final_fields(*, status: str, rows_done: int, ledger: Ledger, config: RunConf
     if cache is not None or previous_cache:
         now = cache or {}
         fields["cache"] = {**previous_cache, **now,
-                           **{k: int(previous_cache.get(k, 0)) + int(now.get(k, 0))
+                           **{k: _count(previous_cache.get(k)) + _count(now.get(k))
                               for k in ("hits", "misses", "writes")}}
     return fields
+
+
+def _count(value: object) -> int:
+    """A stored counter as an int; 0 for what is not a count (a hand-edited manifest's
+    ``"lots"`` or null must not stop the run from writing its manifest)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else 0
 
 
 def with_fields(manifest: Manifest, **fields: object) -> Manifest:

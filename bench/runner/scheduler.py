@@ -1,11 +1,7 @@
-"""The scheduler: one asyncio task per request in flight, rows scored and written as answers
-arrive, stop signals, budgets, failures and the final manifest (BRIEF §3: provider -> parse ->
-score -> ``results.jsonl``).
-
-It reads the run's setup from a :class:`~bench.runner.session.RunSession`, asks models only
-through each provider's request pipeline (:mod:`bench.providers.pipeline`) and keeps the money
-in a :class:`~bench.runner.ledger.Ledger`.
-"""
+"""The scheduler (BRIEF §3: provider -> parse -> score -> ``results.jsonl``): the run's setup
+from a :class:`~bench.runner.session.RunSession`, models asked only through each provider's
+request pipeline (:mod:`bench.providers.pipeline`), money kept in a
+:class:`~bench.runner.ledger.Ledger`."""
 
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ from bench.providers.ratelimit import GateClosed
 from bench.results import Manifest
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
-from bench.runner.errors import incomplete_error, item_error
+from bench.runner.errors import cancelled_error, incomplete_error, item_error
 from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
@@ -85,12 +81,10 @@ class Scheduler:
         self.session, self.started, self.ledger = session, started, ledger
         self.config, self.store = session.config, session.store
         self.progress, self.signals, self.layers, self.sleep = progress, signals, layers, sleep
-        self.pipelines: dict[str, Pipeline] = {}
-        self.batchers: dict[str, Batcher] = {}
+        self.pipelines, self.batchers = dict[str, Pipeline](), dict[str, Batcher]()
         self.cache: ResponseCache | None = None
         self.batch_errors: list[dict[str, Any]] = []
-        # requests that failed after every retry (transient, rate-limited, timeout): not
-        # written, a resume sends them again
+        # requests that failed after every retry: not written, a resume sends them again
         self.request_errors: list[dict[str, Any]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
         self.in_flight: InFlight[Answer] = InFlight([], [])
@@ -103,6 +97,7 @@ class Scheduler:
         self.execution: RunExecution | None = None
         self.finished = 0
         self.give_up_timer: asyncio.TimerHandle | None = None
+        self.gave_up = False  # tasks were cancelled by the run (a stop, the end)
         self.manifest: Manifest = session.manifest or session.new_manifest()
         self.previous_cache: dict[str, Any] = {}
 
@@ -203,11 +198,14 @@ class Scheduler:
     def _give_up(self) -> None:
         """Cancel the requests still in flight (their rows are not written: resumable)."""
         why = "the run stopped before this request was answered"
+        self.gave_up = True
         self.in_flight.cancel()
         for provider in self.started.providers.values():
             provider.abandon(why)
 
-    def _stop_signal(self, stops: int) -> None:
+    def stop(self, stops: int) -> None:
+        """Stop as the ``stops``-th Ctrl-C (1: finish what is in flight within its wait; 2:
+        give up now); the run's own signal handler, and a notebook's thread, call it."""
         self.status = "interrupted"
         self._stop_everything()
         if stops > 1:
@@ -229,6 +227,9 @@ class Scheduler:
         item = self.in_flight.finished(task)
         pid = item.provider_id
         if task.cancelled():
+            if not self.gave_up and self.failure_error is None:
+                # cancelled from inside (a layer, a provider), not by a stop: not a row
+                self._fail(cancelled_error(item, self.store.run_id))
             return  # given up after a stop signal: a resume sends it again
         exc = task.exception()
         if exc is None:
@@ -239,7 +240,7 @@ class Scheduler:
         elif isinstance(exc, StopRequested):  # as if Ctrl-C: its row is not written
             if self.status == "complete":
                 print(exc, file=sys.stderr, flush=True)
-                self._stop_signal(1)
+                self.stop(1)
         elif isinstance(exc, BatchFailed):
             self.batch_errors.append({"key": item.key, "batch": exc.batch_id,
                                       "error": str(exc)})
@@ -249,9 +250,12 @@ class Scheduler:
         elif self.failure_error is None:
             if not isinstance(exc, Exception):
                 raise exc  # KeyboardInterrupt, SystemExit: not a provider's failure
-            self.failure_error = item_error(item, exc, self.config.dataset, self.store.run_id)
-            self.status = "failed"
-            self._stop_everything()
+            self._fail(item_error(item, exc, self.config.dataset, self.store.run_id))
+
+    def _fail(self, error: BaseException) -> None:
+        """The run fails with ``error``: nothing more is sent."""
+        self.failure_error, self.status = error, "failed"
+        self._stop_everything()
 
     def _left_for_resume(self, item: PlanItem, exc: ProviderError) -> None:
         """A request that failed after every retry: the item stays pending, the run goes on;
@@ -268,13 +272,10 @@ class Scheduler:
 
     async def _loop(self, todo: list[PlanItem]) -> None:
         """Open the writer and executor, send everything, record every answer."""
-        # inside the caller's try: a manifest or results.jsonl that cannot be written
-        # (read-only, immutable, a folder in its place) marks the run failed, never leaves it
-        # "running"
+        # in the caller's try: a run file that cannot be written, or an executor (its MCP
+        # server) that cannot start, fails the run, closes the writer, never leaves "running"
         self.store.write_manifest(self.manifest)
         self.rows = self.store.writer()
-        # a failure to start the executor (e.g. its MCP server) marks the run failed and
-        # closes the row writer (whose fsync thread would otherwise live on)
         self.execution = start_execution(self.session) if todo else None
         self.in_flight = InFlight(todo, self.started.providers)
         self._dispatch()
@@ -306,7 +307,7 @@ class Scheduler:
         todo = self._start()
         if self.progress:
             self.progress(self.finished, len(self.session.plan), None)
-        self.signals.install(asyncio.get_running_loop(), self._stop_signal)
+        self.signals.install(asyncio.get_running_loop(), self.stop)
         try:
             await self._loop(todo)
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -344,6 +345,7 @@ class Scheduler:
         if self.give_up_timer is not None:
             self.give_up_timer.cancel()
         self._stop_everything()
+        self.gave_up = True
         self.in_flight.cancel()
         try:
             if self.rows is not None:

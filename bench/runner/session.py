@@ -139,6 +139,9 @@ class RunSession:
         project = project or current_project()
         store = project.store(run_id)
         manifest = store.load_manifest()
+        if manifest.run_id != store.run_id:  # rows would carry one id, readers expect the other
+            raise BenchError(f"cannot resume '{run_id}': its manifest names run "
+                             f"'{manifest.run_id}'", file=store.manifest_path, field="run_id")
         changes = {k: v for k, v in (overrides or {}).items() if v is not None}
         config = stored_run_config(manifest.config, file=store.manifest_path,
                                    overrides={k: v for k, v in changes.items()
