@@ -91,3 +91,9 @@ def cancelled_error(item: PlanItem, run_id: str) -> BenchError:
         f"{item.trial}: the request was cancelled by its provider or a layer "
         "(asyncio.CancelledError) while the run was not stopping; finished rows are kept, "
         f"continue with: bench run --resume {run_id}")
+
+
+def error_text(exc: BaseException) -> str:
+    """How the manifest's ``error`` names a failure: bench's own one-line message, or the
+    exception's type and message for anything else (a user layer's bug, say)."""
+    return str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"

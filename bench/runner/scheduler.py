@@ -25,7 +25,7 @@ from bench.providers.ratelimit import GateClosed
 from bench.results import Manifest
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
-from bench.runner.errors import cancelled_error, incomplete_error, item_error
+from bench.runner.errors import cancelled_error, error_text, incomplete_error, item_error
 from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
@@ -356,7 +356,7 @@ class Scheduler:
         if self.failure_error is not None:  # resumable rows left (partial), or a failure
             self.status = "partial" if isinstance(self.failure_error, RunIncomplete) \
                 else "failed"
-            changes["error"] = str(self.failure_error)
+            changes["error"] = error_text(self.failure_error)
         if self.status == "complete" and self.started.skipped:
             self.status = "partial"  # a skipped provider's rows are missing; --resume runs them
         changes.update(self._final_fields())
