@@ -83,11 +83,11 @@ class Ledger:
     def decision(self, in_flight: int) -> BudgetDecision:
         """``send``, ``wait`` or ``stop``: may one more request start now?
 
-        ``stop`` once a limit is reached, or when nothing is in flight and one more request at
-        the mean cost so far would pass it. ``wait`` while the requests in flight, at the mean
-        cost, would pass it with one more, and while the first request is in flight (it gives
-        the first estimate). A run overshoots a limit only by requests that cost more than
-        the running mean.
+        ``stop`` once a limit is reached. ``wait`` while the requests in flight, at the mean
+        cost so far, would pass it with one more, and while the first request is in flight (it
+        gives the first estimate). With nothing in flight and the limit not reached, one more
+        request is sent: a run passes a limit by at most that request, plus what requests in
+        flight cost over the running mean.
         """
         spend, decision = self.spend, "send"
         limits = ((self.max_usd, spend.usd, spend.mean_usd),
@@ -96,8 +96,6 @@ class Ledger:
             if limit is None:
                 continue
             if used >= limit:
-                return "stop"
-            if spend.requests and not in_flight and used + mean > limit:
                 return "stop"
             if in_flight and (not spend.requests or used + (in_flight + 1) * mean > limit):
                 decision = "wait"  # the first request alone gives the estimate
