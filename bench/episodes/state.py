@@ -285,7 +285,7 @@ def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]
     a check returning millions of rows holds about 64 KB of them. The label's ``sql`` and
     ``expect`` are capped the same way (:func:`bench.episodes.stored.stored_json`).
     """
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
     out = []
     try:
         with _label_sql(conn, _read_only_authorizer) as deadline:
