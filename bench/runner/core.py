@@ -75,6 +75,7 @@ class Runner:
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         # passes a stop signal (1st, 2nd...) to the running scheduler from another thread
         self._stop: Callable[[int], object] | None = None
+        self._early_stops = 0  # Ctrl-C before the scheduler existed (a notebook's thread)
 
     @classmethod
     def of(cls, session: RunSession, *, provider_factory: ProviderFactory | None = None,
@@ -204,6 +205,8 @@ class Runner:
                     stops += 1
                     if self._stop is not None:
                         self._stop(stops)
+                    else:  # the run has not started its scheduler yet: it stops at once
+                        self._early_stops = stops
 
     async def arun(self, progress: ProgressHook | None = None) -> dict[str, Any]:
         """:meth:`run` on the caller's event loop (e.g. from async code or a notebook).
@@ -225,6 +228,8 @@ class Runner:
                                   sleep=lambda s: self._sleep(s))
             loop = asyncio.get_running_loop()
             self._stop = lambda stops: loop.call_soon_threadsafe(scheduler.stop, stops)
+            if self._early_stops:
+                self._stop(self._early_stops)
             try:
                 return (await scheduler.run()).to_json_dict()
             finally:

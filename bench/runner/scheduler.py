@@ -162,8 +162,7 @@ class Scheduler:
             self.status = "budget_exhausted"
 
     def _warm_up(self) -> bool:
-        """One item's label prepared ahead (:meth:`CaseSummaries.warm_up`), unless the run
-        is stopping; False when there is nothing to do."""
+        """One label prepared ahead (:meth:`CaseSummaries.warm_up`); False: nothing to do."""
         return self.status == "complete" and self.summaries.warm_up(self.sent, self.execution)
 
 
@@ -278,7 +277,8 @@ class Scheduler:
         self.rows = self.store.writer()
         self.execution = start_execution(self.session) if todo else None
         self.in_flight = InFlight(todo, self.started.providers)
-        self._dispatch()
+        if self.status == "complete":  # a stop may have come before the first dispatch
+            self._dispatch()
         while self.in_flight:
             if self.in_flight.completed.empty() and self._warm_up():
                 await asyncio.sleep(0)  # let finished requests report first
