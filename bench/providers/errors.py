@@ -228,7 +228,9 @@ def error_from_exception(exc: BaseException) -> ProviderError:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     status = getattr(exc, "status_code", None)
-    if not isinstance(status, int):
+    if not isinstance(status, int):  # aiohttp's (its `code` is a deprecated alias)
+        status = getattr(exc, "status", None)
+    if not isinstance(status, int):  # google-genai's
         status = getattr(exc, "code", None)
     if not isinstance(status, int):
         status = getattr(response, "status_code", None) if response is not None else None
