@@ -101,7 +101,6 @@ class Scheduler:
         self.manifest: Manifest = session.manifest or session.new_manifest()
         self.previous_cache: dict[str, Any] = {}
 
-
     def _start(self) -> list[PlanItem]:
         """Read what is done, start the providers and build their pipelines; return the
         items to send."""
@@ -136,7 +135,6 @@ class Scheduler:
             sleep=lambda s: self.sleep(s))
         self.failed_in_a_row = {pid: 0 for pid in self.started.providers}
 
-
     def _work(self, item: PlanItem) -> Coroutine[Any, Any, Answer]:
         """The coroutine answering one plan item: one request, or a whole episode."""
         pipeline = self.pipelines[item.provider_id]
@@ -165,7 +163,6 @@ class Scheduler:
         """One label prepared ahead (:meth:`CaseSummaries.warm_up`); False: nothing to do."""
         return self.status == "complete" and self.summaries.warm_up(self.sent, self.execution)
 
-
     def _record(self, item: PlanItem, answer: Answer) -> None:
         """Score and append the item's row (a :class:`bench.results.Row`)."""
         assert self.rows is not None  # opened before any request is sent
@@ -187,7 +184,6 @@ class Scheduler:
         self.finished += 1
         if self.progress:
             self.progress(self.finished, len(self.session.plan), item)
-
 
     def _stop_everything(self) -> None:
         self.in_flight.clear_queues()
