@@ -351,6 +351,7 @@ def compact_frame(rows: Iterable[Row | Mapping[str, Any]],
                 column[:] = [one(v) for v in part[name]]
                 part[name] = column
         parts.append(part)
+        del chunk, part  # else this chunk's rows live on while the next chunk is read
     if not parts:
         return results_frame(())
     if len(parts) == 1:
