@@ -25,6 +25,19 @@ def project(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """A project folder, with the cwd and BENCH_HOME pointing somewhere else entirely."""
+    root = tmp_path / "proj"
+    shutil.copytree(REPO / "datasets", root / "datasets")
+    shutil.copytree(REPO / "descriptions", root / "descriptions")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
+    return root
+
+
+@pytest.fixture
 def run_bench(project):
     """Run ``python -m bench ARGS`` in a subprocess against ``project``; returns the result."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -19,20 +18,12 @@ from bench.providers.function import register_function
 from bench.providers.pipeline import Exchange, Layer, Outcome
 from fakeserver import FakeServer, Reply, chat_body
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def proj(tmp_path, monkeypatch):
-    """A project folder; the cwd and BENCH_HOME are elsewhere."""
-    root = tmp_path / "proj"
-    shutil.copytree(REPO / "datasets", root / "datasets")
-    shutil.copytree(REPO / "descriptions", root / "descriptions")
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return root
+def proj(elsewhere):
+    """A project folder; the cwd and BENCH_HOME are elsewhere (conftest's ``elsewhere``)."""
+    return elsewhere
 
 
 def _manifest(proj: Path, run_id: str) -> dict:

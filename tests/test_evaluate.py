@@ -4,7 +4,6 @@ with the cache and resume, from an explicit project folder (no CLI, no cwd, no B
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,6 @@ import bench
 from bench.errors import BenchError
 from bench.providers.pipeline import Exchange, Layer, Outcome
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def elsewhere(tmp_path, monkeypatch):
-    """A project folder, with the cwd and BENCH_HOME pointing somewhere else entirely."""
-    root = tmp_path / "proj"
-    shutil.copytree(REPO / "datasets", root / "datasets")
-    shutil.copytree(REPO / "descriptions", root / "descriptions")
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return root
 
 
 class Sent:
