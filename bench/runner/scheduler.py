@@ -105,8 +105,7 @@ class Scheduler:
         """Read what is done, start the providers and build their pipelines; return the
         items to send."""
         session, started = self.session, self.started
-        done, self.ledger.spend = session.done_and_spent()  # a resumed run keeps its spend
-        todo = [item for item in session.plan if item.key not in done]
+        todo, self.ledger.spend = session.pending_and_spent()  # a resume keeps its spend
         self.finished = len(session.plan) - len(todo)
         self.previous_cache = self.manifest.cache or {}
         if todo:

@@ -225,9 +225,9 @@ class RunSession:
 
         return self.store.written_rows(stray)
 
-    def done_and_spent(self) -> tuple[set[str], Spend]:
-        """In one pass over ``results.jsonl``: the keys done, and what their rows were billed
-        (:meth:`Ledger.spent_by`).
+    def pending_and_spent(self) -> tuple[list[PlanItem], Spend]:
+        """In one pass over ``results.jsonl``: the planned items without a finished row, in
+        plan order, and what the finished rows were billed (:meth:`Ledger.spent_by`).
 
         Raises:
             BenchError: as :meth:`written_rows`.
@@ -240,15 +240,7 @@ class RunSession:
                 yield row
 
         spend = Ledger.spent_by(noted(self.written_rows()), {item.key for item in self.plan})
-        return done, spend
-
-    def done_keys(self) -> set[str]:
-        """Keys of the planned rows already in ``results.jsonl``.
-
-        Raises:
-            BenchError: as :meth:`written_rows`.
-        """
-        return {row.key for row in self.written_rows()}
+        return [item for item in self.plan if item.key not in done], spend
 
     def pending(self) -> list[PlanItem]:
         """Planned items without a finished row, in plan order.
@@ -256,8 +248,7 @@ class RunSession:
         Raises:
             BenchError: as :meth:`written_rows`.
         """
-        done = self.done_keys()
-        return [item for item in self.plan if item.key not in done]
+        return self.pending_and_spent()[0]
 
     def write_failure(self, exc: OSError) -> BenchError:
         """The one-line error for a run file that could not be written (a full disk, a
