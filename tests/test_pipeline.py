@@ -4,6 +4,7 @@ server through the real openai SDK and against in-process providers."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -148,3 +149,43 @@ def test_validation_errors_and_retries_go_through_the_layers_in_order(project):
     assert calls["n"] == 3
     invalid = [r for r in rows if r["parsed"]["error_code"] == "provider_error"]
     assert len(invalid) == 1 and "too long" in invalid[0]["parsed"]["error"]
+
+
+def _choosing(choice: str):
+    """A user layer factory that sends every request with tool_choice ``choice``."""
+    def factory(provider_id: str, inner: Layer) -> Layer:
+        async def layer(exchange: Exchange) -> Outcome:
+            request = dataclasses.replace(exchange.request, tool_choice=choice)
+            return await inner(Exchange(request, exchange.provider))
+        return layer
+    return factory
+
+
+def test_a_per_request_tool_choice_is_sent_recorded_and_keyed(project):
+    with FakeServer(handler=lambda r: Reply(body=chat_body(calls=[("get_weather",
+                                                                    {"city": "x"})]))) as srv:
+        pid = f"openai-compat:m@{srv.url}/v1"
+        config = RunConfig(dataset="ecommerce", variants=["l3"], providers=[pid], limit=2,
+                           execute=False, cache="readwrite")
+        Runner(config, run_id="auto", command=[]).run()
+        chosen = Runner(config, run_id="required", command=[],
+                        layers=[_choosing("required")])
+        chosen.run()
+        bodies = [r.body for r in srv.requests]
+    # the provider's setting (auto) for the first run; the layer's choice for the second,
+    # which the cache does not answer from the first run's entries
+    assert [b["tool_choice"] for b in bodies] == ["auto", "auto", "required", "required"]
+    rows = row_dicts(chosen.store)
+    assert {r["request"]["tool_choice"] for r in rows} == {"required"}
+    assert {r["cache"] for r in rows} == {"miss"}
+
+
+def test_a_per_request_tool_choice_a_provider_cannot_send_is_the_rows_invalid_answer(project):
+    config = RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"], limit=2,
+                       execute=False)
+    runner = Runner(config, run_id="oracle-choice", command=[], layers=[_choosing("none")])
+    runner.run()
+    rows = row_dicts(runner.store)
+    assert len(rows) == 2
+    assert all(r["parsed"]["error_code"] == "provider_error"
+               and "takes no per-request tool_choice" in r["parsed"]["error"] for r in rows)

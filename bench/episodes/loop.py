@@ -93,7 +93,7 @@ def _first_call_faults(handlers: Mapping[str, Handler], fault: str) -> dict[str,
     called: set[str] = set()
 
     def wrapped(name: str, handler: Handler) -> Handler:
-        def run(arguments: dict[str, Any], ctx: CallContext) -> Any:
+        def run(arguments: dict[str, Any], ctx: CallContext) -> object:
             with lock:
                 first = name not in called
                 called.add(name)

@@ -10,7 +10,6 @@ capabilities.
 
 from __future__ import annotations
 
-from typing import Any
 
 from bench.errors import BenchError
 from bench.providers.base import HTTPOptions, HTTPProvider, Provider, ProviderResponse, Usage
@@ -41,7 +40,7 @@ def split_provider_id(provider_id: str) -> tuple[str, str, str | None]:
     return parse_http_id(provider_id)
 
 
-def make_provider(provider_id: str, **options: Any) -> Provider:
+def make_provider(provider_id: str, **options: object) -> Provider:
     """Build the provider named by a provider id (BRIEF §4) through its kind's registration
     (:func:`bench.providers.registry.build_provider`).
 

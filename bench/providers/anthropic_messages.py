@@ -82,7 +82,7 @@ class AnthropicProvider(HTTPProvider):
                                                 key="content", blocks=_content_blocks)
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                      trial: int) -> dict[str, Any]:
+                      trial: int, tool_choice: str | None = None) -> dict[str, Any]:
         """The Messages body; see the CONTRACT in :mod:`bench.providers.base`."""
         options = self.options
         system, payload = self.messages_payload(messages)
@@ -91,9 +91,9 @@ class AnthropicProvider(HTTPProvider):
         if system:
             body["system"] = system
         if tools:
-            self.check_tool_choice(tools)
+            self.check_tool_choice(tools, tool_choice)
             body["tools"] = self.converted_tools(tools).tools
-            choice = options.tool_choice
+            choice = tool_choice or options.tool_choice
             mapped: dict[str, str | bool] = dict({
                 "auto": {"type": "auto"}, "required": {"type": "any"},
                 "none": {"type": "none"}}.get(choice, {"type": "tool", "name": choice}))
@@ -104,11 +104,11 @@ class AnthropicProvider(HTTPProvider):
             body["stream"] = True
         return body
 
-    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[object, Mapping[str, str]]:
         """One Messages call (streamed when ``body["stream"]``); see the CONTRACT."""
         return await send_with_sdk(self._client.messages, body, assemble_message_stream)
 
-    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+    def parse_body(self, body: object, *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """Parse a Messages body; see the CONTRACT in :mod:`bench.providers.base`.
 

@@ -245,8 +245,11 @@ class HTTPProvider(Provider):
 
     @abstractmethod
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                      trial: int) -> dict[str, Any]:
+                      trial: int, tool_choice: str | None = None) -> dict[str, Any]:
         """The exact JSON body for :attr:`endpoint` (see the module CONTRACT).
+
+        ``tool_choice`` (``auto``, ``required``, ``none`` or a tool name) overrides the
+        provider's setting for this request only; None keeps the setting.
 
         Raises:
             ProviderError: class ``validation``: the conversation or tool_choice cannot be
@@ -254,12 +257,12 @@ class HTTPProvider(Provider):
         """
 
     @abstractmethod
-    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+    def parse_body(self, body: object, *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """Parse one raw JSON response body (see the module CONTRACT)."""
 
     @abstractmethod
-    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[object, Mapping[str, str]]:
         """POST ``body`` through the SDK's async client once; return (response JSON, response headers).
 
         Raises:
@@ -296,15 +299,15 @@ class HTTPProvider(Provider):
         except ValueError as exc:
             raise ProviderError(str(exc), error_class="validation") from None
 
-    def no_answer(self, body: Any, why: str, *, latency_s: float,
-                  summary: dict[str, Any], code: str = NO_ANSWER,
-                  **fields: Any) -> ProviderResponse:
+    def no_answer(self, body: object, why: str, *, latency_s: float,
+                  summary: dict[str, Any], code: str = NO_ANSWER, usage: Usage | None = None,
+                  request_id: str | None = None) -> ProviderResponse:
         """A response whose body holds no answer: ``parsed`` is an invalid answer with
-        ``error_code`` ``code`` and the message ``why``."""
+        ``error_code`` ``code`` and the message ``why``; ``usage`` as the reply counted it."""
         return ProviderResponse(raw=body, parsed=invalid_answer(code, why), latency_s=latency_s,
-                                request=summary, **fields)
+                                request=summary, usage=usage or Usage(), request_id=request_id)
 
-    def malformed(self, body: Any, why: str, *, latency_s: float,
+    def malformed(self, body: object, why: str, *, latency_s: float,
                   request: Mapping[str, Any] | None) -> ProviderResponse:
         """The answer to a body of unexpected shape: invalid, code ``malformed_reply``,
         ``why`` naming the field (usage unknown: zero)."""
@@ -312,7 +315,7 @@ class HTTPProvider(Provider):
         return self.no_answer(body, why, latency_s=latency_s, summary=summary,
                               code=MALFORMED_REPLY)
 
-    def parse_reply(self, body: Any, *, latency_s: float,
+    def parse_reply(self, body: object, *, latency_s: float,
                     request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """:meth:`parse_body`, except that an exception it raises (a bench bug: parse_body
         must not raise) becomes the answer: invalid, code ``parser_failed``, naming the
@@ -329,9 +332,10 @@ class HTTPProvider(Provider):
                 PARSER_FAILED, f"the reply could not be parsed ({message})"),
                 latency_s=latency_s, request=summary)
 
-    def check_tool_choice(self, tools: Sequence[Tool]) -> None:
-        """Raise ProviderError(validation) when tool_choice names a tool not in ``tools``."""
-        choice = self.options.tool_choice
+    def check_tool_choice(self, tools: Sequence[Tool], tool_choice: str | None = None) -> None:
+        """Raise ProviderError(validation) when the tool_choice (``tool_choice``, else the
+        provider's setting) names a tool not in ``tools``."""
+        choice = tool_choice or self.options.tool_choice
         if choice not in ("auto", "required", "none") and choice not in {t.name for t in tools}:
             raise ProviderError(f"tool_choice '{choice}' is not one of the tools "
                                 f"({', '.join(t.name for t in tools)})",

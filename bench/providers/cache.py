@@ -49,13 +49,13 @@ CREATE INDEX IF NOT EXISTS responses_lookup
 """
 
 
-def canonical_json(data: Any) -> str:
+def canonical_json(data: object) -> str:
     """Key-sorted, compact JSON text (the input of every digest here)."""
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                       default=str)
 
 
-def digest(data: Any) -> str:
+def digest(data: object) -> str:
     """SHA-256 hex digest of :func:`canonical_json` of ``data``."""
     return hashlib.sha256(canonical_json(data).encode("utf-8", "backslashreplace")).hexdigest()
 
@@ -70,7 +70,7 @@ def tools_digest(tools: Sequence[Tool]) -> str:
     return digest([t.model_dump() for t in tools])
 
 
-def strip_secrets(data: Any) -> Any:
+def strip_secrets(data: object) -> object:
     """A copy of ``data`` without secret-named fields (:data:`SECRET_FIELDS`), recursively."""
     if isinstance(data, dict):
         return {k: strip_secrets(v) for k, v in data.items()

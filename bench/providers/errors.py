@@ -168,7 +168,7 @@ def _as_status(value: Any) -> int | None:
     return value if isinstance(value, int) and 400 <= value <= 599 else None
 
 
-def stream_error_status(error: Any) -> tuple[int, str] | None:
+def stream_error_status(error: object) -> tuple[int, str] | None:
     """The HTTP status an error object sent without one stands for, and its name.
 
     Args:

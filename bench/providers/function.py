@@ -154,7 +154,7 @@ class FunctionProvider(FunctionCalls):
             return call_ending(lambda: _reraise(error))
         return call_ending(lambda: result)
 
-    def response(self, result: Any, tools: Sequence[Tool], started: float) -> ProviderResponse:
+    def response(self, result: object, tools: Sequence[Tool], started: float) -> ProviderResponse:
         """``result`` (answer text or a list of calls) parsed like a model's answer;
         ``started`` is the ``time.perf_counter()`` of the request (for ``latency_s``).
 

@@ -116,7 +116,7 @@ class NotAnAnswer(ValueError):
     says what (one line, without the provider's name)."""
 
 
-def answer_text(result: Any) -> str:
+def answer_text(result: object) -> str:
     """The answer text of what the function returned: text as is, a list of calls as
     ``{"tool_calls": [...]}`` JSON, a dict as its JSON (non-JSON values as their ``str``).
 
@@ -137,7 +137,7 @@ def answer_text(result: Any) -> str:
                       "list of {name, arguments} calls, or {\"tool_calls\": [...], \"text\": ...}")
 
 
-def call_ending(call: Callable[[], Any]) -> tuple[Ending, str]:
+def call_ending(call: Callable[[], object]) -> tuple[Ending, str]:
     """Run ``call()`` (one call of the user's function) and say how it ended: ``("ok",
     answer text)``, ``("interrupt", why)`` for its ``KeyboardInterrupt``, else
     ``("failed", one line)`` for anything it raised (any ``BaseException``) or a result that

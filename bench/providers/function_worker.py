@@ -65,7 +65,7 @@ def serve(conn: Connection, spec: str, parent: int) -> None:
     die_with_parent(parent)
     sending = threading.Lock()
 
-    def send(message: tuple[Any, ...]) -> None:
+    def send(message: tuple[object, ...]) -> None:
         with sending:  # calls end in threads of their own
             try:
                 conn.send(message)

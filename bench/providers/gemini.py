@@ -112,7 +112,7 @@ class GeminiProvider(HTTPProvider):
                                                 blocks=_parts)
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                      trial: int) -> dict[str, Any]:
+                      trial: int, tool_choice: str | None = None) -> dict[str, Any]:
         """The generateContent body; see the CONTRACT in :mod:`bench.providers.base`."""
         options = self.options
         system, contents = self.contents(messages)
@@ -120,9 +120,9 @@ class GeminiProvider(HTTPProvider):
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
         if tools:
-            self.check_tool_choice(tools)
+            self.check_tool_choice(tools, tool_choice)
             body["tools"] = [{"functionDeclarations": self.converted_tools(tools).tools}]
-            choice = options.tool_choice
+            choice = tool_choice or options.tool_choice
             config = {"auto": {"mode": "AUTO"}, "required": {"mode": "ANY"},
                       "none": {"mode": "NONE"}}.get(
                 choice, {"mode": "ANY", "allowedFunctionNames": [choice]})
@@ -132,7 +132,7 @@ class GeminiProvider(HTTPProvider):
                                     "seed": options.seed + trial}
         return body
 
-    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[object, Mapping[str, str]]:
         """One generateContent call through google-genai's async client (streamGenerateContent when
         ``options.stream``); see the CONTRACT."""
         types = self._types
@@ -183,7 +183,7 @@ class GeminiProvider(HTTPProvider):
         """Close google-genai's async client (its httpx pool) inside the run's loop."""
         await self._client.aio.aclose()
 
-    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+    def parse_body(self, body: object, *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """Parse a generateContent body (or one streamed chunk's); see the CONTRACT in
         :mod:`bench.providers.base`.

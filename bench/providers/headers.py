@@ -9,10 +9,10 @@ import email.utils
 import re
 import time
 from datetime import datetime
-from typing import Any
+from typing import Iterable, Mapping
 
 
-def parse_retry_after(headers: Any, *, now: float | None = None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date),
     else from the rate-limit reset headers (:func:`rate_limit_reset_s`).
 
@@ -60,7 +60,7 @@ def _duration_s(text: str) -> float | None:
     return sum(float(number) * units[unit] for number, unit in parts)
 
 
-def rate_limit_reset_s(headers: Any, *, now: float | None = None) -> float | None:
+def rate_limit_reset_s(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None, *, now: float | None = None) -> float | None:
     """Seconds until an exhausted rate-limit window resets, from rate-limit headers, or None.
 
     Reads OpenAI's ``x-ratelimit-remaining-{requests,tokens}`` / ``x-ratelimit-reset-*``
@@ -100,7 +100,7 @@ def rate_limit_reset_s(headers: Any, *, now: float | None = None) -> float | Non
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id")
 
 
-def request_id_from(headers: Any) -> str | None:
+def request_id_from(headers: Mapping[str, str] | None) -> str | None:
     """The provider's request id from response headers (OpenAI ``x-request-id``, Anthropic
     ``request-id``), or None."""
     if headers is None:

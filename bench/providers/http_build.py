@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -38,7 +37,7 @@ def parse_http_id(provider_id: str) -> tuple[str, str, str | None]:
 
 
 def make_http_provider(cls: type[HTTPProvider], provider_id: str,
-                       **options: Any) -> HTTPProvider:
+                       **options: object) -> HTTPProvider:
     """Build HTTP adapter ``cls`` for ``provider_id``: credentials in the id's base URL are
     taken from this process's memory (never stored), the id is parsed
     (:func:`split_provider_id`) and the options checked as :class:`HTTPOptions`.
@@ -60,7 +59,7 @@ def make_http_provider(cls: type[HTTPProvider], provider_id: str,
     if base_url is not None:
         options = {**options, "base_url": base_url}
     try:
-        settings = HTTPOptions(model=model, **options)
+        settings = HTTPOptions.model_validate({**options, "model": model})
     except ValidationError as exc:
         field, message = pydantic_error_field(exc)
         raise BenchError(f"provider '{public}': option '{field}': {message}") from None

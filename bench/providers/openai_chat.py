@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlsplit
 
 from bench.jsonl import dumps
@@ -54,10 +54,14 @@ from bench.providers.replies import (
 )
 from bench.providers.sdk import send_with_sdk
 
+if TYPE_CHECKING:  # the SDK loads when a provider starts
+    import httpx
+    from openai import AsyncOpenAI
+
 COMPAT_KEY_ENV = "OPENAI_COMPAT_API_KEY"
 
 
-def openai_client(provider_id: str, options: HTTPOptions, key_env: str | None) -> Any:
+def openai_client(provider_id: str, options: HTTPOptions, key_env: str | None) -> AsyncOpenAI:
     """An ``openai.AsyncOpenAI`` client with SDK retries off (the runner retries).
 
     Args:
@@ -159,7 +163,7 @@ class OpenAIChatProvider(HTTPProvider):
         return out
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                      trial: int) -> dict[str, Any]:
+                      trial: int, tool_choice: str | None = None) -> dict[str, Any]:
         """The Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`."""
         options = self.options
         body: dict[str, Any] = {"model": options.model,
@@ -168,9 +172,9 @@ class OpenAIChatProvider(HTTPProvider):
                                 self.max_tokens_field: options.max_tokens,
                                 "seed": options.seed + trial}
         if tools:
-            self.check_tool_choice(tools)
+            self.check_tool_choice(tools, tool_choice)
             body["tools"] = self.converted_tools(tools).tools
-            choice = options.tool_choice
+            choice = tool_choice or options.tool_choice
             body["tool_choice"] = choice if choice in ("auto", "required", "none") else \
                 {"type": "function", "function": {"name": choice}}
             if options.parallel_tool_calls is not None:
@@ -180,7 +184,7 @@ class OpenAIChatProvider(HTTPProvider):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[object, Mapping[str, str]]:
         """One Chat Completions call (streamed when ``body["stream"]``); see the CONTRACT."""
         if body.get("stream"):
             return await send_with_sdk(self._client.chat.completions, body, assemble_chat_stream)
@@ -189,14 +193,14 @@ class OpenAIChatProvider(HTTPProvider):
             # timeout and error mapping) skips create()'s typed transform of every nested
             # schema (~1.3 ms CPU per request), and sending it pre-encoded skips the SDK's
             # own JSON pass over every tool schema (benchmarks/provider_throughput.py).
-            raw = await self._client.post("/chat/completions", content=dumps(body).encode("utf-8"),
+            raw: httpx.Response = await self._client.post("/chat/completions", content=dumps(body).encode("utf-8"),
                                     options={"headers": _JSON_HEADERS},
                                     cast_to=_response_class())
             return reply_json(raw.content, request_id=request_id_from(raw.headers)), raw.headers
         except Exception as exc:  # noqa: BLE001 - every failure is classified, none swallowed
             raise error_from_exception(exc) from exc
 
-    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+    def parse_body(self, body: object, *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """Parse a Chat Completions body; see the CONTRACT in :mod:`bench.providers.base`.
 

@@ -8,7 +8,7 @@ quirks of OpenAI-compatible servers bench has met.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from bench.parse import CallDelta, assemble_call_deltas
 
@@ -40,7 +40,7 @@ def _repeated_openings(deltas: Sequence[CallDelta]) -> set[int]:
     return repeats
 
 
-def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
+def assemble_chat_stream(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Join streamed ``chat.completion.chunk`` dicts into one ``chat.completion`` body.
 
     Tool-call fragments are joined by call id (:func:`bench.parse.assemble_call_deltas`), so
@@ -61,7 +61,7 @@ def assemble_chat_stream(chunks: Any) -> dict[str, Any]:
     deltas: list[CallDelta] = []
     finish = None
     usage = None
-    first: dict[str, Any] = {}
+    first: Mapping[str, Any] = {}
     for chunk in chunks:
         first = first or chunk
         usage = chunk.get("usage") or usage

@@ -90,7 +90,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         return instructions, items
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
-                      trial: int) -> dict[str, Any]:
+                      trial: int, tool_choice: str | None = None) -> dict[str, Any]:
         """The Responses body; see the CONTRACT in :mod:`bench.providers.base`."""
         options = self.options
         instructions, items = self.input_items(messages)
@@ -100,9 +100,9 @@ class OpenAIResponsesProvider(HTTPProvider):
         if instructions:
             body["instructions"] = instructions
         if tools:
-            self.check_tool_choice(tools)
+            self.check_tool_choice(tools, tool_choice)
             body["tools"] = self.converted_tools(tools).tools
-            choice = options.tool_choice
+            choice = tool_choice or options.tool_choice
             body["tool_choice"] = choice if choice in ("auto", "required", "none") else \
                 {"type": "function", "name": choice}
             if options.parallel_tool_calls is not None:
@@ -111,11 +111,11 @@ class OpenAIResponsesProvider(HTTPProvider):
             body["stream"] = True
         return body
 
-    async def send(self, body: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, str]]:
+    async def send(self, body: dict[str, Any]) -> tuple[object, Mapping[str, str]]:
         """One Responses call (streamed when ``body["stream"]``); see the CONTRACT."""
         return await send_with_sdk(self._client.responses, body, assemble_response_stream)
 
-    def parse_body(self, body: Mapping[str, Any], *, latency_s: float,
+    def parse_body(self, body: object, *, latency_s: float,
                    request: Mapping[str, Any] | None = None) -> ProviderResponse:
         """Parse a Responses body; see the CONTRACT in :mod:`bench.providers.base`.
 

@@ -55,8 +55,10 @@ class ModelRequest:
         variant_key: a stable key of ``tools`` (the variant's SHA-256), for per-variant caches.
         key: this request's name in the run (``case|condition|provider|trial``): a batch's
             ``custom_id`` is made from it.
-        tool_choice: None (the provider's setting) or, for a provider that accepts it per
-            request, ``auto`` / ``required`` / ``none`` / a tool name.
+        tool_choice: None (the provider's setting) or ``auto`` / ``required`` / ``none`` /
+            a tool name, sent in this request's body by the HTTP adapters (and so part of its
+            cache key); any other provider answers it with a ``validation`` error, which
+            :class:`InvalidAsAnswer` turns into the row's invalid answer.
     """
 
     messages: Sequence[Message]
@@ -107,7 +109,8 @@ class Exchange:
         if not self._built:
             if isinstance(self.provider, HTTPProvider):
                 self._body = self.provider.build_request(
-                    self.request.messages, self.request.tools, trial=self.request.trial)
+                    self.request.messages, self.request.tools, trial=self.request.trial,
+                    tool_choice=self.request.tool_choice)
             self._built = True
         return self._body
 
@@ -163,6 +166,10 @@ class Send:
         """Send the exchange's request once; ``attempts`` is 1."""
         request, body = exchange.request, exchange.body
         if body is None:
+            if request.tool_choice is not None:
+                raise ProviderError(f"{self.provider.provider_id} takes no per-request "
+                                    f"tool_choice (asked for '{request.tool_choice}'); only "
+                                    "HTTP providers do", error_class="validation")
             response = await self.provider.complete(
                 copy.deepcopy(list(request.messages)),
                 self._tools.copy(request.variant_key, request.tools),
@@ -177,7 +184,15 @@ class Send:
             self.gate.observe(headers)
         response = provider.parse_reply(answer, latency_s=latency, request=body)
         response.request_id = request_id_from(headers) or response.request_id
+        _record_choice(response, request)
         return Outcome(response, 1, None)
+
+
+def _record_choice(response: ProviderResponse, request: ModelRequest) -> None:
+    # The row's request summary says what was sent: a per-request tool_choice, when given,
+    # instead of the provider's setting.
+    if request.tool_choice is not None:
+        response.request["tool_choice"] = request.tool_choice
 
 
 class Retrying:
@@ -223,6 +238,7 @@ class Batched:
         answer, batch_id = await self.batcher.answer(exchange.request.key, body)
         response = self.provider.parse_reply(answer, latency_s=0.0, request=body)
         response.request["batch"] = batch_id
+        _record_choice(response, exchange.request)
         return Outcome(response, 1, None)
 
 

@@ -15,7 +15,7 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, Mapping, TypeVar
 
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt,
                       wait_random_exponential)
@@ -133,7 +133,7 @@ class ProviderGate:
         self._wake()
         return pause
 
-    def observe(self, headers: Any) -> float | None:
+    def observe(self, headers: Mapping[str, str] | None) -> float | None:
         """Read a successful response's rate-limit headers: when a window is exhausted
         (``remaining`` 0), pause new requests until it resets; return the pause (s) or None.
         """

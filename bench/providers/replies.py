@@ -52,7 +52,7 @@ def _unreadable(message: str, request_id: str | None) -> UnreadableReply:
     return UnreadableReply(message, request_id=request_id)
 
 
-def reply_json(content: bytes | str, *, request_id: str | None = None) -> Any:
+def reply_json(content: bytes | str, *, request_id: str | None = None) -> object:
     """The JSON value of a 200 reply's body.
 
     Args:
@@ -122,7 +122,7 @@ class MalformedReply(Exception):
 M = TypeVar("M", bound=ReplyModel)
 
 
-def read_reply(model: type[M], value: Any, path: str = "") -> M:
+def read_reply(model: type[M], value: object, path: str = "") -> M:
     """``value`` validated as ``model``.
 
     Args:
@@ -147,7 +147,7 @@ _EXPECTED = {"dict_type": "an object", "model_type": "an object", "list_type": "
              "float_type": "a number", "int_from_float": "an integer"}
 
 
-def json_type(value: Any) -> str:
+def json_type(value: object) -> str:
     """The JSON type name of a decoded value (``object``, ``array``, ``string``...)."""
     if value is None:
         return "null"
@@ -169,7 +169,7 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def field_path(loc: tuple[Any, ...], prefix: str = "") -> str:
+def field_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
     """``("choices", 0, "message")`` -> ``"choices[0].message"`` (after ``prefix``)."""
     text = prefix
     for part in loc:
@@ -191,7 +191,7 @@ def describe_error(exc: ValidationError, prefix: str = "") -> str:
     return f"{where}: {message}"[:300]
 
 
-def at(items: Any, path: str) -> list[dict[str, Any]]:
+def at(items: object, path: str) -> list[dict[str, Any]]:
     """A list of objects at ``path`` (``None`` -> ``[]``), before each is read by its own
     model (content blocks and output items of several types).
 
@@ -208,7 +208,7 @@ def at(items: Any, path: str) -> list[dict[str, Any]]:
     return items
 
 
-def body_object(body: Any) -> Mapping[str, Any]:
+def body_object(body: object) -> Mapping[str, Any]:
     """The reply body as an object.
 
     Raises:

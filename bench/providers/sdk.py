@@ -5,17 +5,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from bench.providers.errors import error_from_exception
 from bench.providers.headers import request_id_from
 from bench.providers.replies import UnreadableReply, reply_json
 from bench.redact import one_line
 
+if TYPE_CHECKING:  # the SDKs load when a provider starts
+    from anthropic.resources.messages import AsyncMessages
+    from openai.resources.chat.completions import AsyncCompletions
+    from openai.resources.responses import AsyncResponses
 
-async def send_with_sdk(resource: Any, body: dict[str, Any],
+#: The Stainless-generated async resources :func:`send_with_sdk` drives.
+SDKResource = Union["AsyncCompletions", "AsyncResponses", "AsyncMessages"]
+
+
+async def send_with_sdk(resource: SDKResource, body: dict[str, Any],
                         assemble: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]
-                        ) -> tuple[dict[str, Any], Mapping[str, str]]:
+                        ) -> tuple[object, Mapping[str, str]]:
     """POST ``body`` through a Stainless-generated async SDK resource (``openai`` /
     ``anthropic``: ``client.chat.completions``, ``client.responses``, ``client.messages`` of
     ``AsyncOpenAI`` / ``AsyncAnthropic``).

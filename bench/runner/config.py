@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -42,7 +42,7 @@ RESUME_OVERRIDES = ("concurrency", "max_usd", "max_total_tokens", "cache",
 IDENTITY_FIELDS = ("model", "model_sha256")
 
 
-def identity_mismatch(stored: list[Any], current: dict[str, dict[str, Any]]) -> str | None:
+def identity_mismatch(stored: Sequence[object], current: dict[str, dict[str, Any]]) -> str | None:
     """Why the providers now differ from those a run started with, or None.
 
     Args:
@@ -255,7 +255,7 @@ def stored_run_config(stored: object, *, file: Path,
 
 
 def changed_settings(stored: RunConfig, given: Mapping[str, Any],
-                     names: Mapping[str, str] | None = None) -> list[tuple[str, Any, Any]]:
+                     names: Mapping[str, str] | None = None) -> list[tuple[str, object, object]]:
     """The settings of ``given`` that differ from a resumed run's ``stored`` config.
 
     Each given value is validated as :class:`RunConfig` would store it (a ``.jsonl`` path

@@ -24,7 +24,7 @@ import ctypes
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -46,8 +46,8 @@ class PreparedVariant:
     tool_tokens: int
     prefix: list[int]
     names: list[str]
-    name_sampler: Any
-    arg_samplers: dict[str, Any] = field(default_factory=dict)  # None: no arguments, "{}"
+    name_sampler: llama_sampler_p
+    arg_samplers: dict[str, llama_sampler_p | None] = field(default_factory=dict)  # None: no arguments, "{}"
     state_file: Path | None = None
     label: str = "variant"
 
@@ -86,7 +86,7 @@ class GreedyPicker:
         pointer = self.lib.llama_get_logits_ith(self._ctx, -1)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
 
-    def pick(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
+    def pick(self, sampler: llama_sampler_p, logits: np.ndarray) -> tuple[int | None, bool]:
         """Greedy token allowed by the grammar ``sampler`` over ``logits``, and whether the grammar
         was applied beyond the top token: (token, full pass); (None, True) when it allows none."""
         if not self.top_first:
@@ -116,7 +116,7 @@ class GreedyPicker:
             return int(top[allowed[0]]), True
         return self._pick_whole(sampler, logits)
 
-    def _pick_whole(self, sampler: Any, logits: np.ndarray) -> tuple[int | None, bool]:
+    def _pick_whole(self, sampler: llama_sampler_p, logits: np.ndarray) -> tuple[int | None, bool]:
         """The grammar applied to the whole vocabulary; the best allowed token."""
         self._all_np["logit"] = logits
         self._all_array.size, self._all_array.selected = self.n_vocab, -1
@@ -156,7 +156,7 @@ class Decoding:
         self.text += text.encode("utf-8")
         self.forced += len(tokens)
 
-    def decode(self, sampler: Any, done: Any) -> str | None:
+    def decode(self, sampler: llama_sampler_p, done: Callable[[bytes | bytearray], bool]) -> str | None:
         """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
         reason (``length`` or ``error``)."""
         llm, picker, lib = self.llm, self.picker, self.picker.lib
@@ -226,12 +226,12 @@ class Decoding:
         return "stop"
 
 
-def _one_name_left(segment: bytes, names: list[bytes]) -> bool:
+def _one_name_left(segment: bytes | bytearray, names: list[bytes]) -> bool:
     """True once the decoded part of a tool name (``segment``) fits only one name."""
     return segment.endswith(b'"') or sum(n.startswith(segment) for n in names) == 1
 
 
-def _closes_object(segment: bytes) -> bool:
+def _closes_object(segment: bytes | bytearray) -> bool:
     """True once ``segment`` (JSON text starting at ``{``) has closed its outer object."""
     depth, in_string, escaped = 0, False, False
     for byte in segment:

@@ -8,6 +8,7 @@ import ctypes
 import os
 import sys
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any, Iterator
 
 # llama.cpp's log lines at ERROR level, newest last: the reason a load failed (a missing tensor,
@@ -20,7 +21,7 @@ _native_errors: list[str] = []
 _log_callback: Any = None  # kept referenced: llama.cpp calls it from native code
 
 
-def capture_native_errors(llama_cpp: Any) -> None:
+def capture_native_errors(llama_cpp: ModuleType) -> None:
     """Route llama.cpp's log through a callback that keeps its ERROR lines (last 20) in
     :data:`_native_errors` and drops the rest (bench prints its own messages).
 
@@ -33,7 +34,7 @@ def capture_native_errors(llama_cpp: Any) -> None:
         return
     last_level = [0]
 
-    def keep(level: int, text: bytes, _user_data: Any) -> None:
+    def keep(level: int, text: bytes, _user_data: object) -> None:
         level = last_level[0] if level == _GGML_LOG_LEVEL_CONT else level
         last_level[0] = level
         if level == _GGML_LOG_LEVEL_ERROR:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
@@ -98,15 +98,21 @@ def tools_block(tools: Sequence[Tool], layout: NoCallLayout) -> str:
     return "\n".join(parts)
 
 
-def grammar_schema(schema: Any) -> Any:
+def grammar_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a tool's JSON Schema relaxed for grammar building (never shown to the model).
 
     Drops ``minLength``/``maxLength`` (free strings get :data:`GRAMMAR_MAX_STRING` instead) and
     ``maxItems`` above :data:`GRAMMAR_MAX_ITEMS`; both expand into nested optional rules in
     llama.cpp's converter. Scoring still checks the real schema.
     """
+    relaxed = _relaxed(dict(schema))
+    assert isinstance(relaxed, dict)  # a dict stays a dict
+    return relaxed
+
+
+def _relaxed(schema: object) -> object:
     if isinstance(schema, list):
-        return [grammar_schema(item) for item in schema]
+        return [_relaxed(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out = {}
@@ -116,9 +122,9 @@ def grammar_schema(schema: Any) -> Any:
         if key == "maxItems" and isinstance(value, int) and value > GRAMMAR_MAX_ITEMS:
             continue
         # "properties" maps names to schemas; recurse into the schemas, keep the names
-        out[key] = ({k: grammar_schema(v) for k, v in value.items()}
+        out[key] = ({k: _relaxed(v) for k, v in value.items()}
                     if key in ("properties", "$defs", "definitions") and isinstance(value, dict)
-                    else grammar_schema(value))
+                    else _relaxed(value))
     return out
 
 
