@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from bench.datasets import load_dataset
-from bench.datasets.loader import Dataset, check_against_tools
+from bench.datasets.labels import check_against_tools
+from bench.datasets.loader import Dataset
 from bench.descriptions.variants import available_variants, load_variant
 from bench.episodes.state import EpisodeDatabase
 from bench.models import Case

@@ -126,7 +126,7 @@ def test_a_forbidden_calls_arguments_must_fit_the_tools_schema(tmp_path):
     from bench.datasets.loader import load_dataset
     from bench.descriptions import load_variant
     from bench.errors import BenchError
-    from bench.datasets.loader import check_against_tools
+    from bench.datasets.labels import check_against_tools
 
     path = tmp_path / "ep.jsonl"
     bad = _episode(forbidden_calls=[{"name": "cancel_order", "arguments": {"orderid": ["x"]}}])

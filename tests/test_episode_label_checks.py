@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bench.datasets.loader import check_against_tools, load_dataset
+from bench.datasets.labels import check_against_tools
+from bench.datasets.loader import load_dataset
 from bench.descriptions import load_variant
 from bench.episodes.state import EpisodeDatabase, StateError, check_label_state
 from bench.errors import BenchError

@@ -1,6 +1,6 @@
 """Every label problem of a dataset against a toolset's tools (not only the first).
 
-Used by :func:`bench.datasets.loader.check_against_tools` (which stops at the first) and by
+Used by :func:`check_against_tools` (which stops at the first) and by
 ``bench variants diff`` (which compares the problems under two variants).
 """
 
@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 import jsonschema
 
 from bench.datasets.loader import MATCHER_KEYS, Dataset
+from bench.errors import BenchError
 from bench.models import ExpectedCall, ForbiddenCall, Tool
 
 
@@ -106,3 +107,20 @@ def value_problem(validator: jsonschema.Draft202012Validator, value: object) -> 
         return None
     error = next(iter(validator.iter_errors(value)), None)
     return None if error is None else error.message
+
+
+def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -> None:
+    """Check that every case of ``toolset`` names known tools and known arguments.
+
+    Args:
+        dataset: the loaded dataset.
+        toolset: the toolset whose cases are checked.
+        tools: that toolset's tools (any variant: names and schemas agree across variants).
+
+    Raises:
+        BenchError: naming the file, line and field of the first unknown tool or argument.
+    """
+    problem = next(iter_label_problems(dataset, toolset, tools), None)
+    if problem is not None:
+        raise BenchError(problem.message, file=dataset.path, line=problem.line,
+                         field=problem.field)

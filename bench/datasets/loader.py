@@ -20,13 +20,13 @@ import re
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import regex
 from pydantic import ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
-from bench.models import Case, ExpectedCall, ForbiddenCall, Tool
+from bench.models import Case, ExpectedCall, ForbiddenCall
 from bench.paths import datasets_dir
 
 MATCHER_KEYS = ("$regex", "$any")
@@ -429,22 +429,3 @@ def _covers(forbidden: dict[str, list[Any]], required: dict[str, list[Any]]) -> 
             if not inside:
                 return False
     return True
-
-
-def check_against_tools(dataset: Dataset, toolset: str, tools: Sequence[Tool]) -> None:
-    """Check that every case of ``toolset`` names known tools and known arguments.
-
-    Args:
-        dataset: the loaded dataset.
-        toolset: the toolset whose cases are checked.
-        tools: that toolset's tools (any variant: names and schemas agree across variants).
-
-    Raises:
-        BenchError: naming the file, line and field of the first unknown tool or argument.
-    """
-    from bench.datasets.labels import iter_label_problems  # labels imports this module
-
-    problem = next(iter_label_problems(dataset, toolset, tools), None)
-    if problem is not None:
-        raise BenchError(problem.message, file=dataset.path, line=problem.line,
-                         field=problem.field)
