@@ -46,7 +46,8 @@ class Evaluation:
             interval ``_low`` / ``_high``; tokens, ``p50_latency_s`` (seconds).
         project: the project it was read from.
         warnings: what the reader left out (rows outside the plan, differing copies of a
-            key, a cut last line), one line each, as ``bench show`` prints them.
+            key, a cut last line), one line each, as ``bench show`` prints them, and each
+            provider skipped for this run (no key, SDK missing) with its reason.
     """
 
     run_id: str
@@ -166,7 +167,16 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
         session = RunSession.resume(run_id, fields, project=project, command=[])
     else:
         session = RunSession(config, run_id=run_id, project=project, command=[])
-    Runner.of(session, provider_factory=provider_factory, layers=layers).run(progress)
+    runner = Runner.of(session, provider_factory=provider_factory, layers=layers)
+    with project.activate():
+        if session.pending():
+            runner.open_providers()  # a missing model fails here, before anything is sent
+            if not runner.providers:
+                runner.close_providers()
+                reasons = "; ".join(f"{pid}: {why}" for pid, why in runner.skipped.items())
+                raise BenchError(f"evaluate(): every provider was skipped ({reasons}); "
+                                 "nothing to run")
+    runner.run(progress)
     return _results(session, project)
 
 
@@ -226,6 +236,10 @@ def _results(session: RunSession, project: Project) -> Evaluation:
     manifest = store.load_manifest()
     warnings: list[str] = []
     rows = list(store.load_rows(manifest, warn=warnings.append))
+    # a provider skipped here (no key, SDK missing): its rows are missing, the run is partial
+    warnings += [f"provider {skipped['provider']} skipped: {skipped['reason']}; its rows are "
+                 "missing (status partial): fix that, then evaluate again with this run_id"
+                 for skipped in manifest.providers_skipped or []]
     summary = summarize(summary_frame(rows), list(session.config.variants)) if rows \
         else pd.DataFrame()
     return Evaluation(store.run_id, manifest, rows, summary, project, warnings)

@@ -87,3 +87,20 @@ def test_evaluate_compares_two_variants_and_refuses_bad_settings(elsewhere):
         bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere, trials=0)
     with pytest.raises(BenchError, match="unknown setting .no_such_setting."):
         bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere, no_such_setting=1)
+
+
+def test_evaluate_names_a_skipped_provider_and_refuses_when_all_are_skipped(elsewhere,
+                                                                            monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # one provider runs, the other has no key: rows of the first, a warning naming the second
+    result = bench.evaluate("ecommerce", ["l3"], ["oracle", "openai:gpt-4o-mini"],
+                            project=elsewhere, run_id="half", limit=2)
+    assert result.status == "partial"
+    assert {row.provider for row in result.rows} == {"oracle"}
+    assert any("openai:gpt-4o-mini skipped: OPENAI_API_KEY is not set" in w
+               for w in result.warnings)
+    # nothing can run: one line naming the provider and why, as `bench run` says
+    with pytest.raises(BenchError, match=r"every provider was skipped \(openai:gpt-4o-mini: "
+                                         r"OPENAI_API_KEY is not set\)"):
+        bench.evaluate("ecommerce", ["l3"], ["openai:gpt-4o-mini"], project=elsewhere,
+                       run_id="none", limit=2)
