@@ -51,6 +51,7 @@ from bench.plural import count
 from bench.replan import rebuild_plan
 from bench.results import Manifest, TraceRecord, validation_problem
 from bench.runstore import CRASHED, RowsRead, RunStore, check_run_id, new_run_id
+from bench.runner.manifest import summed_cache
 from bench.shard import format_shard, parse_shard, shard_plan
 
 if TYPE_CHECKING:  # the runner is imported when a run is merged, not with this module
@@ -423,6 +424,7 @@ def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int
         for entry in shard.manifest.providers_skipped or []:
             if isinstance(entry, dict):
                 skipped.setdefault(str(entry.get("provider")), entry)
+    cached = [s.manifest.cache for s in shards if s.manifest.cache]  # shards with the cache on
     keep = ("dataset", "cases_skipped", "bfcl", "variants", "versions", "git_commit", "host",
             "pricing", "budget")
     return Manifest.model_validate({
@@ -439,6 +441,7 @@ def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int
         "ended_at": max(ended) if ended else None,
         "merged_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "spent": spent,
+        "cache": summed_cache(cached) if cached else None,
         "merged_from": merged_from,
         "shards_missing": missing,
     })

@@ -399,3 +399,16 @@ def test_a_merged_run_id_that_is_a_dangling_link_is_named_before_anything_is_wri
     (runs / "gone").unlink()
     from bench.merge import merge_runs
     assert merge_runs(["s1", "s2"], run_id="gone").manifest.status == "complete"
+
+
+def test_merge_sums_the_shards_response_cache_statistics(project, server, run_bench):
+    cache = {"cache": "readwrite", "cache_path": str(project / "shared.sqlite")}
+    first = run(server, "c1", "1/2", **cache)["cache"]
+    run(server, "warm", "2/2", **cache)  # the second shard's answers are in the cache now
+    second = run(server, "c2", "2/2", **cache)["cache"]
+    assert (first["misses"], second["hits"]) == (8, 8)
+    result = run_bench("merge", "c1", "c2", "--run-id", "cached")
+    assert result.returncode == 0, result.stderr
+    merged = manifest_of(project, "cached")["cache"]
+    assert {k: merged[k] for k in ("hits", "misses", "writes")} == \
+        {k: first[k] + second[k] for k in ("hits", "misses", "writes")}

@@ -43,11 +43,20 @@ def final_fields(*, status: str, rows_done: int, ledger: Ledger, config: RunConf
     if paused:
         fields["providers_paused"] = [{"provider": k, "reason": v} for k, v in paused.items()]
     if cache is not None or previous_cache:
-        now = cache or {}
-        fields["cache"] = {**previous_cache, **now,
-                           **{k: _count(previous_cache.get(k)) + _count(now.get(k))
-                              for k in ("hits", "misses", "writes")}}
+        fields["cache"] = summed_cache([previous_cache, cache or {}])
     return fields
+
+
+def summed_cache(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Response-cache statistics of several sessions or shards as one: ``hits``, ``misses``
+    and ``writes`` summed (a value that is not a count reads as 0), other fields (the path...)
+    from the last that has them."""
+    merged: dict[str, Any] = {}
+    for one in stats:
+        merged.update(one)
+    merged.update({k: sum(_count(one.get(k)) for one in stats)
+                   for k in ("hits", "misses", "writes")})
+    return merged
 
 
 def _count(value: object) -> int:
