@@ -167,6 +167,7 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
         session = RunSession.resume(run_id, fields, project=project, command=[])
     else:
         session = RunSession(config, run_id=run_id, project=project, command=[])
+    session.resume_hint = f"evaluate(..., run_id={session.store.run_id!r}) again"
     runner = Runner.of(session, provider_factory=provider_factory, layers=layers)
     with project.activate():
         if session.pending():

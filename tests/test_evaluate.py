@@ -104,3 +104,30 @@ def test_evaluate_names_a_skipped_provider_and_refuses_when_all_are_skipped(else
                                          r"OPENAI_API_KEY is not set\)"):
         bench.evaluate("ecommerce", ["l3"], ["openai:gpt-4o-mini"], project=elsewhere,
                        run_id="none", limit=2)
+
+
+def test_evaluate_errors_say_how_to_continue_in_python(elsewhere):
+    from bench.providers import make_provider
+    from bench.providers.base import Provider
+    from bench.providers.errors import ProviderError
+
+    class Revoked(Provider):
+        """Every request fails permanently, as with a revoked key."""
+
+        provider_id = "revoked"
+
+        async def complete(self, messages, tools, *, variant_key, trial):
+            raise ProviderError("invalid key", error_class="permanent", status=401)
+
+        def describe(self):
+            return {"provider": "revoked", "model": "none"}
+
+    def factory(provider_id, config):
+        return Revoked() if provider_id == "revoked" else make_provider(provider_id)
+
+    with pytest.raises(BenchError) as caught:
+        bench.evaluate("ecommerce", ["l3"], ["revoked"], project=elsewhere, run_id="stopped",
+                       limit=2, provider_factory=factory)
+    message = str(caught.value)
+    assert "continue with: evaluate(..., run_id='stopped') again" in message
+    assert "bench run --resume" not in message

@@ -11,14 +11,14 @@ from bench.providers.replay import ReplayMiss
 from bench.runner.plan import PlanItem
 
 
-def item_error(item: PlanItem, exc: Exception, dataset: str, run_id: str) -> Exception:
+def item_error(item: PlanItem, exc: Exception, dataset: str, resume: str) -> Exception:
     """The one-line error naming case, variant, provider and trial, and what to do.
 
     Args:
         item: the failed item.
         exc: what its request raised.
         dataset: the run's dataset setting (for the command that records a replay miss).
-        run_id: the run's id (for the resume command).
+        resume: how to continue the run (``bench run --resume <run-id>``).
 
     Returns:
         A :class:`BenchError` for a replay miss (the command that records it), a request the
@@ -42,7 +42,7 @@ def item_error(item: PlanItem, exc: Exception, dataset: str, run_id: str) -> Exc
         return BenchError(
             f"{item.provider_id}: {where}: {exc.detail}; nothing was asked of the model "
             "and no row is scored for it: fix the provider's settings (base URL, API key, "
-            f"proxy), then continue with: bench run --resume {run_id} (finished rows are "
+            f"proxy), then continue with: {resume} (finished rows are "
             "kept)")
     if isinstance(exc, ProviderError):
         status = f" HTTP {exc.status}" if exc.status else ""
@@ -51,13 +51,13 @@ def item_error(item: PlanItem, exc: Exception, dataset: str, run_id: str) -> Exc
         return BenchError(
             f"{item.provider_id}: {exc.error_class}{status} error{tried} on {where}: "
             f"{exc}{request}; finished rows are kept, continue with: "
-            f"bench run --resume {run_id}")
+            f"{resume}")
     return exc
 
 
 def incomplete_error(request_errors: Sequence[Mapping[str, str]],
                      batch_errors: Sequence[Mapping[str, str]], paused: Mapping[str, str],
-                     run_id: str) -> RunIncomplete | None:
+                     resume: str) -> RunIncomplete | None:
     """The failure of a run that left requests for its resume, or None.
 
     Args:
@@ -65,7 +65,7 @@ def incomplete_error(request_errors: Sequence[Mapping[str, str]],
             when the run was interrupted: the signal is its ending).
         batch_errors: ``{key, batch, error}`` of requests a batch answered with an error.
         paused: provider id -> why its remaining items were not sent.
-        run_id: the run's id (for the resume command).
+        resume: how to continue the run (``bench run --resume <run-id>``).
     """
     if request_errors:
         first = request_errors[0]
@@ -73,24 +73,24 @@ def incomplete_error(request_errors: Sequence[Mapping[str, str]],
         return RunIncomplete(
             f"{count(len(request_errors), 'request')} failed after every retry "
             f"(first: {first['key']}: {first['error']}){stopped}; finished rows are "
-            f"kept, send the rest again with: bench run --resume {run_id}")
+            f"kept, send the rest again with: {resume}")
     if batch_errors:
         first = batch_errors[0]
         return RunIncomplete(
             f"{count(len(batch_errors), 'batch request')} failed (first: "
             f"{first['key']}: {first['error']}); finished rows are kept, submit the "
-            f"rest again with: bench run --resume {run_id}")
+            f"rest again with: {resume}")
     return None
 
 
-def cancelled_error(item: PlanItem, run_id: str) -> BenchError:
+def cancelled_error(item: PlanItem, resume: str) -> BenchError:
     """The failure of a request cancelled from inside (a provider or a layer raised
     :class:`asyncio.CancelledError`) while the run was not stopping."""
     return BenchError(
         f"{item.provider_id}: case '{item.case.id}', variant '{item.condition}', trial "
         f"{item.trial}: the request was cancelled by its provider or a layer "
         "(asyncio.CancelledError) while the run was not stopping; finished rows are kept, "
-        f"continue with: bench run --resume {run_id}")
+        f"continue with: {resume}")
 
 
 def error_text(exc: BaseException) -> str:

@@ -223,7 +223,7 @@ class Scheduler:
         if task.cancelled():
             if not self.gave_up and self.failure_error is None:
                 # cancelled from inside (a layer, a provider), not by a stop: not a row
-                self._fail(cancelled_error(item, self.store.run_id))
+                self._fail(cancelled_error(item, self.session.resume_hint))
             return  # given up after a stop signal: a resume sends it again
         exc = task.exception()
         if exc is None:
@@ -244,7 +244,7 @@ class Scheduler:
         elif self.failure_error is None:
             if not isinstance(exc, Exception):
                 raise exc  # KeyboardInterrupt, SystemExit: not a provider's failure
-            self._fail(item_error(item, exc, self.config.dataset, self.store.run_id))
+            self._fail(item_error(item, exc, self.config.dataset, self.session.resume_hint))
 
     def _fail(self, error: BaseException) -> None:
         """The run fails with ``error``: nothing more is sent."""
@@ -288,7 +288,7 @@ class Scheduler:
         if self.failure_error is None:
             self.failure_error = incomplete_error(
                 self.request_errors if self.status != "interrupted" else [],
-                self.batch_errors, self.paused, self.store.run_id)
+                self.batch_errors, self.paused, self.session.resume_hint)
 
     async def run(self) -> Manifest:
         """Execute every pending item; return the final manifest.

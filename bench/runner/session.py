@@ -81,6 +81,8 @@ class RunSession:
             self._load(config)
         self.store = store or self.project.store(run_id or new_run_id())
         self.command = list(command) if command is not None else list(sys.argv)
+        #: How the run's errors say to continue it (``bench.evaluate`` names itself instead).
+        self.resume_hint = f"bench run --resume {self.store.run_id}"
         self.cache_path = Path(self.config.cache_path) if self.config.cache_path else \
             self.project.reports_dir.joinpath(*DEFAULT_CACHE_PATH[1:])
 
@@ -256,8 +258,7 @@ class RunSession:
         rows are kept, what to do (:func:`bench.runstore.write_fix`) and how to resume."""
         where = f"{exc.filename}: " if exc.filename else ""
         return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
-                          f"are kept: {write_fix(exc)}, then: bench run --resume "
-                          f"{self.store.run_id}")
+                          f"are kept: {write_fix(exc)}, then: {self.resume_hint}")
 
 
 def _refuse_changes(run_id: str, config: RunConfig, changes: Mapping[str, Any],
