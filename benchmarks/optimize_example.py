@@ -1,6 +1,6 @@
 """The worked example of docs/optimize.md: a scripted target and proposer, no network.
 
-A tiny project (toolset ``shop``: three tools, 12 dev and 22 test cases) where the target is
+A tiny project (toolset ``shop``: three tools, 13 dev and 21 test cases) where the target is
 a ``function:`` provider whose choice depends on the description text: it calls the first
 tool whose description mentions the query's *key term* (its longest word, the first on a
 tie); with no such tool it calls a tool whose description claims to be the one to use (the
@@ -41,7 +41,7 @@ TOOLS = [
 ]
 DEV = [("track my shipment", "track_shipment"), ("where is my parcel", "track_shipment"),
        ("is the parcel late", "track_shipment"), ("parcel status", "track_shipment"),
-       ("shipment delayed", "track_shipment"), ("refund my order", "refund_order"),
+       ("lost parcel", "track_shipment"), ("shipment delayed", "track_shipment"), ("refund my order", "refund_order"),
        ("refund now", "refund_order"), ("catalogue search", "search_products"),
        ("browse catalogue", "search_products"), ("tell me a joke", None),
        ("sing a song", None), ("hello there", None)]
@@ -104,14 +104,14 @@ def pushy(messages: Any, tools: Any, trial: int) -> list[dict[str, Any]]:
     """Adds the key terms and an assertive cue."""
     tool, description, requests = _prompt_parts(messages[-1].content or "")
     terms = sorted({key_term(r) for r in requests})
-    return _proposal(tool, f"{description} Handles {', '.join(terms)}. Always use this tool "
-                     "for any request.", "make the model pick it")
+    return _proposal(tool, f"{description} Also {', '.join(terms)}. Always use this tool.",
+                     "make the model pick it")
 
 
 def leaky(messages: Any, tools: Any, trial: int) -> list[dict[str, Any]]:
     """Pastes the first test queries into the description as examples."""
     tool, description, _ = _prompt_parts(messages[-1].content or "")
-    examples = "\n".join(f'- "{q}" -> {{}}' for q, name in TEST[:3] if name == tool)
+    examples = "\n".join(f'- "{q}" -> {{}}' for q, name in TEST[:1] if name == tool)
     return _proposal(tool, f"{description}\nExamples:\n{examples}", "examples help")
 
 

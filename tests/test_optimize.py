@@ -36,10 +36,10 @@ def test_finds_and_accepts_a_real_fix(shop):
     result = run.result
     assert run.accepted and result.final == "r1c1"
     start, fix = result.candidate("start"), result.candidate("r1c1")
-    # dev: the three parcel questions failed at the start, the edit fixes them, breaks none
-    assert (start.dev_k, start.dev_n) == (9, 12) and (fix.dev_k, fix.dev_n) == (12, 12)
-    assert fix.fixed == ["dev-02", "dev-03", "dev-04"] and fix.broke == []
-    assert result.rounds[0].failures == {"track_shipment": 3}
+    # dev: the four parcel questions failed at the start, the edit fixes them, breaks none
+    assert (start.dev_k, start.dev_n) == (9, 13) and (fix.dev_k, fix.dev_n) == (13, 13)
+    assert fix.fixed == ["dev-02", "dev-03", "dev-04", "dev-05"] and fix.broke == []
+    assert result.rounds[0].failures == {"track_shipment": 4}
     assert result.stop_reason == "no failures on dev in round 2"
     # test, once: eight parcel cases fixed, nothing broken, no-call restraint kept
     tests = {t.metric: t for t in result.acceptance.tests}

@@ -37,27 +37,28 @@ class Guards:
     config: OptimizeConfig
 
     def check(self, candidate: Variant, parent: Variant) -> tuple[Rejection | None, list[str]]:
-        """The first guard ``candidate`` fails (a :class:`Rejection` without round and tool
-        filled in) and its flags (assertive wording found, whether or not it rejects)."""
+        """Every guard ``candidate`` fails, as one :class:`Rejection` (its kind the first of
+        leak, assertive, tokens; round and tool left for the caller) or None, and its flags
+        (assertive wording found, whether or not it rejects)."""
         flags = [f"assertive wording: {p}" for p in
                  assertive_phrases(candidate.tools, parent.tools)]
-        ratio = tool_tokens(candidate.tools) / max(self.start_tokens, 1)
-        if ratio > self.config.max_tokens_ratio:
-            return self._reject("tokens", f"{ratio:.2f}x the start's tool-definition tokens "
-                                f"(at most {self.config.max_tokens_ratio}x)"), flags
+        failed: list[tuple[RejectionKind, str]] = []
         leaks = new_leaks(candidate, parent, self.test_cases, self.reviewed)
         if leaks:
             first = leaks[0]
             cases = sorted({k.case_id for k in leaks})
-            return self._reject("leak", f"mirrors test case(s) {', '.join(cases)}: "
-                                f"{first.signal} in {first.tool} ({first.evidence!r})"), flags
+            failed.append(("leak", f"mirrors test case(s) {', '.join(cases)}: {first.signal} "
+                                   f"in {first.tool} ({first.text!r})"))
         if flags and not self.config.allow_assertive:
-            return self._reject("assertive", "; ".join(flags)), flags
-        return None, flags
-
-    @staticmethod
-    def _reject(kind: RejectionKind, reason: str) -> Rejection:
-        return Rejection(round=0, tool="", kind=kind, reason=reason)
+            failed.append(("assertive", "; ".join(flags)))
+        ratio = tool_tokens(candidate.tools) / max(self.start_tokens, 1)
+        if ratio > self.config.max_tokens_ratio:
+            failed.append(("tokens", f"{ratio:.3f}x the start's tool-definition tokens "
+                                     f"(at most {self.config.max_tokens_ratio}x)"))
+        if not failed:
+            return None, flags
+        return Rejection(round=0, tool="", kind=failed[0][0],
+                         reason="; ".join(reason for _, reason in failed)), flags
 
 
 def _variant(name: str, current: Variant, tools: Sequence[Tool]) -> Variant:
