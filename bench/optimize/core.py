@@ -129,6 +129,7 @@ def optimize(dataset: str | Path, variant: str, target: str, proposer: str, *,
                     reviewed_mirrors(Path(loaded.path).parent / "README.md"), config)
     runs = Runs(workspace, config, provider_factory=provider_factory, layers=layers,
                 progress=progress)
+    runs.execute_default = any(c.kind == "episode" for c in loaded.cases)
     result = OptimizeResult(opt_id=workspace.opt_id, toolset=start.toolset, start=start.name,
                             final=start.name, output=config.output_name, stop_reason="")
     search = Search(workspace, runs, guards, template, Path(loaded.path).resolve(), result)
@@ -138,7 +139,7 @@ def optimize(dataset: str | Path, variant: str, target: str, proposer: str, *,
     final = search.variants[result.final]
     result.acceptance = _accept(runs, search, config, start, final)
     result.runs = runs.costs
-    write_outputs(workspace, config, result, start, final)
+    write_outputs(workspace, config, result, search.variants)
     return Optimization(result, workspace.root, final)
 
 

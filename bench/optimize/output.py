@@ -55,9 +55,12 @@ def provenance(config: OptimizeConfig, result: OptimizeResult, workspace: Worksp
 
 
 def write_outputs(workspace: Workspace, config: OptimizeConfig, result: OptimizeResult,
-                  start: Variant, final: Variant) -> None:
-    """Write ``result.json``, the variant folder and the report (Markdown and HTML)."""
+                  variants: dict[str, Variant]) -> None:
+    """Write ``result.json``, the variant folder and the report (Markdown and HTML);
+    ``variants``: every variant of the search by name (the start and the final among them).
+    """
     from bench.optimize.report import write_report
+    start, final = variants[result.start], variants[result.final]
     workspace.write_result(json.loads(result.model_dump_json()))
     folder = workspace.root / "variant"
     verdict = "accepted on test" if result.acceptance.accepted else "NOT accepted"
@@ -67,7 +70,7 @@ def write_outputs(workspace: Workspace, config: OptimizeConfig, result: Optimize
     atomic_write_text(folder / "diff.md", f"# {start.name} -> {result.output}\n\n"
                       + diff_markdown(start, final))
     atomic_write_json(folder / "provenance.json", provenance(config, result, workspace))
-    write_report(workspace, config, result, start, final)
+    write_report(workspace, config, result, variants)
 
 
 def load_result(folder: Path) -> OptimizeResult:

@@ -53,6 +53,8 @@ class Runs:
         self.workspace, self.config = workspace, config
         self.provider_factory, self.layers, self.progress = provider_factory, layers, progress
         self.costs: list[RunCost] = []
+        #: the target's ``execute`` when the settings do not say (set for episode datasets)
+        self.execute_default = False
 
     def spent(self) -> tuple[float, int]:
         """(USD, tokens) billed so far by the search's runs."""
@@ -97,6 +99,7 @@ class Runs:
         """The target (and ``providers``, default the target alone) on ``split``."""
         settings = dict(self.config.settings)
         settings.pop("cache_path", None)
+        settings.setdefault("execute", self.execute_default)
         return self._evaluate(purpose, run, str(dataset), variants,
                               providers or [self.config.target], split != "test",
                               split=split, limit=self.config.limit, **settings)
