@@ -5,7 +5,7 @@ output variant into ``descriptions/``. The work is :func:`bench.optimize.optimiz
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -80,7 +80,7 @@ def run(
     for key, value in (("execute", execute), ("model", model), ("cache_path", cache_path)):
         if value is not None:
             settings[key] = value
-    options: dict[str, object] = {
+    options: dict[str, Any] = {
         "rounds": rounds, "max_usd": max_usd, "max_total_tokens": max_tokens, "metric": metric,
         "min_gain": min_gain, "margin": margin, "alpha": alpha,
         "max_tokens_ratio": max_tokens_ratio, "also_provider": also_provider, "name": name,
