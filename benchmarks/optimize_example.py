@@ -24,8 +24,10 @@ docs/optimize.md shows; tests/test_optimize.py checks that the two agree.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +150,77 @@ def register() -> None:
     for name, function in (("target", target), ("good", good), ("pushy", pushy),
                            ("leaky", leaky), ("babble", babble)):
         register_function(f"opt-{name}", function)
+
+
+def _dev_lines(result: Any) -> list[str]:
+    lines = []
+    for c in result.candidates:
+        dev = f"{c.dev_k}/{c.dev_n} = {c.dev_rate:.1%}" if c.dev_n else "not run"
+        extra = f", fixed {', '.join(c.fixed)}" if c.fixed else ""
+        extra += f", broke {', '.join(c.broke)}" if c.broke else ""
+        lines.append(f"  round {c.round} {c.name}: dev selection {dev}, "
+                     f"{c.tokens} tokens ({c.token_ratio:.2f}x){extra}, {c.status}")
+    return lines
+
+
+def worked_example(root: Path) -> str:
+    """Run the four proposers and a replay on the example project in ``root``; the text
+    docs/optimize.md shows (deterministic: no paths, no times)."""
+    from bench.optimize import optimize
+    from bench.optimize.output import diff_markdown
+
+    out: list[str] = []
+    good_run = optimize("shop", "start", "function:opt-target", "function:opt-good",
+                        project=root, opt_id="good")
+    result = good_run.result
+    out.append('>>> optimize("shop", "start", "function:opt-target", "function:opt-good", '
+               'project=root, opt_id="good")')
+    out += _dev_lines(result)
+    out.append(f"  search stopped: {result.stop_reason}")
+    for t in result.acceptance.tests:
+        out.append(f"  test {t.metric}: {t.rate_start:.1%} -> {t.rate_final:.1%} "
+                   f"(n {t.n}; {t.b_only} fixed, {t.a_only} broke; McNemar p {t.p_value:.3g},"
+                   f" Holm p {t.p_holm:.3g}; {t.verdict})")
+    out.append(f"  {result.final}: {'ACCEPTED' if good_run.accepted else 'not accepted'}, "
+               f"tokens {result.acceptance.token_ratio:.3f}x the start's")
+    from bench.descriptions.variants import load_variant
+    start = load_variant("shop", "start", root / "descriptions")
+    out += ["", "The accepted diff (variant/diff.md):", "", diff_markdown(start,
+                                                                           good_run.final)]
+    for name, options in (("pushy", {"allow_assertive": True}), ("pushy", {}),
+                          ("leaky", {}), ("babble", {})):
+        run = optimize("shop", "start", "function:opt-target", f"function:opt-{name}",
+                       project=root, opt_id=f"{name}{'-allowed' if options else ''}",
+                       **options)
+        flag = ", allow_assertive=True" if options else ""
+        out.append(f'>>> optimize(..., "function:opt-{name}"{flag})')
+        out += _dev_lines(run.result)[1:]
+        out += [f"  rejected: {r.kind}: {r.reason}" for r in run.result.rejections]
+        out.append(f"  {'ACCEPTED' if run.accepted else 'nothing accepted'}: "
+                   f"{'; '.join(run.result.acceptance.reasons)}")
+    replay = optimize("shop", "start", "function:opt-target", "function:opt-good",
+                      project=root, opt_id="good-replay")
+    same = replay.result.model_dump(exclude={"opt_id", "runs"}) == \
+        result.model_dump(exclude={"opt_id", "runs"})
+    out.append('>>> optimize("shop", "start", "function:opt-target", "function:opt-good", '
+               'project=root, opt_id="good-replay")  # replay: same cache, new id')
+    out.append(f"  requests sent: {replay.result.requests} (first run: {result.requests}); "
+               f"cache hits: {sum(r.cache_hits for r in replay.result.runs)}; "
+               f"same result: {same}")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    """Print the worked example (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", help="write the example project here (default: a "
+                                          "temporary folder)")
+    args = parser.parse_args()
+    root = Path(args.project) if args.project else Path(tempfile.mkdtemp(prefix="opt-"))
+    write_project(root)
+    register()
+    print(worked_example(root), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -134,12 +134,12 @@ class Search:
             if candidate.restraint_calls is not None and candidate.parent_restraint_calls \
                     is not None and candidate.restraint_calls > candidate.parent_restraint_calls:
                 extra = candidate.restraint_calls - candidate.parent_restraint_calls
-                flag = f"over-triggering: {extra} more call(s) on no-call/ask dev cases"
-                candidate.flags.append(flag)
+                why = f"{extra} more call(s) on no-call/ask dev cases"
+                candidate.flags.append(f"over-triggering: {why}")
                 candidate.status = "rejected"
                 self.result.rejections.append(Rejection(
                     round=round_no, tool=",".join(candidate.tools), candidate=candidate.name,
-                    kind="over-triggering", reason=flag))
+                    kind="over-triggering", reason=why))
             elif (candidate.dev_rate or 0) > (parent_rate or 0):
                 better.append(candidate)
         self._mark_pareto()
