@@ -82,3 +82,29 @@ def test_bad_settings_and_datasets_are_one_line_errors(shop, tmp_path):
 
 def _start_description(name: str) -> str:
     return next(t["description"] for t in example.TOOLS if t["name"] == name)
+
+
+def test_also_provider_must_hold_on_test(shop):
+    run = bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
+                      opt_id="also", also_provider="oracle")
+    providers = {t.provider for t in run.result.acceptance.tests}
+    assert providers == {TARGET, "oracle"} and run.accepted
+    oracle = [t for t in run.result.acceptance.tests if t.provider == "oracle"]
+    assert all(t.verdict == "no significant difference" for t in oracle)
+
+
+def test_proposals_edit_descriptions_and_parameters():
+    from bench.models import Tool
+    from bench.optimize.proposals import Proposal, Rejected, apply_proposal
+    tool = Tool(name="t", description="Track.", input_schema={
+        "type": "object", "properties": {"order_id": {"type": "string"}}})
+    (edited,) = apply_proposal([tool], Proposal(tool="t", parameters={
+        "order_id": "The order number, e.g. ORD1."}, reason="ids"))
+    assert edited.input_schema["properties"]["order_id"]["description"] == \
+        "The order number, e.g. ORD1." and edited.description == "Track."
+    assert "description" not in tool.input_schema["properties"]["order_id"]  # a copy
+    with pytest.raises(Rejected, match="has no parameter 'nope'"):
+        apply_proposal([tool], Proposal(tool="t", parameters={"nope": "x"}))
+    with pytest.raises(Rejected, match="does not change") as raised:
+        apply_proposal([tool], Proposal(tool="t", description="Track."))
+    assert raised.value.kind == "no-op"
