@@ -1,0 +1,140 @@
+"""The evidence the proposer reads: the target's failures on ``dev``, grouped per tool, and the
+prompt (a jinja2 template the user can replace) that shows them.
+
+A row fails when the target metric, no-call restraint, ask restraint or episode task success
+is False for it. It is filed under each tool it expected and, on a no-call or ask case (or a
+wrong call), under each tool it called instead: the tool whose description should have kept
+the model away. Only ``dev`` rows ever reach here (:mod:`bench.optimize.loop` runs the
+target on ``dev``; ``test`` is read once, at acceptance).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import jinja2
+
+from bench.errors import BenchError
+from bench.models import Tool
+from bench.results import Row
+
+DEFAULT_TEMPLATE = Path(__file__).with_name("prompt.j2")
+_FAILING = ("no_call_correct", "ask_correct", "task_success")
+_TEXT_LIMIT = 400
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed ``dev`` row, in the short form a prompt shows.
+
+    Attributes:
+        case_id: the case.
+        query: the user's last message.
+        expected: the label (``search_orders(keyword=...)``, ``no call``, ``ask``).
+        answer: what the target answered (calls with arguments, or its text / parse error).
+        reasons: the metrics it failed and the scorer's error codes.
+        trajectory: an episode's calls in order (``a -> b -> c``), else ``""``.
+        expected_tools / called_tools: tool names on each side.
+    """
+
+    case_id: str
+    query: str
+    expected: str
+    answer: str
+    reasons: str
+    trajectory: str
+    expected_tools: tuple[str, ...]
+    called_tools: tuple[str, ...]
+
+
+def _cut(text: str, limit: int = _TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
+
+def failed_metrics(row: Row, metric: str) -> list[str]:
+    """The metrics among ``metric`` and the restraint/task ones that are False for ``row``."""
+    values = row.metrics.model_dump()
+    return [m for m in (metric, *_FAILING) if values.get(m) is False]
+
+
+def failure_of(row: Row, metric: str) -> Failure | None:
+    """``row`` as a :class:`Failure`, or None when it did not fail."""
+    failed = failed_metrics(row, metric)
+    if not failed:
+        return None
+    expected = row.expected
+    names: tuple[str, ...]
+    if expected is None or expected.no_call:
+        label, names = "no call (nothing fits)", ()
+    elif expected.ask:
+        label, names = "ask for the missing information (no call)", ()
+    else:
+        names = tuple(str(c.get("name")) for c in expected.calls)
+        label = ", ".join(f"{c.get('name')}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})"
+                          for c in expected.calls)
+    calls = row.calls()
+    answer = "; ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})"
+                       for c in calls) if calls else \
+        (row.parsed.error or row.parsed.text or "no call") if row.parsed else "no answer"
+    steps = row.episode.steps if row.episode else []
+    trajectory = " -> ".join(c.name or "?" for s in steps for c in s.calls)
+    reasons = ", ".join(failed + [f"code {c}" for c in (row.metrics.error_codes or [])])
+    return Failure(row.case_id, _cut(row.query or ""), _cut(label), _cut(str(answer)), reasons,
+                   _cut(trajectory), names, tuple(c.name or "" for c in calls))
+
+
+def group_failures(rows: Sequence[Row], metric: str, tools: Sequence[str]
+                   ) -> dict[str, list[Failure]]:
+    """Failures filed per tool (see the module docstring), tools in ``tools`` order; a tool
+    without failures is left out. A call of an unknown tool is filed nowhere."""
+    groups: dict[str, list[Failure]] = {name: [] for name in tools}
+    for row in sorted(rows, key=lambda r: (r.case_id, r.trial)):
+        failure = failure_of(row, metric)
+        if failure is None:
+            continue
+        wrong = [n for n in failure.called_tools if n not in failure.expected_tools]
+        for name in dict.fromkeys((*failure.expected_tools, *wrong)):
+            if name in groups:
+                groups[name].append(failure)
+    return {name: found for name, found in groups.items() if found}
+
+
+def load_template(path: str | None) -> jinja2.Template:
+    """The proposer's prompt template: ``path`` or the shipped ``prompt.j2``.
+
+    Raises:
+        BenchError: the file is missing or not a valid template (names file and line).
+    """
+    file = Path(path) if path else DEFAULT_TEMPLATE
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"cannot read the prompt template ({type(exc).__name__})",
+                         file=file) from None
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    try:
+        return env.from_string(text)
+    except jinja2.TemplateSyntaxError as exc:
+        raise BenchError(f"template error: {exc.message}", file=file, line=exc.lineno) from None
+
+
+def render_prompt(template: jinja2.Template, tool: Tool, tools: Sequence[Tool],
+                  failures: Sequence[Failure], *, max_failures: int,
+                  max_tokens_ratio: float) -> str:
+    """The prompt for ``tool``: at most ``max_failures`` of its failures, all ``tools`` as
+    JSON, the token ratio allowed.
+
+    Raises:
+        BenchError: the template uses a name it is not given, or fails while rendering.
+    """
+    tools_json = json.dumps([t.model_dump() for t in tools], ensure_ascii=False, indent=1)
+    try:
+        return template.render(tool=tool, tools=list(tools), tools_json=tools_json,
+                               failures=list(failures[:max_failures]), total=len(failures),
+                               max_tokens_ratio=max_tokens_ratio)
+    except jinja2.TemplateError as exc:
+        raise BenchError(f"prompt template error: {exc}") from None
