@@ -22,7 +22,10 @@ from pathlib import Path
 # Imported here so that pytester's in-process runs find them loaded: it removes modules
 # first imported inside a run, and pyarrow / numpy refuse to be imported twice per process.
 import datasets  # noqa: F401
+import numpy.fft  # noqa: F401 - scipy.stats imports it during the gate's comparison
 import pytest
+import scipy.optimize  # noqa: F401
+import scipy.stats  # noqa: F401
 from typer.testing import CliRunner
 
 import bench.executor.runhook  # noqa: F401
