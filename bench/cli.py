@@ -80,6 +80,9 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     trials = int(frame["trial"].max()) + 1
     split = manifest.config.get("split") or "all"  # runs from before splits ran every case
     out.print(summary_table(summary, title=f"run {run_id}, {split} split", trials=trials))
+    from bench.report.execution import execution_notes
+    for note in execution_notes(manifest.execution, store.dir):
+        out.print(f"note: {note}", markup=False)
     from bench.report.table import bucket_rich_table
     from bench.stats.buckets import bucket_table
     buckets = bucket_table(frame, variant_order)
