@@ -143,7 +143,7 @@ class RunExecution:
                 from bench.importers.mcp_server import server_target
                 target = server_target(server)
                 backend = McpBackend(target.command, target.args,
-                                     env=settings.expanded_env())
+                                     env=settings.expanded_env(), cwd=self._project_root)
             self._closers.append(backend)
             handlers = backend.handlers()
         else:

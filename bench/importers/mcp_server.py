@@ -41,7 +41,8 @@ def is_url(server: str | Sequence[str]) -> bool:
     return isinstance(server, str) and server.startswith(("http://", "https://"))
 
 
-def server_target(server: str | Sequence[str], env: dict[str, str] | None = None) -> Any:
+def server_target(server: str | Sequence[str], env: dict[str, str] | None = None,
+                  cwd: Any = None) -> Any:
     """What the SDK's ``Client`` connects to: the URL itself, or ``StdioServerParameters`` for
     a command (its program looked up on ``PATH``).
 
@@ -58,7 +59,7 @@ def server_target(server: str | Sequence[str], env: dict[str, str] | None = None
     if not server:
         raise BenchError("no server command given")
     program = shutil.which(server[0]) or server[0]
-    return StdioServerParameters(command=program, args=list(server[1:]), env=env)
+    return StdioServerParameters(command=program, args=list(server[1:]), env=env, cwd=cwd)
 
 
 def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:

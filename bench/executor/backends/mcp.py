@@ -15,6 +15,7 @@ import concurrent.futures
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 from bench.errors import BenchError
@@ -87,6 +88,7 @@ class McpBackend:
         startup_timeout_s: seconds to wait for the session to initialise.
         url: the server's Streamable HTTP endpoint instead of a command, e.g.
             ``http://127.0.0.1:8000/mcp``.
+        cwd: the folder a stdio server starts in (None: this process's).
 
     Raises:
         BenchError: the server could not be started or reached, or did not initialise in
@@ -95,7 +97,7 @@ class McpBackend:
 
     def __init__(self, command: str | None = None, args: Sequence[str] = (), *,
                  env: dict[str, str] | None = None, startup_timeout_s: float = 30.0,
-                 url: str | None = None) -> None:
+                 url: str | None = None, cwd: Path | None = None) -> None:
         from mcp import Client, StdioServerParameters
 
         if url is not None:
@@ -105,7 +107,8 @@ class McpBackend:
         elif command is None:
             raise BenchError("an MCP backend needs a command or a url")
         else:
-            self._params = StdioServerParameters(command=command, args=list(args), env=env)
+            self._params = StdioServerParameters(command=command, args=list(args), env=env,
+                                                 cwd=cwd)
         self._client_type = Client
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
