@@ -97,5 +97,6 @@ def init(
         out.print(f"execution: {settings.execute}, {settings.timeout_s:g} s per call"
                   + (f"; writes refused for {', '.join(refused)} until listed in writes = "
                      "[...] of pyproject.toml" if refused else ""), markup=False)
-    out.print(f"next: cd {shlex.quote(str(folder))} and follow README.md (add cases to "
-              f"datasets/{toolset}/cases.jsonl, then bench run)", markup=False)
+    go = "" if folder.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} and "
+    out.print(f"next: {go}follow README.md (add cases to datasets/{toolset}/cases.jsonl, then "
+              "bench run)", markup=False)

@@ -117,13 +117,20 @@ def expand(text: str, environ: dict[str, str] | None = None) -> str:
 
 def server_label(server: str | Sequence[str]) -> str:
     """What messages call the server: a URL without userinfo and query, or the program's
-    file name (never the whole command line: it may carry a token)."""
+    file name and its script's (``python notes_server.py``); never the whole command line,
+    which may carry a token."""
     if isinstance(server, str):
         from urllib.parse import urlsplit
         parts = urlsplit(server)
         return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}" \
                f"{parts.path}"
-    return Path(server[0]).name if server else "?"
+    if not server:
+        return "?"
+    label = Path(server[0]).name
+    script = next((part for part in server[1:] if not part.startswith("-")), None)
+    if script and re.fullmatch(r"[\w./\\-]+\.(py|js|mjs|ts)", script):  # a script's file name
+        label += " " + Path(script).name
+    return label
 
 
 def load_toolset_settings(root: Path) -> dict[str, ToolsetSettings]:

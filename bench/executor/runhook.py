@@ -85,6 +85,8 @@ class RunExecution:
         toolsets: the run's toolsets: their declared backends start now, so a server that
             cannot start fails the run before any row.
 
+    A stdio server's stderr goes to ``mcp-server-<toolset>.log`` in the run folder.
+
     Raises:
         BenchError: an MCP server cannot be started or reached, a Python module of tools
             cannot be imported, or the project's toolset settings are invalid.
@@ -102,6 +104,7 @@ class RunExecution:
         self.settings = load_toolset_settings(project_root) \
             if project_root is not None and not mcp_command else {}
         self._project_root = project_root
+        self._run_dir = Path(run_dir)
         self._own: dict[str, Mapping[str, Handler]] = {}
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
@@ -143,7 +146,8 @@ class RunExecution:
                 from bench.importers.mcp_server import server_target
                 target = server_target(server)
                 backend = McpBackend(target.command, target.args,
-                                     env=settings.expanded_env(), cwd=self._project_root)
+                                     env=settings.expanded_env(), cwd=self._project_root,
+                                     errlog=self._run_dir / f"mcp-server-{toolset}.log")
             self._closers.append(backend)
             handlers = backend.handlers()
         else:

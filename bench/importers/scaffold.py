@@ -30,7 +30,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import yaml
 
@@ -374,8 +374,8 @@ def _from_project(server: list[str] | str | None, dest: Path) -> list[str] | str
             and (here / part).is_file() else part for i, part in enumerate(server)]
 
 
-def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: list[str] = (),
-                 writes: list[str] = (), execute: bool = True, timeout_s: float = 10.0,
+def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Sequence[str] = (),
+                 writes: Sequence[str] = (), execute: bool = True, timeout_s: float = 10.0,
                  force: bool = False) -> InitResult:
     """Write a new project folder for the tools of ``source`` (see the module docstring).
 

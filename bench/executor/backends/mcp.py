@@ -89,6 +89,8 @@ class McpBackend:
         url: the server's Streamable HTTP endpoint instead of a command, e.g.
             ``http://127.0.0.1:8000/mcp``.
         cwd: the folder a stdio server starts in (None: this process's).
+        errlog: a file that receives a stdio server's stderr (appended; None: this
+            process's stderr), so its log lines do not mix with bench's output.
 
     Raises:
         BenchError: the server could not be started or reached, or did not initialise in
@@ -97,7 +99,8 @@ class McpBackend:
 
     def __init__(self, command: str | None = None, args: Sequence[str] = (), *,
                  env: dict[str, str] | None = None, startup_timeout_s: float = 30.0,
-                 url: str | None = None, cwd: Path | None = None) -> None:
+                 url: str | None = None, cwd: Path | None = None,
+                 errlog: Path | None = None) -> None:
         from mcp import Client, StdioServerParameters
 
         if url is not None:
@@ -109,6 +112,7 @@ class McpBackend:
         else:
             self._params = StdioServerParameters(command=command, args=list(args), env=env,
                                                  cwd=cwd)
+        self._errlog = errlog
         self._client_type = Client
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -140,14 +144,31 @@ class McpBackend:
     async def _session(self) -> None:
         self._stop = asyncio.Event()
         try:
-            async with self._client_type(self._params) as client:
-                listing = await client.list_tools()
-                self.tools = [self._tool(t) for t in listing.tools]
-                self._client = client
-                self._ready.set()
-                await self._stop.wait()
+            target: Any = self._params
+            if self._errlog is not None and not isinstance(target, str):
+                from mcp.client.stdio import stdio_client
+                self._errlog.parent.mkdir(parents=True, exist_ok=True)
+                log = open(self._errlog, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+                target = stdio_client(target, errlog=log)
+            else:
+                log = None
+            try:
+                await self._run_client(target)
+            finally:
+                if log is not None:
+                    log.close()
         except Exception as exc:  # noqa: BLE001 - reported by __init__ as one line
             self._error = exc
+
+    async def _run_client(self, target: Any) -> None:
+        """Hold one client session on ``target`` until :meth:`close`."""
+        async with self._client_type(target) as client:
+            listing = await client.list_tools()
+            self.tools = [self._tool(t) for t in listing.tools]
+            self._client = client
+            self._ready.set()
+            assert self._stop is not None
+            await self._stop.wait()
 
     @staticmethod
     def _tool(tool: Any) -> Tool:
