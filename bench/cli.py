@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bench.cli_import import import_app
+from bench.cli_init import init
 from bench.cli_lint import lint
 from bench.cli_split import split
 from bench.cli_variants import variants_app
@@ -80,6 +81,9 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     trials = int(frame["trial"].max()) + 1
     split = manifest.config.get("split") or "all"  # runs from before splits ran every case
     out.print(summary_table(summary, title=f"run {run_id}, {split} split", trials=trials))
+    from bench.report.execution import execution_notes
+    for note in execution_notes(manifest.execution, store.dir):
+        out.print(f"note: {note}", markup=False, soft_wrap=True)
     from bench.report.table import bucket_rich_table
     from bench.stats.buckets import bucket_table
     buckets = bucket_table(frame, variant_order)
@@ -584,6 +588,7 @@ app.add_typer(variants_app, name="variants")
 app.add_typer(import_app, name="import")
 app.command("lint")(lint)
 app.command("split")(split)
+app.command("init")(init)
 from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the importers load when a command runs
     from bench.importers.toollists import Format
 
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
-                         "BFCL, OpenAI or Anthropic tool lists, or a live MCP server.")
+                         "BFCL, OpenAI, Anthropic or Gemini tool lists, or a live MCP server.")
 out = Console()
 
 NameOption = Annotated[Optional[str], typer.Option(
@@ -121,6 +121,16 @@ def import_anthropic_cmd(
 ) -> None:
     """An Anthropic tools list -> descriptions/NAME/variants/VARIANT.yaml."""
     _import_list(file, "anthropic", name, variant, force)
+
+
+@import_app.command("gemini")
+def import_gemini_cmd(
+    file: Annotated[Path, typer.Argument(help="JSON Gemini tools ({\"functionDeclarations\": "
+                                              "[...]}) or a list of function declarations.")],
+    name: NameOption = None, variant: VariantOption = "original", force: ForceOption = False,
+) -> None:
+    """Gemini function declarations -> descriptions/NAME/variants/VARIANT.yaml."""
+    _import_list(file, "gemini", name, variant, force)
 
 
 @import_app.command("mcp")

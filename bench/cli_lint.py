@@ -60,8 +60,9 @@ def lint(
     for name in _split(toolset):  # named ones must exist: nothing linted is no pass
         check_toolset(name, root)
         if not _split(variant) and not available_variants(name, root):
-            raise BenchError(f"toolset '{name}' has no variants (no specs under "
-                             f"descriptions/{name}/specs and no hand-written variants)")
+            from bench.descriptions.variants import no_variants_reason
+            raise BenchError(f"toolset '{name}' has no variants: "
+                             f"{no_variants_reason(name, root)}")
     tests = _test_cases(_split(dataset), toolsets)
     for name in toolsets:
         for v in _split(variant) or available_variants(name):

@@ -86,13 +86,15 @@ def variants_list(
     """
     if ctx.invoked_subcommand:
         return
-    from bench.descriptions import available_variants, load_variant
+    from bench.descriptions import available_variants, check_toolset, load_variant
     from bench.descriptions.cost import anthropic_cost, openai_costs
+    from bench.descriptions.variants import no_variants_reason
 
+    check_toolset(toolset)  # an unknown one: the message lists the known toolsets
     chosen = _split(names) or available_variants(toolset)
     if not chosen:
-        raise BenchError(f"toolset '{toolset}' has no variants (no specs under "
-                         f"descriptions/{toolset}/specs and no hand-written variants)")
+        raise BenchError(f"toolset '{toolset}' has no variants: "
+                         f"{no_variants_reason(toolset)}")
     loaded = [load_variant(toolset, name) for name in chosen]
     local = _local_tool_tokens(loaded, model_path)
     rows: list[_VariantRow] = []

@@ -1,4 +1,7 @@
-"""A small MCP server for the executor's MCP backend test (stdio, mcp SDK's MCPServer)."""
+"""A small MCP server for the executor's MCP backend test (mcp SDK's MCPServer): over stdio,
+or over Streamable HTTP on loopback with ``--http PORT`` (endpoint ``/mcp``)."""
+
+import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,4 +32,7 @@ def delete_everything(confirm: bool) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -32,3 +32,11 @@ def test_every_extra_requirement_is_pinned_in_constraints():
               if "==" in line and not line.lstrip().startswith("#")}
     for requirement in _extras()["test"]:
         assert Requirement(requirement).name.lower() in pinned, requirement
+
+
+def test_the_local_and_gate_extras_run_the_gate():
+    """The gate is a pytest plugin: `.[local]` (the README's install) and `.[gate]` (a CI job
+    that only replays) bring pytest, so `pytest` runs the gate without the `test` extra."""
+    extras = _extras()
+    for name in ("local", "gate"):
+        assert "pytest" in {Requirement(r).name for r in extras[name]}, name

@@ -12,6 +12,7 @@ import importlib.metadata
 import os
 import re
 import struct
+import sys
 import tomllib
 import tracemalloc
 from pathlib import Path
@@ -559,13 +560,36 @@ def test_installed_presets_resolve_to_their_pinned_file(name, tmp_path):
     assert info.chat_template is preset.chat_template
 
 
-def test_models_cache_dir(monkeypatch, tmp_path):
+def test_models_cache_dir_is_one_per_user_not_per_project(monkeypatch, tmp_path):
     from bench.providers.local.models import models_cache_dir
+    monkeypatch.delenv("BENCH_MODEL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    first = models_cache_dir()
+    # neither the project folder nor the project's derived-data cache moves it
+    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "p1"))
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "c"))
-    assert models_cache_dir() == tmp_path / "c" / "models"
-    monkeypatch.delenv("BENCH_CACHE_DIR")
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path))
-    assert models_cache_dir() == tmp_path.resolve() / "reports" / ".cache" / "models"
+    assert models_cache_dir() == first
+    if sys.platform.startswith("linux"):
+        assert first == tmp_path / "xdg" / "bench" / "models"
+    monkeypatch.setenv("BENCH_MODEL_CACHE", str(tmp_path / "m"))
+    assert models_cache_dir() == tmp_path / "m"
+
+
+def test_user_cache_root_follows_each_system_convention(tmp_path):
+    from bench.providers.local.models import user_cache_root
+    assert user_cache_root({"XDG_CACHE_HOME": "/x"}, "linux") == Path("/x/bench")
+    # a relative XDG_CACHE_HOME is invalid per the XDG spec and ignored
+    assert user_cache_root({"XDG_CACHE_HOME": "rel"}, "linux") == \
+        Path.home() / ".cache" / "bench"
+    assert user_cache_root({}, "darwin") == Path.home() / "Library" / "Caches" / "bench"
+    assert user_cache_root({"LOCALAPPDATA": "C:/L"}, "win32") == Path("C:/L/bench/Cache")
+
+
+def test_a_relative_model_cache_is_refused(monkeypatch):
+    from bench.providers.local.models import models_cache_dir
+    monkeypatch.setenv("BENCH_MODEL_CACHE", "models")
+    with pytest.raises(BenchError, match="BENCH_MODEL_CACHE must be an absolute folder"):
+        models_cache_dir()
 
 
 @pytest.mark.parametrize("name, path, expected", [

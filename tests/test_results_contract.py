@@ -181,7 +181,7 @@ def test_the_gate_changes_no_cwd_and_no_environment(tmp_path, monkeypatch):
     root = tmp_path / "team"
     root.mkdir()
     repo = test_gate.REPO
-    shutil.copytree(repo / "descriptions/templates", root / "descriptions/templates")
+    # the built-in l3..l50 templates are found without a copy
     shutil.copytree(repo / "descriptions/analytics/specs", root / "descriptions/analytics/specs")
     wanted = set(test_gate.SORT_CASES[:3] + test_gate.CONTROL_CASES)
     lines = [line for line in (repo / "datasets/analytics/cases.jsonl").read_text(

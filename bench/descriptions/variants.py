@@ -1,6 +1,9 @@
 """Description variants: rendered from specs by jinja2 templates, or hand-written files.
 
-A rendered variant ``lN`` uses ``descriptions/templates/lN.j2``; the template receives
+A rendered variant ``lN`` uses the template ``lN.j2``: the project's own
+``descriptions/templates/lN.j2`` when it has one, else the one shipped in this package
+(``bench/data/templates/``, :data:`PACKAGE_TEMPLATES`), so a new project needs no copy of the
+built-in l3/l10/l30/l50 templates. The template receives
 ``spec`` (a :class:`~bench.descriptions.specs.ToolSpec` as a dict) and ``params`` (one dict per
 argument: name, type, required, enum, default, minimum, maximum, format, pattern, description)
 and returns the tool's description prose. A hand-written variant is
@@ -27,6 +30,9 @@ from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
 from bench.schema_refs import ref_problem
 from bench.yamlio import line_of, load_yaml
+
+#: The built-in templates (l3, l10, l30, l50), shipped as package data.
+PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
 
 # Target description lines per tool of each rendered variant (the classic length ablation).
 LINE_TARGETS = {"l3": 3, "l10": 10, "l30": 30, "l50": 50}
@@ -118,9 +124,29 @@ def _params(spec: ToolSpec) -> list[dict[str, Any]]:
     return params
 
 
-def _environment(templates: Path) -> jinja2.Environment:
+def template_dirs(root: Path) -> list[Path]:
+    """Where templates are looked up, first match wins: the project's
+    ``<root>/templates`` (when it exists), then :data:`PACKAGE_TEMPLATES`."""
+    own = root / "templates"
+    return [own, PACKAGE_TEMPLATES] if own.is_dir() else [PACKAGE_TEMPLATES]
+
+
+def template_names(root: Path) -> list[str]:
+    """Names of the rendered variants the templates offer (``l3``, ``l10``, ...), the
+    project's own and the built-in ones, ordered by length then name."""
+    names = {p.stem for folder in template_dirs(root) for p in folder.glob("*.j2")}
+    return sorted(names, key=lambda n: (len(n), n))
+
+
+def template_path(root: Path, name: str) -> Path | None:
+    """The file of template ``name`` (the project's, else the built-in one), or None."""
+    return next((folder / f"{name}.j2" for folder in template_dirs(root)
+                 if (folder / f"{name}.j2").is_file()), None)
+
+
+def _environment(templates: list[Path]) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates)),
+        loader=jinja2.FileSystemLoader([str(t) for t in templates]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -145,10 +171,27 @@ def available_variants(toolset: str, root: Path | None = None) -> list[str]:
     hand-written files (an imported toolset has only these)."""
     root = root or descriptions_dir()
     has_specs = any((root / toolset / "specs").glob("*.yaml"))
-    rendered = sorted((p.stem for p in (root / "templates").glob("*.j2")),
-                      key=lambda n: (len(n), n)) if has_specs else []
+    rendered = template_names(root) if has_specs else []
     written = sorted(p.stem for p in (root / toolset / "variants").glob("*.yaml"))
     return rendered + [w for w in written if w not in rendered]
+
+
+def no_variants_reason(toolset: str, root: Path | None = None) -> str:
+    """Why ``toolset`` has no variant, naming the real cause: no such folder, no specs and
+    no hand-written variants, or specs but no templates (the built-in ones missing from this
+    installation). Used by the commands that need at least one variant."""
+    root = root or descriptions_dir()
+    folder = root / toolset
+    if not folder.is_dir():
+        return f"there is no folder {folder}"
+    specs = any((folder / "specs").glob("*.yaml"))
+    if specs and not template_names(root):
+        return (f"it has specs under {folder / 'specs'}, but no template renders them: "
+                f"neither {root / 'templates'} nor the built-in {PACKAGE_TEMPLATES} holds a "
+                "*.j2 file (reinstall bench)")
+    return (f"{folder} has no specs/*.yaml (rendered by the l3..l50 templates) and no "
+            "variants/*.yaml (hand-written tool lists); `bench init` or `bench import` "
+            "writes them")
 
 
 def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
@@ -223,25 +266,34 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
     written = toolset_dir / "variants" / f"{name}.yaml"
     if written.is_file():
         return _load_written(written, name, toolset, root)
-    template_path = root / "templates" / f"{name}.j2"
-    if not template_path.is_file():
+    found = template_path(root, name)
+    if found is None:
+        available = available_variants(toolset, root)
         raise BenchError(f"unknown variant '{name}' for toolset '{toolset}' "
-                         f"(available: {', '.join(available_variants(toolset, root))})")
+                         + (f"(available: {', '.join(available)})" if available
+                            else f"(it has none: {no_variants_reason(toolset, root)})"))
+    if not any((toolset_dir / "specs").glob("*.yaml")):
+        raise BenchError(f"variant '{name}' is rendered from specs, and toolset '{toolset}' "
+                         f"has none (expected {toolset_dir / 'specs'}/<tool>.yaml); its "
+                         "hand-written variants: "
+                         f"{', '.join(available_variants(toolset, root)) or 'none'}")
+    template_file = found
     specs = load_specs(toolset_dir)
-    env = _environment(root / "templates")
+    env = _environment(template_dirs(root))
     try:
         template = env.get_template(f"{name}.j2")
         tools = tuple(render_tool(spec, template) for spec in specs)
     except jinja2.TemplateSyntaxError as exc:
-        raise BenchError(f"template error: {exc.message}", file=template_path,
+        raise BenchError(f"template error: {exc.message}", file=exc.filename or template_file,
                          line=exc.lineno) from None
     except jinja2.TemplateError as exc:
         raise BenchError(f"template error: {exc.message or type(exc).__name__}",
-                         file=template_path) from None
+                         file=template_file) from None
     except UnicodeDecodeError as exc:
-        raise BenchError(f"template is not UTF-8 ({exc.reason})", file=template_path) from None
+        raise BenchError(f"template is not UTF-8 ({exc.reason})", file=template_file) from None
     except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
         raise BenchError(f"template error: {type(exc).__name__}: {exc}",
-                         file=template_path) from None
-    return Variant(name=name, toolset=toolset, tools=tools,
-                   source=str(template_path.relative_to(root.parent)))
+                         file=template_file) from None
+    source = template_file.relative_to(root.parent) if root.parent in template_file.parents \
+        else Path("bench/data/templates") / template_file.name  # the built-in one
+    return Variant(name=name, toolset=toolset, tools=tools, source=str(source))

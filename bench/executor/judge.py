@@ -11,6 +11,10 @@ match (BRIEF §6: execution success, execution match).
   compare by tool name and canonical JSON of the data (errors by code and message), so
   ``"Beijing"`` and ``"北京"`` match when the backend answers both alike.
 - ``execution_errors``: counts of the predicted calls' final error classes.
+
+A call of a tool that has no implementation in a backed toolset (``no_backend``: e.g. a
+pydantic model imported as a schema-only tool) was not run: both metrics are None for that
+answer, as for a toolset without any backend.
 """
 
 from __future__ import annotations
@@ -89,7 +93,8 @@ class ExecutionJudge:
                           context: RunContext) -> ExecutionOutcome:
         key = (toolset, call.name, canonical_bytes(call.arguments),
                canonical_bytes(tools[call.name].input_schema) if call.name in tools else None,
-               context.user_id, context.allow_writes, context.allow_sensitive)
+               context.user_id, context.allow_writes, context.allow_sensitive,
+               context.write_tools)
         found = self._expected_cache.get(key)
         if found is None:
             # the reference side runs clean: no injected faults, no trace lines
@@ -109,7 +114,7 @@ class ExecutionJudge:
         so an id is never reused while cached.
         """
         memo_key = (id(expected), id(tools), toolset, context.user_id, context.allow_writes,
-                    context.allow_sensitive)
+                    context.allow_sensitive, context.write_tools)
         memo = self._reference_memo.get(memo_key)
         if memo is not None and memo[0] is expected and memo[1] is tools:
             return memo[2]
@@ -161,6 +166,8 @@ class ExecutionJudge:
             "execution_success": None, "execution_match": None}
         if not expects_calls:
             return result
+        if any(o.error_code == "no_backend" for o in outcomes):
+            return result  # a tool without an implementation (e.g. a schema-only one): not run
         result["execution_success"] = bool(outcomes) and all(
             o.success and not o.fallback_used for o in outcomes)
         want = self._reference_keys(expected, tools, toolset, context)

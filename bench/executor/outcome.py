@@ -59,7 +59,10 @@ class RunContext:
         run_id / case_id / trial: where the calls come from (copied into traces).
         user_id: the signed-in customer (e.g. ``"C0001"``); None means the staff view that
             sees every customer's orders. Per-user rate limits key on it (``"anonymous"``).
-        allow_writes: write tools run only when True (``bench run --allow-writes``).
+        allow_writes: write tools run only when True (``bench run --allow-writes``), or when
+            named in ``write_tools``.
+        write_tools: the write tools allowed to run in this context (a project toolset's
+            ``writes`` list, :mod:`bench.toolset_config`).
         allow_sensitive: sensitive tools run only when True.
         inject_faults: False runs the calls without the configured fault injection (the
             judge's expected calls use this).
@@ -72,6 +75,7 @@ class RunContext:
     user_id: str | None = None
     allow_writes: bool = False
     allow_sensitive: bool = False
+    write_tools: frozenset[str] = frozenset()
     inject_faults: bool = True
     trace: bool = True
 

@@ -278,10 +278,11 @@ class Executor:
         if handler.check is not None:
             handler.check(arguments)
         permission = max(tool.permission, handler.permission, key=_PERMISSION_RANK.__getitem__)
-        if permission == "write" and not run.allow_writes:
+        if permission == "write" and not (run.allow_writes or call.name in run.write_tools):
             raise permanent_error("permission_denied", f"'{call.name}' changes data and this "
-                                  "run does not allow writes (bench run --allow-writes); tell "
-                                  "the user it was not done")
+                                  "run does not allow writes for it (bench run --allow-writes, "
+                                  "or its toolset's writes list in pyproject.toml); tell the "
+                                  "user it was not done")
         if permission == "sensitive" and not run.allow_sensitive:
             raise permanent_error("permission_denied", f"'{call.name}' touches personal data "
                                   "and needs explicit allowance (bench run --allow-sensitive); "
@@ -316,7 +317,8 @@ class Executor:
                 run_fn = wrap(handler.run, rule, hang_s=self.config.timeout_s * 4 + 1) \
                     if rule else handler.run
                 data = _normalise(self._run_with_timeout(run_fn, arguments, call, attempt, run,
-                                                         handler.cooperative))
+                                                         handler.cooperative,
+                                                         handler.timeout_s))
                 capped = _capped(data, self.config.result_token_budget)
             except ToolError as exc:
                 error = exc
@@ -376,28 +378,31 @@ class Executor:
                 return
         self._fail(outcome, error, suffix)
 
-    def _context(self, call: ToolCall, attempt: int, run: RunContext) -> CallContext:
+    def _context(self, call: ToolCall, attempt: int, run: RunContext,
+                 timeout_s: float | None = None) -> CallContext:
         return CallContext(call_id=call.id, tool=call.name, attempt=attempt, run=run,
-                           deadline=time.monotonic() + self.config.timeout_s)
+                           deadline=time.monotonic() + (timeout_s or self.config.timeout_s))
 
     def _run_with_timeout(self, run_fn: Callable[[dict[str, Any], CallContext], Any],
                           arguments: dict[str, Any], call: ToolCall, attempt: int,
-                          run: RunContext, cooperative: bool) -> Any:
-        ctx = self._context(call, attempt, run)
+                          run: RunContext, cooperative: bool,
+                          timeout_s: float | None = None) -> Any:
+        timeout_s = timeout_s or self.config.timeout_s
+        ctx = self._context(call, attempt, run, timeout_s)
         if cooperative:  # stops itself at the deadline: no thread hand-off needed
             data = run_fn(arguments, ctx)
             if time.monotonic() > ctx.deadline:
                 raise ToolError("timeout", "timeout", f"'{call.name}' did not answer within "
-                                f"{self.config.timeout_s:g} s")
+                                f"{timeout_s:g} s")
             return data
         future = self._pool.submit(run_fn, arguments, ctx)
         try:
-            return future.result(timeout=self.config.timeout_s)
+            return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
             ctx.cancelled.set()
             future.cancel()
             raise ToolError("timeout", "timeout", f"'{call.name}' did not answer within "
-                            f"{self.config.timeout_s:g} s") from None
+                            f"{timeout_s:g} s") from None
 
     @staticmethod
     def _fail(outcome: ExecutionOutcome, error: ToolError, suffix: str = "") -> None:

@@ -1,16 +1,72 @@
-"""The runner's entry into the executor: one judge per run, its traces in the run folder."""
+"""The runner's entry into the executor: one judge per run, its traces in the run folder.
+
+Which backend executes a toolset's calls (:func:`describe_execution` says it, and the run's
+manifest keeps it under ``execution``, for the table and the report):
+
+- ``--execute-mcp`` given: that MCP server, for every toolset;
+- else the project's ``[tool.bench.toolsets.<name>]`` (:mod:`bench.toolset_config`): its MCP
+  server (stdio or Streamable HTTP), its Python module's functions, or ``none`` (declared
+  no-execute mode);
+- else the reference backends of the shipped toolsets;
+- else nothing: the toolset has no backend, its execution metrics are empty, and the table
+  says so.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from bench.executor.backends import ReferenceBackends
+from bench.errors import BenchError
+from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
 from bench.executor.backends.base import Handler
 from bench.executor.judge import ExecutionJudge
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
 from bench.executor.traces import TRACES, TraceWriter
+from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_settings,
+                                  server_label)
+
+
+def describe_execution(toolsets: Sequence[str], *, execute: bool,
+                       mcp_command: Sequence[str] | None, allow_writes: bool,
+                       settings: Mapping[str, ToolsetSettings]) -> dict[str, dict[str, Any]]:
+    """How each toolset's calls are executed in a run, for its manifest (``execution``).
+
+    Returns:
+        toolset -> ``{"mode", "detail", "writes"}``: ``mode`` is ``reference``, ``mcp``,
+        ``python``, ``none`` (declared no-execute), ``off`` (``--no-execute``) or
+        ``no_backend``; ``detail`` says where or why in a few words (never a command line: it
+        may hold a token); ``writes`` is ``"all"`` (``--allow-writes``) or the write tools
+        allowed to run.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for toolset in dict.fromkeys(toolsets):
+        own = settings.get(toolset)
+        writes: Any = "all" if allow_writes else sorted(own.writes) if own else []
+        if not execute:
+            entry = {"mode": "off", "detail": "bench run --no-execute"}
+        elif mcp_command:
+            entry = {"mode": "mcp", "detail": f"--execute-mcp {server_label(mcp_command)}"}
+        elif own is not None and own.execute == "none":
+            entry = {"mode": "none", "detail": own.reason or
+                     f"declared execute = \"none\" in [tool.bench.toolsets.{toolset}]"}
+        elif own is not None and own.execute == "mcp":
+            assert own.server is not None
+            entry = {"mode": "mcp", "detail": f"MCP server {server_label(own.server)}, "
+                                              f"{own.timeout_s:g} s per call"}
+        elif own is not None:
+            entry = {"mode": "python", "detail": f"Python module {own.module}, "
+                                                 f"{own.timeout_s:g} s per call"}
+        elif toolset in REFERENCE_TOOLSETS:
+            entry = {"mode": "reference", "detail": "bench's reference backend"}
+        else:
+            entry = {"mode": "no_backend", "detail": "no backend: declare one under "
+                     f"[tool.bench.toolsets.{toolset}] in {PYPROJECT} (execute = \"mcp\", "
+                     "\"python\" or \"none\")"}
+        found[toolset] = {**entry, "writes": writes}
+    return found
 
 
 class RunExecution:
@@ -24,28 +80,84 @@ class RunExecution:
             server's argv (``[program, *args]``), started over stdio; its tools serve every
             toolset (read-only unless the server marks a tool otherwise, see
             :class:`~bench.executor.backends.mcp.McpBackend`).
+        project_root: the project folder whose ``pyproject.toml`` may declare how its own
+            toolsets execute (:mod:`bench.toolset_config`); None: none declared.
+        toolsets: the run's toolsets: their declared backends start now, so a server that
+            cannot start fails the run before any row.
+
+    A stdio server's stderr goes to ``mcp-server-<toolset>.log`` in the run folder.
 
     Raises:
-        BenchError: the MCP server cannot be started.
+        BenchError: an MCP server cannot be started or reached, a Python module of tools
+            cannot be imported, or the project's toolset settings are invalid.
     """
 
     def __init__(self, run_dir: Path, run_id: str, *, allow_writes: bool = False,
-                 allow_sensitive: bool = False, mcp_command: Sequence[str] | None = None) -> None:
+                 allow_sensitive: bool = False, mcp_command: Sequence[str] | None = None,
+                 project_root: Path | None = None, toolsets: Sequence[str] = ()) -> None:
         self.run_id = run_id
         self.allow_writes = allow_writes
         self.allow_sensitive = allow_sensitive
         self._mcp = None
+        self._closers: list[Any] = []
         self.mcp_handlers: dict[str, Handler] | None = None  # an MCP server's handlers (episodes run on them too)
+        self.settings = load_toolset_settings(project_root) \
+            if project_root is not None and not mcp_command else {}
+        self._project_root = project_root
+        self._run_dir = Path(run_dir)
+        self._own: dict[str, Mapping[str, Handler]] = {}
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
             self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]))
             mcp_handlers = self.mcp_handlers = self._mcp.handlers()
             source: Any = lambda _toolset: mcp_handlers  # noqa: E731 - one server, every toolset
         else:
-            source = ReferenceBackends()
+            reference = ReferenceBackends()
+            try:
+                for toolset in dict.fromkeys(toolsets):
+                    if toolset in self.settings:
+                        self._own[toolset] = self._open(toolset, self.settings[toolset])
+            except BaseException:
+                self._close_backends()
+                raise
+
+            def source(toolset: str) -> Mapping[str, Handler]:
+                if toolset in self.settings:
+                    if toolset not in self._own:
+                        self._own[toolset] = self._open(toolset, self.settings[toolset])
+                    return self._own[toolset]
+                return reference(toolset)
         self.traces = TraceWriter(Path(run_dir) / TRACES)
         self.executor = Executor(source, traces=self.traces)
         self.judge = ExecutionJudge(self.executor)
+
+    def _open(self, toolset: str, settings: ToolsetSettings) -> Mapping[str, Handler]:
+        """Start the declared backend of ``toolset``; its handlers carry its timeout."""
+        if settings.execute == "none":
+            return {}
+        if settings.execute == "mcp":
+            from bench.executor.backends.mcp import McpBackend
+            server = settings.expanded_server()
+            if isinstance(server, str):
+                backend = McpBackend(url=server)
+            else:
+                if not server:
+                    raise BenchError(f"toolset '{toolset}': empty server command")
+                from bench.importers.mcp_server import server_target
+                target = server_target(server)
+                backend = McpBackend(target.command, target.args,
+                                     env=settings.expanded_env(), cwd=self._project_root,
+                                     errlog=self._run_dir / f"mcp-server-{toolset}.log")
+            self._closers.append(backend)
+            handlers = backend.handlers()
+        else:
+            from bench.executor.backends.python import PythonBackend
+            from bench.importers.python_module import import_python
+            assert settings.module is not None
+            _, tools = import_python(settings.module, base=self._project_root)
+            handlers = PythonBackend(tools).handlers()
+        return {name: dataclasses.replace(handler, timeout_s=settings.timeout_s)
+                for name, handler in handlers.items()}
 
     def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
                     trial: int) -> dict[str, Any]:
@@ -72,12 +184,19 @@ class RunExecution:
         self.judge.prepare(case.expected, tools, toolset, self._context(case, 0))
 
     def _context(self, case: Any, trial: int) -> RunContext:
+        own = self.settings.get(getattr(case, "toolset", "") or "")
         return RunContext(run_id=self.run_id, case_id=case.id, trial=trial,
-                          allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive)
+                          allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive,
+                          write_tools=frozenset(own.writes) if own else frozenset())
+
+    def _close_backends(self) -> None:
+        while self._closers:
+            self._closers.pop().close()
 
     def close(self) -> None:
-        """Stop the executor's threads and close the trace file."""
+        """Stop the executor's threads, close the trace file and stop the servers started."""
         self.executor.close()
         self.traces.close()
         if self._mcp is not None:
             self._mcp.close()
+        self._close_backends()

@@ -113,6 +113,16 @@ def read_gate_table(path: Path) -> dict | None:
     Raises:
         BenchError: the file is not valid TOML (names file and TOML's line/column message).
     """
+    return read_tool_table(path, "gate")
+
+
+def read_tool_table(path: Path, name: str) -> dict | None:
+    """The ``[tool.bench.<name>]`` table of a TOML file (``gate``, ``toolsets``), or None
+    when it has none.
+
+    Raises:
+        BenchError: the file is not valid TOML (names file and TOML's line/column message).
+    """
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -122,7 +132,7 @@ def read_gate_table(path: Path) -> dict | None:
     except UnicodeDecodeError as exc:
         raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
     table: Any = data
-    for key in ("tool", "bench", "gate"):  # another tool's [tool] layout is not ours to judge
+    for key in ("tool", "bench", name):  # another tool's [tool] layout is not ours to judge
         table = table.get(key) if isinstance(table, dict) else None
     return table if isinstance(table, dict) else None
 

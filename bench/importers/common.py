@@ -131,6 +131,16 @@ def _atomic_write(path: Path, text: str, force: bool) -> None:
         raise
 
 
+def write_file(path: Path, text: str, *, force: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, fsynced,
+    then renamed), creating its folders.
+
+    Raises:
+        BenchError: the file exists and ``force`` is False.
+    """
+    _atomic_write(path, text, force)
+
+
 def variant_yaml(tools: Iterable[Tool], header: str = "") -> str:
     """The text of a hand-written variant file for ``tools`` (YAML, UTF-8 kept).
 

@@ -1,18 +1,23 @@
-"""Import the tools of a live MCP server (stdio transport, official ``mcp`` SDK).
+"""Import the tools of a live MCP server (official ``mcp`` SDK): a command started over stdio,
+or a URL spoken to over Streamable HTTP (the SDK's ``Client`` takes either).
 
-The server is started as a child process, initialised, asked ``tools/list`` (following
-``nextCursor`` pages) and stopped. Each MCP tool's ``name``, ``description`` and
-``inputSchema`` become a canonical tool; MCP's ``title``, ``annotations`` and
-``outputSchema`` are not part of what a model is shown as a tool and are dropped.
+A stdio server is started as a child process; either kind is initialised, asked
+``tools/list`` (following ``nextCursor`` pages) and left. Each MCP tool's ``name``,
+``description`` and ``inputSchema`` become a canonical tool, and its ``readOnlyHint``
+annotation its permission: ``read`` only when the server says ``readOnlyHint: true``, else
+``write`` (the MCP specification's default for a tool without the hint: it may change its
+environment). ``title`` and ``outputSchema`` are not part of what a model is shown as a tool
+and are dropped.
 """
 
 from __future__ import annotations
 
 import shutil
-from typing import Sequence
+from typing import Any, Sequence
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset, make_tool, tool_name
+from bench.toolset_config import server_label  # noqa: F401 - re-exported
 
 MAX_PAGES = 100  # a server whose cursors never end is a broken server, not a big one
 
@@ -31,24 +36,51 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def import_mcp(command: Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:
-    """Start ``command`` as an MCP stdio server and read its tools.
+def is_url(server: str | Sequence[str]) -> bool:
+    """True when ``server`` is one ``http://`` or ``https://`` URL (Streamable HTTP)."""
+    return isinstance(server, str) and server.startswith(("http://", "https://"))
+
+
+def server_target(server: str | Sequence[str], env: dict[str, str] | None = None,
+                  cwd: Any = None) -> Any:
+    """What the SDK's ``Client`` connects to: the URL itself, or ``StdioServerParameters`` for
+    a command (its program looked up on ``PATH``).
+
+    Raises:
+        BenchError: an empty command.
+    """
+    from mcp import StdioServerParameters
+
+    if isinstance(server, str):
+        if not is_url(server):
+            raise BenchError(f"an MCP server is a command (a list) or an http(s) URL, not "
+                             f"'{server}'")
+        return server
+    if not server:
+        raise BenchError("no server command given")
+    program = shutil.which(server[0]) or server[0]
+    return StdioServerParameters(command=program, args=list(server[1:]), env=env, cwd=cwd)
+
+
+def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:
+    """Read the tools of an MCP server: start ``command`` over stdio, or connect to a URL.
 
     Args:
-        command: the program and its arguments (e.g. ``["python", "server.py"]``).
+        command: the program and its arguments (e.g. ``["python", "server.py"]``), or the
+            server's Streamable HTTP URL (e.g. ``"http://127.0.0.1:8000/mcp"``).
         timeout: seconds allowed for the whole exchange (start, initialize, every page).
 
     Raises:
-        BenchError: the program is not found, the server fails or times out, or a tool has an
-            invalid schema.
+        BenchError: the program is not found, the server fails, refuses the connection or
+            times out, or a tool has an invalid schema.
     """
     import anyio
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
     if not command:
         raise BenchError("no server command given (bench import mcp --name N -- <command...>)")
-    program = shutil.which(command[0]) or command[0]
-    params = StdioServerParameters(command=program, args=list(command[1:]))
+    params = server_target(command)
+    label = server_label(command)
 
     async def fetch() -> list:
         tools: list = []
@@ -61,21 +93,24 @@ def import_mcp(command: Sequence[str], *, timeout: float = 30.0) -> ImportedTool
                     cursor = page.next_cursor
                     if not cursor:
                         return tools
-        raise BenchError(f"MCP server '{command[0]}' sent more than {MAX_PAGES} pages of tools")
+        raise BenchError(f"MCP server '{label}' sent more than {MAX_PAGES} pages of tools")
 
     try:
         listed = anyio.run(fetch)
     except BenchError:
         raise
     except TimeoutError:
-        raise BenchError(f"MCP server '{command[0]}' did not answer tools/list within "
+        raise BenchError(f"MCP server '{label}' did not answer tools/list within "
                          f"{timeout:g} s") from None
     except OSError as exc:
-        raise BenchError(f"cannot start MCP server '{command[0]}': {exc.strerror or exc}") \
+        raise BenchError(f"cannot start MCP server '{label}': {exc.strerror or exc}") \
             from None
     except Exception as exc:  # the SDK raises McpError, ExceptionGroup, ValidationError...
         leaf = _leaf(exc)
-        raise BenchError(f"MCP server '{command[0]}' failed: {type(leaf).__name__}: "
+        if isinstance(leaf, OSError):  # e.g. connection refused by an HTTP server
+            raise BenchError(f"cannot reach MCP server '{label}': "
+                             f"{leaf.strerror or leaf}") from None
+        raise BenchError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
                          f"{leaf}".split("\n")[0]) from None
 
     imported = ImportedToolset()
@@ -84,6 +119,9 @@ def import_mcp(command: Sequence[str], *, timeout: float = 30.0) -> ImportedTool
         if name != tool.name:
             imported.renamed[tool.name] = name
             imported.notes.append(f"tool '{tool.name}' renamed '{name}'")
-        imported.tools.append(make_tool(name, _clean(tool.description), tool.input_schema,
-                                        source=f"MCP tools/list item {index}"))
+        made = make_tool(name, _clean(tool.description), tool.input_schema,
+                         source=f"MCP tools/list item {index}")
+        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+        imported.tools.append(made if read_only else made.model_copy(
+            update={"permission": "write"}))
     return imported

@@ -24,6 +24,7 @@ from markupsafe import Markup
 from bench.report import charts
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
+from bench.report.execution import execution_notes
 from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
                                    factor_pairs,
                                    factor_success)
@@ -284,6 +285,9 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         generated_at=now_utc(),
         run_ids=[run.run_id for run in runs],
         split=split_statement(runs),
+        execution_notes=[(f"{run.run_id}: " if len(runs) > 1 else "") + note for run in runs
+                         for note in execution_notes(run.manifest.execution,
+                                                     run.rows.store.dir)],
         buckets=bucket_view(bucket_rates(runs, frame)),
         incomplete=incomplete_runs(runs),
         summary=summary.to_dict("records"),

@@ -66,6 +66,9 @@ class Manifest(_Record):
     variants: list[ManifestVariant]
     providers: list[dict[str, Any]] | None = Field(None, description=(
         "each provider's describe(): {provider, model, ...}"))
+    execution: dict[str, Any] | None = Field(None, description=(
+        "toolset -> {mode (reference, mcp, python, none, off, no_backend), detail, writes}: "
+        "how its calls were executed"))
     versions: dict[str, Any] | None = Field(None, description="package -> version")
     git_commit: str | None = None
     host: dict[str, Any] | None = None

@@ -172,6 +172,21 @@ class RunSession:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
                                  f"'{variant.toolset}' changed since the run started")
 
+    def execution_plan(self) -> dict[str, dict[str, Any]]:
+        """How each toolset of the run is executed
+        (:func:`bench.executor.runhook.describe_execution`), for the manifest.
+
+        Raises:
+            BenchError: the project's ``[tool.bench.toolsets.*]`` settings are invalid.
+        """
+        from bench.executor.runhook import describe_execution
+        from bench.toolset_config import load_toolset_settings
+        config = self.config
+        return describe_execution(
+            [v.toolset for v in self.variants], execute=config.execute,
+            mcp_command=config.mcp_server, allow_writes=config.allow_writes,
+            settings={} if config.mcp_server else load_toolset_settings(self.project.root))
+
     def new_manifest(self) -> Manifest:
         """A new run's manifest (status ``running``)."""
         return Manifest.model_validate({
@@ -191,6 +206,7 @@ class RunSession:
                           "mean_lines_per_tool": round(v.mean_lines, 2),
                           "lines_per_tool": v.line_counts} for v in self.variants],
             "providers": [],
+            "execution": self.execution_plan(),
             "versions": _versions(),
             "git_commit": _git_commit(),
             "host": {"platform": platform.platform()},

@@ -184,7 +184,8 @@ def start_execution(session: RunSession) -> RunExecution | None:
     """The run's executor hook, or None with ``--no-execute``.
 
     Raises:
-        BenchError: its MCP server cannot be started.
+        BenchError: its MCP server cannot be started, or a project toolset's declared
+            backend cannot (:class:`bench.executor.runhook.RunExecution`).
     """
     config = session.config
     if not config.execute:
@@ -192,4 +193,6 @@ def start_execution(session: RunSession) -> RunExecution | None:
     from bench.executor.runhook import RunExecution
     return RunExecution(session.store.dir, session.store.run_id,
                         allow_writes=config.allow_writes,
-                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server)
+                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server,
+                        project_root=session.project.root,
+                        toolsets=[v.toolset for v in session.variants])

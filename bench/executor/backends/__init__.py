@@ -11,6 +11,8 @@ from bench.executor.backends.base import Handler, ShopDB
 from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
 
 SORT_ORDER_ENV = "BENCH_ANALYTICS_SORT_ORDER"
+#: The toolsets with a reference backend (:class:`ReferenceBackends`).
+REFERENCE_TOOLSETS = ("ecommerce", "analytics", "logistics")
 
 
 def _sort_order_default() -> tuple[str, ...]:
@@ -53,4 +55,4 @@ class ReferenceBackends:
         return {}
 
 
-__all__ = ["Handler", "ReferenceBackends", "ShopDB", "SORT_ORDER_ENV"]
+__all__ = ["Handler", "REFERENCE_TOOLSETS", "ReferenceBackends", "ShopDB", "SORT_ORDER_ENV"]

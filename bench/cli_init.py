@@ -1,0 +1,102 @@
+"""``bench init``: a new project folder from your own tools (:mod:`bench.importers.scaffold`)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from bench.errors import BenchError
+from bench.plural import count
+
+out = Console(soft_wrap=True)
+
+
+def _names(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def init(
+    folder: Annotated[Path, typer.Argument(help="The new project folder (created).")],
+    mcp: Annotated[Optional[str], typer.Option(
+        "--mcp", help="An MCP server: a command line started over stdio ('python server.py') "
+                      "or a Streamable HTTP URL (http://127.0.0.1:8000/mcp).")] = None,
+    tools: Annotated[Optional[Path], typer.Option(
+        "--tools", help="An OpenAI, Anthropic or Gemini tools JSON file.")] = None,
+    tools_format: Annotated[Optional[str], typer.Option(
+        "--format", help="The tools file's format: openai, anthropic or gemini (default: "
+                         "told by its keys).")] = None,
+    python: Annotated[Optional[str], typer.Option(
+        "--python", help="A Python module of typed functions or pydantic models: a .py file "
+                         "or a dotted module name.")] = None,
+    name: Annotated[Optional[str], typer.Option(
+        "--name", help="Toolset and dataset name (default: the folder's name).")] = None,
+    read_only: Annotated[Optional[list[str]], typer.Option(
+        "--read-only", help="Tools that only read (comma-separated): they always run.")]
+    = None,
+    writes: Annotated[Optional[list[str]], typer.Option(
+        "--writes", help="Write tools whose calls may run (comma-separated); the others are "
+                         "refused, and the table says so.")] = None,
+    no_execute: Annotated[bool, typer.Option(
+        "--no-execute", help="Declare that calls are never executed: selection and arguments "
+                             "only (a tools file always is).")] = False,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, max=600, help="Seconds per executed call; also the import's limit.")] = 10.0,
+    force: Annotated[bool, typer.Option("--force", help="Replace existing files.")] = False,
+) -> None:
+    """A new project from an MCP server, a tools JSON file or a Python module: a spec per
+    tool (the imported text is variant `current`; l3..l50 render the specs), how calls
+    execute and a gate in pyproject.toml, an empty dataset with its format, and a README."""
+    from bench.importers.common import check_name
+    from bench.importers.scaffold import InitSource, init_project
+
+    given = [option for option, value in (("--mcp", mcp), ("--tools", tools),
+                                          ("--python", python)) if value]
+    if len(given) != 1:
+        raise BenchError("give one source: --mcp 'COMMAND' or --mcp URL, --tools FILE.json, "
+                         "or --python FILE.py" + (f" (got {', '.join(given)})" if given else ""))
+    if tools_format and not tools:
+        raise BenchError("--format applies to --tools only")
+    if tools_format and tools_format not in ("openai", "anthropic", "gemini"):
+        raise BenchError(f"--format must be openai, anthropic or gemini, not '{tools_format}'")
+    if mcp:
+        if mcp.startswith(("http://", "https://")):
+            server: list[str] | str = mcp
+        else:
+            try:
+                server = shlex.split(mcp)
+            except ValueError as exc:
+                raise BenchError(f"--mcp: {exc} in '{mcp}'") from None
+        source = InitSource("mcp", server=server)
+    elif tools:
+        source = InitSource("tools", path=tools, fmt=tools_format)
+    else:
+        source = InitSource("python", module=python)
+    toolset = name or folder.resolve().name
+    check_name("toolset", toolset)
+    result = init_project(folder, source, toolset, read_only=_names(read_only),
+                          writes=_names(writes), execute=not no_execute, timeout_s=timeout,
+                          force=force)
+    for note in result.notes:
+        out.print(f"note: {note}", markup=False)
+    out.print(f"imported {count(len(result.tools), 'tool')} from {source.label()} into "
+              f"{result.root} (toolset '{toolset}')", markup=False)
+    for path in result.written:
+        out.print(f"  wrote {path.relative_to(result.root)}", markup=False)
+    settings = result.settings
+    assert settings is not None
+    if settings.execute == "none":
+        out.print(f"execution: none ({settings.reason}); runs score selection and arguments "
+                  "only, and say so", markup=False)
+    else:
+        refused = [t.name for t in result.tools
+                   if t.permission != "read" and t.name not in settings.writes]
+        out.print(f"execution: {settings.execute}, {settings.timeout_s:g} s per call"
+                  + (f"; writes refused for {', '.join(refused)} until listed in writes = "
+                     "[...] of pyproject.toml" if refused else ""), markup=False)
+    go = "" if folder.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} and "
+    out.print(f"next: {go}follow README.md (add cases to datasets/{toolset}/cases.jsonl, then "
+              "bench run)", markup=False)

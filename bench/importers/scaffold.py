@@ -1,0 +1,465 @@
+"""``bench init``: a new project folder from a user's own tools.
+
+Sources (each through its importer): an MCP server (a stdio command, or a Streamable HTTP
+URL: :mod:`bench.importers.mcp_server`), an OpenAI, Anthropic or Gemini tools JSON file
+(:mod:`bench.importers.toollists`), or a Python module of typed functions or pydantic models
+(:mod:`bench.importers.python_module`).
+
+What it writes (every file atomically; an existing one only with ``force``)::
+
+    <dest>/
+      pyproject.toml                       [tool.bench.gate] and [tool.bench.toolsets.<t>]
+      README.md                            what to do next, step by step
+      descriptions/<t>/variants/current.yaml   the imported tools, word for word
+      descriptions/<t>/specs/<tool>.yaml   one spec per tool: the l3..l50 variants render it
+      datasets/<t>/cases.jsonl             empty: one labeled case per line goes here
+      datasets/<t>/README.md               the datasheet, with the case format and an example
+      gate/                                the gate's baseline and recorded answers go here
+
+A spec's sections come from the imported description (:func:`spec_sections`): its first
+paragraph is the summary; sentences that start "Use it/this ..." and "Do not use ..." become
+``when_to_use`` / ``when_not_to_use``; ``Returns:``, ``Raises:``/``Errors:`` and
+``Examples:`` sections become ``returns``, ``errors`` and (as text) ``edge_cases``; every
+other sentence is ``business_context``. Its ``input_schema`` is the tool's, parameter
+descriptions included (the rendered variants move them into the prose).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import yaml
+
+from bench.errors import BenchError
+from bench.importers.common import ImportedToolset, check_name, variant_yaml, write_file
+from bench.models import Tool
+from bench.toolset_config import ToolsetSettings, server_label, settings_toml
+
+SourceKind = Literal["mcp", "tools", "python"]
+
+_USE = re.compile(r"^(?:use (?:it|this(?: tool| function)?)|call (?:it|this(?: tool)?)|use)\s+",
+                  re.IGNORECASE)
+_DONT = re.compile(r"^(?:do not|don't|never) (?:use|call)(?: it| this(?: tool| function)?)?\s*",
+                   re.IGNORECASE)
+_HEADER = re.compile(r"^(returns?|raises|errors?|examples?|notes?|when to use|when not to use|"
+                     r"do not use|don't use)\s*:\s*(.*)$", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+@dataclass
+class InitSource:
+    """Where ``bench init`` reads the tools.
+
+    Attributes:
+        kind: ``mcp`` (``server``: a command list or a URL), ``tools`` (``path``: a JSON
+            file; ``fmt`` its format or None to detect it) or ``python`` (``module``: a file
+            or dotted module name).
+    """
+
+    kind: SourceKind
+    server: list[str] | str | None = None
+    path: Path | None = None
+    fmt: str | None = None
+    module: str | None = None
+
+    def label(self) -> str:
+        """A few words naming the source (never a whole command line: it may hold a token)."""
+        if self.kind == "mcp":
+            assert self.server is not None
+            return f"the MCP server {server_label(self.server)}"
+        if self.kind == "tools":
+            return f"the {self.fmt or 'tools'} file {self.path.name if self.path else '?'}"
+        return f"the Python module {self.module}"
+
+
+@dataclass
+class InitResult:
+    """What :func:`init_project` did: the files written, the import's notes, and the tools
+    (with their permissions)."""
+
+    root: Path
+    toolset: str
+    tools: list[Tool]
+    written: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    settings: ToolsetSettings | None = None
+
+
+def _strip(pattern: re.Pattern[str], sentence: str) -> str:
+    return pattern.sub("", sentence, count=1).strip()
+
+
+def spec_sections(description: str) -> dict[str, Any]:
+    """The spec sections of an imported description (see the module docstring).
+
+    Returns:
+        ``{"summary": str, "when_to_use": [...], "when_not_to_use": [...], "returns": str,
+        "errors": [...], "edge_cases": [...], "business_context": [...]}`` (empty ones
+        included).
+    """
+    sections: dict[str, Any] = {"summary": "", "when_to_use": [], "when_not_to_use": [],
+                                "business_context": [], "returns": "", "errors": [],
+                                "edge_cases": []}
+    paragraphs: list[tuple[str | None, list[str]]] = []
+    current: tuple[str | None, list[str]] = (None, [])
+    for raw in description.splitlines():
+        line = raw.strip()
+        header = _HEADER.match(line)
+        if header:
+            if current[1]:
+                paragraphs.append(current)
+            current = (header.group(1).lower(), [header.group(2)] if header.group(2) else [])
+        elif not line:
+            if current[1]:
+                paragraphs.append(current)
+            current = (current[0], []) if current[0] else (None, [])
+        else:
+            current[1].append(line)
+    if current[1]:
+        paragraphs.append(current)
+
+    def items(lines: list[str]) -> list[str]:
+        found: list[str] = []
+        for line in lines:
+            if line.startswith(("- ", "* ", "• ")) or not found:
+                found.append(line.lstrip("-*• ").strip())
+            else:
+                found[-1] += " " + line
+        return [f for f in found if f]
+
+    for kind, lines in paragraphs:
+        if kind is None:
+            text = " ".join(lines)
+            sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()] \
+                if not any(line.startswith(("- ", "* ")) for line in lines) else items(lines)
+            for sentence in sentences:
+                if _DONT.match(sentence):
+                    sections["when_not_to_use"].append(_strip(_DONT, sentence))
+                elif _USE.match(sentence) and not sentence.lower().startswith("user"):
+                    sections["when_to_use"].append(_strip(_USE, sentence))
+                elif not sections["summary"]:
+                    sections["summary"] = sentence
+                else:
+                    sections["business_context"].append(sentence)
+        elif kind.startswith("return"):
+            sections["returns"] = " ".join(lines)
+        elif kind in ("raises", "error", "errors"):
+            sections["errors"] += items(lines)
+        elif kind.startswith("example"):
+            sections["edge_cases"] += [f"Example: {item}" for item in items(lines)]
+        elif kind.startswith("note"):
+            sections["business_context"] += items(lines)
+        elif kind == "when to use":
+            sections["when_to_use"] += [_strip(_USE, i) for i in items(lines)]
+        else:
+            sections["when_not_to_use"] += [_strip(_DONT, i) for i in items(lines)]
+    return sections
+
+
+def spec_data(tool: Tool) -> dict[str, Any]:
+    """A spec (:class:`bench.descriptions.specs.ToolSpec` shape) of an imported tool."""
+    sections = spec_sections(tool.description)
+    data: dict[str, Any] = {"name": tool.name, "permission": tool.permission,
+                            "summary": sections.pop("summary"),
+                            "input_schema": tool.input_schema}
+    data.update({key: value for key, value in sections.items() if value})
+    return data
+
+
+def spec_yaml(tool: Tool, source: str, toolset: str) -> str:
+    """The text of ``descriptions/<toolset>/specs/<tool>.yaml`` for an imported tool."""
+    from bench.descriptions.specs import ToolSpec
+    data = spec_data(tool)
+    ToolSpec.model_validate(data)  # what bench init writes, bench must read
+    header = (f"# {tool.name}: made by `bench init` from {source}.\n"
+              f"# The imported description, word for word, is the variant `current`\n"
+              f"# (descriptions/{toolset}/variants/current.yaml); the variants l3, l10, l30 and\n"
+              "# l50 render this spec with bench's built-in templates. Edit the sections (see\n"
+              "# docs/descriptions-and-variants.md of bench); keys: summary, when_to_use,\n"
+              "# when_not_to_use, constraints, business_context, returns, errors, examples\n"
+              "# ({query, arguments} or {query, note}), edge_cases, permission (read, write or\n"
+              "# sensitive), input_schema.\n")
+    if not data["summary"]:
+        header += "# TODO: the imported tool has no description: write its summary.\n"
+    return header + yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
+
+
+def _example_case(toolset: str, tool: Tool) -> str:
+    """One example case line for the datasheet (the tool's required arguments, with
+    placeholder values of their type)."""
+    placeholders = {"string": "...", "integer": 1, "number": 1.5, "boolean": True,
+                    "array": [], "object": {}}
+    properties = tool.input_schema.get("properties", {})
+    arguments = {}
+    for name in tool.input_schema.get("required", []):
+        prop = properties.get(name, {})
+        value = prop.get("enum", [None])[0] if prop.get("enum") else \
+            placeholders.get(str(prop.get("type")), "...")
+        arguments[name] = [value]
+    case = {"id": f"{toolset}-0001", "toolset": toolset, "lang": "en",
+            "messages": [{"role": "user", "content": "<what a user would say>"}],
+            "expected": {"calls": [{"name": tool.name, "arguments": arguments}]},
+            "tags": ["simple"]}
+    return json.dumps(case, ensure_ascii=False)
+
+
+def datasheet(toolset: str, tools: list[Tool], source: str) -> str:
+    """The dataset's ``README.md``: what goes in ``cases.jsonl``, with an example per kind."""
+    names = ", ".join(t.name for t in tools)
+    first = tools[0]
+    no_call = json.dumps({"id": f"{toolset}-0002", "toolset": toolset, "lang": "en",
+                          "messages": [{"role": "user", "content": "<a request no tool fits>"}],
+                          "expected": {"no_call": True}, "tags": ["no_call"]},
+                         ensure_ascii=False)
+    ask = json.dumps({"id": f"{toolset}-0003", "toolset": toolset, "lang": "en",
+                      "messages": [{"role": "user", "content": "<a request missing a required "
+                                                               "argument>"}],
+                      "expected": {"ask": True}, "tags": ["ask"]}, ensure_ascii=False)
+    return f"""# Dataset `{toolset}`
+
+Labeled queries for the tools of toolset `{toolset}` ({names}), imported by `bench init` from
+{source}. `cases.jsonl` starts empty: add one JSON object per line. bench refuses to run an
+empty dataset and names this file.
+
+## The case format
+
+- `id`: unique, e.g. `{toolset}-0001`; `toolset`: `{toolset}`; `lang`: `en`, `zh` or
+  `mixed`; `tags`: free labels (`simple`, `multiple`, `parallel`, `no_call`, `ask`...), shown
+  per tag in the report.
+- `messages`: the conversation, `[{{"role": "user", "content": "..."}}]`.
+- `expected`, one of:
+  - `{{"calls": [{{"name": TOOL, "arguments": {{ARG: [acceptable values]}}}}]}}`: the calls the
+    model should make. Each argument lists every acceptable value; `null` among them means it
+    may be omitted. `"ordered": true` makes the order of several calls matter.
+  - `{{"no_call": true}}`: no tool fits; the model must not call one.
+  - `{{"ask": true}}`: information is missing; the model should ask, not guess.
+
+A call case (a placeholder for each required argument of `{first.name}`: replace them):
+
+```json
+{_example_case(toolset, first)}
+```
+
+A no-call case and an ask case:
+
+```json
+{no_call}
+{ask}
+```
+
+`bench run --dataset {toolset} --skip-invalid-cases` lists the cases whose labels do not fit
+the tools' schemas instead of refusing the dataset. When there are enough cases (30 or more
+is a useful start), `bench split --dataset {toolset}` assigns them to `dev` and `test`:
+descriptions may quote `dev` cases, never `test` ones.
+"""
+
+
+def project_readme(toolset: str, result_tools: list[Tool], source: str,
+                   settings: ToolsetSettings) -> str:
+    """The project's ``README.md``: its layout and the steps to a report and a gate."""
+    writes = [t.name for t in result_tools if t.permission != "read"]
+    if settings.execute == "none":
+        execution = ("Calls are not executed (`execute = \"none\"` in `pyproject.toml`): the "
+                     "table and report say so, and score selection and arguments only.")
+    else:
+        what = "the MCP server" if settings.execute == "mcp" else "the Python functions"
+        execution = (f"`bench run` executes each answer's calls on {what} (`[tool.bench."
+                     f"toolsets.{toolset}]` in `pyproject.toml`, {settings.timeout_s:g} s per "
+                     "call). ")
+        if writes:
+            execution += (f"{', '.join(f'`{w}`' for w in writes)} may change data: their "
+                          "calls are refused (and the table says so) until you list them in "
+                          "`writes = [...]` there. Mark a tool that only reads with "
+                          "`permission: read` in its spec and in `variants/current.yaml`.")
+    return f"""# bench project: `{toolset}`
+
+Made by `bench init` from {source}: {len(result_tools)} tools
+({', '.join(t.name for t in result_tools)}).
+
+| path | what |
+|---|---|
+| `descriptions/{toolset}/variants/current.yaml` | the tools as imported, word for word: variant `current` |
+| `descriptions/{toolset}/specs/*.yaml` | one spec per tool; bench's built-in templates render it as variants `l3`, `l10`, `l30`, `l50` |
+| `datasets/{toolset}/cases.jsonl` | your labeled cases (empty: see `datasets/{toolset}/README.md`) |
+| `pyproject.toml` | `[tool.bench.toolsets.{toolset}]`: how calls execute; `[tool.bench.gate]`: the regression gate |
+| `gate/` | the gate's recorded answers and baseline |
+
+{execution}
+
+## Next steps
+
+Run every command in this folder (or set `BENCH_HOME` to it).
+
+1. Write cases: `datasets/{toolset}/README.md` shows the format.
+2. Look at the variants: `bench variants --toolset {toolset}` (lines and tokens per variant),
+   `bench lint --toolset {toolset}` (description problems).
+3. Run and read the report:
+   `bench run --dataset {toolset} --variants current,l10,l30 --provider local`, then
+   `bench report <run-id>` (HTML under `reports/<run-id>/`). Any provider works:
+   `openai:<model>`, `anthropic:<model>`, `gemini:<model>`, `function:<module>:<callable>`.
+4. The gate: record the answers once,
+   `bench run --dataset {toolset} --variants current --split all --provider local --cache write --cache-path gate/responses.sqlite`,
+   set `providers = ["replay:gate/responses.sqlite"]` in `[tool.bench.gate]` (it is), then
+   `bench baseline update` and commit `gate/`. From then on `pytest` fails when a
+   description change makes the tools worse.
+"""
+
+
+def gate_toml(toolset: str) -> str:
+    """The ``[tool.bench.gate]`` table of a new project (see bench's docs/gate.md)."""
+    return f"""[tool.bench.gate]
+dataset = "{toolset}"
+variants = ["current"]                       # the descriptions the gate guards
+providers = ["replay:gate/responses.sqlite"] # answers recorded once (README.md, step 4)
+split = "all"                                # every case (use "test" after bench split)
+metrics = ["selection_correct", "arguments_correct"]
+margin = 0.0                                 # tolerated drop vs the baseline (fraction)
+alpha = 0.05
+baseline = "gate/baseline.json"
+"""
+
+
+def read_source(source: InitSource, base: Path, timeout: float = 30.0) -> ImportedToolset:
+    """The tools of ``source`` (through its importer).
+
+    Raises:
+        BenchError: whatever the importer raises (one line naming the file or server).
+    """
+    if source.kind == "mcp":
+        from bench.importers.mcp_server import import_mcp
+        assert source.server is not None
+        return import_mcp(source.server, timeout=timeout)
+    if source.kind == "tools":
+        from bench.importers.toollists import detect_format, import_tool_list
+        assert source.path is not None
+        fmt = source.fmt or detect_format(source.path)
+        source.fmt = fmt
+        return import_tool_list(source.path, fmt)  # type: ignore[arg-type]
+    from bench.importers.python_module import import_python
+    assert source.module is not None
+    return import_python(source.module, base)[0]
+
+
+def _check_no_secret(source: InitSource) -> None:
+    """Refuse a server command line or URL holding what looks like a secret: bench init
+    writes it to pyproject.toml, and secrets never reach disk.
+
+    Raises:
+        BenchError: naming the ``${NAME}`` way to pass it.
+    """
+    from bench.redact import redact
+    parts = [source.server] if isinstance(source.server, str) else list(source.server or [])
+    if any(redact(part) != part for part in parts) or any(
+            re.search(r"//[^/@\s]+@", part) for part in parts):
+        raise BenchError("the server's command line or URL holds what looks like a secret, "
+                         "and bench init would write it to pyproject.toml: pass it through an "
+                         "environment variable and write ${NAME} instead (single-quoted, so "
+                         "the shell keeps it), e.g. 'https://host/mcp?token=${MCP_TOKEN}'")
+
+
+def _from_project(server: list[str] | str | None, dest: Path) -> list[str] | str | None:
+    """A stdio command as the project will start it (in its own folder): an argument naming
+    an existing file relative to the current directory is made relative to ``dest``."""
+    if not isinstance(server, list):
+        return server
+    import os
+    here = Path.cwd().resolve()
+    if here == dest:
+        return server
+    return [os.path.relpath(here / part, dest) if i and not Path(part).is_absolute()
+            and (here / part).is_file() else part for i, part in enumerate(server)]
+
+
+def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Sequence[str] = (),
+                 writes: Sequence[str] = (), execute: bool = True, timeout_s: float = 10.0,
+                 force: bool = False) -> InitResult:
+    """Write a new project folder for the tools of ``source`` (see the module docstring).
+
+    Args:
+        dest: the project folder (created; may exist, but its files are not replaced unless
+            ``force``).
+        source: where the tools come from.
+        toolset: the toolset (and dataset) name.
+        read_only: tools that only read (permission ``read``; they always run).
+        writes: write tools whose calls may run (``writes`` of the toolset's settings).
+        execute: False declares no-execute mode (``execute = "none"``); a tools JSON file
+            has nothing to execute and is always no-execute.
+        timeout_s: per-call timeout written to the settings.
+        force: replace existing files.
+
+    Returns:
+        The files written and the import's notes.
+
+    Raises:
+        BenchError: a bad name, a source that fails, an unknown tool in ``read_only`` or
+            ``writes``, a secret in a server command line, or a file that exists (without
+            ``force``).
+    """
+    check_name("toolset", toolset)
+    dest = Path(dest).resolve()
+    if source.kind == "mcp":
+        _check_no_secret(source)
+    imported = read_source(source, Path.cwd())
+    names = {t.name for t in imported.tools}
+    for option, listed in (("--read-only", read_only), ("--writes", writes)):
+        unknown = [n for n in listed if n not in names]
+        if unknown:
+            raise BenchError(f"{option}: no tool named {', '.join(unknown)} (tools: "
+                             f"{', '.join(sorted(names))})")
+    tools = [t.model_copy(update={"permission": "read"}) if t.name in read_only else t
+             for t in imported.tools]
+    label = source.label()
+    if source.kind == "tools" or not execute:
+        reason = ("a tools file has no implementation to execute" if source.kind == "tools"
+                  else "declared by bench init --no-execute")
+        settings = ToolsetSettings(execute="none", reason=reason)
+    elif source.kind == "mcp":
+        settings = ToolsetSettings(execute="mcp", server=_from_project(source.server, dest),
+                                   timeout_s=timeout_s, writes=list(writes))
+    else:
+        module = source.module or ""
+        module_path = Path(module)
+        if module.endswith(".py") or module_path.is_file():
+            absolute = module_path.resolve()
+            try:
+                module = str(absolute.relative_to(dest))
+            except ValueError:
+                module = str(absolute)
+        settings = ToolsetSettings(execute="python", module=module, timeout_s=timeout_s,
+                                   writes=list(writes))
+    result = InitResult(root=dest, toolset=toolset, tools=tools, notes=list(imported.notes),
+                        settings=settings)
+    header = f"Imported by `bench init` from {label}: variant `current`, word for word."
+    pyproject = (f"# bench project `{toolset}`, made by `bench init` from {label}.\n"
+                 "# [tool.bench.toolsets.*]: how calls execute; [tool.bench.gate]: the "
+                 "regression gate\n# (see README.md).\n\n"
+                 + settings_toml(toolset, settings, {
+                     "execute": "mcp | python | none (selection and arguments only)",
+                     "timeout_s": "seconds per call",
+                     "writes": "write tools whose calls may run",
+                     "reason": "shown in the table and report"})
+                 + "\n" + gate_toml(toolset))
+    files: list[tuple[Path, str]] = [
+        (dest / "pyproject.toml", pyproject),
+        (dest / "README.md", project_readme(toolset, tools, label, settings)),
+        (dest / "descriptions" / toolset / "variants" / "current.yaml",
+         variant_yaml(tools, header)),
+        *[(dest / "descriptions" / toolset / "specs" / f"{t.name}.yaml",
+           spec_yaml(t, label, toolset)) for t in tools],
+        (dest / "datasets" / toolset / "cases.jsonl", ""),
+        (dest / "datasets" / toolset / "README.md", datasheet(toolset, tools, label)),
+        (dest / "gate" / ".gitkeep", ""),
+    ]
+    if not force:
+        existing = [path for path, _ in files if path.exists()]
+        if existing:
+            raise BenchError(f"{len(existing)} file(s) already exist, e.g. {existing[0]} "
+                             "(pass --force to replace them)")
+    for path, text in files:
+        write_file(path, text, force=force)
+        result.written.append(path)
+    return result

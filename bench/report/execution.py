@@ -1,0 +1,73 @@
+"""What the execution columns of a run do not show by themselves, as plain sentences for the
+terminal table and the HTML report: toolsets whose calls were not executed (declared
+no-execute mode, ``--no-execute``, or no backend) and write calls that were refused, with
+their reason. Both come from the run's own files: the manifest's ``execution``
+(:func:`bench.executor.runhook.describe_execution`) and ``traces.jsonl`` (final attempts
+rejected with ``permission_denied``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+from bench.errors import BenchError
+
+_NOT_RUN = {"none", "off", "no_backend"}
+
+
+def refused_writes(traces: Path) -> Counter[str]:
+    """Tool -> calls refused because the tool writes and the run did not allow it (final
+    trace attempts with error code ``permission_denied``); empty without a traces file.
+
+    Raises:
+        BenchError: a corrupt traces file (:func:`bench.executor.traces.read_traces`).
+    """
+    if not traces.is_file():
+        return Counter()
+    from bench.executor.traces import read_traces
+    return Counter(r.tool for r in read_traces(traces)
+                   if r.final and r.status == "rejected" and r.error_code == "permission_denied")
+
+
+def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
+                    run_dir: Path | None) -> list[str]:
+    """One sentence per toolset not executed and one for the refused writes, e.g.
+    ``calls of toolset 'crm' were not executed (no-execute mode: the CRM has no sandbox):
+    its figures score selection and arguments only`` and ``write calls refused (writes not
+    allowed for these tools): create_event 3; allow one with writes = ["create_event"]
+    under [tool.bench.toolsets.calendar] in pyproject.toml, or bench run
+    --allow-writes``.
+
+    Args:
+        execution: the manifest's ``execution`` (None for runs made before it existed: only
+            the refused writes are told).
+        run_dir: the run folder holding ``traces.jsonl`` (None: no refused-write note).
+    """
+    notes: list[str] = []
+    execution = execution or {}
+    for toolset, entry in execution.items():
+        mode = entry.get("mode")
+        if mode in _NOT_RUN:
+            label = {"none": "no-execute mode", "off": "execution off",
+                     "no_backend": "no executor"}[str(mode)]
+            notes.append(f"calls of toolset '{toolset}' were not executed ({label}: "
+                         f"{entry.get('detail')}); its exec columns are empty and its "
+                         "figures score selection and arguments only")
+    try:
+        refused = refused_writes(run_dir / "traces.jsonl") if run_dir is not None \
+            else Counter()
+    except BenchError as exc:
+        notes.append(f"refused writes unknown: {exc}")
+        refused = Counter()
+    if refused:
+        tools = ", ".join(f"{tool} {n}" for tool, n in sorted(refused.items()))
+        own = [t for t, e in execution.items() if e.get("mode") in ("mcp", "python")]
+        where = (f"under [tool.bench.toolsets.{own[0]}] in pyproject.toml" if len(own) == 1
+                 else "in its toolset's [tool.bench.toolsets.<name>] in pyproject.toml")
+        example = sorted(refused)[0]
+        notes.append(f"write calls refused (this run does not allow these tools to write), "
+                     f"counted per tool: {tools}; each counts as an execution failure "
+                     f"(permission_denied). Allow one with writes = [\"{example}\"] {where}, "
+                     "or all with bench run --allow-writes")
+    return notes

@@ -1,0 +1,195 @@
+"""How a project's own toolsets are executed: the ``[tool.bench.toolsets.<name>]`` tables of
+the project's ``pyproject.toml`` (written by ``bench init``, edited by hand).
+
+Example::
+
+    [tool.bench.toolsets.calendar]
+    execute = "mcp"                          # mcp | python | none
+    server = ["python", "server.py"]         # stdio command; or "http://127.0.0.1:8000/mcp"
+    timeout_s = 10.0                         # per call, seconds
+    writes = ["create_event"]                # write tools whose calls may run
+
+    [tool.bench.toolsets.billing]
+    execute = "python"
+    module = "billing_tools.py"              # a file (relative to the project) or a module name
+
+    [tool.bench.toolsets.crm]
+    execute = "none"                         # no safe executor: selection and arguments only
+    reason = "the CRM has no sandbox"
+
+A tool is a write unless it is marked read-only (its spec's ``permission: read``, or an MCP
+server's ``readOnlyHint``); a write call runs only when its tool is listed in ``writes`` (or
+the run passes ``--allow-writes``), and a refused one is reported as such in the run's table
+and HTML report. ``${NAME}`` in ``server``, ``env`` and ``url`` is replaced by the
+environment variable ``NAME`` when the server starts, so a token never has to be written into
+the file (bench never writes one: secrets never reach disk).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bench.errors import BenchError, pydantic_error_field
+
+PYPROJECT = "pyproject.toml"
+ExecuteMode = Literal["mcp", "python", "none"]
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ToolsetSettings(BaseModel):
+    """How one toolset's calls are executed.
+
+    Attributes:
+        execute: ``mcp`` (an MCP server: ``server``), ``python`` (the functions of
+            ``module``) or ``none`` (declared no-execute mode: selection and arguments are
+            scored, execution metrics are not, and the table and report say so).
+        server: the MCP server: a command as a list (started over stdio), or an ``http(s)``
+            URL (Streamable HTTP).
+        env: extra environment variables for a stdio server (``${NAME}`` expanded).
+        module: the Python file (relative to the project) or dotted module of the tools.
+        timeout_s: per-call timeout in seconds (the executor's attempt timeout).
+        writes: tools whose write calls may run (the per-tool allowance; empty: none).
+        reason: why the toolset is not executed (``execute = "none"``; shown in the table).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    execute: ExecuteMode
+    server: list[str] | str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    module: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0, le=600)
+    writes: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _needs_its_source(self) -> "ToolsetSettings":
+        if self.execute == "mcp" and not self.server:
+            raise ValueError("execute = \"mcp\" needs server = [command...] or an http(s) URL")
+        if self.execute == "mcp" and isinstance(self.server, str) and \
+                not self.server.startswith(("http://", "https://")):
+            raise ValueError("server must be a command list or an http(s):// URL")
+        if self.execute == "python" and not self.module:
+            raise ValueError("execute = \"python\" needs module = \"file.py\" (or a module name)")
+        return self
+
+    def expanded_server(self, environ: dict[str, str] | None = None) -> list[str] | str:
+        """``server`` with ``${NAME}`` replaced from the environment.
+
+        Raises:
+            BenchError: a variable that is not set.
+        """
+        assert self.server is not None
+        if isinstance(self.server, str):
+            return expand(self.server, environ)
+        return [expand(part, environ) for part in self.server]
+
+    def expanded_env(self, environ: dict[str, str] | None = None) -> dict[str, str] | None:
+        """``env`` with ``${NAME}`` replaced, merged over the current environment (None when
+        ``env`` is empty: the SDK's default environment)."""
+        if not self.env:
+            return None
+        base = dict(os.environ if environ is None else environ)
+        return {**base, **{k: expand(v, environ) for k, v in self.env.items()}}
+
+
+def expand(text: str, environ: dict[str, str] | None = None) -> str:
+    """``text`` with every ``${NAME}`` replaced by the environment variable's value.
+
+    Raises:
+        BenchError: a named variable is not set.
+    """
+    environ = dict(os.environ) if environ is None else environ
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise BenchError(f"${{{name}}} is used in a toolset's server settings but the "
+                             f"environment variable {name} is not set")
+        return environ[name]
+    return _VARIABLE.sub(value, text)
+
+
+def server_label(server: str | Sequence[str]) -> str:
+    """What messages call the server: a URL without userinfo and query, or the program's
+    file name and its script's (``python notes_server.py``); never the whole command line,
+    which may carry a token."""
+    if isinstance(server, str):
+        from urllib.parse import urlsplit
+        parts = urlsplit(server)
+        return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}" \
+               f"{parts.path}"
+    if not server:
+        return "?"
+    label = Path(server[0]).name
+    script = next((part for part in server[1:] if not part.startswith("-")), None)
+    if script and re.fullmatch(r"[\w./\\-]+\.(py|js|mjs|ts)", script):  # a script's file name
+        label += " " + Path(script).name
+    return label
+
+
+def load_toolset_settings(root: Path) -> dict[str, ToolsetSettings]:
+    """The ``[tool.bench.toolsets.*]`` tables of ``<root>/pyproject.toml`` ({} without the
+    file or the tables).
+
+    Raises:
+        BenchError: invalid TOML, or a table with an invalid field (names the file and
+            ``tool.bench.toolsets.<name>.<field>``).
+    """
+    from bench.gate.config import read_tool_table
+
+    path = Path(root) / PYPROJECT
+    if not path.is_file():
+        return {}
+    table = read_tool_table(path, "toolsets")
+    if table is None:
+        return {}
+    found: dict[str, ToolsetSettings] = {}
+    for name, settings in table.items():
+        where = f"tool.bench.toolsets.{name}"
+        if not isinstance(settings, dict):
+            raise BenchError("must be a table", file=path, field=where)
+        try:
+            found[name] = ToolsetSettings.model_validate(settings)
+        except ValidationError as exc:
+            field, message = pydantic_error_field(exc)
+            raise BenchError(message, file=path,
+                             field=where + (f".{field}" if field else "")) from None
+    return found
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML value for a string, number, bool, list of strings or table of strings."""
+    import json
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string is JSON's
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def settings_toml(toolset: str, settings: ToolsetSettings, comments: dict[str, str]) -> str:
+    """``[tool.bench.toolsets.<toolset>]`` as TOML text, each set field on its line, with
+    ``comments[field]`` after it."""
+    lines = [f"[tool.bench.toolsets.{toolset}]"]
+    data = settings.model_dump(exclude_none=True)
+    for key, value in data.items():
+        if key == "env" and not value:
+            continue
+        line = f"{key} = {_toml_value(value)}"
+        if key in comments:
+            line = f"{line:<44} # {comments[key]}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"

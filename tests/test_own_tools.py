@@ -1,0 +1,397 @@
+"""Your own tools: ``bench init`` from an MCP server (stdio and Streamable HTTP), a tools JSON
+file (OpenAI, Anthropic, Gemini) and a Python module, then runs that execute the calls on the
+real server or functions (per-call timeouts, classified errors, per-tool write allowance), or
+declare no-execute mode, and say in the table and the report what was not run or refused.
+The model is a ``function:`` provider (a scripted answerer written into the project)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.descriptions import available_variants, load_variant
+from bench.errors import BenchError
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+CALENDAR = TESTS / "data" / "own_tools" / "calendar_tools.py"
+EXEC_SERVER = TESTS / "mcp_exec_server.py"
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string", "description": "Query."}},
+          "required": ["q"]}
+
+
+def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m bench ARGS`` in ``cwd`` (the project), this checkout's code, ``python`` on
+    PATH being this interpreter."""
+    env = {**os.environ, "COLUMNS": "200",
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
+    env.pop("BENCH_HOME", None)
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_cases(root: Path, toolset: str, cases: list[dict]) -> None:
+    lines = [json.dumps({"toolset": toolset, "lang": "en", **case}) for case in cases]
+    (root / "datasets" / toolset / "cases.jsonl").write_text("\n".join(lines) + "\n",
+                                                              encoding="utf-8")
+
+
+def write_answers(root: Path, rules: dict[str, list[dict]]) -> None:
+    """A scripted answerer: the first rule whose key is in the user's text gives the calls."""
+    (root / "answers.py").write_text(
+        "import json\n\nRULES = json.loads(" + repr(json.dumps(rules)) + ")\n\n"
+        "def answer(messages, tools, trial):\n"
+        "    text = messages[-1].content\n"
+        "    return next((calls for key, calls in RULES.items() if key in text), [])\n",
+        encoding="utf-8")
+
+
+def rows(root: Path, run_id: str) -> dict[tuple[str, str], dict]:
+    found = {}
+    for line in (root / "reports" / "runs" / run_id / "results.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        found[(row["case_id"], row["variant"])] = row["metrics"]
+    return found
+
+
+def manifest(root: Path, run_id: str) -> dict:
+    return json.loads((root / "reports" / "runs" / run_id / "manifest.json").read_text())
+
+
+# -- bench init from each source ---------------------------------------------------------
+
+
+def test_init_from_a_python_module(tmp_path):
+    root = tmp_path / "cal"
+    result = bench(tmp_path, "init", "cal", "--python", str(CALENDAR),
+                   "--read-only", "list_events,get_event,slow_lookup")
+    assert result.returncode == 0, result.stderr
+    assert "imported 5 tools" in result.stdout
+    assert "writes refused for create_event" in result.stdout
+    specs = sorted(p.stem for p in (root / "descriptions/cal/specs").glob("*.yaml"))
+    assert specs == ["FindRoom", "create_event", "get_event", "list_events", "slow_lookup"]
+    current = load_variant("cal", "current", root / "descriptions")
+    tools = {t.name: t for t in current.tools}
+    # docstring -> description without its Args section; the Args text -> the properties
+    assert tools["list_events"].description.startswith("List the events of one day")
+    assert "Args:" not in tools["list_events"].description
+    day = tools["list_events"].input_schema["properties"]["day"]
+    assert day == {"description": "The date, YYYY-MM-DD.", "type": "string"}
+    length = tools["create_event"].input_schema["properties"]["length_min"]
+    assert (length["minimum"], length["maximum"], length["default"]) == (15, 480, 30)
+    assert tools["create_event"].input_schema["$defs"]["Attendee"]["required"] == ["email"]
+    # pydantic's generated titles ("title": "Title") removed, the 'title' parameter kept
+    dumped = json.dumps(tools["create_event"].input_schema)
+    assert '"title": "' not in dumped and '"title": {' in dumped
+    assert (tools["list_events"].permission, tools["create_event"].permission) == \
+        ("read", "write")
+    # the built-in templates render the specs: l3..l50 without a copy of them
+    assert available_variants("cal", root / "descriptions") == \
+        ["l3", "l10", "l30", "l50", "current"]
+    l10 = load_variant("cal", "l10", root / "descriptions").tool("list_events")
+    assert "Use it when the user asks what is planned on a date." in l10.description
+    assert "Returns: The events, each with id, title, day and room." in l10.description
+    # the settings and the gate parse
+    from bench.gate.config import load_gate_config
+    from bench.toolset_config import load_toolset_settings
+    settings = load_toolset_settings(root)["cal"]
+    assert (settings.execute, settings.writes) == ("python", [])
+    assert load_gate_config(root / "pyproject.toml").dataset == "cal"
+    # the dataset skeleton: empty, its datasheet shows a case that fits the tools
+    assert (root / "datasets/cal/cases.jsonl").read_text() == ""
+    sheet = (root / "datasets/cal/README.md").read_text()
+    example = next(line for line in sheet.splitlines() if line.startswith('{"id": "cal-0001"'))
+    from bench.models import Case
+    Case.model_validate(json.loads(example))
+
+
+@pytest.mark.parametrize("fmt, data", [
+    ("openai", [{"type": "function", "function": {
+        "name": "find_docs", "description": "Find documents. Use it when the user asks for a "
+        "document.\n\nReturns: matching titles.", "parameters": SCHEMA}}]),
+    ("anthropic", [{"name": "find_docs", "description": "Find documents.",
+                    "input_schema": SCHEMA}]),
+    ("gemini", {"functionDeclarations": [{"name": "find_docs", "description": "Find documents.",
+                                          "parameters": {"type": "OBJECT", "properties": {
+                                              "q": {"type": "STRING", "description": "Query.",
+                                                    "nullable": True}},
+                                              "required": ["q"]}}]}),
+])
+def test_init_from_a_tools_file_detects_its_format(tmp_path, fmt, data):
+    source = tmp_path / f"{fmt}.json"
+    source.write_text(json.dumps(data), encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--tools", str(source), "--name", "docs")
+    assert result.returncode == 0, result.stderr
+    assert f"the {fmt} file {fmt}.json" in result.stdout
+    assert "execution: none (a tools file has no implementation to execute)" in result.stdout
+    tool = load_variant("docs", "current", tmp_path / "proj" / "descriptions").tools[0]
+    assert tool.name == "find_docs" and tool.description.startswith("Find documents.")
+    q = tool.input_schema["properties"]["q"]
+    assert q["type"] == (["string", "null"] if fmt == "gemini" else "string")
+    if fmt == "openai":
+        spec = (tmp_path / "proj/descriptions/docs/specs/find_docs.yaml").read_text()
+        assert "when_to_use:\n- when the user asks for a document." in spec
+        assert "returns: matching titles." in spec
+
+
+def test_gemini_python_sdk_shape_and_its_schema_subset(tmp_path):
+    from bench.importers.toollists import detect_format, import_tool_list
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"tools": [{"function_declarations": [{
+        "name": "book", "description": "Book it.",
+        "parameters": {"type": "OBJECT", "property_ordering": ["n"], "properties": {
+            "n": {"type": "ARRAY", "items": {"type": "INTEGER"}, "min_items": "1"}}}}]},
+        {"googleSearch": {}}]}), encoding="utf-8")
+    assert detect_format(path) == "gemini"
+    imported = import_tool_list(path, "gemini")
+    assert imported.tools[0].input_schema == {
+        "type": "object", "properties": {"n": {"type": "array", "items": {"type": "integer"},
+                                               "minItems": 1}}}
+    assert any("googleSearch" in note for note in imported.notes)
+
+
+def test_a_secret_in_the_server_command_is_refused(tmp_path):
+    result = bench(tmp_path, "init", "p", "--mcp",
+                   "https://user:hunter2hunter2@example.invalid/mcp")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "looks like a secret" in result.stderr and "${NAME}" in result.stderr
+    assert not (tmp_path / "p").exists()
+
+
+def test_init_needs_exactly_one_source_and_keeps_existing_files(tmp_path):
+    none = bench(tmp_path, "init", "p")
+    assert none.returncode == 2 and "give one source" in none.stderr
+    assert bench(tmp_path, "init", "p", "--python", str(CALENDAR)).returncode == 0
+    again = bench(tmp_path, "init", "p", "--python", str(CALENDAR))
+    assert again.returncode == 2 and "already exist" in again.stderr and "--force" in again.stderr
+
+
+def test_python_docstring_styles():
+    from bench.importers.python_module import split_docstring
+    google = "Do it.\n\nArgs:\n    a (int): First\n        line two.\n    b: Second.\n\n" \
+             "Returns:\n    Done."
+    assert split_docstring(google) == ("Do it.\n\nReturns:\n    Done.",
+                                       {"a": "First line two.", "b": "Second."})
+    numpy = "Do it.\n\nParameters\n----------\na : int\n    First.\n\nReturns\n-------\nx"
+    text, params = split_docstring(numpy)
+    assert params == {"a": "First."} and text.startswith("Do it.") and "Returns" in text
+    sphinx = "Do it.\n:param a: First.\n:type a: int\n:returns: x"
+    assert split_docstring(sphinx)[1] == {"a": "First."}
+
+
+# -- execution on the user's own tools -----------------------------------------------------
+
+CAL_CASES = [
+    {"id": "c1", "messages": [{"role": "user", "content": "What is planned on 2026-03-02?"}],
+     "expected": {"calls": [{"name": "list_events", "arguments": {"day": ["2026-03-02"],
+                                                                  "room": [None]}}]}},
+    {"id": "c2", "messages": [{"role": "user", "content": "Please create Lunch on 2026-03-04"}],
+     "expected": {"calls": [{"name": "create_event", "arguments": {
+         "title": ["Lunch"], "day": ["2026-03-04"]}}]}},
+    {"id": "c3", "messages": [{"role": "user", "content": "slow lookup of EV1"}],
+     "expected": {"calls": [{"name": "slow_lookup", "arguments": {"event_id": ["EV1"]}}]}},
+    {"id": "c4", "messages": [{"role": "user", "content": "Show EV404"}],
+     "expected": {"calls": [{"name": "get_event", "arguments": {"event_id": ["EV404"]}}]}},
+    {"id": "c5", "messages": [{"role": "user", "content": "Find a room for 4"}],
+     "expected": {"calls": [{"name": "FindRoom", "arguments": {"seats": [4]}}]}},
+    {"id": "c6", "messages": [{"role": "user", "content": "Tell me a joke"}],
+     "expected": {"no_call": True}},
+]
+CAL_ANSWERS = {
+    "planned": [{"name": "list_events", "arguments": {"day": "2026-03-02"}}],
+    "create": [{"name": "create_event", "arguments": {"title": "Lunch", "day": "2026-03-04"}}],
+    "slow": [{"name": "slow_lookup", "arguments": {"event_id": "EV1"}}],
+    "EV404": [{"name": "get_event", "arguments": {"event_id": "EV404"}}],
+    "room": [{"name": "FindRoom", "arguments": {"seats": 4}}],
+}
+
+
+@pytest.mark.slow
+def test_python_functions_execute_with_timeouts_classified_errors_and_refused_writes(tmp_path):
+    root = tmp_path / "cal"
+    assert bench(tmp_path, "init", "cal", "--python", str(CALENDAR), "--timeout", "1",
+                 "--read-only", "list_events,get_event,slow_lookup").returncode == 0
+    write_cases(root, "cal", CAL_CASES)
+    write_answers(root, CAL_ANSWERS)
+    run = bench(root, "run", "--dataset", "cal", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "r1")
+    assert got[("c1", "current")]["execution_success"] is True
+    assert got[("c1", "current")]["execution_match"] is True
+    assert got[("c2", "current")]["execution_success"] is False  # a refused write
+    assert got[("c3", "current")]["execution_success"] is False  # timed out (see traces)
+    assert got[("c4", "current")]["execution_errors"] == {"permanent": 1}  # KeyError: not_found
+    assert got[("c5", "current")]["execution_success"] is None  # schema-only: not run
+    assert manifest(root, "r1")["execution"]["cal"]["mode"] == "python"
+    # the table says which write was refused and how to allow it
+    assert "write calls refused" in run.stdout and "create_event 1" in run.stdout
+    assert 'writes = ["create_event"] under [tool.bench.toolsets.cal]' in run.stdout
+    from bench.executor.traces import read_traces
+    traces = read_traces(root / "reports/runs/r1/traces.jsonl")
+    codes = {r.tool: r.error_code for r in traces if r.final}
+    assert codes["get_event"] == "not_found" and codes["create_event"] == "permission_denied"
+    # the 1 s per-call timeout stopped the 30 s function (then its circuit breaker opened)
+    slow = [r for r in traces if r.tool == "slow_lookup"]
+    assert slow[0].error_code == "timeout" and slow[0].duration_ms < 20_000
+    # the HTML report says it too
+    assert bench(root, "report", "r1").returncode == 0
+    page = (root / "reports" / "r1" / "index.html").read_text(encoding="utf-8")
+    assert "Execution:</strong> write calls refused" in page
+    # the user allows that one write: it runs
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("writes = []",
+                                                       'writes = ["create_event"]'))
+    again = bench(root, "run", "--dataset", "cal", "--variants", "current", "--cases", "c2",
+                  "--provider", "function:answers:answer", "--run-id", "r2")
+    assert again.returncode == 0, again.stderr
+    assert rows(root, "r2")[("c2", "current")]["execution_success"] is True
+    assert "write calls refused" not in again.stdout
+    assert manifest(root, "r2")["execution"]["cal"]["writes"] == ["create_event"]
+
+
+@pytest.mark.slow
+def test_a_tools_file_runs_in_declared_no_execute_mode_and_says_so(tmp_path):
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps([{"name": "find_docs", "description": "Find documents.",
+                                   "input_schema": SCHEMA}]), encoding="utf-8")
+    assert bench(tmp_path, "init", "docs", "--tools", str(source)).returncode == 0
+    root = tmp_path / "docs"
+    write_cases(root, "docs", [{"id": "d1", "messages": [{"role": "user", "content": "docs?"}],
+                                "expected": {"calls": [{"name": "find_docs",
+                                                        "arguments": {"q": ["x"]}}]}}])
+    write_answers(root, {"docs": [{"name": "find_docs", "arguments": {"q": "x"}}]})
+    run = bench(root, "run", "--dataset", "docs", "--variants", "current,l3", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    assert rows(root, "r1")[("d1", "current")]["execution_success"] is None
+    assert rows(root, "r1")[("d1", "current")]["selection_correct"] is True
+    assert "calls of toolset 'docs' were not executed (no-execute mode: a tools file has no " \
+           "implementation to execute)" in run.stdout
+    assert bench(root, "report", "r1").returncode == 0
+    page = (root / "reports" / "r1" / "index.html").read_text(encoding="utf-8")
+    assert "calls of toolset &#39;docs&#39; were not executed" in page
+
+
+def _mcp_cases(root: Path) -> None:
+    write_cases(root, "mcp", [
+        {"id": "m1", "messages": [{"role": "user", "content": "add 2 and 40"}],
+         "expected": {"calls": [{"name": "add", "arguments": {"a": [2], "b": [40]}}]}},
+        {"id": "m2", "messages": [{"role": "user", "content": "where is Atlantis"}],
+         "expected": {"calls": [{"name": "lookup_city", "arguments": {"city": ["Atlantis"]}}]}},
+        {"id": "m3", "messages": [{"role": "user", "content": "wipe it all"}],
+         "expected": {"calls": [{"name": "delete_everything",
+                                 "arguments": {"confirm": [True]}}]}}])
+    write_answers(root, {"add": [{"name": "add", "arguments": {"a": 2, "b": 40}}],
+                         "Atlantis": [{"name": "lookup_city", "arguments": {"city": "Atlantis"}}],
+                         "wipe": [{"name": "delete_everything", "arguments": {"confirm": True}}]})
+
+
+@pytest.mark.slow
+def test_init_and_run_on_a_stdio_mcp_server(tmp_path):
+    root = tmp_path / "mcp"
+    root.mkdir()
+    (root / "server.py").write_text(EXEC_SERVER.read_text(), encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "mcp")
+    assert init.returncode == 0, init.stderr
+    tools = {t.name: t for t in load_variant("mcp", "current", root / "descriptions").tools}
+    assert (tools["add"].permission, tools["delete_everything"].permission) == ("read", "write")
+    _mcp_cases(root)
+    run = bench(root, "run", "--dataset", "mcp", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "r1")
+    assert got[("m1", "current")]["execution_success"] is True
+    assert got[("m1", "current")]["execution_match"] is True
+    assert got[("m2", "current")]["execution_errors"] == {"permanent": 1}  # the tool's error
+    assert got[("m3", "current")]["execution_success"] is False
+    assert "delete_everything 1" in run.stdout
+    assert manifest(root, "r1")["execution"]["mcp"]["detail"].startswith("MCP server python")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def http_server():
+    """tests/mcp_exec_server.py over Streamable HTTP on a loopback port."""
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, str(EXEC_SERVER), "--http", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    else:
+        process.kill()
+        pytest.fail("the MCP HTTP server did not start")
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.mark.slow
+def test_init_and_run_on_a_streamable_http_mcp_server(tmp_path, http_server):
+    init = bench(tmp_path, "init", "mcp", "--mcp", http_server, "--writes",
+                 "delete_everything")
+    assert init.returncode == 0, init.stderr
+    root = tmp_path / "mcp"
+    assert f'server = "{http_server}"' in (root / "pyproject.toml").read_text()
+    _mcp_cases(root)
+    run = bench(root, "run", "--dataset", "mcp", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "r1")
+    assert got[("m1", "current")]["execution_match"] is True
+    assert got[("m3", "current")]["execution_success"] is True  # allowed by --writes
+    assert "write calls refused" not in run.stdout
+
+
+def test_an_unreachable_http_server_is_one_line(tmp_path):
+    result = bench(tmp_path, "init", "p", "--mcp", f"http://127.0.0.1:{_free_port()}/mcp",
+                   "--timeout", "5")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "MCP server 'http://127.0.0.1" in result.stderr
+
+
+def test_toolset_settings_errors_name_the_field(tmp_path):
+    from bench.toolset_config import load_toolset_settings
+    (tmp_path / "pyproject.toml").write_text('[tool.bench.toolsets.x]\nexecute = "mcp"\n')
+    with pytest.raises(BenchError, match=r"tool\.bench\.toolsets\.x.*needs server"):
+        load_toolset_settings(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.bench.toolsets.x]\nexecute = "python"\nmodule = "m.py"\nwrites = "a"\n')
+    with pytest.raises(BenchError, match=r"tool\.bench\.toolsets\.x\.writes"):
+        load_toolset_settings(tmp_path)
+
+
+def test_python_errors_are_classed_like_the_reference_executor():
+    from bench.executor.backends.python import classify_exception
+
+    class Http(Exception):
+        def __init__(self, status: int) -> None:
+            self.status_code = status
+
+    cases = {TimeoutError("t"): ("timeout", "timeout"),
+             ConnectionResetError("r"): ("transient", "connection_error"),
+             Http(429): ("rate_limited", "http_429"), Http(503): ("transient", "http_503"),
+             Http(404): ("permanent", "http_404"), KeyError("k"): ("permanent", "not_found"),
+             ValueError("v"): ("validation", "invalid_argument"),
+             PermissionError("p"): ("permanent", "permission_denied"),
+             RuntimeError("x"): ("permanent", "tool_error")}
+    for exc, expected in cases.items():
+        error = classify_exception(exc, "t")
+        assert (error.error_class, error.code) == expected, exc
