@@ -81,9 +81,18 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     split = manifest.config.get("split") or "all"  # runs from before splits ran every case
     from bench.report.table import bucket_rich_table, fitted_tables
     # stacked when too wide: no interval or metric name is cut (80-160 columns and up)
+    drafts = {v.name for v in manifest.variants if v.draft_tools and v.name}
     for table in fitted_tables(summary_table(summary, title=f"run {run_id}, {split} split",
-                                             trials=trials), out.width, keys=2):
+                                             trials=trials, drafts=drafts), out.width, keys=2):
         out.print(table)
+    renamed = {old: new for v in manifest.variants for old, new in (v.aliases or {}).items()}
+    if renamed:
+        out.print("renamed tools (labels naming the old name score against the new): "
+                  + ", ".join(f"{old} -> {new}" for old, new in sorted(renamed.items())),
+                  markup=False)
+    if drafts:
+        out.print(f"draft descriptions (unreviewed; bench variants accept): "
+                  f"{', '.join(sorted(drafts))}", markup=False)
     from bench.stats.buckets import bucket_table
     buckets = bucket_table(frame, variant_order)
     if not buckets.empty:
@@ -597,6 +606,8 @@ app.add_typer(variants_app, name="variants")
 app.add_typer(import_app, name="import")
 app.command("lint")(lint)
 app.command("split")(split)
+from bench.cli_check import check  # noqa: E402
+app.command("check")(check)
 from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402

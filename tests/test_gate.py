@@ -23,6 +23,7 @@ from pathlib import Path
 # first imported inside a run, and pyarrow / numpy refuse to be imported twice per process.
 import datasets  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401 - loaded by the comparison; numpy's fft refuses a second load
 from typer.testing import CliRunner
 
 import bench.executor.runhook  # noqa: F401

@@ -43,6 +43,8 @@ class Variant(BaseModel):
         toolset: the toolset (folder under ``descriptions/``).
         tools: the tools, in a stable order.
         source: the template or file it came from (relative path, for the manifest).
+        draft_tools: the tools whose description in this variant is an unreviewed draft
+            (``draft: true`` in their spec's ``variants``: :mod:`bench.descriptions.drafts`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -51,6 +53,7 @@ class Variant(BaseModel):
     toolset: str
     tools: tuple[Tool, ...]
     source: str
+    draft_tools: tuple[str, ...] = ()
 
     @cached_property
     def sha256(self) -> str:

@@ -141,6 +141,16 @@ def pivot_groups(groups: pd.DataFrame) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
+def _renamed_groups(view: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`pivot_groups`' view with each renamed tool shown as ``new (was old)``."""
+    from bench.stats.pertool import shown_tool
+
+    if renamed:
+        for row in view["rows"]:
+            row["group"] = shown_tool(str(row["group"]), renamed)
+    return view
+
+
 MAX_CONFUSION_CHARTS = 8
 MAX_CONFUSION_COLUMNS = 12
 
@@ -335,7 +345,7 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         else None,
         bootstrap=any(c.endswith("_boot_low") for c in summary.columns),
         charts=chart_uris,
-        by_tool=pivot_groups(by_tool),
+        by_tool=_renamed_groups(pivot_groups(by_tool), renamed),
         by_tag=pivot_groups(by_tag),
         group_metrics=shown_metrics(by_tool, group_metrics()),
         comparison=comparison_view(comparison) if comparison else None,

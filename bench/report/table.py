@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import pandas as pd
 from rich.markup import escape
@@ -69,17 +69,20 @@ def _cell(spec: MetricSpec, record: dict) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.{_DECIMALS[spec.kind]}f}"
 
 
-def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int = 1) -> Table:
+def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int = 1,
+                  drafts: Iterable[str] = ()) -> Table:
     """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant).
 
     ``trials``: trials per case in the rows; with more than one the caption says that the
     Wilson intervals treat a case's trials as independent rows (the HTML report's
-    case-clustered bootstrap does not).
+    case-clustered bootstrap does not). ``drafts``: variants whose descriptions are
+    unreviewed drafts (``bench variants draft``), shown as ``<variant> (draft)``.
 
     Provider ids are never cut: ``replay:`` file paths are shortened to their distinguishing
     end (:func:`shown_provider_ids`), and an id wider than its column wraps onto more lines.
     The figure columns' headers wrap too (their values are single words), which leaves the
     provider column room on a narrow terminal."""
+    drafts = set(drafts)
     table = Table(title=title, title_justify="left",
                   caption="rates with 95% Wilson intervals \\[low-high]"
                           + (f" over rows ({trials} trials per case counted as independent "
@@ -105,7 +108,8 @@ def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int =
     if has_cost:
         table.add_column("cost USD (per case)", justify="right")
     for record in summary.to_dict("records"):
-        cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
+        variant = str(record["variant"]) + (" (draft)" if record["variant"] in drafts else "")
+        cells = [escape(providers[str(record["provider"])]), escape(variant),
                  str(record["cases"])]
         for spec in columns:
             cells.append(_cell(spec, record))
