@@ -103,7 +103,7 @@ def pairs_view(frame: pd.DataFrame, renamed: Mapping[str, str] | None = None,
     groups = [c for c in pairs.columns if c not in ("expected", "chosen", "count")]
     rows = [[_name(r["expected"], renamed), _name(r["chosen"], renamed), int(r["count"]),
              *(int(r[g]) for g in groups)] for r in pairs.to_dict("records")]
-    return {"columns": ["expected tool", "chosen instead", "rows", *groups], "rows": rows}
+    return {"columns": ["expected tool", "chosen instead", "calls", *groups], "rows": rows}
 
 
 def per_tool_rich_tables(frame: pd.DataFrame, order: Sequence[str] = (),
