@@ -115,8 +115,12 @@ def _ask(provider_id: str, prompts: Sequence[tuple[str, str]], timeout_s: float,
     from bench.runner.config import RunConfig
     from bench.runner.startup import default_factory
 
+    from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
+
+    # the embedded model answers in a constrained JSON layout: the one whose "no call"
+    # carries words (an episode's final answer) lets it answer with the draft's text
     config = RunConfig(providers=[provider_id], request_timeout_s=timeout_s,
-                       max_tokens=max_tokens)
+                       max_tokens=max_tokens, no_call_layout=EPISODE_NO_CALL_LAYOUT)
     provider = default_factory(provider_id, config)
     try:
         provider.prepare([], variant_key="bench-variants-draft", label="the drafting request")
