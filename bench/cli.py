@@ -80,15 +80,28 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     summary = summarize(frame, variant_order)
     trials = int(frame["trial"].max()) + 1
     split = manifest.config.get("split") or "all"  # runs from before splits ran every case
-    out.print(summary_table(summary, title=f"run {run_id}, {split} split", trials=trials))
+    from bench.report.table import bucket_rich_table, fitted_tables
+    # stacked when too wide: no interval or metric name is cut (80-160 columns and up)
+    drafts = {v.name for v in manifest.variants if v.draft_tools and v.name}
+    for table in fitted_tables(summary_table(summary, title=f"run {run_id}, {split} split",
+                                             trials=trials, drafts=drafts), out.width, keys=2):
+        out.print(table)
+    renamed = {old: new for v in manifest.variants for old, new in (v.aliases or {}).items()}
+    if renamed:
+        out.print("renamed tools (labels naming the old name score against the new): "
+                  + ", ".join(f"{old} -> {new}" for old, new in sorted(renamed.items())),
+                  markup=False)
     from bench.report.execution import execution_notes
     for note in execution_notes(manifest.execution, store.dir):
-        out.print(f"note: {note}", markup=False, soft_wrap=True)
-    from bench.report.table import bucket_rich_table
+        out.print(f"note: {note}", markup=False)  # wrapped: tables and notes fit the terminal
+    if drafts:
+        out.print(f"draft descriptions (unreviewed; bench variants accept): "
+                  f"{', '.join(sorted(drafts))}", markup=False)
     from bench.stats.buckets import bucket_table
     buckets = bucket_table(frame, variant_order)
     if not buckets.empty:
-        out.print(bucket_rich_table(buckets))
+        for table in fitted_tables(bucket_rich_table(buckets), out.width, keys=3):
+            out.print(table)
     if trials > 1 and "task_success" in frame:
         _print_pass_k(frame, trials)
 
@@ -115,7 +128,9 @@ def _print_pass_k(frame: Any, trials: int) -> None:
     for record in table.to_dict("records"):
         shown.add_row(str(record["provider"]), str(record["variant"]), str(record["cases"]),
                       *(format_percent(record[f"pass{s}{k}"]) for k in ks for s in ("@", "^")))
-    out.print(shown)
+    from bench.report.table import fitted_tables
+    for part in fitted_tables(shown, out.width, keys=2):
+        out.print(part)
 
 
 def _shard_option(value: str | None) -> str | None:
@@ -497,7 +512,11 @@ def doctor(
 
 
 @app.command()
-def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")]) -> None:
+def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs/.")],
+         per_tool: Annotated[bool, typer.Option(
+             "--per-tool", help="Also print each tool's selection precision, recall and F1 "
+                                "with intervals, required and forbidden calls, and the "
+                                "confusion pairs.")] = False) -> None:
     """Print the per-variant table of a stored run, and its status with the rows counted in
     its results.jsonl against the rows planned. Rows left out are named on stderr: later
     copies of a key (the first counts), rows outside the run's plan or shard, a last line cut
@@ -525,6 +544,9 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
     rows = store.iter_read(manifest, into=read, plan=None if keys is None else
                            lambda row: None if row.key in keys else stray)
     _print_summary(run_id, [str(v) for v in order], project, rows=rows)  # streamed
+    if per_tool:
+        from bench.cli_pertool import print_per_tool
+        print_per_tool(out, store, manifest, [str(v) for v in order])
     status = store.shown_status(manifest)
     for line in read.report(writing=status == "running"):
         err.print(line, markup=False)
@@ -588,6 +610,8 @@ app.add_typer(variants_app, name="variants")
 app.add_typer(import_app, name="import")
 app.command("lint")(lint)
 app.command("split")(split)
+from bench.cli_check import check  # noqa: E402
+app.command("check")(check)
 app.command("init")(init)
 from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")

@@ -108,7 +108,7 @@ def _import_list(path: Path, fmt: Format, name: str | None, variant: str, force:
 def import_openai_cmd(
     file: Annotated[Path, typer.Argument(help="JSON list of OpenAI tools (Chat Completions "
                                               "or Responses shape).")],
-    name: NameOption = None, variant: VariantOption = "original", force: ForceOption = False,
+    name: NameOption = None, variant: VariantOption = "current", force: ForceOption = False,
 ) -> None:
     """An OpenAI tools list -> descriptions/NAME/variants/VARIANT.yaml."""
     _import_list(file, "openai", name, variant, force)
@@ -117,7 +117,7 @@ def import_openai_cmd(
 @import_app.command("anthropic")
 def import_anthropic_cmd(
     file: Annotated[Path, typer.Argument(help="JSON list of Anthropic tools.")],
-    name: NameOption = None, variant: VariantOption = "original", force: ForceOption = False,
+    name: NameOption = None, variant: VariantOption = "current", force: ForceOption = False,
 ) -> None:
     """An Anthropic tools list -> descriptions/NAME/variants/VARIANT.yaml."""
     _import_list(file, "anthropic", name, variant, force)
@@ -138,7 +138,7 @@ def import_mcp_cmd(
     command: Annotated[list[str], typer.Argument(
         help="The server command, after '--' (e.g. -- python server.py).")],
     name: Annotated[str, typer.Option("--name", help="Toolset name.")],
-    variant: VariantOption = "original",
+    variant: VariantOption = "current",
     timeout: Annotated[float, typer.Option(min=1, help="Seconds allowed for tools/list.")]
     = 30.0,
     force: ForceOption = False,

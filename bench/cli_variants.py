@@ -44,6 +44,7 @@ class _VariantRow(TypedDict):
     lines_max: int
     lines_total: int
     local_tokens: int | None
+    draft_tools: int
     costs: list[_CostRow]
 
 
@@ -105,6 +106,7 @@ def variants_list(
                      "mean_lines": round(variant.mean_lines, 1),
                      "lines_min": min(counts), "lines_max": max(counts),
                      "lines_total": sum(counts), "local_tokens": local.get(variant.name),
+                     "draft_tools": len(variant.draft_tools),
                      "costs": [_CostRow(family=c.family, label=c.label, tokens=c.tokens,
                                         overhead=c.overhead, estimate=c.estimate,
                                         method=c.method, total=c.total) for c in costs]})
@@ -122,7 +124,9 @@ def variants_list(
         o200k, cl100k, claude = row["costs"]
         claude_text = str(claude["tokens"]) + (f" +{claude['overhead']}" if claude["overhead"]
                                                else "")
-        table.add_row(row["variant"], str(row["tools"]), f"{row['mean_lines']:.1f}",
+        shown = row["variant"] + (f" (draft: {row['draft_tools']} of {row['tools']})"
+                                  if row["draft_tools"] else "")
+        table.add_row(escape(shown), str(row["tools"]), f"{row['mean_lines']:.1f}",
                       f"{row['lines_min']}-{row['lines_max']}", str(row["lines_total"]),
                       str(o200k["tokens"]), str(cl100k["tokens"]), claude_text,
                       "-" if row["local_tokens"] is None else str(row["local_tokens"]))
@@ -219,3 +223,71 @@ def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001
             table.add_row(problem.case_id, f"{ds.path.name}:{problem.line}", problem.field,
                           escape(problem.message), "yes" if is_new else "already")
         out.print(table)
+
+
+@variants_app.command("draft")
+def variants_draft(
+    provider: Annotated[str, typer.Option(
+        "--provider", "-p", help="Provider id that drafts (any bench provider: local, "
+                                 "openai:<model>, function:<module>:<callable>...).")],
+    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")],
+    lengths: Annotated[str, typer.Option(
+        help="Target lines per description, comma-separated: one variant l<N> each.")]
+    = "3,10,30,50",
+    source: Annotated[str, typer.Option(help="The variant drafted from.")] = "current",
+    tools: Annotated[Optional[list[str]], typer.Option(
+        "--tools", help="Only these tools (default: all).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Draft again where a spec already has a text for that length.")]
+    = False,
+    request_timeout: Annotated[float, typer.Option(min=1, help="Seconds per request.")]
+    = 120.0,
+    max_tokens: Annotated[int, typer.Option(min=64, help="Completion cap per draft.")]
+    = 1024,
+) -> None:
+    """Draft shorter and longer versions (about 3/10/30/50 lines) of each tool's description
+    from its imported text (the 'current' variant), so that the length ablation runs on any
+    toolset. Each draft goes into the tool's spec (descriptions/<toolset>/specs/<tool>.yaml,
+    made from the imported tool when missing) under variants.l<N> with draft: true; tables
+    and reports mark the variants until bench variants accept."""
+    from bench.descriptions.drafts import draft_variants
+
+    try:
+        wanted = sorted({int(v) for v in _split([lengths])})
+    except ValueError:
+        raise BenchError(f"--lengths: whole line counts, comma-separated (got '{lengths}')") \
+            from None
+    drafts = draft_variants(toolset, provider, wanted, source=source,
+                            tools=_split(tools) or None, force=force,
+                            timeout_s=request_timeout, max_tokens=max_tokens)
+    table = Table(title=f"drafted by {escape(provider)} from '{escape(source)}' "
+                        f"(draft: true until bench variants accept)", title_justify="left")
+    for column in ("tool", "variant", "target lines", "lines"):
+        table.add_column(column, justify="left" if column in ("tool", "variant") else "right")
+    for draft in drafts:
+        table.add_row(escape(draft.tool), draft.variant, str(draft.target), str(draft.lines))
+    out.print(table)
+    off = [d for d in drafts if not 0.5 * d.target <= d.lines <= 1.5 * d.target + 1]
+    if off:
+        out.print(f"note: {count(len(off), 'draft')} far from the target length (e.g. "
+                  f"{escape(off[0].tool)} {off[0].variant}: {off[0].lines} lines): review "
+                  "before accepting", soft_wrap=True)
+    out.print(f"review the texts in descriptions/{escape(toolset)}/specs/, then: bench "
+              f"variants accept --toolset {escape(toolset)}", soft_wrap=True)
+
+
+@variants_app.command("accept")
+def variants_accept(
+    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")],
+    names: Annotated[Optional[list[str]], typer.Option(
+        "--variants", "-v", help="Only these variants (default: every drafted one).")] = None,
+    tools: Annotated[Optional[list[str]], typer.Option(
+        "--tools", help="Only these tools (default: all).")] = None,
+) -> None:
+    """Mark reviewed drafts as accepted (draft: false, reviewed_at set in the spec)."""
+    from bench.descriptions.drafts import accept_drafts
+
+    accepted = accept_drafts(toolset, _split(names) or None, _split(tools) or None)
+    for tool, variant in accepted:
+        out.print(f"accepted {escape(tool)} {escape(variant)}")
+    out.print(f"{count(len(accepted), 'draft')} accepted")

@@ -210,8 +210,8 @@ def test_replay_miss_names_the_case_and_how_to_record_it(project: Path,
     result = pytester.runpytest("-p", "bench.gate.plugin", "pyproject.toml")
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
-    assert f"no recorded answer for case '{extra['id']}'" in text
-    assert f"--cases {extra['id']}" in text and "--cache write" in text
+    assert f"no recorded answer for 1 item of variant 'l10' (cases {extra['id']};" in text
+    assert f"--cases {extra['id']}" in text and "--cache write --cache-path " in text
     assert "Traceback" not in text
 
 

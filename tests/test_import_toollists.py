@@ -29,7 +29,7 @@ def test_openai_chat_and_responses_shapes(run_bench, project, tmp_path):
                                                       {"tools": tools})))
     assert result.returncode == 0, result.stderr
     assert "skipped a built-in tool of type 'web_search'" in result.stdout
-    variant = load_variant("my-tools", "original")
+    variant = load_variant("my-tools", "current")
     assert [t.name for t in variant.tools] == ["find_docs", "__"]
     assert variant.tools[0].input_schema == SCHEMA  # 'strict' is a request option, dropped
     assert variant.tools[1].description == "中文描述"
@@ -60,7 +60,7 @@ def test_mcp_server_tools_become_a_variant(run_bench, project):
     result = run_bench("import", "mcp", "--name", "mcpshop", "--",
                        sys.executable, str(TESTS / "mcp_server.py"), timeout=120)
     assert result.returncode == 0, result.stderr
-    variant = load_variant("mcpshop", "original")
+    variant = load_variant("mcpshop", "current")
     tools = {t.name: t for t in variant.tools}
     assert set(tools) == {"search_orders", "ship_to", "store_hours"}
     sort = tools["search_orders"].input_schema["properties"]["sort"]
@@ -69,7 +69,7 @@ def test_mcp_server_tools_become_a_variant(run_bench, project):
     assert (limit["minimum"], limit["maximum"]) == (1, 50)
     assert tools["search_orders"].description.splitlines()[1].startswith("without")
     assert "$defs" in tools["ship_to"].input_schema  # nested model kept as the server sent it
-    assert sys.executable not in (project / "descriptions/mcpshop/variants/original.yaml") \
+    assert sys.executable not in (project / "descriptions/mcpshop/variants/current.yaml") \
         .read_text()  # only the program name is recorded
 
 

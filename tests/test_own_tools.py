@@ -27,6 +27,11 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string", "description"
           "required": ["q"]}
 
 
+def flat(text: str) -> str:
+    """``text`` with each run of whitespace one space: notes wrap at the terminal's width."""
+    return " ".join(text.split())
+
+
 def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python -m bench ARGS`` in ``cwd`` (the project), this checkout's code, ``python`` on
     PATH being this interpreter."""
@@ -233,8 +238,8 @@ def test_python_functions_execute_with_timeouts_classified_errors_and_refused_wr
     assert got[("c5", "current")]["execution_success"] is None  # schema-only: not run
     assert manifest(root, "r1")["execution"]["cal"]["mode"] == "python"
     # the table says which write was refused and how to allow it
-    assert "write calls refused" in run.stdout and "create_event 1" in run.stdout
-    assert 'writes = ["create_event"] under [tool.bench.toolsets.cal]' in run.stdout
+    assert "write calls refused" in flat(run.stdout) and "create_event 1" in flat(run.stdout)
+    assert 'writes = ["create_event"] under [tool.bench.toolsets.cal]' in flat(run.stdout)
     from bench.executor.traces import read_traces
     traces = read_traces(root / "reports/runs/r1/traces.jsonl")
     codes = {r.tool: r.error_code for r in traces if r.final}
@@ -254,7 +259,7 @@ def test_python_functions_execute_with_timeouts_classified_errors_and_refused_wr
                   "--provider", "function:answers:answer", "--run-id", "r2")
     assert again.returncode == 0, again.stderr
     assert rows(root, "r2")[("c2", "current")]["execution_success"] is True
-    assert "write calls refused" not in again.stdout
+    assert "write calls refused" not in flat(again.stdout)
     assert manifest(root, "r2")["execution"]["cal"]["writes"] == ["create_event"]
 
 
@@ -275,7 +280,7 @@ def test_a_tools_file_runs_in_declared_no_execute_mode_and_says_so(tmp_path):
     assert rows(root, "r1")[("d1", "current")]["execution_success"] is None
     assert rows(root, "r1")[("d1", "current")]["selection_correct"] is True
     assert "calls of toolset 'docs' were not executed (no-execute mode: a tools file has no " \
-           "implementation to execute)" in run.stdout
+           "implementation to execute)" in flat(run.stdout)
     assert bench(root, "report", "r1").returncode == 0
     page = (root / "reports" / "r1" / "index.html").read_text(encoding="utf-8")
     assert "calls of toolset &#39;docs&#39; were not executed" in page
@@ -313,7 +318,7 @@ def test_init_and_run_on_a_stdio_mcp_server(tmp_path):
     assert got[("m1", "current")]["execution_match"] is True
     assert got[("m2", "current")]["execution_errors"] == {"permanent": 1}  # the tool's error
     assert got[("m3", "current")]["execution_success"] is False
-    assert "delete_everything 1" in run.stdout
+    assert "delete_everything 1" in flat(run.stdout)
     assert manifest(root, "r1")["execution"]["mcp"]["detail"].startswith("MCP server python")
 
 
@@ -357,7 +362,7 @@ def test_init_and_run_on_a_streamable_http_mcp_server(tmp_path, http_server):
     got = rows(root, "r1")
     assert got[("m1", "current")]["execution_match"] is True
     assert got[("m3", "current")]["execution_success"] is True  # allowed by --writes
-    assert "write calls refused" not in run.stdout
+    assert "write calls refused" not in flat(run.stdout)
 
 
 def test_an_unreachable_http_server_is_one_line(tmp_path):

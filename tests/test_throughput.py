@@ -373,8 +373,9 @@ def test_replay_answers_from_a_run_and_a_miss_names_case_variant_and_how_to_reco
     with pytest.raises(BenchError) as info:
         missing.run()
     message = str(info.value)
-    assert f"no recorded answer for case '{new}', variant 'l3', trial 0" in message
+    assert f"no recorded answer for 1 item of variant 'l3' (cases {new};" in message
     assert "--cache write" in message and f"--cases {new}" in message
+    assert "(then replay a run that has them" in message  # the source is a run, not a cache
     assert len(rows_of(missing)) == 3  # the hits before the miss were kept
 
 

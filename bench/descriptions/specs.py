@@ -24,12 +24,41 @@ class SpecExample(BaseModel):
     note: str | None = None
 
 
+class SpecVariant(BaseModel):
+    """A tool's own text for one variant, kept in its spec (``variants.<name>``): the
+    imported description (``current``), or a longer or shorter version drafted by a model
+    (``bench variants draft``: ``l3`` ... ``l50``), which stays ``draft: true`` until a
+    person accepts it (``bench variants accept``).
+
+    Attributes:
+        description: the tool's description in this variant (plain text).
+        draft: True until reviewed; a variant holding drafts is marked in tables and reports.
+        drafted_by: the provider id that drafted it (None for a text a person wrote).
+        drafted_from: what it was drafted from: ``<variant> sha256:<first 12 hex digits of
+            the tool's hash>`` (:func:`bench.descriptions.lock.tool_hashes`).
+        reviewed_at: when ``bench variants accept`` accepted it (UTC ISO 8601).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(min_length=1)
+    draft: bool = False
+    drafted_by: str | None = None
+    drafted_from: str | None = None
+    reviewed_at: str | None = None
+
+
 class ToolSpec(BaseModel):
     """One tool's spec, ``descriptions/<toolset>/specs/<tool>.yaml``.
 
     ``input_schema`` is a JSON Schema (draft 2020-12) whose properties carry a one-line
     ``description``; rendered variants move those into the prose from l10 up and send the
     schema without them, so that description length is the one thing variants change.
+
+    ``variants`` holds the tool's own text for named variants (:class:`SpecVariant`): such a
+    text is used instead of rendering the template of that name (``current``, the imported
+    description, is sent with the schema as imported; any other with the schema's property
+    descriptions left out, as a rendered variant is).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -46,6 +75,7 @@ class ToolSpec(BaseModel):
     errors: list[str] = Field(default_factory=list)
     examples: list[SpecExample] = Field(default_factory=list)
     edge_cases: list[str] = Field(default_factory=list)
+    variants: dict[str, SpecVariant] = Field(default_factory=dict)
 
 
 def load_spec(path: Path) -> ToolSpec:

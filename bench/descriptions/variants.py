@@ -49,6 +49,8 @@ class Variant(BaseModel):
         toolset: the toolset (folder under ``descriptions/``).
         tools: the tools, in a stable order.
         source: the template or file it came from (relative path, for the manifest).
+        draft_tools: the tools whose description in this variant is an unreviewed draft
+            (``draft: true`` in their spec's ``variants``: :mod:`bench.descriptions.drafts`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -57,6 +59,7 @@ class Variant(BaseModel):
     toolset: str
     tools: tuple[Tool, ...]
     source: str
+    draft_tools: tuple[str, ...] = ()
 
     @cached_property
     def sha256(self) -> str:
@@ -166,14 +169,38 @@ def render_tool(spec: ToolSpec, template: jinja2.Template) -> Tool:
                 input_schema=strip_descriptions(spec.input_schema), permission=spec.permission)
 
 
+# The variant of an imported toolset that holds the tools' descriptions as imported.
+CURRENT = "current"
+# What ``bench import`` called it before: an old project's file is read as ``current`` too.
+LEGACY_CURRENT = "original"
+
+
 def available_variants(toolset: str, root: Path | None = None) -> list[str]:
-    """Names of the variants a toolset has: rendered templates (when it has specs), then
-    hand-written files (an imported toolset has only these)."""
+    """Names of the variants a toolset has: rendered templates (when it has specs) and the
+    variants its specs carry texts for (``variants:``, e.g. drafts), then hand-written files
+    (an imported toolset has ``current``; an old project's ``original`` is also listed as
+    ``current``)."""
     root = root or descriptions_dir()
-    has_specs = any((root / toolset / "specs").glob("*.yaml"))
-    rendered = template_names(root) if has_specs else []
+    spec_paths = sorted((root / toolset / "specs").glob("*.yaml"))
+    rendered = set(template_names(root)) if spec_paths else set()
+    for path in spec_paths:
+        rendered |= _spec_variant_names(path)
+    ordered = sorted(rendered, key=lambda n: (len(n), n))
     written = sorted(p.stem for p in (root / toolset / "variants").glob("*.yaml"))
-    return rendered + [w for w in written if w not in rendered]
+    if LEGACY_CURRENT in written and CURRENT not in written and CURRENT not in rendered:
+        written.insert(0, CURRENT)
+    return ordered + [w for w in written if w not in rendered]
+
+
+def _spec_variant_names(path: Path) -> set[str]:
+    """The names under a spec file's ``variants:`` (read leniently: a broken spec is reported
+    when the variant is loaded)."""
+    try:
+        data, _ = load_yaml(path)
+    except BenchError:
+        return set()
+    found = data.get("variants") if isinstance(data, dict) else None
+    return {str(k) for k in found} if isinstance(found, dict) else set()
 
 
 def no_variants_reason(toolset: str, root: Path | None = None) -> str:
@@ -267,22 +294,42 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
     if written.is_file():
         return _load_written(written, name, toolset, root)
     found = template_path(root, name)
-    if found is None:
+    spec_paths = list((toolset_dir / "specs").glob("*.yaml"))
+    specs = load_specs(toolset_dir) if spec_paths and (
+        found is not None or any(name in _spec_variant_names(p) for p in spec_paths)) else []
+    own = [spec for spec in specs if name in spec.variants]
+    legacy = toolset_dir / "variants" / f"{LEGACY_CURRENT}.yaml"
+    if not own and name == CURRENT and legacy.is_file():  # a project from before "current"
+        return _load_written(legacy, name, toolset, root)
+    if own and found is None and len(own) < len(specs):
+        missing = [spec.name for spec in specs if name not in spec.variants]
+        raise BenchError(f"variant '{name}' of toolset '{toolset}': {len(missing)} tool(s) "
+                         f"have no text for it in their spec ({', '.join(missing)}) and there "
+                         f"is no template {name}.j2 (draft them: bench variants draft "
+                         f"--toolset {toolset} --provider <id>)", file=toolset_dir / "specs")
+    if not own and found is None:
         available = available_variants(toolset, root)
         raise BenchError(f"unknown variant '{name}' for toolset '{toolset}' "
                          + (f"(available: {', '.join(available)})" if available
                             else f"(it has none: {no_variants_reason(toolset, root)})"))
-    if not any((toolset_dir / "specs").glob("*.yaml")):
+    if not specs:
         raise BenchError(f"variant '{name}' is rendered from specs, and toolset '{toolset}' "
                          f"has none (expected {toolset_dir / 'specs'}/<tool>.yaml); its "
                          "hand-written variants: "
                          f"{', '.join(available_variants(toolset, root)) or 'none'}")
+    drafts = tuple(spec.name for spec in own if spec.variants[name].draft)
+    if len(own) == len(specs):  # every tool has its own text: no template needed
+        return Variant(name=name, toolset=toolset, draft_tools=drafts,
+                       tools=tuple(spec_variant_tool(spec, name) for spec in specs),
+                       source=str((toolset_dir / "specs").relative_to(root.parent))
+                       if root.parent in toolset_dir.parents else str(toolset_dir / "specs"))
+    assert found is not None  # a tool without its own text is rendered by the template
     template_file = found
-    specs = load_specs(toolset_dir)
     env = _environment(template_dirs(root))
     try:
         template = env.get_template(f"{name}.j2")
-        tools = tuple(render_tool(spec, template) for spec in specs)
+        tools = tuple(spec_variant_tool(spec, name) if name in spec.variants
+                      else render_tool(spec, template) for spec in specs)
     except jinja2.TemplateSyntaxError as exc:
         raise BenchError(f"template error: {exc.message}", file=exc.filename or template_file,
                          line=exc.lineno) from None
@@ -296,4 +343,22 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
                          file=template_file) from None
     source = template_file.relative_to(root.parent) if root.parent in template_file.parents \
         else Path("bench/data/templates") / template_file.name  # the built-in one
-    return Variant(name=name, toolset=toolset, tools=tools, source=str(source))
+    return Variant(name=name, toolset=toolset, tools=tools, draft_tools=drafts,
+                   source=str(source))
+
+
+def spec_variant_tool(spec: ToolSpec, name: str) -> Tool:
+    """The tool of ``spec`` with its own text for variant ``name`` (``spec.variants[name]``,
+    lines stripped of trailing blanks): ``current`` (the imported description) keeps the
+    schema as imported; any other text (a drafted length) is sent with the schema's property
+    descriptions left out (:func:`strip_descriptions`), as a rendered variant is, so that
+    description length stays the one thing the variants change.
+
+    Raises:
+        KeyError: ``spec`` has no text for ``name``.
+    """
+    text = "\n".join(line.rstrip() for line in
+                     spec.variants[name].description.strip().splitlines())
+    schema = spec.input_schema if name == CURRENT else strip_descriptions(spec.input_schema)
+    return Tool(name=spec.name, description=text, input_schema=schema,
+                permission=spec.permission)

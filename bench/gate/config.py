@@ -13,6 +13,7 @@ Example::
     alpha = 0.05                                # family-wise level, Holm across the metrics
     baseline = "gate/baseline.json"
     cases = ["ana-0001", "ana-0002"]            # optional subset; limit = 30 also works
+    require_reevaluation = true                 # changed tools (description lock) need cases
 
 Relative paths are relative to the ``pyproject.toml``'s folder, which is also the project
 root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` semantics).
@@ -50,6 +51,12 @@ class GateConfig(BaseModel):
         cases / limit: optional case subset (ids) and/or N of them, sampled as ``bench run
             --limit`` does (stratified by expected tool, seed 1234).
         execute: run the answers on the reference backends (execution metrics).
+        require_reevaluation: fail when a tool whose description or schema changed since
+            the description lock (``descriptions/<toolset>/descriptions.lock.json``,
+            :mod:`bench.descriptions.lock`) was not re-evaluated: no case of the gate run
+            expects it (a change no gated case exercises), or the toolset has no lock yet.
+            Off: such changes are only noted. ``bench baseline update`` (or ``bench check
+            --update``) refreshes the lock once the change is accepted.
         flips_shown: flipped cases quoted in a failure message.
         root: the project folder (set by :func:`load_gate_config`, not in the TOML).
         source: the TOML file the settings came from.
@@ -68,6 +75,7 @@ class GateConfig(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     split: Literal["dev", "test", "all"] | None = None
     execute: bool = True
+    require_reevaluation: bool = False
     flips_shown: int = Field(default=5, ge=0)
     root: Path = Path(".")
     source: Path = Path("pyproject.toml")

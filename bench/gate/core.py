@@ -180,10 +180,21 @@ def build_baseline(config: GateConfig, run: GateRun) -> dict[str, Any]:
 
 
 def write_baseline(config: GateConfig, run: GateRun) -> Path:
-    """Write the baseline of ``run`` to ``config.baseline_path`` atomically; return the path."""
+    """Write the baseline of ``run`` to ``config.baseline_path`` atomically; return the path.
+
+    The description lock of each toolset the run used is refreshed for the gate's variants
+    (:func:`bench.descriptions.lock.write_lock`), so that "changed since the baseline"
+    (``bench check``, ``require_reevaluation``) starts from the descriptions the baseline was
+    recorded on."""
+    from bench.descriptions.lock import current_hashes, write_lock
+
     path = config.baseline_path
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, build_baseline(config, run))
+    root = config.root / "descriptions"
+    for toolset in sorted({v.toolset for v in run.manifest.variants if v.toolset}):
+        if (root / toolset).is_dir():
+            write_lock(toolset, current_hashes(toolset, config.variants, root), root)
     return path
 
 
@@ -387,6 +398,57 @@ def _short_errors(row: Row, call_errors: Sequence[str], limit: int = 240) -> str
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _unevaluated_changes(config: GateConfig, frame: pd.DataFrame, rows: Sequence[Row]
+                         ) -> dict[str, list[tuple[str, bool]]]:
+    """Per gated variant, what the description lock says changed, as ``(text, fails)``:
+    the changed tools the run re-evaluated (a note), those no case of the run expects (a
+    failure with ``require_reevaluation``, else a note), or a toolset without a lock (a
+    failure with ``require_reevaluation``; nothing otherwise)."""
+    from bench.descriptions.lock import changed_tools, lock_changes
+
+    found: dict[str, list[tuple[str, bool]]] = {}
+    strict = config.require_reevaluation
+    toolsets = sorted({r.toolset for r in rows if r.toolset})
+    root = config.root / "descriptions"
+    for toolset in toolsets:
+        wanted = [v for v in config.variants if (root / toolset).is_dir()]
+        if not wanted:
+            continue
+        try:
+            changes, path = lock_changes(toolset, wanted, root)
+        except BenchError as exc:
+            if strict:
+                raise
+            for variant in wanted:
+                found.setdefault(variant, []).append((f"description lock not read: {exc}",
+                                                      False))
+            continue
+        if changes is None:
+            if strict:
+                for variant in wanted:
+                    found.setdefault(variant, []).append(
+                        (f"toolset {toolset} has no description lock ({path}); write it "
+                         "with: bench check --update (or bench baseline update)", True))
+            continue
+        for variant, tools in changed_tools(changes).items():
+            part = frame[(frame["variant"] == variant) & (frame["toolset"] == toolset)] \
+                if not frame.empty else frame
+            covered = {name for names in part.get("expected_tools", []) for name in names}
+            missed = sorted(tools - covered)
+            done = sorted(tools & covered)
+            if done:
+                found.setdefault(variant, []).append(
+                    (f"changed since the description lock and re-evaluated here: "
+                     f"{', '.join(done)} (accept with: bench baseline update)", False))
+            if missed:
+                found.setdefault(variant, []).append(
+                    (f"changed since the description lock but expected by no case of this "
+                     f"gate: {', '.join(missed)}: add cases for "
+                     f"{'it' if len(missed) == 1 else 'them'}"
+                     + (" (require_reevaluation)" if strict else ""), strict))
+    return found
+
+
 def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
              baseline: dict[str, Any] | None,
              call_errors: dict[tuple[str, int], list[str]] | None = None,
@@ -420,6 +482,7 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
     baseline_sha = {v.get("name"): v.get("sha256") for v in (baseline or {}).get("variants") or []}
     current_sha = {r.variant: r.request.variant_sha256 if r.request is not None else None
                    for r in rows}
+    stale = _unevaluated_changes(config, frame, rows)
     verdicts = []
     for variant in config.variants:
         for provider in config.providers:
@@ -461,6 +524,8 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                     verdict.notes.append(f"the description of {variant} changed since the "
                                          f"baseline (sha256 {was_sha[:12]} -> "
                                          f"{now_sha[:12]})")
+                for text, fails in stale.get(variant, []):
+                    (verdict.reasons if fails else verdict.notes).append(text)
                 if comparison is not None and verdict.reasons:
                     lost = [f for f in comparison.flips if f.direction == "lost"
                             and f.metric == metric and f.group == _group(variant, provider)]

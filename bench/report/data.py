@@ -155,6 +155,20 @@ def row_outcome(row: Row) -> str:
     return "fail"
 
 
+def execution_codes(row: Row, outcome: str | None = None) -> list[str]:
+    """The codes a row shows for calls that failed to execute although its answer passes
+    (``outcome`` ``pass``: right tool, right arguments): ``execution_failed:<class>`` per
+    error class of the executor (``validation``, ``permanent``, ``timeout``...: the row's
+    ``metrics.execution_errors``), or ``execution_failed`` when the row names none. Empty
+    for any other row, and where execution did not fail or did not run: a "pass" never
+    hides a failed execution."""
+    outcome = row_outcome(row) if outcome is None else outcome
+    if outcome != "pass" or row.metrics.execution_success is not False:
+        return []
+    classes = row.metrics.execution_errors or {}
+    return [f"execution_failed:{name}" for name in sorted(classes)] or ["execution_failed"]
+
+
 def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
     """Variant labels in the order the runs' configs list them."""
     order: list[str] = []
@@ -167,6 +181,22 @@ def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
             if run.label(stored) not in order:
                 order.append(run.label(stored))
     return order
+
+
+def draft_variants(runs: Sequence[LoadedRun]) -> set[str]:
+    """Variant labels whose descriptions hold unreviewed drafts (the manifest's
+    ``draft_tools``, :mod:`bench.descriptions.drafts`), for the marks of tables and report."""
+    return {variant.shown for run in runs for variant in run.manifest.variants
+            if variant.draft_tools and variant.shown is not None}
+
+
+def renamed_tools(runs: Sequence[LoadedRun]) -> dict[str, str]:
+    """Old tool name -> new name over the runs' toolsets (the manifest's ``aliases``)."""
+    found: dict[str, str] = {}
+    for run in runs:
+        for variant in run.manifest.variants:
+            found.update(variant.aliases or {})
+    return found
 
 
 def variant_lines(runs: Sequence[LoadedRun]) -> dict[str, float]:
@@ -444,11 +474,12 @@ class Drilldown:
         names = {_name(c.get("name")) for c in expected.get("calls") or []
                  if isinstance(c, dict)} | {c[0] for c in calls[:len(parsed_calls)]}
         usage = row.usage
+        outcome = row_outcome(row)
         return [
             self.cases[case_key], self.variants(row.variant), self.providers(row.provider),
-            row.trial, self.outcomes(row_outcome(row)),
+            row.trial, self.outcomes(outcome),
             [self.codes(_cut(str(c), NAME_LIMIT)) for c in
-             _cap_list(metrics.error_codes)[0]],
+             _cap_list(metrics.error_codes)[0] + execution_codes(row, outcome)],
             # names sorted first: a set's order changes between processes (str hashing),
             # and the lookup's numbering follows first use
             sorted(self.tools(n) for n in sorted(str(n) for n in names if n is not None)),

@@ -28,11 +28,12 @@ from bench.report.execution import execution_notes
 from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
                                    factor_pairs,
                                    factor_success)
-from bench.report.data import (ERROR_LIMIT, bucket_rates, split_statement, NAME_LIMIT, LoadedRun, all_rows,
+from bench.report.data import (ERROR_LIMIT, bucket_rates, draft_variants, renamed_tools, split_statement, NAME_LIMIT, LoadedRun, all_rows,
                                Drilldown, cap_text, drilldown_rows, frame_of,
                                group_metrics, group_rates, headline, incomplete_runs, now_utc,
                                run_metadata,
                                shown_metrics, variant_order)
+from bench.report.pertool import METHOD_NOTE, pairs_view, per_tool_groups
 from bench.report.table import bucket_view, format_rate
 from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
@@ -141,19 +142,56 @@ def pivot_groups(groups: pd.DataFrame) -> dict[str, Any]:
     return {"columns": columns, "rows": rows}
 
 
+def _renamed_groups(view: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`pivot_groups`' view with each renamed tool shown as ``new (was old)``."""
+    from bench.stats.pertool import shown_tool
+
+    if renamed:
+        for row in view["rows"]:
+            row["group"] = shown_tool(str(row["group"]), renamed)
+    return view
+
+
 MAX_CONFUSION_CHARTS = 8
 MAX_CONFUSION_COLUMNS = 12
 
 
-def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str, str]]:
-    """Heatmaps of :func:`bench.stats.aggregate.selection_confusion`, one per (provider,
-    variant), or one per provider when there would be more than
-    :data:`MAX_CONFUSION_CHARTS`. Chosen tools beyond the most frequent
-    :data:`MAX_CONFUSION_COLUMNS` (made-up names can be many) are summed into one column.
+def confusion_layout(frame: pd.DataFrame, limit: int = MAX_CONFUSION_COLUMNS
+                     ) -> tuple[list[str], list[str], list[str]]:
+    """The rows and columns every confusion panel of a report shares, chosen once from all
+    its rows (so that panels line up: the same tool sits in the same column of l3 and l50).
+
+    Columns: every expected tool (never folded away: a correct pick always has its own
+    column), then the most frequent other chosen names (made-up tools, ``(no call)``,
+    ``(unparseable)``) while fewer than ``limit`` columns are taken; the remaining chosen
+    names are summed into one ``(other N)`` column.
 
     Returns:
-        ``[{"label": str, "uri": data URI}]``.
+        ``(rows, columns, folded)``: the expected tools (matrix order), the shown chosen
+        names (the matrix's order: tools sorted, special columns last), and the chosen names
+        summed into ``(other N)`` (empty when none).
     """
+    whole = selection_confusion(frame)
+    if whole.empty:
+        return [], [], []
+    rows = list(whole.index)
+    expected = [c for c in whole.columns if c in set(rows)]
+    others = whole[[c for c in whole.columns if c not in set(rows)]].sum()
+    room = max(0, limit - len(expected) - 1)
+    ranked = list(others.sort_values(ascending=False, kind="stable").index)
+    kept = set(ranked[:room] if len(ranked) > room + 1 else ranked)
+    columns = [c for c in whole.columns if c in set(expected) or c in kept]
+    folded = [c for c in whole.columns if c not in set(columns)]
+    return rows, columns, folded
+
+
+def confusion_matrices(frame: pd.DataFrame, order: Sequence[str]
+                       ) -> list[tuple[str, pd.DataFrame]]:
+    """The matrices of :func:`confusion_charts`: ``[(label, counts)]``, one per (provider,
+    variant), or one per provider when there would be more than
+    :data:`MAX_CONFUSION_CHARTS`; every matrix has the rows and columns of
+    :func:`confusion_layout` (chosen once from all of ``frame``), names cut to
+    :data:`bench.report.data.NAME_LIMIT`."""
     if frame.empty:
         return []
     keys = ["provider", "variant"]
@@ -163,22 +201,35 @@ def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str
     groups = sorted(frame.groupby(keys, sort=False),
                     key=lambda item: tuple(rank.get(k, -1) if i else k
                                            for i, k in enumerate(item[0])))
+    rows, columns, folded = confusion_layout(frame)
     out = []
     for key, part in groups:
         matrix = selection_confusion(part)
-        if matrix.shape[1] > MAX_CONFUSION_COLUMNS:
-            keep = list(matrix.sum().sort_values(ascending=False).index[
-                :MAX_CONFUSION_COLUMNS - 1])
-            rest = [c for c in matrix.columns if c not in keep]
-            matrix = matrix[[c for c in matrix.columns if c in keep]].assign(
-                **{f"(other {len(rest)})": matrix[rest].sum(axis=1)})
+        matrix = matrix.reindex(index=rows, columns=[*columns, *folded], fill_value=0)
+        if folded:
+            matrix = matrix[columns].assign(
+                **{f"(other {len(folded)})": matrix[folded].sum(axis=1)})
         # made-up tool names are model output: cut them (issue 19, item 5)
         matrix = matrix.rename(columns=lambda c: cap_text(str(c), NAME_LIMIT),
                                index=lambda c: cap_text(str(c), NAME_LIMIT))
         label = " · ".join(str(k) for k in key) + (" (all variants)" if len(keys) == 1 else "")
-        out.append({"label": label, "uri": svg_data_uri(charts.heatmap(
-            matrix, label, "chosen tool", "expected tool"))})
+        out.append((label, matrix))
     return out
+
+
+def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str, str]]:
+    """Heatmaps of :func:`bench.stats.aggregate.selection_confusion`, one per
+    :func:`confusion_matrices` matrix: every panel has the same rows and columns
+    (:func:`confusion_layout`); every expected tool has a column; chosen names beyond
+    :data:`MAX_CONFUSION_COLUMNS` (made-up names can be many) are summed into one
+    ``(other N)`` column.
+
+    Returns:
+        ``[{"label": str, "uri": data URI}]``.
+    """
+    return [{"label": label, "uri": svg_data_uri(charts.heatmap(
+        matrix, label, "chosen tool", "expected tool"))}
+        for label, matrix in confusion_matrices(frame, order)]
 
 
 def top_errors_table(frame: pd.DataFrame, order: Sequence[str], limit: int = 20
@@ -272,6 +323,7 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
     single = frame[~frame["key"].isin({run.label(key) for run in runs
                                         for key in run.stats.episode_keys})] \
         if episodes else frame
+    renamed, drafts = renamed_tools(runs), draft_variants(runs)
     by_tool = group_rates(runs, "tool", frame)
     by_tag = group_rates(runs, "tag", frame)
     script, style = _asset("report.js"), _asset("report.css")
@@ -297,7 +349,7 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         else None,
         bootstrap=any(c.endswith("_boot_low") for c in summary.columns),
         charts=chart_uris,
-        by_tool=pivot_groups(by_tool),
+        by_tool=_renamed_groups(pivot_groups(by_tool), renamed),
         by_tag=pivot_groups(by_tag),
         group_metrics=shown_metrics(by_tool, group_metrics()),
         comparison=comparison_view(comparison) if comparison else None,
@@ -305,6 +357,11 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         error_codes=sorted({code for g in counts for code in g["counts"]}),
         error_counts=counts,
         confusion=confusion_charts(single, order),
+        per_tool=per_tool_groups(single, order, renamed, drafts),
+        per_tool_note=METHOD_NOTE,
+        confusion_pairs=pairs_view(single, renamed),
+        renamed=sorted(renamed.items()),
+        drafts=drafts,
         top_errors=top_errors_table(single, order),
         episodes=episodes,
         factors=factors,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import pandas as pd
 from rich.markup import escape
@@ -69,17 +69,20 @@ def _cell(spec: MetricSpec, record: dict) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.{_DECIMALS[spec.kind]}f}"
 
 
-def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int = 1) -> Table:
+def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int = 1,
+                  drafts: Iterable[str] = ()) -> Table:
     """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant).
 
     ``trials``: trials per case in the rows; with more than one the caption says that the
     Wilson intervals treat a case's trials as independent rows (the HTML report's
-    case-clustered bootstrap does not).
+    case-clustered bootstrap does not). ``drafts``: variants whose descriptions are
+    unreviewed drafts (``bench variants draft``), shown as ``<variant> (draft)``.
 
     Provider ids are never cut: ``replay:`` file paths are shortened to their distinguishing
     end (:func:`shown_provider_ids`), and an id wider than its column wraps onto more lines.
     The figure columns' headers wrap too (their values are single words), which leaves the
     provider column room on a narrow terminal."""
+    drafts = set(drafts)
     table = Table(title=title, title_justify="left",
                   caption="rates with 95% Wilson intervals \\[low-high]"
                           + (f" over rows ({trials} trials per case counted as independent "
@@ -105,7 +108,8 @@ def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int =
     if has_cost:
         table.add_column("cost USD (per case)", justify="right")
     for record in summary.to_dict("records"):
-        cells = [escape(providers[str(record["provider"])]), escape(str(record["variant"])),
+        variant = str(record["variant"]) + (" (draft)" if record["variant"] in drafts else "")
+        cells = [escape(providers[str(record["provider"])]), escape(variant),
                  str(record["cases"])]
         for spec in columns:
             cells.append(_cell(spec, record))
@@ -177,3 +181,105 @@ def bounds(record: Any, metric: str) -> tuple[Any, Any]:
         if not isinstance(low, float) or not math.isnan(low):
             return low, high
     return record[f"{metric}_low"], record[f"{metric}_high"]
+
+
+# what one column of a rich table takes besides its text: a space each side and a rule
+_COLUMN_FRAME = 3
+# a key column (provider, variant) wider than this folds onto more lines instead of pushing
+# the figures into another table
+_KEY_FOLD = 24
+
+
+def _plain(cell: Any) -> str:
+    from rich.text import Text
+
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(str(cell)).plain if isinstance(cell, str) else str(cell)
+
+
+def _needed(column: Any) -> int:
+    """The narrowest width at which no word of ``column`` (header or cell) is cut: its
+    longest word (rich wraps a cell at spaces, so "62.5% [51.2-72.6]" stacks its rate over
+    its interval)."""
+    words = [word for text in (_plain(column.header), *map(_plain, column.cells))
+             for word in text.split()]
+    return max((len(word) for word in words), default=1)
+
+
+def _natural(column: Any) -> int:
+    """The width of ``column`` with no cell wrapped: its longest line."""
+    return max((len(line) for text in (_plain(column.header), *map(_plain, column.cells))
+                for line in text.splitlines() or [""]), default=1)
+
+
+def _widths(needed: list[int], natural: list[int], room: int) -> list[int]:
+    """Column widths summing to at most ``room`` (when the ``needed`` ones do): each column
+    starts at its ``needed`` width, and what is left widens the columns closest to their
+    ``natural`` width first, so that as many as possible fit on one line."""
+    widths = list(needed)
+    left = room - sum(widths)
+    for index in sorted(range(len(widths)), key=lambda i: natural[i] - needed[i]):
+        grow = max(0, min(natural[index] - widths[index], left))
+        widths[index] += grow
+        left -= grow
+    return widths
+
+
+def fitted_tables(table: Table, width: int, keys: int = 1) -> list[Table]:
+    """``table`` as one or more tables that fit ``width`` terminal columns without cutting
+    a word of any cell or header: figures wrap at spaces (an interval under its rate, a
+    metric name over two lines), and when even that is too wide, the columns after the
+    first ``keys`` are split over stacked tables that each repeat the ``keys`` columns
+    (provider, variant: which row is which), the first with the title, the last with the
+    caption. A key column wider than 24 characters folds onto more lines.
+
+    rich itself shrinks the widest columns first when a table is too wide, which can cut a
+    narrower column's word; so each column's width is set here: at least its longest word,
+    more where there is room.
+
+    Args:
+        table: a rich table (its cells are read back: :attr:`rich.table.Column.cells`).
+        width: the terminal's width in characters (e.g. ``Console.width``).
+        keys: how many leading columns identify a row.
+
+    Returns:
+        ``[table]`` unchanged when it fits at its natural width, else the fitted tables.
+    """
+    columns = list(table.columns)
+    keys = min(keys, len(columns))
+    natural = [_natural(c) for c in columns]
+    if sum(natural) + _COLUMN_FRAME * len(columns) + 1 <= width:
+        return [table]
+    needed = [min(_needed(c), _KEY_FOLD) if i < keys else _needed(c)
+              for i, c in enumerate(columns)]
+    key_width = sum(needed[:keys]) + _COLUMN_FRAME * keys + 1
+    chunks: list[list[int]] = [[]]
+    used = key_width
+    for index in range(keys, len(columns)):
+        need = needed[index] + _COLUMN_FRAME
+        if chunks[-1] and used + need > width:
+            chunks.append([])
+            used = key_width
+        chunks[-1].append(index)
+        used += need
+    cells = [list(column.cells) for column in columns]
+    out = []
+    for number, chunk in enumerate(chunks):
+        shown = list(range(keys)) + chunk
+        room = width - _COLUMN_FRAME * len(shown) - 1
+        sizes = _widths([needed[i] for i in shown], [natural[i] for i in shown], room)
+        part = Table(title=table.title if number == 0 else
+                     f"{_plain(table.title or '')} (continued)".strip(),
+                     title_justify=table.title_justify,
+                     caption=table.caption if number == len(chunks) - 1 else None,
+                     caption_justify=table.caption_justify, box=table.box,
+                     show_lines=table.show_lines)
+        for index, size in zip(shown, sizes):
+            column = columns[index]
+            part.add_column(column.header, justify=column.justify, overflow="fold",
+                            width=size)
+        for row in range(table.row_count):
+            part.add_row(*(cells[index][row] for index in shown))
+        out.append(part)
+    return out

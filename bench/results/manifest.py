@@ -28,6 +28,11 @@ class ManifestVariant(_Record):
     tools: int | None = Field(None, description="number of tools")
     mean_lines_per_tool: float | None = Field(None, description="description lines per tool")
     lines_per_tool: dict[str, int] | None = None
+    draft_tools: list[str] | None = Field(None, description="tools whose description is an "
+                                          "unreviewed draft (bench variants draft)")
+    aliases: dict[str, str] | None = Field(None, description="renamed tools of the toolset: "
+                                           "old name -> new name (labels naming the old "
+                                           "name score against the new)")
     label: str | None = Field(None, description="a report's display label (never stored)")
 
     @property

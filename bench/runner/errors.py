@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from bench.errors import BenchError, RunIncomplete
@@ -53,6 +55,57 @@ def item_error(item: PlanItem, exc: Exception, dataset: str, resume: str) -> Exc
             f"{exc}{request}; finished rows are kept, continue with: "
             f"{resume}")
     return exc
+
+
+def replay_misses_error(misses: Sequence[tuple[PlanItem, ReplayMiss]], dataset: str,
+                        root: Path) -> BenchError:
+    """The failure of a run whose replay provider lacked answers: every missing (case,
+    variant, trial), and per (provider, variant, factors) the one command that records all of
+    them, exactly: the project (``BENCH_HOME``), the dataset, the variant, every missing case
+    (``--cases a,b,c``), enough trials, the factors, and for a cache source ``--cache write
+    --cache-path <that file>`` (absolute), so that running the printed command and then the
+    gate again finds every answer.
+
+    Args:
+        misses: each missed plan item with its :class:`ReplayMiss`.
+        dataset: the run's dataset setting (a name, or a ``.jsonl`` path).
+        root: the project folder (relative cache files are found there).
+
+    Returns:
+        One :class:`BenchError`: one line, the groups joined by ``"; "``, each ending in its
+        command.
+    """
+    groups: dict[tuple[str, str, tuple[tuple[str, str], ...]],
+                 tuple[list[PlanItem], ReplayMiss]] = {}
+    for item, exc in misses:
+        factors = tuple((item.factors.changed() if item.factors else {}).items())
+        key = (item.provider_id, item.variant.name, factors)
+        groups.setdefault(key, ([], exc))[0].append(item)
+    lines = []
+    for (provider_id, variant, factors), (items, exc) in groups.items():
+        cases = list(dict.fromkeys(item.case.id for item in items))
+        trials = max(item.trial for item in items) + 1
+        recorded = sorted(p for p in exc.recorded_providers if not p.startswith("replay:"))
+        source = Path(exc.source)
+        cache = (source if source.is_absolute() else root / source).resolve()
+        is_cache = cache.is_file() or cache.suffix in (".sqlite", ".db")
+        command = (f"BENCH_HOME={shlex.quote(str(root))} bench run --provider "
+                   f"{shlex.quote(recorded[0]) if len(recorded) == 1 else '<provider>'} "
+                   f"--dataset {shlex.quote(dataset)} --variants {shlex.quote(variant)} "
+                   f"--cases {shlex.quote(','.join(cases))} --trials {trials}"
+                   + "".join(f" --{name.replace('_', '-')} {shlex.quote(str(value))}"
+                             for name, value in factors)
+                   + (f" --cache write --cache-path {shlex.quote(str(cache))}" if is_cache
+                      else " --cache write"))
+        shown = ", ".join(cases[:10]) + (f" and {len(cases) - 10} more" if len(cases) > 10
+                                         else "")
+        lines.append(f"{provider_id}: no recorded answer for {count(len(items), 'item')} of "
+                     f"variant '{variant}' (cases {shown}; the source holds answers from: "
+                     f"{', '.join(exc.recorded_providers) or 'none'}); record "
+                     + ("them" if len(items) > 1 else "it") + f" with: {command}"
+                     + ("" if is_cache else " (then replay a run that has them: "
+                        "replay:<run-id>, or the cache: replay:<cache file>)"))
+    return BenchError("; ".join(lines))
 
 
 def incomplete_error(request_errors: Sequence[Mapping[str, str]],

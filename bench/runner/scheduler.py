@@ -25,7 +25,9 @@ from bench.providers.ratelimit import GateClosed
 from bench.results import Manifest
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
-from bench.runner.errors import cancelled_error, error_text, incomplete_error, item_error
+from bench.providers.replay import ReplayMiss
+from bench.runner.errors import (cancelled_error, error_text, incomplete_error, item_error,
+                                 replay_misses_error)
 from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
@@ -86,6 +88,8 @@ class Scheduler:
         self.batch_errors: list[dict[str, Any]] = []
         # requests that failed after every retry: not written, a resume sends them again
         self.request_errors: list[dict[str, Any]] = []
+        # replay misses: the run goes on looking the rest up, then fails naming them all
+        self.replay_misses: list[tuple[PlanItem, ReplayMiss]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
         self.in_flight: InFlight[Answer] = InFlight([], [])
         self.failed_in_a_row: dict[str, int] = {}
@@ -238,6 +242,9 @@ class Scheduler:
         elif isinstance(exc, BatchFailed):
             self.batch_errors.append({"key": item.key, "batch": exc.batch_id,
                                       "error": str(exc)})
+        elif isinstance(exc, ReplayMiss) and self.failure_error is None:
+            # looking up is cheap: find every miss, so that one command records them all
+            self.replay_misses.append((item, exc))
         elif isinstance(exc, ProviderError) and exc.error_class not in STOPS_RUN and \
                 self.failure_error is None:
             self._left_for_resume(item, exc)
@@ -285,6 +292,10 @@ class Scheduler:
 
     def _incomplete(self) -> None:
         """Requests left for the resume make the run's failure, once the rest is done."""
+        if self.failure_error is None and self.replay_misses and \
+                self.status != "interrupted":
+            self.failure_error = replay_misses_error(self.replay_misses, self.config.dataset,
+                                                     self.session.project.root)
         if self.failure_error is None:
             self.failure_error = incomplete_error(
                 self.request_errors if self.status != "interrupted" else [],

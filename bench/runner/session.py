@@ -87,7 +87,12 @@ class RunSession:
             self.project.reports_dir.joinpath(*DEFAULT_CACHE_PATH[1:])
 
     def _load(self, config: RunConfig) -> None:
-        self.dataset: Dataset = load_dataset(config.dataset)
+        from bench.descriptions.aliases import apply_aliases
+
+        # labels naming a renamed tool score against its new name (descriptions/<toolset>/
+        # aliases.yaml); the manifest records the renames
+        self.dataset: Dataset
+        self.dataset, self.aliases = apply_aliases(load_dataset(config.dataset))
         self.invalid_cases: list[LabelProblem] = []
         if config.skip_invalid_cases:
             self.dataset, self.invalid_cases = skip_invalid_cases(self.dataset,
@@ -103,6 +108,11 @@ class RunSession:
             config = config.model_copy(update={"split": split})
         self.cases: list[Case] = select_cases(self.dataset, config)
         self.variants: list[Variant] = load_variants(self.dataset, config.variants)
+        if self.aliases:  # each new name must be a tool; no old name may still be one
+            from bench.descriptions.aliases import load_aliases
+            for variant in self.variants:
+                if variant.toolset in self.aliases:
+                    load_aliases(variant.toolset, tools=[t.name for t in variant.tools])
         check_episodes(self.dataset, self.cases, config.execute)
         if config.no_call_layout is None and any(c.kind == "episode" or c.expected.ask
                                                  for c in self.cases):
@@ -204,7 +214,11 @@ class RunSession:
             "variants": [{"name": v.name, "toolset": v.toolset, "sha256": v.sha256,
                           "source": v.source, "tools": len(v.tools),
                           "mean_lines_per_tool": round(v.mean_lines, 2),
-                          "lines_per_tool": v.line_counts} for v in self.variants],
+                          "lines_per_tool": v.line_counts,
+                          **({"draft_tools": list(v.draft_tools)} if v.draft_tools else {}),
+                          **({"aliases": self.aliases[v.toolset]}
+                             if v.toolset in self.aliases else {})}
+                         for v in self.variants],
             "providers": [],
             "execution": self.execution_plan(),
             "versions": _versions(),

@@ -1,0 +1,81 @@
+"""``bench check``: which tools' descriptions or schemas changed since the description lock
+(:mod:`bench.descriptions.lock`); ``--update`` rewrites the lock."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from bench.errors import BenchError
+from bench.plural import count
+
+
+def _names(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def check(
+    toolset: Annotated[Optional[list[str]], typer.Option(
+        help="Toolsets under descriptions/ (default: every one).")] = None,
+    variants: Annotated[Optional[list[str]], typer.Option(
+        "--variants", "-v", help="Variants to check (default: every variant of the "
+                                 "toolset).")] = None,
+    update: Annotated[bool, typer.Option(
+        "--update", help="Write the lock from the descriptions as they are now (atomically), "
+                         "after listing what changed.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the tools whose description or schema changed since the lock
+    (descriptions/<toolset>/descriptions.lock.json: a SHA-256 per tool and variant over its
+    name, description and schema), renames declared in aliases.yaml included.
+
+    Exit code 0: nothing changed (or --update wrote the lock); 1: a tool changed, or a
+    toolset has no lock yet (bench check --update writes one).
+    """
+    from bench.descriptions.lock import LOCK_FILE, current_hashes, lock_changes, write_lock
+    from bench.paths import descriptions_dir
+
+    root = descriptions_dir()
+    names = _names(toolset) or sorted(
+        p.name for p in root.iterdir() if p.is_dir() and p.name != "templates"
+        and ((p / "specs").is_dir() or (p / "variants").is_dir())) if root.is_dir() else []
+    if not names:
+        raise BenchError("no toolset to check (no folder under descriptions/ with specs/ or "
+                         "variants/)", file=root)
+    chosen = _names(variants) or None
+    report = []
+    failed = False
+    for name in names:
+        changes, path = lock_changes(name, chosen, root)
+        entry = {"toolset": name, "lock": str(path), "locked": changes is not None,
+                 "changes": [c.__dict__ for c in changes or []]}
+        if update:
+            write_lock(name, current_hashes(name, chosen, root), root, replace=chosen is None)
+            entry["updated"] = True
+        elif changes is None or changes:
+            failed = True
+        report.append(entry)
+        if as_json:
+            continue
+        if changes is None:
+            typer.echo(f"{name}: no lock yet ({path.name})"
+                       + (": written" if update else "; write one with: bench check "
+                          f"--update --toolset {name}"))
+            continue
+        if not changes:
+            typer.echo(f"{name}: no tool changed since the lock ({LOCK_FILE})")
+        else:
+            tools = {c.tool for c in changes if c.tool}
+            where = {c.variant for c in changes}
+            typer.echo(f"{name}: {count(len(tools), 'tool')} changed since the lock "
+                       f"({LOCK_FILE}), in {count(len(where), 'variant')}:")
+            for change in changes:
+                typer.echo(f"  {change.line()}")
+        if update:
+            typer.echo(f"{name}: lock updated: {path}")
+    if as_json:
+        print(json.dumps({"toolsets": report}, ensure_ascii=False, indent=2))
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,161 @@
+"""Variants for imported toolsets: ``current`` is the imported text (an old project's
+``original`` still reads), ``bench variants draft`` drafts l3..l50 through a provider into
+the specs as drafts, runs and reports mark them, ``bench variants accept`` clears the mark."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.descriptions import available_variants, load_variant
+from bench.descriptions.drafts import accept_drafts, draft_variants, replace_variants_block
+from bench.errors import BenchError
+from bench.providers.function import register_function
+from bench.report.data import load_runs
+from bench.report.html import render_html
+from bench.runner import RunConfig, Runner
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["c", "f"], "description": "Temperature unit"}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "get_forecast", "description": "Weather forecast for the next days.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1,
+                                                 "maximum": 7}},
+            "required": ["city", "days"]}}}]
+
+PROMPTS: list[str] = []
+
+
+def drafter(messages, tools, trial):  # noqa: ANN001, ANN201
+    """A scripted drafting model: as many lines as the prompt asks for, naming the tool."""
+    prompt = messages[-1].content
+    PROMPTS.append(prompt)
+    assert tools == []  # drafting offers no tool
+    lines = int(re.search(r"Write about (\d+) non-empty lines", prompt).group(1))
+    name = re.search(r"the tool `([^`]+)`", prompt).group(1)
+    body = "\n".join(f"{name}: line {i + 1} of the drafted text." for i in range(lines))
+    return {"tool_calls": [], "text": f"```\n{body}\n```"}
+
+
+@pytest.fixture
+def weather(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with an imported toolset (bench import openai) and two labeled cases."""
+    root = tmp_path / "weather-project"
+    (root / "descriptions").mkdir(parents=True)
+    cases = root / "datasets/weather/cases.jsonl"
+    cases.parent.mkdir(parents=True)
+    cases.write_text("\n".join(json.dumps({
+        "id": f"w-{i}", "toolset": "weather", "lang": "en",
+        "messages": [{"role": "user", "content": f"weather in {city}?"}],
+        "expected": {"calls": [{"name": "get_weather", "arguments": {"city": [city]}}]}})
+        for i, city in enumerate(["Oslo", "Lima"])) + "\n", encoding="utf-8")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    tools_file = tmp_path / "weather.json"
+    tools_file.write_text(json.dumps(TOOLS), encoding="utf-8")
+    result = CliRunner().invoke(app, ["import", "openai", str(tools_file)])
+    assert result.exit_code == 0, result.output
+    register_function("drafter", drafter)
+    register_function("weather-model", lambda messages, tools, trial: [
+        {"name": "get_weather", "arguments": {"city": messages[-1].content.split()[-1][:-1]}}])
+    return root
+
+
+def test_import_writes_current_and_an_old_original_still_reads(weather: Path):
+    assert (weather / "descriptions/weather/variants/current.yaml").is_file()
+    assert available_variants("weather") == ["current"]
+    current = load_variant("weather", "current")
+    assert current.tool("get_weather").description == "Current weather for a city."
+    # a project imported before the rename holds original.yaml: both names read it
+    variants = weather / "descriptions/weather/variants"
+    (variants / "current.yaml").rename(variants / "original.yaml")
+    assert available_variants("weather") == ["current", "original"]
+    assert load_variant("weather", "current").tools == current.tools
+    assert load_variant("weather", "original").tools == current.tools
+
+
+def test_draft_writes_marked_drafts_into_specs_and_runs_mark_them(weather: Path):
+    PROMPTS.clear()
+    result = CliRunner().invoke(app, ["variants", "draft", "--provider", "function:drafter",
+                                      "--toolset", "weather"])
+    assert result.exit_code == 0, result.output
+    assert len(PROMPTS) == 8  # 2 tools x 4 lengths, through the provider's pipeline
+    assert "Current weather for a city." in PROMPTS[0] and "Temperature unit" in PROMPTS[0]
+    spec = yaml.safe_load((weather / "descriptions/weather/specs/get_weather.yaml")
+                          .read_text(encoding="utf-8"))
+    assert spec["summary"] == "Current weather for a city."
+    l10 = spec["variants"]["l10"]
+    assert l10["draft"] is True and l10["drafted_by"] == "function:drafter"
+    assert l10["drafted_from"].startswith("current sha256:")
+    assert available_variants("weather") == ["l3", "l10", "l30", "l50", "current"]
+
+    for name, lines in (("l3", 3), ("l10", 10), ("l30", 30), ("l50", 50)):
+        variant = load_variant("weather", name)
+        assert variant.draft_tools == ("get_forecast", "get_weather")
+        assert variant.line_counts == {"get_forecast": lines, "get_weather": lines}
+        # a drafted length is sent without the schema's property descriptions
+        assert "description" not in variant.tool("get_weather").input_schema["properties"][
+            "unit"]
+    assert load_variant("weather", "current").tool("get_weather").input_schema[
+        "properties"]["unit"]["description"] == "Temperature unit"  # as imported
+
+    listing = CliRunner().invoke(app, ["variants", "--toolset", "weather"])
+    assert listing.exit_code == 0, listing.output
+    assert "l10 (draft: 2 of 2)" in listing.output
+
+    runner = Runner(RunConfig(dataset="weather", variants=["l3", "l50", "current"],
+                              providers=["function:weather-model"], execute=False),
+                    run_id="ablation", command=["bench", "run"])
+    runner.run()
+    manifest = runner.store.load_manifest()
+    assert {v.name: v.draft_tools for v in manifest.variants} == {
+        "l3": ["get_forecast", "get_weather"], "l50": ["get_forecast", "get_weather"],
+        "current": None}
+    page = render_html(load_runs(["ablation"]), "drafts")
+    assert page.count('<span class="draft">(draft)</span>') == 2
+    assert 'id="drafts"' in page
+    shown = CliRunner().invoke(app, ["show", "ablation"])
+    assert "l3 (draft)" in shown.output and "current (draft)" not in shown.output
+
+    with pytest.raises(BenchError, match="already has a draft for l3"):
+        draft_variants("weather", "function:drafter", [3])
+
+    accepted = accept_drafts("weather", ["l3"])
+    assert sorted(accepted) == [("get_forecast", "l3"), ("get_weather", "l3")]
+    assert load_variant("weather", "l3").draft_tools == ()
+    assert load_variant("weather", "l10").draft_tools == ("get_forecast", "get_weather")
+    result = CliRunner().invoke(app, ["variants", "accept", "--toolset", "weather"])
+    assert result.exit_code == 0 and "6 drafts accepted" in result.output
+    assert all(not load_variant("weather", n).draft_tools for n in ("l10", "l30", "l50"))
+
+
+def test_only_the_variants_block_of_a_spec_changes():
+    text = ("# my notes stay\nname: t\nsummary: s  # inline too\nvariants:\n  l3:\n"
+            "    description: old\n    draft: true\ninput_schema: {type: object}\n")
+    new = replace_variants_block(text, {"l3": {"description": "new", "draft": True}})
+    assert new.startswith("# my notes stay\nname: t\nsummary: s  # inline too\n"
+                          "input_schema: {type: object}\n")
+    assert yaml.safe_load(new)["variants"] == {"l3": {"description": "new", "draft": True}}
+    assert "variants" not in yaml.safe_load(replace_variants_block(text, {}))
+
+
+def test_a_partly_drafted_toolset_without_a_template_names_the_missing_tools(weather: Path):
+    assert CliRunner().invoke(app, ["variants", "draft", "--provider", "function:drafter",
+                                    "--toolset", "weather", "--lengths", "5",
+                                    "--tools", "get_weather"]).exit_code == 0
+    (weather / "descriptions/weather/specs/get_forecast.yaml").write_text(
+        "name: get_forecast\nsummary: Forecast.\ninput_schema: {type: object}\n",
+        encoding="utf-8")
+    with pytest.raises(BenchError, match=r"1 tool\(s\) have no text for it in their spec "
+                                         r"\(get_forecast\)"):
+        load_variant("weather", "l5")
