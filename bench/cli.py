@@ -20,7 +20,8 @@ from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_split import split
 from bench.cli_variants import variants_app
-from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS, space_fields, option_value
+from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS
+from bench.cli_toolspace import option_value, print_signal, space_fields, toolspace_notes
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
 from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
@@ -329,6 +330,8 @@ def run(
             skipped_cases = len({p.case_id for p in runner.invalid_cases})
             err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
                       "tools", markup=False)
+        for line in toolspace_notes(runner):
+            err.print(line, markup=False, soft_wrap=True)
         pending = runner.pending()
         if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
@@ -381,6 +384,7 @@ def run(
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         # the project found at the start: code the run called may have changed the cwd since
         _print_summary(run_name, runner.config.variants, project)
+        print_signal(runner, out, err)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
         if manifest["status"] == "complete" and not manifest["rows_done"]:
