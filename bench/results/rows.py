@@ -30,7 +30,8 @@ class RowRequest(_Record):
     variant_sha256: str | None = Field(None, description="SHA-256 of the variant's tools")
     messages_sha256: str | None = Field(None, description="SHA-256 of the case's messages")
     tools_sha256: str | None = Field(None, description="SHA-256 of the tools sent "
-                                                       "(equals variant_sha256)")
+                                                       "(equals variant_sha256 unless a "
+                                                       "retriever picked them)")
 
 
 class RowResponse(_Record):

@@ -64,7 +64,14 @@ class PlanItem:
         """The provider-level request of this item: its case's messages (or an episode's
         conversation so far), its variant's tools, trial and key."""
         return ModelRequest(self.case.messages if messages is None else messages,
-                            self.tools, self.trial, self.variant.sha256, self.key)
+                            self.tools, self.trial, self.tools_sha256, self.key)
+
+    @property
+    def tools_sha256(self) -> str:
+        """Digest of :attr:`tools` (the request's ``variant_key``): the variant's SHA-256,
+        or the retrieved tools' (:attr:`bench.toolspace.setup.Retrieved.tools_sha256`)."""
+        return self.retrieved.tools_sha256 if self.retrieved is not None else \
+            self.variant.sha256
 
 
 def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:

@@ -159,7 +159,7 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         **_identity(item, run_id, expected),
         "request": {**response.request, "variant_sha256": item.variant.sha256,
                     "messages_sha256": messages_sha256,
-                    "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
+                    "tools_sha256": item.tools_sha256},  # == tools_digest(tools sent)
         "response": {"raw": response.raw, "finish_reason": response.finish_reason,
                      "request_id": getattr(response, "request_id", None)},
         "parsed": response.parsed.model_dump(),
@@ -226,7 +226,7 @@ def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,
     return Row.model_validate({
         **_identity(item, run_id, expected),
         "request": {"variant_sha256": item.variant.sha256, "messages_sha256": messages_sha256,
-                    "tools_sha256": item.variant.sha256, "kind": "episode"},
+                    "tools_sha256": item.tools_sha256, "kind": "episode"},
         "response": {"raw": None, "finish_reason": getattr(last, "finish_reason", None),
                      "request_id": getattr(last, "request_id", None)},
         "metrics": episode.metrics,

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 from bench.descriptions import Variant
 from bench.models import Case, Tool
+from bench.providers.cache import tools_digest
 from bench.toolspace.distractors import Expansion, expand_variant
 from bench.toolspace.retrieval import (
     Bm25Retriever,
@@ -33,6 +34,9 @@ class Retrieved:
             OpenAI ``tools`` field, summed: :func:`bench.descriptions.tokens.
             openai_tool_tokens`), the same count for every provider so that conditions
             compare; a provider's own count is the row's ``tool_definition_tokens``.
+        tools_sha256: digest of ``offered`` (:func:`bench.providers.cache.tools_digest`),
+            the request's ``variant_key``: providers key per-tool-list caches on it (the
+            embedded model's saved prefix states, the function worker's tool lists).
     """
 
     offered: tuple[Tool, ...]
@@ -40,6 +44,7 @@ class Retrieved:
     expected: tuple[str, ...]
     missing: tuple[str, ...]
     tool_tokens: int = 0
+    tools_sha256: str = ""
 
     @property
     def recall(self) -> float | None:
@@ -126,9 +131,10 @@ class SpaceSetup:
             ranking = self._rankings[case.id, catalog.sha256, space.retriever]
             offered = tuple(catalog.tools[i] for i in ranking[:space.top_k])
         names = {t.name for t in offered}
+        digest = catalog.sha256 if space.retriever == "none" else tools_digest(offered)
         return Retrieved(offered, len(catalog.tools), expected,
                          tuple(n for n in expected if n not in names),
-                         self.tool_tokens(offered))
+                         self.tool_tokens(offered), digest)
 
     def describe(self) -> list[dict[str, object]]:
         """Each grown catalog as the manifest's ``toolspace`` stores it."""
