@@ -362,6 +362,7 @@ def run(
         from bench.progress import RunProgress
 
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
+            progress.set_plan(pending)  # the time left, per condition at its own pace
             incomplete = None
             try:
                 # Objects made so far (modules, dataset, variants, providers) live as long as
