@@ -367,3 +367,22 @@ def test_the_embedded_model_embeds_and_caches(tmp_path):
     assert np.allclose(again.embed(["cancel my order"]), vectors[1:])
     assert again._llm is None
 
+
+
+def test_the_report_draws_tool_count_curves_and_the_error_split(bfcl_tools):
+    from bench.report.data import load_runs
+    from bench.report.html import render_html
+    from bench.report.toolspace import toolspace_table
+
+    result = _run(bfcl_tools, "curves", tools=[13, 40], retrievers=["none", "bm25"],
+                  top_k=[3])
+    table = toolspace_table(result.rows)
+    assert set(zip(table["retriever"], table["tools"])) == {
+        ("none", 13), ("none", 40), ("bm25 k=3", 13), ("bm25 k=3", 40)}
+    for record in table.to_dict("records"):
+        assert record["selection"] + record["not_retrieved"] + record["confused"] == \
+            pytest.approx(1.0)
+        assert record["selection_low"] <= record["selection"] <= record["selection_high"]
+    page = render_html(load_runs(["curves"]), "curves <b>")
+    assert 'id="toolspace"' in page and 'id="chart-toolspace"' in page
+    assert "curves &lt;b&gt;" in page and "curves <b>" not in page
