@@ -127,7 +127,9 @@ class LlamaEmbedder:
             except ImportError:
                 raise BenchError("the embedding retriever needs llama-cpp-python: pip install "
                                  "-c constraints.txt -e '.[local]'") from None
+            from bench.providers.local.logs import capture_native_errors
             from bench.providers.local.settings import resolve_threads
+            capture_native_errors(llama_cpp)  # llama.cpp's per-call log lines are dropped
             self._llm = llama_cpp.Llama(
                 str(self.path), embedding=True, n_ctx=MAX_EMBED_TOKENS,
                 n_batch=MAX_EMBED_TOKENS, n_ubatch=MAX_EMBED_TOKENS,
