@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -96,11 +97,17 @@ def toolspace_chart(table: pd.DataFrame) -> str:
                 ax.fill_between(x, group[f"{column}_low"] * 100, group[f"{column}_high"] * 100,
                                 color=color, alpha=0.12, linewidth=0)
             axes[0][2].plot(x, group["tokens"], style, marker="o", color=color, label=label)
+        counts = sorted({int(t) for t in table["tools"]}) if not table.empty else []
         for ax, title in zip(axes[0], ("tool selection", "errors: not retrieved",
                                        "tool-definition tokens sent")):
             ax.set_title(title)
             ax.set_xlabel("tools in the catalog")
             ax.set_xscale("log")
+            # the planned counts as plain numbers (log-scale labels are mathtext)
+            ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(counts))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter(
+                [str(c) for c in counts]))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         _percent_axis(axes[0][0])
         _percent_axis(axes[0][1])
         axes[0][0].set_ylabel("share of rows (95% CI band)")
