@@ -21,6 +21,8 @@ from bench.cli_init import init
 from bench.cli_lint import lint
 from bench.cli_split import split
 from bench.cli_variants import variants_app
+from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS
+from bench.cli_toolspace import option_value, print_signal, space_fields, toolspace_notes
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
 from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
@@ -257,6 +259,17 @@ def run(
     fault: Annotated[Optional[list[str]], typer.Option(
         help="Episodes: none, timeout, 503, 429, huge: the first call to each tool fails so "
              "(or returns ~8 MB).")] = None,
+    tools: Annotated[Optional[list[str]], typer.Option(
+        help="Grow each case's toolset to N tools with seeded distractors from the other "
+             "toolsets (comma-separated counts, each a condition: l3~tools=40).")] = None,
+    retriever: Annotated[Optional[list[str]], typer.Option(
+        help="Tool retrieval before the model: none (every tool sent), bm25, embedding "
+             "(the local model); comma-separated, each a condition.")] = None,
+    top_k: Annotated[Optional[list[str]], typer.Option(
+        help="Tools a retriever sends to the model (comma-separated; default 5).")] = None,
+    distractors: Annotated[Optional[list[str]], typer.Option(
+        help="Toolsets distractors are drawn from (default: every other toolset under "
+             "descriptions/).")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table.
 
@@ -313,6 +326,7 @@ def run(
                                                   ("error_style", error_style),
                                                   ("result_budget", result_budget),
                                                   ("fault", fault)) if values},
+                    **space_fields(tools, retriever, top_k, distractors),
                     **{k: v for k, v in throughput.items() if v is not None}))
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
@@ -335,6 +349,8 @@ def run(
             skipped_cases = len({p.case_id for p in runner.invalid_cases})
             err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
                       "tools", markup=False)
+        for line in toolspace_notes(runner):
+            err.print(line, markup=False, soft_wrap=True)
         pending = runner.pending()
         if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
@@ -365,6 +381,7 @@ def run(
         from bench.progress import RunProgress
 
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
+            progress.set_plan(pending)  # the time left, per condition at its own pace
             incomplete = None
             try:
                 # Objects made so far (modules, dataset, variants, providers) live as long as
@@ -387,6 +404,7 @@ def run(
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         # the project found at the start: code the run called may have changed the cwd since
         _print_summary(run_name, runner.config.variants, project)
+        print_signal(runner, out, err)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
         if manifest["status"] == "complete" and not manifest["rows_done"]:
@@ -457,7 +475,7 @@ def _resume_settings(ctx: typer.Context) -> tuple[dict[str, Any], dict[str, str]
             continue
         option = f"--{name.replace('_', '-')}"
         options[f"factors.{name}" if name in _FACTOR_OPTIONS
-                else _OPTION_FIELDS.get(name, name)] = option
+                else SPACE_OPTIONS.get(name) or _OPTION_FIELDS.get(name, name)] = option
         if name == "run_id":
             if value != params["resume"]:
                 raise BenchError(f"--run-id cannot change when resuming '{params['resume']}':"
@@ -465,6 +483,8 @@ def _resume_settings(ctx: typer.Context) -> tuple[dict[str, Any], dict[str, str]
                                  "to use another id")
         elif name in _FACTOR_OPTIONS:
             factors[name] = _split(value, option)
+        elif name in SPACE_OPTIONS:
+            given[SPACE_OPTIONS[name]] = option_value(name, value)
         elif name in ("variants", "cases"):
             given[_OPTION_FIELDS.get(name, name)] = _split(value, option)
         elif name == "execute_mcp":

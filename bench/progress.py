@@ -11,12 +11,24 @@ most every ``interval_s`` seconds, and when the last row is done::
 Rows per second count only this session's rows (a resumed run's earlier rows took no time
 here) over the time since the run started, so the first rows of a variant, which fill the
 local model's prompt cache and take longest, weigh in as they should.
+
+The time left, once the plan is known (:meth:`RunProgress.set_plan`, which ``bench run``
+calls), is projected per group (condition and provider: a variant, or a variant under a
+tool count or retriever), each at its own measured pace: the median time between rows of
+that group, its first row left out (it fills the prompt cache: 190 s where later l50 rows
+took 3.6 s), plus, for a group not yet started, that first-row cost measured on the groups
+that did start. A group not yet measured takes the median pace of the measured ones,
+scaled by its requests' size (tool-definition characters) relative to theirs, since the
+embedded model's time grows with the tools block (1.4 s a row at l3, 3.6 s at l50). Until
+one group has a second row the time left is unknown (``-``), never a projection of a cold
+first row (which read ``10h 22m`` after the first row of a one-hour run).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -77,6 +89,51 @@ class RunProgress:
         self._last_line_at: float | None = None
         self._bar: Progress | None = None
         self._task: Any = None
+        self._left: dict[tuple[str, str], int] | None = None  # rows left per group
+        self._size: dict[tuple[str, str], float] = {}  # mean request size per group
+        self._gaps: dict[tuple[str, str], list[float]] = {}  # seconds between its rows
+        self._first_gap: dict[tuple[str, str], float] = {}  # its first row's time
+        self._last_at: float | None = None
+
+    def set_plan(self, pending: Sequence[PlanItem]) -> None:
+        """The rows this session will do, for the per-group time left (see the module
+        docstring); without it the time left is rows left / :attr:`rows_per_s`."""
+        left: dict[tuple[str, str], int] = {}
+        size: dict[tuple[str, str], list[int]] = {}
+        for item in pending:
+            group = (item.condition, item.provider_id)
+            left[group] = left.get(group, 0) + 1
+            if len(size.setdefault(group, [])) < 20:  # a sample is enough
+                size[group].append(sum(len(t.description) + len(str(t.input_schema))
+                                       for t in item.tools))
+        self._left = left
+        self._size = {g: statistics.fmean(v) if v else 0.0 for g, v in size.items()}
+
+    def _group_eta(self) -> float | None:
+        """Seconds left projected per group; None until some group has a measured pace."""
+        assert self._left is not None
+        paces = {g: statistics.median(v) for g, v in self._gaps.items() if v}
+        if not paces:
+            return None
+        warm = [max(0.0, self._first_gap[g] - pace) for g, pace in paces.items()
+                if g in self._first_gap]
+        extra = statistics.median(warm) if warm else 0.0
+        measured_size = statistics.fmean(self._size.get(g, 0.0) for g in paces) or 1.0
+        typical = statistics.median(paces.values())
+        total = 0.0
+        for group, left in self._left.items():
+            if left <= 0:
+                continue
+            if group in paces:
+                total += left * paces[group]
+                continue
+            scale = self._size.get(group, measured_size) / measured_size
+            pace = typical * max(scale, 0.1)
+            started = group in self._first_gap
+            total += (left if started else left - 1) * pace
+            if not started:
+                total += pace + extra
+        return total
 
     def __enter__(self) -> "RunProgress":
         if self.live:
@@ -113,11 +170,26 @@ class RunProgress:
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds until every planned row is done at :attr:`rows_per_s`; None unknown."""
-        rate = self.rows_per_s
+        """Seconds until every planned row is done: per group once the plan is known
+        (:meth:`set_plan`), else at :attr:`rows_per_s`; None unknown."""
         if self.done >= self.total:
             return 0.0
+        if self._left is not None:
+            return self._group_eta()
+        rate = self.rows_per_s
         return (self.total - self.done) / rate if rate else None
+
+    def _timed(self, item: PlanItem) -> None:
+        """Note the time since the previous row against ``item``'s group."""
+        group = (item.condition, item.provider_id)
+        gap = self._now - (self._last_at if self._last_at is not None else self._now)
+        self._last_at = self._now
+        if group in self._first_gap:
+            self._gaps.setdefault(group, []).append(gap)
+        else:
+            self._first_gap[group] = gap
+        if self._left is not None and group in self._left:
+            self._left[group] -= 1
 
     def line(self) -> str:
         """The plain progress line, e.g. ``progress: 120/1116 rows (10.8%), 1.9 rows/s, ETA
@@ -143,10 +215,14 @@ class RunProgress:
         self.done, self.total = done, total
         if item is not None and self._first_row is None:
             self._first_row = (self._now, done)
+        if item is not None:
+            self._timed(item)
+        elif self._last_at is None:
+            self._last_at = self._now
         changed = False
         if item is not None:
-            changed = (item.variant.name, item.provider_id) != (self.variant, self.provider)
-            self.variant, self.provider = item.variant.name, item.provider_id
+            changed = (item.condition, item.provider_id) != (self.variant, self.provider)
+            self.variant, self.provider = item.condition, item.provider_id
         if self._bar is not None:
             eta = self.eta_s
             self._bar.update(self._task, completed=done, total=total,

@@ -35,6 +35,7 @@ from bench.report.data import (ERROR_LIMIT, bucket_rates, draft_variants, rename
                                shown_metrics, variant_order)
 from bench.report.pertool import METHOD_NOTE, pairs_view, per_tool_groups
 from bench.report.table import bucket_view, format_rate
+from bench.report.toolspace import toolspace_view
 from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
 
@@ -324,6 +325,9 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
                                         for key in run.stats.episode_keys})] \
         if episodes else frame
     renamed, drafts = renamed_tools(runs), draft_variants(runs)
+    many_tools = toolspace_view(all_rows(runs))
+    if many_tools is not None:
+        many_tools = {"uri": svg_data_uri(many_tools["svg"]), "rows": many_tools["rows"]}
     by_tool = group_rates(runs, "tool", frame)
     by_tag = group_rates(runs, "tag", frame)
     script, style = _asset("report.js"), _asset("report.css")
@@ -365,6 +369,7 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         top_errors=top_errors_table(single, order),
         episodes=episodes,
         factors=factors,
+        toolspace=many_tools,
         rows_json=Markup(placeholder),  # the rows are streamed in its place below
         style=Markup(style),  # package files, not data
         script=Markup(script),

@@ -69,6 +69,10 @@ class Manifest(_Record):
         "invalid cases left out: {case, line, field, why}"))
     bfcl: dict[str, Any] | None = Field(None, description="BFCL source: {path, entries, sha256}")
     variants: list[ManifestVariant]
+    toolspace: dict[str, Any] | None = Field(None, description=(
+        "tool counts and retrievers (bench.toolspace): {settings: [{tools, retriever, "
+        "top_k}], catalogs: [{toolset, variant, tools, own, sha256, sources, levels, "
+        "collisions}]}"))
     providers: list[dict[str, Any]] | None = Field(None, description=(
         "each provider's describe(): {provider, model, ...}"))
     execution: dict[str, Any] | None = Field(None, description=(

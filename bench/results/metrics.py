@@ -74,6 +74,15 @@ class RowMetrics(_Record):
                                                            "label's (executor)")
     execution_errors: dict[str, Any] | None = Field(None, description=(
         "error class -> failed calls (executor)"))
+    retrieval_recall: float | None = Field(None, ge=0, le=1, description=(
+        "tool retrieval: fraction of the expected tools the model was sent (recall@k); None "
+        "on no-call/ask"))
+    retrieved_all: bool | None = Field(None, description=(
+        "tool retrieval: every expected tool was sent; None on no-call/ask"))
+    error_not_retrieved: bool | None = Field(None, description=(
+        "tool retrieval: wrong selection and an expected tool was not sent"))
+    error_confused: bool | None = Field(None, description=(
+        "tool retrieval: wrong selection although every expected tool was sent"))
     bfcl_valid: bool | None = Field(None, description="BFCL's own checker verdict (imported "
                                                       "BFCL datasets)")
     bfcl_error_type: str | None = Field(None, description="BFCL's error type, None when valid")

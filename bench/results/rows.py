@@ -30,7 +30,8 @@ class RowRequest(_Record):
     variant_sha256: str | None = Field(None, description="SHA-256 of the variant's tools")
     messages_sha256: str | None = Field(None, description="SHA-256 of the case's messages")
     tools_sha256: str | None = Field(None, description="SHA-256 of the tools sent "
-                                                       "(equals variant_sha256)")
+                                                       "(equals variant_sha256 unless a "
+                                                       "retriever picked them)")
 
 
 class RowResponse(_Record):
@@ -87,6 +88,12 @@ class Row(_Record):
     factors: dict[str, str] | None = Field(None, description="an episode's factor settings "
                                                              "(bench.episodes.factors)")
     episode: RowEpisode | None = Field(None, description="an episode's trajectory")
+    tool_count: int | None = Field(None, ge=0, description=(
+        "tools in the catalog (--tools: own plus distractors; bench.toolspace)"))
+    retrieval: dict[str, Any] | None = Field(None, description=(
+        "tool-space settings and what was sent: {tools, retriever, top_k, tools_offered, "
+        "tool_tokens (o200k_base tokens of the tools sent), offered (names; None without a "
+        "retriever), expected, missing}"))
 
     @model_validator(mode="before")
     @classmethod

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.limits import (
@@ -124,6 +124,13 @@ class RunConfig(BaseModel):
         factors: episode factors to cross with the variants, ``{factor: [settings]}``
             (:data:`bench.episodes.factors.FACTORS`; a factor not named keeps its default).
             Episode cases only; single-answer cases run once per variant.
+        tools: tool counts to grow each case's toolset to with distractors (``--tools``,
+            :mod:`bench.toolspace.distractors`); empty: the toolsets as they are.
+        retrievers: tool retrievers (``--retriever``: ``none``, ``bm25``, ``embedding``,
+            :mod:`bench.toolspace.retrieval`); empty: ``none`` (every tool is sent).
+        top_k: tools each retriever passes to the model (``--top-k``; default 5).
+        distractors: the toolsets distractors are drawn from (None: every other toolset
+            under ``descriptions/``).
     """
 
     dataset: str = "ecommerce"
@@ -162,8 +169,23 @@ class RunConfig(BaseModel):
     skip_invalid_cases: bool = False
     shard: str | None = None
     factors: dict[str, list[str]] = Field(default_factory=dict)
+    tools: list[int] = Field(default_factory=list)
+    retrievers: list[str] = Field(default_factory=list)
+    top_k: list[int] = Field(default_factory=list)
+    distractors: list[str] | None = None
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _tool_space(self) -> "RunConfig":
+        from bench.toolspace.space import space_grid
+        space_grid(self.tools, self.retrievers, self.top_k)  # ValueError names the setting
+        return self
+
+    @field_validator("tools", "retrievers", "top_k")
+    @classmethod
+    def _once(cls, values: list[Any]) -> list[Any]:
+        return list(dict.fromkeys(values))
 
     @field_validator("factors")
     @classmethod

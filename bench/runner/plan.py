@@ -15,29 +15,45 @@ from bench.datasets.splits import resolve_split, select_split
 from bench.descriptions import Variant, load_variant
 from bench.episodes.factors import Factors
 from bench.errors import BenchError
-from bench.models import Case, Message
+from bench.models import Case, Message, Tool
 from bench.plural import count
 from bench.providers.pipeline import ModelRequest
 from bench.runner.config import RunConfig
+from bench.toolspace.setup import Retrieved, SpaceSetup
+from bench.toolspace.space import ToolSpace
 
 
 @dataclass(frozen=True)
 class PlanItem:
     """One planned request (an episode for an episode case): a case under a variant for a
-    provider, one trial; ``factors`` (episode cases only) the condition's settings."""
+    provider, one trial; ``factors`` (episode cases only) the condition's settings.
+
+    With tool-space settings (``space``: ``--tools``, ``--retriever``, ``--top-k``),
+    ``variant`` is the grown catalog (the variant's own tools plus distractors, under the
+    variant's name, :mod:`bench.toolspace.distractors`) and ``retrieved`` says which of its
+    tools the model is sent (:attr:`tools`)."""
 
     case: Case
     variant: Variant
     provider_id: str
     trial: int
     factors: Factors | None = None
+    space: ToolSpace | None = None
+    retrieved: Retrieved | None = None
 
     @property
     def condition(self) -> str:
-        """The variant's name, with the factor settings that differ from the defaults
-        (:meth:`bench.episodes.factors.Factors.condition`): the row's ``variant``."""
-        return self.factors.condition(self.variant.name) if self.factors else \
-            self.variant.name
+        """The variant's name, with the tool-space settings
+        (:meth:`bench.toolspace.space.ToolSpace.condition`) and the factor settings that
+        differ from the defaults (:meth:`bench.episodes.factors.Factors.condition`): the
+        row's ``variant``, e.g. ``l3~tools=40~retriever=bm25~top_k=5``."""
+        name = self.space.condition(self.variant.name) if self.space else self.variant.name
+        return self.factors.condition(name) if self.factors else name
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools the model is sent: the retrieved ones, else the variant's."""
+        return self.retrieved.offered if self.retrieved is not None else self.variant.tools
 
     @property
     def key(self) -> str:
@@ -48,7 +64,14 @@ class PlanItem:
         """The provider-level request of this item: its case's messages (or an episode's
         conversation so far), its variant's tools, trial and key."""
         return ModelRequest(self.case.messages if messages is None else messages,
-                            self.variant.tools, self.trial, self.variant.sha256, self.key)
+                            self.tools, self.trial, self.tools_sha256, self.key)
+
+    @property
+    def tools_sha256(self) -> str:
+        """Digest of :attr:`tools` (the request's ``variant_key``): the variant's SHA-256,
+        or the retrieved tools' (:attr:`bench.toolspace.setup.Retrieved.tools_sha256`)."""
+        return self.retrieved.tools_sha256 if self.retrieved is not None else \
+            self.variant.sha256
 
 
 def select_cases(dataset: Dataset, config: RunConfig) -> list[Case]:
@@ -171,17 +194,38 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
 
 
 def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: Sequence[str],
-              trials: int, factors: Sequence[Factors] = ()) -> list[PlanItem]:
-    """All planned items, grouped by provider, then variant, then trial, then case; an
-    episode case is planned once per setting of ``factors`` (:func:`bench.episodes.factors.
-    factor_grid`; none: the defaults), a single-answer case once."""
+              trials: int, factors: Sequence[Factors] = (),
+              setup: SpaceSetup | None = None) -> list[PlanItem]:
+    """All planned items, grouped by provider, then variant, then tool-space setting, then
+    trial, then case; an episode case is planned once per setting of ``factors``
+    (:func:`bench.episodes.factors.factor_grid`; none: the defaults), a single-answer case
+    once. ``setup`` (tool counts and retrievers, :class:`bench.toolspace.setup.SpaceSetup`)
+    plans each variant once per tool-space setting, on its grown catalog with each case's
+    retrieved tools; without it (or with no setting) each variant once, as it is.
+
+    Raises:
+        BenchError: a catalog cannot be grown (:func:`bench.toolspace.distractors.
+            expand_variant`).
+    """
     grid = list(factors) or [Factors()]
-    return [PlanItem(case, variant, provider_id, trial,
-                     setting if case.kind == "episode" else None)
-            for provider_id in provider_ids
-            for variant in variants
-            for trial in range(trials)
-            for case in cases if case.toolset == variant.toolset
-            for setting in (grid if case.kind == "episode" else grid[:1])]
-
-
+    spaces: list[ToolSpace | None] = list(setup.spaces) if setup and setup.spaces else [None]
+    items: list[PlanItem] = []
+    for provider_id in provider_ids:
+        for variant in variants:
+            mine = [case for case in cases if case.toolset == variant.toolset]
+            for space in spaces:
+                catalog, retrieved = variant, None
+                if space is not None and setup is not None:
+                    catalog = setup.catalog(variant, space)
+                    if space.retriever != "none":
+                        setup.rank_all(mine, catalog, space.retriever)
+                for trial in range(trials):
+                    for case in mine:
+                        if space is not None and setup is not None:
+                            retrieved = setup.retrieve(case, catalog, space)
+                        items.extend(
+                            PlanItem(case, catalog, provider_id, trial,
+                                     setting if case.kind == "episode" else None, space,
+                                     retrieved)
+                            for setting in (grid if case.kind == "episode" else grid[:1]))
+    return items

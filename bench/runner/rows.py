@@ -17,6 +17,7 @@ from bench.results import Row
 from bench.runner.plan import PlanItem
 from bench.scoring import score_case
 from bench.scoring.bfcl import BfclSource, run_verdict
+from bench.toolspace.setup import Retrieved
 
 if TYPE_CHECKING:
     from bench.episodes.loop import EpisodeOutcome
@@ -145,6 +146,10 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
     if execution is not None:
         metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
                                              response.parsed, item.trial))
+    extra: dict[str, Any] = {}
+    if item.space is not None and item.retrieved is not None:
+        metrics.update(retrieval_metrics(item.retrieved, score.selection_correct))
+        extra = space_fields(item)
     if bfcl is not None:
         verdict = run_verdict(bfcl, response.parsed)
         metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
@@ -154,7 +159,7 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         **_identity(item, run_id, expected),
         "request": {**response.request, "variant_sha256": item.variant.sha256,
                     "messages_sha256": messages_sha256,
-                    "tools_sha256": item.variant.sha256},  # == tools_digest(tools)
+                    "tools_sha256": item.tools_sha256},  # == tools_digest(tools sent)
         "response": {"raw": response.raw, "finish_reason": response.finish_reason,
                      "request_id": getattr(response, "request_id", None)},
         "parsed": response.parsed.model_dump(),
@@ -167,7 +172,38 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         "tool_definition_tokens": response.tool_definition_tokens,
         "latency_s": round(response.latency_s, 6),
         "finished_at": _now(),
+        **extra,
     })
+
+
+def retrieval_metrics(retrieved: Retrieved, selection_correct: bool | None
+                      ) -> dict[str, Any]:
+    """The retrieval metrics of one row (:class:`bench.results.RowMetrics`):
+    ``retrieval_recall`` (fraction of the expected tools the model was sent),
+    ``retrieved_all`` (every expected tool was sent: recall@k = 1), and the split of a wrong
+    selection into ``error_not_retrieved`` (an expected tool was not sent: the retriever's
+    error) and ``error_confused`` (every expected tool was sent, or none was needed, and the
+    model still chose wrong); the two are exclusive and together are the selection errors.
+    ``retrieval_recall`` and ``retrieved_all`` are None when the label expects no call."""
+    wrong = None if selection_correct is None else not selection_correct
+    return {"retrieval_recall": retrieved.recall,
+            "retrieved_all": None if not retrieved.expected else not retrieved.missing,
+            "error_not_retrieved": None if wrong is None else wrong and bool(retrieved.missing),
+            "error_confused": None if wrong is None else wrong and not retrieved.missing}
+
+
+def space_fields(item: PlanItem) -> dict[str, Any]:
+    """A tool-space row's ``tool_count`` (tools in the catalog) and ``retrieval`` (settings,
+    tools sent, their tool-definition tokens, expected tools not sent)."""
+    retrieved = item.retrieved
+    assert item.space is not None and retrieved is not None
+    return {"tool_count": retrieved.catalog_size,
+            "retrieval": {**item.space.describe(), "tools_offered": len(retrieved.offered),
+                          "tool_tokens": retrieved.tool_tokens,
+                          "offered": [t.name for t in retrieved.offered]
+                          if item.space.retriever != "none" else None,
+                          "expected": list(retrieved.expected),
+                          "missing": list(retrieved.missing)}}
 
 
 def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,
@@ -190,7 +226,7 @@ def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,
     return Row.model_validate({
         **_identity(item, run_id, expected),
         "request": {"variant_sha256": item.variant.sha256, "messages_sha256": messages_sha256,
-                    "tools_sha256": item.variant.sha256, "kind": "episode"},
+                    "tools_sha256": item.tools_sha256, "kind": "episode"},
         "response": {"raw": None, "finish_reason": getattr(last, "finish_reason", None),
                      "request_id": getattr(last, "request_id", None)},
         "metrics": episode.metrics,
@@ -203,6 +239,7 @@ def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,
         "latency_s": round(episode.wall_s, 6),
         "finished_at": _now(),
         "factors": describe(item.factors) if item.factors else None,
+        **(space_fields(item) if item.space is not None else {}),
         "episode": {"stop_reason": episode.stop_reason,
                     **stored(episode.final_answer, "final_answer"),
                     "steps": episode.steps, "state_checks": episode.state_checks},

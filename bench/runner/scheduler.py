@@ -147,7 +147,7 @@ class Scheduler:
         def answer(conversation: Sequence[Message]) -> Awaitable[Outcome]:
             return pipeline.complete(item.request(conversation))
 
-        episode = EpisodeRun(item.case, item.variant.tools, item.factors or Factors(),
+        episode = EpisodeRun(item.case, item.tools, item.factors or Factors(),
                              item.trial, self.store.run_id, self.config.allow_sensitive)
         return run_episode(episode, answer, self.execution)
 

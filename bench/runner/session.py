@@ -46,6 +46,15 @@ from bench.runner.rows import _git_commit, _now, _versions
 from bench.runstore import RunStore, named_os_error, new_run_id, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
+from bench.toolspace.setup import SpaceSetup
+from bench.toolspace.space import space_grid
+
+
+def _embedder(config: RunConfig) -> object:
+    """The embedding retriever's model: the run's local model (``--model``,
+    ``--model-path``, ``--threads``), loaded only when an embedding retriever is planned."""
+    from bench.toolspace.embedding import LlamaEmbedder
+    return LlamaEmbedder(config.model, config.model_path, threads=config.threads)
 
 
 class RunSession:
@@ -121,8 +130,12 @@ class RunSession:
             from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
             config = config.model_copy(update={"no_call_layout": EPISODE_NO_CALL_LAYOUT})
         self.config = config
+        self.spaces = SpaceSetup(space_grid(config.tools, config.retrievers, config.top_k),
+                                 config.seed, config.distractors,
+                                 embedder=lambda: _embedder(config))
         self.plan: list[PlanItem] = make_plan(self.cases, self.variants, config.providers,
-                                              config.trials, factor_grid(config.factors))
+                                              config.trials, factor_grid(config.factors),
+                                              self.spaces)
         if config.shard:  # this machine's slice of the plan
             self.plan = shard_plan(self.plan, *parse_shard(config.shard))
 
@@ -219,6 +232,9 @@ class RunSession:
                           **({"aliases": self.aliases[v.toolset]}
                              if v.toolset in self.aliases else {})}
                          for v in self.variants],
+            "toolspace": None if not self.spaces.spaces else {
+                "settings": [s.describe() for s in self.spaces.spaces],
+                "catalogs": self.spaces.describe()},
             "providers": [],
             "execution": self.execution_plan(),
             "versions": _versions(),

@@ -16,6 +16,7 @@ from bench.providers.pricing import Pricing
 from bench.providers.registry import is_priced, provider_spec
 from bench.runner.config import RunConfig, identity_mismatch
 from bench.runner.session import RunSession
+from bench.runner.plan import PlanItem
 
 if TYPE_CHECKING:
     from bench.executor.runhook import RunExecution
@@ -100,9 +101,21 @@ class StartedProviders:
             self.providers[provider_id] = provider
             self._check_identity(provider_id, provider)
             _say_local_checks(provider)
-            for variant in self.session.variants:
-                provider.prepare(variant.tools, variant_key=variant.sha256,
-                                 label=f"variant '{variant.name}' of '{variant.toolset}'")
+            if not self.session.spaces.spaces:
+                for variant in self.session.variants:
+                    provider.prepare(variant.tools, variant_key=variant.sha256,
+                                     label=f"variant '{variant.name}' of '{variant.toolset}'")
+                continue
+            # grown catalogs sent whole (no retriever): each once; retrieved lists differ per
+            # case and are not prepared
+            whole: dict[str, PlanItem] = {}
+            for item in self.session.plan:
+                if item.provider_id == provider_id and item.space is not None and \
+                        item.space.retriever == "none":
+                    whole.setdefault(item.tools_sha256, item)
+            for key, item in whole.items():
+                provider.prepare(item.tools, variant_key=key,
+                                 label=f"condition '{item.condition}' of '{item.variant.toolset}'")
 
     def _check_identity(self, provider_id: str, provider: Provider) -> None:
         """Refuse a resumed run's provider whose model differs (mixing two models' rows in one

@@ -171,6 +171,15 @@ _BUILTIN: tuple[MetricSpec, ...] = (
     # BFCL's own checker (bench.scoring.bfcl.run_verdict): imported BFCL datasets only
     MetricSpec("bfcl_valid", "BFCL checker", "BFCL checker", views=_TABLE_REPORT_COMPARE,
                optional=True),
+    # tool retrieval (bench.toolspace; rows of --tools / --retriever runs only)
+    MetricSpec("retrieved_all", "retrieval recall@k (all expected tools sent)",
+               "retrieval@k", views=_TABLE_REPORT_COMPARE, optional=True),
+    MetricSpec("retrieval_recall", "retrieval recall (fraction of expected tools sent)",
+               "retr. recall", kind="mean", views=_NOWHERE, optional=True),
+    MetricSpec("error_not_retrieved", "error: expected tool not retrieved", "not retrieved",
+               "lower", views=_REPORT_COMPARE, optional=True),
+    MetricSpec("error_confused", "error: retrieved but confused", "confused", "lower",
+               views=_REPORT_COMPARE, optional=True),
     # error flags: how often a failure occurs
     MetricSpec("hallucinated_tool", "hallucinated tool", "halluc. tool", "lower",
                views=_NOWHERE),
@@ -221,6 +230,9 @@ _BUILTIN: tuple[MetricSpec, ...] = (
                path=("usage", "reasoning_tokens"), views=_NOWHERE),
     MetricSpec("tool_definition_tokens", "tool-definition tokens", "tool-def tokens", "lower",
                "tokens", path=("tool_definition_tokens",), views=_NOWHERE),
+    MetricSpec("sent_tool_tokens", "tool-definition tokens sent (o200k_base)",
+               "sent tool tokens", "lower", "tokens", path=("retrieval", "tool_tokens"),
+               views=frozenset({"table"}), optional=True),
     MetricSpec("latency_s", "latency (seconds)", "latency s", "lower", "seconds",
                path=("latency_s",), views=_NOWHERE),
     MetricSpec("cost_usd", "cost (USD at list price)", "cost USD", "lower", "usd",

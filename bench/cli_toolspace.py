@@ -1,0 +1,138 @@
+"""``bench run``'s tool-space options (``--tools``, ``--retriever``, ``--top-k``,
+``--distractors``: :mod:`bench.toolspace`) read into :class:`bench.runner.RunConfig` fields,
+and the retrieval signal printed under the run's table (recall@k per variant, no
+generation: :mod:`bench.toolspace.signal`)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from bench.errors import BenchError
+
+OPTION_FIELDS = {"tools": "tools", "retriever": "retrievers", "top_k": "top_k",
+                 "distractors": "distractors"}
+"""``bench run`` option (parameter name) -> :class:`bench.runner.RunConfig` field."""
+
+
+def _names(values: Sequence[str] | None, option: str) -> list[str]:
+    items = [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+    if values is not None and not items:
+        raise BenchError(f"{option} needs at least one value (got "
+                         f"{', '.join(map(repr, values))})")
+    return items
+
+
+def _counts(values: Sequence[str] | None, option: str) -> list[int]:
+    out = []
+    for item in _names(values, option):
+        if not item.isdigit() or int(item) < 1:
+            raise BenchError(f"{option}: '{item}' is not a whole number of at least 1")
+        out.append(int(item))
+    return out
+
+
+def option_value(name: str, values: Sequence[str] | None) -> Any:
+    """The :class:`RunConfig` value of tool-space option ``name`` (a parameter name of
+    :data:`OPTION_FIELDS`) given as comma-separated, repeatable ``values``.
+
+    Raises:
+        BenchError: an empty value, or a count that is not a whole number >= 1 (names the
+            option).
+    """
+    option = f"--{name.replace('_', '-')}"
+    if name in ("tools", "top_k"):
+        return _counts(values, option)
+    return _names(values, option)
+
+
+def space_fields(tools: Sequence[str] | None, retriever: Sequence[str] | None,
+                 top_k: Sequence[str] | None, distractors: Sequence[str] | None
+                 ) -> dict[str, Any]:
+    """The :class:`RunConfig` fields of the tool-space options given (those not given are
+    left out, so the config's defaults hold).
+
+    Raises:
+        BenchError: as :func:`option_value`.
+    """
+    given = {"tools": tools, "retriever": retriever, "top_k": top_k,
+             "distractors": distractors}
+    return {OPTION_FIELDS[name]: option_value(name, values)
+            for name, values in given.items() if values is not None}
+
+
+def toolspace_notes(runner: Any) -> list[str]:
+    """One line per grown catalog of ``runner`` (a :class:`bench.runner.Runner`): tools, the
+    distractors drawn per source and the level each was rendered at, then one line per
+    renamed distractor (name collisions)."""
+    lines = []
+    for catalog in runner.session.spaces.describe():
+        sources = ", ".join(f"{n} from {s} ({catalog['levels'][s]})"
+                            for s, n in catalog["sources"].items())
+        lines.append(f"catalog {catalog['toolset']}/{catalog['variant']}: {catalog['tools']} "
+                     f"tools = {catalog['own']} own + {sources or 'no distractor'}")
+        for hit in catalog["collisions"]:
+            lines.append(f"  name collision: {hit['source']}'s {hit['name']} renamed "
+                         f"{hit['renamed']}")
+    return lines
+
+
+def signal_retrievers(config: Any) -> list[str]:
+    """The retrievers of the run's fast signal: BM25 always; the embedding retriever when the
+    run asks for it, or runs the embedded model (``local``)."""
+    wanted = ["bm25"]
+    if "embedding" in config.retrievers or any(p == "local" or p.startswith("local:")
+                                               for p in config.providers):
+        wanted.append("embedding")
+    return wanted
+
+
+def signal_table(frame: Any) -> Any:
+    """A rich Table of :func:`bench.toolspace.signal.retrieval_signal`: per variant and
+    retriever, recall@k with its 95% Wilson interval."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from bench.report.table import format_rate
+
+    table = Table(title="retrieval signal: recall@k of the expected tools per variant (no "
+                        "generation; each toolset's own tools)", title_justify="left")
+    for column in ("variant", "retriever", "cases"):
+        table.add_column(column, justify="right" if column == "cases" else "left")
+    ks = [c.split("@")[1] for c in frame.columns
+          if c.startswith("recall@") and c.count("_") == 0]
+    for k in ks:
+        table.add_column(f"recall@{k}", justify="right")
+    for record in frame.to_dict("records"):
+        cells = [escape(str(record["variant"])), str(record["retriever"]),
+                 str(record["cases"])]
+        for k in ks:
+            n = int(record["cases"])
+            cells.append(format_rate(record[f"recall@{k}"], record[f"recall@{k}_low"],
+                                     record[f"recall@{k}_high"], n))
+        table.add_row(*cells)
+    return table
+
+
+def print_signal(runner: Any, console: Any, err: Any) -> None:
+    """Print the run's retrieval signal under its table (:func:`signal_table`); a retriever
+    that cannot run (no embedded model installed) is one note on ``err`` instead."""
+    from bench.toolspace.signal import retrieval_signal
+
+    frames = []
+    for retriever in signal_retrievers(runner.config):
+        try:
+            with runner.project.activate():
+                frames.append(retrieval_signal(
+                    runner.cases, runner.variants, [retriever],
+                    embedder=lambda: _embedder(runner.config)))
+        except BenchError as exc:
+            err.print(f"note: retrieval signal ({retriever}) skipped: {exc}", markup=False)
+    frames = [f for f in frames if not f.empty]
+    if frames:
+        import pandas as pd
+        console.print(signal_table(pd.concat(frames, ignore_index=True)))
+
+
+def _embedder(config: Any) -> object:
+    from bench.toolspace.embedding import LlamaEmbedder
+    return LlamaEmbedder(config.model, config.model_path, threads=config.threads)

@@ -1,0 +1,102 @@
+"""The tool-space settings of a condition: how many tools the catalog holds, which retriever
+picks the tools the model sees, and how many it picks.
+
+A condition's name is the variant's name followed by each setting that is not the default,
+``l3~tools=40~retriever=bm25~top_k=5``, then any episode factor
+(:meth:`bench.episodes.factors.Factors.condition`), so the table, ``bench compare``, the
+report and the gate treat it like any variant, as they do episode factors.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from bench.models import CONDITION_SEPARATOR
+
+RETRIEVERS: tuple[str, ...] = ("none", "bm25", "embedding")
+"""``none``: the model sees the whole catalog; ``bm25``: lexical retrieval
+(:class:`bench.toolspace.retrieval.Bm25Retriever`); ``embedding``: dense retrieval with the
+embedded model (:class:`bench.toolspace.retrieval.EmbeddingRetriever`)."""
+
+DEFAULT_TOP_K = 5
+"""Tools retrieved per query when ``--top-k`` is not given (RAG-MCP and Anthropic's tool
+search both return a handful of tools per search; 3-5 is their common setting)."""
+
+MAX_TOOLS = 5000
+"""The largest ``--tools`` value (a catalog past this is not a tool list a request carries)."""
+
+
+@dataclass(frozen=True)
+class ToolSpace:
+    """One tool-space setting.
+
+    Attributes:
+        tools: tools in the catalog (the toolset's own plus distractors); None: the toolset
+            as it is.
+        retriever: one of :data:`RETRIEVERS`.
+        top_k: tools the retriever passes to the model (None with ``retriever`` ``none``).
+    """
+
+    tools: int | None = None
+    retriever: str = "none"
+    top_k: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.retriever not in RETRIEVERS:
+            raise ValueError(f"retriever must be one of {', '.join(RETRIEVERS)}; got "
+                             f"{self.retriever!r}")
+        if self.tools is not None and not 1 <= self.tools <= MAX_TOOLS:
+            raise ValueError(f"tools must be between 1 and {MAX_TOOLS}; got {self.tools}")
+        if (self.retriever == "none") != (self.top_k is None):
+            raise ValueError("top_k goes with a retriever (and only with one)")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be at least 1; got {self.top_k}")
+
+    def settings(self) -> dict[str, str]:
+        """The settings that name the condition (defaults left out), in naming order."""
+        found: dict[str, str] = {}
+        if self.tools is not None:
+            found["tools"] = str(self.tools)
+        if self.retriever != "none":
+            found["retriever"] = self.retriever
+            found["top_k"] = str(self.top_k)
+        return found
+
+    def condition(self, variant: str) -> str:
+        """``variant`` followed by ``~name=value`` per setting, e.g.
+        ``l3~tools=40~retriever=bm25~top_k=5``; the variant's name alone for the defaults."""
+        return CONDITION_SEPARATOR.join([variant, *(f"{k}={v}" for k, v in
+                                                    self.settings().items())])
+
+    def describe(self) -> dict[str, Any]:
+        """As stored in a row's ``retrieval`` (``tools`` None: the toolset as it is)."""
+        return {"tools": self.tools, "retriever": self.retriever, "top_k": self.top_k}
+
+
+def space_grid(tools: Sequence[int] = (), retrievers: Sequence[str] = (),
+               top_k: Sequence[int] = ()) -> list[ToolSpace]:
+    """Every combination of the chosen settings, tool counts outermost; ``retriever`` ``none``
+    once per tool count (it has no top-k). Empty when nothing is chosen (no tool count, no
+    retriever but ``none``): the run plans its variants as they are.
+
+    Raises:
+        ValueError: an unknown retriever, a tool count or top-k out of range, or ``top_k``
+            given without a retriever.
+    """
+    counts: list[int | None] = list(dict.fromkeys(tools)) or [None]
+    chosen = list(dict.fromkeys(retrievers)) or ["none"]
+    ks = list(dict.fromkeys(top_k))
+    if ks and chosen == ["none"]:
+        raise ValueError("--top-k needs a retriever (--retriever bm25 or embedding)")
+    ks = ks or [DEFAULT_TOP_K]
+    grid = []
+    for count, retriever in itertools.product(counts, chosen):
+        if retriever == "none":
+            grid.append(ToolSpace(count))
+        else:
+            grid.extend(ToolSpace(count, retriever, k) for k in ks)
+    if grid == [ToolSpace()]:
+        return []
+    return grid

@@ -1,0 +1,388 @@
+"""Many tools: distractor catalogs, tool retrieval, their conditions, rows and metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from bench import evaluate
+from bench.datasets import check_against_tools, load_dataset
+from bench.descriptions import load_variant
+from bench.episodes.factors import Factors, split_condition
+from bench.errors import BenchError
+from bench.models import Tool
+from bench.providers.function import register_function
+from bench.runner import RunConfig
+from bench.toolspace.distractors import expand_variant, source_toolsets
+from bench.toolspace.embedding import VectorCache
+from bench.toolspace.retrieval import (
+    Bm25Retriever,
+    EmbeddingRetriever,
+    recall_at_k,
+    tokenize,
+    tool_document,
+)
+from bench.toolspace.signal import retrieval_signal
+from bench.toolspace.space import ToolSpace, space_grid
+
+# --- conditions ------------------------------------------------------------------------------
+
+
+def test_tool_space_conditions_compose_with_variants_and_episode_factors():
+    grid = space_grid([13, 40], ["none", "bm25"], [3])
+    names = [space.condition("l3") for space in grid]
+    assert names == ["l3~tools=13", "l3~tools=13~retriever=bm25~top_k=3", "l3~tools=40",
+                     "l3~tools=40~retriever=bm25~top_k=3"]
+    composed = Factors(fault="503").condition(grid[1].condition("l3"))
+    assert composed == "l3~tools=13~retriever=bm25~top_k=3~fault=503"
+    assert split_condition(composed) == ("l3", {"tools": "13", "retriever": "bm25",
+                                                "top_k": "3", "fault": "503"})
+    assert space_grid() == [] and space_grid([], ["none"]) == []  # the variants as they are
+    assert space_grid([], ["bm25"]) == [ToolSpace(None, "bm25", 5)]  # default top-k
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"retrievers": ["tfidf"]}, "retriever must be one of none, bm25, embedding"),
+    ({"top_k": [3]}, "--top-k needs a retriever"),
+    ({"tools": [0]}, "tools must be between 1"),
+])
+def test_bad_tool_space_settings_are_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**settings)
+
+
+# --- distractor catalogs ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def bfcl_tools(project):
+    """The project with the BFCL sample's functions imported as toolset ``bfcl`` (its
+    variant ``bfcl`` only: distractors, no dataset), as ``bench import bfcl`` writes them."""
+    from conftest import bfcl_sample_dir
+
+    from bench.importers.bfcl import import_bfcl
+    from bench.importers.common import write_variant
+
+    sample = bfcl_sample_dir()
+    if sample is None:
+        pytest.skip("the BFCL sample is not on this machine")
+    files = [sample / f"BFCL_v4_{c}.json" for c in ("simple_python", "multiple")]
+    imported = import_bfcl(files, toolset="bfcl")
+    write_variant("bfcl", "bfcl", imported.toolset, root=project / "descriptions",
+                  header="BFCL sample (test)")
+    return project
+
+
+def test_a_grown_catalog_keeps_every_own_tool_unchanged_and_draws_stratified(bfcl_tools):
+    base = load_variant("ecommerce", "l3")
+    grown = expand_variant(base, 40, seed=7)
+    tools = {t.name: t for t in grown.variant.tools}
+    assert len(grown.variant.tools) == 40 and len(tools) == 40  # names unique
+    assert all(tools[t.name] == t for t in base.tools)  # own tools unchanged
+    assert grown.own == tuple(t.name for t in base.tools)
+    # three sources give 27 distractors, one each in turn
+    assert source_toolsets("ecommerce") == ["analytics", "bfcl", "logistics"]
+    assert grown.sources == {"analytics": 9, "bfcl": 9, "logistics": 9}
+    # shipped toolsets at the case's level; BFCL's functions as imported (its one variant)
+    assert grown.levels == {"analytics": "l3", "bfcl": "bfcl", "logistics": "l3"}
+    # labels stay valid: every case's expected tools and arguments are in the catalog
+    check_against_tools(load_dataset("ecommerce"), "ecommerce", grown.variant.tools)
+
+
+def test_distractors_are_drawn_one_per_source_in_turn_and_nested(project):
+    base = load_variant("ecommerce", "l30")
+    small = expand_variant(base, 19, seed=1)
+    large = expand_variant(base, 31, seed=1)
+    assert small.sources == {"analytics": 3, "logistics": 3}
+    assert large.sources == {"analytics": 9, "logistics": 9}
+    assert {t.name for t in small.variant.tools} <= {t.name for t in large.variant.tools}
+    assert small.levels == {"analytics": "l30", "logistics": "l30"}  # the case's level
+
+
+def test_the_draw_and_the_order_are_seeded(project):
+    base = load_variant("ecommerce", "l3")
+    first = [t.name for t in expand_variant(base, 30, seed=5).variant.tools]
+    again = [t.name for t in expand_variant(base, 30, seed=5).variant.tools]
+    other = [t.name for t in expand_variant(base, 30, seed=6).variant.tools]
+    assert first == again
+    assert first != other
+    assert first[:13] != [t.name for t in base.tools]  # own tools are not always first
+
+
+def _write_toolset(project, name, tools, variant="v1"):
+    folder = project / "descriptions" / name / "variants"
+    folder.mkdir(parents=True)
+    lines = ["tools:"]
+    for tool_name, description in tools:
+        lines += [f"  - name: {tool_name}", f"    description: {json.dumps(description)}",
+                  "    input_schema: {type: object, properties: {q: {type: string}}}"]
+    (folder / f"{variant}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_name_collisions_are_renamed_and_reported_never_the_own_tools(project):
+    _write_toolset(project, "dup", [("search_orders", "Search another shop's orders."),
+                                    ("search_orders__dup", "Taken on purpose.")])
+    base = load_variant("ecommerce", "l3")
+    grown = expand_variant(base, 15, seed=1, sources=["dup"])
+    names = [t.name for t in grown.variant.tools]
+    assert names.count("search_orders") == 1
+    assert base.tool("search_orders") in grown.variant.tools  # the own one kept its name
+    renamed = {(c.source, c.name): c.renamed for c in grown.collisions}
+    # the distractor search_orders is renamed search_orders__dup, or, when the other
+    # distractor took that name first, that one is renamed in turn (draw order is seeded)
+    assert renamed in ({("dup", "search_orders"): "search_orders__dup_2"},
+                       {("dup", "search_orders"): "search_orders__dup",
+                        ("dup", "search_orders__dup"): "search_orders__dup__dup"})
+    assert len(set(names)) == 15 and set(renamed.values()) <= set(names)
+    described = grown.describe()
+    assert described["collisions"] and described["levels"] == {"dup": "v1"}
+
+
+def test_a_source_without_the_level_gives_its_nearest_one(project):
+    # an imported toolset has only its hand-written variant: that one is used at every level
+    _write_toolset(project, "imported", [(f"tool_{i}", f"Tool number {i}.") for i in range(5)],
+                   variant="bfcl")
+    for level in ("l3", "l50"):
+        grown = expand_variant(load_variant("ecommerce", level), 18, seed=1,
+                               sources=["imported"])
+        assert grown.levels == {"imported": "bfcl"}
+
+
+def test_too_few_distractors_or_a_count_below_the_toolset_is_one_line(project):
+    base = load_variant("ecommerce", "l3")
+    with pytest.raises(BenchError, match="below toolset 'ecommerce''s 13 tools"):
+        expand_variant(base, 5, seed=1)
+    with pytest.raises(BenchError, match=r"--tools 40: .* \(analytics, logistics\) 22: "
+                                         "import more"):
+        expand_variant(base, 40, seed=1)
+
+
+# --- retrieval -------------------------------------------------------------------------------
+
+
+def test_the_tokenizer_splits_cjk_into_bigrams_and_latin_into_words():
+    assert tokenize("帮我查耳机订单 searchOrders ＡＢＣ 货") == [
+        "帮我", "我查", "查耳", "耳机", "机订", "订单", "search", "orders", "abc", "货"]
+
+
+def _tool(name, description):
+    return Tool(name=name, description=description, input_schema={"type": "object"})
+
+
+CATALOG = [_tool("cancel_order", "Cancel an order that has not shipped. 取消订单"),
+           _tool("track_shipment", "Where a parcel is now: carrier, status, last scan. 查询物流"),
+           _tool("refund_order", "Refund a delivered order. 退款")]
+
+
+def test_bm25_ranks_the_matching_tool_first_in_english_and_chinese():
+    rankings = Bm25Retriever().rank(CATALOG, ["where is my parcel now?", "帮我取消订单",
+                                              "zzz"])
+    assert rankings[0][0] == 1 and rankings[1][0] == 0
+    assert rankings[2] == [0, 1, 2]  # nothing matches: catalog order (deterministic ties)
+    assert recall_at_k(rankings[0], CATALOG, ["track_shipment"], 1) == 1.0
+    assert recall_at_k(rankings[0], CATALOG, ["track_shipment", "refund_order"], 1) == 0.5
+    assert recall_at_k(rankings[0], CATALOG, [], 1) is None
+
+
+class BagOfWords:
+    """A deterministic embedder for the ranking plumbing: one dimension per token of a fixed
+    vocabulary (the real model is tested under the ``model`` marker)."""
+
+    def __init__(self, vocabulary):
+        self.index = {w: i for i, w in enumerate(vocabulary)}
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), len(self.index)))
+        for row, text in enumerate(texts):
+            for token in tokenize(text):
+                if token in self.index:
+                    out[row, self.index[token]] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1)
+
+
+def test_the_embedding_retriever_ranks_by_cosine_similarity():
+    vocabulary = sorted({t for tool in CATALOG for t in tokenize(tool_document(tool))})
+    ranking = EmbeddingRetriever(BagOfWords(vocabulary)).rank(CATALOG, ["refund my order"])
+    assert ranking[0][0] == 2
+
+
+def test_the_vector_cache_round_trips_through_sqlite(tmp_path):
+    cache = VectorCache(tmp_path / "e.sqlite", "model-a")
+    cache.put({"k1": np.array([1.0, 2.0], dtype=np.float32)})
+    assert cache.get(["k1", "k2"])["k1"].tolist() == [1.0, 2.0]
+    assert VectorCache(tmp_path / "e.sqlite", "model-b").get(["k1"]) == {}
+
+
+# --- runs: a scripted model whose choice depends on the tools it sees ------------------------
+
+SEEN: list[tuple[str, ...]] = []
+
+
+def _expected_by_query():
+    dataset = load_dataset("ecommerce")
+    return {c.query: [call.name for call in c.expected.calls] for c in dataset.cases}
+
+
+def scripted(messages, tools, trial):
+    """Calls the expected tool when it is offered among at most 20 tools; with more it calls
+    the first tool offered (confused); without it, the first tool offered too."""
+    SEEN.append(tuple(t.name for t in tools))
+    query = [m.content for m in messages if m.role == "user"][-1]
+    wanted = scripted.labels.get(query) or []
+    names = [t.name for t in tools]
+    if wanted and all(w in names for w in wanted) and len(tools) <= 20:
+        return [{"name": w, "arguments": {}} for w in wanted]
+    if not wanted:
+        return []
+    return [{"name": names[0], "arguments": {}}]
+
+
+def _run(project, run_id, **settings):
+    scripted.labels = _expected_by_query()  # type: ignore[attr-defined]
+    register_function("scripted_tools", scripted)
+    return evaluate("ecommerce", ["l3"], ["function:scripted_tools"], project=project,
+                    run_id=run_id, execute=False, limit=24, **settings)
+
+
+def test_retrieval_metrics_split_errors_into_not_retrieved_and_confused(bfcl_tools):
+    project = bfcl_tools
+    SEEN.clear()
+    result = _run(project, "split", tools=[13, 40], retrievers=["none", "bm25"], top_k=[3])
+    by_condition: dict[str, list] = {}
+    for row in result.rows:
+        by_condition.setdefault(row.variant, []).append(row)
+    assert sorted(by_condition) == ["l3~tools=13", "l3~tools=13~retriever=bm25~top_k=3",
+                                    "l3~tools=40", "l3~tools=40~retriever=bm25~top_k=3"]
+    for condition, rows in by_condition.items():
+        count = int(split_condition(condition)[1]["tools"])
+        for row in rows:
+            m, r = row.metrics, row.retrieval
+            assert row.tool_count == count and r["tools"] == count
+            expected = r["expected"]
+            if r["retriever"] == "none":
+                assert r["missing"] == [] and r["tools_offered"] == count  # always present
+            else:
+                assert r["tools_offered"] == 3 and len(r["offered"]) == 3
+                missing = [n for n in expected if n not in r["offered"]]
+                assert r["missing"] == missing
+                if expected:
+                    assert m.retrieval_recall == pytest.approx(1 - len(missing) / len(expected))
+                    assert m.retrieved_all is (not missing)
+            wrong = not m.selection_correct
+            assert m.error_not_retrieved is (wrong and bool(r["missing"]))
+            assert m.error_confused is (wrong and not r["missing"])
+            assert r["tool_tokens"] > 0
+    # the scripted model: right whenever its tools are offered among <= 20, so every error
+    # of a top-3 retrieval on 40 tools is a retrieval miss, and every error of the whole
+    # 40-tool catalog is confusion
+    top3 = by_condition["l3~tools=40~retriever=bm25~top_k=3"]
+    assert all(row.metrics.error_confused is False for row in top3
+               if row.retrieval["expected"])
+    assert any(row.metrics.error_not_retrieved for row in top3)
+    whole = by_condition["l3~tools=40"]
+    assert all(not row.metrics.error_not_retrieved for row in whole)
+    assert any(row.metrics.error_confused for row in whole)
+    # the model saw exactly the tools the rows say were sent
+    assert Counter(len(s) for s in SEEN) == Counter({13: 24, 40: 24, 3: 48})
+    offered = {tuple(row.retrieval["offered"]) for row in top3}
+    assert offered <= set(SEEN)
+    # fewer tokens sent with retrieval
+    tokens = {c: sum(r.retrieval["tool_tokens"] for r in rows) / len(rows)
+              for c, rows in by_condition.items()}
+    assert tokens["l3~tools=40~retriever=bm25~top_k=3"] < tokens["l3~tools=13"] < \
+        tokens["l3~tools=40"]
+    manifest = result.manifest
+    catalogs = manifest.toolspace["catalogs"]
+    assert {c["tools"] for c in catalogs} == {13, 40}
+
+
+def test_the_same_seed_plans_the_same_catalogs_and_retrievals(project):
+    first = _run(project, "seed-a", tools=[30], retrievers=["bm25"], top_k=[5], seed=3)
+    again = _run(project, "seed-b", tools=[30], retrievers=["bm25"], top_k=[5], seed=3)
+    other = _run(project, "seed-c", tools=[30], retrievers=["bm25"], top_k=[5], seed=4)
+
+    def offered(result):
+        return {row.case_id: row.retrieval["offered"] for row in result.rows}
+
+    def sha(result):
+        return result.manifest.toolspace["catalogs"][0]["sha256"]
+
+    assert offered(first) == offered(again) and sha(first) == sha(again)
+    assert sha(first) != sha(other)
+
+
+def test_the_retrieval_signal_gives_recall_at_k_per_variant(project):
+    dataset = load_dataset("ecommerce")
+    variants = [load_variant("ecommerce", name) for name in ("l3", "l50")]
+    frame = retrieval_signal(dataset.cases, variants, ["bm25"], ks=(1, 5))
+    assert list(frame["variant"]) == ["l3", "l50"]
+    calls = sum(1 for c in dataset.cases if c.expected.calls)
+    assert set(frame["cases"]) == {calls}
+    for _, record in frame.iterrows():
+        assert 0 <= record["recall@1"] <= record["recall@5"] <= 1
+        assert record["recall@1_low"] <= record["recall@1"] <= record["recall@1_high"]
+    assert frame.equals(retrieval_signal(dataset.cases, variants, ["bm25"], ks=(1, 5)))
+
+
+@pytest.mark.slow
+def test_bench_run_tools_retriever_and_compare_across_conditions(run_bench, project):
+    (project / "first.py").write_text(
+        "def answer(messages, tools, trial):\n"
+        "    return [{'name': tools[0].name, 'arguments': {}}]\n", encoding="utf-8")
+    result = run_bench("run", "--provider", "function:first:answer", "--variants", "l3",
+                       "--limit", "6", "--no-execute", "--tools", "13,20",
+                       "--retriever", "bm25", "--top-k", "2", "--run-id", "many")
+    assert result.returncode == 0, result.stderr
+    assert "catalog ecommerce/l3: 20 tools = 13 own + " in result.stderr
+    assert "retrieval signal" in result.stdout and "l3~tools=20~retriever=bm25~top_k=2" in \
+        result.stdout
+    compared = run_bench("compare", "l3~tools=13~retriever=bm25~top_k=2",
+                         "l3~tools=20~retriever=bm25~top_k=2", "--run", "many")
+    assert compared.returncode == 0, compared.stderr
+    assert "retrieved_all" in compared.stdout
+    bad = run_bench("run", "--provider", "oracle", "--tools", "5", "--run-id", "few")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "below toolset 'ecommerce''s 13 tools" in bad.stderr
+    resumed = run_bench("run", "--resume", "many", "--tools", "13,40")
+    assert resumed.returncode == 2 and "--tools" in resumed.stderr, resumed.stderr
+
+
+@pytest.mark.model
+def test_the_embedded_model_embeds_and_caches(tmp_path):
+    from conftest import has_local_model
+    if not has_local_model():
+        pytest.skip("the embedded model is not installed")
+    from bench.toolspace.embedding import LlamaEmbedder
+    embedder = LlamaEmbedder(cache_path=tmp_path / "e.sqlite", threads=2)
+    vectors = embedder.embed(["查询物流 where is my parcel", "cancel my order"])
+    assert vectors.shape[0] == 2 and math.isclose(float(np.linalg.norm(vectors[0])), 1.0,
+                                                  rel_tol=1e-5)
+    embedder._llm = None  # a second embedder reads the cache: no model load
+    again = LlamaEmbedder(cache_path=tmp_path / "e.sqlite", threads=2)
+    assert np.allclose(again.embed(["cancel my order"]), vectors[1:])
+    assert again._llm is None
+
+
+
+def test_the_report_draws_tool_count_curves_and_the_error_split(bfcl_tools):
+    from bench.report.data import load_runs
+    from bench.report.html import render_html
+    from bench.report.toolspace import toolspace_table
+
+    result = _run(bfcl_tools, "curves", tools=[13, 40], retrievers=["none", "bm25"],
+                  top_k=[3])
+    table = toolspace_table(result.rows)
+    assert set(zip(table["retriever"], table["tools"])) == {
+        ("none", 13), ("none", 40), ("bm25 k=3", 13), ("bm25 k=3", 40)}
+    for record in table.to_dict("records"):
+        assert record["selection"] + record["not_retrieved"] + record["confused"] == \
+            pytest.approx(1.0)
+        assert record["selection_low"] <= record["selection"] <= record["selection_high"]
+    page = render_html(load_runs(["curves"]), "curves <b>")
+    assert 'id="toolspace"' in page and 'id="chart-toolspace"' in page
+    assert "curves &lt;b&gt;" in page and "curves <b>" not in page
