@@ -19,6 +19,7 @@ from rich.text import Text
 from bench.cli_import import import_app
 from bench.cli_lint import lint
 from bench.cli_split import split
+from bench.cli_synth import review, synth
 from bench.cli_variants import variants_app
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
 from bench.limits import (DEFAULT_ATTEMPTS,
@@ -584,6 +585,8 @@ app.add_typer(variants_app, name="variants")
 app.add_typer(import_app, name="import")
 app.command("lint")(lint)
 app.command("split")(split)
+app.command("synth")(synth)
+app.command("review")(review)
 from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402
