@@ -653,6 +653,10 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
                              f"{', '.join(LANGUAGES)})")
     if settings.count < 1:
         raise BenchError("--count must be 1 or more")
+    for solver in settings.solvers:
+        if kind_of(solver) == "oracle":
+            raise BenchError("--solver oracle answers from the label itself, so it cannot "
+                             "confirm a label (it already checks execution); name a model")
     independent = sum(1 if kind_of(s) == "local" else settings.solver_trials
                       for s in dict.fromkeys(settings.solvers))
     if settings.min_agree < 1 or independent < settings.min_agree:
