@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from rich.table import Table
 
 from bench.errors import BenchError
 from bench.plural import count
+
+if TYPE_CHECKING:
+    from bench.synth.review import Decision, Decisions
 
 out = Console()
 if not out.is_terminal and "COLUMNS" not in os.environ:
@@ -135,7 +138,7 @@ def review(
     from bench.datasets import load_dataset
     from bench.project import current_project
     from bench.runstore import atomic_write_text
-    from bench.synth.review import (apply_decisions, case_summary, load_decisions,
+    from bench.synth.review import (case_summary, load_decisions,
                                     render_html, template, unreviewed, dataset_file)
 
     path = dataset_file(target, current_project().datasets_dir)
@@ -180,7 +183,7 @@ def review(
                   "or --html FILE for the review page")
 
 
-def _ask(decision):  # type: ignore[no-untyped-def]
+def _ask(decision: Decision) -> Decision:
     """One case's decision, asked on the terminal: a(ccept), f(ix), r(eject), s(kip)."""
     from rich.prompt import Prompt
 
@@ -201,7 +204,7 @@ def _ask(decision):  # type: ignore[no-untyped-def]
                                        "query": query or None})
 
 
-def _apply(path: Path, decisions, today: str) -> None:  # type: ignore[no-untyped-def]
+def _apply(path: Path, decisions: Decisions, today: str) -> None:
     from bench.synth.review import apply_decisions
 
     done = apply_decisions(path, decisions, date=today)

@@ -47,7 +47,7 @@ from typing import Any, Sequence
 from bench.errors import BenchError
 from bench.models import Case, Tool
 from bench.project import Project
-from bench.synth.proposals import (CATEGORY, KINDS, LANGUAGES, CallProposal, NoCallProposal,
+from bench.synth.proposals import (CATEGORY, KINDS, LANGUAGES, NoCallProposal,
                                    Proposal, generator_tools, label_for, missing_required,
                                    parse_proposal, proposal_json, shape_problem)
 
@@ -314,7 +314,7 @@ def generate(project: Project, settings: SynthSettings, tools: Sequence[Tool],
     from bench.api import evaluate
 
     scratch, path = _scratch(project, settings, tools, requests)
-    extra: dict[str, object] = {}
+    extra: dict[str, Any] = {}
     if settings.generator == "local":
         # offered a way to decline, a small model sometimes takes it instead of proposing
         extra["no_call_layout"] = "empty-list"
@@ -467,7 +467,7 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     path = work / "verify.jsonl"
     atomic_write_text(path, "".join(json.dumps(c.case, ensure_ascii=False) + "\n"
                                     for c in live))
-    extra: dict[str, object] = {}
+    extra: dict[str, Any] = {}
     if settings.model and "local" in settings.solvers:
         extra["model"] = settings.model
     result = evaluate(path, [variant], ["oracle", *settings.solvers], project=project,

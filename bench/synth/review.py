@@ -239,6 +239,7 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     """
     from bench.datasets import load_dataset
     from bench.datasets.labels import iter_label_problems
+    from bench.datasets.loader import Dataset
     from bench.datasets.splits import (DEFAULT_DEV_FRACTION, DEFAULT_SPLIT_SEED,
                                        assign_splits)
     from bench.descriptions import available_variants, load_variant
@@ -302,8 +303,8 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     tools_of: dict[str, list] = {}
     for toolset in {c.toolset for c in cases}:
         tools_of[toolset] = list(load_variant(toolset, _any_variant(toolset)).tools)
-    check = type(loaded)(loaded.name, path, tuple(cases), loaded.sha256,
-                         {c.id: n for n, c in enumerate(cases, 1)})
+    check = Dataset(loaded.name, path, tuple(cases), loaded.sha256,
+                    {c.id: n for n, c in enumerate(cases, 1)})
     for toolset, tools in tools_of.items():
         problem = next(iter_label_problems(check, toolset, tools), None)
         if problem is not None:
