@@ -293,3 +293,23 @@ def test_synthesis_through_the_embedded_model(project):
         kept = load_dataset(str(folder / "cases.jsonl")).cases
         assert all(c.provenance and c.provenance.generator == "local" and c.split == "dev"
                    for c in kept)
+
+
+def test_terminal_review_asks_per_case_and_applies(project, scripted):
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    synthesize(_settings(kinds=("single", "no_call"), count=1), Project(project))
+    path = project / "datasets" / "ecommerce-synth" / "cases.jsonl"
+    first, second = load_dataset(str(path)).cases
+    # accept the first, reject the second (what a person types at the prompts)
+    result = CliRunner().invoke(app, ["review", "ecommerce-synth", "--interactive"],
+                                input="a\nr\n", env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert first.query in result.output and "applied: accept 1, reject 1" in result.output
+    after = load_dataset(str(path)).cases
+    assert [c.id for c in after] == [first.id]
+    assert after[0].provenance is not None and after[0].provenance.review is not None
+    # the rejected case counts as reviewed: precision 1 / 2
+    assert "50.0% [9.5-90.5] (1 accepted / 2 reviewed)" in (path.parent / "README.md").read_text()
