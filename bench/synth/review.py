@@ -12,8 +12,9 @@ for editing by hand or by a script), or downloaded from the static HTML page
 - ``reject``: it leaves ``cases.jsonl``.
 
 Every applied decision is appended to the dataset's ``review.jsonl`` (the ledger rejected cases
-are still counted from), the dataset is split again (:func:`bench.datasets.splits.assign_splits`:
-reviewed cases may now go to ``test``, unreviewed ones stay ``dev``) and the datasheet's
+are still counted from), the generated cases are split again
+(:func:`bench.datasets.splits.assign_splits` over them alone: reviewed cases may now go to
+``test``, unreviewed ones stay ``dev``; a hand-written case keeps its split, or none) and the datasheet's
 review block gives the counts and the audited precision: accepted / reviewed, where reviewed
 is accepted + fixed + rejected (a fixed label was wrong as generated), with its 95% Wilson
 interval.
@@ -314,12 +315,18 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     for toolset in tools_of:
         for name in available_variants(toolset):
             mirrored |= unique_cases(find_leaks(load_variant(toolset, name), cases))
-    assignment = assign_splits(cases, dev_fraction=DEFAULT_DEV_FRACTION
-                               if dev_fraction is None else dev_fraction,
-                               seed=DEFAULT_SPLIT_SEED if seed is None else seed,
-                               forced_dev=mirrored)
+    # only generated cases are split here: a hand-written case keeps the split it has
+    assignment = {c.id: c.split or "test" for c in loaded.cases if c.provenance is None}
+    assignment |= assign_splits([c for c in cases if c.provenance is not None],
+                                dev_fraction=DEFAULT_DEV_FRACTION
+                                if dev_fraction is None else dev_fraction,
+                                seed=DEFAULT_SPLIT_SEED if seed is None else seed,
+                                forced_dev=mirrored)
     lines = []
     for row in kept_rows:
+        if "provenance" not in row and "split" not in row:
+            lines.append(json.dumps(row, ensure_ascii=False))  # a dataset without splits
+            continue
         rebuilt: dict[str, Any] = {}
         for key, value in row.items():
             if key != "split":
