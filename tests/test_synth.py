@@ -282,7 +282,7 @@ def test_synthesis_through_the_embedded_model(project):
     are one independent answer, so --min-agree 1). Run under flock /work/wt/model.lock."""
     report = synthesize(SynthSettings(toolset="ecommerce", generator="local",
                                       solvers=("local",), min_agree=1, dataset="local-synth",
-                                      kinds=("single", "no_call"), count=1),
+                                      kinds=("single", "no_call"), count=1, variant="l3"),
                         Project(project))
     counts = report.counts()
     assert report.requests == 2 and sum(counts.values()) == len(report.candidates) >= 2
