@@ -20,6 +20,7 @@ from bench.cli_import import import_app
 from bench.cli_init import init
 from bench.cli_lint import lint
 from bench.cli_split import split
+from bench.cli_synth import review, synth
 from bench.cli_variants import variants_app
 from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS
 from bench.cli_toolspace import option_value, print_signal, space_fields, toolspace_notes
@@ -633,6 +634,8 @@ app.command("split")(split)
 from bench.cli_check import check  # noqa: E402
 app.command("check")(check)
 app.command("init")(init)
+app.command("synth")(synth)
+app.command("review")(review)
 from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402

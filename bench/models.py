@@ -211,6 +211,44 @@ class SuccessCheck(BaseModel):
         return value
 
 
+class Review(BaseModel):
+    """A person's verdict on a generated case (``bench review``): ``accepted`` as generated,
+    or ``fixed`` (the reviewer corrected its label or query). Rejected cases leave the
+    dataset, so they never carry one. ``date`` is ISO 8601 (``2026-12-03``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["accepted", "fixed"]
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}")
+    reviewer: str | None = None
+    note: str | None = None
+
+
+class Provenance(BaseModel):
+    """Where a generated case (``bench synth``, :mod:`bench.synth`) comes from.
+
+    Attributes:
+        generator: the provider id that proposed it.
+        template: the prompt template's name (``single.j2``...) and ``template_sha256`` the
+            SHA-256 of its source; ``prompt_sha256``: of the rendered prompt messages.
+        seed: the generation request's seed (its trial index is ``seed``'s offset).
+        run_id: the generator's run (its answers are kept there).
+        verdicts: each verification check -> ``pass``, ``fail: <why>`` or ``skipped: <why>``.
+        review: the person's verdict; None until reviewed (an unreviewed case stays ``dev``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    generator: str
+    template: str
+    template_sha256: str
+    prompt_sha256: str
+    seed: int
+    run_id: str | None = None
+    verdicts: dict[str, str] = Field(default_factory=dict)
+    review: Review | None = None
+
+
 class Case(BaseModel):
     """One labeled query (a line of ``datasets/<name>/cases.jsonl``).
 
@@ -230,6 +268,10 @@ class Case(BaseModel):
     ``info`` is the information bucket: the lowest description level whose text carries what
     the case needs (``schema``: names and JSON Schema alone, as l3 shows them; ``l10``,
     ``l30``, ``l50``); None when not tagged.
+
+    ``provenance`` marks a generated case (:class:`Provenance`); until a person reviewed it
+    (``provenance.review``) it may only be in ``dev``: figures on ``test`` rest on labels a
+    person checked.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -250,6 +292,7 @@ class Case(BaseModel):
     forbidden_calls: list[ForbiddenCall] = Field(default_factory=list)
     max_steps: int = Field(default=DEFAULT_EPISODE_STEPS, ge=1, le=MAX_EPISODE_STEPS, strict=True)
     user_replies: list[str] = Field(default_factory=list)
+    provenance: Provenance | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -268,6 +311,15 @@ class Case(BaseModel):
         # a placeholder, replaced from the validated required calls (_episode_fields): built
         # from the raw ones, their errors would be named expected.calls.<i>
         return {**data, "expected": {"no_call": True}}
+
+    @model_validator(mode="after")
+    def _unreviewed_only_dev(self) -> "Case":
+        if self.provenance is not None and self.provenance.review is None \
+                and self.split == "test":
+            raise FieldValueError("split", "a generated case nobody reviewed (provenance "
+                                  "without review) may only be in dev: review it with "
+                                  "'bench review' first")
+        return self
 
     @model_validator(mode="after")
     def _episode_fields(self) -> "Case":

@@ -51,7 +51,9 @@ def assign_splits(cases: Sequence[Case], *, dev_fraction: float = DEFAULT_DEV_FR
     In each :func:`split_stratum`, ``ceil(dev_fraction * n)`` cases (at least the forced ones
     in it) go to ``dev``: the forced ones first, then the others in a seeded order (SHA-256 of
     seed and case id, so a case's split does not move when other cases are added). A stratum of
-    one case goes to ``test`` unless forced.
+    one case goes to ``test`` unless forced. A generated case nobody reviewed (``provenance``
+    without ``review``, :class:`bench.models.Provenance`) is always forced into ``dev``: only
+    reviewed labels may carry the ``test`` figures.
 
     Args:
         cases: the dataset's cases (unique ids).
@@ -64,7 +66,8 @@ def assign_splits(cases: Sequence[Case], *, dev_fraction: float = DEFAULT_DEV_FR
     """
     if not 0 <= dev_fraction < 1:
         raise ValueError(f"dev_fraction must be in [0, 1), not {dev_fraction}")
-    forced = set(forced_dev)
+    forced = set(forced_dev) | {c.id for c in cases
+                                if c.provenance is not None and c.provenance.review is None}
     groups: dict[str, list[Case]] = {}
     for case in cases:
         groups.setdefault(split_stratum(case), []).append(case)

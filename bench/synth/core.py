@@ -1,0 +1,702 @@
+"""``bench synth``: generate labeled candidate cases with any provider, verify each, keep the
+good ones in ``dev`` with their provenance, and count every rejection by reason.
+
+Generation and verification both go through :func:`bench.evaluate` (the run pipeline: cache,
+retries, budget, stored rows), never a request path of their own:
+
+1. **Generate.** Each request is one rendered prompt (:mod:`bench.synth.prompts`) sent as a
+   case to the generator provider in a scratch project (``reports/synth/<dataset>/``) whose
+   only toolset, ``synth-generator``, holds the three proposal tools
+   (:func:`bench.synth.proposals.generator_tools`). Every proposal call in an answer is one
+   candidate.
+2. **Verify**, in this order; a candidate's first failed check is its rejection reason
+   (:data:`REASONS`) and later checks are not run on it:
+
+   - ``format``: the answer holds no proposal, or the proposal fails its pydantic model;
+   - ``language``: the query is not in the asked language (zh and mixed need CJK
+     characters, en none, mixed also Latin words);
+   - ``kind``: the proposal does not have the asked shape
+     (:func:`bench.synth.proposals.shape_problem`);
+   - ``schema``: the case does not load with bench's loader, or its label does not fit the
+     tools (:func:`bench.datasets.labels.iter_label_problems`, and every required argument
+     present);
+   - ``duplicate``: the query is a near-duplicate of a kept case (:func:`near_duplicate`);
+   - ``leak``: a description line of any variant of the toolset mirrors it (the leak
+     checker, :func:`bench.descriptions.leaks.find_leaks`);
+   - ``execution``: the label's own calls (the ``oracle`` provider) fail on the toolset's
+     executor; skipped where the toolset has no executor, execution is off, or a call needs
+     a write or sensitive permission not allowed;
+   - ``unsolvable``: fewer than ``min_agree`` independent answers of the solver providers
+     agree with the label, scored by bench's scorer (:func:`answer_agrees`).
+3. **Keep**: kept cases are appended to ``<dataset>/cases.jsonl`` in split ``dev`` (nobody has
+   reviewed them: :class:`bench.models.Case` refuses them in ``test``), each with its
+   :class:`bench.models.Provenance`; the synthesis report is written beside them
+   (``synth-report.json``, ``synth-report.md``) and the datasheet's blocks are refreshed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.errors import BenchError
+from bench.models import Case, Tool
+from bench.project import Project
+from bench.synth.proposals import (CATEGORY, KINDS, LANGUAGES, NoCallProposal,
+                                   Proposal, generator_tools, label_for, missing_required,
+                                   parse_proposal, proposal_json, shape_problem)
+
+#: Rejection reasons, in the order the checks run.
+REASONS = ("format", "language", "kind", "schema", "duplicate", "leak", "execution",
+           "unsolvable")
+#: Masked n-gram Jaccard similarity at or above which two queries are near-duplicates. Every
+#: one of the 687 hand-written single-answer cases of the shipped datasets has its nearest
+#: other case below 0.64 under this measure (ecommerce 0.571, analytics 0.545, logistics
+#: 0.636), so 0.7 keeps all of them apart while catching a rewording that changes only ids,
+#: numbers or a word or two.
+DUPLICATE_THRESHOLD = 0.7
+GENERATOR_TOOLSET = "synth-generator"
+GENERATOR_VARIANT = "propose"
+DEFAULT_MIN_AGREE = 2
+_ID_OR_NUMBER = re.compile(r"[A-Za-z]*[0-9][A-Za-z0-9_\-:/.]*")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+@dataclass(frozen=True)
+class SynthSettings:
+    """What ``bench synth`` was asked.
+
+    Attributes:
+        toolset: the toolset to write cases for.
+        generator: the provider id that proposes cases.
+        solvers: provider ids whose answers must agree with each label.
+        dataset: the dataset folder name under ``datasets/`` that receives kept cases.
+        kinds: kinds to ask for (:data:`bench.synth.proposals.KINDS`).
+        languages: languages (``en``, ``zh``, ``mixed``).
+        count: requests per kind and language.
+        variant: the variant shown to the generator and the solvers (None: ``l50`` when the
+            toolset has it, else its first variant).
+        distractors: every second ``single`` request asks for a distractor phrasing that
+            names a similar tool.
+        templates: a folder of prompt templates overriding the built-ins.
+        seed: the generator's and solvers' base seed.
+        solver_trials: answers per solver (the same provider with another seed counts as an
+            independent answer, except ``local``, which decodes greedily: its trials count once).
+        min_agree: answers that must agree with a label, >= 1 (default 2).
+        execute: run the label's calls on the toolset's executor.
+        allow_writes: let the executor run write tools; ``allow_sensitive`` sensitive ones.
+        duplicate_threshold: :data:`DUPLICATE_THRESHOLD` unless changed.
+        model: the ``local`` preset for a ``local`` generator or solver (None: default).
+        max_tokens: the generator's completion cap.
+    """
+
+    toolset: str
+    generator: str
+    solvers: tuple[str, ...]
+    dataset: str
+    kinds: tuple[str, ...] = KINDS
+    languages: tuple[str, ...] = ("en",)
+    count: int = 2
+    variant: str | None = None
+    distractors: bool = False
+    templates: Path | None = None
+    seed: int = 1234
+    solver_trials: int = 1
+    min_agree: int = DEFAULT_MIN_AGREE
+    execute: bool = True
+    allow_writes: bool = False
+    allow_sensitive: bool = False
+    duplicate_threshold: float = DUPLICATE_THRESHOLD
+    model: str | None = None
+    max_tokens: int = 1024
+
+
+@dataclass
+class Candidate:
+    """One proposal and what verification said of it.
+
+    ``case`` is the case object as written (None when the answer held no usable proposal);
+    ``verdicts`` maps each check that ran to ``pass``, ``fail: <why>`` or ``skipped: <why>``;
+    ``reason`` is the first failed check (None: kept).
+    """
+
+    id: str
+    kind: str
+    lang: str
+    request: str
+    query: str | None
+    case: dict[str, Any] | None
+    verdicts: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None
+
+    def fail(self, check: str, why: str) -> None:
+        """Record the failed ``check`` (the rejection reason) and why."""
+        self.verdicts[check] = f"fail: {why}"
+        self.reason = check
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request: its id, kind, language, focus tool and rendered prompt."""
+
+    id: str
+    kind: str
+    lang: str
+    tool: str
+    template: str
+    template_sha256: str
+    text: str
+    prompt_sha256: str
+    distractor: bool = False
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def similar_tools(tools: Sequence[Tool]) -> dict[str, str | None]:
+    """For each tool, the tool it is most easily confused with: the other tool its
+    description names most often (specs name their look-alikes in ``when_not_to_use``), else
+    the one whose description shares the most masked tokens (Jaccard), else None for a
+    toolset of one tool."""
+    from bench.descriptions.leaks import jaccard, tokens
+
+    toks = {t.name: tokens(t.description) for t in tools}
+    out: dict[str, str | None] = {}
+    for tool in tools:
+        others = [t for t in tools if t.name != tool.name]
+        if not others:
+            out[tool.name] = None
+            continue
+        named = Counter({o.name: len(re.findall(rf"\b{re.escape(o.name)}\b", tool.description))
+                         for o in others})
+        best, hits = named.most_common(1)[0]
+        if hits == 0:
+            best = max(others, key=lambda o: (jaccard(toks[tool.name], toks[o.name]),
+                                              o.name)).name
+        out[tool.name] = best
+    return out
+
+
+def query_tokens(text: str) -> frozenset[str]:
+    """Tokens for near-duplicate detection: ids and numbers masked (ASCII-only pattern, so a
+    Chinese word after an id stays), then the leak checker's tokens (Latin words, CJK
+    character bigrams: :func:`bench.descriptions.leaks.tokens`)."""
+    from bench.descriptions.leaks import tokens
+
+    return tokens(_ID_OR_NUMBER.sub(" # ", text))
+
+
+def near_duplicate(query: str, kept: Sequence[tuple[str, frozenset[str]]],
+                   threshold: float = DUPLICATE_THRESHOLD) -> tuple[str, float] | None:
+    """The first kept case (id, similarity) whose query is a near-duplicate of ``query``:
+    Jaccard similarity of :func:`query_tokens` at or above ``threshold``; None if none."""
+    from bench.descriptions.leaks import jaccard
+
+    mine = query_tokens(query)
+    for case_id, theirs in kept:
+        score = jaccard(mine, theirs)
+        if score >= threshold:
+            return case_id, score
+    return None
+
+
+def language_problem(query: str, lang: str) -> str | None:
+    """Why ``query`` is not in ``lang`` (en: no CJK character; zh: some; mixed: CJK and a
+    Latin word of 2+ letters beside ids and numbers), or None."""
+    cjk = bool(_CJK.search(query))
+    latin = bool(_LATIN_WORD.search(_ID_OR_NUMBER.sub(" ", query)))
+    if lang == "en" and cjk:
+        return "asked for English, the query has CJK characters"
+    if lang in ("zh", "mixed") and not cjk:
+        return f"asked for {lang}, the query has no CJK character"
+    if lang == "mixed" and not latin:
+        return "asked for mixed, the query has no Latin word"
+    return None
+
+
+def answer_agrees(case: Case, metrics: dict[str, Any]) -> bool:
+    """Whether one scored answer agrees with the case's label (bench's own scores,
+    :class:`bench.results.RowMetrics`): calls: ``arguments_correct_lenient`` (the right tools
+    with acceptable arguments, after the lenient repairs of encoding slips); no-call:
+    ``no_call_correct``; ask: ``ask_correct``."""
+    if case.expected.no_call:
+        return metrics.get("no_call_correct") is True
+    if case.expected.ask:
+        return metrics.get("ask_correct") is True
+    return metrics.get("arguments_correct_lenient") is True
+
+
+def _stamp() -> str:
+    from bench.runstore import new_run_id
+    return new_run_id()
+
+
+def _case_id(toolset: str, request: Request, index: int, proposal: str) -> str:
+    digest = hashlib.sha256(f"{request.prompt_sha256}/{index}/{proposal}".encode("utf-8"))
+    return f"synth-{toolset}-{digest.hexdigest()[:10]}"
+
+
+# ---------------------------------------------------------------------------- the steps
+
+
+def plan_requests(settings: SynthSettings, tools: Sequence[Tool]) -> list[Request]:
+    """The generation requests: ``count`` per kind and language, each about one focus tool
+    (taken in turn; ``ask`` only from tools with a required argument, none: no ask
+    request), every second ``single`` one a distractor phrasing when ``distractors``, every
+    second ``no_call`` one a near miss of its focus tool.
+
+    Raises:
+        BenchError: a template that is missing or fails (names the file).
+    """
+    from bench.synth.prompts import environment, render
+
+    env = environment(settings.templates)
+    similar = similar_tools(tools)
+    by_name = {t.name: t for t in tools}
+    requests: list[Request] = []
+    for kind in settings.kinds:
+        pool = [t for t in tools if t.input_schema.get("required")] if kind == "ask" \
+            else list(tools)
+        if not pool:
+            continue
+        for lang in settings.languages:
+            for i in range(settings.count):
+                tool = pool[i % len(pool)]
+                other = similar.get(tool.name)
+                distractor = kind == "single" and settings.distractors and i % 2 == 1 \
+                    and other is not None
+                near_miss = kind == "no_call" and i % 2 == 1
+                prompt = render(env, kind, toolset=settings.toolset, tools=tools, tool=tool,
+                                similar=by_name[other] if other else None, lang=lang,
+                                index=i + 1, distractor=distractor, near_miss=near_miss)
+                requests.append(Request(f"{kind}-{lang}-{i + 1:03d}", kind, lang, tool.name,
+                                        prompt.template, prompt.template_sha256, prompt.text,
+                                        prompt.sha256, distractor))
+    return requests
+
+
+def _scratch(project: Project, settings: SynthSettings, tools: Sequence[Tool],
+             requests: Sequence[Request]) -> tuple[Project, Path]:
+    """The generator's scratch project (its toolset and the requests as a dataset), sharing
+    the project's cache folder (the embedded model's file is assembled once)."""
+    from bench.runstore import atomic_write_text
+
+    root = project.reports_dir / "synth" / settings.dataset
+    variant = root / "descriptions" / GENERATOR_TOOLSET / "variants" / f"{GENERATOR_VARIANT}.yaml"
+    # JSON is YAML: the variant file is written as JSON text
+    atomic_write_text(variant, json.dumps({"tools": [t.model_dump() for t in
+                                                     generator_tools(tools)]},
+                                          ensure_ascii=False, indent=1) + "\n")
+    (root / "datasets").mkdir(parents=True, exist_ok=True)
+    path = root / "requests.jsonl"
+    atomic_write_text(path, "".join(json.dumps({
+        "id": r.id, "toolset": GENERATOR_TOOLSET, "lang": r.lang,
+        "messages": [{"role": "user", "content": r.text}],
+        "expected": {"no_call": True}, "tags": [r.kind]}, ensure_ascii=False) + "\n"
+        for r in requests))
+    return Project(root, project.cache_dir), path
+
+
+def generate(project: Project, settings: SynthSettings, tools: Sequence[Tool],
+             requests: Sequence[Request]) -> tuple[list[Candidate], str, dict[str, int]]:
+    """Ask the generator, through :func:`bench.evaluate`; one :class:`Candidate` per
+    proposal call, and one ``format`` reject per answer without any call.
+
+    Returns:
+        The candidates, the generator's run id, and its trial seeds (request id -> seed).
+    """
+    from bench.api import evaluate
+
+    scratch, path = _scratch(project, settings, tools, requests)
+    extra: dict[str, Any] = {}
+    if settings.generator == "local":
+        # offered a way to decline, a small model sometimes takes it instead of proposing
+        extra["no_call_layout"] = "empty-list"
+    if settings.model and settings.generator == "local":
+        extra["model"] = settings.model
+    result = evaluate(path, [GENERATOR_VARIANT], [settings.generator], project=scratch,
+                      run_id=f"synth-gen-{_stamp()}", execute=False, seed=settings.seed,
+                      max_tokens=settings.max_tokens, **extra)
+    by_id = {r.id: r for r in requests}
+    candidates: list[Candidate] = []
+    seeds: dict[str, int] = {}
+    for row in result.rows:
+        request = by_id[row.case_id]
+        seeds[request.id] = settings.seed + row.trial
+        calls = (row.parsed.calls if row.parsed is not None else None) or []
+        if not calls:
+            why = (row.parsed.error if row.parsed is not None and row.parsed.error
+                   else "the answer holds no proposal call")
+            candidate = Candidate(f"{request.id}/none", request.kind, request.lang,
+                                  request.id, None, None)
+            candidate.fail("format", why)
+            candidates.append(candidate)
+            continue
+        for j, call in enumerate(calls):
+            parsed = parse_proposal(request.kind, call.name, call.arguments) \
+                if call.valid else f"undecodable arguments ({', '.join(call.notes)})"
+            if isinstance(parsed, str):
+                candidate = Candidate(f"{request.id}/{j}", request.kind, request.lang,
+                                      request.id, None, None)
+                candidate.fail("format", parsed)
+            else:
+                candidate = _candidate(settings, request, j, parsed, tools, result.run_id,
+                                       seeds[request.id])
+            candidates.append(candidate)
+    return candidates, result.run_id, seeds
+
+
+def _candidate(settings: SynthSettings, request: Request, index: int, proposal: Proposal,
+               tools: Sequence[Tool], run_id: str, seed: int) -> Candidate:
+    """A candidate for a valid proposal, its case built (label per
+    :func:`bench.synth.proposals.label_for`); ``format`` passed."""
+    text = proposal_json(proposal)
+    case_id = _case_id(settings.toolset, request, index, text)
+    tags = ["synth", CATEGORY[request.kind]]
+    if request.distractor:
+        tags = ["synth", "multiple", "lookalike", "distractor"]
+    if isinstance(proposal, NoCallProposal) and proposal.reason == "near_miss":
+        tags.append("near-miss")
+    candidate = Candidate(case_id, request.kind, request.lang, request.id, proposal.query, None)
+    candidate.verdicts["format"] = "pass"
+    problem = shape_problem(request.kind, proposal, tools)
+    try:
+        expected = label_for(request.kind, proposal, tools).model_dump(exclude_defaults=True)
+    except ValueError as exc:  # e.g. an ask label without alternatives
+        expected, problem = {}, problem or str(exc).splitlines()[0]
+    candidate.case = {
+        "id": case_id, "toolset": settings.toolset, "lang": request.lang, "split": "dev",
+        "messages": [{"role": "user", "content": proposal.query}], "expected": expected,
+        "tags": tags,
+        "provenance": {"generator": settings.generator, "template": request.template,
+                       "template_sha256": request.template_sha256,
+                       "prompt_sha256": request.prompt_sha256, "seed": seed,
+                       "run_id": run_id, "verdicts": candidate.verdicts}}
+    lang = language_problem(proposal.query, request.lang)
+    if lang:
+        candidate.fail("language", lang)
+        return candidate
+    candidate.verdicts["language"] = "pass"
+    if problem:
+        candidate.fail("kind", problem)
+        return candidate
+    candidate.verdicts["kind"] = "pass"
+    return candidate
+
+
+def check_schema(candidates: Sequence[Candidate], tools: Sequence[Tool], toolset: str,
+                 work: Path) -> None:
+    """The ``schema`` check of every candidate still alive: its line loads with bench's
+    dataset loader (:func:`bench.datasets.load_dataset`), its label fits the tools
+    (:func:`bench.datasets.labels.iter_label_problems`) and every expected call has its
+    tool's required arguments."""
+    from bench.datasets import load_dataset
+    from bench.datasets.labels import iter_label_problems
+    from bench.runstore import atomic_write_text
+
+    path = work / "candidate.jsonl"
+    for candidate in candidates:
+        if candidate.reason is not None or candidate.case is None:
+            continue
+        atomic_write_text(path, json.dumps(candidate.case, ensure_ascii=False) + "\n")
+        try:
+            loaded = load_dataset(str(path))
+        except BenchError as exc:
+            candidate.fail("schema", str(exc).split(": ", 1)[-1])
+            continue
+        problem = next(iter_label_problems(loaded, toolset, tools), None)
+        why = f"{problem.field}: {problem.message}" if problem is not None else \
+            missing_required(loaded.cases[0].expected, tools)
+        if why:
+            candidate.fail("schema", why)
+        else:
+            candidate.verdicts["schema"] = "pass"
+    path.unlink(missing_ok=True)
+
+
+def check_duplicates_and_leaks(candidates: Sequence[Candidate], existing: Sequence[Case],
+                               toolset: str, threshold: float) -> None:
+    """The ``duplicate`` check (against the dataset's cases and the candidates kept before,
+    in order) and the ``leak`` check (every variant of the toolset) of each live
+    candidate."""
+    from bench.descriptions import available_variants, load_variant
+    from bench.descriptions.leaks import case_text, find_leaks
+
+    variants = [load_variant(toolset, name) for name in available_variants(toolset)]
+    kept = [(c.id, query_tokens(case_text(c))) for c in existing if c.toolset == toolset]
+    for candidate in candidates:
+        if candidate.reason is not None or candidate.case is None:
+            continue
+        case = Case.model_validate(candidate.case)
+        twin = near_duplicate(case.query, kept, threshold)
+        if twin is not None:
+            candidate.fail("duplicate", f"{twin[0]} (similarity {twin[1]:.2f} >= "
+                                        f"{threshold})")
+            continue
+        candidate.verdicts["duplicate"] = "pass"
+        leaks = [k for v in variants for k in find_leaks(v, [case]) if not k.is_hint]
+        if leaks:
+            first = leaks[0]
+            candidate.fail("leak", f"{first.signal} of {first.variant} {first.tool} "
+                                   f"'{first.text[:80]}'")
+            continue
+        candidate.verdicts["leak"] = "pass"
+        kept.append((candidate.id, query_tokens(case.query)))
+
+
+def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
+                      tools: Sequence[Tool], candidates: Sequence[Candidate], work: Path
+                      ) -> str | None:
+    """The ``execution`` and ``unsolvable`` checks of every live candidate, from one
+    :func:`bench.evaluate` run over them with the ``oracle`` (the label's own calls, run
+    on the executor) and the solvers (``solver_trials`` answers each). Returns the run id
+    (None when no candidate was left to verify)."""
+    from bench.api import evaluate
+    from bench.providers.registry import kind_of
+    from bench.runstore import atomic_write_text
+
+    live = [c for c in candidates if c.reason is None and c.case is not None]
+    if not live:
+        return None
+    path = work / "verify.jsonl"
+    atomic_write_text(path, "".join(json.dumps(c.case, ensure_ascii=False) + "\n"
+                                    for c in live))
+    extra: dict[str, Any] = {}
+    if settings.model and "local" in settings.solvers:
+        extra["model"] = settings.model
+    result = evaluate(path, [variant], ["oracle", *settings.solvers], project=project,
+                      run_id=f"synth-verify-{_stamp()}", trials=settings.solver_trials,
+                      split="all",
+                      execute=settings.execute, allow_writes=settings.allow_writes,
+                      allow_sensitive=settings.allow_sensitive, seed=settings.seed, **extra)
+    rows: dict[str, list] = {}
+    for row in result.rows:
+        rows.setdefault(row.case_id, []).append(row)
+    permission = {t.name: t.permission for t in tools}
+    for candidate in live:
+        case = Case.model_validate(candidate.case)
+        mine = rows.get(candidate.id, [])
+        oracle = [r for r in mine if r.provider == "oracle" and r.trial == 0]
+        guarded = sorted({c.name for c in case.expected.calls
+                          if (permission.get(c.name) == "write" and not settings.allow_writes)
+                          or (permission.get(c.name) == "sensitive"
+                              and not settings.allow_sensitive)})
+        success = oracle[0].metrics.execution_success if oracle else None
+        if not case.expected.calls:
+            candidate.verdicts["execution"] = "skipped: no call to run"
+        elif not settings.execute:
+            candidate.verdicts["execution"] = "skipped: execution off (--no-execute)"
+        elif guarded:
+            candidate.verdicts["execution"] = (f"skipped: {', '.join(guarded)} needs "
+                                               "--allow-writes / --allow-sensitive")
+        elif success is None:
+            candidate.verdicts["execution"] = (f"skipped: toolset '{settings.toolset}' has "
+                                               "no executor")
+        elif not success:
+            errors = oracle[0].metrics.execution_errors or {}
+            candidate.fail("execution", "the label's calls failed on the executor ("
+                           + (", ".join(f"{k} {v}" for k, v in errors.items()) or "error")
+                           + ")")
+            continue
+        else:
+            candidate.verdicts["execution"] = "pass"
+        agree: set[tuple[str, int]] = set()
+        answers: set[tuple[str, int]] = set()
+        for row in mine:
+            if row.provider == "oracle":
+                continue
+            trial = 0 if kind_of(row.provider) == "local" else row.trial  # greedy: one answer
+            answers.add((row.provider, trial))
+            if answer_agrees(case, row.metrics.model_dump()):
+                agree.add((row.provider, trial))
+        shown = f"{len(agree)} of {len(answers)} answers agree (need {settings.min_agree})"
+        if len(agree) < settings.min_agree:
+            candidate.fail("unsolvable", shown)
+        else:
+            candidate.verdicts["unsolvable"] = f"pass: {shown}"
+    path.unlink(missing_ok=True)
+    return result.run_id
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+@dataclass
+class SynthReport:
+    """The synthesis report: settings, run ids, counts by verdict, every candidate."""
+
+    settings: dict[str, Any]
+    generator_run: str | None
+    verify_run: str | None
+    requests: int
+    candidates: list[Candidate]
+    dataset_path: str
+
+    def counts(self) -> dict[str, int]:
+        """``kept`` and each rejection reason -> candidates (every reason listed, 0 too)."""
+        found = Counter(c.reason or "kept" for c in self.candidates)
+        return {"kept": found["kept"], **{r: found[r] for r in REASONS}}
+
+    def by_kind(self) -> dict[str, dict[str, int]]:
+        """Kind -> :meth:`counts` of its candidates."""
+        out: dict[str, dict[str, int]] = {}
+        for kind in dict.fromkeys(c.kind for c in self.candidates):
+            found = Counter(c.reason or "kept" for c in self.candidates if c.kind == kind)
+            out[kind] = {"candidates": sum(found.values()), "kept": found["kept"],
+                         **{r: found[r] for r in REASONS}}
+        return out
+
+    def skipped(self) -> dict[str, int]:
+        """``check: why`` -> candidates for every check that was skipped."""
+        return dict(Counter(f"{check}: {value.split(': ', 1)[1]}"
+                            for c in self.candidates for check, value in c.verdicts.items()
+                            if value.startswith("skipped: ")))
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON data (``synth-report.json``)."""
+        return {"settings": self.settings, "generator_run": self.generator_run,
+                "verify_run": self.verify_run, "dataset": self.dataset_path,
+                "requests": self.requests, "candidates": len(self.candidates),
+                "counts": self.counts(), "by_kind": self.by_kind(),
+                "skipped_checks": self.skipped(),
+                "detail": [{"id": c.id, "kind": c.kind, "lang": c.lang, "request": c.request,
+                            "query": c.query, "verdict": c.reason or "kept",
+                            "verdicts": c.verdicts} for c in self.candidates]}
+
+    def markdown(self) -> str:
+        """The report as Markdown (``synth-report.md``): counts by verdict and kind, skipped
+        checks, and every rejected candidate's reason."""
+        counts = self.counts()
+        kinds = self.by_kind()
+        s = self.settings
+        lines = [f"# Synthesis report: {s['toolset']}", "",
+                 f"Generator `{s['generator']}`, solvers "
+                 f"{', '.join(f'`{x}`' for x in s['solvers'])} "
+                 f"({s['solver_trials']} answer(s) each, {s['min_agree']} must agree), "
+                 f"variant `{s['variant']}`; generator run `{self.generator_run}`, verification "
+                 f"run `{self.verify_run}`. {self.requests} requests, "
+                 f"{len(self.candidates)} candidates, {counts['kept']} kept (split dev, "
+                 f"unreviewed) in `{self.dataset_path}`.", "",
+                 "| verdict | " + " | ".join(kinds) + " | total |",
+                 "|---|" + "---:|" * (len(kinds) + 1)]
+        for verdict in ("kept", *REASONS):
+            lines.append(f"| {verdict} | " + " | ".join(str(k[verdict]) for k in kinds.values())
+                         + f" | {counts[verdict]} |")
+        lines.append("| **candidates** | " + " | ".join(str(k["candidates"])
+                                                       for k in kinds.values())
+                     + f" | {len(self.candidates)} |")
+        skipped = self.skipped()
+        if skipped:
+            lines += ["", "Checks skipped (not failed):", ""]
+            lines += [f"- {k}: {v}" for k, v in sorted(skipped.items())]
+        rejected = [c for c in self.candidates if c.reason]
+        if rejected:
+            lines += ["", "## Rejected", "", "| id | kind | lang | reason | why | query |",
+                      "|---|---|---|---|---|---|"]
+            for c in rejected:
+                why = c.verdicts.get(c.reason or "", "").removeprefix("fail: ")
+                lines.append(f"| {c.id} | {c.kind} | {c.lang} | {c.reason} | "
+                             f"{_cell(why)} | {_cell(c.query or '')} |")
+        return "\n".join(lines) + "\n"
+
+
+def _cell(text: str, limit: int = 120) -> str:
+    """``text`` fit for one Markdown table cell: one line, pipes escaped, cut."""
+    one = " ".join(text.split()).replace("|", "\\|")
+    return one if len(one) <= limit else one[:limit - 1] + "…"
+
+
+def default_variant(toolset: str) -> str:
+    """``l50`` when the toolset has it, else its first variant (an imported toolset has only
+    hand-written ones).
+
+    Raises:
+        BenchError: the toolset has no variant.
+    """
+    from bench.descriptions import available_variants
+
+    names = available_variants(toolset)
+    if not names:
+        raise BenchError(f"toolset '{toolset}' has no variants")
+    return "l50" if "l50" in names else names[0]
+
+
+def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
+    """Generate, verify and keep cases (the module docstring); write the dataset's
+    ``cases.jsonl`` (kept cases appended), ``synth-report.json`` / ``.md`` and datasheet.
+
+    Raises:
+        BenchError: bad settings (an unknown kind or language, fewer answers than
+            ``min_agree`` could ever give), an unknown toolset or variant, a template that
+            fails, an existing dataset that does not load, or a run that fails.
+    """
+    from bench.datasets import load_dataset
+    from bench.datasets.loader import check_dataset_name
+    from bench.descriptions import load_variant
+    from bench.providers.registry import kind_of
+    from bench.runstore import atomic_write_json, atomic_write_text
+    from bench.synth.review import refresh_datasheet
+
+    check_dataset_name(settings.dataset)
+    for kind in settings.kinds:
+        if kind not in KINDS:
+            raise BenchError(f"--kinds: unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
+    for lang in settings.languages:
+        if lang not in LANGUAGES:
+            raise BenchError(f"--languages: '{lang}' is not a case language (cases are "
+                             f"{', '.join(LANGUAGES)})")
+    if settings.count < 1:
+        raise BenchError("--count must be 1 or more")
+    for solver in settings.solvers:
+        if kind_of(solver) == "oracle":
+            raise BenchError("--solver oracle answers from the label itself, so it cannot "
+                             "confirm a label (it already checks execution); name a model")
+    independent = sum(1 if kind_of(s) == "local" else settings.solver_trials
+                      for s in dict.fromkeys(settings.solvers))
+    if settings.min_agree < 1 or independent < settings.min_agree:
+        raise BenchError(f"--min-agree {settings.min_agree}: the solvers give "
+                         f"{independent} independent answer(s) per case ({len(settings.solvers)}"
+                         f" solver(s) x {settings.solver_trials} trial(s); 'local' decodes "
+                         "greedily, so its trials count once): add a --solver or raise "
+                         "--solver-trials")
+    with project.activate():
+        variant_name = settings.variant or default_variant(settings.toolset)
+        variant = load_variant(settings.toolset, variant_name)
+        tools = list(variant.tools)
+        folder = project.datasets_dir / settings.dataset
+        cases_path = folder / "cases.jsonl"
+        existing = list(load_dataset(str(cases_path)).cases) if cases_path.is_file() else []
+        requests = plan_requests(settings, tools)
+        if not requests:
+            raise BenchError("nothing to ask: no kind applies to this toolset")
+        candidates, generator_run, _ = generate(project, settings, tools, requests)
+        work = project.reports_dir / "synth" / settings.dataset
+        check_schema(candidates, tools, settings.toolset, work)
+        check_duplicates_and_leaks(candidates, existing, settings.toolset,
+                                   settings.duplicate_threshold)
+        verify_run = verify_by_answers(project, settings, variant_name, tools, candidates,
+                                       work)
+        kept = [c for c in candidates if c.reason is None and c.case is not None]
+        if kept:
+            old = cases_path.read_text(encoding="utf-8") if cases_path.is_file() else ""
+            if old and not old.endswith("\n"):
+                old += "\n"
+            atomic_write_text(cases_path, old + "".join(
+                json.dumps(c.case, ensure_ascii=False) + "\n" for c in kept))
+        described = {**{k: v for k, v in settings.__dict__.items() if k != "templates"},
+                     "templates": str(settings.templates) if settings.templates else None,
+                     "variant": variant_name, "kinds": list(settings.kinds),
+                     "languages": list(settings.languages), "solvers": list(settings.solvers)}
+        report = SynthReport(described, generator_run, verify_run, len(requests), candidates,
+                             str(cases_path))
+        atomic_write_json(folder / "synth-report.json", report.to_json())
+        atomic_write_text(folder / "synth-report.md", report.markdown())
+        if cases_path.is_file():
+            refresh_datasheet(folder, settings.toolset)
+    return report
