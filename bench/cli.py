@@ -154,9 +154,10 @@ def _shard_option(value: str | None) -> str | None:
 @app.command()
 def run(
     ctx: typer.Context,
-    dataset: Annotated[str, typer.Option(
-        help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split].")]
-    = "ecommerce",
+    dataset: Annotated[Optional[str], typer.Option(
+        help="Dataset name under datasets/, a .jsonl path, or hf:owner/name[:split] "
+             "(default: the project's only dataset, else ecommerce).")]
+    = None,
     variants: Annotated[Optional[list[str]], typer.Option(
         "--variants", "-v", help="Variants, comma-separated or repeated (default: "
                                  f"{','.join(DEFAULT_VARIANTS)}).")] = None,
@@ -308,7 +309,7 @@ def run(
             try:
                 # the options' raw values, checked by RunConfig (e.g. --split's text)
                 config = RunConfig.model_validate(dict(
-                    dataset=dataset,
+                    dataset=dataset or _default_dataset(),
                     variants=_split(variants, "--variants") or list(DEFAULT_VARIANTS),
                     providers=_split(provider, "--provider") or list(DEFAULT_PROVIDERS),
                     trials=trials,
@@ -430,6 +431,14 @@ def run(
             _say(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
                  f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
+
+
+def _default_dataset() -> str:
+    """The dataset ``bench run`` takes without ``--dataset``: a project's only one (a
+    ``bench init`` project has one), else the shipped ``ecommerce``."""
+    from bench.datasets import available_datasets
+    found = available_datasets()
+    return found[0] if len(found) == 1 else "ecommerce"
 
 
 def _mcp_argv(execute_mcp: str | None) -> list[str] | None:

@@ -281,6 +281,13 @@ def test_a_tools_file_runs_in_declared_no_execute_mode_and_says_so(tmp_path):
     assert rows(root, "r1")[("d1", "current")]["selection_correct"] is True
     assert "calls of toolset 'docs' were not executed (no-execute mode: a tools file has no " \
            "implementation to execute)" in flat(run.stdout)
+    # a project with one dataset: bench run takes it without --dataset; its README says how
+    # to label free text
+    default = bench(root, "run", "--variants", "current", "--provider",
+                    "function:answers:answer", "--run-id", "r-default")
+    assert default.returncode == 0, default.stderr
+    assert manifest(root, "r-default")["config"]["dataset"] == "docs"
+    assert '"$regex"' in (root / "datasets" / "docs" / "README.md").read_text(encoding="utf-8")
     assert bench(root, "report", "r1").returncode == 0
     page = (root / "reports" / "r1" / "index.html").read_text(encoding="utf-8")
     assert "calls of toolset &#39;docs&#39; were not executed" in page

@@ -251,6 +251,10 @@ A no-call case and an ask case:
 {ask}
 ```
 
+An argument's label lists every acceptable value, matched exactly (case included); for
+free text give a pattern, `{{"$regex": "(?i)renew.*passport"}}`, or accept any value with
+`{{"$any": true}}` (docs/datasets-and-labels.md).
+
 `bench run --dataset {toolset} --skip-invalid-cases` lists the cases whose labels do not fit
 the tools' schemas instead of refusing the dataset. When there are enough cases (30 or more
 is a useful start), `bench split --dataset {toolset}` assigns them to `dev` and `test`:
@@ -261,7 +265,8 @@ descriptions may quote `dev` cases, never `test` ones.
 def project_readme(toolset: str, result_tools: list[Tool], source: str,
                    settings: ToolsetSettings) -> str:
     """The project's ``README.md``: its layout and the steps to a report and a gate."""
-    writes = [t.name for t in result_tools if t.permission != "read"]
+    allowed = set(settings.writes)
+    writes = [t.name for t in result_tools if t.permission != "read" and t.name not in allowed]
     if settings.execute == "none":
         execution = ("Calls are not executed (`execute = \"none\"` in `pyproject.toml`): the "
                      "table and report say so, and score selection and arguments only.")
