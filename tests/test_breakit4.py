@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -176,16 +177,23 @@ def test_resume_of_a_manifest_naming_another_run_is_refused_or_read(proj):
 # -- stopping evaluate() in a notebook -----------------------------------------------------
 
 
+_interrupted = threading.Event()
+
+
 def _slowly(messages, tools, trial):
-    time.sleep(0.02)
+    # slow once Ctrl-C is sent, so that the run cannot finish its 30 rows before the signal
+    # reaches it, however busy the machine (a fixed 0.02 s raced with the signal)
+    time.sleep(0.5 if _interrupted.is_set() else 0.02)
     return [{"name": tools[0].name, "arguments": {}}]
 
 
 def test_ctrl_c_stops_evaluate_called_inside_an_event_loop(proj):
     register_function("breakit4-slow", _slowly)
+    _interrupted.clear()
 
     def interrupt(done, total, item):
         if item is not None and done == 2:
+            _interrupted.set()
             os.kill(os.getpid(), signal.SIGINT)
 
     async def notebook_cell():

@@ -35,6 +35,10 @@ from bench.runstore import RunStore
 __all__ = ["Runner", "_default_factory"]
 
 
+#: Seconds between the checks for Ctrl-C of a thread waiting on a run in a worker thread
+#: (a notebook's): signals may reach any thread, their Python handlers run in the main one.
+SIGNAL_POLL_S = 0.1
+
 class Runner:
     """Creates or resumes a run and executes its plan.
 
@@ -198,7 +202,12 @@ class Runner:
             stops = 0
             while True:
                 try:
-                    return future.result()
+                    # a short wait, not one long one: a Ctrl-C that the kernel hands to another
+                    # thread only sets Python's flag, and the handler runs (and raises here)
+                    # when this thread next runs bytecode
+                    return future.result(timeout=SIGNAL_POLL_S)
+                except concurrent.futures.TimeoutError:
+                    continue
                 except KeyboardInterrupt:
                     if future.done():
                         raise
