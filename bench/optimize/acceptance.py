@@ -9,8 +9,9 @@ Rule (every condition must hold):
    success...), on the target and on ``also_provider``: no ``regression`` verdict (Holm
    p < alpha and a loss beyond ``margin``: :func:`bench.compare.core.compare_rows`, the gate's
    own rule); on ``also_provider`` this includes the target metric;
-3. episodes: mean steps no more than ``(1 + margin)`` times the start's (the 856-tool MCP
-   study saw +67% steps from rewritten descriptions);
+3. episodes: mean steps, over the episodes both variants solved (:func:`paired_steps`), no
+   more than ``(1 + margin)`` times the start's (the 856-tool MCP study saw +67% steps from
+   rewritten descriptions);
 4. tool-definition tokens at most ``max_tokens_ratio`` times the start's (held by every
    candidate already; repeated here for the record).
 """
@@ -37,9 +38,26 @@ def _present(rows: Sequence[Row], metrics: Sequence[str]) -> list[str]:
     return [m for m in metrics if any(d.get(m) is not None for d in dumped)]
 
 
-def _mean_steps(rows: Sequence[Row]) -> float | None:
-    steps = [r.metrics.steps for r in rows if r.metrics.steps is not None]
-    return sum(steps) / len(steps) if steps else None
+def paired_steps(rows_a: Sequence[Row], rows_b: Sequence[Row]) -> tuple[float, float] | None:
+    """Mean steps of the start and the final variant over the episodes (same case, trial and
+    provider) that both finished without a task failure (``task_success`` True or unknown in
+    both), or None when there is no such pair. Episodes one of them failed are left out: a
+    fix that turns an early give-up into a solved task takes more steps by doing the task,
+    which is not the rise the 856-tool MCP study warns about (more steps for the same work).
+    """
+    def key(row: Row) -> tuple[str, int, str]:
+        return (row.case_id, row.trial, row.provider)
+
+    def solved(row: Row) -> bool:
+        return row.metrics.steps is not None and row.metrics.task_success is not False
+
+    after = {key(r): r for r in rows_b if solved(r)}
+    pairs = [(r.metrics.steps, after[key(r)].metrics.steps) for r in rows_a
+             if solved(r) and key(r) in after]
+    if not pairs:
+        return None
+    return (sum(float(a or 0) for a, _ in pairs) / len(pairs),
+            sum(float(b or 0) for _, b in pairs) / len(pairs))
 
 
 def decide(test: Evaluation, start: str, final: str, config: OptimizeConfig,
@@ -60,10 +78,11 @@ def decide(test: Evaluation, start: str, final: str, config: OptimizeConfig,
                     f"{t.rate_final:.1%} (Holm p = {t.p_holm:.3g})"
                     for t in out.tests if t.verdict == "regression"]
     for provider in sorted({r.provider for r in rows_a}):
-        before = _mean_steps([r for r in rows_a if r.provider == provider])
-        after = _mean_steps([r for r in rows_b if r.provider == provider])
-        if before is None or after is None:
+        means = paired_steps([r for r in rows_a if r.provider == provider],
+                             [r for r in rows_b if r.provider == provider])
+        if means is None:
             continue
+        before, after = means
         out.steps[provider] = [round(before, 3), round(after, 3)]
         if after > before * (1 + config.margin):
             out.reasons.append(f"mean steps rise on {provider}: {before:.2f} -> {after:.2f}")

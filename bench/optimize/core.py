@@ -35,6 +35,10 @@ from bench.providers.pipeline import LayerFactory
 from bench.runner.budget import ProgressHook
 from bench.runner.startup import ProviderFactory
 
+#: Target metrics an episode row carries (:func:`bench.scoring.episodes.episode_metrics`;
+#: the label metrics such as ``selection_correct`` belong to single-answer rows only).
+EPISODE_TARGETS = ("task_success",)
+
 
 @dataclass(frozen=True)
 class Optimization:
@@ -69,7 +73,8 @@ def _inputs(project: Project, config: OptimizeConfig) -> tuple[Dataset, Variant]
     """The dataset (with splits, one toolset) and the starting variant.
 
     Raises:
-        BenchError: no ``dev``/``test`` split, several toolsets, an empty split, or as
+        BenchError: no ``dev``/``test`` split, several toolsets, an empty split, an
+            episode-only dataset with a target metric episodes do not carry, or as
             :func:`load_dataset` / :func:`load_variant`.
     """
     with project.activate():
@@ -80,6 +85,11 @@ def _inputs(project: Project, config: OptimizeConfig) -> tuple[Dataset, Variant]
         if len(dataset.toolsets) != 1:
             raise BenchError(f"optimize works on one toolset; this dataset uses "
                              f"{', '.join(dataset.toolsets)}", file=dataset.path)
+        if all(c.kind == "episode" for c in dataset.cases) and \
+                config.metric not in EPISODE_TARGETS:
+            raise BenchError(f"episode rows carry no {config.metric}; optimize an episode "
+                             f"dataset for {' or '.join(EPISODE_TARGETS)} (--metric)",
+                             file=dataset.path)
         for split in ("dev", "test"):
             if not select_split(dataset.cases, split):
                 raise BenchError(f"the dataset has no {split} case", file=dataset.path)

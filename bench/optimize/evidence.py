@@ -34,7 +34,8 @@ class Failure:
         case_id: the case.
         query: the user's last message.
         expected: the label (``search_orders(keyword=...)``, ``no call``, ``ask``).
-        answer: what the target answered (calls with arguments, or its text / parse error).
+        answer: what the target answered (calls with arguments, or its text / parse error;
+            for an episode, its stop reason and final answer).
         reasons: the metrics it failed and the scorer's error codes.
         trajectory: an episode's calls in order (``a -> b -> c``), else ``""``.
         expected_tools / called_tools: tool names on each side.
@@ -57,7 +58,7 @@ def _cut(text: str, limit: int = _TEXT_LIMIT) -> str:
 def failed_metrics(row: Row, metric: str) -> list[str]:
     """The metrics among ``metric`` and the restraint/task ones that are False for ``row``."""
     values = row.metrics.model_dump()
-    return [m for m in (metric, *_FAILING) if values.get(m) is False]
+    return [m for m in dict.fromkeys((metric, *_FAILING)) if values.get(m) is False]
 
 
 def failure_of(row: Row, metric: str) -> Failure | None:
@@ -79,6 +80,8 @@ def failure_of(row: Row, metric: str) -> Failure | None:
     answer = "; ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})"
                        for c in calls) if calls else \
         (row.parsed.error or row.parsed.text or "no call") if row.parsed else "no answer"
+    if row.episode is not None:  # an episode's answer is how it ended
+        answer = f"{row.episode.stop_reason}: {row.episode.final_answer or '(no text)'}"
     steps = row.episode.steps if row.episode else []
     trajectory = " -> ".join(c.name or "?" for s in steps for c in s.calls)
     reasons = ", ".join(failed + [f"code {c}" for c in (row.metrics.error_codes or [])])

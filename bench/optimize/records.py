@@ -64,7 +64,8 @@ class Candidate(BaseModel):
             parent_restraint_calls).
         flags: anti-gaming findings (assertive wording, over-triggering).
         status: ``start``, ``kept`` (became the current variant), ``evaluated``,
-            ``rejected``.
+            ``rejected``, ``unfinished`` (the budget stopped its dev run: not judged on part
+            of ``dev``; a resume with a larger budget finishes it).
         pareto: on the Pareto front of (dev rate, tokens) when the search ended.
     """
 
@@ -85,7 +86,7 @@ class Candidate(BaseModel):
     restraint_calls: int | None = None
     parent_restraint_calls: int | None = None
     flags: list[str] = Field(default_factory=list)
-    status: Literal["start", "kept", "evaluated", "rejected"] = "evaluated"
+    status: Literal["start", "kept", "evaluated", "rejected", "unfinished"] = "evaluated"
     pareto: bool = False
 
 

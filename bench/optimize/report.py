@@ -177,7 +177,8 @@ def to_html(title: str, parts: Sequence[Section], chart_svg: str) -> str:
 
 def pareto_svg(config: OptimizeConfig, result: OptimizeResult) -> str:
     """The dev rate of every evaluated, not rejected candidate against its tokens, with the
-    Pareto frontier (:func:`bench.report.charts.pareto_chart`)."""
+    Pareto frontier (:func:`bench.report.charts.pareto_chart`); "" when no candidate has a
+    dev rate (no chart: the report says why in its rounds)."""
     import pandas as pd
 
     from bench.report.charts import pareto_chart
@@ -192,6 +193,8 @@ def pareto_svg(config: OptimizeConfig, result: OptimizeResult) -> str:
         records.append({"provider": "dev", "variant": c.name,
                         "tool_definition_tokens": c.tokens, f"{metric}_rate": c.dev_rate,
                         f"{metric}_low": low, f"{metric}_high": high})
+    if not records:
+        return ""
     return pareto_chart(pd.DataFrame.from_records(records), metric, get_metric(metric).title)
 
 

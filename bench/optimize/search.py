@@ -112,6 +112,14 @@ class Search:
         record.candidates = [c.name for c, _ in built]
         dev = self.runs.target(f"dev-r{round_no}", f"dev r{round_no}", self.dataset,
                                [current.name, *record.candidates], split="dev")
+        if dev.status != "complete":  # the budget ran out mid-run: judge nothing on part of dev
+            for candidate, _ in built:
+                candidate.status = "unfinished"
+                self.result.candidates.append(candidate)
+            why = self.runs.budget_left() or f"the dev run ended {dev.status}"
+            wanted = len(self.dev_rows[current.name]) * (len(record.candidates) + 1)
+            return (f"{why}; round {round_no}'s dev run stopped after {len(dev.rows)} of "
+                    f"{wanted} rows, its candidates not judged"), None
         kept = self._judge(round_no, current, [c for c, _ in built], dev)
         record.kept = kept.name if kept else None
         if kept is None:
