@@ -167,7 +167,7 @@ def worked_example(root: Path) -> str:
     """Run the four proposers and a replay on the example project in ``root``; the text
     docs/optimize.md shows (deterministic: no paths, no times)."""
     from bench.optimize import optimize
-    from bench.optimize.output import diff_markdown
+    from bench.optimize.report import diff_markdown
 
     out: list[str] = []
     good_run = optimize("shop", "start", "function:opt-target", "function:opt-good",

@@ -362,3 +362,16 @@ def spec_variant_tool(spec: ToolSpec, name: str) -> Tool:
     schema = spec.input_schema if name == CURRENT else strip_descriptions(spec.input_schema)
     return Tool(name=spec.name, description=text, input_schema=schema,
                 permission=spec.permission)
+
+
+def default_variant(toolset: str) -> str:
+    """``l50`` when the toolset has it, else its first variant (an imported toolset has only
+    hand-written ones).
+
+    Raises:
+        BenchError: the toolset has no variant.
+    """
+    names = available_variants(toolset)
+    if not names:
+        raise BenchError(f"toolset '{toolset}' has no variants")
+    return "l50" if "l50" in names else names[0]

@@ -10,30 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from bench import __version__
-from bench.descriptions.diff import diff_variants
 from bench.descriptions.variants import Variant
 from bench.errors import BenchError
 from bench.importers.common import variant_yaml
 from bench.optimize.config import OptimizeConfig
+from bench.optimize.report import diff_markdown, write_report
 from bench.optimize.records import OptimizeResult
 from bench.optimize.workspace import Workspace
 from bench.project import Project
 from bench.runstore import atomic_write_json, atomic_write_text
 
 
-def diff_markdown(start: Variant, final: Variant) -> str:
-    """The spec diff per tool (:func:`bench.descriptions.diff.diff_variants`) as Markdown:
-    one section per changed tool, its changes, then the unified diff of its description."""
-    lines: list[str] = []
-    for tool in diff_variants(start.tools, final.tools):
-        lines.append(f"### {tool.name}\n")
-        for change in tool.changes:
-            where = f" `{change.param}`" if change.param else ""
-            lines.append(f"- {change.kind}{where}{': ' + change.detail if change.detail else ''}")
-        if tool.description_diff:
-            lines += ["", "```diff", *tool.description_diff, "```"]
-        lines.append("")
-    return "\n".join(lines) if lines else "No change.\n"
 
 
 def provenance(config: OptimizeConfig, result: OptimizeResult, workspace: Workspace
@@ -59,7 +46,6 @@ def write_outputs(workspace: Workspace, config: OptimizeConfig, result: Optimize
     """Write ``result.json``, the variant folder and the report (Markdown and HTML);
     ``variants``: every variant of the search by name (the start and the final among them).
     """
-    from bench.optimize.report import write_report
     start, final = variants[result.start], variants[result.final]
     workspace.write_result(json.loads(result.model_dump_json()))
     folder = workspace.root / "variant"

@@ -14,6 +14,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from bench.descriptions.diff import diff_variants
 from bench.descriptions.variants import Variant
 from bench.optimize.config import OptimizeConfig
 from bench.optimize.records import OptimizeResult
@@ -85,7 +86,6 @@ def _rejections(result: OptimizeResult) -> Section:
 
 def _diffs(result: OptimizeResult, variants: dict[str, Variant]) -> list[Section]:
     """One section per kept candidate: its parent -> it diff, reasons, dev flips."""
-    from bench.optimize.output import diff_markdown
     out = []
     for c in result.candidates:
         if c.status != "kept" or c.parent not in variants or c.name not in variants:
@@ -206,3 +206,18 @@ def write_report(workspace: Workspace, config: OptimizeConfig, result: OptimizeR
     atomic_write_text(workspace.root / "report.md", to_markdown(title, parts))
     atomic_write_text(workspace.root / "report.html",
                       to_html(title, parts, pareto_svg(config, result)))
+
+
+def diff_markdown(start: Variant, final: Variant) -> str:
+    """The spec diff per tool (:func:`bench.descriptions.diff.diff_variants`) as Markdown:
+    one section per changed tool, its changes, then the unified diff of its description."""
+    lines: list[str] = []
+    for tool in diff_variants(start.tools, final.tools):
+        lines.append(f"### {tool.name}\n")
+        for change in tool.changes:
+            where = f" `{change.param}`" if change.param else ""
+            lines.append(f"- {change.kind}{where}{': ' + change.detail if change.detail else ''}")
+        if tool.description_diff:
+            lines += ["", "```diff", *tool.description_diff, "```"]
+        lines.append("")
+    return "\n".join(lines) if lines else "No change.\n"

@@ -23,8 +23,7 @@ replay and batch mode rely on:
   (``AsyncOpenAI``, ``AsyncAnthropic``, google-genai's ``client.aio``; httpx underneath), no
   retries (``max_retries=0``); raises :class:`~bench.providers.errors.ProviderError` with an
   ``error_class`` and ``retry_after_s``. Retrying is the caller's job.
-- ``async complete()`` = ``build_request`` + ``send`` + ``parse_body``; it records latency and
-  the provider's request id.
+- ``async complete()`` = ``build_request`` + ``send`` + ``parse_body`` (latency, request id).
 - ``summarize_request(body) -> dict``: what a result row records about the request (model,
   tool names, tool_choice, parallel_tool_calls, the dialect changes made to the tools).
 
@@ -246,10 +245,8 @@ class HTTPProvider(Provider):
     @abstractmethod
     def build_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                       trial: int, tool_choice: str | None = None) -> dict[str, Any]:
-        """The exact JSON body for :attr:`endpoint` (see the module CONTRACT).
-
-        ``tool_choice`` (``auto``, ``required``, ``none`` or a tool name) overrides the
-        provider's setting for this request only; None keeps the setting.
+        """The exact JSON body for :attr:`endpoint` (see the module CONTRACT); a
+        ``tool_choice`` overrides the provider's setting for this request only.
 
         Raises:
             ProviderError: class ``validation``: the conversation or tool_choice cannot be
@@ -333,8 +330,7 @@ class HTTPProvider(Provider):
                 latency_s=latency_s, request=summary)
 
     def check_tool_choice(self, tools: Sequence[Tool], tool_choice: str | None = None) -> None:
-        """Raise ProviderError(validation) when the tool_choice (``tool_choice``, else the
-        provider's setting) names a tool not in ``tools``."""
+        """Raise ProviderError(validation) when tool_choice (else the setting) is not a tool."""
         choice = tool_choice or self.options.tool_choice
         if choice not in ("auto", "required", "none") and choice not in {t.name for t in tools}:
             raise ProviderError(f"tool_choice '{choice}' is not one of the tools "

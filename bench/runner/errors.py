@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from bench.errors import BenchError, RunIncomplete
 from bench.plural import count
 from bench.providers.errors import ProviderError
 from bench.providers.replay import ReplayMiss
 from bench.runner.plan import PlanItem
+
+if TYPE_CHECKING:  # the session imports this module's callers, not this module
+    from bench.runner.session import RunSession
 
 
 def item_error(item: PlanItem, exc: Exception, dataset: str, resume: str) -> Exception:
@@ -150,3 +153,17 @@ def error_text(exc: BaseException) -> str:
     """How the manifest's ``error`` names a failure: bench's own one-line message, or the
     exception's type and message for anything else (a user layer's bug, say)."""
     return str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+
+
+def left_over_error(misses: Sequence[tuple[PlanItem, ReplayMiss]],
+                    request_errors: Sequence[Mapping[str, str]],
+                    batch_errors: Sequence[Mapping[str, str]], paused: Mapping[str, str],
+                    interrupted: bool, session: "RunSession") -> BenchError | RunIncomplete | None:
+    """The failure of a run that is done sending: its replay misses (all named, with the
+    commands that record them: :func:`replay_misses_error`) unless it was interrupted, else
+    the requests it left for a resume (:func:`incomplete_error`; none are counted as failed
+    when the run was interrupted: the signal is its ending), or None."""
+    if misses and not interrupted:
+        return replay_misses_error(misses, session.config.dataset, session.project.root)
+    return incomplete_error([] if interrupted else request_errors, batch_errors, paused,
+                            session.resume_hint)

@@ -26,8 +26,7 @@ from bench.results import Manifest
 from bench.runner.budget import ProgressHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
 from bench.providers.replay import ReplayMiss
-from bench.runner.errors import (cancelled_error, error_text, incomplete_error, item_error,
-                                 replay_misses_error)
+from bench.runner.errors import cancelled_error, error_text, item_error, left_over_error
 from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
@@ -85,10 +84,9 @@ class Scheduler:
         self.progress, self.signals, self.layers, self.sleep = progress, signals, layers, sleep
         self.pipelines, self.batchers = dict[str, Pipeline](), dict[str, Batcher]()
         self.cache: ResponseCache | None = None
-        self.batch_errors: list[dict[str, Any]] = []
-        # requests that failed after every retry: not written, a resume sends them again
-        self.request_errors: list[dict[str, Any]] = []
-        # replay misses: the run goes on looking the rest up, then fails naming them all
+        # requests that failed after every retry (a resume sends them again) or in a batch;
+        # replay misses (the run looks the rest up, then fails naming them all)
+        self.batch_errors, self.request_errors = list[dict[str, Any]](), list[dict[str, Any]]()
         self.replay_misses: list[tuple[PlanItem, ReplayMiss]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
         self.in_flight: InFlight[Answer] = InFlight([], [])
@@ -99,9 +97,8 @@ class Scheduler:
         self.failure_error: BaseException | None = None
         self.rows: RowWriter | None = None
         self.execution: RunExecution | None = None
-        self.finished = 0
         self.give_up_timer: asyncio.TimerHandle | None = None
-        self.gave_up = False  # tasks were cancelled by the run (a stop, the end)
+        self.finished, self.gave_up = 0, False  # gave_up: the run cancelled its tasks
         self.manifest: Manifest = session.manifest or session.new_manifest()
         self.previous_cache: dict[str, Any] = {}
 
@@ -291,15 +288,12 @@ class Scheduler:
         self._incomplete()
 
     def _incomplete(self) -> None:
-        """Requests left for the resume make the run's failure, once the rest is done."""
-        if self.failure_error is None and self.replay_misses and \
-                self.status != "interrupted":
-            self.failure_error = replay_misses_error(self.replay_misses, self.config.dataset,
-                                                     self.session.project.root)
+        """Replay misses or requests left for the resume make the run's failure, once the
+        rest is done (:func:`left_over_error`)."""
         if self.failure_error is None:
-            self.failure_error = incomplete_error(
-                self.request_errors if self.status != "interrupted" else [],
-                self.batch_errors, self.paused, self.session.resume_hint)
+            self.failure_error = left_over_error(
+                self.replay_misses, self.request_errors, self.batch_errors, self.paused,
+                self.status == "interrupted", self.session)
 
     async def run(self) -> Manifest:
         """Execute every pending item; return the final manifest.

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.descriptions.variants import default_variant
 from bench.errors import BenchError
 from bench.models import Case, Tool
 from bench.project import Project
@@ -612,19 +613,6 @@ def _cell(text: str, limit: int = 120) -> str:
     return one if len(one) <= limit else one[:limit - 1] + "…"
 
 
-def default_variant(toolset: str) -> str:
-    """``l50`` when the toolset has it, else its first variant (an imported toolset has only
-    hand-written ones).
-
-    Raises:
-        BenchError: the toolset has no variant.
-    """
-    from bench.descriptions import available_variants
-
-    names = available_variants(toolset)
-    if not names:
-        raise BenchError(f"toolset '{toolset}' has no variants")
-    return "l50" if "l50" in names else names[0]
 
 
 def synthesize(settings: SynthSettings, project: Project) -> SynthReport:

@@ -348,7 +348,7 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
 
 
 def _any_variant(toolset: str) -> str:
-    from bench.synth.core import default_variant
+    from bench.descriptions.variants import default_variant
     return default_variant(toolset)
 
 
