@@ -429,7 +429,7 @@ def test_an_episode_runs_its_calls_on_an_mcp_server(run_bench, project):
             "messages": [{"role": "user", "content": "Canonical name of 北京?"}],
             "success": {"answer_facts": [["Beijing"]]},
             "required_calls": [{"name": "lookup_city"}]}
-    result = run_bench("run", "--dataset", _dataset(project, case), "--variants", "original",
+    result = run_bench("run", "--dataset", _dataset(project, case), "--variants", "current",
                        "--provider", "function:mcpagent:answer", "--execute-mcp",
                        f"{sys.executable} {server}", "--run-id", "mcp-ep", timeout=300)
     assert result.returncode == 0, result.stderr
