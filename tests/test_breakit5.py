@@ -1,0 +1,88 @@
+"""Hostile input for the features of ``bench init``, project toolsets, ``bench optimize``,
+``bench check`` and per-tool figures: each test reproduces one defect found by feeding bad
+input and asserts the fixed behaviour (one ``error:`` line naming the file or field, a
+non-zero exit, no traceback; nothing written outside the project; a hung or exiting user
+function does not take bench down with it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.errors import BenchError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m bench ARGS`` in ``cwd``, this checkout's code."""
+    env = {**os.environ, "COLUMNS": "200",
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
+    env.pop("BENCH_HOME", None)
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(result: subprocess.CompletedProcess, *fragments: str) -> str:
+    """Assert ``result`` failed with exit 2 and one ``error:`` line holding ``fragments``."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+# --- Python tool functions: a hung function, sys.exit() --------------------------------------
+
+def _python_backend(tmp_path: Path, source: str):
+    from bench.executor.backends.python import PythonBackend
+    from bench.importers.python_module import import_python
+
+    (tmp_path / "hostile_tools.py").write_text(source, encoding="utf-8")
+    _, tools = import_python("hostile_tools.py", base=tmp_path)
+    return PythonBackend(tools)
+
+
+def _context(timeout_s: float):
+    from bench.executor.outcome import CallContext, RunContext
+
+    return CallContext(call_id="c0", tool="t", attempt=0, run=RunContext(),
+                       deadline=time.monotonic() + timeout_s)
+
+
+def test_a_function_that_never_returns_times_out_on_a_daemon_thread(tmp_path):
+    from bench.executor.outcome import ToolError
+
+    backend = _python_backend(tmp_path, (
+        "import threading\n\nSTOP = threading.Event()\n\n"
+        "def forever(x: int) -> int:\n    \"\"\"Never returns.\"\"\"\n"
+        "    STOP.wait()\n    return x\n"))
+    handler = backend.handlers()["forever"]
+    assert handler.cooperative  # the pipeline does not hand it to its (joined-at-exit) pool
+    with pytest.raises(ToolError) as caught:
+        handler.run({"x": 1}, _context(0.2))
+    assert caught.value.error_class == "timeout"
+    hung = [t for t in threading.enumerate() if t.name == "tool-forever"]
+    assert hung and all(t.daemon for t in hung)  # it cannot keep the interpreter alive
+    sys.modules["bench_tools_hostile_tools"].STOP.set()
+
+
+def test_a_function_calling_sys_exit_fails_its_call_not_bench(tmp_path):
+    from bench.executor.outcome import ToolError
+
+    backend = _python_backend(tmp_path, (
+        "import sys\n\ndef leave(x: int) -> int:\n    \"\"\"Exits.\"\"\"\n    sys.exit(3)\n"))
+    with pytest.raises(ToolError) as caught:
+        backend.call("leave", {"x": 1}, _context(5))
+    assert (caught.value.error_class, caught.value.code) == ("permanent", "tool_error")
+    assert "SystemExit" in str(caught.value)
