@@ -146,3 +146,41 @@ def json_line(text: str, *, file: str | Path, line: int) -> Any:
     except RecursionError:
         raise BenchError("JSON nested deeper than the decoder's limit", file=file,
                          line=line) from None
+    except ValueError as exc:  # e.g. an integer longer than sys.get_int_max_str_digits()
+        raise BenchError(f"malformed JSON: {str(exc).split(';')[0]}", file=file,
+                         line=line) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
+
+
+def json_document(text: str, *, file: str | Path, what: str = "JSON",
+                  finite: bool = False) -> Any:
+    """Parse a whole JSON document bench reads (a tools file, a lock, a baseline, a
+    manifest).
+
+    Args:
+        text: the file's text.
+        file: the file, named in errors.
+        what: what the file is, for the message (e.g. ``"description lock"``).
+        finite: refuse ``NaN``, ``Infinity`` and ``-Infinity``, which Python's decoder accepts
+            but JSON (RFC 8259 section 6) does not, and which no model API takes.
+
+    Raises:
+        BenchError: not JSON (the decoder's message, line and column), nested deeper than
+            the decoder's limit, an integer longer than Python converts
+            (``sys.get_int_max_str_digits()``), or (``finite``) a non-finite number; one line
+            naming ``file``.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant) if finite else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{what} is not valid JSON: {exc.msg} (column {exc.colno})",
+                         file=file, line=exc.lineno) from None
+    except RecursionError:
+        raise BenchError(f"{what} is nested deeper than the JSON decoder's limit",
+                         file=file) from None
+    except ValueError as exc:  # a non-finite constant, or an integer too long to convert
+        raise BenchError(f"{what} is not valid JSON: {str(exc).split(';')[0]}",
+                         file=file) from None

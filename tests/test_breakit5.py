@@ -86,3 +86,38 @@ def test_a_function_calling_sys_exit_fails_its_call_not_bench(tmp_path):
         backend.call("leave", {"x": 1}, _context(5))
     assert (caught.value.error_class, caught.value.code) == ("permanent", "tool_error")
     assert "SystemExit" in str(caught.value)
+
+
+# --- JSON documents: deep nesting, huge integers, NaN ----------------------------------------
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than the JSON decoder's limit"),
+    ('[{"type": "function", "function": {"name": "a", "parameters": {"type": "object", '
+     '"maximum": 1' + "0" * 5000 + "}}}]", "4300 digits"),
+    ('[{"type": "function", "function": {"name": "a", "parameters": {"type": "object", '
+     '"properties": {"n": {"type": "number", "maximum": NaN}}}}}]', "NaN is not a JSON value"),
+])
+def test_a_hostile_tools_file_is_one_line(tmp_path, text, fragment):
+    (tmp_path / "tools.json").write_text(text, encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--tools", "tools.json", "--format", "openai")
+    one_error_line(result, "tools.json", fragment)
+    assert not (tmp_path / "proj").exists()
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[1" + "0" * 5000 + "]"])
+def test_a_hostile_manifest_baseline_and_lock_are_one_line(tmp_path, text):
+    from bench.descriptions.lock import read_lock
+    from bench.gate.core import load_baseline
+    from bench.runstore import RunStore
+
+    (tmp_path / "lock.json").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match="lock.json"):
+        read_lock(tmp_path / "lock.json")
+    (tmp_path / "baseline.json").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match="baseline.json"):
+        load_baseline(tmp_path / "baseline.json")
+    store = RunStore(tmp_path / "runs", "r1")
+    store.dir.mkdir(parents=True)
+    store.manifest_path.write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match="manifest.json"):
+        store.load_manifest()

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from bench.errors import BenchError
+from bench.errors import BenchError, json_document, read_text_file
 from bench.models import Tool
 from bench.paths import descriptions_dir
 
@@ -83,10 +83,7 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     """
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchError(f"description lock is not valid JSON: {exc}", file=path) from None
+    data = json_document(read_text_file(path), file=path, what="description lock")
     if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
         raise BenchError(f"not a bench description lock (want format '{LOCK_FORMAT}'); "
                          "rewrite it with: bench check --update", file=path, field="format")
