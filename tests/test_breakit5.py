@@ -121,3 +121,32 @@ def test_a_hostile_manifest_baseline_and_lock_are_one_line(tmp_path, text):
     store.manifest_path.write_text(text, encoding="utf-8")
     with pytest.raises(BenchError, match="manifest.json"):
         store.load_manifest()
+
+
+# --- bench check: a corrupt lock ---------------------------------------------------------------
+
+def _tools_project(tmp_path: Path) -> Path:
+    (tmp_path / "tools.json").write_text(json.dumps([
+        {"type": "function", "function": {"name": "get_note", "description": "Read a note.",
+                                          "parameters": {"type": "object", "properties": {
+                                              "id": {"type": "string"}}}}}]), encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--tools", "tools.json")
+    assert result.returncode == 0, result.stderr
+    return tmp_path / "proj"
+
+
+@pytest.mark.parametrize("corrupt", ["{", "[]", '{"format": "bench-description-lock/1", '
+                                                 '"variants": []}'])
+def test_bench_check_update_replaces_the_corrupt_lock_its_error_points_to(tmp_path, corrupt):
+    root = _tools_project(tmp_path)
+    lock = root / "descriptions" / "proj" / "descriptions.lock.json"
+    lock.write_text(corrupt, encoding="utf-8")
+    line = one_error_line(bench(root, "check"), "descriptions.lock.json",
+                          "bench check --update --toolset proj")
+    assert "rewrite it with" in line
+    one_error_line(bench(root, "check", "--update", "-v", "current"), "descriptions.lock.json")
+    assert lock.read_text(encoding="utf-8") == corrupt  # merging into it is refused
+    updated = bench(root, "check", "--update")
+    assert updated.returncode == 0, updated.stderr
+    assert "was unreadable" in updated.stdout and "replaced" in updated.stdout
+    assert bench(root, "check").returncode == 0
