@@ -150,3 +150,22 @@ def test_bench_check_update_replaces_the_corrupt_lock_its_error_points_to(tmp_pa
     assert updated.returncode == 0, updated.stderr
     assert "was unreadable" in updated.stdout and "replaced" in updated.stdout
     assert bench(root, "check").returncode == 0
+
+
+# --- bench init --python: a module that exits, a bad __all__, a model without a schema ---------
+
+@pytest.mark.parametrize("source, fragment", [
+    ("import sys\nsys.exit(0)\n", "importing it failed: SystemExit: 0"),
+    ("raise SystemExit('bye')\n", "importing it failed: SystemExit: bye"),
+    ("__all__ = 5\n", "__all__ must be a list of names"),
+    ("__all__ = [1]\n", "__all__ must be a list of names"),
+    ("from pydantic import BaseModel, ConfigDict\n\nclass Thing:\n    pass\n\n"
+     "class M(BaseModel):\n    \"\"\"A model.\"\"\"\n"
+     "    model_config = ConfigDict(arbitrary_types_allowed=True)\n    t: Thing\n",
+     "model 'M': it has no JSON Schema"),
+])
+def test_a_hostile_python_module_is_one_line(tmp_path, source, fragment):
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--python", "mod.py")
+    one_error_line(result, fragment)
+    assert not (tmp_path / "proj").exists()
