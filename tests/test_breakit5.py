@@ -169,3 +169,27 @@ def test_a_hostile_python_module_is_one_line(tmp_path, source, fragment):
     result = bench(tmp_path, "init", "proj", "--python", "mod.py")
     one_error_line(result, fragment)
     assert not (tmp_path / "proj").exists()
+
+
+# --- bench init --mcp: a server that prints on stdout; the import's --timeout -----------------
+
+def test_a_server_printing_on_stdout_is_one_line_within_the_given_timeout(tmp_path):
+    (tmp_path / "chatty.py").write_text(
+        "import sys, time\nprint('hello this is not json', flush=True)\ntime.sleep(60)\n",
+        encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--mcp", f"{sys.executable} chatty.py",
+                   "--timeout", "1", timeout=50)
+    one_error_line(result, "did not answer tools/list within 1 s",
+                   "not JSON-RPC (first: 'hello this is not json')")
+    assert not (tmp_path / "proj").exists()
+
+
+def test_stray_stdout_lines_before_a_working_server_are_a_note(tmp_path):
+    server = REPO / "tests" / "mcp_server.py"
+    (tmp_path / "noisy.py").write_text(
+        f"import runpy\nprint('starting up', flush=True)\n"
+        f"runpy.run_path({str(server)!r}, run_name='__main__')\n", encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--mcp", f"{sys.executable} noisy.py")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "Failed to parse" not in result.stderr
+    assert "not JSON-RPC (first: 'starting up')" in " ".join(result.stdout.split())
