@@ -193,3 +193,24 @@ def test_stray_stdout_lines_before_a_working_server_are_a_note(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "Failed to parse" not in result.stderr
     assert "not JSON-RPC (first: 'starting up')" in " ".join(result.stdout.split())
+
+
+# --- tool names: a mapped name is not a duplicate; control characters never reach a terminal ---
+
+def test_a_name_equal_to_another_tools_mapped_name_is_renamed_not_a_duplicate(tmp_path):
+    (tmp_path / "tools.json").write_text(json.dumps([
+        {"type": "function", "function": {"name": n, "description": "x"}}
+        for n in ("..", "__", "../../x")]), encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--tools", "tools.json")
+    assert result.returncode == 0, result.stderr
+    from bench.yamlio import load_yaml
+    data, _ = load_yaml(tmp_path / "proj" / "descriptions" / "proj" / "variants" / "current.yaml")
+    assert [t["name"] for t in data["tools"]] == ["__", "___2", "______x"]
+    specs = sorted(p.name for p in (tmp_path / "proj" / "descriptions" / "proj" / "specs")
+                   .iterdir())
+    assert specs == ["__.yaml", "___2.yaml", "______x.yaml"]  # inside the project
+    (tmp_path / "dup.json").write_text(json.dumps([
+        {"type": "function", "function": {"name": "a"}}] * 2), encoding="utf-8")
+    one_error_line(bench(tmp_path, "init", "proj2", "--tools", "dup.json"),
+                   "tool 1: duplicate tool name 'a'")
+

@@ -186,6 +186,7 @@ def import_tool_list(path: Path, fmt: Format) -> ImportedToolset:
             schema (names the file and the tool's index).
     """
     imported = ImportedToolset()
+    originals: set[str] = set()
     items = read_tool_list(path)
     if fmt == "gemini":
         items = _gemini_declarations(items, imported.notes, path)
@@ -202,8 +203,9 @@ def import_tool_list(path: Path, fmt: Format) -> ImportedToolset:
         original, description, schema = fields
         if not isinstance(original, str) or not original:
             raise BenchError(f"{source}: a tool needs a non-empty string 'name'")
-        if any(t.name == original for t in imported.tools):
+        if original in originals:
             raise BenchError(f"{source}: duplicate tool name '{original}'")
+        originals.add(original)
         name = tool_name(original, (t.name for t in imported.tools))
         if name != original:
             imported.renamed[original] = name
