@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,17 @@ MESSAGE_CHARS = 600
 _TAIL_CHARS = 150  # the end kept of a cut message: where bench says how to go on
 
 
+#: C0 and C1 control characters but tab and line breaks: an ESC sequence in a server's tool
+#: name or error could clear or retitle the terminal, or write its clipboard (ECMA-48).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with its control characters (:data:`_CONTROL`) shown as ``\\x1b``-style
+    escapes, for text bench did not write that reaches a terminal as plain text."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
     """``text`` with its secrets redacted (:func:`bench.redact.redact`, before the cut, which
     would leave a split secret's head unrecognised), on one line (line breaks as spaces), cut
@@ -23,13 +35,14 @@ def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
     to do next, e.g. ``continue with: bench run --resume <run>``).
 
     Every message bench prints that may hold text it did not write (an exception's message
-    from a provider, an SDK or a function provider's code) goes through this function.
+    from a provider, an SDK or a function provider's code) goes through this function; its
+    control characters are escaped (:func:`terminal_safe`).
 
     Args:
         text: the message.
         limit: the longest message kept whole, in characters.
     """
-    text = redact(text)
+    text = terminal_safe(redact(text))
     text = " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
     if len(text) <= limit:
         return text

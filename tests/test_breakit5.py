@@ -214,3 +214,18 @@ def test_a_name_equal_to_another_tools_mapped_name_is_renamed_not_a_duplicate(tm
     one_error_line(bench(tmp_path, "init", "proj2", "--tools", "dup.json"),
                    "tool 1: duplicate tool name 'a'")
 
+
+def test_control_characters_of_a_tool_name_are_escaped_in_notes_and_errors(tmp_path):
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    (tmp_path / "tools.json").write_text(json.dumps([
+        {"type": "function", "function": {"name": evil, "description": "x"}}]),
+        encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--tools", "tools.json")
+    assert made.returncode == 0, made.stderr
+    assert "\x1b" not in made.stdout and "\\x1b]0;pwned\\x07" in made.stdout
+    (tmp_path / "dup.json").write_text(json.dumps([
+        {"type": "function", "function": {"name": evil, "description": "x"}}] * 2),
+        encoding="utf-8")
+    failed = bench(tmp_path, "init", "proj2", "--tools", "dup.json")
+    assert "\x1b" not in failed.stderr
+    one_error_line(failed, "duplicate tool name '\\x1b]0;pwned")
