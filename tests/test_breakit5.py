@@ -229,3 +229,30 @@ def test_control_characters_of_a_tool_name_are_escaped_in_notes_and_errors(tmp_p
     failed = bench(tmp_path, "init", "proj2", "--tools", "dup.json")
     assert "\x1b" not in failed.stderr
     one_error_line(failed, "duplicate tool name '\\x1b]0;pwned")
+
+
+# --- bench optimize: a corrupt config.json or result.json -------------------------------------
+
+@pytest.mark.parametrize("text, fragment", [('{"x":', "config.json:1: the optimization's "
+                                                      "config is not valid JSON"),
+                                            ("[1]", "must be a JSON object")])
+def test_a_corrupt_optimization_config_is_one_error_not_a_traceback(tmp_path, text, fragment):
+    from bench.optimize.config import OptimizeConfig
+    from bench.optimize.workspace import Workspace
+    from bench.project import Project
+
+    workspace = Workspace(Project(tmp_path), "o1", "shop")
+    workspace.root.mkdir(parents=True)
+    (workspace.root / "config.json").write_text(text, encoding="utf-8")
+    config = OptimizeConfig(dataset="shop", variant="l3", target="oracle", proposer="oracle")
+    with pytest.raises(BenchError, match=fragment):
+        workspace.prepare(config)
+    assert (workspace.root / "config.json").read_text(encoding="utf-8") == text  # kept
+
+
+def test_a_result_json_missing_a_field_names_it(tmp_path):
+    from bench.optimize.output import load_result
+
+    (tmp_path / "result.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(BenchError, match="field 'opt_id': not an optimization result"):
+        load_result(tmp_path)
