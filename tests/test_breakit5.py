@@ -256,3 +256,28 @@ def test_a_result_json_missing_a_field_names_it(tmp_path):
     (tmp_path / "result.json").write_text("{}", encoding="utf-8")
     with pytest.raises(BenchError, match="field 'opt_id': not an optimization result"):
         load_result(tmp_path)
+
+
+# --- [tool.bench.toolsets.<name>]: writes naming a tool the toolset does not have -------------
+
+def test_writes_naming_an_unknown_tool_is_refused_naming_the_field(tmp_path):
+    (tmp_path / "tools.py").write_text(
+        "def add_note(title: str) -> str:\n    \"\"\"Add a note.\"\"\"\n    return title\n",
+        encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--python", "tools.py", "--writes", "add_note")
+    assert made.returncode == 0, made.stderr
+    root = tmp_path / "proj"
+    (root / "datasets" / "proj" / "cases.jsonl").write_text(json.dumps({
+        "id": "c1", "toolset": "proj", "lang": "en",
+        "messages": [{"role": "user", "content": "note milk"}],
+        "expected": {"calls": [{"name": "add_note", "arguments": {"title": ["milk"]}}]}}) + "\n",
+        encoding="utf-8")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text(encoding="utf-8").replace(
+        'writes = ["add_note"]', 'writes = ["add_notes"]'), encoding="utf-8")
+    result = bench(root, "run", "--dataset", "proj", "--variants", "current", "--split", "all",
+                   "--provider", "oracle", "--run-id", "r1")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert ("pyproject.toml: field 'tool.bench.toolsets.proj.writes': writes names "
+            "'add_notes', not a tool of this toolset (tools: add_note)") in result.stderr
