@@ -307,3 +307,18 @@ def test_shared_aliases_are_still_sized_once():
 
     node = yaml.compose("a: &b [1, 2]\nc: *b\nd: [*b, *b]\n")
     assert expanded_size(node) == 1 + 3 + 3 + 3 + (1 + 3 + 3)  # map, keys, a, c, d
+
+
+# --- aliases.yaml: a duplicate key, a circle ---------------------------------------------------
+
+@pytest.mark.parametrize("text, fragment", [
+    ("old: fine\nold: weird\n", "aliases.yaml:2: field 'old': 'old' is renamed twice"),
+    ("a: b\nb: a\n", "aliases.yaml:1: field 'a': 'a' -> 'b' -> 'a' renames in a circle"),
+])
+def test_aliases_a_duplicate_key_or_a_circle_is_refused(tmp_path, text, fragment):
+    from bench.descriptions.aliases import load_aliases
+
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "aliases.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match=fragment):
+        load_aliases("shop", tmp_path)
