@@ -346,3 +346,20 @@ def test_per_tool_tables_escape_control_characters_of_a_called_name():
     text = buffer.getvalue()
     assert "\x1b" not in text and "\x07" not in text
     assert "\\x1b]0;pwned\\x07[/x]evil" in text  # shown, escaped, not read as markup
+
+
+# --- bench variants draft / accept: a spec that is not YAML -----------------------------------
+
+def test_variants_draft_and_accept_with_a_broken_spec_are_one_line(tmp_path):
+    root = _tools_project(tmp_path)
+    (root / "drafter.py").write_text(
+        "def draft(messages, tools, trial):\n"
+        "    return {'tool_calls': [], 'text': 'Read one note by its id.'}\n", encoding="utf-8")
+    spec = root / "descriptions" / "proj" / "specs" / "get_note.yaml"
+    spec.write_text("name: get_note\n  bad: [\n", encoding="utf-8")
+    drafted = bench(root, "variants", "draft", "-p", "function:drafter:draft", "--toolset",
+                    "proj", "--lengths", "3")
+    one_error_line(drafted, "get_note.yaml:2: invalid YAML")
+    one_error_line(bench(root, "variants", "accept", "--toolset", "proj"),
+                   "get_note.yaml:2: invalid YAML")
+    assert spec.read_text(encoding="utf-8") == "name: get_note\n  bad: [\n"  # kept
