@@ -34,7 +34,8 @@ def check(
     Exit code 0: nothing changed (or --update wrote the lock); 1: a tool changed, or a
     toolset has no lock yet (bench check --update writes one).
     """
-    from bench.descriptions.lock import LOCK_FILE, current_hashes, lock_changes, write_lock
+    from bench.descriptions.lock import (LOCK_FILE, LockError, current_hashes, lock_changes,
+                                         lock_path, write_lock)
     from bench.paths import descriptions_dir
 
     root = descriptions_dir()
@@ -48,7 +49,13 @@ def check(
     report = []
     failed = False
     for name in names:
-        changes, path = lock_changes(name, chosen, root)
+        unreadable = None
+        try:
+            changes, path = lock_changes(name, chosen, root)
+        except LockError as exc:
+            if not update or chosen is not None:  # nothing to compare with, or to merge into
+                raise
+            unreadable, changes, path = exc.message, None, lock_path(name, root)
         entry = {"toolset": name, "lock": str(path), "locked": changes is not None,
                  "changes": [c.__dict__ for c in changes or []]}
         if update:
@@ -58,6 +65,10 @@ def check(
             failed = True
         report.append(entry)
         if as_json:
+            continue
+        if unreadable:
+            typer.echo(f"{name}: the lock ({path.name}) was unreadable ("
+                       f"{unreadable.split('; rewrite it')[0]}): replaced")
             continue
         if changes is None:
             typer.echo(f"{name}: no lock yet ({path.name})"

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from bench.errors import BenchError
+from bench.errors import BenchError, terminal_safe
 from bench.plural import count
 
 out = Console(soft_wrap=True)
@@ -81,7 +81,7 @@ def init(
                           writes=_names(writes), execute=not no_execute, timeout_s=timeout,
                           force=force)
     for note in result.notes:
-        out.print(f"note: {note}", markup=False)
+        out.print(f"note: {terminal_safe(note)}", markup=False)
     out.print(f"imported {count(len(result.tools), 'tool')} from {source.label()} into "
               f"{result.root} (toolset '{toolset}')", markup=False)
     for path in result.written:

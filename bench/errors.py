@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,17 @@ MESSAGE_CHARS = 600
 _TAIL_CHARS = 150  # the end kept of a cut message: where bench says how to go on
 
 
+#: C0 and C1 control characters but tab and line breaks: an ESC sequence in a server's tool
+#: name or error could clear or retitle the terminal, or write its clipboard (ECMA-48).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with its control characters (:data:`_CONTROL`) shown as ``\\x1b``-style
+    escapes, for text bench did not write that reaches a terminal as plain text."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
     """``text`` with its secrets redacted (:func:`bench.redact.redact`, before the cut, which
     would leave a split secret's head unrecognised), on one line (line breaks as spaces), cut
@@ -23,13 +35,14 @@ def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
     to do next, e.g. ``continue with: bench run --resume <run>``).
 
     Every message bench prints that may hold text it did not write (an exception's message
-    from a provider, an SDK or a function provider's code) goes through this function.
+    from a provider, an SDK or a function provider's code) goes through this function; its
+    control characters are escaped (:func:`terminal_safe`).
 
     Args:
         text: the message.
         limit: the longest message kept whole, in characters.
     """
-    text = redact(text)
+    text = terminal_safe(redact(text))
     text = " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
     if len(text) <= limit:
         return text
@@ -146,3 +159,41 @@ def json_line(text: str, *, file: str | Path, line: int) -> Any:
     except RecursionError:
         raise BenchError("JSON nested deeper than the decoder's limit", file=file,
                          line=line) from None
+    except ValueError as exc:  # e.g. an integer longer than sys.get_int_max_str_digits()
+        raise BenchError(f"malformed JSON: {str(exc).split(';')[0]}", file=file,
+                         line=line) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
+
+
+def json_document(text: str, *, file: str | Path, what: str = "JSON",
+                  finite: bool = False) -> Any:
+    """Parse a whole JSON document bench reads (a tools file, a lock, a baseline, a
+    manifest).
+
+    Args:
+        text: the file's text.
+        file: the file, named in errors.
+        what: what the file is, for the message (e.g. ``"description lock"``).
+        finite: refuse ``NaN``, ``Infinity`` and ``-Infinity``, which Python's decoder accepts
+            but JSON (RFC 8259 section 6) does not, and which no model API takes.
+
+    Raises:
+        BenchError: not JSON (the decoder's message, line and column), nested deeper than
+            the decoder's limit, an integer longer than Python converts
+            (``sys.get_int_max_str_digits()``), or (``finite``) a non-finite number; one line
+            naming ``file``.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant) if finite else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{what} is not valid JSON: {exc.msg} (column {exc.colno})",
+                         file=file, line=exc.lineno) from None
+    except RecursionError:
+        raise BenchError(f"{what} is nested deeper than the JSON decoder's limit",
+                         file=file) from None
+    except ValueError as exc:  # a non-finite constant, or an integer too long to convert
+        raise BenchError(f"{what} is not valid JSON: {str(exc).split(';')[0]}",
+                         file=file) from None

@@ -27,7 +27,7 @@ from typing import IO, Any, Callable, Iterator, Mapping
 
 from pydantic import ValidationError
 
-from bench.errors import BenchError
+from bench.errors import BenchError, json_document, read_text_file
 from bench.models import condition_variant
 from bench.jsonl import dumps as _dumps
 from bench.jsonl import line_bytes, loads
@@ -238,14 +238,8 @@ class RunStore:
         if not self.exists():
             _refuse_dangling(self.dir)
             raise BenchError(f"no run '{self.run_id}' (looked for {self.manifest_path})")
-        try:
-            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise BenchError(f"manifest is not UTF-8 ({exc.reason})",
-                             file=self.manifest_path) from None
-        except json.JSONDecodeError as exc:
-            raise BenchError(f"manifest is not valid JSON: {exc.msg}", file=self.manifest_path,
-                             line=exc.lineno) from None
+        data = json_document(read_text_file(self.manifest_path), file=self.manifest_path,
+                             what="manifest")
         if not isinstance(data, dict):
             raise BenchError("manifest must be a JSON object", file=self.manifest_path)
         try:
@@ -432,6 +426,9 @@ class RunStore:
                              line=number) from None
         except RecursionError:
             raise BenchError("corrupt result row: nested too deeply",
+                             file=self.results_path, line=number) from None
+        except ValueError as exc:  # an integer longer than Python converts
+            raise BenchError(f"corrupt result row: {str(exc).split(';')[0]}",
                              file=self.results_path, line=number) from None
         if not isinstance(data, dict):
             raise BenchError("corrupt result row: not a JSON object",

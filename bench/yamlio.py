@@ -19,10 +19,16 @@ MAX_EXPANDED_NODES = 1_000_000  # far above any spec or pricing file; an alias b
 def expanded_size(node: yaml.Node | None) -> int:
     """How many nodes ``node``'s tree holds once every alias is expanded (an alias shares its
     anchor's node, so a few lines of nested aliases can stand for billions of values: the
-    "billion laughs" attack). Linear in the composed tree: each distinct node is sized once."""
+    "billion laughs" attack). Linear in the composed tree: each distinct node is sized once.
+
+    Raises:
+        RecursiveAlias: a node contains itself (``x: &a [*a]``: PyYAML composes an anchor's
+            node before its children, so an alias inside it is the node itself).
+    """
     if node is None:
         return 0
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # on the current path (depth-first, iterative)
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
     while stack:
         current, children_done = stack.pop()
@@ -36,11 +42,23 @@ def expanded_size(node: yaml.Node | None) -> int:
             sizes[id(current)] = 1
             continue
         if children_done:
+            open_nodes.discard(id(current))
             sizes[id(current)] = 1 + sum(sizes.get(id(child), 0) for child in children)
-        else:  # a node cannot contain itself: PyYAML refuses recursive aliases while composing
+        elif id(current) in open_nodes:  # reached again below itself
+            raise RecursiveAlias(current.start_mark.line + 1)
+        else:
+            open_nodes.add(id(current))
             stack.append((current, True))
             stack.extend((child, False) for child in children if id(child) not in sizes)
     return sizes[id(node)]
+
+
+class RecursiveAlias(ValueError):
+    """A YAML node that contains itself through an alias; ``line`` is its 1-based line."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"a YAML alias refers to the node that contains it (line {line})")
+        self.line = line
 
 
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
@@ -50,8 +68,9 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
         (data, root node) where the node tree is used by :func:`line_of` to locate fields.
 
     Raises:
-        BenchError: the file is missing, is not valid YAML (with the line of the problem), or
-            its aliases expand to more than :data:`MAX_EXPANDED_NODES` values.
+        BenchError: the file is missing, is not valid YAML (with the line of the problem),
+            its aliases expand to more than :data:`MAX_EXPANDED_NODES` values or refer to
+            the node that contains them, or it is nested deeper than Python's recursion limit.
     """
     text = read_text_file(path)
     try:
@@ -65,6 +84,13 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
+    except RecursiveAlias as recursive:
+        raise BenchError("invalid YAML: an alias refers to the node that contains it (a "
+                         "recursive alias); write the values out", file=path,
+                         line=recursive.line) from None
+    except RecursionError:
+        raise BenchError("invalid YAML: nested deeper than Python's recursion limit",
+                         file=path) from None
     except yaml.YAMLError as first:
         # the pure Python parser's message is the more precise one (it names the undefined
         # alias, the character, what it expected): worth a second parse of a broken file
@@ -74,6 +100,8 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
                 yaml.compose(text, Loader=yaml.SafeLoader)
             except yaml.YAMLError as precise:
                 exc = precise
+            except RecursionError:  # deeper than the pure Python composer goes: keep the first
+                pass
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)

@@ -46,7 +46,8 @@ def load_aliases(toolset: str, root: Path | None = None,
             them and no old name may still be one.
 
     Raises:
-        BenchError: the file is not a mapping of tool names to tool names, a rename chains
+        BenchError: the file is not a mapping of tool names to tool names, a name is renamed
+            twice (a duplicate key), two names rename to each other, a rename chains
             (``a: b`` and ``b: c``: write ``a: c``), or (with ``tools``) a new name is not a
             tool of the toolset or an old name still is (file, line, field).
     """
@@ -59,6 +60,12 @@ def load_aliases(toolset: str, root: Path | None = None,
     if not isinstance(data, dict):
         raise BenchError("aliases.yaml must map old tool names to new ones "
                          "(old_name: new_name)", file=path, line=1)
+    seen: set[object] = set()
+    for key, _ in getattr(node, "value", ()):  # YAML keeps the last of duplicate keys
+        if getattr(key, "value", None) in seen:
+            raise BenchError(f"'{key.value}' is renamed twice (a duplicate key): keep one",
+                             file=path, line=key.start_mark.line + 1, field=str(key.value))
+        seen.add(getattr(key, "value", None))
     known = set(tools) if tools is not None else None
     found: dict[str, str] = {}
     for old, new in data.items():
@@ -73,6 +80,10 @@ def load_aliases(toolset: str, root: Path | None = None,
                              field=old)
         found[old] = new
     for old, new in found.items():
+        if new in found and found[new] == old:
+            raise BenchError(f"'{old}' -> '{new}' -> '{old}' renames in a circle: a rename "
+                             "goes from the old name to the current one; keep one of the two",
+                             file=path, line=line_of(node, [old]), field=old)
         if new in found:
             raise BenchError(f"'{old}' -> '{new}' -> '{found[new]}' chains renames: write "
                              f"'{old}: {found[new]}'", file=path,

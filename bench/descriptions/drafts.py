@@ -35,6 +35,7 @@ from bench.descriptions.variants import CURRENT, count_lines, load_variant
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.paths import descriptions_dir
+from bench.yamlio import load_yaml
 
 DEFAULT_LENGTHS = (3, 10, 30, 50)
 
@@ -213,7 +214,12 @@ def _write_spec(path: Path, text: str) -> None:
 
 
 def _variants_of(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    """The ``variants:`` block of the spec at ``path`` ({} without the file or the block).
+
+    Raises:
+        BenchError: the file is not UTF-8 YAML (names the file and line).
+    """
+    data = load_yaml(path)[0] if path.is_file() else None
     found = data.get("variants") if isinstance(data, dict) else None
     return dict(found) if isinstance(found, dict) else {}
 

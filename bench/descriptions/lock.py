@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from bench.errors import BenchError
+from bench.errors import BenchError, json_document, read_text_file
 from bench.models import Tool
 from bench.paths import descriptions_dir
 
@@ -75,27 +75,35 @@ def current_hashes(toolset: str, variants: Iterable[str] | None = None,
                    for tool in load_variant(toolset, name, root).tools} for name in names}
 
 
+class LockError(BenchError):
+    """The lock file exists but is not a readable bench description lock (corrupt JSON, not
+    UTF-8, another format, ``variants`` of the wrong shape). ``bench check --update`` (every
+    variant) replaces such a lock; merging into it is refused."""
+
+
 def read_lock(path: Path) -> dict[str, Any] | None:
     """The lock document at ``path``; None when the file does not exist.
 
     Raises:
-        BenchError: not JSON, or not a bench description lock (names the file and field).
+        LockError: not UTF-8 JSON, or not a bench description lock (names the file and field,
+            and the command that rewrites it).
     """
     if not path.is_file():
         return None
+    fix = f"; rewrite it with: bench check --update --toolset {path.parent.name}"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchError(f"description lock is not valid JSON: {exc}", file=path) from None
+        data = json_document(read_text_file(path), file=path, what="description lock")
+    except BenchError as exc:
+        raise LockError(exc.message + fix, file=exc.file, line=exc.line) from None
     if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
-        raise BenchError(f"not a bench description lock (want format '{LOCK_FORMAT}'); "
-                         "rewrite it with: bench check --update", file=path, field="format")
+        raise LockError(f"not a bench description lock (want format '{LOCK_FORMAT}'){fix}",
+                        file=path, field="format")
     variants = data.get("variants")
     if not isinstance(variants, dict) or not all(
             isinstance(tools, dict) and all(isinstance(h, dict) for h in tools.values())
             for tools in variants.values()):
-        raise BenchError("'variants' must map each variant to {tool: hashes}", file=path,
-                         field="variants")
+        raise LockError("'variants' must map each variant to {tool: hashes}" + fix, file=path,
+                        field="variants")
     return data
 
 

@@ -132,7 +132,13 @@ class RunExecution:
         self.judge = ExecutionJudge(self.executor)
 
     def _open(self, toolset: str, settings: ToolsetSettings) -> Mapping[str, Handler]:
-        """Start the declared backend of ``toolset``; its handlers carry its timeout."""
+        """Start the declared backend of ``toolset``; its handlers carry its timeout.
+
+        Raises:
+            BenchError: the backend does not start, or ``writes`` names a tool the backend
+                does not have (a misspelt name would leave its tool refused without a word;
+                names the file and field).
+        """
         if settings.execute == "none":
             return {}
         if settings.execute == "mcp":
@@ -156,6 +162,13 @@ class RunExecution:
             assert settings.module is not None
             _, tools = import_python(settings.module, base=self._project_root)
             handlers = PythonBackend(tools).handlers()
+        unknown = [name for name in settings.writes if name not in handlers]
+        if unknown:
+            self._close_backends()
+            raise BenchError(f"writes names {', '.join(map(repr, unknown))}, not a tool of "
+                             f"this toolset (tools: {', '.join(sorted(handlers))})",
+                             file=Path(self._project_root or ".") / PYPROJECT,
+                             field=f"tool.bench.toolsets.{toolset}.writes")
         return {name: dataclasses.replace(handler, timeout_s=settings.timeout_s)
                 for name, handler in handlers.items()}
 

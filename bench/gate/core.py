@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from bench.compare.core import Comparison, compare_frames
 from bench.datasets.splits import refuse_mixed_splits, run_split
-from bench.errors import BenchError
+from bench.errors import BenchError, json_document, read_text_file
 from bench.gate.config import GateConfig
 from bench.plural import count
 from bench.project import Project
@@ -207,10 +207,7 @@ def load_baseline(path: Path) -> dict[str, Any] | None:
     path = Path(path)
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchError(f"baseline is not valid JSON: {exc}", file=path) from None
+    data = json_document(read_text_file(path), file=path, what="baseline")
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
         raise BenchError(f"not a bench gate baseline (want format '{BASELINE_FORMAT}'); "
                          "rewrite it with: bench baseline update", file=path, field="format")

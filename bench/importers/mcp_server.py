@@ -12,8 +12,10 @@ and are dropped.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset, make_tool, tool_name
@@ -34,6 +36,43 @@ def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+class _SdkLog(logging.Handler):
+    """Keeps the ``mcp`` SDK's warnings and errors (e.g. a traceback logged for each stdout
+    line of a stdio server that is not JSON-RPC) instead of printing them; the import says
+    what they mean in its one error line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.not_jsonrpc: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Record the offending line of a JSON-RPC parse failure (the SDK's stdio client
+        logs one with the pydantic error, whose ``input`` is the line)."""
+        exc = record.exc_info[1] if record.exc_info else None
+        errors = getattr(exc, "errors", None)
+        if "JSONRPC" in record.getMessage() and callable(errors):
+            try:
+                line = errors()[0].get("input")
+            except Exception:  # noqa: BLE001 - only a detail of the message
+                line = None
+            self.not_jsonrpc.append(f"{str(line)[:60]!r}" if line is not None else "?")
+
+
+@contextlib.contextmanager
+def _sdk_log() -> Iterator[_SdkLog]:
+    """Route the ``mcp`` logger to a :class:`_SdkLog` for the duration (restored after)."""
+    logger = logging.getLogger("mcp")
+    handler = _SdkLog()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def is_url(server: str | Sequence[str]) -> bool:
@@ -60,6 +99,15 @@ def server_target(server: str | Sequence[str], env: dict[str, str] | None = None
         raise BenchError("no server command given")
     program = shutil.which(server[0]) or server[0]
     return StdioServerParameters(command=program, args=list(server[1:]), env=env, cwd=cwd)
+
+
+def _stdout_hint(sdk_log: _SdkLog) -> str:
+    """What to add to a failure when the server printed lines that are not JSON-RPC."""
+    if not sdk_log.not_jsonrpc:
+        return ""
+    return (f"; it printed {len(sdk_log.not_jsonrpc)} stdout line(s) that are not JSON-RPC "
+            f"(first: {sdk_log.not_jsonrpc[0]}): a stdio server writes only protocol messages "
+            "to stdout (logs go to stderr)")
 
 
 def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:
@@ -95,25 +143,30 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
                         return tools
         raise BenchError(f"MCP server '{label}' sent more than {MAX_PAGES} pages of tools")
 
-    try:
-        listed = anyio.run(fetch)
-    except BenchError:
-        raise
-    except TimeoutError:
-        raise BenchError(f"MCP server '{label}' did not answer tools/list within "
-                         f"{timeout:g} s") from None
-    except OSError as exc:
-        raise BenchError(f"cannot start MCP server '{label}': {exc.strerror or exc}") \
-            from None
-    except Exception as exc:  # the SDK raises McpError, ExceptionGroup, ValidationError...
-        leaf = _leaf(exc)
-        if isinstance(leaf, OSError):  # e.g. connection refused by an HTTP server
-            raise BenchError(f"cannot reach MCP server '{label}': "
-                             f"{leaf.strerror or leaf}") from None
-        raise BenchError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
-                         f"{leaf}".split("\n")[0]) from None
+    with _sdk_log() as sdk_log:
+        try:
+            listed = anyio.run(fetch)
+        except BenchError:
+            raise
+        except TimeoutError:
+            raise BenchError(f"MCP server '{label}' did not answer tools/list within "
+                             f"{timeout:g} s{_stdout_hint(sdk_log)}") from None
+        except OSError as exc:
+            raise BenchError(f"cannot start MCP server '{label}': {exc.strerror or exc}") \
+                from None
+        except Exception as exc:  # the SDK raises McpError, ExceptionGroup, ValidationError...
+            leaf = _leaf(exc)
+            if isinstance(leaf, OSError):  # e.g. connection refused by an HTTP server
+                raise BenchError(f"cannot reach MCP server '{label}': "
+                                 f"{leaf.strerror or leaf}") from None
+            raise BenchError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
+                             f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)) from None
 
     imported = ImportedToolset()
+    if sdk_log.not_jsonrpc:
+        imported.notes.append(f"the server printed {len(sdk_log.not_jsonrpc)} stdout line(s) "
+                              f"that are not JSON-RPC (first: {sdk_log.not_jsonrpc[0]}); "
+                              "they were ignored")
     for index, tool in enumerate(listed):
         name = tool_name(tool.name, (t.name for t in imported.tools))
         if name != tool.name:

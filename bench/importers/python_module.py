@@ -81,7 +81,8 @@ def load_module(source: str, base: Path | None = None) -> ModuleType:
 
     Raises:
         BenchError: the file does not exist, or importing it fails (names the file and the
-            error's type and message).
+            error's type and message; a module calling ``sys.exit()`` fails the same way, it
+            does not end bench).
     """
     path = Path(source)
     if not path.is_absolute() and base is not None:
@@ -100,14 +101,14 @@ def load_module(source: str, base: Path | None = None) -> ModuleType:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - the user's code: reported as one line
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: one line
             sys.modules.pop(name, None)
             raise BenchError(f"importing it failed: {type(exc).__name__}: {exc}",
                              file=path) from None
         return module
     try:
         return importlib.import_module(source)
-    except Exception as exc:  # noqa: BLE001 - as above
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - as above
         raise BenchError(f"cannot import module '{source}': {type(exc).__name__}: {exc}") \
             from None
 
@@ -240,7 +241,16 @@ def function_tool(function: Callable[..., Any], name: str | None = None) -> Pyth
 
 def model_tool(model: type[BaseModel], name: str | None = None) -> PythonTool:
     """A tool from a pydantic model (as ``openai.pydantic_function_tool``): its fields are
-    the arguments, its docstring the description; nothing to execute."""
+    the arguments, its docstring the description; nothing to execute.
+
+    Raises:
+        BenchError: the model has no JSON Schema (e.g. a field of an arbitrary class).
+    """
+    try:
+        model.model_json_schema()
+    except Exception as exc:  # noqa: BLE001 - pydantic's schema errors have many types
+        raise BenchError(f"model '{model.__qualname__}': it has no JSON Schema "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
     doc = model.__doc__ if model.__doc__ and model.__doc__ is not BaseModel.__doc__ else ""
     description, _ = split_docstring(inspect.cleandoc(doc))
     return PythonTool(name=name or model.__name__, function=None, arguments=model,
@@ -251,10 +261,15 @@ def module_tools(module: ModuleType) -> list[PythonTool]:
     """The tools of a module (which names: see the module docstring), in source order.
 
     Raises:
-        BenchError: a name in ``__all__`` that is neither a function nor a pydantic model,
-            or a function :func:`function_tool` refuses.
+        BenchError: ``__all__`` that is not a list of strings, a name in it that is neither a
+            function nor a pydantic model, or a function :func:`function_tool` or a model
+            :func:`model_tool` refuses.
     """
     listed = getattr(module, "__all__", None)
+    if listed is not None and (isinstance(listed, str) or not isinstance(listed, (list, tuple))
+                               or not all(isinstance(n, str) for n in listed)):
+        raise BenchError(f"module '{module.__name__}': __all__ must be a list of names "
+                         f"(strings), not {listed!r:.60}")
     members = [(name, getattr(module, name, None)) for name in listed] if listed is not None \
         else [(name, value) for name, value in vars(module).items() if not name.startswith("_")
               and getattr(value, "__module__", None) == module.__name__]

@@ -393,7 +393,8 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
         writes: write tools whose calls may run (``writes`` of the toolset's settings).
         execute: False declares no-execute mode (``execute = "none"``); a tools JSON file
             has nothing to execute and is always no-execute.
-        timeout_s: per-call timeout written to the settings.
+        timeout_s: per-call timeout written to the settings; also the seconds an MCP
+            server has to answer the import (``bench init --timeout``).
         force: replace existing files.
 
     Returns:
@@ -408,7 +409,7 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
     dest = Path(dest).resolve()
     if source.kind == "mcp":
         _check_no_secret(source)
-    imported = read_source(source, Path.cwd())
+    imported = read_source(source, Path.cwd(), timeout=timeout_s)
     names = {t.name for t in imported.tools}
     for option, listed in (("--read-only", read_only), ("--writes", writes)):
         unknown = [n for n in listed if n not in names]

@@ -24,11 +24,10 @@ are dropped. :func:`detect_format` tells the three apart by their keys.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.errors import BenchError, read_text_file
+from bench.errors import BenchError, json_document, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 
 Format = Literal["openai", "anthropic", "gemini"]
@@ -48,12 +47,7 @@ def read_tool_list(path: Path) -> list[Any]:
     Raises:
         BenchError: missing file, malformed JSON, or no list found.
     """
-    text = read_text_file(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
-                         line=exc.lineno) from None
+    data = json_document(read_text_file(path), file=path, what="the tools file", finite=True)
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         data = data["tools"]
     elif isinstance(data, dict) and any(k in data for k in _GEMINI_DECLARATIONS):
@@ -140,12 +134,7 @@ def detect_format(path: Path) -> Format:
         BenchError: the file cannot be read, or no tool says which format it is (names the
             file and the keys to use).
     """
-    text = read_text_file(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path,
-                         line=exc.lineno) from None
+    data = json_document(read_text_file(path), file=path, what="the tools file", finite=True)
     if isinstance(data, dict) and any(k in data for k in _GEMINI_DECLARATIONS):
         return "gemini"
     items = data.get("tools") if isinstance(data, dict) else data
@@ -197,6 +186,7 @@ def import_tool_list(path: Path, fmt: Format) -> ImportedToolset:
             schema (names the file and the tool's index).
     """
     imported = ImportedToolset()
+    originals: set[str] = set()
     items = read_tool_list(path)
     if fmt == "gemini":
         items = _gemini_declarations(items, imported.notes, path)
@@ -213,8 +203,9 @@ def import_tool_list(path: Path, fmt: Format) -> ImportedToolset:
         original, description, schema = fields
         if not isinstance(original, str) or not original:
             raise BenchError(f"{source}: a tool needs a non-empty string 'name'")
-        if any(t.name == original for t in imported.tools):
+        if original in originals:
             raise BenchError(f"{source}: duplicate tool name '{original}'")
+        originals.add(original)
         name = tool_name(original, (t.name for t in imported.tools))
         if name != original:
             imported.renamed[original] = name

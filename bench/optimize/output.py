@@ -9,9 +9,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from bench import __version__
 from bench.descriptions.variants import Variant
-from bench.errors import BenchError
+from bench.errors import BenchError, pydantic_error_field
 from bench.importers.common import variant_yaml
 from bench.optimize.config import OptimizeConfig
 from bench.optimize.report import diff_markdown, write_report
@@ -71,6 +73,10 @@ def load_result(folder: Path) -> OptimizeResult:
     except FileNotFoundError:
         raise BenchError("no finished optimization here (result.json is missing)",
                          file=path) from None
+    except ValidationError as exc:
+        field, message = pydantic_error_field(exc)
+        raise BenchError(f"not an optimization result: {message}", file=path,
+                         field=field) from None
     except ValueError as exc:
         raise BenchError(f"not an optimization result ({type(exc).__name__})",
                          file=path) from None

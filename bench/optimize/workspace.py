@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bench.descriptions.variants import Variant, load_variant
-from bench.errors import BenchError
+from bench.errors import BenchError, json_document, read_text_file
 from bench.importers.common import variant_yaml
 from bench.models import Tool
 from bench.optimize.config import OptimizeConfig
@@ -67,12 +67,17 @@ class Workspace:
 
         Raises:
             BenchError: the folder holds an optimization with another config (resume it with
-                the same settings, or pick another id); :data:`RESUMABLE` ones may change.
+                the same settings, or pick another id); :data:`RESUMABLE` ones may change; or
+                its ``config.json`` is not a JSON object (names the file).
         """
         stored = self.root / "config.json"
         wanted = json.loads(config.model_dump_json())
         if stored.is_file():
-            found = json.loads(stored.read_text(encoding="utf-8"))
+            found = json_document(read_text_file(stored), file=stored,
+                                  what="the optimization's config")
+            if not isinstance(found, dict):
+                raise BenchError("the optimization's config must be a JSON object; pick "
+                                 "another --id (or remove the folder)", file=stored)
             changed = sorted(k for k in set(found) | set(wanted)
                              if found.get(k) != wanted.get(k) and k not in RESUMABLE)
             if changed:

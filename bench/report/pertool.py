@@ -14,6 +14,7 @@ import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
+from bench.errors import terminal_safe
 from bench.report.data import NAME_LIMIT, cap_text
 from bench.report.table import format_rate
 from bench.stats.pertool import call_checks, confusion_pairs, per_tool_table, shown_tool
@@ -114,13 +115,13 @@ def per_tool_rich_tables(frame: pd.DataFrame, order: Sequence[str] = (),
     wrap at spaces (an interval moves under its rate), never cut."""
     tables = []
     for group in per_tool_groups(frame, order, renamed, drafts):
-        table = Table(title=f"per tool: {escape(group['label'])}", title_justify="left",
+        table = Table(title=f"per tool: {escape(terminal_safe(group['label']))}", title_justify="left",
                       caption=METHOD_NOTE, caption_justify="left")
         for index, column in enumerate(group["columns"]):
             table.add_column(column, overflow="fold", justify="left" if index == 0
                              else "right")
         for row in group["rows"]:
-            table.add_row(*(escape(cell) for cell in row))
+            table.add_row(*(escape(terminal_safe(cell)) for cell in row))
         tables.append(table)
     pairs = pairs_view(frame, renamed, limit=pairs_limit)
     if pairs:
@@ -130,6 +131,6 @@ def per_tool_rich_tables(frame: pd.DataFrame, order: Sequence[str] = (),
             table.add_column(column, overflow="fold", justify="left" if index < 2
                              else "right")
         for row in pairs["rows"]:
-            table.add_row(*(escape(str(cell)) for cell in row))
+            table.add_row(*(escape(terminal_safe(str(cell))) for cell in row))
         tables.append(table)
     return tables

@@ -4,9 +4,10 @@
 Each call's arguments (already checked against the tool's JSON Schema by the executor) are
 validated once more by the function's own pydantic parameter model, which turns a nested
 object into the model the function expects, then the function runs on one of the executor's
-worker threads under its per-call timeout (a function that does not return in time is
-abandoned and reported as ``timeout``; Python cannot stop a thread, so a function that never
-returns holds its worker). ``async def`` functions run to completion on their own event loop.
+daemon thread of its own under its per-call timeout (a function that does not return in time
+is abandoned and reported as ``timeout``; Python cannot stop a thread, but a daemon thread does
+not keep bench from exiting, so a function that never returns cannot hang the command at its
+end). ``async def`` functions run to completion on their own event loop.
 
 What the function raises is classed like the reference executor's errors
 (:mod:`bench.executor.outcome`):
@@ -20,7 +21,8 @@ What the function raises is classed like the reference executor's errors
   arguments did not suit the function: never retried);
 - ``KeyError``, ``LookupError``, ``FileNotFoundError`` -> ``permanent`` ``not_found``;
   ``PermissionError`` -> ``permanent`` ``permission_denied``;
-- anything else -> ``permanent`` ``tool_error`` with its type and message.
+- anything else -> ``permanent`` ``tool_error`` with its type and message, ``SystemExit``
+  included (a function calling ``sys.exit()`` fails its call; it does not end bench).
 
 The return value becomes JSON data with pydantic (``to_jsonable_python``: models, dataclasses,
 dates, sets...); a value pydantic cannot turn into JSON is a ``malformed_result``.
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
+import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -99,14 +103,33 @@ class PythonBackend:
         assert function is not None
         try:
             parsed = tool.arguments.model_validate(arguments)
-            kwargs = {field: getattr(parsed, field) for field in tool.arguments.model_fields
-                      if field in arguments or not tool.arguments.model_fields[field]
-                      .is_required()}
-            result = function(**kwargs)
-            if inspect.isawaitable(result):
-                result = asyncio.run(_awaited(result))
-        except Exception as exc:  # noqa: BLE001 - the user's code: every failure is classed
+        except ValidationError as exc:
             raise classify_exception(exc, name) from None
+        kwargs = {field: getattr(parsed, field) for field in tool.arguments.model_fields
+                  if field in arguments or not tool.arguments.model_fields[field]
+                  .is_required()}
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                result = function(**kwargs)
+                if inspect.isawaitable(result):
+                    result = asyncio.run(_awaited(result))
+                box["result"] = result
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: classed
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name=f"tool-{name}", daemon=True)
+        budget = max(0.0, ctx.deadline - time.monotonic())
+        worker.start()
+        worker.join(budget)
+        if worker.is_alive():
+            ctx.cancelled.set()
+            raise ToolError("timeout", "timeout", f"'{name}' did not answer within "
+                            f"{budget:.3g} s")
+        if "error" in box:
+            raise classify_exception(box["error"], name) from None
+        result = box.get("result")
         try:
             return to_jsonable_python(result)
         except PydanticSerializationError as exc:
@@ -116,9 +139,10 @@ class PythonBackend:
     def handlers(self) -> dict[str, Handler]:
         """One handler per function. Its own permission tag is ``read``: the tool's
         definition carries whether it writes (``bench init`` marks every function a write
-        unless told it only reads; the stricter of the two tags applies)."""
+        unless told it only reads; the stricter of the two tags applies). Handlers are
+        ``cooperative``: :meth:`call` stops waiting at the attempt's deadline itself."""
         def make(name: str) -> Handler:
-            return Handler(lambda args, ctx: self.call(name, args, ctx))
+            return Handler(lambda args, ctx: self.call(name, args, ctx), cooperative=True)
         return {name: make(name) for name in self.tools}
 
 
