@@ -8,22 +8,9 @@ import pytest
 
 import bench.optimize as bo
 from bench.errors import BenchError
-from bench.providers.pipeline import Exchange, Layer, Outcome
+from test_evaluate import Sent  # counts the requests below the cache
 from test_optimize import TARGET, example
 
-
-class Sent:
-    """Counts the requests that reached a provider (below the cache)."""
-
-    count = 0
-
-    def __init__(self, provider_id: str, inner: Layer) -> None:
-        self.inner = inner
-
-    async def __call__(self, exchange: Exchange) -> Outcome:
-        outcome = await self.inner(exchange)
-        Sent.count += outcome.cache != "hit"
-        return outcome
 
 
 @pytest.fixture
