@@ -266,12 +266,17 @@ def run(
              "toolsets (comma-separated counts, each a condition: l3~tools=40).")] = None,
     retriever: Annotated[Optional[list[str]], typer.Option(
         help="Tool retrieval before the model: none (every tool sent), bm25, embedding "
-             "(the local model); comma-separated, each a condition.")] = None,
+             "(the local model), native / native-bm25 (Anthropic's tool search: every tool "
+             "sent deferred); comma-separated, each a condition.")] = None,
     top_k: Annotated[Optional[list[str]], typer.Option(
-        help="Tools a retriever sends to the model (comma-separated; default 5).")] = None,
+        help="Tools a bm25 / embedding retriever sends to the model (comma-separated; "
+             "default 5).")] = None,
     distractors: Annotated[Optional[list[str]], typer.Option(
         help="Toolsets distractors are drawn from (default: every other toolset under "
              "descriptions/).")] = None,
+    always_loaded: Annotated[Optional[list[str]], typer.Option(
+        help="With --retriever native: tools sent without defer_loading (comma-separated; "
+             "default none).")] = None,
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table.
 
@@ -328,7 +333,7 @@ def run(
                                                   ("error_style", error_style),
                                                   ("result_budget", result_budget),
                                                   ("fault", fault)) if values},
-                    **space_fields(tools, retriever, top_k, distractors),
+                    **space_fields(tools, retriever, top_k, distractors, always_loaded),
                     **{k: v for k, v in throughput.items() if v is not None}))
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)

@@ -1,5 +1,5 @@
 """``bench run``'s tool-space options (``--tools``, ``--retriever``, ``--top-k``,
-``--distractors``: :mod:`bench.toolspace`) read into :class:`bench.runner.RunConfig` fields,
+``--distractors``, ``--always-loaded``: :mod:`bench.toolspace`) read into :class:`bench.runner.RunConfig` fields,
 and the retrieval signal printed under the run's table (recall@k per variant, no
 generation: :mod:`bench.toolspace.signal`)."""
 
@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from bench.errors import BenchError
 
 OPTION_FIELDS = {"tools": "tools", "retriever": "retrievers", "top_k": "top_k",
-                 "distractors": "distractors"}
+                 "distractors": "distractors", "always_loaded": "always_loaded"}
 """``bench run`` option (parameter name) -> :class:`bench.runner.RunConfig` field."""
 
 
@@ -46,8 +46,8 @@ def option_value(name: str, values: Sequence[str] | None) -> Any:
 
 
 def space_fields(tools: Sequence[str] | None, retriever: Sequence[str] | None,
-                 top_k: Sequence[str] | None, distractors: Sequence[str] | None
-                 ) -> dict[str, Any]:
+                 top_k: Sequence[str] | None, distractors: Sequence[str] | None,
+                 always_loaded: Sequence[str] | None = None) -> dict[str, Any]:
     """The :class:`RunConfig` fields of the tool-space options given (those not given are
     left out, so the config's defaults hold).
 
@@ -55,7 +55,7 @@ def space_fields(tools: Sequence[str] | None, retriever: Sequence[str] | None,
         BenchError: as :func:`option_value`.
     """
     given = {"tools": tools, "retriever": retriever, "top_k": top_k,
-             "distractors": distractors}
+             "distractors": distractors, "always_loaded": always_loaded}
     return {OPTION_FIELDS[name]: option_value(name, values)
             for name, values in given.items() if values is not None}
 

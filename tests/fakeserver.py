@@ -8,7 +8,9 @@ recorded responses, see ``tests/data/recorded/``): usage on the finish chunk, a 
 argument fragment, a first tool call at ``index: 1``, ``name: ""`` on continuation deltas
 (:func:`chat_fragments`, :func:`chat_stream`), Anthropic's empty first ``partial_json`` and
 ``ping`` events (:func:`anthropic_stream`), Gemini ``thoughtSignature`` parts
-(:func:`gemini_body`, :func:`gemini_stream`), an error inside a 200 stream
+(:func:`gemini_body`, :func:`gemini_stream`), Anthropic's tool search (``server_tool_use``,
+``tool_search_tool_result`` with ``tool_reference`` blocks, then ``tool_use``:
+:func:`anthropic_tool_search_body`, :func:`tool_search_handler`), an error inside a 200 stream
 (:func:`chat_stream`'s ``error``, :func:`anthropic_stream`'s ``error``), SSE comment lines, gzip
 bodies and chunked transfer (:class:`Reply`).
 
@@ -34,6 +36,7 @@ import asyncio
 import gzip
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -42,7 +45,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 
 __all__ = ["FakeServer", "Reply", "Recorded", "chat_body", "chat_stream", "chat_fragments",
-           "anthropic_body", "anthropic_stream", "responses_body", "responses_stream",
+           "anthropic_body", "anthropic_stream", "anthropic_tool_search_body",
+           "anthropic_blocks_stream", "tool_search_handler", "responses_body", "responses_stream",
            "gemini_body", "gemini_stream", "error_body", "default_reply"]
 
 
@@ -246,6 +250,152 @@ def anthropic_body(calls: Sequence[tuple[str, Any]] = (), text: str | None = Non
             "stop_reason": stop or ("tool_use" if calls else "end_turn"), "stop_sequence": None,
             "usage": {"input_tokens": prompt, "output_tokens": completion,
                       "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}
+
+
+def _search_words(text: str) -> list[str]:
+    """Lower-cased words of 4+ letters (or CJK runs) of ``text``, first occurrence order."""
+    return list(dict.fromkeys(w.lower() for w in re.findall(r"[A-Za-z]{4,}|[\u4e00-\u9fff]+",
+                                                           text)))
+
+
+def anthropic_tool_search_body(request_body: dict[str, Any], *, error_code: str | None = None,
+                               search: bool = True, pick: int = 0, limit: int = 5,
+                               text: str | None = "Let me search for a tool."
+                               ) -> dict[str, Any]:
+    """A Messages answer to a request with Anthropic's tool search tool, as the real server
+    answers it (block shapes of the ``anthropic`` SDK 2.15.0 types, see
+    :mod:`bench.providers.tool_search`): ``text``, then ``server_tool_use`` (``srvtoolu_``
+    id; input ``{"pattern": ...}`` for the regex variant, a Python regular expression built
+    from the user's words, ``{"query": ...}`` for BM25), then ``tool_search_tool_result``
+    whose ``tool_search_tool_search_result`` holds up to ``limit`` ``tool_reference`` blocks
+    (deferred tools whose name, description or argument names match, most matched words
+    first, ties in catalog order), then the model's ``tool_use`` of reference number ``pick``
+    (input ``{}``), ``stop_reason`` ``tool_use``.
+
+    Args:
+        request_body: the request the SDK sent (its ``tools`` and user messages are read).
+        error_code: answer the search with ``tool_search_tool_result_error`` and this code
+            (``unavailable``...) and end the turn with text instead.
+        search: False: the model does not search; it calls the first always-loaded tool
+            (or answers in text when there is none).
+        pick: which returned tool the model calls (an index past the end: text answer).
+        limit: most references a search returns.
+        text: the model's opening text (None: none).
+    """
+    tools = request_body.get("tools") or []
+    kind = next(t["type"] for t in tools if str(t.get("type", "")).startswith("tool_search"))
+    deferred = [t for t in tools if t.get("defer_loading")]
+    loaded = [t for t in tools if "input_schema" in t and not t.get("defer_loading")]
+    asked = " ".join(block.get("text", "") if isinstance(block, dict) else str(block)
+                     for m in request_body.get("messages", []) if m.get("role") == "user"
+                     for block in (m["content"] if isinstance(m["content"], list)
+                                   else [m["content"]]))
+    words = _search_words(asked)
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if not search:
+        if loaded:
+            content.append({"type": "tool_use", "id": f"toolu_{next(_ids):024d}",
+                            "name": loaded[0]["name"], "input": {}})
+        else:
+            content.append({"type": "text", "text": "I cannot help with that."})
+        return _search_answer(content, bool(loaded), searches=0)
+    regex = kind.startswith("tool_search_tool_regex")
+    server_id = f"srvtoolu_{next(_ids):024d}"
+    pattern = "(?i)" + "|".join(re.escape(w) for w in words[:12])
+    query = {"pattern": pattern[:200]} if regex else {"query": asked[:200]}
+    content.append({"type": "server_tool_use", "id": server_id,
+                    "name": "tool_search_tool_regex" if regex else "tool_search_tool_bm25",
+                    "input": query})
+    if error_code is not None:
+        content += [{"type": "tool_search_tool_result", "tool_use_id": server_id,
+                     "content": {"type": "tool_search_tool_result_error",
+                                 "error_code": error_code, "error_message": None}},
+                    {"type": "text", "text": "The tool search is unavailable."}]
+        return _search_answer(content, False, searches=1)
+
+    def document(tool: dict[str, Any]) -> str:
+        names = " ".join((tool.get("input_schema") or {}).get("properties") or {})
+        return f"{tool['name']} {tool['name'].replace('_', ' ')} {tool.get('description', '')}" \
+               f" {names}".lower()
+
+    scored = [(sum(1 for w in words if w in document(t)), -i, t["name"])
+              for i, t in enumerate(deferred)]
+    found = [name for hits, _, name in sorted(scored, reverse=True) if hits][:limit]
+    content.append({"type": "tool_search_tool_result", "tool_use_id": server_id,
+                    "content": {"type": "tool_search_tool_search_result",
+                                "tool_references": [{"type": "tool_reference", "tool_name": n}
+                                                    for n in found]}})
+    if pick < len(found):
+        content.append({"type": "tool_use", "id": f"toolu_{next(_ids):024d}",
+                        "name": found[pick], "input": {}})
+        return _search_answer(content, True, searches=1)
+    content.append({"type": "text", "text": "No tool fits."})
+    return _search_answer(content, False, searches=1)
+
+
+def _search_answer(content: list[dict[str, Any]], called: bool, *,
+                   searches: int) -> dict[str, Any]:
+    return {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
+            "model": "fake-model", "content": content,
+            "stop_reason": "tool_use" if called else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 900, "output_tokens": 60,
+                      "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+                      # the SDK's ServerToolUsage requires the two web counts; Anthropic's
+                      # tool search page documents tool_search_requests
+                      "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0,
+                                          "tool_search_requests": searches}}}
+
+
+def anthropic_blocks_stream(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """A Messages answer ``body`` as streaming events, block by block as the real API sends
+    tool search: ``server_tool_use`` and ``tool_use`` blocks start with ``input: {}`` and get
+    their input as one ``input_json_delta``; ``tool_search_tool_result`` comes whole in its
+    ``content_block_start``; text as one ``text_delta``."""
+    usage = body["usage"]
+    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start",
+        "message": {**{k: v for k, v in body.items() if k != "content"}, "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})]
+    for index, block in enumerate(body["content"]):
+        kind = block["type"]
+        if kind in ("server_tool_use", "tool_use"):
+            events += [("content_block_start", {"type": "content_block_start", "index": index,
+                        "content_block": {**block, "input": {}}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta",
+                                  "partial_json": json.dumps(block["input"])}})]
+        elif kind == "text":
+            events += [("content_block_start", {"type": "content_block_start", "index": index,
+                        "content_block": {"type": "text", "text": ""}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": block["text"]}})]
+        else:
+            events.append(("content_block_start", {"type": "content_block_start",
+                                                   "index": index, "content_block": block}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events += [("message_delta", {"type": "message_delta",
+                                  "delta": {"stop_reason": body["stop_reason"],
+                                            "stop_sequence": None},
+                                  "usage": {"output_tokens": usage["output_tokens"],
+                                            "server_tool_use": usage["server_tool_use"]}}),
+               ("message_stop", {"type": "message_stop"})]
+    return events
+
+
+def tool_search_handler(**options: Any) -> Callable[[Recorded], Reply]:
+    """A :class:`FakeServer` ``handler`` answering each Messages request that carries a tool
+    search tool with :func:`anthropic_tool_search_body` (``options`` passed on), streamed
+    when the request asks for a stream; other requests get :func:`default_reply`."""
+    def handle(request: Recorded) -> Reply:
+        body = request.body if isinstance(request.body, dict) else {}
+        if not request.path.endswith("/messages") or not any(
+                str(t.get("type", "")).startswith("tool_search")
+                for t in body.get("tools") or []):
+            return default_reply(request)
+        answer = anthropic_tool_search_body(body, **options)
+        return Reply(events=anthropic_blocks_stream(answer)) if body.get("stream") \
+            else Reply(body=answer)
+    return handle
 
 
 def anthropic_stream(calls: Sequence[tuple[str, str, Sequence[str]]], text: str | None = None,

@@ -9,6 +9,13 @@ streamed events ``message_start``, ``content_block_start``, ``content_block_delt
 (``text_delta``, ``input_json_delta.partial_json``), ``content_block_stop``, ``message_delta``,
 ``message_stop``. The request id is the ``request-id`` header.
 
+Native tool search (``--retriever native``, :mod:`bench.providers.tool_search`):
+:meth:`AnthropicProvider.search_request` sends every tool, all but the always-loaded ones with
+``defer_loading: true``, after the ``tool_search_tool_regex_20251119`` (or ``_bm25_``) server
+tool; :meth:`AnthropicProvider.parse_body` reads the ``server_tool_use`` and
+``tool_search_tool_result`` blocks into :attr:`ProviderResponse.tool_search` and never as
+calls (only ``tool_use`` blocks are the model's calls).
+
 Replies are read through :class:`MessagesReply` and, per content block type, the block models
 (:mod:`bench.providers.replies`): a body of unexpected shape is an invalid answer naming the
 field, never an exception. Stop reasons that leave no usable answer (``refusal``,
@@ -27,8 +34,9 @@ from bench.providers.base import HTTPOptions, HTTPProvider, ProviderResponse, Us
 from bench.providers.replies import MalformedReply, ReplyModel, at, body_object, read_reply
 from bench.descriptions.schema_dialects import dialect
 from bench.providers.dialects import Turn, merged_turns, system_text
-from bench.providers.errors import ProviderUnavailable
+from bench.providers.errors import ProviderError, ProviderUnavailable
 from bench.providers.sdk import send_with_sdk
+from bench.providers.tool_search import ToolSearch, read_tool_search, search_tool_in
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -104,6 +112,39 @@ class AnthropicProvider(HTTPProvider):
             body["stream"] = True
         return body
 
+    def search_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       trial: int, tool_choice: str | None = None,
+                       tool_search: ToolSearch) -> dict[str, Any]:
+        """The Messages body with native tool search: :meth:`build_request`'s, its ``tools``
+        the search tool then every tool of ``tools``, each with ``"defer_loading": true``
+        unless ``tool_search.always_loaded`` names it
+        (:meth:`bench.providers.tool_search.ToolSearch.tool_entries`). ``tool_choice`` maps
+        as in :meth:`build_request` (a named deferred tool is the API's to accept or refuse).
+
+        Raises:
+            ProviderError: class ``validation``: no tools, or as :meth:`build_request`.
+        """
+        if not tools:
+            raise ProviderError("native tool search needs tools to search",
+                                error_class="validation")
+        body = self.build_request(messages, tools, trial=trial, tool_choice=tool_choice)
+        body["tools"] = tool_search.tool_entries(body["tools"])
+        return body
+
+    def summarize_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`HTTPProvider.summarize_request`, plus, with native tool search,
+        ``tool_search``: the search tool's type and the number of deferred tools (``tools``
+        then names the search tool too)."""
+        summary = super().summarize_request(body)
+        kind = search_tool_in(body)
+        if kind is not None:
+            entries = [e for e in body.get("tools") or [] if isinstance(e, Mapping)]
+            summary["tool_search"] = {
+                "tool": kind, "deferred": sum(1 for e in entries if e.get("defer_loading")),
+                "always_loaded": [str(e.get("name")) for e in entries
+                                  if "input_schema" in e and not e.get("defer_loading")]}
+        return summary
+
     async def send(self, body: dict[str, Any]) -> tuple[object, Mapping[str, str]]:
         """One Messages call (streamed when ``body["stream"]``); see the CONTRACT."""
         return await send_with_sdk(self._client.messages, body, assemble_message_stream)
@@ -113,6 +154,9 @@ class AnthropicProvider(HTTPProvider):
         """Parse a Messages body; see the CONTRACT in :mod:`bench.providers.base`.
 
         ``text`` and ``tool_use`` blocks are read; others (``thinking``...) are not prose.
+        With native tool search (a search tool in ``request``), ``server_tool_use`` and
+        ``tool_search_tool_result`` blocks are read into ``tool_search``
+        (:func:`bench.providers.tool_search.read_tool_search`), never as calls.
         ``stop_reason`` ``max_tokens`` or ``model_context_window_exceeded``: truncated;
         ``refusal`` (Claude's safety classifier stopped the answer) and ``pause_turn`` (a
         long turn paused, to be continued by another request): invalid, with that code.
@@ -128,6 +172,8 @@ class AnthropicProvider(HTTPProvider):
                 elif block.get("type") == "tool_use":
                     use = read_reply(ToolUseBlock, block, f"content[{index}]")
                     calls.append(RawCall(use.id, use.name or "", use.input))
+            searched = read_tool_search(blocks) if request is not None and \
+                search_tool_in(request) is not None else None
         except MalformedReply as exc:
             return self.malformed(body, str(exc), latency_s=latency_s, request=request)
         summary = self.summarize_request(request) if request is not None else {}
@@ -144,7 +190,8 @@ class AnthropicProvider(HTTPProvider):
             parsed = parsed.model_copy(update={"error": f"{stop}: stop_reason {stop} ({why})",
                                                "error_code": stop, "declined": False})
         return ProviderResponse(raw=body, parsed=parsed, finish_reason=stop,
-                                latency_s=latency_s, request=summary, usage=usage)
+                                latency_s=latency_s, request=summary, usage=usage,
+                                tool_search=searched)
 
 
 class TextBlock(ReplyModel):

@@ -48,6 +48,7 @@ from bench.parse import (MALFORMED_REPLY, NO_ANSWER, PARSER_FAILED, ParsedAnswer
 from bench.providers.dialects import Turn, history
 from bench.providers.errors import ProviderError
 from bench.providers.headers import request_id_from
+from bench.providers.tool_search import ToolSearch, ToolSearchOutcome
 from bench.redact import one_line, public_url
 
 
@@ -86,6 +87,9 @@ class ProviderResponse(BaseModel):
         tool_definition_tokens: tokens the tool definitions take in the provider's tokenizer.
         request: a small summary of what was sent (model, tool names, tool_choice, hashes).
         request_id: the provider's request id (HTTP header), when it sent one.
+        tool_search: what a provider-native tool search did (Anthropic's tool search tool,
+            :mod:`bench.providers.tool_search`): the searches and the tools they loaded;
+            None when the request had no native tool search.
     """
 
     raw: Any
@@ -96,6 +100,7 @@ class ProviderResponse(BaseModel):
     tool_definition_tokens: int | None = None
     request: dict[str, Any] = Field(default_factory=dict)
     request_id: str | None = None
+    tool_search: ToolSearchOutcome | None = None
 
     @field_validator("raw", mode="after")
     @classmethod
@@ -252,6 +257,20 @@ class HTTPProvider(Provider):
             ProviderError: class ``validation``: the conversation or tool_choice cannot be
                 expressed (e.g. a tool result answering no earlier call).
         """
+
+    def search_request(self, messages: Sequence[Message], tools: Sequence[Tool], *,
+                       trial: int, tool_choice: str | None = None,
+                       tool_search: ToolSearch) -> dict[str, Any]:
+        """The JSON body of a request with provider-native tool search
+        (:class:`bench.providers.tool_search.ToolSearch`): every tool sent, all but the
+        always-loaded ones deferred. Only providers that have it override this.
+
+        Raises:
+            ProviderError: class ``validation``: this provider has no native tool search (the
+                default), or the request cannot be built (as :meth:`build_request`).
+        """
+        raise ProviderError(f"{self.provider_id} has no native tool search (--retriever "
+                            "native is Anthropic's tool search tool)", error_class="validation")
 
     @abstractmethod
     def parse_body(self, body: object, *, latency_s: float,

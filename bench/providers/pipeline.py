@@ -37,6 +37,7 @@ from bench.providers.errors import ProviderError
 from bench.providers.headers import request_id_from
 from bench.providers.ratelimit import ProviderGate, call_with_retries
 from bench.providers.replies import UnreadableReply
+from bench.providers.tool_search import ToolSearch
 
 CacheStatus = Literal["hit", "miss"]
 #: What a provider's :meth:`~Provider.describe` holds that names this machine, not the model:
@@ -59,6 +60,11 @@ class ModelRequest:
             a tool name, sent in this request's body by the HTTP adapters (and so part of its
             cache key); any other provider answers it with a ``validation`` error, which
             :class:`InvalidAsAnswer` turns into the row's invalid answer.
+        tool_search: provider-native tool search (:class:`bench.providers.tool_search.
+            ToolSearch`): ``tools`` is the whole catalog, sent deferred; None: the tools are
+            sent as they are. Only an HTTP adapter that has it builds such a body
+            (:meth:`HTTPProvider.search_request`); any other provider answers it with a
+            ``validation`` error.
     """
 
     messages: Sequence[Message]
@@ -67,6 +73,7 @@ class ModelRequest:
     variant_key: str
     key: str
     tool_choice: str | None = None
+    tool_search: ToolSearch | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,11 @@ class Exchange:
     def body(self) -> dict[str, Any] | None:
         """The HTTP body (built on first use), or None for a non-HTTP provider."""
         if not self._built:
-            if isinstance(self.provider, HTTPProvider):
+            if isinstance(self.provider, HTTPProvider) and self.request.tool_search:
+                self._body = self.provider.search_request(
+                    self.request.messages, self.request.tools, trial=self.request.trial,
+                    tool_choice=self.request.tool_choice, tool_search=self.request.tool_search)
+            elif isinstance(self.provider, HTTPProvider):
                 self._body = self.provider.build_request(
                     self.request.messages, self.request.tools, trial=self.request.trial,
                     tool_choice=self.request.tool_choice)
@@ -151,6 +162,10 @@ class Send:
         """Send the exchange's request once; ``attempts`` is 1."""
         request, body = exchange.request, exchange.body
         if body is None:
+            if request.tool_search is not None:
+                raise ProviderError(f"{self.provider.provider_id} has no native tool search "
+                                    "(--retriever native is Anthropic's tool search tool)",
+                                    error_class="validation")
             if request.tool_choice is not None:
                 raise ProviderError(f"{self.provider.provider_id} takes no per-request "
                                     f"tool_choice (asked for '{request.tool_choice}'); only "

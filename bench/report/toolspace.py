@@ -25,7 +25,8 @@ from bench.stats.intervals import wilson_interval
 
 def _retriever_label(retrieval: dict[str, Any]) -> str:
     retriever = str(retrieval.get("retriever") or "none")
-    return retriever if retriever == "none" else f"{retriever} k={retrieval.get('top_k')}"
+    top_k = retrieval.get("top_k")  # None: no retriever, or a native one (the server's k)
+    return retriever if top_k is None else f"{retriever} k={top_k}"
 
 
 def toolspace_table(rows: Iterable[Row]) -> pd.DataFrame:

@@ -127,8 +127,13 @@ class RunConfig(BaseModel):
         tools: tool counts to grow each case's toolset to with distractors (``--tools``,
             :mod:`bench.toolspace.distractors`); empty: the toolsets as they are.
         retrievers: tool retrievers (``--retriever``: ``none``, ``bm25``, ``embedding``,
-            :mod:`bench.toolspace.retrieval`); empty: ``none`` (every tool is sent).
-        top_k: tools each retriever passes to the model (``--top-k``; default 5).
+            :mod:`bench.toolspace.retrieval`; ``native``, ``native-bm25``: the provider's
+            own tool search, Anthropic only, :mod:`bench.providers.tool_search`); empty:
+            ``none`` (every tool is sent).
+        top_k: tools each bm25 / embedding retriever passes to the model (``--top-k``;
+            default 5).
+        always_loaded: with a native retriever, the tools sent without ``defer_loading``
+            (``--always-loaded``); empty: every tool is deferred.
         distractors: the toolsets distractors are drawn from (None: every other toolset
             under ``descriptions/``).
     """
@@ -173,13 +178,15 @@ class RunConfig(BaseModel):
     retrievers: list[str] = Field(default_factory=list)
     top_k: list[int] = Field(default_factory=list)
     distractors: list[str] | None = None
+    always_loaded: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="after")
     def _tool_space(self) -> "RunConfig":
-        from bench.toolspace.space import space_grid
+        from bench.toolspace.space import native_check, space_grid
         space_grid(self.tools, self.retrievers, self.top_k)  # ValueError names the setting
+        native_check(self.retrievers, self.providers, self.always_loaded)
         return self
 
     @field_validator("tools", "retrievers", "top_k")

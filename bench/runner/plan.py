@@ -62,9 +62,11 @@ class PlanItem:
 
     def request(self, messages: Sequence[Message] | None = None) -> ModelRequest:
         """The provider-level request of this item: its case's messages (or an episode's
-        conversation so far), its variant's tools, trial and key."""
+        conversation so far), its variant's tools, trial and key, and a native retriever's
+        tool search (:attr:`bench.toolspace.setup.Retrieved.tool_search`)."""
         return ModelRequest(self.case.messages if messages is None else messages,
-                            self.tools, self.trial, self.tools_sha256, self.key)
+                            self.tools, self.trial, self.tools_sha256, self.key,
+                            tool_search=self.retrieved.tool_search if self.retrieved else None)
 
     @property
     def tools_sha256(self) -> str:

@@ -148,8 +148,10 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
                                              response.parsed, item.trial))
     extra: dict[str, Any] = {}
     if item.space is not None and item.retrieved is not None:
-        metrics.update(retrieval_metrics(item.retrieved, score.selection_correct))
-        extra = space_fields(item)
+        # a native retriever's retrieval is what the answer's tool search loaded
+        retrieved = item.retrieved.after_search(response.tool_search)
+        metrics.update(retrieval_metrics(retrieved, score.selection_correct))
+        extra = space_fields(item, retrieved)
     if bfcl is not None:
         verdict = run_verdict(bfcl, response.parsed)
         metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
@@ -192,18 +194,24 @@ def retrieval_metrics(retrieved: Retrieved, selection_correct: bool | None
             "error_confused": None if wrong is None else wrong and not retrieved.missing}
 
 
-def space_fields(item: PlanItem) -> dict[str, Any]:
+def space_fields(item: PlanItem, retrieved: Retrieved | None = None) -> dict[str, Any]:
     """A tool-space row's ``tool_count`` (tools in the catalog) and ``retrieval`` (settings,
-    tools sent, their tool-definition tokens, expected tools not sent)."""
-    retrieved = item.retrieved
+    tools sent, their tool-definition tokens, expected tools not sent); ``retrieved``
+    (default the item's) is the row's retrieval, a native one after its search
+    (:meth:`bench.toolspace.setup.Retrieved.after_search`), which adds ``tool_search``
+    (search variant, always-loaded tools, each search with its input and returned tools)."""
+    retrieved = retrieved or item.retrieved
     assert item.space is not None and retrieved is not None
-    return {"tool_count": retrieved.catalog_size,
-            "retrieval": {**item.space.describe(), "tools_offered": len(retrieved.offered),
-                          "tool_tokens": retrieved.tool_tokens,
-                          "offered": [t.name for t in retrieved.offered]
-                          if item.space.retriever != "none" else None,
-                          "expected": list(retrieved.expected),
-                          "missing": list(retrieved.missing)}}
+    fields: dict[str, Any] = {
+        **item.space.describe(), "tools_offered": len(retrieved.offered),
+        "tool_tokens": retrieved.tool_tokens,
+        "offered": [t.name for t in retrieved.offered]
+        if item.space.retriever != "none" else None,
+        "expected": list(retrieved.expected), "missing": list(retrieved.missing)}
+    if retrieved.tool_search is not None:
+        fields["tool_search"] = {**retrieved.tool_search.describe(),
+                                 "searches": list(retrieved.searches)}
+    return {"tool_count": retrieved.catalog_size, "retrieval": fields}
 
 
 def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,

@@ -132,7 +132,8 @@ class RunSession:
         self.config = config
         self.spaces = SpaceSetup(space_grid(config.tools, config.retrievers, config.top_k),
                                  config.seed, config.distractors,
-                                 embedder=lambda: _embedder(config))
+                                 embedder=lambda: _embedder(config),
+                                 always_loaded=config.always_loaded)
         self.plan: list[PlanItem] = make_plan(self.cases, self.variants, config.providers,
                                               config.trials, factor_grid(config.factors),
                                               self.spaces)

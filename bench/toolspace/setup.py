@@ -4,12 +4,14 @@ merge`` plan the same requests)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from bench.descriptions import Variant
+from bench.errors import BenchError
 from bench.models import Case, Tool
 from bench.providers.cache import tools_digest
+from bench.providers.tool_search import ToolSearch, ToolSearchOutcome
 from bench.toolspace.distractors import Expansion, expand_variant
 from bench.toolspace.retrieval import (
     Bm25Retriever,
@@ -18,7 +20,7 @@ from bench.toolspace.retrieval import (
     expected_names,
     query_text,
 )
-from bench.toolspace.space import ToolSpace
+from bench.toolspace.space import NATIVE_RETRIEVERS, ToolSpace
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,15 @@ class Retrieved:
         tools_sha256: digest of ``offered`` (:func:`bench.providers.cache.tools_digest`),
             the request's ``variant_key``: providers key per-tool-list caches on it (the
             embedded model's saved prefix states, the function worker's tool lists).
+        tool_search: a native retriever's settings (the request's
+            :class:`bench.providers.tool_search.ToolSearch`), else None. Planned, such a
+            retrieval sends the whole catalog (``offered``, deferred but for the
+            always-loaded tools) and counts only the always-loaded tools as in the model's
+            context; :meth:`after_search` makes it what the server's search loaded.
+        searches: after the search, each search as the row stores it (``tool``, ``input``,
+            ``tools``, ``error``).
+        catalog_tokens: tool name -> its o200k_base tool tokens, over the catalog (native
+            retrieval only: counts the tools a search loads).
     """
 
     offered: tuple[Tool, ...]
@@ -45,6 +56,38 @@ class Retrieved:
     missing: tuple[str, ...]
     tool_tokens: int = 0
     tools_sha256: str = ""
+    tool_search: ToolSearch | None = None
+    searches: tuple[dict[str, Any], ...] = ()
+    catalog_tokens: Mapping[str, int] | None = field(default=None, compare=False, hash=False,
+                                                     repr=False)
+
+    def after_search(self, outcome: ToolSearchOutcome | None) -> "Retrieved":
+        """A native retrieval as the answer's tool search made it (``self`` for any other).
+
+        ``offered`` becomes what was in the model's context when it answered: the
+        always-loaded tools, then those the searches returned (``outcome.loaded``, in
+        order; a returned name that is not a catalog tool is left out, and stays in
+        ``searches``); ``missing`` the expected tools not among them; ``tool_tokens`` their
+        o200k_base tool tokens, as for the other retrievers. Not counted: the deferred tools
+        (not in the model's context), the search tool's own definition and whatever the
+        server adds to the prompt for it (Anthropic does not publish them; the row's
+        ``usage.prompt_tokens`` is the provider's count of everything). ``outcome`` None
+        (no answer, or an answer that was not read): nothing was loaded.
+        """
+        if self.tool_search is None:
+            return self
+        by_name = {t.name: t for t in self.offered}
+        names = list(dict.fromkeys([*self.tool_search.always_loaded,
+                                    *(outcome.loaded if outcome else [])]))
+        loaded = tuple(by_name[n] for n in names if n in by_name)
+        sent = {t.name for t in loaded}
+        tokens = self.catalog_tokens or {}
+        searches = tuple(s.model_dump(exclude={"answered"}) for s in
+                         (outcome.searches if outcome else []))
+        return replace(self, offered=loaded,
+                       missing=tuple(n for n in self.expected if n not in sent),
+                       tool_tokens=sum(tokens.get(t.name, 0) for t in loaded),
+                       searches=searches)
 
     @property
     def recall(self) -> float | None:
@@ -63,16 +106,20 @@ class SpaceSetup:
         seed: the run's seed (distractor draw and order).
         sources: distractor toolsets (None: every other toolset).
         embedder: builds the embedding retriever's model when a space needs it.
+        always_loaded: with a native retriever, the tools sent without ``defer_loading``
+            (``--always-loaded``); each must be a tool of every catalog it is used with.
     """
 
     spaces: Sequence[ToolSpace]
     seed: int
     sources: Sequence[str] | None = None
     embedder: Callable[[], object] | None = None
+    always_loaded: Sequence[str] = ()
     expansions: dict[tuple[str, str, int | None], Expansion] = field(default_factory=dict)
     _retrievers: dict[str, Retriever] = field(default_factory=dict)
     _rankings: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     _tokens: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    _catalog_tokens: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def tool_tokens(self, tools: Sequence[Tool]) -> int:
         """Summed per-tool o200k_base tokens of ``tools`` (each tool counted once per run)."""
@@ -111,7 +158,10 @@ class SpaceSetup:
         return self._retrievers[name]
 
     def rank_all(self, cases: Sequence[Case], catalog: Variant, retriever: str) -> None:
-        """Rank ``catalog`` for every case of its toolset at once (one index per catalog)."""
+        """Rank ``catalog`` for every case of its toolset at once (one index per catalog);
+        nothing for a native retriever (the provider searches while answering)."""
+        if retriever in NATIVE_RETRIEVERS:
+            return
         todo = [c for c in cases if c.toolset == catalog.toolset
                 and (c.id, catalog.sha256, retriever) not in self._rankings]
         if not todo:
@@ -124,6 +174,8 @@ class SpaceSetup:
     def retrieve(self, case: Case, catalog: Variant, space: ToolSpace) -> Retrieved:
         """The tools ``case`` is offered from ``catalog`` under ``space``."""
         expected = tuple(expected_names(case))
+        if space.native:
+            return self._native(case, catalog, space, expected)
         if space.retriever == "none":
             offered = catalog.tools
         else:
@@ -135,6 +187,38 @@ class SpaceSetup:
         return Retrieved(offered, len(catalog.tools), expected,
                          tuple(n for n in expected if n not in names),
                          self.tool_tokens(offered), digest)
+
+    def _native(self, case: Case, catalog: Variant, space: ToolSpace,
+                expected: tuple[str, ...]) -> Retrieved:
+        """A planned native retrieval: the whole catalog sent, deferred but for the
+        always-loaded tools (see :class:`Retrieved`).
+
+        Raises:
+            BenchError: an episode case (its later requests would not carry the server's
+                search blocks back), or an always-loaded name that is not a catalog tool.
+        """
+        where = f"--retriever {space.retriever}"
+        if case.kind == "episode":
+            raise BenchError(f"{where}: case '{case.id}' is an episode; native tool search "
+                             "runs on single-answer cases only (an episode's later requests "
+                             "would not send the server's search blocks back)", field="retriever")
+        names = {t.name for t in catalog.tools}
+        for name in self.always_loaded:
+            if name not in names:
+                raise BenchError(f"--always-loaded: '{name}' is not a tool of "
+                                 f"{catalog.toolset}/{catalog.name} ({len(names)} tools)",
+                                 field="always_loaded")
+        tokens = self._catalog_tokens.get(catalog.sha256)
+        if tokens is None:  # one mapping per catalog, shared by its cases' retrievals
+            tokens = self._catalog_tokens[catalog.sha256] = {
+                t.name: self.tool_tokens([t]) for t in catalog.tools}
+        search = ToolSearch(NATIVE_RETRIEVERS[space.retriever],
+                            tuple(dict.fromkeys(self.always_loaded)))
+        loaded = set(search.always_loaded)
+        return Retrieved(catalog.tools, len(catalog.tools), expected,
+                         tuple(n for n in expected if n not in loaded),
+                         sum(tokens[n] for n in loaded), catalog.sha256, search,
+                         catalog_tokens=tokens)
 
     def describe(self) -> list[dict[str, object]]:
         """Each grown catalog as the manifest's ``toolspace`` stores it."""

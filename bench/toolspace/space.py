@@ -11,14 +11,26 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from bench.models import CONDITION_SEPARATOR
 
-RETRIEVERS: tuple[str, ...] = ("none", "bm25", "embedding")
+RETRIEVERS: tuple[str, ...] = ("none", "bm25", "embedding", "native", "native-bm25")
 """``none``: the model sees the whole catalog; ``bm25``: lexical retrieval
 (:class:`bench.toolspace.retrieval.Bm25Retriever`); ``embedding``: dense retrieval with the
-embedded model (:class:`bench.toolspace.retrieval.EmbeddingRetriever`)."""
+embedded model (:class:`bench.toolspace.retrieval.EmbeddingRetriever`); ``native`` and
+``native-bm25``: the provider's own tool search (Anthropic's tool search tool, regex or BM25
+variant, :mod:`bench.providers.tool_search`), which the model calls itself while answering."""
+
+NATIVE_RETRIEVERS: dict[str, Literal["regex", "bm25"]] = {"native": "regex",
+                                                          "native-bm25": "bm25"}
+"""Provider-native retriever -> its search variant (:data:`bench.providers.tool_search.
+SEARCH_TOOLS`). The server picks how many tools a search returns (3-5 per Anthropic's tool
+search page), so these take no ``top_k``."""
+
+NATIVE_KINDS = ("anthropic",)
+"""Provider kinds that have native tool search (:meth:`bench.providers.base.HTTPProvider.
+search_request`)."""
 
 DEFAULT_TOP_K = 5
 """Tools retrieved per query when ``--top-k`` is not given (RAG-MCP and Anthropic's tool
@@ -36,7 +48,8 @@ class ToolSpace:
         tools: tools in the catalog (the toolset's own plus distractors); None: the toolset
             as it is.
         retriever: one of :data:`RETRIEVERS`.
-        top_k: tools the retriever passes to the model (None with ``retriever`` ``none``).
+        top_k: tools the retriever passes to the model (None with ``retriever`` ``none``
+            and with a native retriever: the server decides).
     """
 
     tools: int | None = None
@@ -49,10 +62,16 @@ class ToolSpace:
                              f"{self.retriever!r}")
         if self.tools is not None and not 1 <= self.tools <= MAX_TOOLS:
             raise ValueError(f"tools must be between 1 and {MAX_TOOLS}; got {self.tools}")
-        if (self.retriever == "none") != (self.top_k is None):
-            raise ValueError("top_k goes with a retriever (and only with one)")
+        if (self.retriever == "none" or self.native) != (self.top_k is None):
+            raise ValueError("top_k goes with a bm25 or embedding retriever (and only with "
+                             "one)")
         if self.top_k is not None and self.top_k < 1:
             raise ValueError(f"top_k must be at least 1; got {self.top_k}")
+
+    @property
+    def native(self) -> bool:
+        """The retriever is the provider's own tool search (:data:`NATIVE_RETRIEVERS`)."""
+        return self.retriever in NATIVE_RETRIEVERS
 
     def settings(self) -> dict[str, str]:
         """The settings that name the condition (defaults left out), in naming order."""
@@ -61,7 +80,8 @@ class ToolSpace:
             found["tools"] = str(self.tools)
         if self.retriever != "none":
             found["retriever"] = self.retriever
-            found["top_k"] = str(self.top_k)
+            if self.top_k is not None:
+                found["top_k"] = str(self.top_k)
         return found
 
     def condition(self, variant: str) -> str:
@@ -78,8 +98,8 @@ class ToolSpace:
 def space_grid(tools: Sequence[int] = (), retrievers: Sequence[str] = (),
                top_k: Sequence[int] = ()) -> list[ToolSpace]:
     """Every combination of the chosen settings, tool counts outermost; ``retriever`` ``none``
-    once per tool count (it has no top-k). Empty when nothing is chosen (no tool count, no
-    retriever but ``none``): the run plans its variants as they are.
+    and each native retriever once per tool count (they have no top-k). Empty when nothing is
+    chosen (no tool count, no retriever but ``none``): the run plans its variants as they are.
 
     Raises:
         ValueError: an unknown retriever, a tool count or top-k out of range, or ``top_k``
@@ -88,15 +108,41 @@ def space_grid(tools: Sequence[int] = (), retrievers: Sequence[str] = (),
     counts: list[int | None] = list(dict.fromkeys(tools)) or [None]
     chosen = list(dict.fromkeys(retrievers)) or ["none"]
     ks = list(dict.fromkeys(top_k))
-    if ks and chosen == ["none"]:
-        raise ValueError("--top-k needs a retriever (--retriever bm25 or embedding)")
+    if ks and all(r == "none" or r in NATIVE_RETRIEVERS for r in chosen):
+        raise ValueError("--top-k needs a retriever (--retriever bm25 or embedding; a native "
+                         "tool search returns as many tools as its server decides)")
     ks = ks or [DEFAULT_TOP_K]
     grid = []
     for count, retriever in itertools.product(counts, chosen):
         if retriever == "none":
             grid.append(ToolSpace(count))
+        elif retriever in NATIVE_RETRIEVERS:
+            grid.append(ToolSpace(count, retriever))
         else:
             grid.extend(ToolSpace(count, retriever, k) for k in ks)
     if grid == [ToolSpace()]:
         return []
     return grid
+
+
+def native_check(retrievers: Sequence[str], providers: Sequence[str],
+                 always_loaded: Sequence[str] = ()) -> None:
+    """Refuse a native retriever (:data:`NATIVE_RETRIEVERS`) with a provider that has no
+    native tool search (kinds other than :data:`NATIVE_KINDS`), and ``always_loaded`` tools
+    without a native retriever.
+
+    Raises:
+        ValueError: one line naming the first such provider, or the option.
+    """
+    from bench.providers.registry import kind_of
+
+    native = [r for r in retrievers if r in NATIVE_RETRIEVERS]
+    if always_loaded and not native:
+        raise ValueError("--always-loaded goes with --retriever native or native-bm25 (the "
+                         "other retrievers send only the tools they pick)")
+    for provider_id in providers if native else ():
+        if kind_of(provider_id) not in NATIVE_KINDS:
+            raise ValueError(f"--retriever {native[0]} is Anthropic's tool search tool; "
+                             f"provider '{provider_id}' has no native tool search (use "
+                             "an anthropic:<model> provider, or --retriever bm25 or "
+                             "embedding)")
