@@ -97,7 +97,8 @@ MIN_SHAPED_KEY_CHARS = 20  # characters after ``sk-`` / ``AIza``
 ROW_FREE_TEXT: tuple[tuple[str, ...], ...] = (
     ("response",), ("parsed", "error"), ("parsed", "text"), ("episode", "final_answer"),
     ("episode", "steps", "*", "error"), ("episode", "steps", "*", "text"),
-    ("episode", "steps", "*", "parsed", "error"), ("episode", "steps", "*", "parsed", "text"))
+    ("episode", "steps", "*", "parsed", "error"), ("episode", "steps", "*", "parsed", "text"),
+    ("retrieval", "tool_search", "searches", "*", "input"))
 #: Paths of the free text in a manifest (:class:`bench.results.Manifest`): the command line,
 #: the MCP server's command line in the config (``--execute-mcp 'server --token ...'``: a
 #: resume asks for it again when it held a secret, :func:`bench.runner.config.given_mcp_secrets`)
@@ -107,10 +108,11 @@ MANIFEST_FREE_TEXT: tuple[tuple[str, ...], ...] = (
     ("providers_skipped", "*", "reason"), ("providers_paused", "*", "reason"),
     ("cases_skipped", "*", "why"), ("merged_from", "*", "providers_skipped", "*", "reason"))
 #: Paths of the free text in a cached answer (:class:`bench.providers.base.ProviderResponse`):
-#: the raw answer, the request id, the prose and a decode error; the parsed calls are the
-#: answer itself.
+#: the raw answer, the request id, the prose, a decode error and a native tool search's inputs
+#: (the model's search text); the parsed calls are the answer itself.
 ANSWER_FREE_TEXT: tuple[tuple[str, ...], ...] = (
-    ("raw",), ("request_id",), ("parsed", "error"), ("parsed", "text"))
+    ("raw",), ("request_id",), ("parsed", "error"), ("parsed", "text"),
+    ("tool_search", "searches", "*", "input"))
 
 # ://userinfo@ : userinfo holds no '/', whitespace, quote or '@' (RFC 3986 3.2.1). The
 # pattern starts at the literal '://' (a scheme before it would make a run of letters

@@ -371,3 +371,34 @@ def test_a_tool_search_request_elsewhere_is_an_invalid_answer(kind, tmp_path):
     outcome = asyncio.run(ask())
     assert "has no native tool search" in (outcome.response.parsed.error or "")
     assert outcome.response.parsed.calls == []
+
+
+def test_search_inputs_are_redacted_like_the_answer(project, tmp_path):
+    # a BM25 search's query is the model's free text: a key pasted in the question and
+    # echoed by the search is redacted in the row and in the cache, as the raw answer is
+    # (the case's own query is the dataset's data, stored as it is)
+    key = "sk-ant-api03-" + "Q7x2" * 8
+    dataset = tmp_path / "cases.jsonl"
+    dataset.write_text(json.dumps({
+        "id": "k-1", "toolset": "ecommerce", "lang": "en",
+        "messages": [{"role": "user", "content": f"Find my orders, my key is {key}"}],
+        "expected": {"calls": [{"name": "search_orders", "arguments": {}}]}}) + "\n",
+        encoding="utf-8")
+    cache = tmp_path / "cache.sqlite"
+    with FakeServer(handler=tool_search_handler()) as server:
+        config = RunConfig(dataset=str(dataset), variants=["l3"], providers=["anthropic:a"],
+                           tools=[30], retrievers=["native-bm25"], execute=False,
+                           cache="readwrite", cache_path=str(cache))
+        runner = Runner(config, run_id="secret", provider_factory=lambda pid, cfg:
+                        make_provider(pid, base_url=server.url))
+        runner.run()
+        assert key in json.dumps(server.requests[0].body)  # it was sent and echoed back
+    (row,) = row_dicts(runner.store)
+    (search,) = row["retrieval"]["tool_search"]["searches"]
+    assert "Find my orders" in search["input"]["query"] and key not in search["input"]["query"]
+    assert key not in json.dumps(row["response"])  # as the raw answer's copy of it
+    import sqlite3
+    with sqlite3.connect(cache) as db:
+        (answer,) = db.execute("SELECT response FROM responses").fetchone()
+    searches = json.loads(answer)["tool_search"]["searches"]
+    assert "Find my orders" in searches[0]["input"]["query"] and key not in answer
