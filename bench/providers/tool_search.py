@@ -43,6 +43,14 @@ names (``anthropic_beta_param.py``) has no tool-search entry, so bench sends no 
 The input key of a search (``pattern`` / ``query``, per ``vercel/ai``'s
 ``tool-search-regex_20251119.ts`` / ``tool-search-bm25_20251119.ts``) is not typed by the SDK
 (``input: Dict[str, object]``): bench records the input as sent back, whatever its keys.
+
+Where the page and the SDK 2.15.0 types differ, or the SDK says nothing: the page's error
+codes ``invalid_pattern`` and ``pattern_too_long`` are not in the SDK's
+``ToolSearchToolResultErrorCode`` (bench records any ``error_code`` string); the page's usage
+counter ``usage.server_tool_use.tool_search_requests`` is not in the SDK's ``ServerToolUsage``
+(which has only ``web_search_requests`` and ``web_fetch_requests``; bench does not read it);
+the 3-5 results per search, the 200-character pattern limit, the 10,000-tool catalog limit
+and the at-least-one-non-deferred-tool rule are the page's, not the SDK's.
 """
 
 from __future__ import annotations
