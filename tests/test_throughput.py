@@ -209,6 +209,66 @@ def test_server_errors_are_retried_and_permanent_errors_stop_the_run_resumably(p
                for body in asked) == 2  # the second case: 401, then ok
 
 
+def test_answers_waiting_for_their_rows_are_written_when_an_error_stops_the_run(project):
+    """Rows are finished while the loop idles (bench.runner.finisher): with 32 requests in
+    flight and no latency, answers queue up; a permanent error then stops the run, and every
+    answer the server gave before it still has its row."""
+    answered = []
+
+    class CountingServer(FakeServer):
+        def __init__(self):
+            super().__init__(handler=self._answer)
+
+        def _answer(self, request):
+            if len(answered) >= 150:
+                return Reply(401, error_body(401, "bad key"))
+            user = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+            answered.append(user)
+            return Reply(body=chat_body(calls=[("search_orders", {})]))
+
+    with CountingServer() as server:
+        runner = Runner(config(server, split="all", limit=60, trials=5, concurrency=32),
+                        run_id="drain", command=[])
+        with pytest.raises(BenchError, match="permanent HTTP 401"):
+            runner.run()
+    rows = rows_of(runner)
+    manifest = json.loads(runner.store.manifest_path.read_text())
+    assert len(answered) == 150
+    assert len(rows) == 150 and manifest["rows_done"] == 150
+    assert len({r["key"] for r in rows}) == 150
+
+
+def test_answers_waiting_for_their_rows_are_written_when_a_run_is_interrupted(project):
+    """An interrupt that leaves the run's loop at once (here raised by a user layer, as a
+    second Ctrl-C would) still writes the row of every answer already received: the queue
+    of unwritten rows is finished before the writer closes."""
+    answers = []
+
+    class InterruptAfter:
+        def __init__(self, provider_id, inner):
+            self.inner = inner
+
+        async def __call__(self, exchange):
+            if len(answers) >= 120:
+                raise KeyboardInterrupt
+            outcome = await self.inner(exchange)
+            answers.append(exchange.request.key)
+            return outcome
+
+    with EchoServer() as server:
+        runner = Runner(config(server, split="all", limit=60, trials=5, concurrency=32),
+                        run_id="interrupt", command=[], layers=[InterruptAfter])
+        with pytest.raises(KeyboardInterrupt):
+            runner.run()
+    rows = rows_of(runner)
+    manifest = json.loads(runner.store.manifest_path.read_text())
+    assert manifest["status"] == "interrupted"
+    # 120 answers came back before the interrupt; at most the 32 requests in flight had not
+    # reported to the loop yet (without the final drain, about 40 rows were left here)
+    assert len(rows) == manifest["rows_done"] >= 120 - 32
+    assert {r["key"] for r in rows} <= set(answers)
+
+
 def write_pricing(path, usd_per_million=1.0):
     path.write_text("source: test\ndate: '2026-11-29'\nmodels:\n  openai-compat:\n"
                     f"    m: {{input: {usd_per_million}, output: {usd_per_million}}}\n")

@@ -31,14 +31,13 @@ from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
 from bench.runner.plan import PlanItem
-from bench.runner.rows import CaseSummaries, build_episode_row, build_row
+from bench.runner.finisher import RowFinisher
 from bench.runner.session import RunSession
 from bench.runner.signals import StopSignals
 from bench.runner.startup import StartedProviders, start_execution
 
 if TYPE_CHECKING:
     from bench.executor.runhook import RunExecution
-    from bench.runstore import RowWriter
 
 Answer = Outcome | EpisodeOutcome
 
@@ -91,14 +90,13 @@ class Scheduler:
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
         self.in_flight: InFlight[Answer] = InFlight([], [])
         self.failed_in_a_row: dict[str, int] = {}
-        self.summaries = CaseSummaries()
         self.sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
         self.status = "complete"
         self.failure_error: BaseException | None = None
-        self.rows: RowWriter | None = None
         self.execution: RunExecution | None = None
+        self.finisher = RowFinisher(session, ledger, progress)
         self.give_up_timer: asyncio.TimerHandle | None = None
-        self.finished, self.gave_up = 0, False  # gave_up: the run cancelled its tasks
+        self.gave_up = False  # the run cancelled its tasks
         self.manifest: Manifest = session.manifest or session.new_manifest()
         self.previous_cache: dict[str, Any] = {}
 
@@ -107,7 +105,7 @@ class Scheduler:
         items to send."""
         session, started = self.session, self.started
         todo, self.ledger.spend = session.pending_and_spent()  # a resume keeps its spend
-        self.finished = len(session.plan) - len(todo)
+        self.finisher.finished = len(session.plan) - len(todo)
         self.previous_cache = self.manifest.cache or {}
         if todo:
             started.open()
@@ -122,7 +120,7 @@ class Scheduler:
                                        self.config.cache)  # type: ignore[arg-type]
         self._build_pipelines()
         self.manifest = without_fields(
-            with_fields(self.manifest, status="running", rows_done=self.finished,
+            with_fields(self.manifest, status="running", rows_done=self.finisher.finished,
                         ended_at=None, pricing=self.ledger.pricing.describe()),
             "error", "request_errors", "providers_paused")
         return todo
@@ -161,29 +159,7 @@ class Scheduler:
 
     def _warm_up(self) -> bool:
         """One label prepared ahead (:meth:`CaseSummaries.warm_up`); False: nothing to do."""
-        return self.status == "complete" and self.summaries.warm_up(self.sent, self.execution)
-
-    def _record(self, item: PlanItem, answer: Answer) -> None:
-        """Score and append the item's row (a :class:`bench.results.Row`)."""
-        assert self.rows is not None  # opened before any request is sent
-        summary = self.summaries.of(item.case)
-        pid, run_id = item.provider_id, self.store.run_id
-        if isinstance(answer, EpisodeOutcome):
-            priced = self.ledger.charge(pid, answer.responses, answer.cache)
-            costs = [cost for cost, _ in priced]
-            total = None if not costs or None in costs else sum(c for c in costs if c is not None)
-            self.rows.append(build_episode_row(
-                item, run_id, answer, cost_usd=total,
-                billed_usd=sum(billed or 0.0 for _, billed in priced), case_summary=summary))
-        else:
-            [(cost, billed)] = self.ledger.charge(pid, [answer.response], answer.cache)
-            self.rows.append(build_row(
-                item, run_id, answer.response, cost_usd=cost, billed_usd=billed,
-                attempts=answer.attempts, cache=answer.cache, execution=self.execution,
-                case_summary=summary, bfcl=self.session.bfcl.get(item.case.id)))
-        self.finished += 1
-        if self.progress:
-            self.progress(self.finished, len(self.session.plan), item)
+        return self.status == "complete" and self.finisher.summaries.warm_up(self.sent, self.execution)
 
     def _stop_everything(self) -> None:
         self.in_flight.clear_queues()
@@ -229,7 +205,7 @@ class Scheduler:
         exc = task.exception()
         if exc is None:
             self.failed_in_a_row[pid] = 0
-            self._record(item, task.result())
+            self.finisher.answered(item, task.result())
         elif isinstance(exc, GateClosed):
             pass
         elif isinstance(exc, StopRequested):  # as if Ctrl-C: its row is not written
@@ -273,15 +249,22 @@ class Scheduler:
         # in the caller's try: a run file that cannot be written, or an executor (its MCP
         # server) that cannot start, fails the run, closes the writer, never leaves "running"
         self.store.write_manifest(self.manifest)
-        self.rows = self.store.writer()
-        self.execution = start_execution(self.session) if todo else None
+        self.finisher.writer = self.store.writer()
+        self.execution = self.finisher.execution = start_execution(self.session) if todo else None
         self.in_flight = InFlight(todo, self.started.providers)
         if self.status == "complete":  # a stop may have come before the first dispatch
             self._dispatch()
-        while self.in_flight:
-            if self.in_flight.completed.empty() and self._warm_up():
-                await asyncio.sleep(0)  # let finished requests report first
-                continue
+        while self.in_flight or self.finisher:
+            if self.in_flight.completed.empty():
+                # answers first: a finished request frees a slot for the next send, and
+                # rows are finished while the loop would otherwise wait
+                if self.finisher:
+                    self.finisher.finish_next()
+                    await asyncio.sleep(0)  # let finished requests report first
+                    continue
+                if self._warm_up():
+                    await asyncio.sleep(0)
+                    continue
             self._finished_task(await self.in_flight.completed.get())
             if self.status == "complete":
                 self._dispatch()
@@ -306,7 +289,7 @@ class Scheduler:
         """
         todo = self._start()
         if self.progress:
-            self.progress(self.finished, len(self.session.plan), None)
+            self.progress(self.finisher.finished, len(self.session.plan), None)
         self.signals.install(asyncio.get_running_loop(), self.stop)
         try:
             await self._loop(todo)
@@ -348,10 +331,16 @@ class Scheduler:
         self.gave_up = True
         self.in_flight.cancel()
         try:
-            if self.rows is not None:
-                self.rows.close()
+            if self.finisher.writer is not None:
+                try:
+                    self.finisher.finish_all()
+                finally:
+                    self.finisher.writer.close()
         except OSError as exc:  # e.g. the disk filled up: recorded, cleanup goes on
             self._fail_write(exc)
+        except Exception as exc:  # noqa: BLE001 - a row that cannot be built fails the run
+            self.finisher.queued.clear()
+            self.failure_error = self.failure_error or exc
         changes: dict[str, object] = {}
         if self.failure_error is not None:  # resumable rows left (partial), or a failure
             self.status = "partial" if isinstance(self.failure_error, RunIncomplete) \
@@ -378,7 +367,7 @@ class Scheduler:
     def _final_fields(self) -> dict[str, Any]:
         """The manifest fields a finished run sets (:func:`final_fields`)."""
         return final_fields(
-            status=self.status, rows_done=self.finished, ledger=self.ledger,
+            status=self.status, rows_done=self.finisher.finished, ledger=self.ledger,
             config=self.config,
             gates={pid: p.gate for pid, p in self.pipelines.items()},
             batch_errors=self.batch_errors, request_errors=self.request_errors,
