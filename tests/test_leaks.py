@@ -149,3 +149,35 @@ def test_the_id_mask_keeps_chinese_written_right_after_an_id():
     assert {"付款", "成功", "收件", "王芳"} <= paid | renamed
     assert jaccard(paid, renamed) < 0.1
     assert tokens("订单ORD20261011付款成功了吗？") == tokens("订单JD99付款成功了吗？")
+
+
+TODO_TOOLS = '''"""Todo tools."""
+
+
+def mark_done(todo_id: str) -> dict:
+    """Mark a todo item as done.
+
+    Args:
+        todo_id: The item's id, T and digits.
+    """
+    return {"id": todo_id, "done": True}
+'''
+
+
+def test_lint_passes_right_after_bench_init_with_a_case_per_tool(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    (tmp_path / "todo_tools.py").write_text(TODO_TOOLS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    init = CliRunner().invoke(app, ["init", "todo", "--python", "todo_tools.py"])
+    assert init.exit_code == 0, init.output
+    root = tmp_path / "todo"
+    (root / "datasets" / "todo" / "cases.jsonl").write_text(
+        _todo_case("todo-01", "Mark T7 as done").model_dump_json() + "\n", encoding="utf-8")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    linted = CliRunner().invoke(app, ["lint", "--toolset", "todo", "--json"])
+    import json
+    errors = [f for f in json.loads(linted.output)["findings"] if f["severity"] == "error"]
+    assert errors == [] and linted.exit_code == 0
