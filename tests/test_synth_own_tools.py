@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.models import Case
-from bench.synth.core import refused_calls
+from bench.synth.core import _execution_skip, refused_calls
 
 HERE = Path(__file__).parent
 EXEC_SERVER = HERE / "mcp_exec_server.py"
@@ -97,6 +97,15 @@ def test_synth_executes_labels_on_an_mcp_server_from_bench_init(tmp_path):
     traces = (root / "reports" / "runs" / verify / "traces.jsonl").read_text()
     assert '"tool":"lookup_city"' in traces and '"error_code":"tool_error"' in traces
 
+    # the spec says the tool only reads, the server does not (no readOnlyHint): the
+    # executor's own permission check refuses it, which is a skip, not a rejection
+    spec = root / "descriptions" / "calc" / "specs" / "delete_everything.yaml"
+    spec.write_text(spec.read_text().replace("permission: write", "permission: read"))
+    marked = synth(root, "calc", "calc-synth-read", proposals[2:])[proposals[2][0]]
+    assert marked["verdict"] == "kept"
+    assert marked["verdicts"]["execution"] == ("skipped: write refused: delete_everything "
+                                               "(the executor's permission check)")
+
     # the project allows that write (its per-tool writes list): now it runs on the server
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace("writes = []",
@@ -146,3 +155,11 @@ def test_refused_calls_follow_the_executor_rule():
     assert refused_calls(case, permission, allow_writes=False, allow_sensitive=True,
                          write_tools={"w"}) == []
     assert refused_calls(case, permission, allow_writes=True, allow_sensitive=True) == []
+
+
+def test_an_unexecuted_label_says_why_from_the_run_plan():
+    assert _execution_skip({"mode": "none", "detail": "the CRM has no sandbox"}, "crm") == \
+        "skipped: toolset 'crm' is not executed (the CRM has no sandbox)"
+    assert _execution_skip({"mode": "no_backend"}, "x") == \
+        "skipped: toolset 'x' has no executor"
+    assert _execution_skip(None, "x") == "skipped: toolset 'x' has no executor"

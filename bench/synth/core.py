@@ -29,7 +29,8 @@ retries, budget, stored rows), never a request path of their own:
      of its ``pyproject.toml``, with that table's ``timeout_s`` and ``writes``); skipped,
      with the reason, where the toolset has no executor or declares ``execute = "none"``,
      execution is off, a called tool has nothing to run (a schema-only tool), or a call
-     needs a write or sensitive permission the run does not allow (:func:`refused_calls`);
+     needs a write or sensitive permission the run does not allow (:func:`refused_calls`,
+     or the executor refused it: ``permission_denied`` in the run's traces);
    - ``unsolvable``: fewer than ``min_agree`` independent answers of the solver providers
      agree with the label, scored by bench's scorer (:func:`answer_agrees`).
 3. **Keep**: kept cases are appended to ``<dataset>/cases.jsonl`` in split ``dev`` (nobody has
@@ -46,7 +47,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from bench.descriptions.variants import default_variant
 from bench.errors import BenchError
@@ -455,7 +456,7 @@ def check_duplicates_and_leaks(candidates: Sequence[Candidate], existing: Sequen
         kept.append((candidate.id, query_tokens(case.query)))
 
 
-def refused_calls(case: Case, permission: dict[str, str], *, allow_writes: bool,
+def refused_calls(case: Case, permission: Mapping[str, str], *, allow_writes: bool,
                   allow_sensitive: bool, write_tools: frozenset[str] | set[str] = frozenset()
                   ) -> list[str]:
     """Why the executor would refuse the label's calls, one line per refused tool (sorted by
@@ -484,12 +485,32 @@ def refused_calls(case: Case, permission: dict[str, str], *, allow_writes: bool,
 def _execution_skip(plan: dict[str, Any] | None, toolset: str) -> str:
     """The ``skipped: ...`` verdict of a label whose calls were not executed, from the
     verification run's execution plan for ``toolset`` (its manifest's ``execution``)."""
-    mode = (plan or {}).get("mode")
+    plan = plan or {}
+    mode = plan.get("mode")
     if mode == "none":
-        return f"skipped: toolset '{toolset}' is not executed ({plan.get('detail') if plan else ''})"
+        return f"skipped: toolset '{toolset}' is not executed ({plan.get('detail')})"
+    if mode == "off":
+        return "skipped: execution off (--no-execute)"
     if mode in ("mcp", "python", "reference"):
         return "skipped: a called tool has nothing to run (a schema-only tool)"
     return f"skipped: toolset '{toolset}' has no executor"
+
+
+def _trace_denials(project: Project, run_id: str) -> set[tuple[str, str]]:
+    """``(case id, tool)`` of every call the verification run's executor refused for want
+    of a permission (``permission_denied`` in its ``traces.jsonl``; none without the file)."""
+    from bench.executor.traces import TRACES, read_traces
+
+    path = project.store(run_id).dir / TRACES
+    if not path.is_file():
+        return set()
+    return {(r.case_id or "", r.tool) for r in read_traces(path)
+            if r.error_code == "permission_denied"}
+
+
+def _denied(traces: set[tuple[str, str]], case_id: str, case: Case) -> list[str]:
+    """The label's tools the executor refused on ``case_id`` (:func:`_trace_denials`)."""
+    return sorted({c.name for c in case.expected.calls if (case_id, c.name) in traces})
 
 
 def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
@@ -526,6 +547,7 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
         else None
     own = load_toolset_settings(project.root).get(settings.toolset)
     write_tools = frozenset(own.writes) if own is not None else frozenset()
+    traces = _trace_denials(project, result.run_id)
     for candidate in live:
         case = Case.model_validate(candidate.case)
         mine = rows.get(candidate.id, [])
@@ -542,6 +564,11 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
             candidate.verdicts["execution"] = "skipped: " + "; ".join(refused)
         elif success is None:
             candidate.verdicts["execution"] = _execution_skip(plan, settings.toolset)
+        elif not success and (denied := _denied(traces, candidate.id, case)):
+            # the backend marks the tool a write although the variant does not: the
+            # executor refused it (permission_denied), which is not the label's fault
+            candidate.verdicts["execution"] = (f"skipped: write refused: {', '.join(denied)} "
+                                               "(the executor's permission check)")
         elif not success:
             errors = oracle[0].metrics.execution_errors or {}
             candidate.fail("execution", "the label's calls failed on the executor ("
