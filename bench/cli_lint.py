@@ -84,15 +84,22 @@ def lint(
 def _test_cases(names: list[str], toolsets: list[str]) -> dict[str, list[tuple[list, Path]]]:
     """``toolset -> [(test cases, datasheet)]`` of the datasets to check for leaks: ``names``
     (``["none"]``: none), else every dataset under ``datasets/`` using a linted toolset. A
-    dataset without splits counts every case as test."""
+    dataset without splits counts every case as test. Labels are read through each
+    toolset's aliases (``descriptions/<toolset>/aliases.yaml``) as a run reads them, so a
+    label naming a renamed tool's old name is checked against the tool it names now.
+
+    Raises:
+        BenchError: a dataset that cannot be loaded, or an invalid ``aliases.yaml``.
+    """
     from bench.datasets import available_datasets, load_dataset
     from bench.datasets.splits import select_split
+    from bench.descriptions.aliases import apply_aliases
 
     if names == ["none"]:
         return {}
     out: dict[str, list[tuple[list, Path]]] = {}
     for name in names or available_datasets():
-        loaded = load_dataset(name)
+        loaded, _ = apply_aliases(load_dataset(name))
         source = Path(loaded.path)
         datasheet = source.parent / "README.md"
         has_split = any(c.split for c in loaded.cases)

@@ -7,21 +7,27 @@ from typing import Sequence
 
 from rich.console import Console
 
+from bench.plural import count
 from bench.results import Manifest
 from bench.runstore import RunStore
 
 
 def print_per_tool(out: Console, store: RunStore, manifest: Manifest,
                    order: Sequence[str]) -> None:
-    """Print the per-tool tables of the run in ``store`` to ``out``: single-answer rows only
-    (an episode's calls live in its trajectory); a line says so when the run has none."""
+    """Print the per-tool tables of the run in ``store`` to ``out``: single-answer rows and
+    episode rows (an episode by its trajectory's calls, :mod:`bench.stats.pertool`).
+
+    When there is nothing to count, one line says why instead of a table: the run has no
+    finished row yet, or none of its rows expects or calls a tool (every case is no-call
+    or ask and no answer called one).
+    """
     from bench.report.pertool import per_tool_rich_tables
     from bench.stats.frame import results_frame
 
-    rows = [row for row in store.load_rows(manifest) if row.episode is None]
+    rows = list(store.load_rows(manifest))
     if not rows:
-        out.print("per tool: no single-answer rows (episodes are scored on their "
-                  "trajectories)", markup=False)
+        out.print(f"per tool: run {store.run_id} has no finished row yet: nothing to count "
+                  f"(rows 0/{manifest.rows_planned})", markup=False)
         return
     renamed: dict[str, str] = {}
     for variant in manifest.variants:
@@ -29,6 +35,12 @@ def print_per_tool(out: Console, store: RunStore, manifest: Manifest,
     drafts = {v.name for v in manifest.variants if v.draft_tools and v.name}
     from bench.report.table import fitted_tables
 
-    for table in per_tool_rich_tables(results_frame(rows), order, renamed, drafts):
+    tables = per_tool_rich_tables(results_frame(rows), order, renamed, drafts)
+    if not tables:
+        out.print(f"per tool: no tool was expected or called in the "
+                  f"{count(len(rows), 'finished row')} (every case is no-call or ask, and no "
+                  "answer called a tool): nothing to count", markup=False)
+        return
+    for table in tables:
         for part in fitted_tables(table, out.width, keys=1):
             out.print(part)

@@ -152,14 +152,21 @@ def variants_diff(
 ) -> None:
     """Per tool what changed from A to B, and which cases' expected arguments B breaks.
 
+    A rename declared in descriptions/<toolset>/aliases.yaml is shown as a rename (with any
+    other change of that tool), and labels naming the old name are read as naming the new
+    one, as a run reads them.
+
     Exit code 1 when B makes any case's label invalid.
     """
     from bench.datasets import available_datasets, load_dataset
     from bench.descriptions import load_variant
     from bench.descriptions.diff import diff_to_json, diff_variants, label_breaks
 
+    from bench.descriptions.aliases import load_aliases
+
     va, vb = load_variant(toolset, a), load_variant(toolset, b)
-    diffs = diff_variants(va.tools, vb.tools)
+    renamed = load_aliases(toolset)
+    diffs = diff_variants(va.tools, vb.tools, renamed)
     names = _split(dataset)
     if names:
         datasets = [load_dataset(n) for n in names]
@@ -174,7 +181,7 @@ def variants_diff(
                 datasets.append(loaded)
     broken = []
     for ds in datasets:
-        new, still = label_breaks(ds, toolset, va.tools, vb.tools)
+        new, still = label_breaks(ds, toolset, va.tools, vb.tools, renamed)
         broken += [(ds, p, True) for p in new] + [(ds, p, False) for p in still]
     if as_json:
         print(json.dumps({
@@ -199,7 +206,8 @@ def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001
         for change in tool_diff.changes:
             detail = change.detail
             if change.kind == "tool_renamed":
-                detail = f"{change.before} -> {change.after}"
+                detail = f"{change.before} -> {change.after}" + (
+                    f" ({change.detail})" if change.detail else "")
             elif change.kind == "param_description":
                 detail = f"{change.before!r} -> {change.after!r}"
             table.add_row(tool_diff.name, change.kind, change.param or "", escape(str(detail)))

@@ -100,3 +100,84 @@ def test_no_shipped_variant_mirrors_a_shipped_test_case(name):
                                        [c for c in test if c.toolset == toolset], sheet)
                          if f.code == "BL013"]
     assert problems == []
+
+
+def _summary_variant(description: str) -> Variant:
+    tool = Tool(name="mark_done", description=description,
+                input_schema={"type": "object", "properties": {"todo_id": {"type": "string"}}})
+    return Variant(name="l3", toolset="todo", tools=(tool,), source="test")
+
+
+def _todo_case(case_id: str, text: str) -> Case:
+    return Case.model_validate({"id": case_id, "toolset": "todo", "lang": "en",
+                                "messages": [{"role": "user", "content": text}],
+                                "expected": {"calls": [{"name": "mark_done",
+                                                        "arguments": {"todo_id": ["T7"]}}]}})
+
+
+def test_a_generic_summary_is_not_a_copy_of_a_query_about_one_item():
+    """The summary a fresh `bench init` renders into l3..l50 shares only the tool's own words
+    with a request for one item (Jaccard 0.50 with the ID masked): not a mirror, so lint
+    passes right after init."""
+    case = _todo_case("todo-01", "Mark T7 as done")
+    variant = _summary_variant("Mark a todo item as done.")
+    assert jaccard(tokens("Mark T7 as done"), tokens("Mark a todo item as done.")) >= 0.5
+    assert find_leaks(variant, [case]) == []
+    assert leak_findings(variant, [case]) == []
+
+
+def test_a_copied_query_is_still_a_copy_in_the_summary_and_in_examples():
+    case = _todo_case("todo-02", "Mark T7 as done, I finished it at the gym yesterday")
+    # copied into the summary with another ID: the ID slot stays, the line is not generic
+    copied = _summary_variant("Mark T3 as done, I finished it at the gym yesterday.")
+    assert [(k.signal, k.section) for k in find_leaks(copied, [case])] == [
+        ("near-copy", "summary")]
+    # a short query copied into an example is found too
+    example = _summary_variant('Mark a todo item as done.\n\nExamples:\n'
+                               '- "Mark T9 as done" -> {"todo_id": "T9"}')
+    short = _todo_case("todo-03", "Mark T7 as done")
+    found = leak_findings(example, [short])
+    assert [(f.code, f.tool) for f in found] == [("BL013", "mark_done")]
+    assert "Examples line 'Mark T9 as done'" in found[0].message
+
+
+def test_the_id_mask_keeps_chinese_written_right_after_an_id():
+    """ecom-0020 and ecom-0186 share only 订单 before their IDs; the mask used to swallow
+    the Chinese after the ID and scored them 1.0."""
+    paid = tokens("订单ORD20261011付款成功了吗？")
+    renamed = tokens("订单ORD20261126的收件人改成王芳")
+    assert {"付款", "成功", "收件", "王芳"} <= paid | renamed
+    assert jaccard(paid, renamed) < 0.1
+    assert tokens("订单ORD20261011付款成功了吗？") == tokens("订单JD99付款成功了吗？")
+
+
+TODO_TOOLS = '''"""Todo tools."""
+
+
+def mark_done(todo_id: str) -> dict:
+    """Mark a todo item as done.
+
+    Args:
+        todo_id: The item's id, T and digits.
+    """
+    return {"id": todo_id, "done": True}
+'''
+
+
+def test_lint_passes_right_after_bench_init_with_a_case_per_tool(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    (tmp_path / "todo_tools.py").write_text(TODO_TOOLS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    init = CliRunner().invoke(app, ["init", "todo", "--python", "todo_tools.py"])
+    assert init.exit_code == 0, init.output
+    root = tmp_path / "todo"
+    (root / "datasets" / "todo" / "cases.jsonl").write_text(
+        _todo_case("todo-01", "Mark T7 as done").model_dump_json() + "\n", encoding="utf-8")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    linted = CliRunner().invoke(app, ["lint", "--toolset", "todo", "--json"])
+    import json
+    errors = [f for f in json.loads(linted.output)["findings"] if f["severity"] == "error"]
+    assert errors == [] and linted.exit_code == 0

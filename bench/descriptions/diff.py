@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from bench.datasets import Dataset
 from bench.datasets.labels import LabelProblem, iter_label_problems
@@ -166,33 +166,70 @@ def diff_tool(a: Tool | None, b: Tool | None) -> ToolDiff:
     return result
 
 
-def diff_variants(tools_a: Sequence[Tool], tools_b: Sequence[Tool]) -> list[ToolDiff]:
+def diff_variants(tools_a: Sequence[Tool], tools_b: Sequence[Tool],
+                  renamed: Mapping[str, str] | None = None) -> list[ToolDiff]:
     """Per-tool differences from variant A to variant B, tools without changes left out.
 
-    Tools are paired by name; a tool only in A and one only in B with the same schema are a
-    rename. Order: B's tool order, then tools removed from A.
+    Tools are paired by name; then by ``renamed`` (the toolset's aliases, old name -> new
+    name, :mod:`bench.descriptions.aliases`), in either direction: a tool only in A and one
+    only in B that the aliases name as old and new are a rename whatever else changed; last,
+    a tool only in A and one only in B with the same schema are a rename. Order: B's tool
+    order, then tools removed from A.
     """
     by_a = {t.name: t for t in tools_a}
     by_b = {t.name: t for t in tools_b}
     only_a = [t for t in tools_a if t.name not in by_b]
+    declared = {**{new: old for old, new in (renamed or {}).items()},
+                **{old: new for old, new in (renamed or {}).items()}}
     pairs: list[tuple[Tool | None, Tool | None]] = []
     for tool in tools_b:
         if tool.name in by_a:
             pairs.append((by_a[tool.name], tool))
             continue
-        twin = next((t for t in only_a if _shape(t.input_schema) == _shape(tool.input_schema)),
-                    None)
+        twin = next((t for t in only_a if declared.get(tool.name) == t.name), None) or \
+            next((t for t in only_a if _shape(t.input_schema) == _shape(tool.input_schema)
+                  and t.name not in declared), None)
         if twin is not None:
             only_a.remove(twin)
         pairs.append((twin, tool))
     pairs += [(t, None) for t in only_a]
     diffs = [diff_tool(a, b) for a, b in pairs]
+    for (a, b), found in zip(pairs, diffs):
+        if a is not None and b is not None and declared.get(b.name) == a.name:
+            for change in found.changes:
+                if change.kind == "tool_renamed":
+                    change.detail = "declared in aliases.yaml"
     return [d for d in diffs if d.changes]
 
 
+def read_labels(dataset: Dataset, toolset: str, tools: Sequence[Tool],
+                renamed: Mapping[str, str] | None) -> Dataset:
+    """``dataset`` with the labels of ``toolset`` read through ``renamed`` (old name -> new
+    name) as a run reads them (:func:`bench.descriptions.aliases.rename_case`), for the
+    renames whose new name is a tool of ``tools`` and whose old name is not (a variant that
+    still has the old name keeps its labels as written); the same object when none applies.
+    """
+    from dataclasses import replace
+
+    from bench.descriptions.aliases import rename_case
+
+    names = {t.name for t in tools}
+    applies = {old: new for old, new in (renamed or {}).items()
+               if new in names and old not in names}
+    if not applies:
+        return dataset
+    return replace(dataset, cases=tuple(rename_case(c, applies) if c.toolset == toolset else c
+                                        for c in dataset.cases))
+
+
 def label_breaks(dataset: Dataset, toolset: str, tools_a: Sequence[Tool],
-                 tools_b: Sequence[Tool]) -> tuple[list[LabelProblem], list[LabelProblem]]:
+                 tools_b: Sequence[Tool], renamed: Mapping[str, str] | None = None
+                 ) -> tuple[list[LabelProblem], list[LabelProblem]]:
     """Label problems of ``dataset``'s cases of ``toolset`` under B.
+
+    Labels are read through ``renamed`` (the toolset's aliases, :func:`read_labels`) on each
+    side, so a label naming a renamed tool's old name is valid under the variant that has
+    the new name, as in a run.
 
     Returns:
         (new, still): problems B has and A has not (the change broke these labels), and
@@ -201,8 +238,10 @@ def label_breaks(dataset: Dataset, toolset: str, tools_a: Sequence[Tool],
     def key(p: LabelProblem) -> tuple[str, str, str]:
         return p.case_id, p.field, p.message
 
-    before = {key(p) for p in iter_label_problems(dataset, toolset, tools_a)}
-    after = list(iter_label_problems(dataset, toolset, tools_b))
+    before = {key(p) for p in iter_label_problems(read_labels(dataset, toolset, tools_a,
+                                                              renamed), toolset, tools_a)}
+    after = list(iter_label_problems(read_labels(dataset, toolset, tools_b, renamed), toolset,
+                                     tools_b))
     return [p for p in after if key(p) not in before], [p for p in after if key(p) in before]
 
 

@@ -8,6 +8,13 @@ A variant's prose (examples, edge cases, rules) may only draw on ``dev`` cases. 
   similarity of their token sets at or above :data:`NEAR_COPY_THRESHOLD`. Tokens are lower-cased
   words for Latin text and character bigrams for Chinese (Chinese has no spaces; bigrams are the
   usual unit of Chinese near-duplicate detection, e.g. Broder's shingling applied to characters).
+  One exception (:func:`generic_statement`): a line of the tool's summary (its text before the
+  first section heading) that names no ID, number or quoted phrase states what the tool does
+  in general; a case whose text names an ID or number asks for it on a specific thing, so the
+  two share the tool's own words by construction ("Mark a todo item as done." and "Mark T7
+  as done"). Such a pair is not a near-copy: a query copied into a description keeps its ID
+  or number slot (masked, it still matches), and one copied into an example section is
+  compared as usual.
 - ``trigger-phrase``: a phrase the line quotes (``'Top spender'``, ``“送礼”``) occurs in the case's
   user text: the description hands the model the mapping of that exact wording.
 - ``reviewed``: a cross-language mirror (a translated example) listed in the dataset's datasheet
@@ -42,7 +49,9 @@ MIN_PHRASE_WORDS = 2
 MIN_PHRASE_CJK = 4
 REVIEWED_HEADING = "## Reviewed cross-language mirrors"
 
-_ID_OR_NUMBER = re.compile(r"[A-Za-z]*\d[\w\-:/.]*|[$¥￥€£]\s?\d[\d,.]*")
+# ASCII only after the first digit: ``\w`` would also take the Chinese words written right
+# after an ID ("订单ORD20261011付款成功了吗" would keep only 订单)
+_ID_OR_NUMBER = re.compile(r"[A-Za-z]*\d[A-Za-z0-9_\-:/.]*|[$¥￥€£]\s?\d[\d,.]*")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _LATIN = re.compile(r"[a-z]+")
 _QUOTED = re.compile(r"(?<![A-Za-z])'((?:[^']|(?<=[A-Za-z])'(?=[A-Za-z])){2,80}?)'(?![A-Za-z])|\"([^\"]{2,80})\"|“([^”]{2,80})”|「([^」]{2,80})」"
@@ -103,6 +112,15 @@ def tokens(text: str) -> frozenset[str]:
     for run in _CJK.findall(masked):
         out.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
     return frozenset(out)
+
+
+def generic_statement(snippet: Snippet) -> bool:
+    """Whether ``snippet`` is a generic statement of what its tool does: a line of the
+    tool's summary (section ``summary``, the text before the first heading) with no ID,
+    number or quoted phrase in it. Such a line is not a near-copy of a case that names an ID
+    or number (the module docstring)."""
+    return snippet.section == "summary" and snippet.arguments is None \
+        and not _ID_OR_NUMBER.search(snippet.text) and not _QUOTED.search(snippet.text)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -205,15 +223,17 @@ def find_leaks(variant: Variant, cases: Sequence[Case],
     """
     lines = list(snippets(variant))
     line_tokens = [tokens(s.text) for s in lines]
+    generic = [generic_statement(s) for s in lines]
     phrases = [(s, [(p, _norm_phrase(p)) for p in quoted_phrases(s.text)]) for s in lines]
     leaks: list[Leak] = []
     for case in cases:
         said = case_text(case)
         said_tokens = tokens(said)
         said_norm = _norm_phrase(said)
-        for snip, toks in zip(lines, line_tokens):
+        specific = bool(_ID_OR_NUMBER.search(said))
+        for snip, toks, general in zip(lines, line_tokens, generic):
             score = jaccard(said_tokens, toks)
-            if score >= threshold:
+            if score >= threshold and not (general and specific):
                 leaks.append(Leak(case.id, variant.name, snip.tool, snip.section, snip.text,
                                   "near-copy", round(score, 3), mask(said)))
             elif snip.arguments is not None and _lang(snip.text) != _lang(said) \

@@ -23,7 +23,8 @@ from bench.stats.pertool import call_checks, confusion_pairs, per_tool_table, sh
 METHOD_NOTE = ("precision and recall: 95% Wilson intervals over the calls counted; F1: 95% "
                "percentile bootstrap over cases (1,000 resamples, seed 0). A call of a tool "
                "the label does not list counts against that tool's precision; an expected "
-               "call not made, against its recall.")
+               "call not made, against its recall. An episode counts every call of its "
+               "trajectory against its required calls.")
 
 
 def _rank(order: Sequence[str]) -> dict[str, int]:
@@ -40,7 +41,7 @@ def per_tool_groups(frame: pd.DataFrame, order: Sequence[str] = (),
     """One table of per-tool figures per (provider, variant), variants in ``order``.
 
     Args:
-        frame: the results frame (single-answer rows).
+        frame: the results frame (single-answer and episode rows).
         order: variant labels in display order (others after them).
         renamed: old tool name -> new name (a toolset's aliases), shown as ``new (was old)``.
         drafts: variant labels whose descriptions are unreviewed drafts (marked in the

@@ -11,10 +11,14 @@ Column schema (dtype in brackets):
   ``toolset`` [str]; ``variant`` [str]; ``provider`` [str]; ``trial`` [int]; ``lang`` [str];
   ``tags`` [tuple of str]; ``query`` [str] the last user message; ``info`` [str or None] the
   case's information bucket.
-- ``expected_kind`` [str] ``calls`` | ``no_call`` | ``ask``.
-- ``expected_tools`` [tuple of str] expected tool names in label order (empty on no-call/ask).
+- ``expected_kind`` [str] ``calls`` | ``no_call`` | ``ask``, or ``episode`` for an episode
+  row (a row with ``episode``: the whole tool loop, :class:`bench.results.RowEpisode`).
+- ``expected_tools`` [tuple of str] expected tool names in label order (empty on no-call/ask;
+  an episode's required calls, from which its ``expected`` is derived).
 - ``predicted_tools`` [tuple of str, or None] called tool names in answer order; None when
-  the answer could not be decoded.
+  the answer could not be decoded. For an episode row: every call of its trajectory, in the
+  order made (steps in order, each step's calls in order, an undecodable call's name
+  included), never None.
 - one column per registered rate (:mod:`bench.scoring.registry`, :func:`binary_metrics`) that
   at least one row carries [pandas nullable ``boolean``: True / False / <NA> where the metric
   does not apply].
@@ -83,6 +87,12 @@ def _called_tools(calls: list[RowCall] | None) -> tuple[str | None, ...]:
             name = ""
         names.append(name)
     return tuple(names)
+
+
+def _trajectory_tools(episode: Any) -> tuple[str | None, ...]:
+    """The tool names of every call of an episode's trajectory, in the order made (a
+    :class:`bench.results.RowEpisode`; a call stored without a name gives None)."""
+    return tuple(call.name for step in episode.steps for call in step.calls)
 
 
 def _expected_kind(expected: RowExpected | None) -> str:
@@ -242,10 +252,15 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
         expected, parsed = row.expected, row.parsed
         tags(tuple(row.tags or ()))
         query(row.query or "")
-        kind(_expected_kind(expected))
         expected_tools(_expected_tools(expected))
-        predicted_tools(None if parsed is not None and parsed.error
-                        else _called_tools(parsed.calls if parsed is not None else None))
+        episode = row.episode
+        if episode is None:
+            kind(_expected_kind(expected))
+            predicted_tools(None if parsed is not None and parsed.error
+                            else _called_tools(parsed.calls if parsed is not None else None))
+        else:
+            kind("episode")
+            predicted_tools(_trajectory_tools(episode))
         usage = row.usage
         found = r_metric(metrics) + r_row(row) + (r_none if usage is None else r_usage(usage))
         if r_other:

@@ -2,9 +2,20 @@
 confusion pairs (expected tool vs chosen tool) and the required / forbidden calls per tool.
 
 All read the results frame (:mod:`bench.stats.frame`): ``expected_tools`` (the label's tool
-names), ``predicted_tools`` (the answer's, None when undecodable), ``case_id``, ``provider``,
-``variant``. Only single-answer rows belong here (the caller leaves episode rows out, as the
-confusion matrix does: an episode's calls live in its trajectory).
+names), ``predicted_tools`` (the answer's, None when undecodable), ``expected_kind``,
+``case_id``, ``provider``, ``variant``. Single-answer rows and episode rows both count.
+
+An episode row (``expected_kind`` ``episode``) is counted as one answer whose calls are all
+the calls of its trajectory: ``expected_tools`` are the names of the case's
+``required_calls`` (one per required call), ``predicted_tools`` the name of every call the
+model made in the episode, in every step, in the order made (an undecodable call's name too;
+a call made twice counts twice). The two are matched as multisets of names exactly as for a
+single answer (below), so a required tool called at least once is a ``tp``, each further
+call of it beyond the required count (a retry, a repeated lookup) an ``fp``, a call of a tool
+no required call names an ``fp``, and a required call never made an ``fn``. Arguments and
+the ``after`` order of required calls are not looked at here (the episode's own
+``trajectory_recall`` / ``trajectory_precision`` match them, :mod:`bench.scoring.episodes`).
+An episode that stopped on an undecodable answer counts the calls made before it.
 
 Counting (one-vs-rest, per tool ``t``, the usual per-class definitions of multi-class
 evaluation: Sokolova & Lapalme 2009, "A systematic analysis of performance measures for
@@ -84,7 +95,7 @@ def per_tool_table(frame: pd.DataFrame, by: Sequence[str] = ("provider", "varian
     """Selection precision, recall and F1 of each tool per group, with intervals.
 
     Args:
-        frame: the results frame (single-answer rows).
+        frame: the results frame (single-answer and episode rows).
         by: group columns of the frame (e.g. ``("provider", "variant")``; ``()``: one group).
         tools: the tools to report (default: every tool expected or called in the frame);
             a tool named here that no row names gets a row of zeros and NaN rates.
@@ -160,7 +171,8 @@ def confusion_pairs(frame: pd.DataFrame, by: Sequence[str] = ("provider", "varia
     chosen) is left out.
 
     Args:
-        frame: the results frame (single-answer rows).
+        frame: the results frame (single-answer and episode rows; an episode's leftover
+            calls pair as for one answer).
         by: group columns; each group's count gets its own column.
         limit: pairs kept (the most frequent over all groups; ties by names).
 
@@ -200,7 +212,11 @@ def call_checks(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant")
 
     A call of ``t`` is *required* where the label lists it; every other call of ``t`` is
     *forbidden* (a single-answer label forbids any call it does not list: on a no-call or ask
-    case every call, elsewhere a tool the label does not name, or one call too many).
+    case every call, elsewhere a tool the label does not name, or one call too many). An
+    episode row counts its required calls (made or missed, as in :func:`per_tool_table`)
+    but no forbidden call: an episode may make calls its required list does not name, and
+    forbids only its ``forbidden_calls``, which its own metrics count
+    (``forbidden_calls``, :mod:`bench.scoring.episodes`).
 
     Returns:
         One row per group and tool: ``required`` (calls the labels ask for), ``required_made``
@@ -226,7 +242,8 @@ def call_checks(frame: pd.DataFrame, by: Sequence[str] = ("provider", "variant")
                 found = counts.setdefault(name, [0, 0, 0, 0])
                 found[0] += tp + fn
                 found[1] += tp
-                found[2 if kind in ("no_call", "ask") else 3] += fp
+                if kind != "episode":
+                    found[2 if kind in ("no_call", "ask") else 3] += fp
         for name in sorted(counts):
             required, made, no_call, wrong = counts[name]
             records.append({**dict(zip(by, key)), "tool": name, "required": required,

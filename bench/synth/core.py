@@ -24,8 +24,13 @@ retries, budget, stored rows), never a request path of their own:
    - ``leak``: a description line of any variant of the toolset mirrors it (the leak
      checker, :func:`bench.descriptions.leaks.find_leaks`);
    - ``execution``: the label's own calls (the ``oracle`` provider) fail on the toolset's
-     executor; skipped where the toolset has no executor, execution is off, or a call needs
-     a write or sensitive permission not allowed;
+     executor: the one ``bench run`` uses (a shipped toolset's reference backend, or the
+     project's own MCP server or Python module declared in ``[tool.bench.toolsets.<name>]``
+     of its ``pyproject.toml``, with that table's ``timeout_s`` and ``writes``); skipped,
+     with the reason, where the toolset has no executor or declares ``execute = "none"``,
+     execution is off, a called tool has nothing to run (a schema-only tool), or a call
+     needs a write or sensitive permission the run does not allow (:func:`refused_calls`,
+     or the executor refused it: ``permission_denied`` in the run's traces);
    - ``unsolvable``: fewer than ``min_agree`` independent answers of the solver providers
      agree with the label, scored by bench's scorer (:func:`answer_agrees`).
 3. **Keep**: kept cases are appended to ``<dataset>/cases.jsonl`` in split ``dev`` (nobody has
@@ -42,7 +47,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from bench.descriptions.variants import default_variant
 from bench.errors import BenchError
@@ -451,6 +456,63 @@ def check_duplicates_and_leaks(candidates: Sequence[Candidate], existing: Sequen
         kept.append((candidate.id, query_tokens(case.query)))
 
 
+def refused_calls(case: Case, permission: Mapping[str, str], *, allow_writes: bool,
+                  allow_sensitive: bool, write_tools: frozenset[str] | set[str] = frozenset()
+                  ) -> list[str]:
+    """Why the executor would refuse the label's calls, one line per refused tool (sorted by
+    tool; [] when none is refused), by the executor's own rule
+    (:meth:`bench.executor.pipeline.Executor` admission): a ``write`` tool runs only with
+    ``allow_writes`` or when it is in ``write_tools`` (the toolset's ``writes = [...]``), a
+    ``sensitive`` one only with ``allow_sensitive``.
+
+    Args:
+        case: the candidate case.
+        permission: tool name -> ``read`` / ``write`` / ``sensitive`` (the variant's tools).
+        allow_writes / allow_sensitive: the run's allowances (``--allow-writes`` ...).
+        write_tools: the write tools the project's toolset table allows.
+    """
+    out: list[str] = []
+    for name in sorted({c.name for c in case.expected.calls}):
+        level = permission.get(name)
+        if level == "write" and not (allow_writes or name in write_tools):
+            out.append(f"write refused: {name} is not in writes = [...] of its toolset's "
+                       "table (or pass --allow-writes)")
+        elif level == "sensitive" and not allow_sensitive:
+            out.append(f"sensitive call refused: {name} needs --allow-sensitive")
+    return out
+
+
+def _execution_skip(plan: dict[str, Any] | None, toolset: str) -> str:
+    """The ``skipped: ...`` verdict of a label whose calls were not executed, from the
+    verification run's execution plan for ``toolset`` (its manifest's ``execution``)."""
+    plan = plan or {}
+    mode = plan.get("mode")
+    if mode == "none":
+        return f"skipped: toolset '{toolset}' is not executed ({plan.get('detail')})"
+    if mode == "off":
+        return "skipped: execution off (--no-execute)"
+    if mode in ("mcp", "python", "reference"):
+        return "skipped: a called tool has nothing to run (a schema-only tool)"
+    return f"skipped: toolset '{toolset}' has no executor"
+
+
+def _trace_denials(project: Project, run_id: str) -> set[tuple[str, str]]:
+    """``(case id, tool)`` of every call the verification run's executor refused for want
+    of a permission (``permission_denied`` in its ``traces.jsonl``; none without the file)."""
+    from bench.executor.traces import TRACES, read_traces
+
+    path = project.store(run_id).dir / TRACES
+    if not path.is_file():
+        return set()
+    return {(r.case_id or "", r.tool) for r in read_traces(path)
+            if r.error_code == "permission_denied"}
+
+
+def _denied(traces: set[tuple[str, str]], case_id: str, case: Case) -> list[str]:
+    """The label's tools the executor refused on ``case_id`` (:func:`_trace_denials`)."""
+    return sorted({c.name for c in case.expected.calls if (case_id, c.name) in traces})
+
+
 def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
                       tools: Sequence[Tool], candidates: Sequence[Candidate], work: Path
                       ) -> str | None:
@@ -461,6 +523,7 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     from bench.api import evaluate
     from bench.providers.registry import kind_of
     from bench.runstore import atomic_write_text
+    from bench.toolset_config import load_toolset_settings
 
     live = [c for c in candidates if c.reason is None and c.case is not None]
     if not live:
@@ -480,25 +543,32 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     for row in result.rows:
         rows.setdefault(row.case_id, []).append(row)
     permission = {t.name: t.permission for t in tools}
+    plan = result.manifest.execution.get(settings.toolset) if result.manifest.execution \
+        else None
+    own = load_toolset_settings(project.root).get(settings.toolset)
+    write_tools = frozenset(own.writes) if own is not None else frozenset()
+    traces = _trace_denials(project, result.run_id)
     for candidate in live:
         case = Case.model_validate(candidate.case)
         mine = rows.get(candidate.id, [])
         oracle = [r for r in mine if r.provider == "oracle" and r.trial == 0]
-        guarded = sorted({c.name for c in case.expected.calls
-                          if (permission.get(c.name) == "write" and not settings.allow_writes)
-                          or (permission.get(c.name) == "sensitive"
-                              and not settings.allow_sensitive)})
+        refused = refused_calls(case, permission, allow_writes=settings.allow_writes,
+                                allow_sensitive=settings.allow_sensitive,
+                                write_tools=write_tools)
         success = oracle[0].metrics.execution_success if oracle else None
         if not case.expected.calls:
             candidate.verdicts["execution"] = "skipped: no call to run"
         elif not settings.execute:
             candidate.verdicts["execution"] = "skipped: execution off (--no-execute)"
-        elif guarded:
-            candidate.verdicts["execution"] = (f"skipped: {', '.join(guarded)} needs "
-                                               "--allow-writes / --allow-sensitive")
+        elif refused:
+            candidate.verdicts["execution"] = "skipped: " + "; ".join(refused)
         elif success is None:
-            candidate.verdicts["execution"] = (f"skipped: toolset '{settings.toolset}' has "
-                                               "no executor")
+            candidate.verdicts["execution"] = _execution_skip(plan, settings.toolset)
+        elif not success and (denied := _denied(traces, candidate.id, case)):
+            # the backend marks the tool a write although the variant does not: the
+            # executor refused it (permission_denied), which is not the label's fault
+            candidate.verdicts["execution"] = (f"skipped: write refused: {', '.join(denied)} "
+                                               "(the executor's permission check)")
         elif not success:
             errors = oracle[0].metrics.execution_errors or {}
             candidate.fail("execution", "the label's calls failed on the executor ("
