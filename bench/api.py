@@ -145,6 +145,7 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
 
     from bench.errors import pydantic_error_field
     from bench.runner.core import Runner
+    from bench.runner.errors import ExecutorNotStarted
     from bench.runner.session import RunSession
 
     unknown = sorted(set(settings) - set(RunConfig.model_fields))
@@ -177,7 +178,10 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
                 reasons = "; ".join(f"{pid}: {why}" for pid, why in runner.skipped.items())
                 raise BenchError(f"evaluate(): every provider was skipped ({reasons}); "
                                  "nothing to run")
-    runner.run(progress)
+    try:
+        runner.run(progress)
+    except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
+        raise session.failed_before_rows(exc) from None
     return _results(session, project)
 
 

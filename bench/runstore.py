@@ -213,6 +213,29 @@ class RunStore:
             self.check_dir()  # says which path is in the way
             raise
 
+    def discard_if_empty(self) -> bool:
+        """Remove the run folder when it holds nothing but its manifest and empty files (a new
+        run that failed before its first row, e.g. its toolset's MCP server did not start);
+        return True when removed. A folder with any row, any non-empty file besides the
+        manifest (a batch ledger, a server log) or any subfolder is kept. The run's write lock
+        (:meth:`writing`) is held while it is checked and removed.
+
+        Raises:
+            BenchError: another process holds the run's write lock.
+        """
+        if not self.dir.is_dir() or self.dir.is_symlink():
+            return False
+        with self.writing():
+            for path in self.dir.iterdir():
+                if path.name == MANIFEST and path.is_file() and not path.is_symlink():
+                    continue
+                if path.is_symlink() or not path.is_file() or path.stat().st_size:
+                    return False
+            for path in self.dir.iterdir():
+                path.unlink()
+            self.dir.rmdir()
+        return True
+
     def check_dir(self) -> None:
         """Check, creating nothing, that the run folder can be made or used: for a new run,
         before its providers start.

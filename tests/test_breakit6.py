@@ -1,0 +1,180 @@
+"""Hostile input for ``bench run``'s executors, ``bench optimize run``, recursive JSON Schema
+references and the project commands (``bench init``, ``synth``, ``review --apply``, ``check``,
+``variants draft/accept``): each test reproduces one defect found by feeding bad input and
+asserts the fixed behaviour (one ``error:`` line naming the file or field, a non-zero exit,
+no traceback, nothing useless or half-written left behind)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m bench ARGS`` in ``cwd``, this checkout's code."""
+    env = {**os.environ, "COLUMNS": "200",
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
+    env.pop("BENCH_HOME", None)
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """Assert ``result`` failed with exit 2, no traceback; its ``error:`` lines."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors
+
+
+TOOLS_PY = ('def add(a: int, b: int) -> int:\n'
+            '    """Add two numbers. Use it when asked to add."""\n'
+            '    return a + b\n')
+
+ANSWER_PY = ('def answer(messages, tools, trial):\n'
+             '    return [{"name": "add", "arguments": {"a": 1, "b": 2}}]\n')
+
+CASE = {"id": "c1", "toolset": "proj", "lang": "en",
+        "messages": [{"role": "user", "content": "add 1 and 2"}],
+        "expected": {"calls": [{"name": "add", "arguments": {"a": [1], "b": [2]}}]}}
+
+
+def python_project(tmp_path: Path) -> Path:
+    """``bench init proj --python tools.py`` with one case and a scripted answer."""
+    (tmp_path / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--python", "tools.py", "--writes", "add")
+    assert made.returncode == 0, made.stderr
+    project = tmp_path / "proj"
+    (project / "datasets" / "proj" / "cases.jsonl").write_text(json.dumps(CASE) + "\n",
+                                                                encoding="utf-8")
+    (project / "ans.py").write_text(ANSWER_PY, encoding="utf-8")
+    return project
+
+
+def use_mcp_server(project: Path, server: list[str]) -> None:
+    """Make the project's toolset execute on the MCP server ``server`` (argv)."""
+    pyproject = project / "pyproject.toml"
+    lines = []
+    for line in pyproject.read_text(encoding="utf-8").splitlines():
+        if line.startswith("execute ="):
+            line = 'execute = "mcp"'
+        elif line.startswith("module ="):
+            line = f"server = {json.dumps(server)}"
+        lines.append(line)
+    pyproject.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def run(project: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess:
+    return bench(project, "run", "--dataset", "proj", "--variants", "current",
+                 "--provider", "function:ans:answer", "--run-id", run_id, *extra)
+
+
+# --- 1. an executor that does not start leaves no empty run folder ----------------------------
+
+def test_a_tools_module_with_a_syntax_error_leaves_no_run_folder(tmp_path):
+    project = python_project(tmp_path)
+    (tmp_path / "tools.py").write_text(TOOLS_PY + "x = (\n", encoding="utf-8")
+    result = run(project, "broken")
+    assert "SyntaxError" in error_lines(result)[0]
+    assert not (project / "reports" / "runs" / "broken").exists()
+
+
+def test_an_mcp_command_that_does_not_exist_leaves_no_run_folder(tmp_path):
+    project = python_project(tmp_path)
+    use_mcp_server(project, [str(tmp_path / "no-such-server")])
+    result = run(project, "broken")
+    assert "failed to start" in error_lines(result)[0]
+    assert not (project / "reports" / "runs" / "broken").exists()
+
+
+def test_a_server_that_says_why_it_exits_keeps_its_log_and_says_how_to_go_on(tmp_path):
+    project = python_project(tmp_path)
+    use_mcp_server(project, [sys.executable, "-c",
+                             "import sys; print('no licence key', file=sys.stderr); sys.exit(3)"])
+    result = run(project, "broken")
+    line = error_lines(result)[0]
+    log = project / "reports" / "runs" / "broken" / "mcp-server-proj.log"
+    assert "no licence key" in line and str(log) in line
+    assert "bench run --resume broken" in line
+    assert log.read_text(encoding="utf-8").strip() == "no licence key"
+
+
+def test_a_run_folder_with_a_row_or_another_file_is_never_discarded(tmp_path):
+    from bench.runstore import RunStore
+
+    store = RunStore(tmp_path, "r")
+    store.make_dir()
+    store.manifest_path.write_text("{}", encoding="utf-8")
+    store.results_path.write_text('{"key": "x"}\n', encoding="utf-8")
+    assert not store.discard_if_empty() and store.results_path.is_file()
+    store.results_path.write_text("", encoding="utf-8")
+    (store.dir / "batches.json").write_text("{}", encoding="utf-8")
+    assert not store.discard_if_empty() and store.dir.is_dir()
+    (store.dir / "batches.json").unlink()
+    assert store.discard_if_empty() and not store.dir.exists()
+
+
+# --- 4. what an MCP server prints does not reach bench's terminal -----------------------------
+
+RAW_SERVER = r'''
+import json, sys, traceback
+TOOL = {"name": "add", "description": "Add two numbers.", "inputSchema": {"type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [TOOL]}
+    elif method == "tools/call":
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            traceback.print_exc()                    # on its stderr
+            traceback.print_exc(file=sys.stdout)     # on its stdout: not JSON-RPC
+            sys.stdout.flush()
+        args = msg["params"]["arguments"]
+        result = {"content": [{"type": "text", "text": str(args["a"] + args["b"])}],
+                  "isError": False}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+'''
+
+
+@pytest.mark.parametrize("how", ["declared", "--execute-mcp"])
+def test_a_servers_tracebacks_go_to_its_log_named_in_one_line(tmp_path, how):
+    project = python_project(tmp_path)
+    (project / "raw_server.py").write_text(RAW_SERVER, encoding="utf-8")
+    server = [sys.executable, str(project / "raw_server.py")]
+    if how == "declared":
+        use_mcp_server(project, server)
+        result = run(project, "tb")
+        log = project / "reports" / "runs" / "tb" / "mcp-server-proj.log"
+    else:
+        result = run(project, "tb", "--execute-mcp", " ".join(server), "--allow-writes")
+        log = project / "reports" / "runs" / "tb" / "mcp-server.log"
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert "ZeroDivisionError" not in result.stderr + result.stdout
+    said = [line for line in result.stderr.splitlines() if "MCP server output" in line]
+    assert said == [f"MCP server output (its stderr) in {log}"]
+    text = log.read_text(encoding="utf-8")
+    assert "ZeroDivisionError: division by zero" in text  # its stderr
+    assert "input_value='Traceback (most recent call last):'" in text  # its stray stdout
+    row = json.loads((project / "reports" / "runs" / "tb" / "results.jsonl").read_text())
+    assert row["metrics"]["execution_success"] is True
