@@ -87,6 +87,25 @@ class Workspace:
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(stored, wanted)
 
+    def discard_if_unstarted(self) -> bool:
+        """Remove the optimization's folder when none of its runs wrote a row (a new
+        optimization that failed at its start, e.g. a provider that does not start); return
+        True when removed. Its runs' answers stay in the main project's response cache.
+        """
+        runs = self.work.reports_dir / "runs"
+        try:
+            if any(path.stat().st_size for path in runs.glob("*/results.jsonl")):
+                return False
+            import shutil
+            shutil.rmtree(self.root)
+        except OSError:  # a folder that cannot be read or removed is left as it is
+            return False
+        try:
+            self.root.parent.rmdir()  # reports/optimize, when this was its only folder
+        except OSError:
+            pass
+        return True
+
     def write_variant(self, name: str, tools: Sequence[Tool], header: str = "") -> Variant:
         """Write ``tools`` as the work project's variant ``name`` and load it back (an
         existing file with the same text is left alone, so a resumed run's variant keeps its
