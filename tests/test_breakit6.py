@@ -207,3 +207,86 @@ def test_optimize_with_a_bad_provider_leaves_no_folder(tmp_path, option, value, 
                    *[arg for pair in providers.items() for arg in pair])
     assert fragment in error_lines(result)[0]
     assert not (project / "reports" / "optimize").exists()
+
+
+# --- 3. a recursive $ref through a property -----------------------------------------------------
+
+TREE_SCHEMA = {"type": "object",
+               "$defs": {"node": {"type": "object",
+                                  "properties": {"label": {"type": "string"},
+                                                 "child": {"$ref": "#/$defs/node"}},
+                                  "required": ["label"]}},
+               "properties": {"root": {"$ref": "#/$defs/node"}}, "required": ["root"]}
+
+TREE_ANSWER_PY = '''
+def answer(messages, tools, trial):
+    node = {"label": "leaf"}
+    for i in range(400):  # deeper than the parser keeps: an invalid call, not a crash
+        node = {"label": str(i), "child": node}
+    if "deep" in messages[-1].content:
+        return [{"name": "make_tree", "arguments": {"root": node}}]
+    return [{"name": "make_tree", "arguments": {"root": {"label": "a", "child": {"label": 3}}}}]
+'''
+
+
+def test_a_recursive_ref_through_a_property_imports_lints_runs_and_reports(tmp_path):
+    (tmp_path / "tools.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "make_tree", "description": "Make a tree of nodes. Use it to build a tree.",
+        "parameters": TREE_SCHEMA}}]), encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--tools", "tools.json")
+    assert made.returncode == 0, made.stderr
+    project = tmp_path / "proj"
+    cases = [{"id": f"t{i}", "toolset": "proj", "lang": "en",
+              "messages": [{"role": "user", "content": text}],
+              "expected": {"calls": [{"name": "make_tree", "arguments": {
+                  "root": [{"label": "a", "child": {"label": "b"}}]}}]}}
+             for i, text in enumerate(["build a tree a > b", "build a deep tree"])]
+    (project / "datasets" / "proj" / "cases.jsonl").write_text(
+        "".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    (project / "ans.py").write_text(TREE_ANSWER_PY, encoding="utf-8")
+    for args in (["lint", "--toolset", "proj"], ["variants", "--toolset", "proj"],
+                 ["check", "--update"],
+                 ["run", "--dataset", "proj", "--variants", "current,l10,l50", "--provider",
+                  "function:ans:answer", "--run-id", "tree"],
+                 ["report", "tree"]):
+        result = bench(project, *args)
+        assert "Traceback" not in result.stderr + result.stdout, (args, result.stderr)
+        assert "RecursionError" not in result.stderr + result.stdout, (args, result.stderr)
+        assert result.returncode in (0, 1), (args, result.returncode, result.stderr)
+    rows = [json.loads(line) for line in
+            (project / "reports" / "runs" / "tree" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and not any(r["metrics"]["schema_valid"] for r in rows)
+    assert (project / "reports" / "tree" / "index.html").stat().st_size > 0
+
+
+def _undefined_rules(gbnf: str) -> set[str]:
+    """Rule names a GBNF grammar refers to but does not define."""
+    import re
+    defined, used = set(), set()
+    for line in gbnf.splitlines():
+        name, sep, body = line.partition("::=")
+        if not sep:
+            continue
+        defined.add(name.strip())
+        body = re.sub(r'"(\\.|[^"\\])*"', " ", body)       # literals
+        body = re.sub(r"\[(\\.|[^\]\\])*\]", " ", body)     # character classes
+        body = re.sub(r"\{[0-9, ]*\}", " ", body)           # repetition counts
+        used.update(re.findall(r"[A-Za-z][A-Za-z0-9_-]*", body))
+    return used - defined
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"name": {"type": "string"}, "child": {"$ref": "#"}},
+     "required": ["name"]},
+    {"type": "object", "$defs": {"tree_node": {
+        "type": "object", "properties": {"x": {"type": "integer"},
+                                         "kids": {"type": "array",
+                                                  "items": {"$ref": "#/$defs/tree_node"}}}}},
+     "properties": {"root": {"$ref": "#/$defs/tree_node"}}},
+    TREE_SCHEMA,
+], ids=["ref-to-root", "underscore-def-name", "property-recursion"])
+def test_the_local_models_grammar_of_a_recursive_schema_defines_every_rule(schema):
+    from bench.providers.local.prompt import grammar_schema, json_schema_grammar
+
+    gbnf = json_schema_grammar(json.dumps(grammar_schema(schema)))
+    assert _undefined_rules(gbnf) == set(), gbnf
