@@ -290,3 +290,78 @@ def test_the_local_models_grammar_of_a_recursive_schema_defines_every_rule(schem
 
     gbnf = json_schema_grammar(json.dumps(grammar_schema(schema)))
     assert _undefined_rules(gbnf) == set(), gbnf
+
+
+# --- 5. bench init, bench review: hostile input ------------------------------------------------
+
+def test_init_with_a_boolean_property_schema_scaffolds_renders_and_runs(tmp_path):
+    # JSON Schema 2020-12 section 4.3.2: true and false are schemas ("anything", "nothing")
+    (tmp_path / "tools.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "a", "description": "Do a. Use it when asked.",
+        "parameters": {"type": "object", "properties": {"x": True, "y": False,
+                                                        "z": {"type": "string"}},
+                       "required": ["x"]}}}]), encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--tools", "tools.json")
+    assert made.returncode == 0 and "Traceback" not in made.stderr, made.stderr
+    project = tmp_path / "proj"
+    assert '"x": ["..."]' in (project / "datasets" / "proj" / "README.md").read_text()
+    (project / "datasets" / "proj" / "cases.jsonl").write_text(json.dumps(
+        {"id": "t1", "toolset": "proj", "lang": "en",
+         "messages": [{"role": "user", "content": "do a"}],
+         "expected": {"calls": [{"name": "a", "arguments": {"x": [1]}}]}}) + "\n")
+    (project / "ans.py").write_text('def answer(messages, tools, trial):\n'
+                                    '    return [{"name": "a", "arguments": {"x": 1}}]\n')
+    for args in (["variants", "--toolset", "proj"], ["check", "--update"],
+                 ["variants", "diff", "current", "l50", "--toolset", "proj"],
+                 ["run", "--dataset", "proj", "--variants", "current,l50", "--provider",
+                  "function:ans:answer", "--run-id", "r"]):
+        result = bench(project, *args)
+        assert result.returncode == 0, (args, result.stderr)
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+
+
+SYNTH_ROW = {"id": "synth-proj-0001", "toolset": "proj", "lang": "en", "split": "dev",
+             "messages": [{"role": "user", "content": "add 5 and 7 \u202e\x1b[31m please"}],
+             "expected": {"calls": [{"name": "add", "arguments": {"a": [5], "b": [7]}}]},
+             "tags": ["synth", "simple"],
+             "provenance": {"generator": "function:gen:generator", "template": "single.j2",
+                            "template_sha256": "0" * 64, "prompt_sha256": "0" * 64,
+                            "seed": 1234, "run_id": "synth-gen-x",
+                            "verdicts": {"format": "pass", "unsolvable": "pass"}}}
+
+
+def synth_project(tmp_path: Path) -> tuple[Path, Path]:
+    """:func:`python_project` with a generated dataset ``proj-synth`` of one unreviewed case;
+    returns the project and the dataset file."""
+    project = python_project(tmp_path)
+    folder = project / "datasets" / "proj-synth"
+    folder.mkdir()
+    (folder / "cases.jsonl").write_text(json.dumps(SYNTH_ROW) + "\n", encoding="utf-8")
+    return project, folder / "cases.jsonl"
+
+
+def test_review_shows_a_generated_query_with_its_control_characters_escaped(tmp_path):
+    project, _ = synth_project(tmp_path)
+    shown = bench(project, "review", "proj-synth", "--decisions-out", "d.json")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
+    assert "add 5 and 7 \\u202e\\x1b[31m please" in shown.stdout
+
+
+@pytest.mark.parametrize("decision, fragment", [
+    ({"decision": "fix", "query": "  "}, "field 'decisions.0.query': the corrected query is "
+                                         "empty"),
+    ({"decision": "fix", "expected": {"calls": [{"name": "nosuch", "arguments": {}}]}},
+     "field 'decisions.0.expected.calls.0.name'"),
+    ({"id": "nope", "decision": "accept"}, "field 'decisions.0.id'"),
+])
+def test_review_apply_names_the_decisions_file_and_entry_and_writes_nothing(
+        tmp_path, decision, fragment):
+    project, cases = synth_project(tmp_path)
+    before = cases.read_bytes()
+    (project / "my decisions.json").write_text(json.dumps(
+        {"dataset": str(cases), "decisions": [{"id": SYNTH_ROW["id"], **decision}]}))
+    result = bench(project, "review", "proj-synth", "--apply", "my decisions.json")
+    line = error_lines(result)[0]
+    assert line.startswith("error: my decisions.json: ") and fragment in line, line
+    assert cases.read_bytes() == before

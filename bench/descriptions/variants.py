@@ -112,6 +112,8 @@ def _params(spec: ToolSpec) -> list[dict[str, Any]]:
     required = set(spec.input_schema.get("required", []))
     params = []
     for name, prop in spec.input_schema.get("properties", {}).items():
+        if not isinstance(prop, dict):  # a boolean schema: true (anything), false (nothing)
+            prop = {}
         params.append({
             "name": name,
             "type": prop.get("type", "any"),
