@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from bench.errors import BenchError, terminal_safe
+from bench.errors import BenchError, visible_text
 from bench.plural import count
 
 if TYPE_CHECKING:
@@ -27,19 +27,10 @@ if not out.is_terminal and "COLUMNS" not in os.environ:
     out = Console(width=160)
 
 
-#: Unicode's bidirectional formatting characters (UAX #9, "Explicit Directional Embeddings,
-#: Overrides and Isolates", and the implicit marks): in a generated query they reorder what a
-#: reviewer sees on the terminal (the "Trojan Source" attack, CVE-2021-42574).
-_BIDI = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                               "\u2066\u2067\u2068\u2069"))
-
-
 def _shown(text: str) -> str:
-    """Model-written ``text`` for the terminal: control characters and bidirectional
-    formatting characters shown as escapes (``\\x1b``, ``\\u202e``), rich markup escaped."""
-    visible = terminal_safe(text)
-    visible = "".join(f"\\u{ord(c):04x}" if ord(c) in _BIDI else c for c in visible)
-    return escape(visible)
+    """Model-written ``text`` for the terminal: control and bidirectional formatting
+    characters escaped (:func:`bench.errors.visible_text`), rich markup escaped."""
+    return escape(visible_text(text))
 
 
 def _names(values: list[str] | None) -> list[str]:

@@ -365,3 +365,17 @@ def test_review_apply_names_the_decisions_file_and_entry_and_writes_nothing(
     line = error_lines(result)[0]
     assert line.startswith("error: my decisions.json: ") and fragment in line, line
     assert cases.read_bytes() == before
+
+
+def test_variants_diff_shows_a_drafted_descriptions_control_characters_escaped(tmp_path):
+    project = python_project(tmp_path)
+    (project / "drafter.py").write_text(
+        'def draft(messages, tools, trial):\n'
+        '    return {"tool_calls": [], "text": "Adds \\x1b[2J two \\u202e numbers."}\n')
+    drafted = bench(project, "variants", "draft", "--toolset", "proj", "--provider",
+                    "function:drafter:draft", "--lengths", "3")
+    assert drafted.returncode == 0, drafted.stderr
+    shown = bench(project, "variants", "diff", "current", "l3", "--toolset", "proj")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
+    assert "Adds \\x1b[2J two \\u202e numbers." in shown.stdout
