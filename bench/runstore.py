@@ -175,6 +175,26 @@ def atomic_writer(path: Path) -> Iterator[IO[str]]:
         raise
 
 
+def remove_if_no_rows(folder: Path) -> bool:
+    """Remove ``folder``, a command's work folder of runs (an optimization's, a synthesis's),
+    when no run under it holds a row (no non-empty ``results.jsonl``): a new one that failed
+    at its start leaves nothing behind. Its parent is removed too when that leaves it empty
+    (``reports/optimize``). Returns True when removed; a folder that cannot be read or
+    removed is left as it is."""
+    import shutil
+
+    try:
+        if not folder.is_dir() or folder.is_symlink() or any(
+                path.stat().st_size for path in folder.rglob(RESULTS)):
+            return False
+        shutil.rmtree(folder)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()
+    return True
+
+
 class RunStore:
     """One run directory.
 

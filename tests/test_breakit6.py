@@ -379,3 +379,24 @@ def test_variants_diff_shows_a_drafted_descriptions_control_characters_escaped(t
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
     assert "Adds \\x1b[2J two \\u202e numbers." in shown.stdout
+
+
+@pytest.mark.parametrize("generator, solver, fragment", [
+    ("nosuch", "function:gen:solver", "--generator: unknown provider 'nosuch'"),
+    ("function:gen:generator", "nosuch:x", "--solver: unknown provider 'nosuch:x'"),
+    ("function:gen:boom", "function:gen:solver", "RuntimeError: generator exploded"),
+    ("function:no_such_module:x", "function:gen:solver", "cannot import 'no_such_module'"),
+])
+def test_synth_with_a_bad_generator_or_solver_leaves_no_folder(tmp_path, generator, solver,
+                                                               fragment):
+    project = python_project(tmp_path)
+    (project / "gen.py").write_text(
+        'def boom(messages, tools, trial):\n    raise RuntimeError("generator exploded")\n'
+        'def generator(messages, tools, trial):\n    return []\n'
+        'def solver(messages, tools, trial):\n    return []\n')
+    result = bench(project, "synth", "--toolset", "proj", "--generator", generator,
+                   "--solver", solver, "--solver-trials", "2", "--kinds", "single",
+                   "--count", "1", "--dataset", "mine")
+    assert fragment in error_lines(result)[0]
+    assert not (project / "reports" / "synth").exists()
+    assert not (project / "datasets" / "mine").exists()
