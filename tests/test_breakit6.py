@@ -400,3 +400,32 @@ def test_synth_with_a_bad_generator_or_solver_leaves_no_folder(tmp_path, generat
     assert fragment in error_lines(result)[0]
     assert not (project / "reports" / "synth").exists()
     assert not (project / "datasets" / "mine").exists()
+
+
+def _nested_schema(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def test_a_schema_nested_too_deep_is_one_line_in_init_and_in_a_variant(tmp_path):
+    (tmp_path / "deep.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "deep", "description": "Deep.", "parameters": _nested_schema(300)}}]))
+    line = error_lines(bench(tmp_path, "init", "proj", "--tools", "deep.json"))[0]
+    assert "tool 'deep': the input schema is nested deeper than 64 levels" in line
+    assert not (tmp_path / "proj").exists()
+    # 31 levels (63 containers) is within the limit and goes through
+    (tmp_path / "ok.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "deep", "description": "Deep. Use it when deep.",
+        "parameters": _nested_schema(31)}}]))
+    made = bench(tmp_path, "init", "proj", "--tools", "ok.json")
+    assert made.returncode == 0, made.stderr
+    variant = tmp_path / "proj" / "descriptions" / "proj" / "variants" / "deep.yaml"
+    variant.write_text(json.dumps({"tools": [{"name": "deep", "description": "Deep.",
+                                              "input_schema": _nested_schema(300)}]}))
+    for args in (["variants", "--toolset", "proj"], ["check"],
+                 ["variants", "diff", "current", "deep", "--toolset", "proj"]):
+        line = error_lines(bench(tmp_path / "proj", *args))[0]
+        assert f"{variant}:1: field 'tools.0.input_schema': the input schema is nested " \
+               "deeper than 64 levels" in line, (args, line)

@@ -28,7 +28,7 @@ from bench.descriptions.specs import ToolSpec, load_specs
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
-from bench.schema_refs import ref_problem
+from bench.schema_refs import depth_problem, ref_problem
 from bench.yamlio import line_of, load_yaml
 
 #: The built-in templates (l3, l10, l30, l50), shipped as package data.
@@ -239,6 +239,10 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
             loc = ["tools", i, *exc.errors()[0].get("loc", ())]
             raise BenchError(msg, file=path, line=line_of(node, loc),
                              field=".".join(map(str, loc))) from None
+        too_deep = depth_problem(tool.input_schema)
+        if too_deep:
+            raise BenchError(too_deep, file=path, line=line_of(node, ["tools", i, "input_schema"]),
+                             field=f"tools.{i}.input_schema")
         try:
             jsonschema.Draft202012Validator.check_schema(tool.input_schema)
         except jsonschema.SchemaError as exc:
