@@ -641,12 +641,12 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
                              f"{', '.join(LANGUAGES)})")
     if settings.count < 1:
         raise BenchError("--count must be 1 or more")
-    for field, provider_id in (("--generator", settings.generator),
+    for option, provider_id in (("--generator", settings.generator),
                                *(("--solver", s) for s in settings.solvers)):
         try:  # before any folder is made
             known_provider(provider_id)
         except BenchError as exc:
-            raise BenchError(f"{field}: {exc.message}") from None
+            raise BenchError(f"{option}: {exc.message}") from None
     for solver in settings.solvers:
         if kind_of(solver) == "oracle":
             raise BenchError("--solver oracle answers from the label itself, so it cannot "
