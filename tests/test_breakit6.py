@@ -429,3 +429,23 @@ def test_a_schema_nested_too_deep_is_one_line_in_init_and_in_a_variant(tmp_path)
         line = error_lines(bench(tmp_path / "proj", *args))[0]
         assert f"{variant}:1: field 'tools.0.input_schema': the input schema is nested " \
                "deeper than 64 levels" in line, (args, line)
+
+
+@pytest.mark.parametrize("block, fragment", [
+    ("variants:\n  l3: just a string\n", "field 'variants.l3'"),
+    ("variants: [1, 2]\n", "field 'variants'"),
+])
+def test_variants_draft_on_a_spec_with_a_malformed_variants_block_is_one_line(
+        tmp_path, block, fragment):
+    project = python_project(tmp_path)
+    (project / "drafter.py").write_text(
+        'def draft(messages, tools, trial):\n'
+        '    return {"tool_calls": [], "text": "Adds two numbers."}\n')
+    spec = project / "descriptions" / "proj" / "specs" / "add.yaml"
+    text = spec.read_text(encoding="utf-8") + block
+    spec.write_text(text, encoding="utf-8")
+    result = bench(project, "variants", "draft", "--toolset", "proj", "--provider",
+                   "function:drafter:draft", "--lengths", "3")
+    line = error_lines(result)[0]
+    assert line.startswith(f"error: {spec}:") and fragment in line, line
+    assert spec.read_text(encoding="utf-8") == text  # nothing overwritten

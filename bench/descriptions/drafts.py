@@ -245,8 +245,9 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         The drafts written, in tool then length order.
 
     Raises:
-        BenchError: an unknown toolset, source variant or tool; a spec that already has a
-            text for a length (without ``force``); an empty answer; a failed request.
+        BenchError: an unknown toolset, source variant or tool; a spec that does not load
+            (names its file, line and field); a spec that already has a text for a length
+            (without ``force``); an empty answer; a failed request.
     """
     from bench.descriptions.lock import tool_hashes
 
@@ -263,6 +264,8 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         raise BenchError("--lengths: give line counts from 1 to 200, e.g. 3,10,30,50")
     jobs = []
     for name in wanted:
+        if _spec_path(toolset_dir, name).is_file():  # a broken spec: one line naming its field
+            load_spec(_spec_path(toolset_dir, name))
         existing = _variants_of(_spec_path(toolset_dir, name))
         for lines in lengths:
             variant = f"l{lines}"
