@@ -449,3 +449,18 @@ def test_variants_draft_on_a_spec_with_a_malformed_variants_block_is_one_line(
     line = error_lines(result)[0]
     assert line.startswith(f"error: {spec}:") and fragment in line, line
     assert spec.read_text(encoding="utf-8") == text  # nothing overwritten
+
+
+@pytest.mark.parametrize("source, fragment", [
+    ("import typing\n\ndef f(x: typing.Callable[[int], int]) -> int:\n    \"\"\"F.\"\"\"\n"
+     "    return 1\n", ":3: function 'f': its type hints have no JSON Schema"),
+    ("def f(*args) -> int:\n    \"\"\"F.\"\"\"\n    return 1\n",
+     ":1: function 'f': parameter 'args' is *args"),
+])
+def test_a_python_tool_without_a_schema_names_its_file_and_line(tmp_path, source, fragment):
+    folder = tmp_path / "my tools"
+    folder.mkdir()
+    (folder / "mod é.py").write_text(source, encoding="utf-8")
+    line = error_lines(bench(tmp_path, "init", "proj", "--python", "my tools/mod é.py"))[0]
+    assert line.startswith(f"error: {folder / 'mod é.py'}{fragment}"), line
+    assert not (tmp_path / "proj").exists()
