@@ -464,3 +464,13 @@ def test_a_python_tool_without_a_schema_names_its_file_and_line(tmp_path, source
     line = error_lines(bench(tmp_path, "init", "proj", "--python", "my tools/mod é.py"))[0]
     assert line.startswith(f"error: {folder / 'mod é.py'}{fragment}"), line
     assert not (tmp_path / "proj").exists()
+
+
+def test_init_in_a_folder_whose_name_cannot_name_a_toolset_says_to_give_name(tmp_path):
+    (tmp_path / "tools.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "a", "description": "Do a.", "parameters": {"type": "object"}}}]))
+    line = error_lines(bench(tmp_path, "init", "my proj é", "--tools", "tools.json"))[0]
+    assert "invalid toolset name 'my proj é'" in line and "--name NAME" in line, line
+    made = bench(tmp_path, "init", "my proj é", "--tools", "tools.json", "--name", "mine")
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "my proj é" / "datasets" / "mine" / "cases.jsonl").is_file()
