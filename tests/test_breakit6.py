@@ -474,3 +474,16 @@ def test_init_in_a_folder_whose_name_cannot_name_a_toolset_says_to_give_name(tmp
     made = bench(tmp_path, "init", "my proj é", "--tools", "tools.json", "--name", "mine")
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "my proj é" / "datasets" / "mine" / "cases.jsonl").is_file()
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "--update", "--toolset", "../.."],
+    ["variants", "accept", "--toolset", "../proj"],
+    ["variants", "--toolset", "../descriptions/proj"],
+])
+def test_a_toolset_name_that_is_a_path_writes_nothing_outside_descriptions(tmp_path, args):
+    project = python_project(tmp_path)
+    before = sorted(p for p in tmp_path.rglob("*") if "__pycache__" not in p.parts)
+    line = error_lines(bench(project, *args))[0]
+    assert f"unknown toolset '{args[-1]}' (known: proj)" in line, line
+    assert sorted(p for p in tmp_path.rglob("*") if "__pycache__" not in p.parts) == before

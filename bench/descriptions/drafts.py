@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from bench.descriptions.specs import load_spec
-from bench.descriptions.variants import CURRENT, count_lines, load_variant
+from bench.descriptions.variants import CURRENT, check_toolset, count_lines, load_variant
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.paths import descriptions_dir
@@ -315,10 +315,11 @@ def accept_drafts(toolset: str, variants: Iterable[str] | None = None,
         ``(tool, variant)`` of each draft accepted.
 
     Raises:
-        BenchError: the toolset has no specs, or nothing matched (names what was asked).
+        BenchError: an unknown toolset (:func:`check_toolset`), the toolset has no specs,
+            or nothing matched (names what was asked).
     """
     root = root or descriptions_dir()
-    paths = sorted((root / toolset / "specs").glob("*.yaml"))
+    paths = sorted((check_toolset(toolset, root) / "specs").glob("*.yaml"))
     if not paths:
         raise BenchError(f"toolset '{toolset}' has no specs: nothing was drafted (bench "
                          f"variants draft --toolset {toolset} --provider <id>)",

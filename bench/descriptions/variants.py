@@ -271,11 +271,13 @@ def check_toolset(toolset: str, root: Path | None = None) -> Path:
     """The folder of ``toolset`` under ``root`` (default: ``descriptions/``).
 
     Raises:
-        BenchError: no such folder (the message lists the known toolsets).
+        BenchError: no such folder, or a name that is not one folder's (``../..``, a path:
+            :data:`bench.models.NAME_PATTERN`, the pattern a case's ``toolset`` has), so that
+            nothing reads or writes outside ``root``; the message lists the known toolsets.
     """
     root = root or descriptions_dir()
     toolset_dir = root / toolset
-    if not toolset_dir.is_dir():
+    if not re.fullmatch(NAME_PATTERN, toolset) or not toolset_dir.is_dir():
         known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
             if root.is_dir() else []
         raise BenchError(f"unknown toolset '{toolset}' (known: {', '.join(known) or 'none'})",
