@@ -182,6 +182,10 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
         runner.run(progress)
     except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
         raise session.failed_before_rows(exc) from None
+    except BenchError:  # e.g. invalid [tool.bench.toolsets.*]: before any manifest
+        if not existing and not session.store.exists():
+            session.store.discard_if_empty()
+        raise
     return _results(session, project)
 
 

@@ -399,6 +399,11 @@ def run(
             except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
                 progress.stop()
                 raise runner.session.failed_before_rows(exc) from None
+            except BenchError:  # e.g. invalid [tool.bench.toolsets.*]: before any manifest
+                progress.stop()
+                if not resume and not runner.store.exists():
+                    runner.store.discard_if_empty()
+                raise
             except KeyboardInterrupt:
                 progress.stop()
                 kept = sum(1 for _ in runner.store.load_rows())

@@ -487,3 +487,20 @@ def test_a_toolset_name_that_is_a_path_writes_nothing_outside_descriptions(tmp_p
     line = error_lines(bench(project, *args))[0]
     assert f"unknown toolset '{args[-1]}' (known: proj)" in line, line
     assert sorted(p for p in tmp_path.rglob("*") if "__pycache__" not in p.parts) == before
+
+
+@pytest.mark.parametrize("old, new, fragment", [
+    ("timeout_s = 10.0", "timeout_s = -1", "field 'tool.bench.toolsets.proj.timeout_s'"),
+    ("writes = [\"add\"]", "writes = \"add\"", "field 'tool.bench.toolsets.proj.writes'"),
+    ("module = ", "module = \"no_such_module_here\"\n# ",
+     "field 'tool.bench.toolsets.proj.module': cannot import module"),
+])
+def test_invalid_toolset_settings_leave_no_run_folder(tmp_path, old, new, fragment):
+    project = python_project(tmp_path)
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    assert old in text
+    pyproject.write_text(text.replace(old, new, 1), encoding="utf-8")
+    line = error_lines(run(project, "broken"))[0]
+    assert line.startswith(f"error: {pyproject}: ") and fragment in line, line
+    assert not (project / "reports" / "runs" / "broken").exists()

@@ -177,7 +177,13 @@ class RunExecution:
             from bench.executor.backends.python import PythonBackend
             from bench.importers.python_module import import_python
             assert settings.module is not None
-            _, tools = import_python(settings.module, base=self._project_root)
+            try:
+                _, tools = import_python(settings.module, base=self._project_root)
+            except BenchError as exc:
+                if exc.file is not None:  # names the module's file (and line) already
+                    raise
+                raise BenchError(exc.message, file=Path(self._project_root or ".") / PYPROJECT,
+                                 field=f"tool.bench.toolsets.{toolset}.module") from None
             handlers = PythonBackend(tools).handlers()
         unknown = [name for name in settings.writes if name not in handlers]
         if unknown:
