@@ -131,6 +131,7 @@ def optimize(dataset: str | Path, variant: str, target: str, proposer: str, *,
     config = _config({"dataset": str(dataset), "variant": variant, "target": target,
                       "proposer": proposer, **options})
     project = _project(project)
+    loaded, start = _inputs(project, config)
     for field in ("target", "proposer", "also_provider"):  # before any folder is made
         provider_id = getattr(config, field)
         if provider_id is not None:
@@ -138,7 +139,6 @@ def optimize(dataset: str | Path, variant: str, target: str, proposer: str, *,
                 known_provider(provider_id)
             except BenchError as exc:
                 raise BenchError(f"optimize(): {field}: {exc.message}") from None
-    loaded, start = _inputs(project, config)
     workspace = Workspace(project, opt_id or _default_id(config), start.toolset)
     new = not workspace.root.exists()
     workspace.prepare(config)
