@@ -28,7 +28,6 @@ from typing import Any, Iterable, Mapping
 
 from bench.errors import BenchError, json_document, read_text_file
 from bench.models import Tool
-from bench.paths import descriptions_dir
 
 LOCK_FORMAT = "bench-description-lock/1"
 LOCK_FILE = "descriptions.lock.json"
