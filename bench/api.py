@@ -145,6 +145,7 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
 
     from bench.errors import pydantic_error_field
     from bench.runner.core import Runner
+    from bench.runner.errors import ExecutorNotStarted
     from bench.runner.session import RunSession
 
     unknown = sorted(set(settings) - set(RunConfig.model_fields))
@@ -177,7 +178,14 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
                 reasons = "; ".join(f"{pid}: {why}" for pid, why in runner.skipped.items())
                 raise BenchError(f"evaluate(): every provider was skipped ({reasons}); "
                                  "nothing to run")
-    runner.run(progress)
+    try:
+        runner.run(progress)
+    except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
+        raise session.failed_before_rows(exc) from None
+    except BenchError:  # e.g. invalid [tool.bench.toolsets.*]: before any manifest
+        if not existing and not session.store.exists():
+            session.store.discard_if_empty()
+        raise
     return _results(session, project)
 
 

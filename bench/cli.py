@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Optional
 
 import typer
@@ -286,6 +287,7 @@ def run(
     with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
         from bench.project import Project
         from bench.runner import RunConfig, Runner
+        from bench.runner.errors import ExecutorNotStarted
 
         project = Project.from_env()  # the command line's edge: BENCH_HOME or the cwd
 
@@ -399,6 +401,14 @@ def run(
             except RunIncomplete as exc:  # rows left for a resume: show what is done
                 progress.stop()
                 incomplete, manifest = exc, runner.store.load_manifest().to_json_dict()
+            except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
+                progress.stop()
+                raise runner.session.failed_before_rows(exc) from None
+            except BenchError:  # e.g. invalid [tool.bench.toolsets.*]: before any manifest
+                progress.stop()
+                if not resume and not runner.store.exists():
+                    runner.store.discard_if_empty()
+                raise
             except KeyboardInterrupt:
                 progress.stop()
                 kept = sum(1 for _ in runner.store.load_rows())
@@ -412,6 +422,7 @@ def run(
         # the project found at the start: code the run called may have changed the cwd since
         _print_summary(run_name, runner.config.variants, project)
         print_signal(runner, out, err)
+        _say_server_logs(runner.store.dir)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")
         if manifest["status"] == "complete" and not manifest["rows_done"]:
@@ -436,6 +447,16 @@ def run(
             _say(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
                  f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
+
+
+def _say_server_logs(run_dir: Path) -> None:
+    """One line naming the MCP server logs of the run folder that are not empty (its stderr:
+    a traceback it printed lands there, not in bench's output)."""
+    from bench.executor.runhook import server_logs
+    logs = server_logs(run_dir)
+    if logs:
+        err.print(f"MCP server output (its stderr) in {', '.join(map(str, logs))}",
+                  markup=False, soft_wrap=True)
 
 
 def _default_dataset() -> str:

@@ -76,7 +76,13 @@ def init(
     else:
         source = InitSource("python", module=python)
     toolset = name or folder.resolve().name
-    check_name("toolset", toolset)
+    try:
+        check_name("toolset", toolset)
+    except BenchError as exc:
+        if name:
+            raise
+        raise BenchError(f"{exc.message}: the folder's name is the toolset's unless "
+                         "--name NAME gives one") from None
     result = init_project(folder, source, toolset, read_only=_names(read_only),
                           writes=_names(writes), execute=not no_execute, timeout_s=timeout,
                           force=force)

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from bench.errors import BenchError
+from bench.errors import BenchError, visible_text
 from bench.plural import count
 
 if TYPE_CHECKING:
@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 out = Console()
 if not out.is_terminal and "COLUMNS" not in os.environ:
     out = Console(width=160)
+
+
+def _shown(text: str) -> str:
+    """Model-written ``text`` for the terminal: control and bidirectional formatting
+    characters escaped (:func:`bench.errors.visible_text`), rich markup escaped."""
+    return escape(visible_text(text))
 
 
 def _names(values: list[str] | None) -> list[str]:
@@ -145,7 +151,7 @@ def review(
     cases = load_dataset(str(path)).cases
     today = datetime.date.today().isoformat()
     if apply is not None:
-        _apply(path, load_decisions(apply), today)
+        _apply(path, load_decisions(apply), today, source=apply)
         return
     if html is not None:
         atomic_write_text(html, render_html(path, cases))
@@ -158,12 +164,12 @@ def review(
     asking = sys.stdin.isatty() if interactive is None else interactive
     for i, case in enumerate(todo, 1):
         summary = case_summary(case)
-        body = (f"[bold]{escape(summary['query'])}[/bold]\n"
-                f"label: {escape(json.dumps(summary['expected'], ensure_ascii=False))}\n"
-                f"tags: {escape(', '.join(summary['tags']))}; generator "
-                f"{escape(str(summary['generator']))}\n" +
-                "; ".join(f"{escape(k)}: {escape(v)}" for k, v in summary["verdicts"].items()))
-        out.print(Panel(body, title=f"{i}/{len(todo)} {escape(case.id)} ({case.lang})",
+        body = (f"[bold]{_shown(summary['query'])}[/bold]\n"
+                f"label: {_shown(json.dumps(summary['expected'], ensure_ascii=False))}\n"
+                f"tags: {_shown(', '.join(summary['tags']))}; generator "
+                f"{_shown(str(summary['generator']))}\n" +
+                "; ".join(f"{_shown(k)}: {_shown(v)}" for k, v in summary["verdicts"].items()))
+        out.print(Panel(body, title=f"{i}/{len(todo)} {_shown(case.id)} ({case.lang})",
                         title_align="left"))
         if asking:
             decisions.decisions[i - 1] = _ask(decisions.decisions[i - 1])
@@ -204,10 +210,10 @@ def _ask(decision: Decision) -> Decision:
                                        "query": query or None})
 
 
-def _apply(path: Path, decisions: Decisions, today: str) -> None:
+def _apply(path: Path, decisions: Decisions, today: str, source: Path | None = None) -> None:
     from bench.synth.review import apply_decisions
 
-    done = apply_decisions(path, decisions, date=today)
+    done = apply_decisions(path, decisions, date=today, source=source)
     c = done.counts
     shown = ", ".join(f"{k} {v}" for k, v in sorted(done.applied.items())) or "nothing"
     precision = "n/a" if c.precision is None else f"{100 * c.precision:.1f}%"

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench.errors import BenchError
+from bench.errors import BenchError, visible_text
 from bench.plural import count
 
 variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
@@ -210,7 +210,8 @@ def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001
                     f" ({change.detail})" if change.detail else "")
             elif change.kind == "param_description":
                 detail = f"{change.before!r} -> {change.after!r}"
-            table.add_row(tool_diff.name, change.kind, change.param or "", escape(str(detail)))
+            table.add_row(tool_diff.name, change.kind, escape(visible_text(change.param or "")),
+                          escape(visible_text(str(detail))))
     if diffs:
         out.print(table)
     for tool_diff in diffs:
@@ -218,7 +219,8 @@ def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001
             out.print(f"[bold]{escape(tool_diff.name)}[/bold] description:")
             for line in tool_diff.description_diff[:40]:
                 style = "green" if line.startswith("+") else "red"
-                out.print(f"  [{style}]{escape(line)}[/{style}]", soft_wrap=True)
+                out.print(f"  [{style}]{escape(visible_text(line))}[/{style}]",
+                          soft_wrap=True)
     checked = ", ".join(d.name for d in datasets) or "none"
     new = [(ds, p) for ds, p, is_new in broken if is_new]
     out.print(f"labels checked against {escape(b)} in datasets: {escape(checked)}; "

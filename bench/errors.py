@@ -27,6 +27,20 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
 
+#: Unicode's bidirectional formatting characters (UAX #9: the explicit embeddings, overrides
+#: and isolates, and the implicit marks): in text bench did not write they reorder what a
+#: reader sees on a terminal (the "Trojan Source" attack, CVE-2021-42574).
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_text(text: str) -> str:
+    """``text`` with its control characters (:func:`terminal_safe`) and its bidirectional
+    formatting characters (:data:`_BIDI`, as ``\\u202e``) escaped: for model-written or
+    imported text (a generated query, a drafted description) shown on a terminal for a person
+    to judge."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group(0)):04x}", terminal_safe(text))
+
+
 def shorten_message(text: str, limit: int = MESSAGE_CHARS) -> str:
     """``text`` with its secrets redacted (:func:`bench.redact.redact`, before the cut, which
     would leave a split secret's head unrecognised), on one line (line breaks as spaces), cut

@@ -175,6 +175,26 @@ def atomic_writer(path: Path) -> Iterator[IO[str]]:
         raise
 
 
+def remove_if_no_rows(folder: Path) -> bool:
+    """Remove ``folder``, a command's work folder of runs (an optimization's, a synthesis's),
+    when no run under it holds a row (no non-empty ``results.jsonl``): a new one that failed
+    at its start leaves nothing behind. Its parent is removed too when that leaves it empty
+    (``reports/optimize``). Returns True when removed; a folder that cannot be read or
+    removed is left as it is."""
+    import shutil
+
+    try:
+        if not folder.is_dir() or folder.is_symlink() or any(
+                path.stat().st_size for path in folder.rglob(RESULTS)):
+            return False
+        shutil.rmtree(folder)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()
+    return True
+
+
 class RunStore:
     """One run directory.
 
@@ -212,6 +232,29 @@ class RunStore:
         except (FileExistsError, NotADirectoryError):
             self.check_dir()  # says which path is in the way
             raise
+
+    def discard_if_empty(self) -> bool:
+        """Remove the run folder when it holds nothing but its manifest and empty files (a new
+        run that failed before its first row, e.g. its toolset's MCP server did not start);
+        return True when removed. A folder with any row, any non-empty file besides the
+        manifest (a batch ledger, a server log) or any subfolder is kept. The run's write lock
+        (:meth:`writing`) is held while it is checked and removed.
+
+        Raises:
+            BenchError: another process holds the run's write lock.
+        """
+        if not self.dir.is_dir() or self.dir.is_symlink():
+            return False
+        with self.writing():
+            for path in self.dir.iterdir():
+                if path.name == MANIFEST and path.is_file() and not path.is_symlink():
+                    continue
+                if path.is_symlink() or not path.is_file() or path.stat().st_size:
+                    return False
+            for path in self.dir.iterdir():
+                path.unlink()
+            self.dir.rmdir()
+        return True
 
     def check_dir(self) -> None:
         """Check, creating nothing, that the run folder can be made or used: for a new run,

@@ -3,6 +3,9 @@ schema (bench never fetches a schema from the network, and the JSON Schema valid
 have no other schema registered), and a chain of references must not lead back to itself (a
 validator would recurse forever). See JSON Schema 2020-12 Core, section 8.2.3 ("Schema
 References"), and the ``referencing`` library, which jsonschema resolves references with.
+
+Also the nesting limit (:func:`depth_problem`), checked before jsonschema's metaschema check,
+which recurses per level.
 """
 
 from __future__ import annotations
@@ -12,6 +15,44 @@ from typing import Any
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
+
+#: The deepest input schema bench loads, in nested JSON objects and arrays (a schema
+#: level with ``properties`` is two). Checking a schema against the 2020-12 metaschema takes
+#: about ten Python frames per schema level, so near 90 levels exhaust the default recursion
+#: limit of 1,000; 64 containers (32 levels of nested objects) is far beyond any tool's
+#: arguments (bench's parser drops arguments nested deeper than 64 levels:
+#: :data:`bench.parse.MAX_ARGUMENT_DEPTH`).
+MAX_SCHEMA_DEPTH = 64
+
+
+def container_depth(value: Any) -> int:
+    """How deeply JSON objects and arrays nest in ``value`` (0 for a scalar, 1 for ``{}``);
+    iterative, so any depth is measured without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def depth_problem(schema: Any) -> str | None:
+    """Why ``schema`` is nested too deeply to check (deeper than :data:`MAX_SCHEMA_DEPTH`
+    containers), or None; checked before jsonschema's metaschema check, which would otherwise
+    end in a RecursionError."""
+    if container_depth(schema) <= MAX_SCHEMA_DEPTH:
+        return None
+    return (f"the input schema is nested deeper than {MAX_SCHEMA_DEPTH} levels of objects and "
+            "arrays (bench's limit; the JSON Schema checks would exhaust Python's recursion "
+            "limit)")
+
 
 # Keywords whose values are data, not subschemas: a "$ref" key inside them is not a reference.
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from bench.descriptions.specs import load_spec
-from bench.descriptions.variants import CURRENT, count_lines, load_variant
+from bench.descriptions.variants import CURRENT, check_toolset, count_lines, load_variant
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.paths import descriptions_dir
@@ -245,8 +245,9 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         The drafts written, in tool then length order.
 
     Raises:
-        BenchError: an unknown toolset, source variant or tool; a spec that already has a
-            text for a length (without ``force``); an empty answer; a failed request.
+        BenchError: an unknown toolset, source variant or tool; a spec that does not load
+            (names its file, line and field); a spec that already has a text for a length
+            (without ``force``); an empty answer; a failed request.
     """
     from bench.descriptions.lock import tool_hashes
 
@@ -263,6 +264,8 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         raise BenchError("--lengths: give line counts from 1 to 200, e.g. 3,10,30,50")
     jobs = []
     for name in wanted:
+        if _spec_path(toolset_dir, name).is_file():  # a broken spec: one line naming its field
+            load_spec(_spec_path(toolset_dir, name))
         existing = _variants_of(_spec_path(toolset_dir, name))
         for lines in lengths:
             variant = f"l{lines}"
@@ -312,10 +315,11 @@ def accept_drafts(toolset: str, variants: Iterable[str] | None = None,
         ``(tool, variant)`` of each draft accepted.
 
     Raises:
-        BenchError: the toolset has no specs, or nothing matched (names what was asked).
+        BenchError: an unknown toolset (:func:`check_toolset`), the toolset has no specs,
+            or nothing matched (names what was asked).
     """
     root = root or descriptions_dir()
-    paths = sorted((root / toolset / "specs").glob("*.yaml"))
+    paths = sorted((check_toolset(toolset, root) / "specs").glob("*.yaml"))
     if not paths:
         raise BenchError(f"toolset '{toolset}' has no specs: nothing was drafted (bench "
                          f"variants draft --toolset {toolset} --provider <id>)",

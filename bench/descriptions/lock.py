@@ -28,7 +28,6 @@ from typing import Any, Iterable, Mapping
 
 from bench.errors import BenchError, json_document, read_text_file
 from bench.models import Tool
-from bench.paths import descriptions_dir
 
 LOCK_FORMAT = "bench-description-lock/1"
 LOCK_FILE = "descriptions.lock.json"
@@ -49,8 +48,14 @@ def tool_hashes(tool: Tool) -> dict[str, str]:
 
 
 def lock_path(toolset: str, root: Path | None = None) -> Path:
-    """``<root>/<toolset>/descriptions.lock.json`` (root: the project's ``descriptions/``)."""
-    return (root or descriptions_dir()) / toolset / LOCK_FILE
+    """``<root>/<toolset>/descriptions.lock.json`` (root: the project's ``descriptions/``).
+
+    Raises:
+        BenchError: an unknown toolset, or a name that is not one folder's
+            (:func:`bench.descriptions.variants.check_toolset`).
+    """
+    from bench.descriptions.variants import check_toolset
+    return check_toolset(toolset, root) / LOCK_FILE
 
 
 def current_hashes(toolset: str, variants: Iterable[str] | None = None,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Permission
-from bench.schema_refs import ref_problem
+from bench.schema_refs import depth_problem, ref_problem
 from bench.yamlio import line_of, load_yaml
 
 
@@ -94,6 +94,10 @@ def load_spec(path: Path) -> ToolSpec:
         field, msg = pydantic_error_field(exc)
         error_loc = exc.errors()[0].get("loc", ())
         raise BenchError(msg, file=path, line=line_of(node, error_loc), field=field) from None
+    too_deep = depth_problem(spec.input_schema)
+    if too_deep:
+        raise BenchError(too_deep, file=path, line=line_of(node, ["input_schema"]),
+                         field="input_schema")
     try:
         jsonschema.Draft202012Validator.check_schema(spec.input_schema)
     except jsonschema.SchemaError as exc:

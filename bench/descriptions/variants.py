@@ -28,7 +28,7 @@ from bench.descriptions.specs import ToolSpec, load_specs
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
-from bench.schema_refs import ref_problem
+from bench.schema_refs import depth_problem, ref_problem
 from bench.yamlio import line_of, load_yaml
 
 #: The built-in templates (l3, l10, l30, l50), shipped as package data.
@@ -112,6 +112,8 @@ def _params(spec: ToolSpec) -> list[dict[str, Any]]:
     required = set(spec.input_schema.get("required", []))
     params = []
     for name, prop in spec.input_schema.get("properties", {}).items():
+        if not isinstance(prop, dict):  # a boolean schema: true (anything), false (nothing)
+            prop = {}
         params.append({
             "name": name,
             "type": prop.get("type", "any"),
@@ -237,6 +239,10 @@ def _load_written(path: Path, name: str, toolset: str, root: Path) -> Variant:
             loc = ["tools", i, *exc.errors()[0].get("loc", ())]
             raise BenchError(msg, file=path, line=line_of(node, loc),
                              field=".".join(map(str, loc))) from None
+        too_deep = depth_problem(tool.input_schema)
+        if too_deep:
+            raise BenchError(too_deep, file=path, line=line_of(node, ["tools", i, "input_schema"]),
+                             field=f"tools.{i}.input_schema")
         try:
             jsonschema.Draft202012Validator.check_schema(tool.input_schema)
         except jsonschema.SchemaError as exc:
@@ -265,11 +271,13 @@ def check_toolset(toolset: str, root: Path | None = None) -> Path:
     """The folder of ``toolset`` under ``root`` (default: ``descriptions/``).
 
     Raises:
-        BenchError: no such folder (the message lists the known toolsets).
+        BenchError: no such folder, or a name that is not one folder's (``../..``, a path:
+            :data:`bench.models.NAME_PATTERN`, the pattern a case's ``toolset`` has), so that
+            nothing reads or writes outside ``root``; the message lists the known toolsets.
     """
     root = root or descriptions_dir()
     toolset_dir = root / toolset
-    if not toolset_dir.is_dir():
+    if not re.fullmatch(NAME_PATTERN, toolset) or not toolset_dir.is_dir():
         known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
             if root.is_dir() else []
         raise BenchError(f"unknown toolset '{toolset}' (known: {', '.join(known) or 'none'})",

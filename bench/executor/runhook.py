@@ -29,6 +29,21 @@ from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_setti
                                   server_label)
 
 
+#: The log of the ``--execute-mcp`` server's stderr, in the run folder; a project toolset's
+#: server logs to ``mcp-server-<toolset>.log`` (:meth:`RunExecution._open`).
+MCP_LOG = "mcp-server.log"
+
+
+def server_logs(run_dir: Path) -> list[Path]:
+    """The MCP server logs of the run folder ``run_dir`` that are not empty (a server wrote
+    to its stderr), sorted by name; a run's last line names them."""
+    try:
+        return sorted(path for path in Path(run_dir).glob("mcp-server*.log")
+                      if path.is_file() and path.stat().st_size)
+    except OSError:
+        return []
+
+
 def describe_execution(toolsets: Sequence[str], *, execute: bool,
                        mcp_command: Sequence[str] | None, allow_writes: bool,
                        settings: Mapping[str, ToolsetSettings]) -> dict[str, dict[str, Any]]:
@@ -85,7 +100,8 @@ class RunExecution:
         toolsets: the run's toolsets: their declared backends start now, so a server that
             cannot start fails the run before any row.
 
-    A stdio server's stderr goes to ``mcp-server-<toolset>.log`` in the run folder.
+    A stdio server's stderr goes to ``mcp-server-<toolset>.log`` in the run folder
+    (``--execute-mcp``'s: :data:`MCP_LOG`), never to the terminal.
 
     Raises:
         BenchError: an MCP server cannot be started or reached, a Python module of tools
@@ -108,7 +124,8 @@ class RunExecution:
         self._own: dict[str, Mapping[str, Handler]] = {}
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
-            self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]))
+            self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]),
+                                   errlog=self._run_dir / MCP_LOG)
             mcp_handlers = self.mcp_handlers = self._mcp.handlers()
             source: Any = lambda _toolset: mcp_handlers  # noqa: E731 - one server, every toolset
         else:
@@ -160,7 +177,13 @@ class RunExecution:
             from bench.executor.backends.python import PythonBackend
             from bench.importers.python_module import import_python
             assert settings.module is not None
-            _, tools = import_python(settings.module, base=self._project_root)
+            try:
+                _, tools = import_python(settings.module, base=self._project_root)
+            except BenchError as exc:
+                if exc.file is not None:  # names the module's file (and line) already
+                    raise
+                raise BenchError(exc.message, file=Path(self._project_root or ".") / PYPROJECT,
+                                 field=f"tool.bench.toolsets.{toolset}.module") from None
             handlers = PythonBackend(tools).handlers()
         unknown = [name for name in settings.writes if name not in handlers]
         if unknown:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import NAME_PATTERN, Case, Tool
 from bench.paths import datasets_dir, descriptions_dir
-from bench.schema_refs import ref_problem
+from bench.schema_refs import depth_problem, ref_problem
 
 # OpenAI's tool-name rule (also bench's, see bench.models.Tool).
 _TOOL_NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
@@ -86,6 +86,9 @@ def make_tool(name: str, description: str | None, input_schema: Any, *, source: 
     schema.setdefault("type", "object")
     if schema["type"] != "object":
         raise BenchError(f"{source}: tool '{name}': the input schema must have type 'object'")
+    too_deep = depth_problem(schema)
+    if too_deep:
+        raise BenchError(f"{source}: tool '{name}': {too_deep}")
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:

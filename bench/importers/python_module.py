@@ -203,6 +203,18 @@ def _referenced_models(annotation: Any, found: set[type]) -> None:
         _referenced_models(arg, found)
 
 
+def _where(obj: Any) -> dict[str, Any]:
+    """``file`` and ``line`` of a function's or class's definition, for a
+    :class:`BenchError` (empty when Python cannot tell, e.g. a builtin)."""
+    try:
+        file = inspect.getsourcefile(obj)
+        code = getattr(obj, "__code__", None)
+        line = code.co_firstlineno if code is not None else inspect.getsourcelines(obj)[1]
+    except (TypeError, OSError):
+        return {}
+    return {"file": file, "line": line} if file else {}
+
+
 def function_tool(function: Callable[..., Any], name: str | None = None) -> PythonTool:
     """A tool from one typed function (see the module docstring).
 
@@ -216,13 +228,13 @@ def function_tool(function: Callable[..., Any], name: str | None = None) -> Pyth
         hints = typing.get_type_hints(function, include_extras=True)
     except Exception as exc:  # noqa: BLE001 - an unresolvable forward reference
         raise BenchError(f"function '{qualname}': its type hints cannot be resolved "
-                         f"({type(exc).__name__}: {exc})") from None
+                         f"({type(exc).__name__}: {exc})", **_where(function)) from None
     fields: dict[str, Any] = {}
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise BenchError(f"function '{qualname}': parameter '{param.name}' is "
                              f"{'*args' if param.kind == param.VAR_POSITIONAL else '**kwargs'}"
-                             "; a tool needs named parameters")
+                             "; a tool needs named parameters", **_where(function))
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         text = docs.get(param.name)
@@ -234,7 +246,8 @@ def function_tool(function: Callable[..., Any], name: str | None = None) -> Pyth
         model.model_json_schema()
     except Exception as exc:  # noqa: BLE001 - pydantic's schema errors have many types
         raise BenchError(f"function '{qualname}': its type hints have no JSON Schema "
-                         f"({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0]})",
+                         **_where(function)) from None
     return PythonTool(name=name or function.__name__, function=function, arguments=model,
                       description=description)
 
@@ -250,7 +263,8 @@ def model_tool(model: type[BaseModel], name: str | None = None) -> PythonTool:
         model.model_json_schema()
     except Exception as exc:  # noqa: BLE001 - pydantic's schema errors have many types
         raise BenchError(f"model '{model.__qualname__}': it has no JSON Schema "
-                         f"({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0]})",
+                         **_where(model)) from None
     doc = model.__doc__ if model.__doc__ and model.__doc__ is not BaseModel.__doc__ else ""
     description, _ = split_docstring(inspect.cleandoc(doc))
     return PythonTool(name=name or model.__name__, function=None, arguments=model,

@@ -197,7 +197,10 @@ def _example_case(toolset: str, tool: Tool) -> str:
     arguments = {}
     for name in tool.input_schema.get("required", []):
         prop = properties.get(name, {})
-        value = prop.get("enum", [None])[0] if prop.get("enum") else \
+        if not isinstance(prop, dict):  # a boolean schema (true: anything) has no type
+            prop = {}
+        enum = prop.get("enum")
+        value = enum[0] if isinstance(enum, list) and enum else \
             placeholders.get(str(prop.get("type")), "...")
         arguments[name] = [value]
     case = {"id": f"{toolset}-0001", "toolset": toolset, "lang": "en",

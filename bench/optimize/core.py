@@ -32,6 +32,7 @@ from bench.optimize.search import Search
 from bench.optimize.workspace import Workspace
 from bench.project import Project
 from bench.providers.pipeline import LayerFactory
+from bench.providers.registry import known_provider
 from bench.runner.budget import ProgressHook
 from bench.runner.startup import ProviderFactory
 
@@ -126,14 +127,37 @@ def optimize(dataset: str | Path, variant: str, target: str, proposer: str, *,
             that failed (as :func:`bench.evaluate`).
     """
     from bench.api import _project
-    from bench.optimize.output import write_outputs
 
     config = _config({"dataset": str(dataset), "variant": variant, "target": target,
                       "proposer": proposer, **options})
     project = _project(project)
     loaded, start = _inputs(project, config)
+    for field in ("target", "proposer", "also_provider"):  # before any folder is made
+        provider_id = getattr(config, field)
+        if provider_id is not None:
+            try:
+                known_provider(provider_id)
+            except BenchError as exc:
+                raise BenchError(f"optimize(): {field}: {exc.message}") from None
     workspace = Workspace(project, opt_id or _default_id(config), start.toolset)
+    new = not workspace.root.exists()
     workspace.prepare(config)
+    try:
+        return _search_and_test(workspace, config, loaded, start, provider_factory, layers,
+                                progress)
+    except BenchError:
+        if new:  # e.g. a provider that does not start: no empty folder is left behind
+            workspace.discard_if_unstarted()
+        raise
+
+
+def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Dataset,
+                     start: Variant, provider_factory: ProviderFactory | None,
+                     layers: Sequence[LayerFactory], progress: ProgressHook | None
+                     ) -> Optimization:
+    """The search on ``dev``, the held-out test and the outputs (:func:`optimize`)."""
+    from bench.optimize.output import write_outputs
+
     template = load_template(config.template)
     guards = Guards(start, tool_tokens(start.tools), select_split(loaded.cases, "test"),
                     reviewed_mirrors(Path(loaded.path).parent / "README.md"), config)

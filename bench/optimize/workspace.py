@@ -32,7 +32,8 @@ from bench.optimize.config import OptimizeConfig
 from bench.optimize.proposals import PROPOSER_TOOLSET, propose_tool
 from bench.project import Project
 from bench.runner.config import DEFAULT_CACHE_PATH
-from bench.runstore import atomic_write_json, atomic_write_text, check_run_id
+from bench.runstore import (atomic_write_json, atomic_write_text, check_run_id,
+                            remove_if_no_rows)
 
 PROPOSE_VARIANT = "propose"
 #: Settings a resumed optimization may change: more rounds, a larger budget.
@@ -86,6 +87,14 @@ class Workspace:
                                  "or another --id", file=stored)
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(stored, wanted)
+
+    def discard_if_unstarted(self) -> bool:
+        """Remove the optimization's folder when none of its runs wrote a row (a new
+        optimization that failed at its start, e.g. a provider that does not start); return
+        True when removed (:func:`bench.runstore.remove_if_no_rows`). Its runs' answers stay
+        in the main project's response cache.
+        """
+        return remove_if_no_rows(self.root)
 
     def write_variant(self, name: str, tools: Sequence[Tool], header: str = "") -> Variant:
         """Write ``tools`` as the work project's variant ``name`` and load it back (an

@@ -150,6 +150,21 @@ def _register_all() -> None:
                 continue
 
 
+def known_provider(provider_id: str) -> ProviderSpec:
+    """The spec of ``provider_id``'s kind, checked before anything is built or written (a
+    command that writes a folder checks its provider ids first).
+
+    Raises:
+        BenchError: an unknown kind (the message lists the registered id forms).
+    """
+    spec = provider_spec(provider_id)
+    if spec is None:
+        _register_all()
+        forms = ", ".join(s.id_form for s in _REGISTRY.values())
+        raise BenchError(f"unknown provider '{provider_id}' (use {forms})")
+    return spec
+
+
 def build_provider(provider_id: str, options: dict[str, Any]) -> "Provider":
     """Build the provider of ``provider_id`` through its kind's builder.
 
@@ -159,11 +174,7 @@ def build_provider(provider_id: str, options: dict[str, Any]) -> "Provider":
         BenchError: an unknown kind (the message lists the registered id forms), or what the
             builder raises.
     """
-    spec = provider_spec(provider_id)
-    if spec is None:
-        _register_all()
-        forms = ", ".join(s.id_form for s in _REGISTRY.values())
-        raise BenchError(f"unknown provider '{provider_id}' (use {forms})")
+    spec = known_provider(provider_id)
     built = spec.load()(provider_id, provider_id.partition(":")[2], options)
     if spec.max_concurrency is not None and getattr(built, "max_concurrency", None) is None:
         built.max_concurrency = spec.max_concurrency

@@ -16,6 +16,12 @@ if TYPE_CHECKING:  # the session imports this module's callers, not this module
     from bench.runner.session import RunSession
 
 
+class ExecutorNotStarted(BenchError):
+    """A run's executor could not start (its toolset's MCP server, Python module of tools or
+    ``[tool.bench.toolsets.*]`` settings), before any row: a new run's folder then holds
+    nothing worth keeping (:meth:`bench.runner.session.RunSession.failed_before_rows`)."""
+
+
 def item_error(item: PlanItem, exc: Exception, dataset: str, resume: str) -> Exception:
     """The one-line error naming case, variant, provider and trial, and what to do.
 

@@ -299,6 +299,29 @@ class RunSession:
         """
         return self.pending_and_spent()[0]
 
+    def failed_before_rows(self, exc: BenchError) -> BenchError:
+        """The error to show for a new run whose executor did not start (``exc``, an
+        :class:`~bench.runner.errors.ExecutorNotStarted`): unchanged when the run
+        folder held nothing worth keeping and was removed (:meth:`RunStore.discard_if_empty`),
+        or when it has rows (a resumed run, or rows written before the failure); otherwise
+        ``exc`` followed by where its files are kept and how to resume or remove them (e.g.
+        an MCP server's log says why it did not start).
+
+        A resumed run's folder is never removed.
+        """
+        if self.manifest is not None:
+            return exc
+        try:
+            if self.store.discard_if_empty():
+                return exc
+            if self.store.results_path.is_file() and self.store.results_path.stat().st_size:
+                return exc  # the error already says how to resume
+        except (BenchError, OSError):  # another process writes it, or it cannot be read
+            return exc
+        return BenchError(f"{exc.message}; no row was written; the run's files are kept in "
+                          f"{self.store.dir}: fix the cause, then {self.resume_hint} (or "
+                          "delete that folder)", file=exc.file, line=exc.line, field=exc.field)
+
     def write_failure(self, exc: OSError) -> BenchError:
         """The one-line error for a run file that could not be written (a full disk, a
         file-size limit, a read-only or immutable file): names the file, says the finished

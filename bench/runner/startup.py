@@ -15,6 +15,7 @@ from bench.providers.pipeline import LayerFactory, Pipeline, build_pipeline
 from bench.providers.pricing import Pricing
 from bench.providers.registry import is_priced, provider_spec
 from bench.runner.config import RunConfig, identity_mismatch
+from bench.runner.errors import ExecutorNotStarted
 from bench.runner.session import RunSession
 from bench.runner.plan import PlanItem
 
@@ -197,15 +198,19 @@ def start_execution(session: RunSession) -> RunExecution | None:
     """The run's executor hook, or None with ``--no-execute``.
 
     Raises:
-        BenchError: its MCP server cannot be started, or a project toolset's declared
+        ExecutorNotStarted: its MCP server cannot be started, or a project toolset's declared
             backend cannot (:class:`bench.executor.runhook.RunExecution`).
     """
     config = session.config
     if not config.execute:
         return None
     from bench.executor.runhook import RunExecution
-    return RunExecution(session.store.dir, session.store.run_id,
-                        allow_writes=config.allow_writes,
-                        allow_sensitive=config.allow_sensitive, mcp_command=config.mcp_server,
-                        project_root=session.project.root,
-                        toolsets=[v.toolset for v in session.variants])
+    try:
+        return RunExecution(session.store.dir, session.store.run_id,
+                            allow_writes=config.allow_writes,
+                            allow_sensitive=config.allow_sensitive,
+                            mcp_command=config.mcp_server, project_root=session.project.root,
+                            toolsets=[v.toolset for v in session.variants])
+    except BenchError as exc:
+        raise ExecutorNotStarted(exc.message, file=exc.file, line=exc.line,
+                                 field=exc.field) from None

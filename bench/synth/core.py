@@ -697,8 +697,8 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
     from bench.datasets import load_dataset
     from bench.datasets.loader import check_dataset_name
     from bench.descriptions import load_variant
-    from bench.providers.registry import kind_of
-    from bench.runstore import atomic_write_json, atomic_write_text
+    from bench.providers.registry import kind_of, known_provider
+    from bench.runstore import atomic_write_json, atomic_write_text, remove_if_no_rows
     from bench.synth.review import refresh_datasheet
 
     check_dataset_name(settings.dataset)
@@ -711,6 +711,12 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
                              f"{', '.join(LANGUAGES)})")
     if settings.count < 1:
         raise BenchError("--count must be 1 or more")
+    for option, provider_id in (("--generator", settings.generator),
+                               *(("--solver", s) for s in settings.solvers)):
+        try:  # before any folder is made
+            known_provider(provider_id)
+        except BenchError as exc:
+            raise BenchError(f"{option}: {exc.message}") from None
     for solver in settings.solvers:
         if kind_of(solver) == "oracle":
             raise BenchError("--solver oracle answers from the label itself, so it cannot "
@@ -733,13 +739,19 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
         requests = plan_requests(settings, tools)
         if not requests:
             raise BenchError("nothing to ask: no kind applies to this toolset")
-        candidates, generator_run, _ = generate(project, settings, tools, requests)
         work = project.reports_dir / "synth" / settings.dataset
-        check_schema(candidates, tools, settings.toolset, work)
-        check_duplicates_and_leaks(candidates, existing, settings.toolset,
-                                   settings.duplicate_threshold)
-        verify_run = verify_by_answers(project, settings, variant_name, tools, candidates,
-                                       work)
+        new_work = not work.exists()
+        try:
+            candidates, generator_run, _ = generate(project, settings, tools, requests)
+            check_schema(candidates, tools, settings.toolset, work)
+            check_duplicates_and_leaks(candidates, existing, settings.toolset,
+                                       settings.duplicate_threshold)
+            verify_run = verify_by_answers(project, settings, variant_name, tools,
+                                           candidates, work)
+        except BenchError:
+            if new_work:  # e.g. a generator that does not start: no empty folder is left
+                remove_if_no_rows(work)
+            raise
         kept = [c for c in candidates if c.reason is None and c.case is not None]
         if kept:
             old = cases_path.read_text(encoding="utf-8") if cases_path.is_file() else ""

@@ -223,7 +223,8 @@ class Applied:
 
 
 def apply_decisions(path: Path, decisions: Decisions, *, date: str,
-                    dev_fraction: float | None = None, seed: int | None = None) -> Applied:
+                    dev_fraction: float | None = None, seed: int | None = None,
+                    source: Path | None = None) -> Applied:
     """Apply ``decisions`` to the dataset file ``path`` (see the module docstring).
 
     Args:
@@ -232,11 +233,13 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
         date: the review date, ISO 8601 (``2026-12-03``).
         dev_fraction: the new split's dev share (default :data:`bench.datasets.splits.
             DEFAULT_DEV_FRACTION`); seed: its seed (default the module's).
+        source: the decisions file, named by the errors (None: decisions made on the
+            terminal).
 
     Raises:
         BenchError: a decision for an unknown or not generated case, a case decided twice,
-            or a fix whose case does not load or whose label does not fit the tools (names
-            the decisions entry); nothing is written then.
+            a fix with an empty query, or a fix whose case does not load or whose label does
+            not fit the tools (names the decisions file and entry); nothing is written then.
     """
     from bench.datasets import load_dataset
     from bench.datasets.labels import iter_label_problems
@@ -252,6 +255,7 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
             if line.strip()]
     by_id = {row["id"]: row for row in rows}
     seen: set[str] = set()
+    fixed_at: dict[str, str] = {}  # case id -> its fix's decisions entry, for the errors
     ledger: list[dict[str, Any]] = []
     applied: Counter[str] = Counter()
     pending = 0
@@ -259,7 +263,8 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     for i, decision in enumerate(decisions.decisions):
         where = f"decisions.{i}"
         if decision.id in seen:
-            raise BenchError(f"case '{decision.id}' is decided twice", field=where)
+            raise BenchError(f"case '{decision.id}' is decided twice", file=source,
+                             field=where)
         seen.add(decision.id)
         if decision.decision == "pending":
             pending += 1
@@ -267,7 +272,7 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
         row = by_id.get(decision.id)
         if row is None or "provenance" not in row:
             raise BenchError(f"'{decision.id}' is not a generated case of {path}",
-                             field=f"{where}.id")
+                             file=source, field=f"{where}.id")
         review = {"decision": "accepted", "date": date}
         if reviewer:
             review["reviewer"] = reviewer
@@ -278,7 +283,12 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
         elif decision.decision == "fix":
             if decision.expected is None and decision.query is None:
                 raise BenchError("a fix gives the corrected 'expected' and/or 'query'",
-                                 field=where)
+                                 file=source, field=where)
+            if decision.query is not None and not decision.query.strip():
+                raise BenchError("the corrected query is empty: give the user's request, or "
+                                 "leave 'query' out to keep it", file=source,
+                                 field=f"{where}.query")
+            fixed_at[decision.id] = where
             if decision.expected is not None:
                 row["expected"] = decision.expected
             if decision.query is not None:
@@ -299,8 +309,8 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
             cases.append(Case.model_validate({**row, "split": "dev"}))
         except ValidationError as exc:
             field, message = pydantic_error_field(exc)
-            raise BenchError(f"case '{row['id']}' after the fix: {message}",
-                             field=field) from None
+            raise BenchError(f"case '{row['id']}' after the fix: {message}", file=source,
+                             field=_fix_field(fixed_at.get(row["id"]), field)) from None
     tools_of: dict[str, list] = {}
     for toolset in {c.toolset for c in cases}:
         tools_of[toolset] = list(load_variant(toolset, _any_variant(toolset)).tools)
@@ -310,7 +320,8 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
         problem = next(iter_label_problems(check, toolset, tools), None)
         if problem is not None:
             raise BenchError(f"case '{problem.case_id}' after the fix: {problem.message}",
-                             field=problem.field)
+                             file=source,
+                             field=_fix_field(fixed_at.get(problem.case_id), problem.field))
     mirrored: set[str] = set()
     for toolset in tools_of:
         for name in available_variants(toolset):
@@ -345,6 +356,15 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     final = load_dataset(str(path)).cases
     return Applied(dict(applied), pending, dict(Counter(assignment.values())),
                    read_counts(path.parent, final))
+
+
+def _fix_field(entry: str | None, field: str | None) -> str | None:
+    """The field of a fixed case's problem in the decisions file: ``decisions.<i>.`` before
+    the case's own field (``expected.calls.0.name``); the case's field alone when no fix of
+    the file made it (a ``query`` fix sets ``messages``)."""
+    if entry is None or not field:
+        return field
+    return f"{entry}.{field}" if field.startswith("expected") else f"{entry} ({field})"
 
 
 def _any_variant(toolset: str) -> str:

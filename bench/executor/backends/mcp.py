@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -78,6 +79,68 @@ def classify_failure(exc: BaseException, name: str) -> ToolError:
     return ToolError("permanent", "mcp_error", f"MCP error: {exc}")
 
 
+#: Bytes read from the end of a server's stderr log to quote its last line in an error.
+_TAIL_BYTES = 4096
+
+
+def _log_tail(errlog: Path | None) -> str:
+    """``"; its stderr ends with: <last line> (all of it: <errlog>)"`` when a stdio server
+    wrote to its log ``errlog``, else ``""``: a server that exits at once usually says why
+    on stderr."""
+    if errlog is None:
+        return ""
+    try:
+        with open(errlog, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - _TAIL_BYTES))
+            lines = log.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    if not last:
+        return ""
+    from bench.errors import terminal_safe
+    return f"; its stderr ends with: {terminal_safe(last)[:200]} (all of it: {errlog})"
+
+
+#: The ``mcp`` SDK's client-side loggers. The stdio client logs each line a server prints on
+#: its stdout that is not JSON-RPC (a stray ``print``, a traceback) with ``logger.exception``:
+#: a traceback per line on bench's terminal, between its progress lines.
+_SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.client", "mcp.client.streamable_http",
+                "mcp.shared.jsonrpc_dispatcher", "mcp.shared.dispatcher",
+                "mcp.os.posix.utilities", "client")
+
+
+class _ToServerLog(logging.Filter):
+    """A filter on the SDK's loggers: a record logged on a backend's own thread (its event
+    loop's) goes to that backend's server log as one line and is dropped, so it never reaches
+    bench's terminal; other records pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logs: dict[int, Path] = {}  # thread ident -> the server's log file
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        path = self.logs.get(record.thread or 0)
+        if path is None:
+            return True
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            text += f": {type(error).__name__}: {error}"
+        try:
+            with open(path, "a", encoding="utf-8") as log:
+                log.write("bench: " + " ".join(text.splitlines())[:2000] + "\n")
+        except OSError:
+            pass
+        return False
+
+
+_TO_SERVER_LOG = _ToServerLog()
+for _name in _SDK_LOGGERS:
+    logging.getLogger(_name).addFilter(_TO_SERVER_LOG)
+
+
 class McpBackend:
     """One MCP server: a subprocess spoken to over stdio, or a URL (Streamable HTTP).
 
@@ -90,7 +153,9 @@ class McpBackend:
             ``http://127.0.0.1:8000/mcp``.
         cwd: the folder a stdio server starts in (None: this process's).
         errlog: a file that receives a stdio server's stderr (appended; None: this
-            process's stderr), so its log lines do not mix with bench's output.
+            process's stderr), so its log lines do not mix with bench's output; the SDK's
+            own log records about this server (e.g. a stray non-JSON line on its stdout) are
+            appended there too, one line each (:class:`_ToServerLog`).
 
     Raises:
         BenchError: the server could not be started or reached, or did not initialise in
@@ -131,13 +196,17 @@ class McpBackend:
             while isinstance(error, BaseExceptionGroup) and error.exceptions:
                 error = error.exceptions[0]
             raise BenchError(f"MCP server '{command}' failed to start: "
-                             f"{type(error).__name__}: {error}".split("\n")[0])
+                             f"{type(error).__name__}: {error}".split("\n")[0]
+                             + _log_tail(errlog))
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
+        if self._errlog is not None:  # the SDK's complaints about this server go to its log
+            _TO_SERVER_LOG.logs[threading.get_ident()] = self._errlog
         try:
             self._loop.run_until_complete(self._session())
         finally:
+            _TO_SERVER_LOG.logs.pop(threading.get_ident(), None)
             self._ready.set()
             self._loop.close()
 

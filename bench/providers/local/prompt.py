@@ -7,6 +7,7 @@ Pure functions (no llama.cpp state); :mod:`bench.providers.local.engine` decodes
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -107,7 +108,82 @@ def grammar_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """
     relaxed = _relaxed(dict(schema))
     assert isinstance(relaxed, dict)  # a dict stays a dict
+    relaxed = _safe_def_names(relaxed)
+    if _refers_to(relaxed, "#"):
+        # llama.cpp's converter resolves only "#/..." references ("Unsupported ref #"): a
+        # reference to the whole schema (a tree: {"child": {"$ref": "#"}}) points to a copy
+        # of it under $defs instead, which refers to itself the same way
+        body = _rerooted({k: v for k, v in relaxed.items() if k != "$defs"})
+        relaxed = _rerooted(relaxed)
+        relaxed["$defs"] = {**(relaxed.get("$defs") or {}), ROOT_DEF: body}
     return relaxed
+
+
+#: The ``$defs`` name :func:`grammar_schema` gives a copy of the root schema that ``"$ref":
+#: "#"`` is rewritten to point to.
+ROOT_DEF = "benchroot"
+
+
+def _safe_def_names(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` / ``definitions`` names made of ``[A-Za-z0-9-]`` (and its
+    ``$ref``s to them renamed): llama.cpp's converter names a recursive reference's rule by
+    the raw name but defines it under the name with other characters as ``-`` (``my_node``
+    referenced, ``my-node`` defined), which leaves the grammar with an undefined rule."""
+    renames: dict[str, str] = {}
+    out = dict(schema)
+    taken: set[str] = set()
+    for key in ("$defs", "definitions"):
+        defs = out.get(key)
+        if not isinstance(defs, dict):
+            continue
+        new: dict[str, Any] = {}
+        for name, sub in defs.items():
+            safe = _RULE_UNSAFE.sub("-", str(name)) or "def"
+            base, n = safe, 1
+            while safe in taken:
+                n += 1
+                safe = f"{base}-{n}"
+            taken.add(safe)
+            new[safe] = sub
+            if safe != name:
+                renames[f"#/{key}/{name}"] = f"#/{key}/{safe}"
+        out[key] = new
+    return _renamed_refs(out, renames) if renames else out
+
+
+#: Characters llama.cpp's converter does not keep in a rule name (``INVALID_RULE_CHARS_RE``).
+_RULE_UNSAFE = re.compile(r"[^a-zA-Z0-9-]+")
+
+
+def _renamed_refs(schema: Any, renames: Mapping[str, str]) -> Any:
+    if isinstance(schema, list):
+        return [_renamed_refs(item, renames) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: (renames.get(v, v) if k == "$ref" and isinstance(v, str) else
+                v if k in ("enum", "const", "default", "examples") else
+                _renamed_refs(v, renames))
+            for k, v in schema.items()}
+
+
+def _refers_to(schema: object, ref: str) -> bool:
+    if isinstance(schema, list):
+        return any(_refers_to(item, ref) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    return schema.get("$ref") == ref or any(_refers_to(v, ref) for k, v in schema.items()
+                                            if k not in ("enum", "const", "default",
+                                                         "examples"))
+
+
+def _rerooted(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_rerooted(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: (f"#/$defs/{ROOT_DEF}" if k == "$ref" and v == "#" else
+                v if k in ("enum", "const", "default", "examples") else _rerooted(v))
+            for k, v in schema.items()}
 
 
 def _relaxed(schema: object) -> object:
