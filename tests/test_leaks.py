@@ -181,3 +181,22 @@ def test_lint_passes_right_after_bench_init_with_a_case_per_tool(tmp_path, monke
     import json
     errors = [f for f in json.loads(linted.output)["findings"] if f["severity"] == "error"]
     assert errors == [] and linted.exit_code == 0
+
+
+def test_lint_right_after_bench_init_with_no_cases_lints_the_descriptions(tmp_path,
+                                                                         monkeypatch):
+    """A new project's cases.jsonl is empty: lint checks the descriptions and says the leak
+    check had no cases, instead of failing on "dataset has no cases"."""
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    (tmp_path / "todo_tools.py").write_text(TODO_TOOLS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(app, ["init", "todo", "--python", "todo_tools.py"]).exit_code == 0
+    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "todo"))
+    linted = CliRunner().invoke(app, ["lint", "--toolset", "todo", "--json"])
+    import json
+    assert linted.exit_code == 0, linted.output
+    assert {f["tool"] for f in json.loads(linted.stdout)["findings"]} == {"mark_done"}
+    assert "dataset 'todo' has no cases yet" in linted.stderr
