@@ -41,7 +41,7 @@ def drafter(messages, tools, trial):  # noqa: ANN001, ANN201
     """A scripted drafting model: as many lines as the prompt asks for, naming the tool."""
     prompt = messages[-1].content
     PROMPTS.append(prompt)
-    assert tools == []  # drafting offers no tool
+    assert [t.name for t in tools] == ["write_description"]  # the draft's lines as a call
     lines = int(re.search(r"Write about (\d+) non-empty lines", prompt).group(1))
     name = re.search(r"the tool `([^`]+)`", prompt).group(1)
     body = "\n".join(f"{name}: line {i + 1} of the drafted text." for i in range(lines))
