@@ -104,28 +104,50 @@ def draft_tool(lines: int) -> Tool:
         "required": ["lines"], "additionalProperties": False})
 
 
+def _parameter_lines(schema: dict[str, Any]) -> list[str]:
+    """One plain line per top-level property of ``schema``: name, type, required or not, the
+    enum, default and bounds, and its description (a small model copies JSON it is shown)."""
+    required = set(schema.get("required") or [])
+    lines = []
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, dict) else {}
+        facts = [str(prop.get("type", "any")), "required" if name in required else "optional"]
+        for key in ("enum", "default", "minimum", "maximum", "pattern", "format"):
+            if key in prop:
+                facts.append(f"{key} {prop[key]}")
+        text = f"- {name} ({', '.join(facts)})"
+        if prop.get("description"):
+            text += f": {prop['description']}"
+        lines.append(text)
+    return lines or ["(no parameters)"]
+
+
 def draft_prompt(tool: Tool, lines: int) -> str:
     """The request that drafts ``tool``'s description at about ``lines`` lines.
 
-    It gives the current description and the JSON Schema (with the property descriptions:
-    a drafted variant is sent without them, so the text must carry what the length allows)
-    and asks for plain text only, and for nothing the source does not support.
+    It gives the current description and the parameters, one plain line each (with the
+    property descriptions: a drafted variant is sent without them, so the text must carry
+    what the length allows), and asks for plain text only, and for nothing the source does
+    not support.
     """
-    import json
-
     closest = min(_CONTENT, key=lambda n: abs(n - lines))
     low, high = asked_range(lines)
     return (
         f"Rewrite the description of the tool `{tool.name}` for an AI model that chooses tools "
         f"and fills in their arguments. Write about {lines} non-empty lines (between "
         f"{low} and {high}), covering {_CONTENT[closest]}.\n"
-        "Use only facts stated in the current description or the schema below; never invent "
-        "behaviour, limits, defaults or values. Plain text, one fact per line, no Markdown "
-        f"headings, no code fences. Answer by calling {DRAFT_TOOL} with the description's "
-        "lines, or with the description only.\n\n"
+        "Use only facts stated in the current description or the parameters below; never "
+        "invent behaviour, limits, defaults or values. Plain text, one fact per line, no "
+        f"Markdown headings, no code fences. Answer by calling {DRAFT_TOOL} with the "
+        "description's lines, or with the description only.\n\n"
         f"Current description:\n{tool.description.strip() or '(none)'}\n\n"
-        f"Input schema (JSON Schema):\n"
-        f"{json.dumps(tool.input_schema, ensure_ascii=False, indent=1)}\n")
+        "Parameters:\n" + "\n".join(_parameter_lines(tool.input_schema)) + "\n")
+
+
+_ECHOES = ("Rewrite the description of the tool", "Current description:",
+           "Input schema (JSON Schema)", "reply_to_user", DRAFT_TOOL, "tool_calls")
+"""Words of the drafting prompt or of the answer format: a text holding one copies its
+instructions back instead of describing the tool."""
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n```\s*$", re.DOTALL)
@@ -148,7 +170,8 @@ def read_draft(answer: ParsedAnswer, lines: int) -> str:
     Raises:
         ValueError: the answer holds no usable draft; the message says why in a few words
             (an invalid or cut answer, no text, lines that are not strings, control
-            characters, a line over :data:`MAX_LINE_CHARS`, a JSON document, a line count
+            characters, a line over :data:`MAX_LINE_CHARS`, the prompt's own words
+            (:data:`_ECHOES`), a JSON document, a line count
             outside :func:`usable_range`).
     """
     import json
@@ -165,6 +188,9 @@ def read_draft(answer: ParsedAnswer, lines: int) -> str:
         text = clean_draft(answer.text or "")
     if not text:
         raise ValueError("no text")
+    echo = next((words for words in _ECHOES if words in text), None)
+    if echo is not None:
+        raise ValueError(f"the prompt copied back ('{echo}')")
     if _CONTROL.search(text):
         raise ValueError("control characters in the text")
     longest = max(len(line) for line in text.splitlines())
