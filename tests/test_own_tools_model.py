@@ -141,3 +141,10 @@ def test_init_run_report_and_gate_with_the_embedded_model(sky: Path):
     gate = bench(sky, "-q", "-p", "no:cacheprovider", module="pytest")
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert "passed" in gate.stdout and "failed" not in gate.stdout
+    # a changed description is not what was recorded: the gate fails, naming the case
+    current = sky / "descriptions/sky/variants/current.yaml"
+    current.write_text(current.read_text(encoding="utf-8").replace(
+        "Current time in a time zone.", "The time now in one time zone."), encoding="utf-8")
+    stale = bench(sky, "-q", "-p", "no:cacheprovider", module="pytest")
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert "sky-02" in stale.stdout
