@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench.errors import BenchError, visible_text
+from bench.errors import BenchError, shorten_message, visible_text
 from bench.plural import count
 
 variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
@@ -252,14 +252,17 @@ def variants_draft(
     = False,
     request_timeout: Annotated[float, typer.Option(min=1, help="Seconds per request.")]
     = 120.0,
-    max_tokens: Annotated[int, typer.Option(min=64, help="Completion cap per draft.")]
-    = 1024,
+    max_tokens: Annotated[Optional[int], typer.Option(
+        min=64, help="Completion cap per draft (default: 40 tokens per line of the longest "
+                     "length, at least 256).")] = None,
 ) -> None:
     """Draft shorter and longer versions (about 3/10/30/50 lines) of each tool's description
     from its imported text (the 'current' variant), so that the length ablation runs on any
     toolset. Each draft goes into the tool's spec (descriptions/<toolset>/specs/<tool>.yaml,
     made from the imported tool when missing) under variants.l<N> with draft: true; tables
-    and reports mark the variants until bench variants accept."""
+    and reports mark the variants until bench variants accept. A tool whose answers hold no
+    usable draft (empty, cut, far from the length asked for...) keeps its spec unchanged and
+    is named on one line; the exit code is then 1."""
     from bench.descriptions.drafts import draft_variants
 
     try:
@@ -267,23 +270,27 @@ def variants_draft(
     except ValueError:
         raise BenchError(f"--lengths: whole line counts, comma-separated (got '{lengths}')") \
             from None
-    drafts = draft_variants(toolset, provider, wanted, source=source,
+    result = draft_variants(toolset, provider, wanted, source=source,
                             tools=_split(tools) or None, force=force,
                             timeout_s=request_timeout, max_tokens=max_tokens)
-    table = Table(title=f"drafted by {escape(provider)} from '{escape(source)}' "
-                        f"(draft: true until bench variants accept)", title_justify="left")
-    for column in ("tool", "variant", "target lines", "lines"):
-        table.add_column(column, justify="left" if column in ("tool", "variant") else "right")
-    for draft in drafts:
-        table.add_row(escape(draft.tool), draft.variant, str(draft.target), str(draft.lines))
-    out.print(table)
-    off = [d for d in drafts if not 0.5 * d.target <= d.lines <= 1.5 * d.target + 1]
-    if off:
-        out.print(f"note: {count(len(off), 'draft')} far from the target length (e.g. "
-                  f"{escape(off[0].tool)} {off[0].variant}: {off[0].lines} lines): review "
-                  "before accepting", soft_wrap=True)
-    out.print(f"review the texts in descriptions/{escape(toolset)}/specs/, then: bench "
-              f"variants accept --toolset {escape(toolset)}", soft_wrap=True)
+    if result.drafts:
+        table = Table(title=f"drafted by {escape(provider)} from '{escape(source)}' "
+                            f"(draft: true until bench variants accept)", title_justify="left")
+        for column in ("tool", "variant", "target lines", "lines"):
+            table.add_column(column,
+                             justify="left" if column in ("tool", "variant") else "right")
+        for draft in result.drafts:
+            table.add_row(escape(draft.tool), draft.variant, str(draft.target),
+                          str(draft.lines))
+        out.print(table)
+    for tool, why in result.failed.items():
+        out.print(f"{escape(tool)}: no usable draft from {escape(provider)}, spec unchanged "
+                  f"({escape(visible_text(shorten_message(why)))})", soft_wrap=True)
+    if result.drafts:
+        out.print(f"review the texts in descriptions/{escape(toolset)}/specs/, then: bench "
+                  f"variants accept --toolset {escape(toolset)}", soft_wrap=True)
+    if result.failed:
+        raise typer.Exit(1)
 
 
 @variants_app.command("accept")

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from bench.descriptions import available_variants, load_variant
-from bench.descriptions.drafts import accept_drafts, draft_variants, replace_variants_block
+from bench.descriptions.drafts import (accept_drafts, draft_variants, read_draft,
+                                       replace_variants_block)
 from bench.errors import BenchError
 from bench.providers.function import register_function
 from bench.report.data import load_runs
@@ -41,7 +42,7 @@ def drafter(messages, tools, trial):  # noqa: ANN001, ANN201
     """A scripted drafting model: as many lines as the prompt asks for, naming the tool."""
     prompt = messages[-1].content
     PROMPTS.append(prompt)
-    assert tools == []  # drafting offers no tool
+    assert [t.name for t in tools] == ["write_description"]  # the draft's lines as a call
     lines = int(re.search(r"Write about (\d+) non-empty lines", prompt).group(1))
     name = re.search(r"the tool `([^`]+)`", prompt).group(1)
     body = "\n".join(f"{name}: line {i + 1} of the drafted text." for i in range(lines))
@@ -159,3 +160,62 @@ def test_a_partly_drafted_toolset_without_a_template_names_the_missing_tools(wea
     with pytest.raises(BenchError, match=r"1 tool\(s\) have no text for it in their spec "
                                          r"\(get_forecast\)"):
         load_variant("weather", "l5")
+
+
+def junk_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
+    """Three good lines for get_weather through the draft tool; a JSON document for the rest."""
+    prompt = messages[-1].content
+    if "`get_weather`" in prompt:
+        return [{"name": "write_description", "arguments": {"lines": [
+            "Current weather for one city.", "Pass the city's name.",
+            "Give unit c or f when the user says which."]}}]
+    return {"tool_calls": [], "text": '{"description": "weather"}'}
+
+
+def test_a_tool_without_a_usable_draft_is_one_line_and_keeps_its_spec(weather: Path):
+    register_function("junk-drafter", junk_drafter)
+    specs = weather / "descriptions/weather/specs"
+    result = CliRunner().invoke(app, ["variants", "draft", "--provider", "function:junk-drafter",
+                                      "--toolset", "weather", "--lengths", "3"])
+    assert result.exit_code == 1, result.output
+    failed = [line for line in result.output.splitlines() if "no usable draft" in line]
+    assert failed == ["get_forecast: no usable draft from function:junk-drafter, spec unchanged "
+                      "(l3: a JSON document, not a description)"]
+    assert not (specs / "get_forecast.yaml").exists()  # no spec was made for it
+    l3 = yaml.safe_load((specs / "get_weather.yaml").read_text(encoding="utf-8"))["variants"]
+    assert l3["l3"]["draft"] is True
+    assert l3["l3"]["description"].splitlines()[0] == "Current weather for one city."
+
+
+def answer_with(lines=None, text=None, error=None):  # noqa: ANN001, ANN201
+    """A parsed answer: a write_description call with ``lines``, or ``text``, or an error."""
+    from bench.models import ToolCall
+    from bench.parse import ParsedAnswer
+
+    calls = [] if lines is None else [ToolCall(id="c0", name="write_description",
+                                               arguments={"lines": lines},
+                                               raw_arguments=json.dumps({"lines": lines}))]
+    return ParsedAnswer(calls=calls, text=text, error=error)
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    (answer_with(error="truncated: the answer hit the token limit"), "invalid answer"),
+    (answer_with(text="   \n "), "no text"),
+    (answer_with(lines=["one", 2, "three"]), "without a list of strings"),
+    (answer_with(lines=["Weather now.", "Beep\x07 here.", "City."]), "control characters"),
+    (answer_with(lines=["Weather now.", "x" * 401, "City."]), "a line of 401 characters"),
+    (answer_with(text="Weather.\nCurrent description:\nWeather."), "the prompt copied back"),
+    (answer_with(text='["Weather now.", "City.", "Unit."]'), "a JSON document"),
+    (answer_with(lines=["Weather now."]), "1 lines, not 2 to 5"),
+    (answer_with(lines=[f"line {i}" for i in range(6)]), "6 lines, not 2 to 5"),
+])
+def test_the_models_answer_is_untrusted(answer, why):  # noqa: ANN001
+    with pytest.raises(ValueError, match=re.escape(why)):
+        read_draft(answer, 3)
+
+
+def test_a_usable_answer_is_its_lines_or_its_text():
+    assert read_draft(answer_with(lines=["Weather now. ", "", "City."]), 3) == \
+        "Weather now.\n\nCity."
+    assert read_draft(answer_with(text="```\nWeather now.\nCity.\n```"), 3) == \
+        "Weather now.\nCity."

@@ -10,10 +10,21 @@ A toolset without specs (``bench import`` writes ``variants/current.yaml``) gets
 tool on its first draft: its name, permission, input schema and, as the required
 ``summary``, the first line of its current description.
 
-The model's text is untrusted data: it is stored as a YAML string (never evaluated, never a
-path) and shown to the model under test as a description, nothing more. Drafts are asked
-through the provider's request pipeline (:func:`bench.providers.pipeline.build_pipeline`),
-as a run asks, without tools: the answer's text is the draft.
+Drafts are asked through the provider's request pipeline
+(:func:`bench.providers.pipeline.build_pipeline`), as a run asks, offering one tool,
+``write_description``, whose ``lines`` argument is the draft, one string per line, with
+``minItems``/``maxItems`` set to the line range asked for (:func:`draft_tool`). The embedded
+model can only answer in grammar-constrained JSON whose free strings are capped at
+:data:`bench.providers.local.prompt.GRAMMAR_MAX_STRING` characters: a text reply could never
+hold a 30-line draft, an array of lines can, and its grammar keeps the count in range. A
+plain-text answer (a model that does not call the tool) is read as the draft too.
+
+The model's answer is untrusted data (:func:`read_draft`): it is a draft only when it is text
+of about the asked length (:data:`USABLE` range), without control characters, over-long lines
+or a JSON document in place of prose; it is stored as a YAML string (never evaluated, never a
+path) in a spec that must load (:func:`bench.descriptions.specs.load_spec`), and shown to the
+model under test as a description, nothing more. A tool with any unusable draft keeps its
+spec unchanged and is named with the reason (:class:`DraftResult`).
 
 Each spec file is rewritten atomically, and only its top-level ``variants:`` block changes:
 the rest of the file, comments included, stays as it was.
@@ -22,6 +33,7 @@ the rest of the file, comments included, stays as it was.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -34,6 +46,7 @@ from bench.descriptions.specs import load_spec
 from bench.descriptions.variants import CURRENT, check_toolset, count_lines, load_variant
 from bench.errors import BenchError
 from bench.models import Message, Tool
+from bench.parse import ParsedAnswer
 from bench.paths import descriptions_dir
 from bench.yamlio import load_yaml
 
@@ -54,27 +67,87 @@ _CONTENT = {
 }
 
 
+DRAFT_TOOL = "write_description"
+
+USABLE = (0.5, 1.5)
+"""A draft of target ``N`` lines is usable with ``ceil(0.5 N)`` to ``floor(1.5 N) + 1``
+non-empty lines (the prompt asks for 0.7 N to 1.3 N + 1, :func:`asked_range`): outside that,
+a variant ``l<N>`` would not measure the length its name says."""
+
+MAX_LINE_CHARS = 400
+"""Longest line a draft may hold (characters): a description line is a sentence; a longer
+one is a model repeating itself, or data that is not a description."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def asked_range(lines: int) -> tuple[int, int]:
+    """The range of non-empty lines the prompt asks for around ``lines`` (about +-30 %)."""
+    return max(1, round(lines * 0.7)), round(lines * 1.3) + 1
+
+
+def usable_range(lines: int) -> tuple[int, int]:
+    """The range of non-empty lines a draft of ``lines`` must have to be kept (:data:`USABLE`)."""
+    return max(1, math.ceil(lines * USABLE[0])), math.floor(lines * USABLE[1]) + 1
+
+
+def draft_tool(lines: int) -> Tool:
+    """The one tool a drafting request offers: ``write_description(lines: [str, ...])`` with
+    :func:`asked_range` as ``minItems``/``maxItems``."""
+    low, high = asked_range(lines)
+    return Tool(name=DRAFT_TOOL, description=(
+        "Write the tool description you were asked for: each item of `lines` is one line of "
+        "its plain text."), input_schema={
+        "type": "object", "properties": {"lines": {
+            "type": "array", "items": {"type": "string"}, "minItems": low, "maxItems": high,
+            "description": f"The description, one line per item, {low} to {high} lines."}},
+        "required": ["lines"], "additionalProperties": False})
+
+
+def _parameter_lines(schema: dict[str, Any]) -> list[str]:
+    """One plain line per top-level property of ``schema``: name, type, required or not, the
+    enum, default and bounds, and its description (a small model copies JSON it is shown)."""
+    required = set(schema.get("required") or [])
+    lines = []
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, dict) else {}
+        facts = [str(prop.get("type", "any")), "required" if name in required else "optional"]
+        for key in ("enum", "default", "minimum", "maximum", "pattern", "format"):
+            if key in prop:
+                facts.append(f"{key} {prop[key]}")
+        text = f"- {name} ({', '.join(facts)})"
+        if prop.get("description"):
+            text += f": {prop['description']}"
+        lines.append(text)
+    return lines or ["(no parameters)"]
+
+
 def draft_prompt(tool: Tool, lines: int) -> str:
     """The request that drafts ``tool``'s description at about ``lines`` lines.
 
-    It gives the current description and the JSON Schema (with the property descriptions:
-    a drafted variant is sent without them, so the text must carry what the length allows)
-    and asks for plain text only, and for nothing the source does not support.
+    It gives the current description and the parameters, one plain line each (with the
+    property descriptions: a drafted variant is sent without them, so the text must carry
+    what the length allows), and asks for plain text only, and for nothing the source does
+    not support.
     """
-    import json
-
     closest = min(_CONTENT, key=lambda n: abs(n - lines))
+    low, high = asked_range(lines)
     return (
         f"Rewrite the description of the tool `{tool.name}` for an AI model that chooses tools "
         f"and fills in their arguments. Write about {lines} non-empty lines (between "
-        f"{max(1, round(lines * 0.7))} and {round(lines * 1.3) + 1}), covering "
-        f"{_CONTENT[closest]}.\n"
-        "Use only facts stated in the current description or the schema below; never invent "
-        "behaviour, limits, defaults or values. Plain text, one fact per line, no Markdown "
-        "headings, no code fences. Answer with the description only.\n\n"
+        f"{low} and {high}), covering {_CONTENT[closest]}.\n"
+        "Use only facts stated in the current description or the parameters below; never "
+        "invent behaviour, limits, defaults or values. Plain text, one fact per line, no "
+        f"Markdown headings, no code fences. Answer by calling {DRAFT_TOOL} with the "
+        "description's lines, or with the description only.\n\n"
         f"Current description:\n{tool.description.strip() or '(none)'}\n\n"
-        f"Input schema (JSON Schema):\n"
-        f"{json.dumps(tool.input_schema, ensure_ascii=False, indent=1)}\n")
+        "Parameters:\n" + "\n".join(_parameter_lines(tool.input_schema)) + "\n")
+
+
+_ECHOES = ("Rewrite the description of the tool", "Current description:",
+           "Input schema (JSON Schema)", "reply_to_user", DRAFT_TOOL, "tool_calls")
+"""Words of the drafting prompt or of the answer format: a text holding one copies its
+instructions back instead of describing the tool."""
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n```\s*$", re.DOTALL)
@@ -90,10 +163,57 @@ def clean_draft(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).strip()
 
 
+def read_draft(answer: ParsedAnswer, lines: int) -> str:
+    """The draft in a model's answer for a target of ``lines`` lines: the ``lines`` of its
+    first :data:`DRAFT_TOOL` call joined by newlines, else its text (:func:`clean_draft`).
+
+    Raises:
+        ValueError: the answer holds no usable draft; the message says why in a few words
+            (an invalid or cut answer, no text, lines that are not strings, control
+            characters, a line over :data:`MAX_LINE_CHARS`, the prompt's own words
+            (:data:`_ECHOES`), a JSON document, a line count
+            outside :func:`usable_range`).
+    """
+    import json
+
+    if answer.error is not None:
+        raise ValueError(f"invalid answer ({answer.error[:120]})")
+    call = next((c for c in answer.calls if c.name == DRAFT_TOOL), None)
+    if call is not None:
+        items = call.arguments.get("lines") if call.valid else None
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ValueError(f"{DRAFT_TOOL} without a list of strings as lines")
+        text = clean_draft("\n".join(items))
+    else:
+        text = clean_draft(answer.text or "")
+    if not text:
+        raise ValueError("no text")
+    echo = next((words for words in _ECHOES if words in text), None)
+    if echo is not None:
+        raise ValueError(f"the prompt copied back ('{echo}')")
+    if _CONTROL.search(text):
+        raise ValueError("control characters in the text")
+    longest = max(len(line) for line in text.splitlines())
+    if longest > MAX_LINE_CHARS:
+        raise ValueError(f"a line of {longest} characters (at most {MAX_LINE_CHARS})")
+    if text[0] in "{[":
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            raise ValueError("a JSON document, not a description")
+    low, high = usable_range(lines)
+    found = count_lines(text)
+    if not low <= found <= high:
+        raise ValueError(f"{found} lines, not {low} to {high}")
+    return text
+
+
 @dataclass
 class Draft:
     """One drafted text: ``tool``, ``variant`` (``l<N>``), the ``target`` and actual
-    ``lines`` (non-empty lines), and the ``text`` (empty when the model gave none)."""
+    ``lines`` (non-empty lines), and the ``text``."""
 
     tool: str
     variant: str
@@ -102,14 +222,28 @@ class Draft:
     text: str
 
 
-def _ask(provider_id: str, prompts: Sequence[tuple[str, str]], timeout_s: float,
-         max_tokens: int) -> list[str]:
-    """The answer text of each ``(key, prompt)``, asked through ``provider_id``'s request
-    pipeline one at a time (no tools offered).
+@dataclass
+class DraftResult:
+    """What ``bench variants draft`` did.
+
+    Attributes:
+        drafts: the drafts written, in tool then length order.
+        failed: tool -> one line saying which lengths had no usable draft and why; these
+            tools' specs were left unchanged (none of their drafts written).
+    """
+
+    drafts: list[Draft]
+    failed: dict[str, str]
+
+
+def _ask(provider_id: str, prompts: Sequence[tuple[str, int, str]], timeout_s: float,
+         max_tokens: int) -> list[ParsedAnswer | str]:
+    """The answer to each ``(key, target lines, prompt)``, asked through ``provider_id``'s
+    request pipeline one at a time, offering :func:`draft_tool` of that length: the parsed
+    answer, or the one-line reason a request failed (the provider's error).
 
     Raises:
-        BenchError: the provider cannot start, or a request failed (names the provider and
-            the request's key).
+        BenchError: the provider cannot start.
     """
     from bench.providers.errors import ProviderError
     from bench.providers.pipeline import ModelRequest, build_pipeline
@@ -119,29 +253,31 @@ def _ask(provider_id: str, prompts: Sequence[tuple[str, str]], timeout_s: float,
     from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
 
     # the embedded model answers in a constrained JSON layout: the one whose "no call"
-    # carries words (an episode's final answer) lets it answer with the draft's text
+    # carries words (an episode's final answer) lets it answer in text as well
     config = RunConfig(providers=[provider_id], request_timeout_s=timeout_s,
                        max_tokens=max_tokens, no_call_layout=EPISODE_NO_CALL_LAYOUT)
     provider = default_factory(provider_id, config)
     try:
-        provider.prepare([], variant_key="bench-variants-draft", label="the drafting request")
+        for lines in sorted({lines for _, lines, _ in prompts}):
+            provider.prepare([draft_tool(lines)], variant_key=f"bench-variants-draft-l{lines}",
+                             label="the drafting request")
         pipeline = build_pipeline(provider_id, provider, concurrency=1,
                                   attempts=config.attempts or 3)
 
-        async def ask_all() -> list[str]:
-            answers = []
+        async def ask_all() -> list[ParsedAnswer | str]:
+            answers: list[ParsedAnswer | str] = []
             try:
-                for key, prompt in prompts:
+                for key, lines, prompt in prompts:
                     request = ModelRequest(messages=[Message(role="user", content=prompt)],
-                                           tools=[], trial=0,
-                                           variant_key="bench-variants-draft", key=key)
+                                           tools=[draft_tool(lines)], trial=0,
+                                           variant_key=f"bench-variants-draft-l{lines}",
+                                           key=key)
                     try:
                         outcome = await pipeline.complete(request)
                     except ProviderError as exc:
-                        raise BenchError(f"{provider_id}: drafting {key} failed: {exc}") \
-                            from None
-                    parsed = outcome.response.parsed
-                    answers.append(parsed.text or "" if parsed.error is None else "")
+                        answers.append(f"the request failed: {str(exc).splitlines()[0][:160]}")
+                        continue
+                    answers.append(outcome.response.parsed)
             finally:
                 await provider.aclose()
             return answers
@@ -224,12 +360,28 @@ def _variants_of(path: Path) -> dict[str, Any]:
     return dict(found) if isinstance(found, dict) else {}
 
 
+TOKENS_PER_LINE = 40
+"""Tokens budgeted per drafted line: English runs about 4 characters per token (OpenAI,
+"What are tokens and how to count them"), so a 100-character line is about 25, plus the JSON
+quotes and comma of its item in the ``lines`` array; the rest is headroom."""
+
+
+def default_max_tokens(lengths: Iterable[int]) -> int:
+    """Completion cap per draft: :data:`TOKENS_PER_LINE` for each line the longest length may
+    have (:func:`asked_range`), at least 256 (3 lines of JSON framing need well under it)."""
+    return max(256, TOKENS_PER_LINE * max(asked_range(n)[1] for n in lengths))
+
+
 def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFAULT_LENGTHS,
                    *, source: str = CURRENT, tools: Iterable[str] | None = None,
                    force: bool = False, root: Path | None = None, timeout_s: float = 120.0,
-                   max_tokens: int = 1024) -> list[Draft]:
+                   max_tokens: int | None = None) -> DraftResult:
     """Draft ``l<N>`` texts for the tools of ``toolset`` from its ``source`` variant and store
-    them in the specs as drafts.
+    them in the specs as drafts (``draft: true``, ``drafted_by``, ``drafted_from``).
+
+    Each answer is read by :func:`read_draft`; a tool with any unusable answer keeps its spec
+    as it was (its usable drafts are not written either, so that a variant is never drafted
+    for some of its lengths only by accident) and is named in :attr:`DraftResult.failed`.
 
     Args:
         toolset: the toolset's folder name.
@@ -239,15 +391,16 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         tools: only these tools (default: all).
         force: replace texts already in a spec (a draft, or an accepted one).
         root: the ``descriptions/`` folder (default: the project's).
-        timeout_s, max_tokens: per request.
+        timeout_s: seconds per request.
+        max_tokens: completion cap per request (default :func:`default_max_tokens`).
 
     Returns:
-        The drafts written, in tool then length order.
+        The drafts written and the tools left unchanged with the reason.
 
     Raises:
-        BenchError: an unknown toolset, source variant or tool; a spec that does not load
-            (names its file, line and field); a spec that already has a text for a length
-            (without ``force``); an empty answer; a failed request.
+        BenchError: an unknown toolset, source variant or tool; lengths outside 1-200; a
+            spec that does not load (names its file, line and field); a spec that already has
+            a text for a length (without ``force``); a provider that cannot start.
     """
     from bench.descriptions.lock import tool_hashes
 
@@ -270,22 +423,31 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         for lines in lengths:
             variant = f"l{lines}"
             if variant in existing and not force:
-                state = "a draft" if existing[variant].get("draft") else "an accepted text"
+                entry = existing[variant]
+                state = ("a draft" if isinstance(entry, dict) and entry.get("draft")
+                         else "an accepted text")
                 raise BenchError(f"tool '{name}' already has {state} for {variant} (pass "
                                  "--force to draft it again)",
                                  file=_spec_path(toolset_dir, name), field=f"variants.{variant}")
             jobs.append((name, lines))
-    answers = _ask(provider_id, [(f"draft|{toolset}|{name}|l{lines}",
+    answers = _ask(provider_id, [(f"draft|{toolset}|{name}|l{lines}", lines,
                                   draft_prompt(base.tool(name), lines))  # type: ignore[arg-type]
-                                 for name, lines in jobs], timeout_s, max_tokens)
-    drafts = []
+                                 for name, lines in jobs], timeout_s,
+                   max_tokens or default_max_tokens(lengths))
+    drafts: list[Draft] = []
+    problems: dict[str, list[str]] = {}
     for (name, lines), answer in zip(jobs, answers):
-        text = clean_draft(answer)
-        if not text:
-            raise BenchError(f"{provider_id}: an empty draft for tool '{name}' at l{lines} "
-                             "(the answer had no text); nothing was written")
+        try:
+            if isinstance(answer, str):
+                raise ValueError(answer)
+            text = read_draft(answer, lines)
+        except ValueError as exc:
+            problems.setdefault(name, []).append(f"l{lines}: {exc}")
+            continue
         drafts.append(Draft(name, f"l{lines}", lines, count_lines(text), text))
     for name in wanted:
+        if name in problems:
+            continue
         tool = base.tool(name)
         assert tool is not None
         path = _spec_path(toolset_dir, name)
@@ -296,8 +458,12 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
             variants[draft.variant] = {"description": draft.text, "draft": True,
                                        "drafted_by": provider_id, "drafted_from": origin}
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_spec(path, replace_variants_block(text, variants))
-    return drafts
+        try:
+            _write_spec(path, replace_variants_block(text, variants))
+        except BenchError as exc:  # the drafts would make the spec invalid: left unchanged
+            problems[name] = [exc.message]
+    return DraftResult(drafts=[d for d in drafts if d.tool not in problems],
+                       failed={name: "; ".join(found) for name, found in problems.items()})
 
 
 def accept_drafts(toolset: str, variants: Iterable[str] | None = None,
