@@ -374,7 +374,15 @@ def test_variants_diff_shows_a_drafted_descriptions_control_characters_escaped(t
         '    return {"tool_calls": [], "text": "Adds \\x1b[2J two \\u202e numbers."}\n')
     drafted = bench(project, "variants", "draft", "--toolset", "proj", "--provider",
                     "function:drafter:draft", "--lengths", "3")
-    assert drafted.returncode == 0, drafted.stderr
+    # a draft with control characters is refused, the spec left as it was
+    assert drafted.returncode == 1 and "control characters" in drafted.stdout
+    assert "draft:" not in (project / "descriptions/proj/specs/add.yaml").read_text()
+    # the same text written into the spec by hand is shown escaped
+    spec = project / "descriptions/proj/specs/add.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("summary: Add two numbers.",
+                                 'summary: "Adds \\x1b[2J two \\u202e numbers."'),
+                    encoding="utf-8")
     shown = bench(project, "variants", "diff", "current", "l3", "--toolset", "proj")
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
