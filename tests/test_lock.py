@@ -249,3 +249,18 @@ def test_the_gate_requires_changed_tools_to_be_reevaluated(shop: Path):
     assert any("re-evaluated here: find_product" in n for n in strict.notes)
     (lenient,) = evaluate(_gate(shop, False), rows, None)
     assert lenient.passed and any("cancel_order" in n for n in lenient.notes)
+
+
+def test_the_oracle_answers_a_renamed_tool_by_its_new_name(shop: Path):
+    """The oracle reads the labels through aliases.yaml, as the run does: its answers call
+    get_stock, the tool that is sent, so it scores 100% selection across a rename."""
+    (shop / "descriptions/shop/variants/v1.yaml").write_text(VARIANT.format(stock="get_stock"),
+                                                             encoding="utf-8")
+    (shop / "descriptions/shop/aliases.yaml").write_text("get_inventory: get_stock\n",
+                                                         encoding="utf-8")
+    runner = Runner(RunConfig(dataset="shop", variants=["v1"], providers=["oracle"],
+                              execute=False), run_id="oracle", command=["bench", "run"])
+    runner.run()
+    rows = list(runner.store.load_rows())
+    assert len(rows) == 4 and all(r.metrics.selection_correct for r in rows)
+    assert {c.name for r in rows for c in r.parsed.calls} == {"get_stock", "find_product"}

@@ -267,6 +267,7 @@ class OracleProvider(FunctionProvider):
 
 def _build(provider_id: str, rest: str, options: dict[str, Any]) -> OracleProvider:
     from bench.datasets import load_dataset
+    from bench.descriptions.aliases import apply_aliases
 
     if rest:
         raise BenchError(f"unknown provider '{provider_id}' (the oracle's id is 'oracle'; it "
@@ -274,7 +275,9 @@ def _build(provider_id: str, rest: str, options: dict[str, Any]) -> OracleProvid
     name = options.get("dataset")
     if not name:
         raise BenchError(f"provider '{provider_id}' needs the run's dataset (option 'dataset')")
-    dataset = load_dataset(str(name))
+    # labels read through the toolsets' aliases, as the run reads them: a renamed tool is
+    # called by its new name
+    dataset, _ = apply_aliases(load_dataset(str(name)))
     return OracleProvider(dataset.cases, provider_id=provider_id,
                           dataset=f"{dataset.name} sha256:{dataset.sha256[:12]}")
 
