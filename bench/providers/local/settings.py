@@ -109,7 +109,7 @@ def resolve_draft_tokens(speculative: bool | int | None) -> int:
     if isinstance(value, bool):
         return DEFAULT_DRAFT_TOKENS if value else 0
     try:
-        count = int(value)  # type: ignore[call-overload]
+        count = int(str(value))
     except (TypeError, ValueError):
         count = -1
     if not 0 <= count <= 64:
