@@ -120,3 +120,26 @@ def test_the_default_model_gives_the_recorded_answers(l3):
                                      ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     recorded = json.loads(GOLDEN.read_text(encoding="utf-8"))["cases"]
     assert answers == {cid: item["answer"] for cid, item in recorded.items()}, build
+
+
+def test_speculative_decoding_gives_the_same_answers(l3):
+    """Prompt-lookup speculation (guesses verified in one batch, the rest of the KV cache
+    removed) gives the answers of one token at a time on these recorded queries (elsewhere a
+    batch's slightly different logits can flip a near-tie: benchmarks/RESULTS.md)."""
+    from bench.models import Message
+    stored = json.loads(GOLDEN.read_text(encoding="utf-8"))["cases"]
+    queries = [[Message.model_validate(m) for m in item["messages"]]
+               for item in list(stored.values())[:3]]
+    engine = _engine(save_states=False, speculative=False)
+    try:
+        plain = [engine.complete(m, l3.tools, variant_key=l3.name, max_tokens=256)
+                 for m in queries]
+        engine.draft_tokens = 4
+        drafted = [engine.complete(m, l3.tools, variant_key=l3.name, max_tokens=256)
+                   for m in queries]
+    finally:
+        engine.close()
+    assert [a.text for a in drafted] == [a.text for a in plain]
+    assert [a.finish_reason for a in drafted] == [a.finish_reason for a in plain]
+    assert sum(a.drafted_tokens for a in drafted) > 0  # guesses were made and verified
+    assert all(a.drafted_tokens == 0 for a in plain)

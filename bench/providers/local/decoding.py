@@ -16,6 +16,18 @@ grammar about that token alone; only when the grammar rejects it is the grammar 
 whole vocabulary (the ``grammar_first=false`` path of llama.cpp's ``common_sampler_sample``,
 ggml-org/llama.cpp ``common/sampling.cpp``). The most likely allowed token is the same either
 way, so this changes speed, not answers.
+
+Prompt-lookup speculation (optional, ``draft_tokens > 0``): tool names and argument values are
+mostly copied from the prompt, so after each chosen token :func:`propose_draft` guesses the next
+few tokens by finding the answer's last n-gram earlier in the context (prompt-lookup decoding,
+Saxena 2023, github.com/apoorvumang/prompt-lookup-decoding; llama-cpp-python's
+``LlamaPromptLookupDecoding``). The chosen token and the guesses are evaluated in one llama.cpp
+batch with logits at every position; each guess is kept only while it is the token the greedy,
+grammar-constrained step would choose there anyway, and the KV cache of the rest is removed
+(``llama_memory_seq_rm``). This is exact greedy verification (Leviathan et al. 2023, "Fast
+Inference from Transformers via Speculative Decoding", section 2.3 at temperature 0): answers
+are the same as long as llama.cpp computes a token's logits the same in a batch as alone
+(``benchmarks/speculative_decoding.py`` counts the rows that differ: 1 of 12 did, so it is off).
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import ctypes
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +48,45 @@ if TYPE_CHECKING:  # imported in the worker with the model (the `local` extra)
 
 # Candidates the grammar checks before the whole vocabulary when it rejects the top token.
 TOP_K = 64
+# Prompt lookup: longest and shortest n-gram of the answer's end looked up in the context (llama-
+# cpp-python's LlamaPromptLookupDecoding: 2..1; 3..2 guessed right more often, RESULTS.md).
+DRAFT_MAX_NGRAM = 3
+DRAFT_MIN_NGRAM = 2
+
+
+def propose_draft(history: Sequence[int] | np.ndarray, max_tokens: int, *,
+                  max_ngram: int = DRAFT_MAX_NGRAM, min_ngram: int = DRAFT_MIN_NGRAM
+                  ) -> list[int]:
+    """Guess the tokens after ``history`` by prompt lookup: the tokens that followed the most
+    recent earlier occurrence of its last n-gram, trying the longest n-gram first.
+
+    Args:
+        history: the context's tokens so far (prompt, then answer), a 1-d integer sequence.
+        max_tokens: the most tokens guessed (0 or less: none).
+        max_ngram / min_ngram: n-gram sizes tried, longest first (both at least 1).
+
+    Returns:
+        Up to ``max_tokens`` token ids (fewer when the occurrence is near the end of
+        ``history``); empty when no n-gram of the end occurs earlier.
+
+    Source: prompt-lookup decoding (github.com/apoorvumang/prompt-lookup-decoding), as in
+    llama-cpp-python's ``LlamaPromptLookupDecoding.find_candidate_pred_tokens``, except that
+    the most recent occurrence is used (the user's message and the answer so far come last,
+    and arguments are copied from them) where llama-cpp-python takes the first.
+    """
+    ids = np.asarray(history, dtype=np.int64)
+    size = int(ids.shape[0])
+    if max_tokens <= 0 or size < 2:
+        return []
+    for ngram in range(min(max_ngram, size - 1), max(1, min_ngram) - 1, -1):
+        tail = ids[size - ngram:]
+        # every window that starts and ends before the tail's own position
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:size - 1], ngram)
+        hits = np.flatnonzero((windows == tail).all(axis=1))
+        if hits.size:
+            start = int(hits[-1]) + ngram
+            return [int(t) for t in ids[start:start + max_tokens]]
+    return []
 
 
 @dataclass
@@ -80,10 +131,11 @@ class GreedyPicker:
             data=ctypes.cast(self._all, ctypes.POINTER(llama_cpp.llama_token_data)),
             size=self.n_vocab, selected=-1, sorted=False)
 
-    def logits(self) -> np.ndarray:
-        """Logits of the last evaluated token: ``n_vocab`` floats (a view of llama.cpp's
-        buffer, valid until the next evaluation)."""
-        pointer = self.lib.llama_get_logits_ith(self._ctx, -1)
+    def logits(self, index: int = -1) -> np.ndarray:
+        """Logits after the token at ``index`` of the last evaluated batch (-1: its last
+        token): ``n_vocab`` floats (a view of llama.cpp's buffer, valid until the next
+        evaluation). The batch must have asked for that token's logits."""
+        pointer = self.lib.llama_get_logits_ith(self._ctx, index)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
 
     def pick(self, sampler: llama_sampler_p, logits: np.ndarray) -> tuple[int | None, bool]:
@@ -136,16 +188,24 @@ class Decoding:
             counted).
         first: the grammar before the first call (``]}`` or ``{``: the empty list allowed).
         more: the grammar after a call (``]}`` or ``, ``: another call).
+        draft_tokens: the most tokens guessed by prompt lookup and verified in one batch
+            after each chosen token (see the module docstring); 0 evaluates one token at a
+            time.
+
+    Attributes:
+        drafted / accepted: tokens guessed, and guessed tokens kept (the chosen ones).
     """
 
     def __init__(self, llm: Llama, picker: GreedyPicker, max_tokens: int, *,
-                 first: llama_sampler_p, more: llama_sampler_p) -> None:
+                 first: llama_sampler_p, more: llama_sampler_p, draft_tokens: int = 0) -> None:
         self.llm = llm
         self.picker = picker
         self.first, self.more = first, more
         self.budget = max_tokens
+        self.draft_tokens = max(0, draft_tokens)
         self.text = bytearray()
         self.forced = self.sampled = self.full_passes = 0
+        self.drafted = self.accepted = 0
         self.error: str | None = None
         self.started = time.perf_counter()
 
@@ -159,6 +219,8 @@ class Decoding:
     def decode(self, sampler: llama_sampler_p, done: Callable[[bytes | bytearray], bool]) -> str | None:
         """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
         reason (``length`` or ``error``)."""
+        if self.draft_tokens:
+            return self._decode_drafted(sampler, done)
         llm, picker, lib = self.llm, self.picker, self.picker.lib
         lib.llama_sampler_reset(sampler)
         segment = bytearray()
@@ -180,6 +242,91 @@ class Decoding:
             llm.eval([token])
             if done(segment):
                 return None
+
+    def _decode_drafted(self, sampler: llama_sampler_p,
+                        done: Callable[[bytes | bytearray], bool]) -> str | None:
+        """:meth:`decode` with prompt-lookup guesses verified in batches: the same tokens,
+        the same grammar steps, the same stop, fewer llama.cpp evaluations when guesses hold.
+
+        Each step picks the greedy allowed token from the logits at its position exactly as
+        :meth:`decode` does. When the token was guessed and is already in the KV cache, its
+        logits are read from the batch; otherwise the guesses still ahead are dropped from the
+        cache and the token is evaluated with new guesses after it.
+        """
+        llm, picker, lib = self.llm, self.picker, self.picker.lib
+        lib.llama_sampler_reset(sampler)
+        segment = bytearray()
+        logits = picker.logits()
+        ahead: list[tuple[int, int]] = []  # (guessed token, its index in the last batch)
+        try:
+            while True:
+                if self.sampled >= self.budget:
+                    return "length"
+                token, full = picker.pick(sampler, logits)
+                self.full_passes += full
+                if token is None:
+                    self.error = "the grammar allows no token"
+                    return "error"
+                if lib.llama_vocab_is_eog(picker.vocab, token):
+                    return None  # the grammar is complete
+                lib.llama_sampler_accept(sampler, token)
+                piece = llm.detokenize([token])
+                segment += piece
+                self.text += piece
+                self.sampled += 1
+                finished = done(segment)
+                if ahead and ahead[0][0] == token:  # guessed right: already evaluated
+                    index = ahead.pop(0)[1]
+                    llm.n_tokens += 1
+                    self.accepted += 1
+                    logits = picker.logits(index)
+                else:
+                    ahead.clear()
+                    draft: list[int] = []
+                    if not finished and self.sampled < self.budget:
+                        history = np.empty(llm.n_tokens + 1, dtype=np.int64)
+                        history[:-1] = llm.input_ids[:llm.n_tokens]
+                        history[-1] = token
+                        draft = propose_draft(history, min(self.draft_tokens,
+                                                           self.budget - self.sampled,
+                                                           llm.n_batch - 1))
+                    self._evaluate([token, *draft])
+                    self.drafted += len(draft)
+                    ahead = [(guess, i + 1) for i, guess in enumerate(draft)]
+                    logits = picker.logits(0)
+                if finished:
+                    return None
+        finally:
+            self._drop_ahead()
+
+    def _evaluate(self, tokens: list[int]) -> None:
+        """Evaluate ``tokens`` after the accepted ones in one batch with logits at every
+        position; the first counts as accepted (``llm.n_tokens`` grows by one), the rest stay
+        in the KV cache until accepted or dropped (:meth:`_drop_ahead`).
+
+        Raises:
+            RuntimeError: llama.cpp's ``llama_decode`` fails (as ``Llama.eval`` raises).
+        """
+        llm, lib = self.llm, self.picker.lib
+        self._drop_ahead()
+        batch, start = llm._batch.batch, llm.n_tokens  # room for n_batch tokens
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = True
+        code = lib.llama_decode(self.picker._ctx, batch)
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code}")
+        llm.input_ids[start:start + len(tokens)] = tokens
+        llm.n_tokens = start + 1
+
+    def _drop_ahead(self) -> None:
+        """Remove from the KV cache every position past the accepted tokens."""
+        lib = self.picker.lib
+        lib.llama_memory_seq_rm(lib.llama_get_memory(self.picker._ctx), 0, self.llm.n_tokens, -1)
 
     def answer(self, variant: PreparedVariant, empty_allowed: bool) -> str:
         """Decode a whole answer; return its finish reason."""

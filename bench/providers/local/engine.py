@@ -27,6 +27,7 @@ from bench.providers.local.logs import (capture_native_errors, last_native_error
                                         quiet_native_stderr)
 from bench.providers.local.prompt import (NoCallLayout, chat_messages, grammar_schema,
                                           json_schema_grammar, tools_block)
+from bench.providers.local.settings import resolve_draft_tokens
 from bench.providers.local.states import prune_states, state_dir
 
 if TYPE_CHECKING:  # imported when the engine starts (the `local` extra)
@@ -54,6 +55,8 @@ class EngineAnswer:
         full_grammar_passes: steps where the grammar rejected the most likely token.
         tool_tokens: tokens of the variant's tools block.
         error: why decoding stopped early (``finish_reason == "error"``), else None.
+        drafted_tokens / accepted_tokens: tokens guessed by prompt-lookup speculation, and
+            guesses kept (0 when it is off).
     """
 
     text: str
@@ -65,6 +68,8 @@ class EngineAnswer:
     full_grammar_passes: int
     tool_tokens: int = 0
     error: str | None = None
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 class LocalEngine:
@@ -84,6 +89,10 @@ class LocalEngine:
         top_first: ask the grammar about the most likely tokens before the whole vocabulary
             (same answers, faster); False applies it to the whole vocabulary at every step
             (the reference the tests compare with).
+        speculative: prompt-lookup speculative decoding (:mod:`~bench.providers.local.decoding`):
+            True/False, or the count of tokens guessed per step; None reads
+            ``$BENCH_LOCAL_SPECULATIVE`` (:func:`~bench.providers.local.settings.resolve_draft_tokens`).
+            The count is :attr:`draft_tokens`, which may be changed between answers.
 
     Raises:
         BenchError: llama-cpp-python is missing or the model fails to load.
@@ -91,7 +100,8 @@ class LocalEngine:
 
     def __init__(self, model_path: Path, *, n_ctx: int, threads: int, seed: int,
                  layout: NoCallLayout, flash_attn: bool = False, n_batch: int = 512,
-                 save_states: bool | None = None, top_first: bool = True) -> None:
+                 save_states: bool | None = None, top_first: bool = True,
+                 speculative: bool | int | None = None) -> None:
         try:
             import llama_cpp
             from llama_cpp import Llama
@@ -110,6 +120,7 @@ class LocalEngine:
         self.flash_attn = flash_attn
         self.n_batch = n_batch
         self.top_first = top_first
+        self.draft_tokens = resolve_draft_tokens(speculative)
         if save_states is None:
             save_states = os.environ.get(STATE_CACHE_ENV, "1").strip().lower() not in \
                 ("0", "off", "no", "false")
@@ -318,11 +329,21 @@ class LocalEngine:
                                       f"window of {self.n_ctx}")
         cached = self._feed(prompt, variant)
         state = Decoding(self.llm, self._picker, max_tokens, first=self._first,
-                         more=self._more)
+                         more=self._more, draft_tokens=self.draft_tokens)
         finish = state.answer(variant, self.layout.decline_tool is None)
         return EngineAnswer(state.text.decode("utf-8", errors="replace"), finish, len(prompt),
                             state.forced + state.sampled, cached, state.sampled,
-                            state.full_passes, variant.tool_tokens, error=state.error)
+                            state.full_passes, variant.tool_tokens, error=state.error,
+                            drafted_tokens=state.drafted, accepted_tokens=state.accepted)
+
+    def forget_case(self) -> None:
+        """Keep only the longest variant prefix in the KV cache, so that the next answer reads
+        its case's own tokens again (benchmarks that answer one case twice use it to time both
+        answers alike)."""
+        held = self.llm.input_ids[:self.llm.n_tokens]
+        known = [len(v.prefix) for v in self._variants.values()
+                 if _common_prefix(held, v.prefix) == len(v.prefix)]
+        self.llm.n_tokens = min(self.llm.n_tokens, max(known, default=0))
 
     def speed(self, prompt_tokens: int = 512, decode_tokens: int = 32) -> dict[str, float]:
         """Measure prompt reading and decoding speed (tokens/s) on filler text.

@@ -31,8 +31,8 @@ from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError
 from bench.providers.local.prompt import DEFAULT_NO_CALL_LAYOUT, NO_CALL_LAYOUTS
 from bench.providers.local.settings import (ANSWER_TIMEOUT_S, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX,
-                                            DEFAULT_SEED, LOAD_TIMEOUT_S, resolve_model_path,
-                                            resolve_threads)
+                                            DEFAULT_SEED, LOAD_TIMEOUT_S, resolve_draft_tokens,
+                                            resolve_model_path, resolve_threads)
 from bench.providers.worker_process import signal_name
 
 
@@ -70,6 +70,9 @@ class LocalProvider(Provider):
         threads: CPU threads (see :func:`resolve_threads`).
         model: a preset of :data:`bench.providers.local.models.MODEL_PRESETS`.
         answer_timeout_s: seconds one answer may take before the worker counts as hung.
+        speculative: prompt-lookup speculative decoding (same answers, fewer model
+            evaluations): True/False or the count of tokens guessed per step; None reads
+            ``$BENCH_LOCAL_SPECULATIVE`` (see :func:`resolve_draft_tokens`).
 
     When the worker dies (a signal such as SIGSEGV, or no answer within ``answer_timeout_s``)
     the provider starts a new one and asks again, once per provider; a second death raises.
@@ -85,7 +88,8 @@ class LocalProvider(Provider):
                  max_tokens: int = DEFAULT_MAX_TOKENS, n_ctx: int = DEFAULT_N_CTX,
                  no_call_layout: str = DEFAULT_NO_CALL_LAYOUT,
                  threads: int | None = None, model: str | None = None,
-                 answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+                 answer_timeout_s: float = ANSWER_TIMEOUT_S,
+                 speculative: bool | int | None = None) -> None:
         if no_call_layout not in NO_CALL_LAYOUTS:
             raise BenchError(f"unknown no-call layout '{no_call_layout}' "
                              f"(known: {', '.join(NO_CALL_LAYOUTS)})")
@@ -99,6 +103,7 @@ class LocalProvider(Provider):
         self.layout = NO_CALL_LAYOUTS[no_call_layout]
         self.n_ctx = n_ctx
         self.threads = resolve_threads(threads)
+        self.draft_tokens = resolve_draft_tokens(speculative)
         self.answer_timeout_s = answer_timeout_s
         self.restarts = 0
         self.system_info: dict[str, Any] = {}
@@ -129,7 +134,8 @@ class LocalProvider(Provider):
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         options = {"model_path": self.model_path, "n_ctx": self.n_ctx,
-                   "threads": self.threads, "seed": self.seed, "layout": self.layout}
+                   "threads": self.threads, "seed": self.seed, "layout": self.layout,
+                   "speculative": self.draft_tokens}
         process = context.Process(target=serve, args=(theirs, options, os.getpid()),
                                   name="bench-local-model", daemon=True)
         process.start()

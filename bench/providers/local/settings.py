@@ -76,3 +76,42 @@ def resolve_threads(threads: int | None) -> int:
         raise BenchError(f"{source}: {threads} threads for {cores} logical cores; llama.cpp's "
                          f"threads spin-wait, so give at most {cores}")
     return int(threads)
+
+
+SPECULATIVE_ENV = "BENCH_LOCAL_SPECULATIVE"
+# Tokens guessed by prompt lookup after each chosen token when speculation is on (2 wasted the
+# least on guesses that fail, benchmarks/RESULTS.md).
+DEFAULT_DRAFT_TOKENS = 2
+# Whether speculation is on when neither the provider option nor the environment says.
+SPECULATIVE_BY_DEFAULT = False
+
+
+def resolve_draft_tokens(speculative: bool | int | None) -> int:
+    """Tokens guessed per step by prompt-lookup speculation (0: off), from the provider
+    option ``speculative`` (True/False, or a count), else ``$BENCH_LOCAL_SPECULATIVE``
+    (``on``/``off``/``1``/``0``/``true``/``false``/``yes``/``no``, or a count such as ``12``;
+    ``1`` means on),
+    else :data:`SPECULATIVE_BY_DEFAULT` (with :data:`DEFAULT_DRAFT_TOKENS`).
+
+    Raises:
+        BenchError: the option or the variable is neither a switch nor a count from 0 to 64.
+    """
+    source = "speculative"
+    value: object = speculative
+    if speculative is None:
+        text = os.environ.get(SPECULATIVE_ENV, "").strip().lower()
+        if not text:
+            return DEFAULT_DRAFT_TOKENS if SPECULATIVE_BY_DEFAULT else 0
+        source = f"{SPECULATIVE_ENV}={text!r}"
+        switches = {"on": True, "1": True, "yes": True, "true": True,
+                    "off": False, "0": False, "no": False, "false": False}
+        value = switches[text] if text in switches else text
+    if isinstance(value, bool):
+        return DEFAULT_DRAFT_TOKENS if value else 0
+    try:
+        count = int(str(value))
+    except (TypeError, ValueError):
+        count = -1
+    if not 0 <= count <= 64:
+        raise BenchError(f"{source}: give on/off or a count of guessed tokens from 0 to 64")
+    return count
