@@ -381,8 +381,10 @@ def run(
                 _say(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
-        err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x "
-                  f"{count(len(runner.variants), 'variant')} x "
+        conditions = len({item.condition for item in runner.plan})
+        shown = count(len(runner.variants), 'variant') if conditions <= len(runner.variants) \
+            else count(conditions, 'condition')  # variants crossed with --tools, faults...
+        err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x {shown} x "
                   f"{count(len(runner.config.providers), 'provider')} x "
                   f"{count(runner.config.trials, 'trial')}"
                   + (f", shard {runner.config.shard}: {count(len(runner.plan), 'row')}"
@@ -429,7 +431,8 @@ def run(
             err.print("this run planned no rows (a shard larger than the plan, or no case "
                       "selected): nothing to report")
         elif manifest["status"] == "complete":
-            compared = runner.config.variants[:2]
+            # the first two conditions (variant names, or names with factors: l3~tools=40)
+            compared = list(dict.fromkeys(item.condition for item in runner.plan))[:2]
             err.print(f"next: bench report {run_name} (HTML in reports/{run_name}/)"
                       + (f"; bench compare {compared[0]} {compared[1]} --run {run_name}"
                          if len(compared) == 2 else ""))

@@ -43,3 +43,15 @@ def test_a_one_row_run_says_1_row(run_bench):
     assert "\n1 row in " in result.stderr and "1 rows" not in result.stderr
     again = run_bench("run", "--resume", "one")
     assert "run one is already complete (1 row); nothing to do" in again.stderr
+
+
+def test_a_run_with_factors_counts_conditions_and_suggests_comparing_two(run_bench):
+    """Variants crossed with --tools: the header counts the conditions (not the 1 variant
+    name), and the closing hint compares two conditions by the names `bench compare` takes."""
+    result = run_bench("run", "--provider", "oracle", "--variants", "l3", "--tools", "13,20",
+                       "--limit", "1", "--no-execute", "--run-id", "factors")
+    assert result.returncode == 0, result.stderr
+    assert "run factors: 1 case x 2 conditions x 1 provider x 1 trial" in result.stderr
+    assert "bench compare l3~tools=13 l3~tools=20 --run factors" in result.stderr
+    compared = run_bench("compare", "l3~tools=13", "l3~tools=20", "--run", "factors")
+    assert compared.returncode == 0, compared.stderr
