@@ -79,11 +79,18 @@ def check(
             typer.echo(f"{name}: no tool changed since the lock ({LOCK_FILE})")
         else:
             tools = {c.tool for c in changes if c.tool}
-            where = {c.variant for c in changes}
-            typer.echo(f"{name}: {count(len(tools), 'tool')} changed since the lock "
-                       f"({LOCK_FILE}), in {count(len(where), 'variant')}:")
-            for change in changes:
-                typer.echo(f"  {change.line()}")
+            where = {c.variant for c in changes if c.kind != "new_variant"}
+            new = [c.variant for c in changes if c.kind == "new_variant"]
+            if tools:
+                typer.echo(f"{name}: {count(len(tools), 'tool')} changed since the lock "
+                           f"({LOCK_FILE}), in {count(len(where), 'variant')}:")
+                for change in changes:
+                    if change.kind != "new_variant":
+                        typer.echo(f"  {change.line()}")
+            if new:  # e.g. bench baseline update locks only the gate's variants
+                typer.echo(f"{name}: {count(len(new), 'variant')} not in the lock "
+                           f"({LOCK_FILE}): {', '.join(new)}; lock them with: bench check "
+                           f"--update --toolset {name}")
         if update:
             typer.echo(f"{name}: lock updated: {path}")
     if as_json:

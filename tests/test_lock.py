@@ -94,6 +94,20 @@ def test_bench_check_catches_a_changed_description_and_update_accepts_it(project
     assert _check("--toolset", "analytics").exit_code == 0
 
 
+def test_variants_missing_from_the_lock_are_named_with_the_command_that_adds_them(
+        project: Path):
+    """A lock of some variants (as bench baseline update writes for the gate's): the others
+    are not "0 tools changed" but variants not in the lock, with the command to lock them."""
+    assert _check("--toolset", "analytics", "--update", "--variants", "l3").exit_code == 0
+    checked = _check("--toolset", "analytics")
+    assert checked.exit_code == 1
+    assert "tools changed" not in checked.output and "tool changed" not in checked.output
+    assert "analytics: 3 variants not in the lock (descriptions.lock.json): l10, l30, l50; " \
+           "lock them with: bench check --update --toolset analytics" in checked.output
+    assert _check("--toolset", "analytics", "--update").exit_code == 0
+    assert _check("--toolset", "analytics").exit_code == 0
+
+
 def test_a_corrupt_lock_is_a_one_line_error(project: Path, run_bench):
     lock_path("analytics", project / "descriptions").write_text("{}", encoding="utf-8")
     result = run_bench("check", "--toolset", "analytics")
