@@ -7,7 +7,6 @@ function does not take bench down with it)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -15,20 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_own_tools import bench  # the same subprocess runner
 
 from bench.errors import BenchError
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m bench ARGS`` in ``cwd``, this checkout's code."""
-    env = {**os.environ, "COLUMNS": "200",
-           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
-    env.pop("BENCH_HOME", None)
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def one_error_line(result: subprocess.CompletedProcess, *fragments: str) -> str:

@@ -7,24 +7,12 @@ no traceback, nothing useless or half-written left behind)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m bench ARGS`` in ``cwd``, this checkout's code."""
-    env = {**os.environ, "COLUMNS": "200",
-           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
-    env.pop("BENCH_HOME", None)
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+from test_own_tools import bench  # the same subprocess runner
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
