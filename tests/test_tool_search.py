@@ -224,7 +224,9 @@ def test_cached_answers_keep_their_search(project, tmp_path):
                                     cache="readwrite", cache_path=str(cache), limit=3)
     assert len(requests) == 3 and more == []
     assert [r["cache"] for r in again] == ["hit"] * 3
-    assert [r["retrieval"] for r in first] == [r["retrieval"] for r in again]
+    # rows are written in finish order, which concurrency may change: compare by case
+    assert ({r["case_id"]: r["retrieval"] for r in first}
+            == {r["case_id"]: r["retrieval"] for r in again})
 
 
 # --- reading the blocks -------------------------------------------------------------------------
