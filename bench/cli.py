@@ -32,6 +32,7 @@ from bench.limits import (DEFAULT_ATTEMPTS,
 from bench.plural import count
 
 if TYPE_CHECKING:
+    from bench.stats.running import RunningSummary
     from bench.results import Row
 
 # The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
@@ -64,30 +65,32 @@ def _split(values: list[str] | None, option: str | None = None) -> list[str]:
 
 
 def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
-                   rows: Iterable[Row] | None = None) -> None:
+                   rows: Iterable[Row] | None = None,
+                   running: RunningSummary | None = None) -> None:
     """Print the per-variant table of run ``run_id`` of ``project`` (a
     :class:`bench.project.Project`; default: the one the environment names), made of
     ``rows`` (default: the run's rows, :meth:`bench.runstore.RunStore.load_rows`), read
-    once and not kept (the table's frame holds a few columns per row)."""
+    once and summed as they stream (:class:`bench.stats.running.RunningSummary`: no frame of
+    every row, no pandas); or of ``running``, already summed while the run wrote its rows."""
     from bench.project import Project
-    from bench.report.table import summary_table
-    from bench.stats.summary import summarize, summary_frame
+    from bench.report.table import bucket_rich_table, fitted_tables, summary_table
+    from bench.stats.running import RunningSummary
 
     store = (project or Project.from_env()).store(run_id)
     manifest = store.load_manifest()
-    if rows is None:
-        rows = store.load_rows(manifest)
-    frame = summary_frame(rows)
-    if frame.empty:
+    if running is None:
+        if rows is None:
+            rows = store.load_rows(manifest)
+        running = RunningSummary(variant_order).add_all(rows)
+    if not len(running):
         out.print(f"run {run_id}: no finished rows yet")
         return
-    summary = summarize(frame, variant_order)
-    trials = int(frame["trial"].max()) + 1
+    trials = running.trials
     split = manifest.config.get("split") or "all"  # runs from before splits ran every case
-    from bench.report.table import bucket_rich_table, fitted_tables
     # stacked when too wide: no interval or metric name is cut (80-160 columns and up)
     drafts = {v.name for v in manifest.variants if v.draft_tools and v.name}
-    for table in fitted_tables(summary_table(summary, title=f"run {run_id}, {split} split",
+    for table in fitted_tables(summary_table(running.summary(),
+                                             title=f"run {run_id}, {split} split",
                                              trials=trials, drafts=drafts), out.width, keys=2):
         out.print(table)
     renamed = {old: new for v in manifest.variants for old, new in (v.aliases or {}).items()}
@@ -101,27 +104,25 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     if drafts:
         out.print(f"draft descriptions (unreviewed; bench variants accept): "
                   f"{', '.join(sorted(drafts))}", markup=False)
-    from bench.stats.buckets import bucket_table
-    buckets = bucket_table(frame, variant_order)
-    if not buckets.empty:
+    buckets = running.buckets()
+    if buckets:
         for table in fitted_tables(bucket_rich_table(buckets), out.width, keys=3):
             out.print(table)
-    if trials > 1 and "task_success" in frame:
-        _print_pass_k(frame, trials)
+    if trials > 1 and running.carries_pass_k_metric:
+        _print_pass_k(running, trials)
 
 
-def _print_pass_k(frame: Any, trials: int) -> None:
+def _print_pass_k(running: RunningSummary, trials: int) -> None:
     """pass@k and pass^k of episode task success per provider and condition, k = 1 and
-    ``trials`` (:func:`bench.stats.aggregate.pass_k_table`); ``-`` where no case of the
-    condition has k trials (nothing to estimate from), as the HTML report shows it."""
+    ``trials`` (:meth:`bench.stats.running.RunningSummary.pass_k`); ``-`` where no case of
+    the condition has k trials (nothing to estimate from), as the HTML report shows it."""
     from rich.table import Table
 
-    from bench.report.table import format_percent
-    from bench.stats.aggregate import pass_k_table
+    from bench.report.table import as_float, fitted_tables, format_percent
 
     ks = sorted({1, trials})
-    table = pass_k_table(frame, "task_success", ks=ks)
-    if table.empty:
+    records = running.pass_k(ks)
+    if not records:
         return
     shown = Table(title="episode task success over trials (unbiased pass@k / pass^k, mean "
                         "over cases)", caption="- : no case of the condition has k trials")
@@ -129,10 +130,10 @@ def _print_pass_k(frame: Any, trials: int) -> None:
                                                     for s in ("@", "^"))):
         shown.add_column(column, justify="left" if column in ("provider", "variant")
                          else "right")
-    for record in table.to_dict("records"):
+    for record in records:
         shown.add_row(str(record["provider"]), str(record["variant"]), str(record["cases"]),
-                      *(format_percent(record[f"pass{s}{k}"]) for k in ks for s in ("@", "^")))
-    from bench.report.table import fitted_tables
+                      *(format_percent(as_float(record[f"pass{s}{k}"]))
+                        for k in ks for s in ("@", "^")))
     for part in fitted_tables(shown, out.width, keys=2):
         out.print(part)
 
@@ -390,7 +391,11 @@ def run(
                   + (f", shard {runner.config.shard}: {count(len(runner.plan), 'row')}"
                      if runner.config.shard else "") + f" -> {runner.store.dir}")
         from bench.progress import RunProgress
+        from bench.stats.running import RunningSummary
 
+        # a run with no earlier rows sums its table as it writes: no second read at the end
+        running = RunningSummary(runner.config.variants, unique_keys=True) \
+            if len(pending) == len(runner.plan) else None
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
             progress.set_plan(pending)  # the time left, per condition at its own pace
             incomplete = None
@@ -399,7 +404,8 @@ def run(
                 # the command: out of the cyclic GC's sight, each collection during the run
                 # scans only what the run makes (gc.freeze, Python 3.7+).
                 gc.freeze()
-                manifest = runner.run(progress=progress)
+                manifest = runner.run(progress=progress,
+                                      on_row=running.add if running is not None else None)
             except RunIncomplete as exc:  # rows left for a resume: show what is done
                 progress.stop()
                 incomplete, manifest = exc, runner.store.load_manifest().to_json_dict()
@@ -422,7 +428,7 @@ def run(
                           f"finish with: bench run --resume {run_name}")
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         # the project found at the start: code the run called may have changed the cwd since
-        _print_summary(run_name, runner.config.variants, project)
+        _print_summary(run_name, runner.config.variants, project, running=running)
         print_signal(runner, out, err)
         _say_server_logs(runner.store.dir)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "

@@ -86,29 +86,30 @@ def signal_retrievers(config: Any) -> list[str]:
     return wanted
 
 
-def signal_table(frame: Any) -> Any:
+def signal_table(records: list[dict[str, object]]) -> Any:
     """A rich Table of :func:`bench.toolspace.signal.retrieval_signal`: per variant and
     retriever, recall@k with its 95% Wilson interval."""
     from rich.markup import escape
     from rich.table import Table
 
-    from bench.report.table import format_rate
+    from bench.report.table import as_float, format_rate
 
     table = Table(title="retrieval signal: recall@k of the expected tools per variant (no "
                         "generation; each toolset's own tools)", title_justify="left")
     for column in ("variant", "retriever", "cases"):
         table.add_column(column, justify="right" if column == "cases" else "left")
-    ks = [c.split("@")[1] for c in frame.columns
+    ks = [c.split("@")[1] for c in (records[0] if records else {})
           if c.startswith("recall@") and c.count("_") == 0]
     for k in ks:
         table.add_column(f"recall@{k}", justify="right")
-    for record in frame.to_dict("records"):
+    for record in records:
         cells = [escape(str(record["variant"])), str(record["retriever"]),
                  str(record["cases"])]
         for k in ks:
-            n = int(record["cases"])
-            cells.append(format_rate(record[f"recall@{k}"], record[f"recall@{k}_low"],
-                                     record[f"recall@{k}_high"], n))
+            n = int(as_float(record["cases"]))
+            cells.append(format_rate(as_float(record[f"recall@{k}"]),
+                                     as_float(record[f"recall@{k}_low"]),
+                                     as_float(record[f"recall@{k}_high"]), n))
         table.add_row(*cells)
     return table
 
@@ -118,19 +119,17 @@ def print_signal(runner: Any, console: Any, err: Any) -> None:
     that cannot run (no embedded model installed) is one note on ``err`` instead."""
     from bench.toolspace.signal import retrieval_signal
 
-    frames = []
+    records = []
     for retriever in signal_retrievers(runner.config):
         try:
             with runner.project.activate():
-                frames.append(retrieval_signal(
+                records.extend(retrieval_signal(
                     runner.cases, runner.variants, [retriever],
                     embedder=lambda: _embedder(runner.config)))
         except BenchError as exc:
             err.print(f"note: retrieval signal ({retriever}) skipped: {exc}", markup=False)
-    frames = [f for f in frames if not f.empty]
-    if frames:
-        import pandas as pd
-        console.print(signal_table(pd.concat(frames, ignore_index=True)))
+    if records:
+        console.print(signal_table(records))
 
 
 def _embedder(config: Any) -> object:

@@ -3,14 +3,43 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
-import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
 from bench.providers.ids import shown_provider_ids
 from bench.scoring.registry import MetricSpec, metric_specs
+
+if TYPE_CHECKING:  # pandas is imported by whoever builds a frame, not by printing one
+    import pandas as pd
+
+Records = Union["pd.DataFrame", Sequence[Mapping[str, Any]]]
+"""A table as a DataFrame or as its records (``frame.to_dict("records")``; the streamed
+summary, :class:`bench.stats.running.RunningSummary`, gives records)."""
+
+
+def as_records(table: Records) -> list[Mapping[str, Any]]:
+    """``table``'s rows as mappings, in order."""
+    to_dict = getattr(table, "to_dict", None)
+    return to_dict("records") if to_dict is not None else list(table)
+
+
+def as_float(value: object) -> float:
+    """A figure of a record as a float: NaN for None, pandas' NA or a non-number."""
+    if isinstance(value, (int, float)) and not _missing(value):
+        return float(value)
+    return float("nan")
+
+
+def _missing(value: object) -> bool:
+    """None, NaN or pandas' NA: a figure not known."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN is the one value unequal to itself
+    except TypeError:  # pandas.NA cannot be a bool
+        return True
 
 def format_rate(rate: float, low: float, high: float, n: int) -> str:
     """``"62.5% [51.2-72.6]"``; ``"-"`` when the metric had no applicable rows."""
@@ -39,37 +68,45 @@ def format_pass_k(pass_k: tuple[int, float, float] | None) -> str:
     return f"pass@{k} {format_percent(at_k)} / pass^{k} {format_percent(hat_k)}"
 
 
-def _shown(spec: MetricSpec, summary: pd.DataFrame) -> bool:
+def _total(records: list[Mapping[str, Any]], column: str) -> float:
+    """The sum of ``column`` over ``records`` (NaN and absent count 0)."""
+    return sum(0 if _missing(r.get(column)) else r[column] for r in records)
+
+
+def _shown(spec: MetricSpec, records: list[Mapping[str, Any]]) -> bool:
     """A metric's column shows unless it is ``optional`` and no row carries it, or the table
     is of agent episodes only and it is a single-answer rate no row carries."""
+    columns = records[0].keys() if records else set()
     if not spec.optional:
-        if spec.kind != "rate" or f"{spec.name}_n" not in summary:
+        if spec.kind != "rate" or f"{spec.name}_n" not in columns:
             return True
-        episodes_only = "task_success_n" in summary and "selection_correct_n" in summary \
-            and summary["task_success_n"].sum() > 0 and summary["selection_correct_n"].sum() == 0
-        return not episodes_only or bool(summary[f"{spec.name}_n"].sum() > 0)
+        episodes_only = "task_success_n" in columns and "selection_correct_n" in columns \
+            and _total(records, "task_success_n") > 0 \
+            and _total(records, "selection_correct_n") == 0
+        return not episodes_only or _total(records, f"{spec.name}_n") > 0
     column = f"{spec.name}_n" if spec.kind == "rate" else f"{spec.name}_mean"
-    if column not in summary:
+    if column not in columns:
         return False
-    values = summary[column]
-    return bool(values.fillna(0).sum() > 0) if spec.kind == "rate" else bool(values.notna().any())
+    if spec.kind == "rate":
+        return _total(records, column) > 0
+    return any(not _missing(r.get(column)) for r in records)
 
 
 # decimals of a non-rate metric's mean, by kind
 _DECIMALS = {"mean": 3, "count": 1, "tokens": 0, "usd": 6, "seconds": 2}
 
 
-def _cell(spec: MetricSpec, record: dict) -> str:
+def _cell(spec: MetricSpec, record: Mapping[str, Any]) -> str:
     """One metric's cell: a rate with its interval, else the mean formatted by kind."""
     name = spec.name
     if spec.kind == "rate":
         return format_rate(record[f"{name}_rate"], record[f"{name}_low"],
                            record[f"{name}_high"], record[f"{name}_n"])
     value = record.get(f"{name}_mean")
-    return "-" if value is None or pd.isna(value) else f"{value:.{_DECIMALS[spec.kind]}f}"
+    return "-" if _missing(value) else f"{value:.{_DECIMALS[spec.kind]}f}"
 
 
-def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int = 1,
+def summary_table(summary: Records, title: str | None = None, trials: int = 1,
                   drafts: Iterable[str] = ()) -> Table:
     """A rich Table of :func:`bench.stats.summary.summarize` output (one row per variant).
 
@@ -83,53 +120,54 @@ def summary_table(summary: pd.DataFrame, title: str | None = None, trials: int =
     The figure columns' headers wrap too (their values are single words), which leaves the
     provider column room on a narrow terminal."""
     drafts = set(drafts)
+    records = as_records(summary)
     table = Table(title=title, title_justify="left",
                   caption="rates with 95% Wilson intervals \\[low-high]"
                           + (f" over rows ({trials} trials per case counted as independent "
                              "rows; bench report: case-clustered bootstrap intervals)"
                              if trials > 1 else "") + "; - : no case of that kind, or not reported by the provider",
                   caption_justify="left")
-    providers = shown_provider_ids(str(p) for p in summary["provider"]) \
-        if "provider" in summary else {}
+    providers = shown_provider_ids(str(r["provider"]) for r in records)
     # fold: a column squeezed below an id's length wraps it onto more lines, never cuts it
     table.add_column("provider", overflow="fold")
     table.add_column("variant", overflow="fold")
     table.add_column("cases", justify="right")
-    columns = [spec for spec in metric_specs(view="table") if _shown(spec, summary)]
+    columns = [spec for spec in metric_specs(view="table") if _shown(spec, records)]
     for spec in columns:
         table.add_column(spec.label, justify="right")
     # reasoning tokens: only when some row has them (most runs have none)
-    has_reasoning = "mean_reasoning_tokens" in summary
+    keys = records[0].keys() if records else set()
+    has_reasoning = "mean_reasoning_tokens" in keys
     for label in ("tool-def tokens", "mean prompt tokens",
                   *(("mean reasoning tokens",) if has_reasoning else ()),
                   "p50 latency s", "cases/s"):
         table.add_column(label, justify="right")
-    has_cost = "cost_usd" in summary
+    has_cost = "cost_usd" in keys
     if has_cost:
         table.add_column("cost USD (per case)", justify="right")
-    for record in summary.to_dict("records"):
+    for record in records:
         variant = str(record["variant"]) + (" (draft)" if record["variant"] in drafts else "")
         cells = [escape(providers[str(record["provider"])]), escape(variant),
                  str(record["cases"])]
         for spec in columns:
             cells.append(_cell(spec, record))
         tokens = record["tool_definition_tokens"]
-        cells.append("-" if tokens is None or pd.isna(tokens) else str(int(tokens)))
+        cells.append("-" if _missing(tokens) else str(int(tokens)))
         cells.append(f"{record['mean_prompt_tokens']:.0f}")
         if has_reasoning:
             reasoning = record["mean_reasoning_tokens"]
-            cells.append("-" if pd.isna(reasoning) else f"{reasoning:.0f}")
+            cells.append("-" if _missing(reasoning) else f"{reasoning:.0f}")
         cells.append(f"{record['p50_latency_s']:.2f}")
         cells.append(f"{record['cases_per_s']:.2f}")
         if has_cost:
             cost = record["cost_usd"]
-            cells.append("-" if pd.isna(cost) else
+            cells.append("-" if _missing(cost) else
                          f"{cost:.4f} ({record['cost_per_case_usd']:.6f})")
         table.add_row(*cells)
     return table
 
 
-def bucket_rich_table(table: pd.DataFrame, title: str | None = None) -> Table:
+def bucket_rich_table(table: Records, title: str | None = None) -> Table:
     """A rich Table of :func:`bench.stats.buckets.bucket_table`: per provider and variant, one
     row per information bucket with tool selection and arguments (95% Wilson intervals), as
     :func:`bucket_view` gives them."""
@@ -142,13 +180,13 @@ def bucket_rich_table(table: pd.DataFrame, title: str | None = None) -> Table:
         return out
     for label in view["metrics"]:
         out.add_column(label, justify="right")
-    providers = shown_provider_ids(str(p) for p in table["provider"])
+    providers = shown_provider_ids(str(r[0]) for r in view["rows"])
     for provider, variant, info, *cells in view["rows"]:
         out.add_row(escape(providers[provider]), escape(variant), escape(info), *cells)
     return out
 
 
-def bucket_view(table: pd.DataFrame) -> dict[str, Any] | None:
+def bucket_view(table: Records) -> dict[str, Any] | None:
     """The per-bucket table as the page shows it: ``{"metrics": [label, ...], "rows":
     [[provider, variant, bucket, cases, rate text, ...], ...]}`` (rates as
     :func:`bench.report.table.format_rate`, ``-`` where no row applies); None when the table
@@ -156,11 +194,12 @@ def bucket_view(table: pd.DataFrame) -> dict[str, Any] | None:
     from bench.scoring.registry import get_metric
     from bench.stats.buckets import BUCKET_METRICS
 
-    if table.empty:
+    records = as_records(table)
+    if not records:
         return None
-    shown = [m for m in BUCKET_METRICS if m in table.columns]
+    shown = [m for m in BUCKET_METRICS if f"{m}_n" in records[0]]
     rows = []
-    for record in table.to_dict("records"):
+    for record in records:
         cells = [str(record["provider"]), str(record["variant"]), str(record["info"]),
                  str(record["n"])]
         for metric in shown:

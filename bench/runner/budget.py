@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.results import Row
 from bench.runner.plan import PlanItem
 
 
@@ -36,4 +37,7 @@ class Spend:
 # Called as hook(rows done, rows planned, plan item of the row just written) per row, and
 # once with item None when the run starts (bench.progress.RunProgress is the CLI's).
 ProgressHook = Callable[[int, int, "PlanItem | None"], None]
+
+# Called with each result row once it is written (after ProgressHook's rows done is counted).
+RowHook = Callable[[Row], None]
 

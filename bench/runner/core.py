@@ -20,7 +20,7 @@ from bench.project import Project
 from bench.providers import Provider
 from bench.providers.pipeline import LayerFactory
 from bench.providers.pricing import Pricing
-from bench.runner.budget import ProgressHook
+from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.config import RunConfig
 from bench.runner.ledger import Ledger
 from bench.runner.manifest import with_fields
@@ -172,8 +172,13 @@ class Runner:
         """Requests in flight for a provider (:meth:`StartedProviders.concurrency`)."""
         return self.started.concurrency(provider_id)
 
-    def run(self, progress: ProgressHook | None = None) -> dict[str, Any]:
+    def run(self, progress: ProgressHook | None = None,
+            on_row: RowHook | None = None) -> dict[str, Any]:
         """Execute every planned item not yet done; return the final manifest.
+
+        ``progress`` is called per row written; ``on_row`` gets each row once it is written
+        (e.g. :meth:`bench.stats.running.RunningSummary.add`, so the end-of-run table needs
+        no second read of ``results.jsonl``).
 
         Runs one asyncio event loop (:func:`asyncio.run`) for the whole run, holding the run's
         write lock throughout (:meth:`bench.runstore.RunStore.writing`): a second process
@@ -192,13 +197,13 @@ class Runner:
         except RuntimeError:
             in_a_loop = False
         if not in_a_loop:  # outside the except: errors are not chained to "no running loop"
-            return asyncio.run(self.arun(progress))
+            return asyncio.run(self.arun(progress, on_row))
         # A loop already runs in this thread (a notebook, Playwright's sync API): the run gets
         # its own loop in a worker thread. Ctrl-C reaches this thread: it is passed on to the
         # run as a stop signal (a second one stops at once), and the run's own
         # KeyboardInterrupt comes back once its manifest is written.
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-run") as pool:
-            future = pool.submit(asyncio.run, self.arun(progress))
+            future = pool.submit(asyncio.run, self.arun(progress, on_row))
             stops = 0
             while True:
                 try:
@@ -217,7 +222,8 @@ class Runner:
                     else:  # the run has not started its scheduler yet: it stops at once
                         self._early_stops = stops
 
-    async def arun(self, progress: ProgressHook | None = None) -> dict[str, Any]:
+    async def arun(self, progress: ProgressHook | None = None,
+                   on_row: RowHook | None = None) -> dict[str, Any]:
         """:meth:`run` on the caller's event loop (e.g. from async code or a notebook).
 
         Raises:
@@ -232,7 +238,7 @@ class Runner:
             config = session.config
             ledger = Ledger(self.pricing, max_usd=config.max_usd,
                             max_total_tokens=config.max_total_tokens)
-            scheduler = Scheduler(session, self.started, ledger, progress=progress,
+            scheduler = Scheduler(session, self.started, ledger, progress=progress, on_row=on_row,
                                   signals=self.signals, layers=self.layers,
                                   sleep=lambda s: self._sleep(s))
             loop = asyncio.get_running_loop()

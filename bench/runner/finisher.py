@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Union
 
 from bench.episodes.loop import EpisodeOutcome
 from bench.providers.pipeline import Outcome
-from bench.runner.budget import ProgressHook
+from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.ledger import Ledger
 from bench.runner.plan import PlanItem
 from bench.runner.rows import CaseSummaries, build_episode_row, build_row
@@ -42,8 +42,9 @@ class RowFinisher:
     """
 
     def __init__(self, session: RunSession, ledger: Ledger,
-                 progress: ProgressHook | None) -> None:
+                 progress: ProgressHook | None, on_row: RowHook | None = None) -> None:
         self.session, self.ledger, self.progress = session, ledger, progress
+        self.on_row = on_row
         self.summaries = CaseSummaries()
         self.writer: RowWriter | None = None
         self.execution: RunExecution | None = None
@@ -77,18 +78,21 @@ class RowFinisher:
         if isinstance(answer, EpisodeOutcome):
             costs = [cost for cost, _ in priced]
             total = None if not costs or None in costs else sum(c for c in costs if c is not None)
-            self.writer.append(build_episode_row(
+            row = build_episode_row(
                 item, run_id, answer, cost_usd=total,
-                billed_usd=sum(billed or 0.0 for _, billed in priced), case_summary=summary))
+                billed_usd=sum(billed or 0.0 for _, billed in priced), case_summary=summary)
         else:
             [(cost, billed)] = priced
-            self.writer.append(build_row(
+            row = build_row(
                 item, run_id, answer.response, cost_usd=cost, billed_usd=billed,
                 attempts=answer.attempts, cache=answer.cache, execution=self.execution,
-                case_summary=summary, bfcl=self.session.bfcl.get(item.case.id)))
+                case_summary=summary, bfcl=self.session.bfcl.get(item.case.id))
+        self.writer.append(row)
         self.finished += 1
         if self.progress:
             self.progress(self.finished, len(self.session.plan), item)
+        if self.on_row:
+            self.on_row(row)
 
     def finish_all(self) -> None:
         """Finish every queued row: nothing answered is lost at a stop or a failure.

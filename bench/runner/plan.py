@@ -23,7 +23,7 @@ from bench.toolspace.setup import Retrieved, SpaceSetup
 from bench.toolspace.space import ToolSpace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a 100,000-row plan is held for the whole run
 class PlanItem:
     """One planned request (an episode for an episode case): a case under a variant for a
     provider, one trial; ``factors`` (episode cases only) the condition's settings.

@@ -23,7 +23,7 @@ from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
 from bench.providers.pipeline import LayerFactory, Outcome, Pipeline
 from bench.providers.ratelimit import GateClosed
 from bench.results import Manifest
-from bench.runner.budget import ProgressHook
+from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
 from bench.providers.replay import ReplayMiss
 from bench.runner.errors import cancelled_error, error_text, item_error, left_over_error
@@ -69,6 +69,7 @@ class Scheduler:
         started: its providers (started here when there is work).
         ledger: cost, spend and budget.
         progress: called per row written (:data:`ProgressHook`).
+        on_row: given each row once it is written (:data:`RowHook`).
         signals: the stop signals to install.
         layers: user layers added to every provider's pipeline.
         sleep: how batch polling waits (seconds; tests replace it).
@@ -76,6 +77,7 @@ class Scheduler:
 
     def __init__(self, session: RunSession, started: StartedProviders, ledger: Ledger, *,
                  progress: ProgressHook | None, signals: StopSignals,
+                 on_row: RowHook | None = None,
                  layers: Sequence[LayerFactory] = (),
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.session, self.started, self.ledger = session, started, ledger
@@ -94,7 +96,7 @@ class Scheduler:
         self.status = "complete"
         self.failure_error: BaseException | None = None
         self.execution: RunExecution | None = None
-        self.finisher = RowFinisher(session, ledger, progress)
+        self.finisher = RowFinisher(session, ledger, progress, on_row)
         self.give_up_timer: asyncio.TimerHandle | None = None
         self.gave_up = False  # the run cancelled its tasks
         self.manifest: Manifest = session.manifest or session.new_manifest()

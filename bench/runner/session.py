@@ -281,6 +281,11 @@ class RunSession:
         Raises:
             BenchError: as :meth:`written_rows`.
         """
+        path = self.store.results_path
+        if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+            # nothing written yet: no set of every planned key (a 100,000-row plan's keys
+            # would stay in the process's peak memory for the whole run)
+            return list(self.plan), Spend()
         done: set[str] = set()
 
         def noted(rows: Iterator[Row]) -> Iterator[Row]:

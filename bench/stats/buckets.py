@@ -9,9 +9,10 @@ side by side, so the cases a variant carries the information for can be read apa
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where a frame is built: the run's own table needs no pandas
+    import pandas as pd
 
 from bench.stats.intervals import wilson_interval
 
@@ -37,6 +38,8 @@ def bucket_table(frame: pd.DataFrame, variant_order: Sequence[str] = (),
         (rate 0-1, NaN when no row carries it), ``<m>_n``, ``<m>_low`` and ``<m>_high`` (95%
         Wilson interval). Empty when no row carries a bucket.
     """
+    import pandas as pd
+
     if frame.empty or "info" not in frame or frame["info"].isna().all():
         return pd.DataFrame()
     shown = [m for m in metrics if m in frame.columns]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import pandas as pd
-
 from bench.descriptions import Variant
 from bench.models import Case
 from bench.stats.intervals import wilson_interval
@@ -30,7 +28,7 @@ SIGNAL_KS: tuple[int, ...] = (1, 3, 5)
 
 def retrieval_signal(cases: Sequence[Case], variants: Sequence[Variant],
                      retrievers: Sequence[str] = ("bm25",), ks: Sequence[int] = SIGNAL_KS,
-                     embedder: Callable[[], object] | None = None) -> pd.DataFrame:
+                     embedder: Callable[[], object] | None = None) -> list[dict[str, object]]:
     """Recall@k per variant name and retriever over the cases that expect a call.
 
     Args:
@@ -42,11 +40,11 @@ def retrieval_signal(cases: Sequence[Case], variants: Sequence[Variant],
         embedder: builds the embedding model (``embedding`` only).
 
     Returns:
-        One row per (variant, retriever): ``variant``, ``retriever``, ``cases``, and per k
+        One record per (variant, retriever): ``variant``, ``retriever``, ``cases``, and per k
         ``recall@k`` (fraction of cases with every expected tool in the top k),
         ``recall@k_low`` / ``recall@k_high`` (95% Wilson interval).
     """
-    records = []
+    records: list[dict[str, object]] = []
     for retriever_name in retrievers:
         retriever: Retriever
         if retriever_name == "bm25":
@@ -76,4 +74,4 @@ def retrieval_signal(cases: Sequence[Case], variants: Sequence[Variant],
                 record.update({f"recall@{k}": hits / len(rows), f"recall@{k}_low": low,
                                f"recall@{k}_high": high})
             records.append(record)
-    return pd.DataFrame.from_records(records)
+    return records
