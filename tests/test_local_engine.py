@@ -143,3 +143,24 @@ def test_speculative_decoding_gives_the_same_answers(l3):
     assert [a.finish_reason for a in drafted] == [a.finish_reason for a in plain]
     assert sum(a.drafted_tokens for a in drafted) > 0  # guesses were made and verified
     assert all(a.drafted_tokens == 0 for a in plain)
+
+
+def test_tool_lists_met_in_answers_past_the_first_save_no_state_and_few_grammars(
+        l3, tmp_path, monkeypatch):
+    """A retriever sends a new tool list with nearly every case: past the first lists met,
+    none is saved to disk, and only the newest keep their grammars."""
+    from bench.providers.local import engine as engine_module
+    monkeypatch.setattr(engine_module, "TRANSIENT_KEPT", 1)
+    monkeypatch.setattr(engine_module, "MIN_SAVED_PREFIX_TOKENS", 16)  # any list is saveable
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    case = _cases(1)[0]
+    engine = _engine(save_states=True)
+    try:
+        for i in range(4):  # four different lists of two tools each
+            engine.complete(case.messages, l3.tools[i:i + 2], variant_key=f"list{i}",
+                            max_tokens=64)
+        kept = set(engine._variants)
+    finally:
+        engine.close()
+    assert len(list((tmp_path / "local-state").glob("*.state"))) == 1  # the first list only
+    assert kept == {"list0", "list3"}  # the first, kept as prepared; the newest transient

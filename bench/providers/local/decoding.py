@@ -101,6 +101,7 @@ class PreparedVariant:
     arg_samplers: dict[str, llama_sampler_p | None] = field(default_factory=dict)  # None: no arguments, "{}"
     state_file: Path | None = None
     label: str = "variant"
+    transient: bool = False  # a tool list met first in an answer (LocalEngine.prepare)
 
 
 class GreedyPicker:

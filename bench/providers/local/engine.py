@@ -9,7 +9,6 @@ block again.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
@@ -28,7 +27,7 @@ from bench.providers.local.logs import (capture_native_errors, last_native_error
 from bench.providers.local.prompt import (NoCallLayout, chat_messages, grammar_schema,
                                           json_schema_grammar, tools_block)
 from bench.providers.local.settings import resolve_draft_tokens
-from bench.providers.local.states import prune_states, state_dir
+from bench.providers.local.states import load_state, save_state, state_dir
 
 if TYPE_CHECKING:  # imported when the engine starts (the `local` extra)
     from llama_cpp.llama_types import ChatCompletionRequestMessage
@@ -38,6 +37,11 @@ STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
 # A prefix is saved only when reading it cost at least this many tokens: shorter ones are
 # read again faster than their file (23 KB per token for SmolLM2) is written and read.
 MIN_SAVED_PREFIX_TOKENS = 2048
+# Tool lists first met in an answer rather than prepared: the first this many are kept like
+# prepared ones (a benchmark's or test's few variants); past them, a list (a retriever's
+# per-case list, which seldom comes back) is transient: its KV state is never saved, and only
+# this many transient lists keep their grammars (one per tool, in llama.cpp's memory).
+TRANSIENT_KEPT = 8
 # Reading more prefix tokens than this takes long enough (seconds to minutes) to announce.
 ANNOUNCED_PREFIX_TOKENS = 1024
 
@@ -151,6 +155,8 @@ class LocalEngine:
             self._formatter = format_chatml
         self._picker = GreedyPicker(llm, top_first)
         self._variants: dict[str, PreparedVariant] = {}
+        self._transient: list[str] = []  # keys of transient variants, oldest first
+        self._met = 0  # tool lists first met in an answer (not prepared)
         self._model_digest: str | None = None
         # after a call: end the list or add a call; before the first (empty-list layout only)
         self._more = self._sampler('root ::= "]}" | ", "')
@@ -173,8 +179,14 @@ class LocalEngine:
             raise BenchError("llama.cpp could not parse a decoding grammar")
         return sampler
 
-    def prepare(self, tools: Sequence[Tool], variant_key: str, label: str = "variant") -> int:
+    def prepare(self, tools: Sequence[Tool], variant_key: str, label: str = "variant", *,
+                transient: bool = False) -> int:
         """Build a variant's grammars and prompt prefix; return its tools block's tokens.
+
+        ``transient``: a tool list met first in an answer after :data:`TRANSIENT_KEPT`
+        others (a retriever's per-case list): its KV state is never saved to disk (tens of MB
+        each, for a list that seldom comes back) and at most :data:`TRANSIENT_KEPT` such
+        lists keep their grammars.
 
         Raises:
             BenchError: llama.cpp's JSON-Schema-to-grammar converter rejects a tool's schema
@@ -209,9 +221,14 @@ class LocalEngine:
             variant.arg_samplers[self.layout.decline_tool] = \
                 self._sampler(json_schema_grammar(json.dumps(self.layout.decline_schema))) \
                 if self.layout.decline_schema.get("properties") else None
-        if self.save_states and len(variant.prefix) >= MIN_SAVED_PREFIX_TOKENS:
+        variant.transient = transient
+        if self.save_states and not transient and len(variant.prefix) >= MIN_SAVED_PREFIX_TOKENS:
             variant.state_file = state_dir() / f"{self._state_key(variant.prefix)}.state"
         self._variants[variant_key] = variant
+        if transient:
+            self._transient.append(variant_key)
+            if len(self._transient) > TRANSIENT_KEPT:
+                self._free(self._variants.pop(self._transient.pop(0)))
         return variant.tool_tokens
 
     def _prefix(self, system: str) -> list[int]:
@@ -249,15 +266,17 @@ class LocalEngine:
         prefix = variant.prefix
         if reuse < len(prefix) and tokens[:len(prefix)] == prefix:
             state = variant.state_file
-            if state is None or not self._load_state(state, prefix):
+            if state is None or not load_state(self.llm, self._lib, self._ctx, state, prefix):
                 llm.n_tokens = min(reuse, llm.n_tokens)
                 if len(prefix) - llm.n_tokens >= ANNOUNCED_PREFIX_TOKENS and self.notify:
                     self.notify(f"reading the tools block of {variant.label} "
-                                f"({len(prefix) - llm.n_tokens:,} tokens; once per variant"
-                                + (", then saved)" if state is not None else ")"))
+                                f"({len(prefix) - llm.n_tokens:,} tokens"
+                                + ("; read again for each case's list)" if variant.transient
+                                   else "; once per variant"
+                                   + (", then saved)" if state is not None else ")")))
                 llm.eval(prefix[llm.n_tokens:])
                 if state is not None:
-                    self._save_state(state)
+                    save_state(self.llm, self._lib, self._ctx, state)
             reuse = len(prefix)
         cached = reuse
         if reuse >= len(tokens):
@@ -265,44 +284,6 @@ class LocalEngine:
         llm.n_tokens = reuse
         llm.eval(tokens[reuse:])
         return cached
-
-    def _load_state(self, path: Path, prefix: list[int]) -> bool:
-        if not path.is_file():
-            return False
-        capacity = len(prefix) + 1
-        tokens = (self._lib.llama_token * capacity)()
-        count = ctypes.c_size_t(0)
-        ok = self._lib.llama_state_load_file(self._ctx, str(path).encode(), tokens, capacity,
-                                             ctypes.byref(count))
-        if not ok or list(tokens[:count.value]) != prefix:
-            self.llm.n_tokens = 0  # the next eval drops whatever the failed load left
-            path.unlink(missing_ok=True)  # stale or damaged: read the prefix again
-            return False
-        self.llm.input_ids[:len(prefix)] = prefix
-        self.llm.n_tokens = len(prefix)
-        try:
-            os.utime(path)  # recently used: kept by prune_states
-        except OSError:
-            pass
-        return True
-
-    def _save_state(self, path: Path) -> None:
-        try:
-            self._write_state(path)
-        except OSError:  # best effort: a cache that cannot be written is read again next time
-            pass
-
-    def _write_state(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        tokens = (self._lib.llama_token * self.llm.n_tokens)(
-            *self.llm.input_ids[:self.llm.n_tokens])
-        if self._lib.llama_state_save_file(self._ctx, str(partial).encode(), tokens,
-                                           self.llm.n_tokens):
-            os.replace(partial, path)  # a reader never sees half a file
-            prune_states(path.parent, keep=path)
-        else:
-            partial.unlink(missing_ok=True)
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -320,6 +301,10 @@ class LocalEngine:
         Raises:
             BenchError: as :meth:`prepare`.
         """
+        if variant_key not in self._variants:  # not prepared: the first few are kept
+            self._met += 1
+            if self._met > TRANSIENT_KEPT:
+                self.prepare(tools, variant_key, "this case's tool list", transient=True)
         self.prepare(tools, variant_key)
         variant = self._variants[variant_key]
         prompt = self._render(chat_messages(variant.system, messages))
@@ -335,6 +320,13 @@ class LocalEngine:
                             state.forced + state.sampled, cached, state.sampled,
                             state.full_passes, variant.tool_tokens, error=state.error,
                             drafted_tokens=state.drafted, accepted_tokens=state.accepted)
+
+    def _free(self, variant: PreparedVariant) -> None:
+        """Free a variant's grammar samplers (llama.cpp memory)."""
+        for sampler in (variant.name_sampler, *variant.arg_samplers.values()):
+            if sampler:
+                self._lib.llama_sampler_free(sampler)
+        variant.arg_samplers.clear()
 
     def forget_case(self) -> None:
         """Keep only the longest variant prefix in the KV cache, so that the next answer reads
@@ -374,13 +366,13 @@ class LocalEngine:
 
     def close(self) -> None:
         """Free the grammars and the model."""
-        samplers = [self._more, self._first]
         for variant in self._variants.values():
-            samplers += [variant.name_sampler, *variant.arg_samplers.values()]
-        for sampler in samplers:
+            self._free(variant)
+        for sampler in (self._more, self._first):
             if sampler:
                 self._lib.llama_sampler_free(sampler)
         self._variants.clear()
+        self._transient.clear()
         self._more = self._first = None
         llm = getattr(self, "llm", None)  # absent when the model failed to load
         if llm is not None:

@@ -3,8 +3,14 @@ within :data:`STATE_CACHE_BYTES` (least recently used first, leftovers of killed
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the `local` extra
+    from llama_cpp import Llama
 
 def state_dir() -> Path:
     """Folder of saved prefix states: ``$BENCH_CACHE_DIR/local-state`` or
@@ -61,3 +67,45 @@ def prune_states(folder: Path, keep_bytes: int = STATE_CACHE_BYTES, *,
         deleted.append(path)
         total -= size
     return deleted
+
+
+def load_state(llm: Llama, lib: ModuleType, ctx: object, path: Path, prefix: list[int]) -> bool:
+    """Load the KV state saved at ``path`` into llama.cpp context ``ctx`` of ``llm`` (a
+    ``llama_cpp.Llama``; ``lib`` the ``llama_cpp`` module); True when it holds exactly
+    ``prefix`` (tokens). A stale or damaged file is deleted (the prefix is read again) and
+    the context's tokens are dropped."""
+    if not path.is_file():
+        return False
+    capacity = len(prefix) + 1
+    tokens = (lib.llama_token * capacity)()
+    count = ctypes.c_size_t(0)
+    ok = lib.llama_state_load_file(ctx, str(path).encode(), tokens, capacity,
+                                   ctypes.byref(count))
+    if not ok or list(tokens[:count.value]) != prefix:
+        llm.n_tokens = 0  # the next eval drops whatever the failed load left
+        path.unlink(missing_ok=True)
+        return False
+    llm.input_ids[:len(prefix)] = prefix
+    llm.n_tokens = len(prefix)
+    try:
+        os.utime(path)  # recently used: kept by prune_states
+    except OSError:
+        pass
+    return True
+
+
+def save_state(llm: Llama, lib: ModuleType, ctx: object, path: Path) -> None:
+    """Save the KV state of ``llm``'s current tokens to ``path`` (written to a partial file,
+    then renamed, so a reader never sees half a file), then :func:`prune_states`. Best
+    effort: a cache that cannot be written is read again next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        tokens = (lib.llama_token * llm.n_tokens)(*llm.input_ids[:llm.n_tokens])
+        if lib.llama_state_save_file(ctx, str(partial).encode(), tokens, llm.n_tokens):
+            os.replace(partial, path)
+            prune_states(path.parent, keep=path)
+        else:
+            partial.unlink(missing_ok=True)
+    except OSError:
+        pass
