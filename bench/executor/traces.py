@@ -14,7 +14,7 @@ import json
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -72,39 +72,55 @@ class TraceWriter:
 
 
 def read_traces(path: Path) -> list[TraceRecord]:
-    """The trace records of a file; a half-written last line is skipped; lines without
-    ``schema_version`` (the release before the contract) are migrated.
+    """The trace records of a file, as a list (:func:`iter_traces`).
+
+    Raises:
+        BenchError: as :func:`iter_traces`.
+    """
+    return list(iter_traces(path))
+
+
+def iter_traces(path: Path) -> Iterator[TraceRecord]:
+    """The trace records of a file, one at a time (a 100,000-row run's traces are never all
+    in memory); a half-written last line is skipped; lines without ``schema_version`` (the
+    release before the contract) are migrated.
 
     Raises:
         BenchError: the file is missing, or a complete line is not a JSON object of the
             :class:`bench.results.TraceRecord` shape (names file, line and field), or was
-            written by a newer bench.
+            written by a newer bench, or the file is not UTF-8.
     """
     if not path.is_file():
         raise BenchError("no traces for this run (was it run with --execute?)", file=path)
-    records = []
+    offset = 0
     try:
         with open(path, encoding="utf-8") as handle:
-            lines = handle.read().split("\n")
+            for number, line in enumerate(handle, start=1):
+                if not line.endswith("\n"):  # the last piece, half-written
+                    return
+                offset += len(line)
+                if line.strip():
+                    yield _trace(path, number, line)
     except UnicodeDecodeError as exc:
-        raise BenchError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=path) from None
-    for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BenchError(f"not a JSON line: {exc.msg}", file=path, line=number) from None
-        if not isinstance(record, dict):
-            raise BenchError("a trace line must be a JSON object", file=path, line=number)
-        try:
-            records.append(TraceRecord.model_validate(record))
-        except ValidationError as exc:
-            field, problem = validation_problem(exc)
-            raise BenchError(f"trace line: {problem}" if "newer bench" in problem
-                             else f"corrupt trace line: {problem}", file=path, line=number,
-                             field=field) from None
-    return records
+        raise BenchError(f"not UTF-8 text ({exc.reason} after character {offset})",
+                         file=path) from None
+
+
+def _trace(path: Path, number: int, line: str) -> TraceRecord:
+    """One complete line of a traces file as a record (raises as :func:`iter_traces`)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"not a JSON line: {exc.msg}", file=path, line=number) from None
+    if not isinstance(record, dict):
+        raise BenchError("a trace line must be a JSON object", file=path, line=number)
+    try:
+        return TraceRecord.model_validate(record)
+    except ValidationError as exc:
+        field, problem = validation_problem(exc)
+        raise BenchError(f"trace line: {problem}" if "newer bench" in problem
+                         else f"corrupt trace line: {problem}", file=path, line=number,
+                         field=field) from None
 
 
 def summarize_traces(records: Iterable[TraceRecord | Mapping[str, Any]]) -> pd.DataFrame:

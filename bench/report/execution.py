@@ -21,12 +21,12 @@ def refused_writes(traces: Path) -> Counter[str]:
     trace attempts with error code ``permission_denied``); empty without a traces file.
 
     Raises:
-        BenchError: a corrupt traces file (:func:`bench.executor.traces.read_traces`).
+        BenchError: a corrupt traces file (:func:`bench.executor.traces.iter_traces`).
     """
     if not traces.is_file():
         return Counter()
-    from bench.executor.traces import read_traces
-    return Counter(r.tool for r in read_traces(traces)
+    from bench.executor.traces import iter_traces  # streamed: one record at a time
+    return Counter(r.tool for r in iter_traces(traces)
                    if r.final and r.status == "rejected" and r.error_code == "permission_denied")
 
 
