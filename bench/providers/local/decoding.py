@@ -92,7 +92,6 @@ def propose_draft(history: Sequence[int] | np.ndarray, max_tokens: int, *,
 @dataclass
 class PreparedVariant:
     """What one variant needs: its prompt prefix and grammars (built once per variant)."""
-
     system: str
     tool_tokens: int
     prefix: list[int]
@@ -101,7 +100,7 @@ class PreparedVariant:
     arg_samplers: dict[str, llama_sampler_p | None] = field(default_factory=dict)  # None: no arguments, "{}"
     state_file: Path | None = None
     label: str = "variant"
-    transient: bool = False  # a tool list met first in an answer (LocalEngine.prepare)
+    transient: bool = False  # a per-case tool list, never saved (LocalEngine.prepare)
 
 
 class GreedyPicker:
