@@ -97,7 +97,7 @@ class RunningSummary:
         self.variant_order = list(variant_order)
         self._unique_keys = unique_keys
         self._rows = 0
-        specs = metric_specs(view="table")
+        specs = self._specs = metric_specs(view="table")  # read once: the columns stay fixed
         # as summary_frame: the bucket table and pass@k read only the table's rates
         self._rate_names = [s.name for s in specs if s.kind == "rate"]
         rates = MetricReaders([s for s in specs if s.kind == "rate"])
@@ -217,7 +217,7 @@ class RunningSummary:
         record: Record = {"provider": provider, "variant": variant, "cases": len(group.cases)}
         means = iter(group.means)
         rate_index = 0
-        for spec in metric_specs(view="table"):
+        for spec in self._specs:
             if spec.kind != "rate":
                 record[f"{spec.name}_mean"] = next(means).mean()
                 continue
