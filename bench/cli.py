@@ -289,6 +289,7 @@ def run(
         from bench.project import Project
         from bench.runner import RunConfig, Runner
         from bench.runner.errors import ExecutorNotStarted
+        from bench.runner.plan import plan_conditions
 
         project = Project.from_env()  # the command line's edge: BENCH_HOME or the cwd
 
@@ -382,7 +383,7 @@ def run(
                 _say(f"provider {skipped} skipped: {reason}")
             if not runner.providers:
                 raise BenchError("every provider was skipped; nothing to run")
-        conditions = len({item.condition for item in runner.plan})
+        conditions = len(plan_conditions(runner.plan))
         shown = count(len(runner.variants), 'variant') if conditions <= len(runner.variants) \
             else count(conditions, 'condition')  # variants crossed with --tools, faults...
         err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x {shown} x "
@@ -438,7 +439,7 @@ def run(
                       "selected): nothing to report")
         elif manifest["status"] == "complete":
             # the first two conditions (variant names, or names with factors: l3~tools=40)
-            compared = list(dict.fromkeys(item.condition for item in runner.plan))[:2]
+            compared = plan_conditions(runner.plan)[:2]
             err.print(f"next: bench report {run_name} (HTML in reports/{run_name}/)"
                       + (f"; bench compare {compared[0]} {compared[1]} --run {run_name}"
                          if len(compared) == 2 else ""))

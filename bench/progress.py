@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -95,7 +95,7 @@ class RunProgress:
         self._first_gap: dict[tuple[str, str], float] = {}  # its first row's time
         self._last_at: float | None = None
 
-    def set_plan(self, pending: Sequence[PlanItem]) -> None:
+    def set_plan(self, pending: Iterable[PlanItem]) -> None:
         """The rows this session will do, for the per-group time left (see the module
         docstring); without it the time left is rows left / :attr:`rows_per_s`."""
         left: dict[tuple[str, str], int] = {}

@@ -10,7 +10,7 @@ dataset would plan other cases.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from bench.datasets.loader import HF_PREFIX
 from bench.errors import BenchError
@@ -35,7 +35,7 @@ def stored_config(store: RunStore, manifest: Manifest) -> "RunConfig":
 
 def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, store: RunStore,
                  *, ran_with: str, hint: str, project: Project | None = None
-                 ) -> list["PlanItem"]:
+                 ) -> Sequence["PlanItem"]:
     """The plan of ``config`` (the shard's slice when ``config.shard`` is set), built from
     ``project``'s dataset and descriptions, checked against ``manifest``'s SHA-256 of both.
 

@@ -24,7 +24,7 @@ from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.config import RunConfig
 from bench.runner.ledger import Ledger
 from bench.runner.manifest import with_fields
-from bench.runner.plan import PlanItem
+from bench.runner.plan import PendingItems, PlanItem
 from bench.runner.scheduler import Scheduler
 from bench.runner.session import RunSession
 from bench.runner.signals import StopSignals
@@ -117,8 +117,8 @@ class Runner:
         return self.session.store
 
     @property
-    def plan(self) -> list[PlanItem]:
-        """The planned items (this shard's slice for a shard)."""
+    def plan(self) -> Sequence[PlanItem]:
+        """The planned items (this shard's slice for a shard), made as they are read."""
         return self.session.plan
 
     @property
@@ -156,7 +156,7 @@ class Runner:
         """Provider id -> why it cannot run here (no key, SDK missing)."""
         return self.started.skipped
 
-    def pending(self) -> list[PlanItem]:
+    def pending(self) -> PendingItems:
         """Planned items without a finished row, in plan order (:meth:`RunSession.pending`)."""
         return self.session.pending()
 

@@ -4,26 +4,52 @@ queue that finished tasks report to."""
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from typing import Callable, Coroutine, Generic, Iterable, Literal, TypeVar
+from typing import Callable, Coroutine, Generic, Iterable, Iterator, Literal, TypeVar
 
-from bench.runner.plan import PlanItem
+from bench.runner.plan import PendingItems, PlanItem
 
 T = TypeVar("T")
+
+
+class ItemQueue:
+    """One provider's items still to send, read from an iterator one ahead (a queue of a
+    100,000-row plan holds one item, not 100,000)."""
+
+    def __init__(self, items: Iterator[PlanItem]) -> None:
+        self._items = items
+        self._next = next(items, None)
+
+    def __bool__(self) -> bool:
+        return self._next is not None
+
+    def popleft(self) -> PlanItem:
+        """The next item.
+
+        Raises:
+            IndexError: the queue is empty.
+        """
+        item = self._next
+        if item is None:
+            raise IndexError("pop from an empty queue")
+        self._next = next(self._items, None)
+        return item
+
+    def clear(self) -> None:
+        """Send nothing more."""
+        self._items, self._next = iter(()), None
 
 
 class InFlight(Generic[T]):
     """Queues and tasks of one run (one event loop).
 
     Args:
-        todo: the items to send, in plan order.
+        todo: the items to send, in plan order (read as they are sent).
         providers: the provider ids with a queue (items of others are dropped).
     """
 
-    def __init__(self, todo: Iterable[PlanItem], providers: Iterable[str]) -> None:
-        items = list(todo)
-        self.queues: dict[str, deque[PlanItem]] = {
-            pid: deque(i for i in items if i.provider_id == pid) for pid in providers}
+    def __init__(self, todo: PendingItems, providers: Iterable[str]) -> None:
+        self.queues: dict[str, ItemQueue] = {
+            pid: ItemQueue(todo.of_provider(pid)) for pid in providers}
         self.tasks: dict[asyncio.Task[T], PlanItem] = {}
         self.per_provider = {pid: 0 for pid in self.queues}
         # Finished tasks arrive here through their done-callbacks: O(1) per request, where

@@ -5,8 +5,10 @@ the cached tools prefix)."""
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import overload
 
 from bench.datasets import Dataset, check_against_tools
 from bench.datasets.labels import LabelProblem, iter_label_problems
@@ -23,7 +25,7 @@ from bench.toolspace.setup import Retrieved, SpaceSetup
 from bench.toolspace.space import ToolSpace
 
 
-@dataclass(frozen=True, slots=True)  # slots: a 100,000-row plan is held for the whole run
+@dataclass(frozen=True, slots=True)  # slots: items in flight and in queues are many
 class PlanItem:
     """One planned request (an episode for an episode case): a case under a variant for a
     provider, one trial; ``factors`` (episode cases only) the condition's settings.
@@ -195,9 +197,140 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
                              field=exc.field) from None
 
 
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """One provider's items on one catalog and tool-space setting: ``entries`` (case,
+    retrieved tools, episode factors) once per trial, trials outermost."""
+
+    provider_id: str
+    catalog: Variant
+    space: ToolSpace | None
+    entries: tuple[tuple[Case, Retrieved | None, Factors | None], ...]
+    trials: int
+
+    def item(self, position: int) -> PlanItem:
+        """The item at ``position`` (``0 <= position < trials * len(entries)``)."""
+        trial, entry = divmod(position, len(self.entries))
+        case, retrieved, factors = self.entries[entry]
+        return PlanItem(case, self.catalog, self.provider_id, trial, factors, self.space,
+                        retrieved)
+
+    def __iter__(self) -> Iterator[PlanItem]:
+        for trial in range(self.trials):
+            for case, retrieved, factors in self.entries:
+                yield PlanItem(case, self.catalog, self.provider_id, trial, factors,
+                               self.space, retrieved)
+
+
+class Plan(Sequence[PlanItem]):
+    """Every planned item of a run, in plan order (:func:`make_plan`), made when read.
+
+    Items are built on demand from blocks of (provider, catalog, setting) x trials x cases:
+    a run holds only its cases and catalogs, not one object per row (100,000 held
+    :class:`PlanItem` objects cost about 10 MiB for the whole run; ``benchmarks/
+    provider_throughput.py --only memory``). Items are equal, not identical, between reads.
+    """
+
+    def __init__(self, blocks: Sequence[_Block]) -> None:
+        self._blocks = [b for b in blocks if b.entries and b.trials > 0]
+        self._starts: list[int] = []
+        total = 0
+        for block in self._blocks:
+            self._starts.append(total)
+            total += block.trials * len(block.entries)
+        self._len = total
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> PlanItem: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[PlanItem]: ...
+
+    def __getitem__(self, index: int | slice) -> PlanItem | list[PlanItem]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("plan index out of range")
+        block = bisect_right(self._starts, index) - 1
+        return self._blocks[block].item(index - self._starts[block])
+
+    def __iter__(self) -> Iterator[PlanItem]:
+        for block in self._blocks:
+            yield from block
+
+    def of_provider(self, provider_id: str) -> Iterator[PlanItem]:
+        """The items of one provider, in plan order."""
+        for block in self._blocks:
+            if block.provider_id == provider_id:
+                yield from block
+
+    def conditions(self) -> list[str]:
+        """Each condition (:attr:`PlanItem.condition`) once, in plan order."""
+        return list(dict.fromkeys(PlanItem(case, b.catalog, b.provider_id, 0, factors, b.space,
+                                           retrieved).condition
+                                  for b in self._blocks
+                                  for case, retrieved, factors in b.entries))
+
+
+def plan_conditions(plan: Sequence[PlanItem]) -> list[str]:
+    """Each condition of ``plan`` once, in plan order (a :class:`Plan` reads its blocks only)."""
+    if isinstance(plan, Plan):
+        return plan.conditions()
+    return list(dict.fromkeys(item.condition for item in plan))
+
+
+class PendingItems:
+    """The items of a plan still to send, made when read: those whose key is not in
+    ``done`` and whose provider is not in ``skipped``, in plan order.
+
+    Args:
+        plan: the run's plan (a :class:`Plan`, or a shard's list).
+        done: keys of the finished rows.
+        skipped: provider ids whose items are left out (providers that did not start).
+    """
+
+    def __init__(self, plan: Sequence[PlanItem], done: Collection[str] = frozenset(),
+                 skipped: Collection[str] = frozenset()) -> None:
+        self.plan, self.done, self.skipped = plan, done, skipped
+        self._len: int | None = None if done or skipped else len(plan)
+
+    def __len__(self) -> int:
+        if self._len is None:  # counted once, by reading the plan
+            self._len = sum(1 for _ in self)
+        return self._len
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self) -> Iterator[PlanItem]:
+        for item in self.plan:
+            if self._wanted(item):
+                yield item
+
+    def _wanted(self, item: PlanItem) -> bool:
+        return item.provider_id not in self.skipped and not (self.done and item.key in self.done)
+
+    def of_provider(self, provider_id: str) -> Iterator[PlanItem]:
+        """The pending items of one provider, in plan order."""
+        items = self.plan.of_provider(provider_id) if isinstance(self.plan, Plan) else \
+            (item for item in self.plan if item.provider_id == provider_id)
+        return (item for item in items if self._wanted(item))
+
+    def without(self, skipped: Collection[str]) -> "PendingItems":
+        """The same items but those of the ``skipped`` providers."""
+        if not skipped:
+            return self
+        return PendingItems(self.plan, self.done, {*self.skipped, *skipped})
+
+
 def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: Sequence[str],
               trials: int, factors: Sequence[Factors] = (),
-              setup: SpaceSetup | None = None) -> list[PlanItem]:
+              setup: SpaceSetup | None = None) -> Plan:
     """All planned items, grouped by provider, then variant, then tool-space setting, then
     trial, then case; an episode case is planned once per setting of ``factors``
     (:func:`bench.episodes.factors.factor_grid`; none: the defaults), a single-answer case
@@ -211,7 +344,7 @@ def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: 
     """
     grid = list(factors) or [Factors()]
     spaces: list[ToolSpace | None] = list(setup.spaces) if setup and setup.spaces else [None]
-    items: list[PlanItem] = []
+    blocks: list[_Block] = []
     for provider_id in provider_ids:
         for variant in variants:
             mine = [case for case in cases if case.toolset == variant.toolset]
@@ -221,13 +354,11 @@ def make_plan(cases: Sequence[Case], variants: Sequence[Variant], provider_ids: 
                     catalog = setup.catalog(variant, space)
                     if space.retriever != "none":
                         setup.rank_all(mine, catalog, space.retriever)
-                for trial in range(trials):
-                    for case in mine:
-                        if space is not None and setup is not None:
-                            retrieved = setup.retrieve(case, catalog, space)
-                        items.extend(
-                            PlanItem(case, catalog, provider_id, trial,
-                                     setting if case.kind == "episode" else None, space,
-                                     retrieved)
-                            for setting in (grid if case.kind == "episode" else grid[:1]))
-    return items
+                entries: list[tuple[Case, Retrieved | None, Factors | None]] = []
+                for case in mine:
+                    if space is not None and setup is not None:
+                        retrieved = setup.retrieve(case, catalog, space)
+                    entries.extend((case, retrieved, setting if case.kind == "episode" else None)
+                                   for setting in (grid if case.kind == "episode" else grid[:1]))
+                blocks.append(_Block(provider_id, catalog, space, tuple(entries), trials))
+    return Plan(blocks)

@@ -30,7 +30,7 @@ from bench.runner.errors import cancelled_error, error_text, item_error, left_ov
 from bench.runner.manifest import final_fields, with_fields, without_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
-from bench.runner.plan import PlanItem
+from bench.runner.plan import PendingItems, PlanItem
 from bench.runner.finisher import RowFinisher
 from bench.runner.session import RunSession
 from bench.runner.signals import StopSignals
@@ -90,7 +90,7 @@ class Scheduler:
         self.batch_errors, self.request_errors = list[dict[str, Any]](), list[dict[str, Any]]()
         self.replay_misses: list[tuple[PlanItem, ReplayMiss]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
-        self.in_flight: InFlight[Answer] = InFlight([], [])
+        self.in_flight: InFlight[Answer] = InFlight(PendingItems(()), [])
         self.failed_in_a_row: dict[str, int] = {}
         self.sent: deque[PlanItem] = deque()  # dispatched items whose labels are not prepared
         self.status = "complete"
@@ -102,7 +102,7 @@ class Scheduler:
         self.manifest: Manifest = session.manifest or session.new_manifest()
         self.previous_cache: dict[str, Any] = {}
 
-    def _start(self) -> list[PlanItem]:
+    def _start(self) -> PendingItems:
         """Read what is done, start the providers and build their pipelines; return the
         items to send."""
         session, started = self.session, self.started
@@ -115,7 +115,7 @@ class Scheduler:
                 self.manifest, providers=[p.describe() for p in started.providers.values()],
                 providers_skipped=[{"provider": k, "reason": v}
                                    for k, v in started.skipped.items()])
-            todo = [item for item in todo if item.provider_id not in started.skipped]
+            todo = todo.without(started.skipped)
         if self.config.cache != "off":
             # RunConfig.cache is a str its validator limits to the cache modes
             self.cache = ResponseCache(session.cache_path,
@@ -246,7 +246,7 @@ class Scheduler:
                                 f"every retry (last: {exc})")
             self.in_flight.clear_queues(pid)
 
-    async def _loop(self, todo: list[PlanItem]) -> None:
+    async def _loop(self, todo: PendingItems) -> None:
         """Open the writer and executor, send everything, record every answer."""
         # in the caller's try: a run file that cannot be written, or an executor (its MCP
         # server) that cannot start, fails the run, closes the writer, never leaves "running"

@@ -35,6 +35,7 @@ from bench.runner.budget import Spend
 from bench.runner.ledger import Ledger
 from bench.runner.manifest import with_fields
 from bench.runner.plan import (
+    PendingItems,
     PlanItem,
     check_episodes,
     load_variants,
@@ -134,7 +135,7 @@ class RunSession:
                                  config.seed, config.distractors,
                                  embedder=lambda: _embedder(config),
                                  always_loaded=config.always_loaded)
-        self.plan: list[PlanItem] = make_plan(self.cases, self.variants, config.providers,
+        self.plan: Sequence[PlanItem] = make_plan(self.cases, self.variants, config.providers,
                                               config.trials, factor_grid(config.factors),
                                               self.spaces)
         if config.shard:  # this machine's slice of the plan
@@ -274,9 +275,10 @@ class RunSession:
 
         return self.store.written_rows(stray)
 
-    def pending_and_spent(self) -> tuple[list[PlanItem], Spend]:
+    def pending_and_spent(self) -> tuple[PendingItems, Spend]:
         """In one pass over ``results.jsonl``: the planned items without a finished row, in
-        plan order, and what the finished rows were billed (:meth:`Ledger.spent_by`).
+        plan order (made as they are read), and what the finished rows were billed
+        (:meth:`Ledger.spent_by`).
 
         Raises:
             BenchError: as :meth:`written_rows`.
@@ -285,7 +287,7 @@ class RunSession:
         if not path.exists() or (path.is_file() and path.stat().st_size == 0):
             # nothing written yet: no set of every planned key (a 100,000-row plan's keys
             # would stay in the process's peak memory for the whole run)
-            return list(self.plan), Spend()
+            return PendingItems(self.plan), Spend()
         done: set[str] = set()
 
         def noted(rows: Iterator[Row]) -> Iterator[Row]:
@@ -294,9 +296,9 @@ class RunSession:
                 yield row
 
         spend = Ledger.spent_by(noted(self.written_rows()), {item.key for item in self.plan})
-        return [item for item in self.plan if item.key not in done], spend
+        return PendingItems(self.plan, done), spend
 
-    def pending(self) -> list[PlanItem]:
+    def pending(self) -> PendingItems:
         """Planned items without a finished row, in plan order.
 
         Raises:
