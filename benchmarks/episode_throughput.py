@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provider_throughput import REPO, timed  # noqa: E402 - the sibling benchmark's timer
+from provider_throughput import REPO, compile_bench, timed  # noqa: E402 - the sibling's timer
 
 SERVER = """
 import sys, json
@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.1, help="seconds")
     args = parser.parse_args()
+    compile_bench()
     project = Path(tempfile.mkdtemp(prefix="bench-episodes-"))
     shutil.copytree(REPO / "descriptions", project / "descriptions")
     dataset = project / "episodes.jsonl"

@@ -194,9 +194,17 @@ def _tracking_number(rng: random.Random, carrier: str) -> str:
 
 
 def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
-    """Write the shop database to ``path`` (overwritten), deterministically from ``seed``."""
+    """Write the shop database to ``path`` (overwritten), deterministically from ``seed``.
+
+    No journal and no sync per statement (SQLite's ``journal_mode=OFF``, ``synchronous=OFF``):
+    the file is written once, then synced once; a caller that needs it whole after a crash
+    writes a temporary file and renames it (:func:`shop_db_path`). An fsync per statement
+    made the first run's start-up 0.4 s longer here.
+    """
     rng = random.Random(seed)
     conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
     conn.executescript(SCHEMA)
     city_rows = [(c[0], c[1], c[2], c[3]) for c in CITIES]
     conn.executemany("INSERT INTO cities VALUES (?,?,?,?)", city_rows)
@@ -368,6 +376,8 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.executemany("INSERT INTO customer_coupons VALUES (?,?,?,?,?)", held)
     conn.commit()
     conn.close()
+    with open(path, "rb") as written:  # on disk before a caller renames it into place
+        os.fsync(written.fileno())
 
 
 def shop_db_path(seed: int = DEFAULT_SEED, folder: Path | None = None) -> Path:
