@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from bench.providers.local.decoding import propose_draft
+from bench.providers.local.lookup import propose_draft
 from bench.providers.local.settings import (DEFAULT_DRAFT_TOKENS, SPECULATIVE_ENV,
                                             resolve_draft_tokens)
 

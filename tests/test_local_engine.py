@@ -164,3 +164,35 @@ def test_tool_lists_met_in_answers_past_the_first_save_no_state_and_few_grammars
         engine.close()
     assert len(list((tmp_path / "local-state").glob("*.state"))) == 1  # the first list only
     assert kept == {"list0", "list3"}  # the first, kept as prepared; the newest transient
+
+
+def test_an_answer_costs_one_evaluation_per_chosen_token(l3):
+    """llama.cpp evaluates tokens only when logits are read: the case's prompt with the first
+    punctuation, then each chosen token with the punctuation after it; the last chosen token
+    is never evaluated (docs/embedded-model.md, "Decoding")."""
+    engine = _engine(save_states=False)
+    calls: list[int] = []
+    evaluate = engine.llm.eval
+
+    def counted(tokens):
+        calls.append(len(tokens))
+        evaluate(tokens)
+
+    try:
+        engine.complete(_cases(1)[0].messages, l3.tools, variant_key=l3.name,
+                        max_tokens=256)  # reads the tools block
+        for case in _cases(4):
+            engine.forget_case()
+            calls.clear()
+            engine.llm.eval = counted
+            answer = engine.complete(case.messages, l3.tools, variant_key=l3.name,
+                                     max_tokens=256)
+            engine.llm.eval = evaluate
+            assert answer.finish_reason == "stop", answer
+            assert len(calls) == answer.sampled_tokens, (calls, answer)
+            # the prompt's tail and the answer's first punctuation, '{"tool_calls": [', together
+            assert calls[0] > len(engine.llm.tokenize(b'{"tool_calls": [', add_bos=False))
+            assert sum(calls) == answer.prompt_tokens - answer.cached_tokens \
+                + answer.completion_tokens - 1  # all but the last chosen token
+    finally:
+        engine.close()

@@ -6,7 +6,9 @@ than sampling the whole answer under one grammar of every tool (which llama.cpp 
 whole 49k-token vocabulary at every step, and which made a row take seconds), the engine
 (:class:`Decoding`):
 
-1. writes the fixed JSON punctuation itself (the tokens are evaluated in one batch);
+1. writes the fixed JSON punctuation itself (its tokens are evaluated in one batch with
+   the token before them: an evaluation is made only when logits are read, so a row
+   costs one evaluation per chosen token, plus one for the case's prompt);
 2. decodes the tool name under a grammar of the tool names only;
 3. decodes the arguments under that one tool's JSON-Schema grammar;
 4. decodes ``]}`` or ``, `` (another call, up to :data:`MAX_PARALLEL_CALLS`).
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from bench.providers.local.lookup import propose_draft
 from bench.providers.local.prompt import MAX_PARALLEL_CALLS
 
 if TYPE_CHECKING:  # imported in the worker with the model (the `local` extra)
@@ -48,47 +51,6 @@ if TYPE_CHECKING:  # imported in the worker with the model (the `local` extra)
 
 # Candidates the grammar checks before the whole vocabulary when it rejects the top token.
 TOP_K = 64
-# Prompt lookup: longest and shortest n-gram of the answer's end looked up in the context (llama-
-# cpp-python's LlamaPromptLookupDecoding: 2..1; 3..2 guessed right more often, RESULTS.md).
-DRAFT_MAX_NGRAM = 3
-DRAFT_MIN_NGRAM = 2
-
-
-def propose_draft(history: Sequence[int] | np.ndarray, max_tokens: int, *,
-                  max_ngram: int = DRAFT_MAX_NGRAM, min_ngram: int = DRAFT_MIN_NGRAM
-                  ) -> list[int]:
-    """Guess the tokens after ``history`` by prompt lookup: the tokens that followed the most
-    recent earlier occurrence of its last n-gram, trying the longest n-gram first.
-
-    Args:
-        history: the context's tokens so far (prompt, then answer), a 1-d integer sequence.
-        max_tokens: the most tokens guessed (0 or less: none).
-        max_ngram / min_ngram: n-gram sizes tried, longest first (both at least 1).
-
-    Returns:
-        Up to ``max_tokens`` token ids (fewer when the occurrence is near the end of
-        ``history``); empty when no n-gram of the end occurs earlier.
-
-    Source: prompt-lookup decoding (github.com/apoorvumang/prompt-lookup-decoding), as in
-    llama-cpp-python's ``LlamaPromptLookupDecoding.find_candidate_pred_tokens``, except that
-    the most recent occurrence is used (the user's message and the answer so far come last,
-    and arguments are copied from them) where llama-cpp-python takes the first.
-    """
-    ids = np.asarray(history, dtype=np.int64)
-    size = int(ids.shape[0])
-    if max_tokens <= 0 or size < 2:
-        return []
-    for ngram in range(min(max_ngram, size - 1), max(1, min_ngram) - 1, -1):
-        tail = ids[size - ngram:]
-        # every window that starts and ends before the tail's own position
-        windows = np.lib.stride_tricks.sliding_window_view(ids[:size - 1], ngram)
-        hits = np.flatnonzero((windows == tail).all(axis=1))
-        if hits.size:
-            start = int(hits[-1]) + ngram
-            return [int(t) for t in ids[start:start + max_tokens]]
-    return []
-
-
 @dataclass
 class PreparedVariant:
     """What one variant needs: its prompt prefix and grammars (built once per variant)."""
@@ -191,14 +153,17 @@ class Decoding:
         draft_tokens: the most tokens guessed by prompt lookup and verified in one batch
             after each chosen token (see the module docstring); 0 evaluates one token at a
             time.
+        pending: prompt tokens not yet evaluated (evaluated with the first punctuation).
 
     Attributes:
         drafted / accepted: tokens guessed, and guessed tokens kept (the chosen ones).
     """
 
     def __init__(self, llm: Llama, picker: GreedyPicker, max_tokens: int, *,
-                 first: llama_sampler_p, more: llama_sampler_p, draft_tokens: int = 0) -> None:
+                 first: llama_sampler_p, more: llama_sampler_p, draft_tokens: int = 0,
+                 pending: Sequence[int] = ()) -> None:
         self.llm = llm
+        self.pending = list(pending)  # tokens of the answer's context not yet evaluated
         self.picker = picker
         self.first, self.more = first, more
         self.budget = max_tokens
@@ -210,16 +175,24 @@ class Decoding:
         self.started = time.perf_counter()
 
     def force(self, text: str) -> None:
-        """Write ``text`` into the answer: its tokens are evaluated, none is sampled."""
+        """Write ``text`` into the answer: none of its tokens is sampled; they are evaluated
+        when logits are next read (:meth:`flush`)."""
         tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-        self.llm.eval(tokens)
+        self.pending += tokens
         self.text += text.encode("utf-8")
         self.forced += len(tokens)
+
+    def flush(self) -> None:
+        """Evaluate the pending tokens in one batch (the logits of the last are then read)."""
+        if self.pending:
+            self.llm.eval(self.pending)
+            self.pending = []
 
     def decode(self, sampler: llama_sampler_p, done: Callable[[bytes | bytearray], bool]) -> str | None:
         """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
         reason (``length`` or ``error``)."""
         if self.draft_tokens:
+            self.flush()
             return self._decode_drafted(sampler, done)
         llm, picker, lib = self.llm, self.picker, self.picker.lib
         lib.llama_sampler_reset(sampler)
@@ -227,6 +200,7 @@ class Decoding:
         while True:
             if self.sampled >= self.budget:
                 return "length"
+            self.flush()
             token, full = picker.pick(sampler, picker.logits())
             self.full_passes += full
             if token is None:
@@ -239,7 +213,7 @@ class Decoding:
             segment += piece
             self.text += piece
             self.sampled += 1
-            llm.eval([token])
+            self.pending.append(token)  # evaluated with what follows, if anything does
             if done(segment):
                 return None
 

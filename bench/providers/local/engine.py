@@ -254,9 +254,9 @@ class LocalEngine:
 
     # -- the KV cache --------------------------------------------------------------------
 
-    def _feed(self, tokens: list[int], variant: PreparedVariant) -> int:
-        """Make the context hold ``tokens`` (logits of the last one ready); return how many
-        were already there.
+    def _feed(self, tokens: list[int], variant: PreparedVariant) -> tuple[int, list[int]]:
+        """Make the context hold ``tokens`` but their tail: return how many were already there,
+        and the tail, which the answer evaluates with its first punctuation (one batch).
 
         The variant's prefix is always evaluated on its own, before the case's tokens, so its
         KV state is the same whether it was computed now or loaded from disk.
@@ -282,8 +282,7 @@ class LocalEngine:
         if reuse >= len(tokens):
             reuse = len(tokens) - 1  # evaluate the last token again for its logits
         llm.n_tokens = reuse
-        llm.eval(tokens[reuse:])
-        return cached
+        return cached, tokens[reuse:]
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -312,9 +311,9 @@ class LocalEngine:
             return EngineAnswer("", "error", len(prompt), 0, 0, 0, 0, variant.tool_tokens,
                                 error=f"Requested tokens ({len(prompt)}) exceed context "
                                       f"window of {self.n_ctx}")
-        cached = self._feed(prompt, variant)
+        cached, tail = self._feed(prompt, variant)
         state = Decoding(self.llm, self._picker, max_tokens, first=self._first,
-                         more=self._more, draft_tokens=self.draft_tokens)
+                         more=self._more, draft_tokens=self.draft_tokens, pending=tail)
         finish = state.answer(variant, self.layout.decline_tool is None)
         return EngineAnswer(state.text.decode("utf-8", errors="replace"), finish, len(prompt),
                             state.forced + state.sampled, cached, state.sampled,
