@@ -14,10 +14,12 @@ local model's prompt cache and take longest, weigh in as they should.
 
 The time left, once the plan is known (:meth:`RunProgress.set_plan`, which ``bench run``
 calls), is projected per group (condition and provider: a variant, or a variant under a
-tool count or retriever), each at its own measured pace: the median time between rows of
+tool count or retriever), each at its own measured pace: the mean time between rows of
 that group, its first row left out (it fills the prompt cache: 190 s where later l50 rows
-took 3.6 s), plus, for a group not yet started, that first-row cost measured on the groups
-that did start. A group not yet measured takes the median pace of the measured ones,
+took 3.6 s); a mean, not a median, since requests in flight together finish together (at
+``--concurrency 3`` two gaps in three are about 0 s: a median read ``ETA 0s`` with 19 rows,
+about 2 s, left), plus, for a group not yet started, that first-row cost measured on the
+groups that did start. A group not yet measured takes the median pace of the measured ones,
 scaled by its requests' size (tool-definition characters) relative to theirs, since the
 embedded model's time grows with the tools block (1.4 s a row at l3, 3.6 s at l50). Until
 one group has a second row the time left is unknown (``-``), never a projection of a cold
@@ -112,7 +114,7 @@ class RunProgress:
     def _group_eta(self) -> float | None:
         """Seconds left projected per group; None until some group has a measured pace."""
         assert self._left is not None
-        paces = {g: statistics.median(v) for g, v in self._gaps.items() if v}
+        paces = {g: statistics.fmean(v) for g, v in self._gaps.items() if v}
         if not paces:
             return None
         warm = [max(0.0, self._first_gap[g] - pace) for g, pace in paces.items()

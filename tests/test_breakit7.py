@@ -1,0 +1,109 @@
+"""Defects found by running the lazy plan, its resume, shards and the shop database the way
+users do (Ctrl-C, skipped providers, many requests in flight, a damaged cache file)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from bench.datasets import load_dataset
+from bench.descriptions import load_variant
+from bench.executor.backends.shopdb import GENERATOR_VERSION, N_CUSTOMERS, shop_db_path
+from bench.progress import RunProgress
+from bench.runner import PlanItem
+
+# -- a damaged cached shop database -----------------------------------------------------
+
+
+def _damage(path: Path, how: str) -> None:
+    whole = path.read_bytes()
+    damaged = {"empty": b"", "garbage": b"garbage\n", "cut": whole[:1_000_000],
+               "cut at a page": whole[:4096 * 100],
+               "overwritten head": b"\0" * 100 + whole[100:]}[how]
+    path.write_bytes(damaged)
+
+
+@pytest.mark.parametrize("how", ["empty", "garbage", "cut", "cut at a page",
+                                 "overwritten head"])
+def test_a_damaged_cached_shop_database_is_built_again(tmp_path, how):
+    path = shop_db_path(seed=11, folder=tmp_path)
+    good = path.read_bytes()
+    _damage(path, how)
+    assert shop_db_path(seed=11, folder=tmp_path) == path
+    assert path.read_bytes() == good  # generated again, deterministically
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM customers").fetchone()[0] == N_CUSTOMERS
+    assert not list(tmp_path.glob(".shop-*"))
+
+
+@pytest.mark.slow  # two `bench run` subprocesses
+def test_runs_on_a_damaged_cached_shop_database_score_as_on_a_whole_one(
+        run_bench, project, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(cache))
+    path = shop_db_path(folder=cache / "executor")
+    assert path.name == f"shop-g{GENERATOR_VERSION}-s20261129.sqlite"
+    # episodes: the load-time check read it (a traceback: "file is not a database")
+    path.write_bytes(b"garbage\n")
+    done = run_bench("run", "--dataset", "ecommerce-episodes", "--provider", "oracle",
+                     "--variants", "l3", "--limit", "2", "--run-id", "ep")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    # single answers: every execution failed on a shop without tables, silently
+    path.write_bytes(b"")
+    done = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "6",
+                     "--run-id", "single")
+    assert done.returncode == 0, done.stderr
+    results = project / "reports" / "runs" / "single" / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+    ran = [r["metrics"]["execution_success"] for r in rows
+           if r["metrics"]["execution_success"] is not None]
+    assert ran and all(ran)  # the oracle's calls run
+
+
+# -- the time left ----------------------------------------------------------------------
+
+
+def test_rows_finishing_together_leave_a_time_left_at_their_mean_pace(project):
+    """Three requests in flight at 0.3 s each: rows come three at a time, two gaps in three
+    are 0 s; the time left is rows left x 0.1 s, not 0 (a median of the gaps)."""
+    cases = list(load_dataset("ecommerce").cases)
+    l3 = load_variant("ecommerce", "l3")
+    plan = [PlanItem(cases[i], l3, "p", 0) for i in range(30)]
+    finished = [0.3 * (1 + i // 3) for i in range(9)]
+    times = iter([0.0, *finished])
+    progress = RunProgress(Console(file=io.StringIO(), width=300), clock=lambda: next(times),
+                           interval_s=0)
+    progress.set_plan(plan)
+    progress(0, 30, None)
+    for done, item in enumerate(plan[:9], start=1):
+        progress(done, 30, item)
+    # gaps after the first row: 0, 0, 0.3, 0, 0, 0.3, 0, 0 -> 0.075 s a row
+    assert progress.eta_s == pytest.approx(21 * 0.6 / 8)
+
+
+def test_a_skipped_providers_rows_are_not_in_the_time_left(project, monkeypatch):
+    from bench.cli import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    seen: list[set[str]] = []
+    set_plan = RunProgress.set_plan
+
+    def noting(self, pending):  # the real method, told what it was given
+        items = list(pending)
+        seen.append({item.provider_id for item in items})
+        set_plan(self, items)
+
+    monkeypatch.setattr(RunProgress, "set_plan", noting)
+    result = CliRunner().invoke(app, ["run", "--provider", "oracle", "--provider",
+                                      "openai:gpt-4o-mini", "--variants", "l3", "--limit",
+                                      "3", "--no-execute", "--run-id", "skip"])
+    assert result.exit_code == 3, result.output  # partial: the skipped provider's rows left
+    assert "provider openai:gpt-4o-mini skipped" in result.output
+    assert seen == [{"oracle"}]
