@@ -4,7 +4,8 @@ time left (ETA), and the variant and provider of the latest row.
 The runner calls a :class:`RunProgress` once when it starts and once per finished row
 (:data:`bench.runner.ProgressHook`). On a terminal it draws rich's progress bar; elsewhere
 (CI logs, a pipe) it prints one plain line at each change of variant or provider, then at
-most every ``interval_s`` seconds, and when the last row is done::
+most every ``interval_s`` seconds, and when the last row is done (the last of the rows
+this session sends, when :meth:`RunProgress.set_plan` said which)::
 
     progress: 120/1116 rows (10.8%), 1.9 rows/s, ETA 8m 44s, variant l10, provider local
 
@@ -236,6 +237,10 @@ class RunProgress:
         if item is None:
             return
         due = self._last_line_at is None or self._now - self._last_line_at >= self.interval_s
-        if changed or due or done >= total:
+        # the session's last row: the plan's last, or the last sent (a skipped provider's
+        # rows stay planned)
+        last = done >= total or (self._left is not None and item is not None and
+                                 not any(n > 0 for n in self._left.values()))
+        if changed or due or last:
             self._last_line_at = self._now
             self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)

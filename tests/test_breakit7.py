@@ -107,3 +107,23 @@ def test_a_skipped_providers_rows_are_not_in_the_time_left(project, monkeypatch)
     assert result.exit_code == 3, result.output  # partial: the skipped provider's rows left
     assert "provider openai:gpt-4o-mini skipped" in result.output
     assert seen == [{"oracle"}]
+
+
+def test_the_last_row_sent_prints_its_progress_line_when_a_provider_was_skipped(project):
+    """8 rows planned, 4 of them a skipped provider's: the 4th row is this session's last and
+    prints its line (the plain log ended at the line before)."""
+    cases = list(load_dataset("ecommerce").cases)
+    l3 = load_variant("ecommerce", "l3")
+    sent = [PlanItem(cases[i], l3, "p", 0) for i in range(4)]
+    out = io.StringIO()
+    times = iter([0.0, 1.0, 2.0, 3.0, 4.0])
+    progress = RunProgress(Console(file=out, width=300), clock=lambda: next(times),
+                           interval_s=3600)
+    progress.set_plan(sent)
+    progress(0, 8, None)
+    for done, item in enumerate(sent, start=1):
+        progress(done, 8, item)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("progress: 1/8 rows")
+    assert lines[-1].startswith("progress: 4/8 rows (50.0%)") and "ETA 0s" in lines[-1]
+    assert len(lines) == 2
