@@ -127,3 +127,39 @@ def test_the_last_row_sent_prints_its_progress_line_when_a_provider_was_skipped(
     assert lines[0].startswith("progress: 1/8 rows")
     assert lines[-1].startswith("progress: 4/8 rows (50.0%)") and "ETA 0s" in lines[-1]
     assert len(lines) == 2
+
+
+def test_providers_sending_in_parallel_are_each_timed_on_their_own_rows(project):
+    """The oracle answers every 0.1 s while a server answers every 1 s: the server's pace is
+    1 s a row (not the 0.05 s since the oracle's previous row), and the time left is the
+    slower provider's, as they send in parallel."""
+    cases = list(load_dataset("ecommerce").cases)
+    l3 = load_variant("ecommerce", "l3")
+    fast = [PlanItem(cases[i], l3, "oracle", 0) for i in range(30)]
+    slow = [PlanItem(cases[i], l3, "server", 0) for i in range(10)]
+    events = sorted([(round(0.1 * (i + 1), 2), item) for i, item in enumerate(fast)] +
+                    [(1.05 + i, item) for i, item in enumerate(slow[:3])],
+                    key=lambda event: event[0])
+    times = iter([0.0, *(t for t, _ in events)])
+    progress = RunProgress(Console(file=io.StringIO(), width=300), clock=lambda: next(times),
+                           interval_s=0)
+    progress.set_plan(fast + slow)
+    progress(0, 40, None)
+    for done, (_, item) in enumerate(events, start=1):
+        progress(done, 40, item)
+    assert progress.eta_s == pytest.approx(7 * 1.0)
+
+
+def test_no_time_left_is_claimed_from_another_providers_pace(project):
+    cases = list(load_dataset("ecommerce").cases)
+    l3 = load_variant("ecommerce", "l3")
+    fast = [PlanItem(cases[i], l3, "oracle", 0) for i in range(5)]
+    slow = [PlanItem(cases[i], l3, "server", 0) for i in range(5)]
+    times = iter([0.0, 0.1, 0.2, 0.3])
+    progress = RunProgress(Console(file=io.StringIO(), width=300), clock=lambda: next(times),
+                           interval_s=0)
+    progress.set_plan(fast + slow)
+    progress(0, 10, None)
+    for done, item in enumerate(fast[:3], start=1):
+        progress(done, 10, item)
+    assert progress.eta_s is None  # the server has sent no row yet
