@@ -163,3 +163,36 @@ def test_no_time_left_is_claimed_from_another_providers_pace(project):
     for done, item in enumerate(fast[:3], start=1):
         progress(done, 10, item)
     assert progress.eta_s is None  # the server has sent no row yet
+
+
+# -- bench compare's run-now mode, stopped --------------------------------------------------
+
+STOPPER = '''import itertools
+_calls = itertools.count(1)
+
+def answer(messages, tools, trial):
+    if next(_calls) == 6:  # as if Ctrl-C were pressed during the sixth request
+        raise KeyboardInterrupt
+    return []
+'''
+
+
+@pytest.mark.slow  # three `bench` subprocesses, each starting a function worker
+def test_a_stopped_compare_says_how_to_finish_its_run_and_compare_it(run_bench, project):
+    (project / "stopper.py").write_text(STOPPER, encoding="utf-8")
+    stopped = run_bench("compare", "l3", "l10", "--provider", "function:stopper:answer",
+                        "--limit", "5", "--run-id", "cmp")
+    assert stopped.returncode == 130, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    said = " ".join(stopped.stderr.split())
+    assert "of 10 rows kept in" in said
+    assert "finish with: bench run --resume cmp, then: bench compare l3 l10 --run cmp" in said
+    # what it says works: the same 10 rows, each once
+    finished = run_bench("run", "--resume", "cmp")
+    assert finished.returncode == 0, finished.stderr
+    compared = run_bench("compare", "l3", "l10", "--run", "cmp")
+    assert compared.returncode == 0, compared.stderr
+    keys = [json.loads(line)["key"] for line in
+            (project / "reports" / "runs" / "cmp" / "results.jsonl").read_text(
+                encoding="utf-8").splitlines()]
+    assert len(keys) == len(set(keys)) == 10

@@ -134,7 +134,15 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
                          f"--run {store.run_id}")
     _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
                                 f"{count(len(session.plan), 'row')} -> {store.dir}")
-    Runner.of(session).run()
+    try:
+        Runner.of(session).run()
+    except KeyboardInterrupt:  # its finished rows are kept: say how to finish and compare
+        kept = sum(1 for _ in store.load_rows())
+        _console(stderr=True).print(
+            f"{kept} of {count(len(session.plan), 'row')} kept in {store.results_path}; "
+            f"finish with: bench run --resume {store.run_id}, then: bench compare "
+            f"{variant_a} {variant_b} --run {store.run_id}", markup=False, soft_wrap=True)
+        raise
     return store.stored_rows(store.load_manifest())
 
 
