@@ -196,3 +196,28 @@ def test_a_stopped_compare_says_how_to_finish_its_run_and_compare_it(run_bench, 
             (project / "reports" / "runs" / "cmp" / "results.jsonl").read_text(
                 encoding="utf-8").splitlines()]
     assert len(keys) == len(set(keys)) == 10
+
+
+def test_a_compare_run_now_with_a_skipped_provider_is_not_a_pass(project, run_bench,
+                                                                 monkeypatch):
+    """One provider has no key: the other's rows are compared, the skip is said, and the exit
+    code is 3 (incomplete), not 0; with no provider left, one line says so."""
+    from bench.cli import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = CliRunner().invoke(app, ["compare", "l3", "l10", "--provider", "oracle",
+                                      "--provider", "openai:gpt-4o-mini", "--limit", "3",
+                                      "--run-id", "cmp"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "provider openai:gpt-4o-mini skipped: OPENAI_API_KEY is not set" in said
+    assert ("partial: openai:gpt-4o-mini not compared (skipped); fix that, then: bench run "
+            "--resume cmp, then: bench compare l3 l10 --run cmp") in said
+    rows = (project / "reports" / "runs" / "cmp" / "results.jsonl").read_text(
+        encoding="utf-8").splitlines()
+    assert {json.loads(line)["provider"] for line in rows} == {"oracle"} and len(rows) == 6
+    alone = run_bench("compare", "l3", "l10", "--provider", "openai:gpt-4o-mini", "--limit",
+                      "3", "--run-id", "cmp2")
+    assert alone.returncode == 2
+    assert "error: every provider was skipped; nothing to compare" in alone.stderr
+    assert "has no variant" not in alone.stderr
