@@ -398,7 +398,8 @@ def run(
         running = RunningSummary(runner.config.variants, unique_keys=True) \
             if len(pending) == len(runner.plan) else None
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
-            progress.set_plan(pending)  # the time left, per condition at its own pace
+            # the time left, per condition at its own pace (a skipped provider's rows are not sent)
+            progress.set_plan(pending.without(runner.skipped))
             incomplete = None
             try:
                 # Objects made so far (modules, dataset, variants, providers) live as long as

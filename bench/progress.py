@@ -4,7 +4,8 @@ time left (ETA), and the variant and provider of the latest row.
 The runner calls a :class:`RunProgress` once when it starts and once per finished row
 (:data:`bench.runner.ProgressHook`). On a terminal it draws rich's progress bar; elsewhere
 (CI logs, a pipe) it prints one plain line at each change of variant or provider, then at
-most every ``interval_s`` seconds, and when the last row is done::
+most every ``interval_s`` seconds, and when the last row is done (the last of the rows
+this session sends, when :meth:`RunProgress.set_plan` said which)::
 
     progress: 120/1116 rows (10.8%), 1.9 rows/s, ETA 8m 44s, variant l10, provider local
 
@@ -14,14 +15,19 @@ local model's prompt cache and take longest, weigh in as they should.
 
 The time left, once the plan is known (:meth:`RunProgress.set_plan`, which ``bench run``
 calls), is projected per group (condition and provider: a variant, or a variant under a
-tool count or retriever), each at its own measured pace: the median time between rows of
-that group, its first row left out (it fills the prompt cache: 190 s where later l50 rows
-took 3.6 s), plus, for a group not yet started, that first-row cost measured on the groups
-that did start. A group not yet measured takes the median pace of the measured ones,
-scaled by its requests' size (tool-definition characters) relative to theirs, since the
-embedded model's time grows with the tools block (1.4 s a row at l3, 3.6 s at l50). Until
-one group has a second row the time left is unknown (``-``), never a projection of a cold
-first row (which read ``10h 22m`` after the first row of a one-hour run).
+tool count or retriever), each at its own measured pace: the mean time between rows of that
+group, each gap counted from its provider's previous row (providers send in parallel, each
+its groups in plan order: the time left is the slowest provider's, not the sum), its first
+row left out (it fills the prompt cache: 190 s where later l50 rows took 3.6 s). A mean, not
+a median: requests in flight together finish together (at ``--concurrency 3`` two gaps in
+three are about 0 s, and a median read ``ETA 0s`` with 19 rows, about 2 s, left). A group
+not yet started adds the first-row cost measured on the groups that did start; a group not
+yet measured takes the median pace of its provider's measured ones, scaled by its requests'
+size (tool-definition characters) relative to theirs, since the embedded model's time grows
+with the tools block (1.4 s a row at l3, 3.6 s at l50). Until each provider with rows left
+has a group with a second row the time left is unknown (``-``), never a projection of a
+cold first row (which read ``10h 22m`` after the first row of a one-hour run), nor of
+another provider's pace (the oracle's read ``ETA 0s`` with 18 s of a server's rows left).
 """
 
 from __future__ import annotations
@@ -93,7 +99,8 @@ class RunProgress:
         self._size: dict[tuple[str, str], float] = {}  # mean request size per group
         self._gaps: dict[tuple[str, str], list[float]] = {}  # seconds between its rows
         self._first_gap: dict[tuple[str, str], float] = {}  # its first row's time
-        self._last_at: float | None = None
+        self._began: float | None = None  # the start event's time
+        self._last_at: dict[str, float] = {}  # provider id -> its latest row's time
 
     def set_plan(self, pending: Iterable[PlanItem]) -> None:
         """The rows this session will do, for the per-group time left (see the module
@@ -110,30 +117,35 @@ class RunProgress:
         self._size = {g: statistics.fmean(v) if v else 0.0 for g, v in size.items()}
 
     def _group_eta(self) -> float | None:
-        """Seconds left projected per group; None until some group has a measured pace."""
+        """Seconds left projected per group, the slowest provider's sum; None until every
+        provider with rows left has a group with a measured pace."""
         assert self._left is not None
-        paces = {g: statistics.median(v) for g, v in self._gaps.items() if v}
+        paces = {g: statistics.fmean(v) for g, v in self._gaps.items() if v}
         if not paces:
             return None
         warm = [max(0.0, self._first_gap[g] - pace) for g, pace in paces.items()
                 if g in self._first_gap]
         extra = statistics.median(warm) if warm else 0.0
-        measured_size = statistics.fmean(self._size.get(g, 0.0) for g in paces) or 1.0
-        typical = statistics.median(paces.values())
-        total = 0.0
+        per_provider: dict[str, float] = {}  # providers send in parallel
         for group, left in self._left.items():
             if left <= 0:
                 continue
             if group in paces:
-                total += left * paces[group]
-                continue
-            scale = self._size.get(group, measured_size) / measured_size
-            pace = typical * max(scale, 0.1)
-            started = group in self._first_gap
-            total += (left if started else left - 1) * pace
-            if not started:
-                total += pace + extra
-        return total
+                time_left = left * paces[group]
+            else:  # at the pace of its provider's measured groups
+                like = {g: p for g, p in paces.items() if g[1] == group[1]}
+                if not like:  # another provider's pace says nothing of this one's
+                    return None
+                measured_size = statistics.fmean(self._size.get(g, 0.0) for g in like) or 1.0
+                typical = statistics.median(like.values())
+                scale = self._size.get(group, measured_size) / measured_size
+                pace = typical * max(scale, 0.1)
+                started = group in self._first_gap
+                time_left = (left if started else left - 1) * pace
+                if not started:
+                    time_left += pace + extra
+            per_provider[group[1]] = per_provider.get(group[1], 0.0) + time_left
+        return max(per_provider.values(), default=0.0)
 
     def __enter__(self) -> "RunProgress":
         if self.live:
@@ -180,10 +192,13 @@ class RunProgress:
         return (self.total - self.done) / rate if rate else None
 
     def _timed(self, item: PlanItem) -> None:
-        """Note the time since the previous row against ``item``'s group."""
+        """Note the time since its provider's previous row (or the start) against ``item``'s
+        group."""
         group = (item.condition, item.provider_id)
-        gap = self._now - (self._last_at if self._last_at is not None else self._now)
-        self._last_at = self._now
+        since = self._last_at.get(item.provider_id,
+                                  self._began if self._began is not None else self._now)
+        gap = self._now - since
+        self._last_at[item.provider_id] = self._now
         if group in self._first_gap:
             self._gaps.setdefault(group, []).append(gap)
         else:
@@ -217,8 +232,8 @@ class RunProgress:
             self._first_row = (self._now, done)
         if item is not None:
             self._timed(item)
-        elif self._last_at is None:
-            self._last_at = self._now
+        elif self._began is None:
+            self._began = self._now
         changed = False
         if item is not None:
             changed = (item.condition, item.provider_id) != (self.variant, self.provider)
@@ -234,6 +249,10 @@ class RunProgress:
         if item is None:
             return
         due = self._last_line_at is None or self._now - self._last_line_at >= self.interval_s
-        if changed or due or done >= total:
+        # the session's last row: the plan's last, or the last sent (a skipped provider's
+        # rows stay planned)
+        last = done >= total or (self._left is not None and item is not None and
+                                 not any(n > 0 for n in self._left.values()))
+        if changed or due or last:
             self._last_line_at = self._now
             self.console.print(self.line(), markup=False, highlight=False, soft_wrap=True)

@@ -7,7 +7,8 @@ Where A and B come from:
 - otherwise A and B are variants, run now on ``--dataset`` with ``--provider`` (a new run).
 
 Exit codes: 0 no significant regression; 1 a significant regression beyond ``--margin``;
-2 bad input (one ``error:`` line).
+2 bad input (one ``error:`` line); 3 (running now) no regression among the rows compared,
+but a provider was skipped (no key, SDK missing): its rows are left for ``bench run --resume``.
 """
 
 from __future__ import annotations
@@ -121,7 +122,14 @@ def print_flips(console: Console, comparison: Comparison, metrics: list[str],
 
 def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
              limit: int | None, cases: list[str] | None, model_path: str | None, seed: int,
-             run_id: str | None, project: Project) -> StoredRows:
+             run_id: str | None, project: Project) -> tuple[StoredRows, dict[str, str]]:
+    """Run the two variants now; their rows, and the providers skipped (id -> why: no key,
+    SDK missing), whose rows are left for ``bench run --resume``.
+
+    Raises:
+        BenchError: every provider was skipped, or as :class:`bench.runner.Runner`.
+        KeyboardInterrupt: a stop signal ended the run (its finished rows are kept).
+    """
     from bench.runner import RunConfig, Runner, RunSession
 
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
@@ -132,10 +140,25 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     if store.exists():
         raise BenchError(f"run '{store.run_id}' already exists; compare it with "
                          f"--run {store.run_id}")
+    runner = Runner.of(session)
+    runner.open_providers()  # as bench run: a skipped provider is said before any row
+    for skipped, reason in runner.skipped.items():
+        _console(stderr=True).print(f"provider {skipped} skipped: {reason}", markup=False,
+                                    soft_wrap=True)
+    if not runner.providers:
+        raise BenchError("every provider was skipped; nothing to compare")
     _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
                                 f"{count(len(session.plan), 'row')} -> {store.dir}")
-    Runner.of(session).run()
-    return store.stored_rows(store.load_manifest())
+    try:
+        runner.run()
+    except KeyboardInterrupt:  # its finished rows are kept: say how to finish and compare
+        kept = sum(1 for _ in store.load_rows())
+        _console(stderr=True).print(
+            f"{kept} of {count(len(session.plan), 'row')} kept in {store.results_path}; "
+            f"finish with: bench run --resume {store.run_id}, then: bench compare "
+            f"{variant_a} {variant_b} --run {store.run_id}", markup=False, soft_wrap=True)
+        raise
+    return store.stored_rows(store.load_manifest()), dict(runner.skipped)
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -186,12 +209,13 @@ def compare(
     intervals, Holm correction, minimum detectable difference, and the flipped cases.
 
     Exit code 0: no significant regression; 1: a significant regression beyond --margin;
-    2: bad input."""
+    2: bad input; 3: running now, a provider was skipped (one line says which)."""
     from bench.compare.core import RowSelection, compare_rows
     from bench.scoring.registry import primary_metrics
 
     project = Project.from_env()  # the command line's edge
     group_by: tuple[str, ...] = ("provider",)
+    partial: str | None = None  # running now: which providers did not start, what next
     if a == b:  # every pair would agree: a comparison that cannot find anything
         raise BenchError(f"A and B are both '{a}': name two different variants or runs")
     if run:
@@ -231,8 +255,13 @@ def compare(
                          f"{project.runs_dir}); give two run ids, two variants, or --run "
                          f"{run_id} with two of its variants")
     else:
-        rows = _run_now(a, b, dataset, _split(provider), trials, limit, _split(cases),
-                        model_path, seed, run_id, project)
+        rows, skipped = _run_now(a, b, dataset, _split(provider), trials, limit,
+                                 _split(cases), model_path, seed, run_id, project)
+        if skipped:
+            new_run = rows.store.run_id
+            partial = (f"partial: {', '.join(skipped)} not compared (skipped); fix that, "
+                       f"then: bench run --resume {new_run}, then: bench compare {a} {b} "
+                       f"--run {new_run}")
         rows_a = _split_variant(rows, a, "the new run")
         rows_b = _split_variant(rows, b, "the new run")
         label_a, label_b = a, b
@@ -263,4 +292,7 @@ def compare(
         out.print("\n" + (f"[bold red]significant regression[/] in "
                           f"{', '.join(f'{t.metric} ({t.group})' for t in regressions)}"
                           if regressions else "no significant regression"))
+    if partial is not None and comparison.exit_code == 0:  # not a pass: a provider is missing
+        _console(stderr=True).print(partial, markup=False, soft_wrap=True)
+        raise typer.Exit(3)  # bench run's exit code of an incomplete run
     raise typer.Exit(comparison.exit_code)

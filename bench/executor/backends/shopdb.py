@@ -380,8 +380,31 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
         os.fsync(written.fileno())
 
 
+def _looks_whole(path: Path) -> bool:
+    """Whether ``path`` starts with an SQLite header whose page size times page count is the
+    file's size (the header layout: https://www.sqlite.org/fileformat.html#the_database_header,
+    offsets 0, 16, 24, 28 and 92). A cached file left empty, cut short or overwritten (a full
+    disk, a copy stopped half way) fails this, and is built again rather than read as a shop
+    without tables."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(100)
+            size = os.fstat(file.fileno()).st_size
+    except OSError:
+        return False
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return False
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # the page count is valid when the change counter matches "version-valid-for" (SQLite
+    # 3.7.0 on always writes both)
+    return header[24:28] == header[92:96] and pages > 0 and pages * page_size == size
+
+
 def shop_db_path(seed: int = DEFAULT_SEED, folder: Path | None = None) -> Path:
-    """The cached database for ``seed``, generated on first use (atomic rename).
+    """The cached database for ``seed``, generated on first use (atomic rename), and again
+    when the cached file is not a whole SQLite file (empty, cut short or overwritten).
 
     Returns:
         Path of ``shop-g<GENERATOR_VERSION>-s<seed>.sqlite`` in ``folder`` (default
@@ -389,7 +412,7 @@ def shop_db_path(seed: int = DEFAULT_SEED, folder: Path | None = None) -> Path:
     """
     folder = folder or cache_dir() / "executor"
     path = folder / f"shop-g{GENERATOR_VERSION}-s{seed}.sqlite"
-    if path.is_file():
+    if path.is_file() and _looks_whole(path):
         return path
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".shop-", suffix=".tmp")
