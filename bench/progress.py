@@ -97,7 +97,8 @@ class RunProgress:
         self._task: Any = None
         self._left: dict[tuple[str, str], int] | None = None  # rows left per group
         self._size: dict[tuple[str, str], float] = {}  # mean request size per group
-        self._gaps: dict[tuple[str, str], list[float]] = {}  # seconds between its rows
+        # seconds between its rows: [sum, count] (a mean needs no list of every gap)
+        self._gaps: dict[tuple[str, str], list[float]] = {}
         self._first_gap: dict[tuple[str, str], float] = {}  # its first row's time
         self._began: float | None = None  # the start event's time
         self._last_at: dict[str, float] = {}  # provider id -> its latest row's time
@@ -120,7 +121,7 @@ class RunProgress:
         """Seconds left projected per group, the slowest provider's sum; None until every
         provider with rows left has a group with a measured pace."""
         assert self._left is not None
-        paces = {g: statistics.fmean(v) for g, v in self._gaps.items() if v}
+        paces = {g: total / n for g, (total, n) in self._gaps.items() if n}
         if not paces:
             return None
         warm = [max(0.0, self._first_gap[g] - pace) for g, pace in paces.items()
@@ -200,7 +201,9 @@ class RunProgress:
         gap = self._now - since
         self._last_at[item.provider_id] = self._now
         if group in self._first_gap:
-            self._gaps.setdefault(group, []).append(gap)
+            sums = self._gaps.setdefault(group, [0.0, 0])
+            sums[0] += gap
+            sums[1] += 1
         else:
             self._first_gap[group] = gap
         if self._left is not None and group in self._left:

@@ -97,3 +97,24 @@ def test_an_item_queue_reads_one_ahead_and_can_be_cleared():
     assert queue and queue.popleft() == plan[0]
     queue.clear()
     assert not queue
+
+
+def test_a_run_holds_few_items_while_a_fast_provider_answers(project):
+    """The oracle answers at once, so the loop never idles: items dispatched ahead of their
+    rows must not pile up (they did, 48,000 in a 50,000-row run, until the warm-up queue was
+    bounded)."""
+    from bench.runner import RunConfig, Runner
+    from bench.runner.scheduler import WARM_UP_AHEAD
+
+    live: list[int] = []
+
+    def on_row(row):
+        if len(live) == 0 and row.trial == 6:  # well into the run
+            live.append(sum(isinstance(o, PlanItem) for o in gc.get_objects()))
+
+    runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"],
+                              trials=8, limit=250, split="all", execute=False),
+                    run_id="fast", command=[])
+    runner.run(on_row=on_row)
+    assert len(runner.plan) == 2000 and live
+    assert live[0] <= WARM_UP_AHEAD + 200, live  # + the finisher's backlog and tasks
