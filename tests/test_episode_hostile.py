@@ -249,34 +249,25 @@ def test_a_label_checked_at_load_time_leaves_no_trace_for_the_next_label():
 
 
 @pytest.mark.slow
-def test_copies_left_by_a_killed_run_are_removed_by_the_next_one(tmp_path):
-    # kill -9 skips the folder's cleanup: 3.6 MB per episode in flight stayed in /tmp
+def test_a_killed_episode_leaves_nothing_on_disk(tmp_path):
+    # kill -9 skips every cleanup: an episode's database must not be a file (3.6 MB per
+    # episode in flight once stayed in /tmp)
     import os
     import signal
     import subprocess
     import sys
 
+    from bench.executor.backends.shopdb import shop_db_path
+    shop_db_path()  # the seeded file, cached outside tmp_path
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    make = ("from bench.episodes.state import EpisodeDatabase, _scratch\n"
-            "import os, signal, sys\n"
-            "db = EpisodeDatabase().__enter__()\n"
-            "print(_scratch(), flush=True)\n"
-            "{end}\n")
-    killed = subprocess.run([sys.executable, "-c", make.format(
-        end="os.kill(os.getpid(), signal.SIGKILL)")], env=env, capture_output=True, text=True)
-    assert killed.returncode == -signal.SIGKILL
-    left = killed.stdout.strip()
-    assert os.listdir(left)  # the killed run's copy is still there
-    alive = subprocess.Popen([sys.executable, "-c", make.format(end="sys.stdin.read()")],
-                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        running = alive.stdout.readline().strip()
-        assert running != left and not os.path.exists(left)
-        # a live run's folder is kept by the next run
-        nxt = subprocess.run([sys.executable, "-c", make.format(end="")], env=env,
-                             capture_output=True, text=True)
-        assert nxt.returncode == 0, nxt.stderr
-        assert os.listdir(running)
-    finally:
-        alive.communicate("")
-    assert not os.path.exists(running)
+    make = ("from bench.episodes.state import EpisodeDatabase\n"
+            "import os, signal\n"
+            "db = EpisodeDatabase([\"UPDATE orders SET status='x'\"]).__enter__()\n"
+            "assert db.check([])== []\n"
+            "print('entered', flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", make], env=env, capture_output=True,
+                            text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert killed.stdout.strip() == "entered"
+    assert os.listdir(tmp_path) == []

@@ -1,33 +1,29 @@
 """An episode's private copy of the shop database: starting state, writes, success checks.
 
-Every episode gets a byte copy of the seeded database (the cached file is never written, so a
-plain file copy is consistent and about 20x cheaper than SQLite's backup API on this 3.6 MB
-file), runs its label's ``state.overrides`` on it, and its write tools commit there
-(:class:`bench.executor.backends.base.ShopDB` ``persist_writes``): a write is seen by the
-episode's later calls and never by another episode.
+Every episode gets its own in-memory database loaded from an image of the seeded file
+(:class:`bench.executor.backends.base.MemoryShopDB`; the image is read once per process and
+the cached file is never written), runs its label's ``state.overrides`` on it, and its write
+tools commit there: a write is seen by the episode's later calls and never by another episode.
+Nothing is written to disk, so a killed run leaves no copy behind.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from bench.episodes.stored import CappedText, stored, stored_json
-from bench.executor.backends import ReferenceBackends, ShopDB
-from bench.executor.backends.base import _read_only_authorizer
+from bench.executor.backends import ReferenceBackends
+from bench.executor.backends.base import MemoryShopDB, _read_only_authorizer
 from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
 from bench.jsonl import dumps
 from bench.models import StateCheck
-from bench.owner import claim, sweep_abandoned
 
 
 class StateError(Exception):
@@ -49,7 +45,7 @@ def _canonical(value: Any) -> Any:
 
 
 class EpisodeDatabase:
-    """One episode's database copy; use as a context manager (the copy is deleted on exit).
+    """One episode's database; use as a context manager (the database is freed on exit).
 
     Args:
         overrides: SQL statements run on the copy before the episode (the label's
@@ -63,30 +59,24 @@ class EpisodeDatabase:
     def __init__(self, overrides: Sequence[str] = (), seed: int = DEFAULT_SEED) -> None:
         self.overrides = list(overrides)
         self.seed = seed
-        self._path: Path | None = None
-        self.db: ShopDB | None = None
+        self.db: MemoryShopDB | None = None
 
     def __enter__(self) -> "EpisodeDatabase":
-        fd, name = tempfile.mkstemp(dir=_scratch(), prefix="episode-", suffix=".sqlite")
-        os.close(fd)
-        self._path = Path(name)
-        shutil.copyfile(shop_db_path(self.seed), self._path)
+        path, image = seeded_image(self.seed)
+        self.db = MemoryShopDB(image, path)
         try:
-            apply_overrides(self._path, self.overrides)
+            if self.overrides:
+                with self.db.lock:
+                    _run_overrides(self.db.connection, self.overrides)
         except BaseException:
             self.__exit__(None, None, None)
             raise
-        self.db = ShopDB(self._path, persist_writes=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.db is not None:
             self.db.close()
             self.db = None
-        if self._path is not None:
-            for leftover in (self._path, Path(f"{self._path}-journal")):
-                leftover.unlink(missing_ok=True)
-            self._path = None
 
     def backends(self) -> ReferenceBackends:
         """Reference backends serving this copy."""
@@ -94,36 +84,29 @@ class EpisodeDatabase:
         return ReferenceBackends(seed=self.seed, database=self.db)
 
     def check(self, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
-        """Run the state checks on the copy as it is now.
+        """Run the state checks on the copy as it is now (:func:`run_checks`' rules).
 
         Returns:
             One ``{"sql", "expect", "got", "ok"}`` per check, in order (``got`` is the rows as
             JSON values, or ``{"error": message}`` when the query fails).
         """
         assert self.db is not None, "use EpisodeDatabase as a context manager"
-        return run_checks(self.db.path, checks)
+        with self.db.lock:
+            return _checks_on(self.db.connection, checks)
 
 
-_SCRATCH: tempfile.TemporaryDirectory[str] | None = None
-_SCRATCH_LOCK = threading.Lock()
-_SCRATCH_PREFIX = "bench-episodes-"
-_OWNER_HOLD: IO[str] | None = None  # the scratch folder's locked .owner (bench.owner)
+_IMAGES: dict[int, tuple[Path, bytes]] = {}
+_IMAGES_LOCK = threading.Lock()
 
 
-def _scratch() -> str:
-    """This process's folder for episode copies (one per process, removed at exit: a folder
-    per episode cost more to remove than the copy itself). Created under a lock: a second
-    TemporaryDirectory, once dropped, would delete the folder under the first one's copies.
-    Its ``.owner`` file stays locked while the process lives (:func:`bench.owner.claim`); a
-    process killed (kill -9, no cleanup) leaves an unlocked one, and the next process's first
-    episode removes that folder (:func:`bench.owner.sweep_abandoned`)."""
-    global _SCRATCH, _OWNER_HOLD
-    with _SCRATCH_LOCK:
-        if _SCRATCH is None:
-            sweep_abandoned(Path(tempfile.gettempdir()), f"{_SCRATCH_PREFIX}*")
-            _SCRATCH = tempfile.TemporaryDirectory(prefix=_SCRATCH_PREFIX)
-            _OWNER_HOLD = claim(Path(_SCRATCH.name))
-        return _SCRATCH.name
+def seeded_image(seed: int = DEFAULT_SEED) -> tuple[Path, bytes]:
+    """The seeded shop database's file and its bytes, read once per process and seed (about
+    3.6 MB held; the file is generated on first use, :func:`shop_db_path`)."""
+    with _IMAGES_LOCK:
+        if seed not in _IMAGES:
+            path = shop_db_path(seed)
+            _IMAGES[seed] = (path, path.read_bytes())
+        return _IMAGES[seed]
 
 
 LABEL_SQL_BUDGET_S = 10.0
@@ -286,20 +269,25 @@ def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]
     ``expect`` are capped the same way (:func:`bench.episodes.stored.stored_json`).
     """
     conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
-    out = []
     try:
-        with _label_sql(conn, _read_only_authorizer) as deadline:
-            for check in checks:
-                expect = [[_canonical(v) for v in row]
-                          for row in json.loads(json.dumps(check.expect))]
-                try:
-                    got, ok = _checked_rows(_run_label_sql(conn, check.sql, deadline), expect)
-                except (sqlite3.Error, sqlite3.Warning) as exc:
-                    got, ok = {"got": {"error": str(exc)}}, False
-                out.append({**stored(check.sql, "sql"), **stored_json(check.expect, "expect"),
-                            **got, "ok": ok})
+        return _checks_on(conn, checks)
     finally:
         conn.close()
+
+
+def _checks_on(conn: sqlite3.Connection, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
+    """Each check's query on ``conn`` under the read-only label rules (:func:`run_checks`)."""
+    out = []
+    with _label_sql(conn, _read_only_authorizer) as deadline:
+        for check in checks:
+            expect = [[_canonical(v) for v in row]
+                      for row in json.loads(json.dumps(check.expect))]
+            try:
+                got, ok = _checked_rows(_run_label_sql(conn, check.sql, deadline), expect)
+            except (sqlite3.Error, sqlite3.Warning) as exc:
+                got, ok = {"got": {"error": str(exc)}}, False
+            out.append({**stored(check.sql, "sql"), **stored_json(check.expect, "expect"),
+                        **got, "ok": ok})
     return out
 
 
@@ -351,13 +339,8 @@ def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
     with _PRISTINE_LOCK:
         conn = _PRISTINE.get(seed)
         if conn is None:
-            source = sqlite3.connect(f"{shop_db_path(seed).resolve().as_uri()}?mode=ro",
-                                     uri=True)
             conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            try:
-                source.backup(conn)
-            finally:
-                source.close()
+            conn.deserialize(seeded_image(seed)[1])
             _PRISTINE[seed] = conn
         conn.execute("BEGIN")
         try:

@@ -224,6 +224,75 @@ class ShopDB:
         return result
 
 
+class MemoryShopDB(ShopDB):
+    """A private, writable in-memory database made from an image of a seeded file: one
+    connection (``sqlite3.Connection.deserialize``) serves every read, write and label query,
+    one thread at a time, and writes commit (an episode's database, :mod:`bench.episodes.state`).
+
+    Nothing is written to disk, so a killed run leaves nothing behind; a byte copy of the
+    3.6 MB file plus its deletion cost about twice the CPU of loading the image
+    (``benchmarks/RESULTS.md``, episodes). Reads and writes of one episode are serialized (a
+    lock): a read never waits on a second connection's write lock, and a step's calls run in
+    the order they take the lock.
+
+    Args:
+        image: the database file's bytes.
+        path: the file the image was read from (named in messages; never opened).
+    """
+
+    def __init__(self, image: bytes, path: Path) -> None:
+        super().__init__(path, persist_writes=True)
+        self.connection = sqlite3.connect(":memory:", isolation_level=None,
+                                          check_same_thread=False)
+        self.connection.deserialize(image)
+        self.lock = threading.RLock()  # held by whoever uses the connection
+
+    def reader(self, guarded: bool = False) -> sqlite3.Connection:
+        """The one connection (take :attr:`lock` around its use; :meth:`reading` does)."""
+        return self.connection
+
+    def close(self) -> None:
+        """Close the connection, which frees the database."""
+        self.connection.close()
+
+    @contextmanager
+    def reading(self, ctx: CallContext | None, guarded: bool = False,
+                budget_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        """The connection, locked, with rows as ``sqlite3.Row``; ``guarded`` adds the
+        read-only authorizer and the value-size limit (as :meth:`ShopDB.reading`)."""
+        with self.lock:
+            conn = self.connection
+            conn.row_factory = sqlite3.Row
+            length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_SQL_VALUE_BYTES) \
+                if guarded else None
+            if guarded:
+                conn.set_authorizer(_read_only_authorizer)
+            try:
+                with super().reading(ctx, guarded, budget_s) as same:
+                    yield same
+            finally:
+                if guarded:
+                    conn.set_authorizer(None)
+                    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length or 0)
+                conn.row_factory = None
+
+    @contextmanager
+    def sandbox(self) -> Iterator[sqlite3.Connection]:
+        """The connection, locked, inside a transaction committed when the block raised
+        nothing (else rolled back)."""
+        with self.lock:
+            conn = self.connection
+            conn.row_factory = sqlite3.Row
+            conn.execute("BEGIN")
+            commit = False
+            try:
+                yield conn
+                commit = True
+            finally:
+                conn.execute("COMMIT" if commit else "ROLLBACK")
+                conn.row_factory = None
+
+
 def not_found(what: str, value: Any, hint: str) -> ToolError:
     """A ``not_found`` permanent error naming what was looked up."""
     return permanent_error("not_found", f"no {what} {value!s}; {hint}")
