@@ -102,6 +102,40 @@ def test_writes_persist_within_an_episode_and_never_leak_into_another():
         assert e.check(check)[0]["got"] == [["shipped"]]
 
 
+def test_only_an_unchanged_finished_episodes_database_is_kept_for_the_next():
+    from bench.descriptions import load_variant
+    from bench.executor.outcome import RunContext
+    from bench.executor.pipeline import Executor
+    from bench.models import ToolCall
+
+    tools = load_variant("ecommerce", "l3").tools
+    check = [StateCheck(sql=STATUS, expect=[["paid"]])]
+    cancel = ToolCall(id="c1", name="cancel_order",
+                      arguments={"order_id": PAID, "reason": "changed_mind"})
+    with EpisodeDatabase() as reader:  # only reads
+        assert reader.check(check)[0]["ok"]
+        reader.finished = True
+        kept = reader.db
+    with EpisodeDatabase() as again:
+        assert again.db is kept  # the unchanged database is used again
+        executor = Executor(again.backends())
+        assert executor.execute(cancel, tools, "ecommerce", RunContext(allow_writes=True)).success
+        executor.close()
+        again.finished = True
+    with EpisodeDatabase() as after_write:  # the written one was not kept
+        assert after_write.db is not kept
+        assert after_write.check(check)[0]["got"] == [["paid"]]
+    with EpisodeDatabase([f"UPDATE orders SET status='shipped' WHERE order_id='{PAID}'"]) as o:
+        o.finished = True
+        overridden = o.db
+    with EpisodeDatabase() as unfinished:  # overrides are never kept
+        assert unfinished.db is not overridden
+        assert unfinished.check(check)[0]["got"] == [["paid"]]
+        stopped = unfinished.db  # not finished: a stopped episode's calls may still run
+    with EpisodeDatabase() as last:
+        assert last.db is not stopped
+
+
 def test_label_state_checks_name_the_failing_field():
     with pytest.raises(StateError) as bad_query:
         check_label_state([], [StateCheck(sql="SELECT nope FROM orders", expect=[])])

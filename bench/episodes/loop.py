@@ -222,6 +222,7 @@ async def run_episode(episode: EpisodeRun, answer: StepAnswerer,
             executor.close()
         checks = case.success.state_checks if case.success else []
         checked = None if mcp is not None else (database.check(checks) if checks else [])
+        database.finished = True
     finally:
         await asyncio.to_thread(database.__exit__, None, None, None)
     return state.outcome(checked, time.perf_counter() - started)

@@ -45,7 +45,9 @@ def _canonical(value: Any) -> Any:
 
 
 class EpisodeDatabase:
-    """One episode's database; use as a context manager (the database is freed on exit).
+    """One episode's database; use as a context manager. On exit the database is freed, or
+    kept for a later episode when :attr:`finished` was set and nothing changed it
+    (:data:`UNCHANGED_KEPT`).
 
     Args:
         overrides: SQL statements run on the copy before the episode (the label's
@@ -60,10 +62,13 @@ class EpisodeDatabase:
         self.overrides = list(overrides)
         self.seed = seed
         self.db: MemoryShopDB | None = None
+        self.finished = False  # set when every call has returned: only then may it be kept
 
     def __enter__(self) -> "EpisodeDatabase":
-        path, image = seeded_image(self.seed)
-        self.db = MemoryShopDB(image, path)
+        self.db = _unchanged_database(self.seed) if not self.overrides else None
+        if self.db is None:
+            path, image = seeded_image(self.seed)
+            self.db = MemoryShopDB(image, path)
         try:
             if self.overrides:
                 with self.db.lock:
@@ -75,7 +80,7 @@ class EpisodeDatabase:
 
     def __exit__(self, *exc: object) -> None:
         if self.db is not None:
-            self.db.close()
+            _release(self.db, self.seed, clean=self.finished and not self.overrides)
             self.db = None
 
     def backends(self) -> ReferenceBackends:
@@ -93,6 +98,40 @@ class EpisodeDatabase:
         assert self.db is not None, "use EpisodeDatabase as a context manager"
         with self.db.lock:
             return _checks_on(self.db.connection, checks)
+
+
+UNCHANGED_KEPT = 32
+"""Databases no episode changed, kept per seed for the next episodes (about 3.6 MB each;
+bench's default concurrency is 32). Loading a fresh image and parsing its schema cost about
+3 ms of CPU per episode (``benchmarks/RESULTS.md``, episodes), and most episodes only read."""
+
+_UNCHANGED: dict[int, list[MemoryShopDB]] = {}
+_UNCHANGED_LOCK = threading.Lock()
+
+
+def _unchanged_database(seed: int) -> MemoryShopDB | None:
+    """A kept database still equal to the seeded one, or None."""
+    with _UNCHANGED_LOCK:
+        kept = _UNCHANGED.get(seed)
+        return kept.pop() if kept else None
+
+
+def _release(db: MemoryShopDB, seed: int, clean: bool) -> None:
+    """Keep ``db`` for the next episode when it still equals the seeded database, else close
+    it. Equal means: the episode finished and no override ran (``clean``: a stopped
+    episode's calls may still be running on worker threads), no transaction is open and SQLite counts no
+    row inserted, updated or deleted on it (``total_changes``; a statement or transaction
+    rolled back still counts, so this errs towards closing). Nothing else can change it:
+    model SQL runs under the read-only authorizer and the tools' writes are INSERT, UPDATE
+    and DELETE."""
+    conn = db.connection
+    if clean and not conn.in_transaction and conn.total_changes == 0:
+        with _UNCHANGED_LOCK:
+            kept = _UNCHANGED.setdefault(seed, [])
+            if len(kept) < UNCHANGED_KEPT:
+                kept.append(db)
+                return
+    db.close()
 
 
 _IMAGES: dict[int, tuple[Path, bytes]] = {}
