@@ -148,6 +148,35 @@ def test_label_state_checks_name_the_failing_field():
 # -- metrics -----------------------------------------------------------------------------
 
 
+def test_one_required_call_is_matched_as_scipys_optimal_assignment_matches_it():
+    # the one-row shortcut must pick what linear_sum_assignment picks
+    import random
+
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    from bench.models import RequiredCall
+
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(300):
+        label = RequiredCall(name="get_order_status", arguments={"order_id": [PAID]},
+                             after=[1] if rng.random() < 0.5 else [])
+        made = [MadeCall(j, rng.choice(["get_order_status", "cancel_order"]),
+                         {"order_id": rng.choice([PAID, "ORD20250001"])},
+                         success=rng.random() < 0.7) for j in range(rng.randint(1, 6))]
+        got = trajectory_match([label], made)
+        cost = np.ones((1, len(made)))
+        late = bool(label.after)
+        for j, call in enumerate(made):
+            if call.success and call.name == label.name and call.arguments["order_id"] == PAID:
+                cost[0, j] = ((len(made) - 1 - j) if late else j) / (len(made) + 1)
+        rows, cols = linear_sum_assignment(cost)
+        assert got == [(int(r), int(c)) for r, c in zip(rows, cols) if cost[r, c] < 1]
+        checked += bool(got)
+    assert checked > 50  # most draws have a match to pick among
+
+
 def test_trajectory_matching_is_optimal_and_counts_order_repeats_recovery_forbidden():
     case = Case.model_validate(episode())
     made = [MadeCall(0, "cancel_order", {"order_id": PAID}, success=False,

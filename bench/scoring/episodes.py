@@ -91,6 +91,9 @@ def trajectory_match(required: Sequence[ExpectedCall], made: Sequence[MadeCall]
             if call.success and label_matches(call, label):
                 rank = (len(made) - 1 - j) if late else j
                 cost[i, j] = rank / (len(made) * len(required) + 1)
+    if len(required) == 1:  # one row: the optimum is its cheapest column (costs < 1 differ)
+        best = int(np.argmin(cost[0]))
+        return [(0, best)] if cost[0, best] < 1 else []
     from scipy.optimize import linear_sum_assignment  # ~0.3 s to import: when needed
 
     rows, cols = linear_sum_assignment(cost)
