@@ -51,9 +51,10 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
     Raises:
         BenchError: the dataset or descriptions cannot be loaded, or they are not those
             the run ran with ("dataset 'NAME' is not the one RAN_WITH ran with (its SHA-256
-            differs); HINT").
+            differs); HINT"), a grown catalog (``--tools``) included.
     """
     from bench.runner.session import RunSession
+    from bench.toolspace.setup import catalog_digests, changed_catalog
     data: Mapping[str, Any] = (manifest.to_json_dict() if isinstance(manifest, Manifest)
                                else manifest)
     config = config.model_copy(update={"pricing": None, "cache_path": None})
@@ -68,6 +69,12 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
         if ran != variant.sha256:
             raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
                              f"{ran_with} ran with (its SHA-256 differs); {hint}")
+    changed = changed_catalog(catalog_digests(data.get("toolspace")),
+                              catalog_digests({"catalogs": session.spaces.describe()}))
+    if changed is not None:  # the distractor toolsets under descriptions/ differ
+        raise BenchError(f"the catalog {changed} is not the one {ran_with} ran with (its "
+                         f"SHA-256 differs: the toolsets its distractors come from under "
+                         f"descriptions/ changed); {hint}")
     return session.plan
 
 

@@ -141,8 +141,8 @@ def expand_variant(variant: Variant, total: int, *, seed: int,
     """
     own = tuple(t.name for t in variant.tools)
     if total < len(own):
-        raise BenchError(f"--tools {total} is below toolset '{variant.toolset}''s "
-                         f"{len(own)} tools (its own tools are always offered)")
+        raise BenchError(f"--tools {total} is below the {len(own)} tools of toolset "
+                         f"'{variant.toolset}' (its own tools are always offered)")
     chosen = list(dict.fromkeys(sources)) if sources is not None else \
         source_toolsets(variant.toolset, root)
     chosen = [s for s in chosen if s != variant.toolset]
