@@ -91,6 +91,26 @@ def toolspace_notes(runner: Any) -> list[str]:
         for hit in catalog["collisions"]:
             lines.append(f"  name collision: {hit['source']}'s {hit['name']} renamed "
                          f"{hit['renamed']}")
+    return lines + whole_catalog_notes(runner)
+
+
+def whole_catalog_notes(runner: Any) -> list[str]:
+    """One note per ``--top-k`` that is at least a catalog's size (``runner``: a
+    :class:`bench.runner.Runner`): that retriever sends every tool (in its ranked order), so
+    the condition measures the order, not retrieval; said so that a top-k meant to cut the
+    list does not silently cut nothing."""
+    setup = runner.session.spaces
+    lines = []
+    for space in setup.spaces:
+        if space.top_k is None:
+            continue
+        for variant in runner.variants:
+            size = len(setup.catalog(variant, space).tools)
+            if space.top_k >= size:
+                lines.append(f"note: --top-k {space.top_k} is at least the {size} tools of "
+                             f"catalog {variant.toolset}/{variant.name}"
+                             f"{'' if space.tools is None else f' at --tools {space.tools}'}: "
+                             f"{space.retriever} sends every tool (ranked), nothing is left out")
     return lines
 
 

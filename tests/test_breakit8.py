@@ -1,0 +1,213 @@
+"""Defects found by feeding the many-tools options (``--tools``, ``--retriever``, ``--top-k``,
+``--distractors``), their BM25 tokenizer, and the resume and merge of their runs, bad, odd
+and hostile input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.cli_toolspace import option_value
+from bench.errors import BenchError
+from bench.models import Tool
+from bench.runner import RunConfig
+from bench.toolspace.retrieval import Bm25Retriever, tokenize
+from bench.toolspace.space import MAX_TOOLS, ToolSpace
+
+
+def one_line_error(result, *fragments: str) -> str:
+    """The one ``error:`` line of a refused command (exit 2, no traceback)."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def rows(project: Path, run_id: str) -> list[dict]:
+    path = project / "reports" / "runs" / run_id / "results.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def add_toolset(project: Path, name: str, tool: str = "zz_extra_tool") -> None:
+    """A hand-written toolset under descriptions/ (a distractor source of every run)."""
+    folder = project / "descriptions" / name / "variants"
+    folder.mkdir(parents=True)
+    (folder / "current.yaml").write_text(
+        f"tools:\n- name: {tool}\n  description: Search orders and refunds.\n"
+        "  input_schema: {type: object, properties: {q: {type: string}}}\n", encoding="utf-8")
+
+
+# -- counts: str.isdigit() takes digits int() refuses; int() refuses 4,300+ digits ---------
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("tools", "²", "'²' is not a whole number"),            # isdigit() True, int() raises
+    ("top_k", "13²", "'13²' is not a whole number"),
+    ("tools", "１３", "is not a whole number"),               # full-width: not taken as 13
+    ("tools", "9" * 5000, "(5000 characters)' is more than 5000"),  # int(): 4,300-digit cap
+    ("tools", "5001", "'5001' is more than 5000"),
+    ("top_k", "5001", "'5001' is more than 5000"),
+    ("tools", "0000", "'0000' is not a whole number of at least 1"),
+])
+def test_counts_int_cannot_read_are_refused_in_one_line(option, value, fragment):
+    with pytest.raises(BenchError, match="^--") as caught:
+        option_value(option, [value])
+    assert fragment in str(caught.value) and len(str(caught.value)) < 200
+
+
+def test_counts_with_leading_zeros_are_the_number():
+    assert option_value("tools", ["0040", "13"]) == [40, 13]
+    assert option_value("top_k", ["0" * 5000 + "7"]) == [7]  # int() of 5,001 digits raised
+    assert option_value("top_k", [f"{MAX_TOOLS}"]) == [MAX_TOOLS]
+
+
+def test_a_top_k_past_the_largest_catalog_is_refused_by_the_config_too():
+    """``--top-k 99999999999999999999999`` used to run, naming a condition ``top_k=9999...``."""
+    with pytest.raises(ValueError, match=f"top_k must be between 1 and {MAX_TOOLS}"):
+        ToolSpace(None, "bm25", MAX_TOOLS + 1)
+    with pytest.raises(ValueError, match="top_k must be between"):
+        RunConfig(retrievers=["bm25"], top_k=[10 ** 30])
+
+
+@pytest.mark.slow  # subprocesses
+def test_bad_counts_on_the_command_line_are_one_line_not_a_traceback(run_bench):
+    one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                             "--no-execute", "--tools", "²"),
+                   "--tools: '²' is not a whole number")
+    one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                             "--no-execute", "--retriever", "bm25", "--top-k", "9" * 5000),
+                   "--top-k: ", "is more than 5000")
+
+
+@pytest.mark.slow
+def test_config_refusals_carry_no_pydantic_prefix(run_bench):
+    """``error: Value error, retriever must be one of ...`` (pydantic's prefix leaked)."""
+    line = one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3",
+                                    "--no-execute", "--retriever", "BM25"),
+                          "retriever must be one of none, bm25", "got 'BM25'")
+    assert "Value error" not in line
+    line = one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3",
+                                    "--no-execute", "--top-k", "3"), "--top-k needs a retriever")
+    assert "Value error" not in line
+
+
+# -- --distractors without --tools was ignored ---------------------------------------------
+
+
+def test_distractors_without_a_tool_count_are_refused():
+    with pytest.raises(ValueError, match="--distractors goes with --tools"):
+        RunConfig(distractors=["analytics"])
+    assert RunConfig(distractors=["analytics"], tools=[20]).distractors == ["analytics"]
+
+
+@pytest.mark.slow
+def test_distractors_without_a_tool_count_are_one_line(run_bench):
+    one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                             "--no-execute", "--distractors", "analytics"),
+                   "--distractors goes with --tools")
+
+
+# -- BM25 tokens: a Latin word, a number or a plane-2 ideograph glued the Chinese after it ---
+
+
+def test_latin_words_and_numbers_written_against_chinese_are_tokens_of_their_own():
+    assert tokenize("查询SKU订单状态") == ["查询", "sku", "订单", "单状", "状态"]
+    assert tokenize("2026年的订单") == ["2026", "年的", "的订", "订单"]  # was '2026年的订单'
+    assert tokenize("帮我查iPhone15的订单") == ["帮我", "我查", "i", "phone15", "的订", "订单"]
+
+
+def test_a_cjk_extension_b_ideograph_is_bigrammed_like_the_others():
+    # U+20BB7 (CJK Extension B): it used to make '𠮷野家的订单' one token, losing '订单'
+    assert tokenize("帮我查𠮷野家的订单") == ["帮我", "我查", "查𠮷", "𠮷野", "野家", "家的",
+                                          "的订", "订单"]
+    assert tokenize("𠀀") == ["𠀀"]
+
+
+def test_bm25_finds_the_order_tool_for_a_query_with_a_number_against_chinese():
+    tools = [Tool(name="get_weather", description="查询天气", input_schema={}),
+             Tool(name="search_orders", description="查询订单", input_schema={})]
+    ranking = Bm25Retriever().rank(tools, ["查2026年的订单"])[0]
+    assert tools[ranking[0]].name == "search_orders"
+
+
+# -- a top-k that cuts nothing is said ------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_top_k_at_least_the_catalog_is_noted(run_bench):
+    done = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                     "--no-execute", "--retriever", "bm25", "--top-k", "5,13", "--run-id", "k")
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: --top-k")]
+    assert notes == ["note: --top-k 13 is at least the 13 tools of catalog ecommerce/l3: bm25 "
+                     "sends every tool (ranked), nothing is left out"]
+
+
+# -- resume and merge after the distractor toolsets changed ---------------------------------
+
+STOPPER = '''
+import os
+from pathlib import Path
+
+COUNT = Path(os.environ["STOP_COUNT"])
+
+
+def answer(messages, tools, trial):
+    done = int(COUNT.read_text()) if COUNT.exists() else 0
+    COUNT.write_text(str(done + 1))
+    if done == 3 and not os.environ.get("STOP_NEVER"):
+        raise KeyboardInterrupt
+    return [{"name": tools[0].name, "arguments": {}}]
+'''
+
+
+@pytest.mark.slow
+def test_a_resume_refuses_a_catalog_whose_distractor_toolsets_changed(run_bench, project,
+                                                                      tmp_path, monkeypatch):
+    """A toolset imported between the interrupt and the resume used to change the 20-tool
+    catalog silently: the rows after the resume were drawn from another pool under the same
+    condition name."""
+    (project / "stopper.py").write_text(STOPPER, encoding="utf-8")
+    monkeypatch.setenv("STOP_COUNT", str(tmp_path / "count"))
+    args = ("--provider", "function:stopper:answer", "--variants", "l3", "--limit", "4",
+            "--no-execute", "--tools", "20", "--retriever", "none,bm25", "--top-k", "3",
+            "--concurrency", "1")
+    stopped = run_bench("run", *args, "--run-id", "r")
+    assert stopped.returncode == 130, stopped.stderr
+    kept = rows(project, "r")
+    assert 0 < len(kept) < 8
+    add_toolset(project, "late")
+    refused = run_bench("run", "--resume", "r")
+    one_line_error(refused, "cannot resume 'r': the catalog ecommerce/l3 at 20 tools changed "
+                            "since the run started")
+    assert rows(project, "r") == kept  # nothing written
+    (project / "descriptions" / "late" / "variants" / "current.yaml").unlink()
+    (project / "descriptions" / "late" / "variants").rmdir()
+    (project / "descriptions" / "late").rmdir()
+    monkeypatch.setenv("STOP_NEVER", "1")
+    finished = run_bench("run", "--resume", "r")
+    assert finished.returncode == 0, finished.stderr
+    after = rows(project, "r")
+    assert after[:len(kept)] == kept  # nothing computed is lost
+    assert len(after) == 8 and len({r["key"] for r in after}) == 8  # no row twice
+
+
+@pytest.mark.slow
+def test_a_merge_refuses_shards_whose_catalogs_were_drawn_from_other_toolsets(run_bench,
+                                                                             project):
+    args = ("run", "--provider", "oracle", "--variants", "l3", "--limit", "4", "--no-execute",
+            "--tools", "20")
+    first = run_bench(*args, "--shard", "1/2", "--run-id", "s1")
+    assert first.returncode == 0, first.stderr
+    add_toolset(project, "late")  # the second machine has another toolset
+    second = run_bench(*args, "--shard", "2/2", "--run-id", "s2")
+    assert second.returncode == 0, second.stderr
+    merged = run_bench("merge", "s1", "s2", "--run-id", "m")
+    line = one_line_error(merged, "toolspace.catalogs (ecommerce/l3 at 20 tools)")
+    assert "s2" in line
+    assert not (project / "reports" / "runs" / "m").exists()
