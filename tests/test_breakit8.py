@@ -213,3 +213,35 @@ def test_a_merge_refuses_shards_whose_catalogs_were_drawn_from_other_toolsets(ru
     line = one_line_error(merged, "toolspace.catalogs (ecommerce/l3 at 20 tools)")
     assert "s2" in line
     assert not (project / "reports" / "runs" / "m").exists()
+
+
+# -- the embedding retriever's vector cache, damaged ----------------------------------------
+
+
+@pytest.mark.parametrize("content", [b"garbage\n", b"SQLite format 3\x00" + b"\xff" * 200])
+def test_a_damaged_embedding_cache_is_one_error_naming_it(tmp_path, content):
+    """``sqlite3.DatabaseError: file is not a database`` came out as a traceback (a run with
+    ``--retriever embedding``, or its retrieval signal)."""
+    from bench.toolspace.embedding import VectorCache
+
+    path = tmp_path / "embeddings.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(BenchError, match="not a usable embedding cache") as caught:
+        VectorCache(path, "model-sha")
+    assert str(path) in str(caught.value)
+
+
+def test_a_stored_vector_of_broken_bytes_is_embedded_again(tmp_path):
+    import sqlite3
+
+    import numpy as np
+
+    from bench.toolspace.embedding import VectorCache
+
+    cache = VectorCache(tmp_path / "embeddings.sqlite", "m")
+    cache.put({"good": np.ones(4)})
+    with sqlite3.connect(cache.path) as db:
+        db.executemany("INSERT INTO vectors VALUES ('m', ?, ?)",
+                       [("cut", b"\x00\x00\x80"), ("empty", b""), ("text", "not bytes")])
+    found = cache.get(["good", "cut", "empty", "text"])
+    assert list(found) == ["good"] and found["good"].tolist() == [1.0] * 4
