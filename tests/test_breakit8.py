@@ -245,3 +245,15 @@ def test_a_stored_vector_of_broken_bytes_is_embedded_again(tmp_path):
                        [("cut", b"\x00\x00\x80"), ("empty", b""), ("text", "not bytes")])
     found = cache.get(["good", "cut", "empty", "text"])
     assert list(found) == ["good"] and found["good"].tolist() == [1.0] * 4
+
+
+@pytest.mark.slow
+def test_native_retriever_refusals_name_the_option_once(run_bench, monkeypatch):
+    """``error: field 'always_loaded': --always-loaded: ...`` named the setting twice."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")  # refused before any request
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")
+    line = one_line_error(run_bench("run", "--provider", "anthropic:fake", "--variants", "l3",
+                                    "--limit", "1", "--no-execute", "--retriever", "native",
+                                    "--always-loaded", "nonexistent"),
+                          "--always-loaded: 'nonexistent' is not a tool of ecommerce/l3")
+    assert line.startswith("error: --always-loaded: ")

@@ -201,13 +201,12 @@ class SpaceSetup:
         if case.kind == "episode":
             raise BenchError(f"{where}: case '{case.id}' is an episode; native tool search "
                              "runs on single-answer cases only (an episode's later requests "
-                             "would not send the server's search blocks back)", field="retriever")
+                             "would not send the server's search blocks back)")
         names = {t.name for t in catalog.tools}
         for name in self.always_loaded:
             if name not in names:
                 raise BenchError(f"--always-loaded: '{name}' is not a tool of "
-                                 f"{catalog.toolset}/{catalog.name} ({len(names)} tools)",
-                                 field="always_loaded")
+                                 f"{catalog.toolset}/{catalog.name} ({len(names)} tools)")
         tokens = self._catalog_tokens.get(catalog.sha256)
         if tokens is None:  # one mapping per catalog, shared by its cases' retrievals
             tokens = self._catalog_tokens[catalog.sha256] = {
