@@ -21,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from bench.errors import BenchError
+
+_T = TypeVar("_T")
 
 MAX_EMBED_TOKENS = 2048
 """Context of the embedding model: a longer text is cut to its first tokens (an l50 tool's
@@ -67,7 +69,7 @@ class VectorCache:
     def _connect(self) -> sqlite3.Connection:
         return self._run(sqlite3.connect, self.path, timeout=30)
 
-    def _run(self, call, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _run(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """``call(*args, **kwargs)``, a damaged or unreadable file as one BenchError naming
         it (a cache: deleting it loses only time)."""
         try:
