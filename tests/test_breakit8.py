@@ -257,3 +257,12 @@ def test_native_retriever_refusals_name_the_option_once(run_bench, monkeypatch):
                                     "--always-loaded", "nonexistent"),
                           "--always-loaded: 'nonexistent' is not a tool of ecommerce/l3")
     assert line.startswith("error: --always-loaded: ")
+
+
+def test_naming_the_cases_own_toolset_as_distractors_says_why_nothing_was_drawn(project):
+    from bench.descriptions import load_variant
+    from bench.toolspace.distractors import expand_variant
+
+    with pytest.raises(BenchError, match="--distractors ecommerce: a toolset is never its own "
+                                         "distractor"):
+        expand_variant(load_variant("ecommerce", "l3"), 20, seed=1, sources=["ecommerce"])

@@ -158,7 +158,10 @@ def expand_variant(variant: Variant, total: int, *, seed: int,
     if wanted > available:
         raise BenchError(f"--tools {total}: toolset '{variant.toolset}' has {len(own)} tools "
                          f"and the distractor toolsets ({', '.join(sorted(pools)) or 'none'}) "
-                         f"{available}: import more (bench import bfcl ...) or ask for fewer")
+                         f"{available}: import more (bench import bfcl ...) or ask for fewer"
+                         + (f" (--distractors {variant.toolset}: a toolset is never its own "
+                            "distractor)" if sources is not None and variant.toolset in sources
+                            else ""))
     drawn: list[tuple[str, Tool]] = []
     positions = {source: 0 for source in pools}
     while len(drawn) < wanted:
