@@ -266,3 +266,16 @@ def test_naming_the_cases_own_toolset_as_distractors_says_why_nothing_was_drawn(
     with pytest.raises(BenchError, match="--distractors ecommerce: a toolset is never its own "
                                          "distractor"):
         expand_variant(load_variant("ecommerce", "l3"), 20, seed=1, sources=["ecommerce"])
+
+
+def test_a_damaged_gguf_for_the_embedding_retriever_is_one_error(tmp_path):
+    """A file that starts with 'GGUF' passes the model check; llama.cpp's ValueError on
+    loading it came out as a traceback. Nothing is generated: the load fails on the header."""
+    pytest.importorskip("llama_cpp")
+    from bench.toolspace.embedding import LlamaEmbedder
+
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 4096)
+    embedder = LlamaEmbedder(model_path=str(path), cache_path=tmp_path / "vectors.sqlite")
+    with pytest.raises(BenchError, match="cannot load the model for the embedding retriever"):
+        embedder.embed(["find my orders"])

@@ -126,7 +126,8 @@ class LlamaEmbedder:
 
     Raises:
         BenchError: llama-cpp-python is not installed, or the model cannot be resolved
-            (:func:`bench.providers.local.models.resolve_model`).
+            (:func:`bench.providers.local.models.resolve_model`); on first use, the model
+            cannot be loaded (a damaged GGUF).
     """
 
     def __init__(self, model: str | None = None, model_path: str | None = None, *,
@@ -153,14 +154,22 @@ class LlamaEmbedder:
             except ImportError:
                 raise BenchError("the embedding retriever needs llama-cpp-python: pip install "
                                  "-c constraints.txt -e '.[local]'") from None
-            from bench.providers.local.logs import capture_native_errors
+            from bench.providers.local.logs import (capture_native_errors, last_native_error,
+                                                    quiet_native_stderr)
             from bench.providers.local.settings import resolve_threads
             capture_native_errors(llama_cpp)  # llama.cpp's per-call log lines are dropped
-            self._llm = llama_cpp.Llama(
-                str(self.path), embedding=True, n_ctx=MAX_EMBED_TOKENS,
-                n_batch=MAX_EMBED_TOKENS, n_ubatch=MAX_EMBED_TOKENS,
-                n_threads=resolve_threads(self.threads),
-                pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, verbose=False)
+            try:  # a GGUF header over a damaged body passes resolve_model's check
+                with quiet_native_stderr():
+                    self._llm = llama_cpp.Llama(
+                        str(self.path), embedding=True, n_ctx=MAX_EMBED_TOKENS,
+                        n_batch=MAX_EMBED_TOKENS, n_ubatch=MAX_EMBED_TOKENS,
+                        n_threads=resolve_threads(self.threads),
+                        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, verbose=False)
+            except (ValueError, RuntimeError) as exc:  # as the local provider's engine says it
+                reason = last_native_error()
+                raise BenchError(f"cannot load the model for the embedding retriever: {exc}"
+                                 + (f" (llama.cpp: {reason[:300]})" if reason else ""),
+                                 file=self.path) from None
         return self._llm
 
     def _embed_one(self, text: str) -> np.ndarray:
