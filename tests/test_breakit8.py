@@ -279,3 +279,15 @@ def test_a_damaged_gguf_for_the_embedding_retriever_is_one_error(tmp_path):
     embedder = LlamaEmbedder(model_path=str(path), cache_path=tmp_path / "vectors.sqlite")
     with pytest.raises(BenchError, match="cannot load the model for the embedding retriever"):
         embedder.embed(["find my orders"])
+
+
+def test_a_folder_that_cannot_be_a_toolset_is_not_a_distractor_source(project):
+    """A backup copy ``descriptions/ecommerce.bak`` (or a hidden folder) stopped every
+    ``--tools`` run: ``invalid toolset name 'ecommerce.bak'``, a name the user never gave."""
+    import shutil
+
+    from bench.toolspace.distractors import source_toolsets
+
+    for name in ("ecommerce.bak", ".hidden"):
+        shutil.copytree(project / "descriptions" / "analytics", project / "descriptions" / name)
+    assert source_toolsets("ecommerce") == ["analytics", "logistics"]

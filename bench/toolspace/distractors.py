@@ -26,12 +26,13 @@ import bfcl`` / ``openai`` / ``mcp``), or the ones ``--distractors`` names.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from bench.descriptions import Variant, load_variant
-from bench.descriptions.variants import available_variants
+from bench.descriptions.variants import NAME_PATTERN, available_variants
 from bench.errors import BenchError
 from bench.models import Tool
 from bench.paths import descriptions_dir
@@ -86,12 +87,15 @@ class Expansion:
 
 def source_toolsets(toolset: str, root: Path | None = None) -> list[str]:
     """Every toolset under ``root`` (default ``descriptions/``) but ``toolset``, sorted: each
-    folder with specs or hand-written variants."""
+    folder with specs or hand-written variants whose name can be a toolset's
+    (:data:`bench.descriptions.variants.NAME_PATTERN`: a copy such as ``ecommerce.bak`` or a
+    hidden folder is not a toolset, and used to stop every ``--tools`` run)."""
     root = root or descriptions_dir()
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir()
                   if p.is_dir() and p.name not in ("templates", toolset)
+                  and re.fullmatch(NAME_PATTERN, p.name)
                   and (any((p / "specs").glob("*.yaml")) or any((p / "variants").glob("*.yaml"))))
 
 
