@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Sequence
 
 from bench.descriptions import Variant, load_variant
-from bench.descriptions.variants import NAME_PATTERN, available_variants
+from bench.descriptions.variants import available_variants
 from bench.errors import BenchError
-from bench.models import Tool
+from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
 
 NAME_LIMIT = 64
@@ -88,7 +88,7 @@ class Expansion:
 def source_toolsets(toolset: str, root: Path | None = None) -> list[str]:
     """Every toolset under ``root`` (default ``descriptions/``) but ``toolset``, sorted: each
     folder with specs or hand-written variants whose name can be a toolset's
-    (:data:`bench.descriptions.variants.NAME_PATTERN`: a copy such as ``ecommerce.bak`` or a
+    (:data:`bench.models.NAME_PATTERN`: a copy such as ``ecommerce.bak`` or a
     hidden folder is not a toolset, and used to stop every ``--tools`` run)."""
     root = root or descriptions_dir()
     if not root.is_dir():
