@@ -291,3 +291,12 @@ def test_a_folder_that_cannot_be_a_toolset_is_not_a_distractor_source(project):
     for name in ("ecommerce.bak", ".hidden"):
         shutil.copytree(project / "descriptions" / "analytics", project / "descriptions" / name)
     assert source_toolsets("ecommerce") == ["analytics", "logistics"]
+
+
+@pytest.mark.slow
+def test_compare_running_now_on_conditions_says_to_give_a_run(run_bench):
+    """``bench compare 'l3~tools=40' 'l50~tools=40'`` (no --run) said ``invalid variant name
+    'l3~tools=40'``: the names are right, the command lacks --run."""
+    one_line_error(run_bench("compare", "l3~tools=40", "l50~tools=40", "--provider", "oracle",
+                             "--limit", "1"),
+                   "'l3~tools=40' is a condition of a stored run", "give --run RUN")
