@@ -268,6 +268,7 @@ def test_naming_the_cases_own_toolset_as_distractors_says_why_nothing_was_drawn(
         expand_variant(load_variant("ecommerce", "l3"), 20, seed=1, sources=["ecommerce"])
 
 
+@pytest.mark.model  # calls llama.cpp (no weights load): run under the model lock
 def test_a_damaged_gguf_for_the_embedding_retriever_is_one_error(tmp_path):
     """A file that starts with 'GGUF' passes the model check; llama.cpp's ValueError on
     loading it came out as a traceback. Nothing is generated: the load fails on the header."""
