@@ -15,6 +15,7 @@ from bench.models import Tool
 from bench.runner import RunConfig
 from bench.toolspace.retrieval import Bm25Retriever, tokenize
 from bench.toolspace.space import MAX_TOOLS, ToolSpace
+from conftest import requires_local_model
 
 
 def one_line_error(result, *fragments: str) -> str:
@@ -268,18 +269,27 @@ def test_naming_the_cases_own_toolset_as_distractors_says_why_nothing_was_drawn(
         expand_variant(load_variant("ecommerce", "l3"), 20, seed=1, sources=["ecommerce"])
 
 
-@pytest.mark.model  # calls llama.cpp (no weights load): run under the model lock
 def test_a_damaged_gguf_for_the_embedding_retriever_is_one_error(tmp_path):
-    """A file that starts with 'GGUF' passes the model check; llama.cpp's ValueError on
-    loading it came out as a traceback. Nothing is generated: the load fails on the header."""
-    pytest.importorskip("llama_cpp")
+    """A damaged GGUF given to the embedding retriever is one error naming it (the header
+    check, before llama.cpp sees it)."""
     from bench.toolspace.embedding import LlamaEmbedder
 
     path = tmp_path / "broken.gguf"
     path.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 4096)
-    embedder = LlamaEmbedder(model_path=str(path), cache_path=tmp_path / "vectors.sqlite")
-    with pytest.raises(BenchError, match="cannot load the model for the embedding retriever"):
-        embedder.embed(["find my orders"])
+    with pytest.raises(BenchError, match="broken.gguf: corrupt or hostile header"):
+        LlamaEmbedder(model_path=str(path), cache_path=tmp_path / "vectors.sqlite")
+
+
+@requires_local_model
+def test_an_empty_query_embeds_as_a_zero_vector(tmp_path):
+    """``LlamaEmbedder().embed([""])`` raised ``RuntimeError: llama_decode returned -1`` (a case
+    with no user text under ``--retriever embedding``) and the process then aborted at exit
+    (``double free or corruption``)."""
+    from bench.toolspace.embedding import LlamaEmbedder
+
+    embedder = LlamaEmbedder(threads=1, cache_path=tmp_path / "vectors.sqlite")
+    vectors = embedder.embed(["", "find my orders"])
+    assert vectors.shape[0] == 2 and not vectors[0].any() and vectors[1].any()
 
 
 def test_a_folder_that_cannot_be_a_toolset_is_not_a_distractor_source(project):

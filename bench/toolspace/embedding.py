@@ -175,6 +175,10 @@ class LlamaEmbedder:
     def _embed_one(self, text: str) -> np.ndarray:
         llm = self._model()
         tokens = llm.tokenize(text.encode("utf-8"), add_bos=True)  # type: ignore[attr-defined]
+        if not tokens:  # '' (Qwen adds no BOS): llama_decode of no token fails (returns -1)
+            # and left the process to abort at exit ("double free or corruption"); no text,
+            # no direction: a zero vector, which ranks the catalog in its order (as BM25 does)
+            return np.zeros(llm.n_embd(), dtype=np.float32)  # type: ignore[attr-defined]
         if len(tokens) > MAX_EMBED_TOKENS:
             text = llm.detokenize(tokens[1:MAX_EMBED_TOKENS - 8]).decode(  # type: ignore[attr-defined]
                 "utf-8", "ignore")
