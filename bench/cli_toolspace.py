@@ -5,6 +5,7 @@ generation: :mod:`bench.toolspace.signal`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from bench.errors import BenchError
@@ -23,12 +24,29 @@ def _names(values: Sequence[str] | None, option: str) -> list[str]:
 
 
 def _counts(values: Sequence[str] | None, option: str) -> list[int]:
+    """Each count of ``values``: ASCII digits only (``str.isdigit`` also takes ``²`` and
+    other digits ``int`` refuses), between 1 and :data:`bench.toolspace.space.MAX_TOOLS`
+    (checked on the text first, so a number of thousands of digits is not converted)."""
+    from bench.toolspace.space import MAX_TOOLS
+
     out = []
     for item in _names(values, option):
-        if not item.isdigit() or int(item) < 1:
-            raise BenchError(f"{option}: '{item}' is not a whole number of at least 1")
-        out.append(int(item))
+        digits = item.lstrip("0")
+        if not _DIGITS.fullmatch(item) or not digits:
+            raise BenchError(f"{option}: '{_short(item)}' is not a whole number of at least 1")
+        if len(digits) > len(str(MAX_TOOLS)) or int(digits) > MAX_TOOLS:
+            raise BenchError(f"{option}: '{_short(item)}' is more than {MAX_TOOLS} (the most "
+                             "tools a catalog holds)")
+        out.append(int(digits))
     return out
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _short(item: str, limit: int = 40) -> str:
+    """``item`` cut to ``limit`` characters for an error line."""
+    return item if len(item) <= limit else f"{item[:limit]}... ({len(item)} characters)"
 
 
 def option_value(name: str, values: Sequence[str] | None) -> Any:
@@ -36,8 +54,8 @@ def option_value(name: str, values: Sequence[str] | None) -> Any:
     :data:`OPTION_FIELDS`) given as comma-separated, repeatable ``values``.
 
     Raises:
-        BenchError: an empty value, or a count that is not a whole number >= 1 (names the
-            option).
+        BenchError: an empty value, or a count that is not a whole number (ASCII digits)
+            from 1 to :data:`bench.toolspace.space.MAX_TOOLS` (names the option).
     """
     option = f"--{name.replace('_', '-')}"
     if name in ("tools", "top_k"):
@@ -73,6 +91,26 @@ def toolspace_notes(runner: Any) -> list[str]:
         for hit in catalog["collisions"]:
             lines.append(f"  name collision: {hit['source']}'s {hit['name']} renamed "
                          f"{hit['renamed']}")
+    return lines + whole_catalog_notes(runner)
+
+
+def whole_catalog_notes(runner: Any) -> list[str]:
+    """One note per ``--top-k`` that is at least a catalog's size (``runner``: a
+    :class:`bench.runner.Runner`): that retriever sends every tool (in its ranked order), so
+    the condition measures the order, not retrieval; said so that a top-k meant to cut the
+    list does not silently cut nothing."""
+    setup = runner.session.spaces
+    lines = []
+    for space in setup.spaces:
+        if space.top_k is None:
+            continue
+        for variant in runner.variants:
+            size = len(setup.catalog(variant, space).tools)
+            if space.top_k >= size:
+                lines.append(f"note: --top-k {space.top_k} is at least the {size} tools of "
+                             f"catalog {variant.toolset}/{variant.name}"
+                             f"{'' if space.tools is None else f' at --tools {space.tools}'}: "
+                             f"{space.retriever} sends every tool (ranked), nothing is left out")
     return lines
 
 

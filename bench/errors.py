@@ -141,7 +141,7 @@ def pydantic_error_field(exc: Exception) -> tuple[str | None, str]:
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldValueError):
         return ".".join([*loc, cause.path]), cause.message
-    return ".".join(loc) or None, first.get("msg", str(exc))
+    return ".".join(loc) or None, str(first.get("msg", str(exc))).removeprefix("Value error, ")
 
 
 def read_text_file(path: Path) -> str:

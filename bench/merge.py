@@ -6,8 +6,9 @@ What a merge accepts (each refusal is one line naming the run and the field):
   ``shard`` and the settings a resume may also change, because they decide how, not what, is
   measured (:data:`bench.runner.RESUME_OVERRIDES`: concurrency, budgets, cache, pricing,
   attempts, batch, and where the model file is). The dataset's and every variant's SHA-256
-  (and a BFCL import's sources) must match too, and every provider's identity (``model``,
-  ``model_sha256``).
+  (and a BFCL import's sources) must match too, every grown catalog's (``--tools``: its
+  distractors come from the toolsets under each machine's ``descriptions/``), and every
+  provider's identity (``model``, ``model_sha256``).
 - **Shards of one split.** Every run has a shard with the same ``n``; no shard is given twice.
 - **Every row.** By default all ``n`` shards must be there and complete. With
   ``allow_partial`` a missing shard or an unfinished one (interrupted, over budget, a
@@ -139,6 +140,7 @@ def _differences(first: Shard, other: Shard) -> None:
         BenchError: the first field that differs, naming both runs and both values.
     """
     from bench.runner import RESUME_OVERRIDES
+    from bench.toolspace.setup import catalog_digests, changed_catalog
 
     def refuse(field: str, mine: Any, theirs: Any) -> BenchError:
         return BenchError(f"{other.name} differs from run '{first.store.run_id}' in {field}: "
@@ -167,6 +169,14 @@ def _differences(first: Shard, other: Shard) -> None:
         if a_variants.get((toolset, name)) != b_variants.get((toolset, name)):
             raise refuse(f"variants.{name}.sha256 (toolset '{toolset}')",
                          a_variants.get((toolset, name)), b_variants.get((toolset, name)))
+    a_catalogs = catalog_digests(first.manifest.toolspace)
+    b_catalogs = catalog_digests(other.manifest.toolspace)
+    changed = changed_catalog(a_catalogs, b_catalogs)
+    if changed is not None:  # distractors drawn from different descriptions/ folders
+        key = next(k for k in [*a_catalogs, *b_catalogs]
+                   if a_catalogs.get(k) != b_catalogs.get(k))
+        raise refuse(f"toolspace.catalogs ({changed}) sha256", a_catalogs.get(key),
+                     b_catalogs.get(key))
 
 
 def _check_identities(shards: list[Shard]) -> None:

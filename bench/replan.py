@@ -34,8 +34,8 @@ def stored_config(store: RunStore, manifest: Manifest) -> "RunConfig":
 
 
 def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, store: RunStore,
-                 *, ran_with: str, hint: str, project: Project | None = None
-                 ) -> Sequence["PlanItem"]:
+                 *, ran_with: str, hint: str, project: Project | None = None,
+                 check_catalogs: bool = True) -> Sequence["PlanItem"]:
     """The plan of ``config`` (the shard's slice when ``config.shard`` is set), built from
     ``project``'s dataset and descriptions, checked against ``manifest``'s SHA-256 of both.
 
@@ -47,13 +47,17 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
         ran_with: who ran with the files, for messages (``"the shards"``, ``"run 'ID'"``).
         hint: what to do when they differ, appended to the message.
         project: where the dataset and descriptions are (default: the current project).
+        check_catalogs: also check the grown catalogs (``--tools``) against the manifest's;
+            off for a reader that needs only the plan's keys, which do not depend on the
+            distractors drawn (a toolset imported since the run does not change them).
 
     Raises:
         BenchError: the dataset or descriptions cannot be loaded, or they are not those
             the run ran with ("dataset 'NAME' is not the one RAN_WITH ran with (its SHA-256
-            differs); HINT").
+            differs); HINT"), a grown catalog (``--tools``) included.
     """
     from bench.runner.session import RunSession
+    from bench.toolspace.setup import catalog_digests, changed_catalog
     data: Mapping[str, Any] = (manifest.to_json_dict() if isinstance(manifest, Manifest)
                                else manifest)
     config = config.model_copy(update={"pricing": None, "cache_path": None})
@@ -68,6 +72,13 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
         if ran != variant.sha256:
             raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
                              f"{ran_with} ran with (its SHA-256 differs); {hint}")
+    changed = changed_catalog(catalog_digests(data.get("toolspace")),
+                              catalog_digests({"catalogs": session.spaces.describe()})) \
+        if check_catalogs else None
+    if changed is not None:  # the distractor toolsets under descriptions/ differ
+        raise BenchError(f"the catalog {changed} is not the one {ran_with} ran with (its "
+                         f"SHA-256 differs: the toolsets its distractors come from under "
+                         f"descriptions/ changed); {hint}")
     return session.plan
 
 
@@ -86,5 +97,5 @@ def planned_keys(store: RunStore, manifest: Manifest, project: Project | None = 
                          "not rebuilt here", file=store.manifest_path, field="config.dataset")
     plan = rebuild_plan(config, manifest, store, ran_with=f"run '{store.run_id}'",
                         hint="its rows are checked against its manifest only",
-                        project=project)
+                        project=project, check_catalogs=False)
     return {item.key for item in plan}

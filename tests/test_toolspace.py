@@ -154,7 +154,7 @@ def test_a_source_without_the_level_gives_its_nearest_one(project):
 
 def test_too_few_distractors_or_a_count_below_the_toolset_is_one_line(project):
     base = load_variant("ecommerce", "l3")
-    with pytest.raises(BenchError, match="below toolset 'ecommerce''s 13 tools"):
+    with pytest.raises(BenchError, match="below the 13 tools of toolset 'ecommerce'"):
         expand_variant(base, 5, seed=1)
     with pytest.raises(BenchError, match=r"--tools 40: .* \(analytics, logistics\) 22: "
                                          "import more"):
@@ -347,7 +347,7 @@ def test_bench_run_tools_retriever_and_compare_across_conditions(run_bench, proj
     assert "retrieved_all" in compared.stdout
     bad = run_bench("run", "--provider", "oracle", "--tools", "5", "--run-id", "few")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "below toolset 'ecommerce''s 13 tools" in bad.stderr
+    assert "below the 13 tools of toolset 'ecommerce'" in bad.stderr
     resumed = run_bench("run", "--resume", "many", "--tools", "13,40")
     assert resumed.returncode == 2 and "--tools" in resumed.stderr, resumed.stderr
 

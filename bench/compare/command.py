@@ -255,6 +255,12 @@ def compare(
                          f"{project.runs_dir}); give two run ids, two variants, or --run "
                          f"{run_id} with two of its variants")
     else:
+        from bench.models import CONDITION_SEPARATOR
+        for name in (a, b):  # a condition is a stored run's (bench run --tools/--fault ...)
+            if CONDITION_SEPARATOR in name:
+                raise BenchError(f"'{name}' is a condition of a stored run, not a variant "
+                                 "compare can run now: give --run RUN (bench run ... "
+                                 f"then bench compare {a} {b} --run RUN)")
         rows, skipped = _run_now(a, b, dataset, _split(provider), trials, limit,
                                  _split(cases), model_path, seed, run_id, project)
         if skipped:

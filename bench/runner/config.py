@@ -135,7 +135,7 @@ class RunConfig(BaseModel):
         always_loaded: with a native retriever, the tools sent without ``defer_loading``
             (``--always-loaded``); empty: every tool is deferred.
         distractors: the toolsets distractors are drawn from (None: every other toolset
-            under ``descriptions/``).
+            under ``descriptions/``); only with ``tools`` (a ValueError otherwise).
     """
 
     dataset: str = "ecommerce"
@@ -186,6 +186,9 @@ class RunConfig(BaseModel):
     def _tool_space(self) -> "RunConfig":
         from bench.toolspace.space import native_check, space_grid
         space_grid(self.tools, self.retrievers, self.top_k)  # ValueError names the setting
+        if self.distractors is not None and not self.tools:
+            raise ValueError("--distractors goes with --tools (distractors are drawn only to "
+                             "grow a catalog to a tool count)")
         native_check(self.retrievers, self.providers, self.always_loaded)
         return self
 

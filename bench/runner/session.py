@@ -47,7 +47,7 @@ from bench.runner.rows import _git_commit, _now, _versions
 from bench.runstore import RunStore, named_os_error, new_run_id, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
-from bench.toolspace.setup import SpaceSetup
+from bench.toolspace.setup import SpaceSetup, catalog_digests, changed_catalog
 from bench.toolspace.space import space_grid
 
 
@@ -161,7 +161,8 @@ class RunSession:
         Raises:
             BenchError: no such run; a setting that is not a :data:`RESUME_OVERRIDES` one
                 and differs from the stored value (one line naming each, with both
-                values); or its dataset or variants changed since it started.
+                values); or its dataset, variants or grown catalogs (``--tools``: the
+                distractor toolsets) changed since it started.
         """
         project = project or current_project()
         store = project.store(run_id)
@@ -182,10 +183,11 @@ class RunSession:
         return session
 
     def _check_inputs(self, manifest: Manifest) -> None:
-        """Refuse a resume whose dataset or variants changed since the run started.
+        """Refuse a resume whose dataset, variants or grown catalogs (:func:`bench.toolspace.
+        setup.changed_catalog`) changed since the run started.
 
         Raises:
-            BenchError: names the dataset file or the variant.
+            BenchError: names the dataset file, the variant or the catalog.
         """
         run_id = self.store.run_id
         if manifest.dataset.sha256 != self.dataset.sha256:
@@ -196,6 +198,13 @@ class RunSession:
             if stored.get((variant.toolset, variant.name)) != variant.sha256:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
                                  f"'{variant.toolset}' changed since the run started")
+        changed = changed_catalog(catalog_digests(manifest.toolspace),
+                                  catalog_digests({"catalogs": self.spaces.describe()}))
+        if changed is not None:
+            raise BenchError(f"cannot resume '{run_id}': the catalog {changed} changed since "
+                             "the run started (its distractors come from the toolsets under "
+                             "descriptions/: one was added, removed or edited); put them back "
+                             "as they were, or start a new run")
 
     def execution_plan(self) -> dict[str, dict[str, Any]]:
         """How each toolset of the run is executed

@@ -26,6 +26,7 @@ import bfcl`` / ``openai`` / ``mcp``), or the ones ``--distractors`` names.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -33,7 +34,7 @@ from typing import Sequence
 from bench.descriptions import Variant, load_variant
 from bench.descriptions.variants import available_variants
 from bench.errors import BenchError
-from bench.models import Tool
+from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
 
 NAME_LIMIT = 64
@@ -86,12 +87,15 @@ class Expansion:
 
 def source_toolsets(toolset: str, root: Path | None = None) -> list[str]:
     """Every toolset under ``root`` (default ``descriptions/``) but ``toolset``, sorted: each
-    folder with specs or hand-written variants."""
+    folder with specs or hand-written variants whose name can be a toolset's
+    (:data:`bench.models.NAME_PATTERN`: a copy such as ``ecommerce.bak`` or a
+    hidden folder is not a toolset, and used to stop every ``--tools`` run)."""
     root = root or descriptions_dir()
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir()
                   if p.is_dir() and p.name not in ("templates", toolset)
+                  and re.fullmatch(NAME_PATTERN, p.name)
                   and (any((p / "specs").glob("*.yaml")) or any((p / "variants").glob("*.yaml"))))
 
 
@@ -141,8 +145,8 @@ def expand_variant(variant: Variant, total: int, *, seed: int,
     """
     own = tuple(t.name for t in variant.tools)
     if total < len(own):
-        raise BenchError(f"--tools {total} is below toolset '{variant.toolset}''s "
-                         f"{len(own)} tools (its own tools are always offered)")
+        raise BenchError(f"--tools {total} is below the {len(own)} tools of toolset "
+                         f"'{variant.toolset}' (its own tools are always offered)")
     chosen = list(dict.fromkeys(sources)) if sources is not None else \
         source_toolsets(variant.toolset, root)
     chosen = [s for s in chosen if s != variant.toolset]
@@ -158,7 +162,10 @@ def expand_variant(variant: Variant, total: int, *, seed: int,
     if wanted > available:
         raise BenchError(f"--tools {total}: toolset '{variant.toolset}' has {len(own)} tools "
                          f"and the distractor toolsets ({', '.join(sorted(pools)) or 'none'}) "
-                         f"{available}: import more (bench import bfcl ...) or ask for fewer")
+                         f"{available}: import more (bench import bfcl ...) or ask for fewer"
+                         + (f" (--distractors {variant.toolset}: a toolset is never its own "
+                            "distractor)" if sources is not None and variant.toolset in sources
+                            else ""))
     drawn: list[tuple[str, Tool]] = []
     positions = {source: 0 for source in pools}
     while len(drawn) < wanted:

@@ -21,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from bench.errors import BenchError
+
+_T = TypeVar("_T")
 
 MAX_EMBED_TOKENS = 2048
 """Context of the embedding model: a longer text is cut to its first tokens (an l50 tool's
@@ -55,33 +57,57 @@ class VectorCache:
 
     def __init__(self, path: Path, model: str) -> None:
         self.path, self.model = path, model
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BenchError(f"cannot create the embedding cache's folder: {exc.strerror}",
+                             file=path.parent) from None
         with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, text_sha256 TEXT, "
-                       "vector BLOB, PRIMARY KEY (model, text_sha256))")
+            self._run(db.execute, "CREATE TABLE IF NOT EXISTS vectors (model TEXT, "
+                      "text_sha256 TEXT, vector BLOB, PRIMARY KEY (model, text_sha256))")
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)
+        return self._run(sqlite3.connect, self.path, timeout=30)
+
+    def _run(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``call(*args, **kwargs)``, a damaged or unreadable file as one BenchError naming
+        it (a cache: deleting it loses only time)."""
+        try:
+            return call(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise BenchError(f"not a usable embedding cache: {exc} (delete it: it is built "
+                             "again)", file=self.path) from None
 
     def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached vectors among ``keys`` (text SHA-256s)."""
+        """The cached vectors among ``keys`` (text SHA-256s). A stored vector that is not
+        whole float32 values, or is empty, is left out (embedded again).
+
+        Raises:
+            BenchError: the file is not a usable SQLite vector cache (names it).
+        """
         found: dict[str, np.ndarray] = {}
         with self._connect() as db:
             for start in range(0, len(keys), 500):
                 chunk = list(keys[start:start + 500])
                 marks = ",".join("?" * len(chunk))
-                for key, blob in db.execute(
-                        f"SELECT text_sha256, vector FROM vectors WHERE model = ? AND "
-                        f"text_sha256 IN ({marks})", [self.model, *chunk]):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                cursor = self._run(db.execute,
+                                   f"SELECT text_sha256, vector FROM vectors WHERE model = ? "
+                                   f"AND text_sha256 IN ({marks})", [self.model, *chunk])
+                for key, blob in self._run(cursor.fetchall):
+                    if isinstance(blob, bytes) and blob and len(blob) % 4 == 0:
+                        found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def put(self, vectors: dict[str, np.ndarray]) -> None:
-        """Store ``vectors`` (text SHA-256 -> vector) in one transaction."""
+        """Store ``vectors`` (text SHA-256 -> vector) in one transaction.
+
+        Raises:
+            BenchError: the file is not a usable SQLite vector cache (names it).
+        """
         with self._connect() as db:
-            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                           [(self.model, k, v.astype(np.float32).tobytes())
-                            for k, v in vectors.items()])
+            self._run(db.executemany, "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                      [(self.model, k, v.astype(np.float32).tobytes())
+                       for k, v in vectors.items()])
 
 
 def text_key(text: str) -> str:
@@ -100,7 +126,8 @@ class LlamaEmbedder:
 
     Raises:
         BenchError: llama-cpp-python is not installed, or the model cannot be resolved
-            (:func:`bench.providers.local.models.resolve_model`).
+            (:func:`bench.providers.local.models.resolve_model`); on first use, the model
+            cannot be loaded (a damaged GGUF).
     """
 
     def __init__(self, model: str | None = None, model_path: str | None = None, *,
@@ -127,19 +154,31 @@ class LlamaEmbedder:
             except ImportError:
                 raise BenchError("the embedding retriever needs llama-cpp-python: pip install "
                                  "-c constraints.txt -e '.[local]'") from None
-            from bench.providers.local.logs import capture_native_errors
+            from bench.providers.local.logs import (capture_native_errors, last_native_error,
+                                                    quiet_native_stderr)
             from bench.providers.local.settings import resolve_threads
             capture_native_errors(llama_cpp)  # llama.cpp's per-call log lines are dropped
-            self._llm = llama_cpp.Llama(
-                str(self.path), embedding=True, n_ctx=MAX_EMBED_TOKENS,
-                n_batch=MAX_EMBED_TOKENS, n_ubatch=MAX_EMBED_TOKENS,
-                n_threads=resolve_threads(self.threads),
-                pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, verbose=False)
+            try:  # a GGUF header over a damaged body passes resolve_model's check
+                with quiet_native_stderr():
+                    self._llm = llama_cpp.Llama(
+                        str(self.path), embedding=True, n_ctx=MAX_EMBED_TOKENS,
+                        n_batch=MAX_EMBED_TOKENS, n_ubatch=MAX_EMBED_TOKENS,
+                        n_threads=resolve_threads(self.threads),
+                        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, verbose=False)
+            except (ValueError, RuntimeError) as exc:  # as the local provider's engine says it
+                reason = last_native_error()
+                raise BenchError(f"cannot load the model for the embedding retriever: {exc}"
+                                 + (f" (llama.cpp: {reason[:300]})" if reason else ""),
+                                 file=self.path) from None
         return self._llm
 
     def _embed_one(self, text: str) -> np.ndarray:
         llm = self._model()
         tokens = llm.tokenize(text.encode("utf-8"), add_bos=True)  # type: ignore[attr-defined]
+        if not tokens:  # '' (Qwen adds no BOS): llama_decode of no token fails (returns -1)
+            # and left the process to abort at exit ("double free or corruption"); no text,
+            # no direction: a zero vector, which ranks the catalog in its order (as BM25 does)
+            return np.zeros(llm.n_embd(), dtype=np.float32)  # type: ignore[attr-defined]
         if len(tokens) > MAX_EMBED_TOKENS:
             text = llm.detokenize(tokens[1:MAX_EMBED_TOKENS - 8]).decode(  # type: ignore[attr-defined]
                 "utf-8", "ignore")

@@ -31,10 +31,16 @@ from bench.models import Case, Message, Tool
 if TYPE_CHECKING:
     from bench.toolspace.embedding import Embedder
 
-# CJK ideographs (Unified, Extension A, Compatibility), kana and Hangul syllables: scripts
-# written without spaces between words (Unicode blocks, The Unicode Standard 15.1 ch. 18).
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN = re.compile(f"[{_CJK}]+|[^\\W_]+", re.UNICODE)
+# CJK ideographs (Unified, Extension A, Compatibility, and Extensions B-H with the
+# Compatibility Supplement in planes 2 and 3: U+20000-U+2FA1F, U+30000-U+323AF), kana and
+# Hangul syllables: scripts written without spaces between words (Unicode blocks, The Unicode
+# Standard 15.1 ch. 18). A plane-2 ideograph left out would glue its whole run into one token
+# (``𠮷野家的订单`` matched as a word, so ``订单`` is never matched).
+_CJK = ("\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+        "\U00020000-\U0002fa1f\U00030000-\U000323af")
+# a CJK run, or a run of other letters and digits (never a CJK character: ``SKU订单`` is
+# ``sku`` and the bigram ``订单``, not one token)
+_TOKEN = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+", re.UNICODE)
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 

@@ -201,13 +201,12 @@ class SpaceSetup:
         if case.kind == "episode":
             raise BenchError(f"{where}: case '{case.id}' is an episode; native tool search "
                              "runs on single-answer cases only (an episode's later requests "
-                             "would not send the server's search blocks back)", field="retriever")
+                             "would not send the server's search blocks back)")
         names = {t.name for t in catalog.tools}
         for name in self.always_loaded:
             if name not in names:
                 raise BenchError(f"--always-loaded: '{name}' is not a tool of "
-                                 f"{catalog.toolset}/{catalog.name} ({len(names)} tools)",
-                                 field="always_loaded")
+                                 f"{catalog.toolset}/{catalog.name} ({len(names)} tools)")
         tokens = self._catalog_tokens.get(catalog.sha256)
         if tokens is None:  # one mapping per catalog, shared by its cases' retrievals
             tokens = self._catalog_tokens[catalog.sha256] = {
@@ -223,3 +222,29 @@ class SpaceSetup:
     def describe(self) -> list[dict[str, object]]:
         """Each grown catalog as the manifest's ``toolspace`` stores it."""
         return [e.describe() for e in self.expansions.values()]
+
+
+def catalog_digests(toolspace: Mapping[str, Any] | None) -> dict[tuple[str, str, int], str]:
+    """(toolset, variant, tools) -> SHA-256 of each grown catalog a manifest's ``toolspace``
+    records (:meth:`SpaceSetup.describe`); empty without one. Entries of another shape are
+    left out (the manifest's ``toolspace`` is free-form)."""
+    found: dict[tuple[str, str, int], str] = {}
+    for entry in (toolspace or {}).get("catalogs") or []:
+        if isinstance(entry, Mapping):
+            key = (str(entry.get("toolset")), str(entry.get("variant")), entry.get("tools"))
+            found[key] = str(entry.get("sha256"))  # type: ignore[index]
+    return found
+
+
+def changed_catalog(before: Mapping[tuple[str, str, int], str],
+                    after: Mapping[tuple[str, str, int], str]) -> str | None:
+    """The first grown catalog (``toolset/variant at N tools``) whose SHA-256 differs between
+    ``before`` and ``after`` (:func:`catalog_digests`), or that only one of them has; None
+    when they agree. A catalog's distractors come from every other toolset under
+    ``descriptions/`` (or ``--distractors``), so one imported, edited or removed after the
+    run started changes it: rows planned on both would share one condition name."""
+    for key in [*before, *(k for k in after if k not in before)]:
+        if before.get(key) != after.get(key):
+            toolset, variant, tools = key
+            return f"{toolset}/{variant} at {tools} tools"
+    return None

@@ -65,8 +65,9 @@ class ToolSpace:
         if (self.retriever == "none" or self.native) != (self.top_k is None):
             raise ValueError("top_k goes with a bm25 or embedding retriever (and only with "
                              "one)")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be at least 1; got {self.top_k}")
+        if self.top_k is not None and not 1 <= self.top_k <= MAX_TOOLS:
+            raise ValueError(f"top_k must be between 1 and {MAX_TOOLS}; got "
+                             f"{self.top_k}")
 
     @property
     def native(self) -> bool:
@@ -102,8 +103,8 @@ def space_grid(tools: Sequence[int] = (), retrievers: Sequence[str] = (),
     chosen (no tool count, no retriever but ``none``): the run plans its variants as they are.
 
     Raises:
-        ValueError: an unknown retriever, a tool count or top-k out of range, or ``top_k``
-            given without a retriever.
+        ValueError: an unknown retriever, a tool count or top-k out of range (1 to
+            :data:`MAX_TOOLS`), or ``top_k`` given without a retriever.
     """
     counts: list[int | None] = list(dict.fromkeys(tools)) or [None]
     chosen = list(dict.fromkeys(retrievers)) or ["none"]
