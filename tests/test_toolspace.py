@@ -386,3 +386,13 @@ def test_the_report_draws_tool_count_curves_and_the_error_split(bfcl_tools):
     page = render_html(load_runs(["curves"]), "curves <b>")
     assert 'id="toolspace"' in page and 'id="chart-toolspace"' in page
     assert "curves &lt;b&gt;" in page and "curves <b>" not in page
+    # rows of another episode factor setting make their own line; k sorts as a number
+    other = [r.model_copy(update={"variant": f"{r.variant}~fault=timeout"})
+             for r in result.rows]
+    wide = [r.model_copy(update={"retrieval": {**r.retrieval, "top_k": 10}})
+            for r in result.rows if r.retrieval and r.retrieval.get("top_k") == 3]
+    table = toolspace_table([*result.rows, *other, *wide])
+    assert set(table["variant"]) == {"l3", "l3~fault=timeout"}
+    assert int(table[table["variant"] == "l3~fault=timeout"]["n"].sum()) == len(other)
+    plain = table[table["variant"] == "l3"]
+    assert list(dict.fromkeys(plain["retriever"])) == ["bm25 k=3", "bm25 k=10", "none"]

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.models import condition_variant
+from bench.models import CONDITION_SEPARATOR
 from bench.report.charts import STYLE, _legend, _percent_axis, _short, _svg
 from bench.report.table import format_rate
 from bench.results import Row
@@ -29,10 +29,32 @@ def _retriever_label(retrieval: dict[str, Any]) -> str:
     return retriever if top_k is None else f"{retriever} k={top_k}"
 
 
+_SPACE_SETTINGS = frozenset({"tools", "retriever", "top_k"})  # ToolSpace.settings' names
+
+
+def _line_name(condition: str) -> str:
+    """A condition's name without its tool-space settings: the variant and any episode
+    factor settings (``l3~tools=40~fault=503`` -> ``l3~fault=503``), so that rows of different
+    factor settings are never pooled into one line."""
+    variant, *settings = condition.split(CONDITION_SEPARATOR)
+    return CONDITION_SEPARATOR.join(
+        [variant, *(s for s in settings if s.split("=", 1)[0] not in _SPACE_SETTINGS)])
+
+
+def _retriever_order(labels: pd.Series) -> pd.Series:
+    """Sort keys for retriever labels: by name, then k as a number (``bm25 k=5`` before
+    ``bm25 k=10``)."""
+    def key(label: str) -> str:
+        name, _, k = label.partition(" k=")
+        return f"{name} {int(k):09d}" if k.isdigit() else name
+    return labels.map(key)
+
+
 def toolspace_table(rows: Iterable[Row]) -> pd.DataFrame:
     """One record per (provider, variant, retriever, tool count) of the tool-space rows.
 
-    Columns: ``provider``, ``variant`` (the condition's variant), ``retriever`` (``none``
+    Columns: ``provider``, ``variant`` (the condition's variant with its episode factor
+    settings, if any: ``l3~fault=503``), ``retriever`` (``none``
     or ``bm25 k=5``...), ``tools`` (catalog size), ``n`` (rows), ``selection`` /
     ``selection_low`` / ``selection_high`` (tool selection, 95% Wilson interval,
     fractions), ``retrieved_all`` (with ``_n``, ``_low``, ``_high``: recall@k over rows
@@ -45,7 +67,7 @@ def toolspace_table(rows: Iterable[Row]) -> pd.DataFrame:
         retrieval = row.retrieval
         if row.tool_count is None or retrieval is None:
             continue
-        key = (row.provider, condition_variant(row.variant), _retriever_label(retrieval),
+        key = (row.provider, _line_name(row.variant), _retriever_label(retrieval),
                int(row.tool_count))
         groups.setdefault(key, []).append(row)
     records = []
@@ -68,8 +90,10 @@ def toolspace_table(rows: Iterable[Row]) -> pd.DataFrame:
         records.append(record)
     table = pd.DataFrame.from_records(records)
     if not table.empty:
-        table = table.sort_values(["provider", "variant", "retriever", "tools"],
-                                  kind="stable").reset_index(drop=True)
+        table = table.sort_values(
+            ["provider", "variant", "retriever", "tools"], kind="stable",
+            key=lambda column: _retriever_order(column) if column.name == "retriever"
+            else column).reset_index(drop=True)
     return table
 
 
