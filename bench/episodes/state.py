@@ -65,7 +65,9 @@ class EpisodeDatabase:
         self.finished = False  # set when every call has returned: only then may it be kept
 
     def __enter__(self) -> "EpisodeDatabase":
-        self.db = _unchanged_database(self.seed) if not self.overrides else None
+        with _UNCHANGED_LOCK:  # a kept database still equal to the seeded one, if any
+            kept = _UNCHANGED.get(self.seed) if not self.overrides else None
+            self.db = kept.pop() if kept else None
         if self.db is None:
             path, image = seeded_image(self.seed)
             self.db = MemoryShopDB(image, path)
@@ -102,18 +104,11 @@ class EpisodeDatabase:
 
 UNCHANGED_KEPT = 32
 """Databases no episode changed, kept per seed for the next episodes (about 3.6 MB each;
-bench's default concurrency is 32). Loading a fresh image and parsing its schema cost about
-3 ms of CPU per episode (``benchmarks/RESULTS.md``, episodes), and most episodes only read."""
+bench's default concurrency is 32): most episodes only read, and loading an image and parsing
+its schema again cost 0.4-0.7 ms of CPU per step in an A/B (``benchmarks/RESULTS.md``)."""
 
 _UNCHANGED: dict[int, list[MemoryShopDB]] = {}
 _UNCHANGED_LOCK = threading.Lock()
-
-
-def _unchanged_database(seed: int) -> MemoryShopDB | None:
-    """A kept database still equal to the seeded one, or None."""
-    with _UNCHANGED_LOCK:
-        kept = _UNCHANGED.get(seed)
-        return kept.pop() if kept else None
 
 
 def _release(db: MemoryShopDB, seed: int, clean: bool) -> None:
