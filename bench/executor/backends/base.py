@@ -230,7 +230,7 @@ class MemoryShopDB(ShopDB):
     one thread at a time, and writes commit (an episode's database, :mod:`bench.episodes.state`).
 
     Nothing is written to disk, so a killed run leaves nothing behind; a byte copy of the
-    3.6 MB file plus its deletion cost about twice the CPU of loading the image
+    3.6 MB file, its deletion and its connections were about a quarter of an episode's CPU
     (``benchmarks/RESULTS.md``, episodes). Reads and writes of one episode are serialized (a
     lock): a read never waits on a second connection's write lock, and a step's calls run in
     the order they take the lock.
