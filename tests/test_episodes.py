@@ -149,7 +149,7 @@ def test_label_state_checks_name_the_failing_field():
 
 
 def test_one_required_call_is_matched_as_scipys_optimal_assignment_matches_it():
-    # the one-row shortcut must pick what linear_sum_assignment picks
+    # the ported solver must pick what scipy picks for one row
     import random
 
     import numpy as np

@@ -11,9 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-import numpy as np
-
 from bench.models import Case, ExpectedCall, ForbiddenCall
+from bench.scoring.assignment import linear_sum_assignment
 from bench.scoring.metrics import value_acceptable
 
 REPEAT_GUARD = 3
@@ -76,28 +75,23 @@ def label_matches(call: MadeCall, label: ExpectedCall | ForbiddenCall) -> bool:
 
 def trajectory_match(required: Sequence[ExpectedCall], made: Sequence[MadeCall]
                      ) -> list[tuple[int, int]]:
-    """``(required index, made index)`` pairs of a maximum matching (scipy's optimal
-    assignment, never greedy: BRIEF §6). A required call is done by a made call that matches
-    its label and succeeded (a call that failed, or that the loop guard stopped, did not
-    happen); among those, the pairing that breaks the fewest ``after`` constraints is not
-    searched for, but earlier calls are preferred for calls without constraints and later
-    ones for calls that must come after others."""
+    """``(required index, made index)`` pairs of a maximum matching (the optimal
+    assignment of :mod:`bench.scoring.assignment`, never greedy: BRIEF §6). A required call
+    is done by a made call that matches its label and succeeded (a call that failed, or that
+    the loop guard stopped, did not happen); among those, the pairing that breaks the fewest
+    ``after`` constraints is not searched for, but earlier calls are preferred for calls
+    without constraints and later ones for calls that must come after others."""
     if not required or not made:
         return []
-    cost = np.ones((len(required), len(made)))
+    cost = [[1.0] * len(made) for _ in required]
     for i, label in enumerate(required):
         late = bool(getattr(label, "after", None))
         for j, call in enumerate(made):
             if call.success and label_matches(call, label):
                 rank = (len(made) - 1 - j) if late else j
-                cost[i, j] = rank / (len(made) * len(required) + 1)
-    if len(required) == 1:  # one row: the optimum is its cheapest column (costs < 1 differ)
-        best = int(np.argmin(cost[0]))
-        return [(0, best)] if cost[0, best] < 1 else []
-    from scipy.optimize import linear_sum_assignment  # ~0.3 s to import: when needed
-
+                cost[i][j] = rank / (len(made) * len(required) + 1)
     rows, cols = linear_sum_assignment(cost)
-    return [(int(r), int(c)) for r, c in zip(rows, cols) if cost[r, c] < 1]
+    return [(r, c) for r, c in zip(rows, cols) if cost[r][c] < 1]
 
 
 def answer_has_fact(answer: str, alternatives: Sequence[str]) -> bool:

@@ -1,8 +1,8 @@
 """Per-case metrics: one definition each, in one place (BRIEF §6).
 
-Expected and predicted calls are matched as multisets by an optimal assignment
-(``scipy.optimize.linear_sum_assignment``) whose cost prefers the right tool name, then the most
-correct arguments; matching is never greedy, so scores do not depend on the order of calls and
+Expected and predicted calls are matched as multisets by an optimal assignment (scipy's
+``linear_sum_assignment``, ported in :mod:`bench.scoring.assignment`) whose cost prefers the
+right tool name, then the most correct arguments; matching is never greedy, so scores do not depend on the order of calls and
 duplicates are counted right. Cases marked ``ordered`` pair calls by position instead.
 
 Metric values are ``True``/``False``, or ``None`` where the metric does not apply to the case
@@ -26,10 +26,9 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Sequence
 
-import numpy as np
-
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
 from bench.parse import ParsedAnswer
+from bench.scoring.assignment import linear_sum_assignment
 from bench.scoring.codes import (ENUM_CASE, ERROR_CODES, EXTRA_CALL, FALSE_CALL, FALSE_NO_CALL,
                                  HALLUCINATED_ARGUMENT, HALLUCINATED_TOOL, INVALID_ARGUMENTS,
                                  MISSING_ARGUMENT, MISSING_CALL, MISSING_REQUIRED,
@@ -151,8 +150,8 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
 
     Returns:
         ``(expected index, predicted index)`` pairs with equal names; an optimal assignment
-        minimising name mismatches first, then wrong arguments (ties broken by scipy's solver,
-        which is deterministic).
+        minimising name mismatches first, then wrong arguments (ties broken as scipy's solver
+        breaks them: :mod:`bench.scoring.assignment`).
     """
     if ordered:
         return [(i, i) for i in range(min(len(expected), len(predicted)))
@@ -167,12 +166,9 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
         # argument cost, at most 1), so the solver is not needed.
         where = {name: index for index, name in enumerate(names_p)}
         return [(i, where[name]) for i, name in enumerate(names_e) if name in where]
-    cost = np.array([[_pair_cost(p, e) for p in predicted] for e in expected])
-    from scipy.optimize import linear_sum_assignment  # ~0.3 s to import: when needed
-
+    cost = [[_pair_cost(p, e) for p in predicted] for e in expected]
     rows, cols = linear_sum_assignment(cost)
-    return [(int(r), int(c)) for r, c in zip(rows, cols)
-            if expected[r].name == predicted[c].name]
+    return [(r, c) for r, c in zip(rows, cols) if expected[r].name == predicted[c].name]
 
 
 def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: bool
