@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from bench.datasets import load_dataset
 from bench.descriptions import load_variant
-from bench.executor.backends.shopdb import GENERATOR_VERSION, N_CUSTOMERS, shop_db_path
+from bench.executor.backends.shopcache import shop_db_path
+from bench.executor.backends.shopdb import GENERATOR_VERSION, N_CUSTOMERS
 from bench.progress import RunProgress
 from bench.runner import PlanItem
 

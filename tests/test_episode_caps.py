@@ -205,7 +205,7 @@ def test_an_episodes_copy_never_grows_past_the_label_limit(tmp_path):
     import shutil
 
     from bench.episodes.state import LABEL_GROWTH_BYTES, apply_overrides
-    from bench.executor.backends.shopdb import shop_db_path
+    from bench.executor.backends.shopcache import shop_db_path
     copy = tmp_path / "episode.sqlite"
     shutil.copyfile(shop_db_path(), copy)
     seeded = copy.stat().st_size

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from bench.episodes.state import EpisodeDatabase, StateError, check_label_state
-from bench.executor.backends.shopdb import shop_db_path
+from bench.executor.backends.shopcache import shop_db_path
 from bench.models import StateCheck
 
 
@@ -257,7 +257,7 @@ def test_a_killed_episode_leaves_nothing_on_disk(tmp_path):
     import subprocess
     import sys
 
-    from bench.executor.backends.shopdb import shop_db_path
+    from bench.executor.backends.shopcache import shop_db_path
     shop_db_path()  # the seeded file, cached outside tmp_path
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     make = ("from bench.episodes.state import EpisodeDatabase\n"

@@ -11,12 +11,15 @@ import pytest
 
 from bench.descriptions import load_variant
 from bench.descriptions.specs import load_specs
-from bench.executor.backends import ReferenceBackends
-from bench.executor.backends.shopdb import generate, shop_db_path
+from bench.executor.backends import ReferenceBackends, shopcache, shopdb
+from bench.executor.backends.shopcache import shop_db_path
+from bench.executor.backends.shopdb import generate
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
 from bench.models import Tool, ToolCall
 from bench.paths import descriptions_dir
+from bench.project import Project
+from bench.runner import RunConfig, Runner
 
 TOOLSETS = sorted(p.parent.name for p in descriptions_dir().glob("*/specs"))
 EVERYTHING = RunContext(allow_writes=True, allow_sensitive=True)
@@ -98,6 +101,43 @@ def test_database_is_cached_by_generator_version_and_seed(tmp_path):
     assert path.stat().st_mtime_ns == stamp  # reused, not rebuilt
     assert "-s11" in path.name and path.name.startswith("shop-g")
     assert not list(tmp_path.glob(".shop-*"))  # no temporary file left behind
+
+
+def test_a_database_generated_ahead_in_a_child_process_is_the_one_generated_here(tmp_path):
+    shopcache.generate_ahead(seed=13, folder=tmp_path / "ahead")
+    ahead = shop_db_path(seed=13, folder=tmp_path / "ahead")  # waits for the child
+    here = shop_db_path(seed=13, folder=tmp_path / "here")
+    assert ahead.read_bytes() == here.read_bytes()
+    assert not shopcache._AHEAD  # waited for and forgotten
+    assert not list((tmp_path / "ahead").glob(".shop-*"))
+
+
+def test_a_generation_ahead_that_fails_leaves_the_database_to_be_generated_on_first_use(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(shopcache, "_CHILD", "raise SystemExit(3)")
+    shopcache.generate_ahead(seed=14, folder=tmp_path)
+    path = shop_db_path(seed=14, folder=tmp_path)
+    assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM orders").fetchone()[0] > 0
+
+
+def test_opening_an_executing_runs_providers_generates_its_database_alongside(
+        elsewhere):
+    project = Project(elsewhere)
+    cached = project.cache_dir / "executor"
+    quiet = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"],
+                             limit=1, execute=False), run_id="no-exec", command=[],
+                   project=project)
+    with project.activate():  # the oracle reads its labels from the project
+        quiet.open_providers()
+    assert not shopcache._AHEAD and not cached.exists()  # nothing to execute: no database
+    runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"],
+                              limit=1), run_id="exec", command=[], project=project)
+    with project.activate():
+        runner.open_providers()
+    assert list(shopcache._AHEAD) == [shopcache._db_file(shopdb.DEFAULT_SEED, cached)]
+    shop_db_path(folder=cached)  # the child's file, waited for
+    assert [p.name for p in cached.iterdir()] == [
+        f"shop-g{shopdb.GENERATOR_VERSION}-s{shopdb.DEFAULT_SEED}.sqlite"]
 
 
 @pytest.mark.parametrize("sql", [

@@ -16,7 +16,7 @@ import pytest
 
 from bench.datasets import load_dataset
 from bench.executor.backends.base import ShopDB
-from bench.executor.backends.shopdb import shop_db_path
+from bench.executor.backends.shopcache import shop_db_path
 from bench.scoring.metrics import value_acceptable
 
 FORMS = Path(__file__).parent / "data" / "sql_label_forms.jsonl"

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator, Sequence
 from bench.episodes.stored import CappedText, stored, stored_json
 from bench.executor.backends import ReferenceBackends
 from bench.executor.backends.base import MemoryShopDB, _read_only_authorizer
-from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
+from bench.executor.backends.shopcache import shop_db_path
+from bench.executor.backends.shopdb import DEFAULT_SEED
 from bench.jsonl import dumps
 from bench.models import StateCheck
 

@@ -8,7 +8,8 @@ from functools import cached_property
 from typing import Mapping
 
 from bench.executor.backends.base import Handler, ShopDB
-from bench.executor.backends.shopdb import DEFAULT_SEED, shop_db_path
+from bench.executor.backends.shopcache import shop_db_path
+from bench.executor.backends.shopdb import DEFAULT_SEED
 
 SORT_ORDER_ENV = "BENCH_ANALYTICS_SORT_ORDER"
 #: The toolsets with a reference backend (:class:`ReferenceBackends`).

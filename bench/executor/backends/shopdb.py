@@ -16,11 +16,9 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-import tempfile
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from bench.paths import cache_dir
 
 GENERATOR_VERSION = 2
 DEFAULT_SEED = 20261129
@@ -198,7 +196,8 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
 
     No journal and no sync per statement (SQLite's ``journal_mode=OFF``, ``synchronous=OFF``):
     the file is written once, then synced once; a caller that needs it whole after a crash
-    writes a temporary file and renames it (:func:`shop_db_path`). An fsync per statement
+    writes a temporary file and renames it
+    (:func:`bench.executor.backends.shopcache.shop_db_path`). An fsync per statement
     made the first run's start-up 0.4 s longer here.
     """
     rng = random.Random(seed)
@@ -378,51 +377,3 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.close()
     with open(path, "rb") as written:  # on disk before a caller renames it into place
         os.fsync(written.fileno())
-
-
-def _looks_whole(path: Path) -> bool:
-    """Whether ``path`` starts with an SQLite header whose page size times page count is the
-    file's size (the header layout: https://www.sqlite.org/fileformat.html#the_database_header,
-    offsets 0, 16, 24, 28 and 92). A cached file left empty, cut short or overwritten (a full
-    disk, a copy stopped half way) fails this, and is built again rather than read as a shop
-    without tables."""
-    try:
-        with open(path, "rb") as file:
-            header = file.read(100)
-            size = os.fstat(file.fileno()).st_size
-    except OSError:
-        return False
-    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-        return False
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    # the page count is valid when the change counter matches "version-valid-for" (SQLite
-    # 3.7.0 on always writes both)
-    return header[24:28] == header[92:96] and pages > 0 and pages * page_size == size
-
-
-def shop_db_path(seed: int = DEFAULT_SEED, folder: Path | None = None) -> Path:
-    """The cached database for ``seed``, generated on first use (atomic rename), and again
-    when the cached file is not a whole SQLite file (empty, cut short or overwritten).
-
-    Returns:
-        Path of ``shop-g<GENERATOR_VERSION>-s<seed>.sqlite`` in ``folder`` (default
-        :func:`cache_dir` ``/executor``).
-    """
-    folder = folder or cache_dir() / "executor"
-    path = folder / f"shop-g{GENERATOR_VERSION}-s{seed}.sqlite"
-    if path.is_file() and _looks_whole(path):
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".shop-", suffix=".tmp")
-    os.close(fd)
-    try:
-        Path(tmp).unlink()
-        generate(Path(tmp), seed)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
