@@ -114,7 +114,9 @@ def test_a_database_generated_ahead_in_a_child_process_is_the_one_generated_here
 
 def test_a_generation_ahead_that_fails_leaves_the_database_to_be_generated_on_first_use(
         tmp_path, monkeypatch):
-    monkeypatch.setattr(shopcache, "_CHILD", "raise SystemExit(3)")
+    failing = tmp_path / "fails.py"
+    failing.write_text("raise SystemExit(3)\n", encoding="utf-8")
+    monkeypatch.setattr(shopcache, "_CHILD", str(failing))
     shopcache.generate_ahead(seed=14, folder=tmp_path)
     path = shop_db_path(seed=14, folder=tmp_path)
     assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM orders").fetchone()[0] > 0

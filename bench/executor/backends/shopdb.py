@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import sys
+import tempfile
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -377,3 +379,27 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.close()
     with open(path, "rb") as written:  # on disk before a caller renames it into place
         os.fsync(written.fileno())
+
+
+def write_whole(path: Path, seed: int = DEFAULT_SEED) -> None:
+    """Generate the database for ``seed`` into a temporary file beside ``path`` and rename it
+    to ``path``: readers see the whole file or none (a temporary file is removed on error).
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".shop-", suffix=".tmp")
+    os.close(fd)
+    try:
+        Path(tmp).unlink()
+        generate(Path(tmp), seed)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+if __name__ == "__main__":  # python shopdb.py SEED PATH: a child that imports nothing of bench
+    write_whole(Path(sys.argv[2]), int(sys.argv[1]))
