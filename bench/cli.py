@@ -24,7 +24,8 @@ from bench.cli_split import split
 from bench.cli_synth import review, synth
 from bench.cli_variants import variants_app
 from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS
-from bench.cli_toolspace import option_value, print_signal, space_fields, toolspace_notes
+from bench.cli_toolspace import (SignalAhead, option_value, print_signal, space_fields,
+                                 toolspace_notes)
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
 from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
@@ -398,6 +399,7 @@ def run(
         running = RunningSummary(runner.config.variants, unique_keys=True) \
             if len(pending) == len(runner.plan) else None
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
+            signal_ahead = SignalAhead(runner, progress)
             # the time left, per condition at its own pace (a skipped provider's rows are not sent)
             progress.set_plan(pending.without(runner.skipped))
             incomplete = None
@@ -406,7 +408,7 @@ def run(
                 # the command: out of the cyclic GC's sight, each collection during the run
                 # scans only what the run makes (gc.freeze, Python 3.7+).
                 gc.freeze()
-                manifest = runner.run(progress=progress,
+                manifest = runner.run(progress=signal_ahead,
                                       on_row=running.add if running is not None else None)
             except RunIncomplete as exc:  # rows left for a resume: show what is done
                 progress.stop()
@@ -431,7 +433,7 @@ def run(
                 raise typer.Exit(_stopped(143 if terminated else 130)) from None
         # the project found at the start: code the run called may have changed the cwd since
         _print_summary(run_name, runner.config.variants, project, running=running)
-        print_signal(runner, out, err)
+        print_signal(runner, out, err, signal_ahead.future)
         _say_server_logs(runner.store.dir)
         err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
                   f"({manifest['started_at']} -> {manifest['ended_at']})")

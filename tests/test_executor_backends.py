@@ -19,7 +19,7 @@ from bench.executor.pipeline import Executor
 from bench.models import Tool, ToolCall
 from bench.paths import descriptions_dir
 from bench.project import Project
-from bench.runner import RunConfig, Runner
+from bench.runner import RunConfig, RunSession
 
 TOOLSETS = sorted(p.parent.name for p in descriptions_dir().glob("*/specs"))
 EVERYTHING = RunContext(allow_writes=True, allow_sensitive=True)
@@ -108,7 +108,7 @@ def test_a_database_generated_ahead_in_a_child_process_is_the_one_generated_here
     ahead = shop_db_path(seed=13, folder=tmp_path / "ahead")  # waits for the child
     here = shop_db_path(seed=13, folder=tmp_path / "here")
     assert ahead.read_bytes() == here.read_bytes()
-    assert not shopcache._AHEAD  # waited for and forgotten
+    assert ahead not in shopcache._AHEAD  # waited for and forgotten
     assert not list((tmp_path / "ahead").glob(".shop-*"))
 
 
@@ -122,21 +122,16 @@ def test_a_generation_ahead_that_fails_leaves_the_database_to_be_generated_on_fi
     assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM orders").fetchone()[0] > 0
 
 
-def test_opening_an_executing_runs_providers_generates_its_database_alongside(
-        elsewhere):
+def test_an_executing_runs_session_generates_its_database_alongside_its_loading(elsewhere):
     project = Project(elsewhere)
     cached = project.cache_dir / "executor"
-    quiet = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"],
-                             limit=1, execute=False), run_id="no-exec", command=[],
-                   project=project)
-    with project.activate():  # the oracle reads its labels from the project
-        quiet.open_providers()
-    assert not shopcache._AHEAD and not cached.exists()  # nothing to execute: no database
-    runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"],
-                              limit=1), run_id="exec", command=[], project=project)
-    with project.activate():
-        runner.open_providers()
-    assert list(shopcache._AHEAD) == [shopcache._db_file(shopdb.DEFAULT_SEED, cached)]
+    RunSession(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"], limit=1,
+                         execute=False), run_id="no-exec", command=[], project=project)
+    ahead = shopcache._db_file(shopdb.DEFAULT_SEED, cached)
+    assert ahead not in shopcache._AHEAD and not cached.exists()  # nothing to execute
+    RunSession(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"], limit=1),
+               run_id="exec", command=[], project=project)
+    assert ahead in shopcache._AHEAD
     shop_db_path(folder=cached)  # the child's file, waited for
     assert [p.name for p in cached.iterdir()] == [
         f"shop-g{shopdb.GENERATOR_VERSION}-s{shopdb.DEFAULT_SEED}.sqlite"]

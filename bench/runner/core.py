@@ -28,7 +28,7 @@ from bench.runner.plan import PendingItems, PlanItem
 from bench.runner.scheduler import Scheduler
 from bench.runner.session import RunSession
 from bench.runner.signals import StopSignals
-from bench.runner.startup import ProviderFactory, StartedProviders, prepare_execution
+from bench.runner.startup import ProviderFactory, StartedProviders
 from bench.runner.startup import default_factory as _default_factory
 from bench.runstore import RunStore
 
@@ -161,9 +161,7 @@ class Runner:
         return self.session.pending()
 
     def open_providers(self) -> None:
-        """Start every provider (:meth:`StartedProviders.open`), while the executor's database
-        is generated alongside when it is needed and not cached (:func:`prepare_execution`)."""
-        prepare_execution(self.session)
+        """Start every provider (:meth:`StartedProviders.open`)."""
         self.started.open()
 
     def close_providers(self) -> None:

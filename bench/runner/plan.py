@@ -181,6 +181,7 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
     """
     from bench.episodes.state import StateError, check_label_state
 
+    checked: set[tuple[tuple[str, ...], tuple[str, ...], str | None]] = set()
     for case in cases:
         if case.kind != "episode":
             continue
@@ -188,10 +189,16 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
         if not execute:
             raise BenchError("an episode runs its calls on the executor; drop --no-execute",
                              file=dataset.path, line=line, field="kind")
+        overrides = case.state.overrides if case.state else []
+        checks = case.success.state_checks if case.success else []
+        user_id = case.state.user_id if case.state else None
+        # the same statements on the same pristine database: one check says it for all
+        key = (tuple(overrides), tuple(check.sql for check in checks), user_id)
+        if key in checked:
+            continue
+        checked.add(key)
         try:
-            check_label_state(case.state.overrides if case.state else [],
-                              case.success.state_checks if case.success else [],
-                              user_id=case.state.user_id if case.state else None)
+            check_label_state(overrides, checks, user_id=user_id)
         except StateError as exc:
             raise BenchError(exc.message, file=dataset.path, line=line,
                              field=exc.field) from None

@@ -99,6 +99,12 @@ class RunSession:
     def _load(self, config: RunConfig) -> None:
         from bench.descriptions.aliases import apply_aliases
 
+        if config.execute and not config.mcp_server:
+            # the reference executor's database, written alongside the loading below when the
+            # project has none (an episode's label checks need it first)
+            from bench.executor.backends.shopcache import generate_ahead
+            generate_ahead()
+
         # labels naming a renamed tool score against its new name (descriptions/<toolset>/
         # aliases.yaml); the manifest records the renames
         self.dataset: Dataset

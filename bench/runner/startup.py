@@ -194,21 +194,6 @@ def _say_local_checks(provider: Provider) -> None:
           "block (minutes, unless saved by an earlier run)", file=sys.stderr, flush=True)
 
 
-def prepare_execution(session: RunSession) -> None:
-    """Start generating the executor's shop database in a child process when this run will
-    call a reference backend and the project has no cached copy
-    (:func:`bench.executor.backends.shopcache.generate_ahead`): it overlaps the providers'
-    start-up instead of stalling the run's first label check. Raises nothing."""
-    config = session.config
-    if not config.execute or config.mcp_server:
-        return
-    from bench.executor.backends import REFERENCE_TOOLSETS
-    if any(variant.toolset in REFERENCE_TOOLSETS for variant in session.variants):
-        from bench.executor.backends.shopcache import generate_ahead
-        with session.project.activate():
-            generate_ahead()
-
-
 def start_execution(session: RunSession) -> RunExecution | None:
     """The run's executor hook, or None with ``--no-execute``.
 

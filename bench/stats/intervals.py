@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from statistics import NormalDist
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from bench.plural import count
+
+if TYPE_CHECKING:  # imported where an array is made: `bench run`'s table starts without it
+    import numpy as np
 
 
 def wilson_arrays(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -23,6 +25,8 @@ def wilson_arrays(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, n
     Returns:
         (low, high) float arrays of fractions in [0, 1].
     """
+    import numpy as np
+
     k = np.asarray(successes, dtype=float)
     n = np.asarray(n, dtype=float)
     # the standard library's normal quantile: importing scipy.stats cost ~0.5 s of start-up
@@ -71,6 +75,8 @@ def cluster_bootstrap_interval(successes_per_case, n_per_case, confidence: float
     Returns:
         (low, high) fractions; (nan, nan) without cases.
     """
+    import numpy as np
+
     k = np.asarray(successes_per_case, dtype=float)
     n = np.asarray(n_per_case, dtype=float)
     if len(k) == 0 or n.sum() == 0:
@@ -86,6 +92,8 @@ def cluster_bootstrap_interval(successes_per_case, n_per_case, confidence: float
 
 
 def _trial_counts(n, c, k: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
     n = np.asarray(n, dtype=int)
     c = np.asarray(c, dtype=int)
     if k < 1 or np.any(n < k):
@@ -110,6 +118,8 @@ def pass_at_k(n, c, k: int) -> np.ndarray:
     Raises:
         ValueError: k < 1 or some n < k.
     """
+    import numpy as np
+
     n, c = _trial_counts(n, c, k, f"pass@{k}")
     return np.array([1.0 if trials - good < k else
                      1.0 - float(np.prod(1.0 - k / np.arange(trials - good + 1, trials + 1)))
@@ -128,6 +138,8 @@ def pass_hat_k(n, c, k: int) -> np.ndarray:
     Raises:
         ValueError: k < 1 or some n < k.
     """
+    import numpy as np
+
     n, c = _trial_counts(n, c, k, f"pass^{k}")
     steps = np.arange(k)
     return np.array([0.0 if good < k else float(np.prod((good - steps) / (trials - steps)))
