@@ -206,7 +206,8 @@ async def run_episode(episode: EpisodeRun, answer: StepAnswerer,
     state = _Episode(episode, answer)
     case = episode.case
     database = EpisodeDatabase(case.state.overrides if case.state else [])
-    await asyncio.to_thread(database.__enter__)
+    if not database.take_kept():  # loading an image and running overrides: off the loop
+        await asyncio.to_thread(database.__enter__)
     try:
         mcp = execution.mcp_handlers if execution is not None else None
         handlers = mcp if mcp is not None else database.backends()(case.toolset)
@@ -224,7 +225,10 @@ async def run_episode(episode: EpisodeRun, answer: StepAnswerer,
         checked = None if mcp is not None else (database.check(checks) if checks else [])
         database.finished = True
     finally:
-        await asyncio.to_thread(database.__exit__, None, None, None)
+        if database.finished:  # no call still runs on it: keeping or closing it is quick
+            database.__exit__(None, None, None)
+        else:  # a stopped episode's call may hold the database's lock on a worker thread
+            await asyncio.to_thread(database.__exit__, None, None, None)
     return state.outcome(checked, time.perf_counter() - started)
 
 

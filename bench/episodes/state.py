@@ -65,17 +65,25 @@ class EpisodeDatabase:
         self.db: MemoryShopDB | None = None
         self.finished = False  # set when every call has returned: only then may it be kept
 
-    def __enter__(self) -> "EpisodeDatabase":
-        with _UNCHANGED_LOCK:  # a kept database still equal to the seeded one, if any
+    def take_kept(self) -> bool:
+        """Enter with a kept database equal to the seeded one, if there is one and no override
+        is to run (nothing is loaded: an event loop may call this). True: entered (leave with
+        ``__exit__``); False: enter with ``__enter__``."""
+        with _UNCHANGED_LOCK:
             kept = _UNCHANGED.get(self.seed) if not self.overrides else None
             self.db = kept.pop() if kept else None
-        if self.db is None:
+        return self.db is not None
+
+    def __enter__(self) -> "EpisodeDatabase":
+        if not self.take_kept():
             path, image = seeded_image(self.seed)
             self.db = MemoryShopDB(image, path)
+        db = self.db
+        assert db is not None
         try:
             if self.overrides:
-                with self.db.lock:
-                    _run_overrides(self.db.connection, self.overrides)
+                with db.lock:
+                    _run_overrides(db.connection, self.overrides)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -92,21 +100,17 @@ class EpisodeDatabase:
         return ReferenceBackends(seed=self.seed, database=self.db)
 
     def check(self, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
-        """Run the state checks on the copy as it is now (:func:`run_checks`' rules).
-
-        Returns:
-            One ``{"sql", "expect", "got", "ok"}`` per check, in order (``got`` is the rows as
-            JSON values, or ``{"error": message}`` when the query fails).
-        """
+        """Run the state checks on the copy as it is now (:func:`run_checks`' rules): one
+        ``{"sql", "expect", "got", "ok"}`` per check, in order (``got``: the rows as JSON
+        values, or ``{"error": message}`` when the query fails)."""
         assert self.db is not None, "use EpisodeDatabase as a context manager"
         with self.db.lock:
             return _checks_on(self.db.connection, checks)
 
 
 UNCHANGED_KEPT = 32
-"""Databases no episode changed, kept per seed for the next episodes (about 3.6 MB each;
-bench's default concurrency is 32): most episodes only read, and loading an image and parsing
-its schema again cost 0.4-0.7 ms of CPU per step in an A/B (``benchmarks/RESULTS.md``)."""
+"""Unchanged databases kept per seed (3.6 MB each; the default concurrency is 32): loading an
+image and parsing its schema again cost 0.4-0.7 ms CPU per step (``benchmarks/RESULTS.md``)."""
 
 _UNCHANGED: dict[int, list[MemoryShopDB]] = {}
 _UNCHANGED_LOCK = threading.Lock()
@@ -114,12 +118,10 @@ _UNCHANGED_LOCK = threading.Lock()
 
 def _release(db: MemoryShopDB, seed: int, clean: bool) -> None:
     """Keep ``db`` for the next episode when it still equals the seeded database, else close
-    it. Equal means: the episode finished and no override ran (``clean``: a stopped
-    episode's calls may still be running on worker threads), no transaction is open and SQLite counts no
-    row inserted, updated or deleted on it (``total_changes``; a statement or transaction
-    rolled back still counts, so this errs towards closing). Nothing else can change it:
-    model SQL runs under the read-only authorizer and the tools' writes are INSERT, UPDATE
-    and DELETE."""
+    it. Equal: the episode finished and ran no override (``clean``), no transaction is open,
+    and SQLite's ``total_changes`` is 0 (a rolled-back change still counts: this errs towards
+    closing). Nothing else changes it: model SQL runs under the read-only authorizer and the
+    tools' writes are INSERT, UPDATE and DELETE."""
     conn = db.connection
     if clean and not conn.in_transaction and conn.total_changes == 0:
         with _UNCHANGED_LOCK:
