@@ -1,5 +1,19 @@
-"""``python -m bench`` runs the CLI."""
+"""``python -m bench`` and the ``bench`` console script: the CLI, imported with the cyclic
+collector paused (importing makes objects that live as long as the command; the run command's
+own setting is in :mod:`bench.collector`)."""
 
-from bench.cli import main
+import gc
 
-main()
+
+def main() -> None:
+    """Import the CLI without collections, then run it (:func:`bench.cli.main`)."""
+    gc.disable()
+    try:
+        from bench.cli import main as cli_main
+    finally:
+        gc.enable()
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import os
 import shlex
 import signal
@@ -24,6 +23,7 @@ from bench.cli_split import split
 from bench.cli_synth import review, synth
 from bench.cli_variants import variants_app
 from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS
+from bench.collector import paused_until_the_run
 from bench.cli_toolspace import (SignalAhead, option_value, print_signal, space_fields,
                                  toolspace_notes)
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
@@ -287,6 +287,8 @@ def run(
     skipped, e.g. for a missing key: one line says which); 2: bad input; 130/143: stopped.
     """
     with contextlib.ExitStack() as stack:  # holds the run's write lock when resuming
+        # no collection while the run starts; its own setting once it runs (bench.collector)
+        start_the_run = stack.enter_context(paused_until_the_run())
         from bench.project import Project
         from bench.runner import RunConfig, Runner
         from bench.runner.errors import ExecutorNotStarted
@@ -405,9 +407,8 @@ def run(
             incomplete = None
             try:
                 # Objects made so far (modules, dataset, variants, providers) live as long as
-                # the command: out of the cyclic GC's sight, each collection during the run
-                # scans only what the run makes (gc.freeze, Python 3.7+).
-                gc.freeze()
+                # the command: frozen out of the collector's sight, which starts now
+                start_the_run()
                 manifest = runner.run(progress=signal_ahead,
                                       on_row=running.add if running is not None else None)
             except RunIncomplete as exc:  # rows left for a resume: show what is done
