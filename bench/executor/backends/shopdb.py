@@ -401,5 +401,18 @@ def write_whole(path: Path, seed: int = DEFAULT_SEED) -> None:
         raise
 
 
+def _exit_on(signum: int, frame: object) -> None:
+    """A stop signal in the child: exit through :func:`write_whole`'s cleanup."""
+    sys.exit(128 + signum)
+
+
 if __name__ == "__main__":  # python shopdb.py SEED PATH: a child that imports nothing of bench
+    import signal
+
+    # bench's process group gets SIGTERM (``timeout``, a CI job cancelled) or SIGHUP (its
+    # terminal closed) during start-up: by default the child would die with its temporary
+    # file left in the cache folder, ~3.6 MB each time; SIGINT already raises
+    for stop in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, stop):
+            signal.signal(getattr(signal, stop), _exit_on)
     write_whole(Path(sys.argv[2]), int(sys.argv[1]))
