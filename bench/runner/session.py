@@ -99,16 +99,19 @@ class RunSession:
     def _load(self, config: RunConfig) -> None:
         from bench.descriptions.aliases import apply_aliases
 
-        if config.execute and not config.mcp_server:
-            # the reference executor's database, written alongside the loading below when the
-            # project has none (an episode's label checks need it first)
-            from bench.executor.backends.shopcache import generate_ahead
-            generate_ahead()
-
         # labels naming a renamed tool score against its new name (descriptions/<toolset>/
         # aliases.yaml); the manifest records the renames
         self.dataset: Dataset
         self.dataset, self.aliases = apply_aliases(load_dataset(config.dataset))
+        if config.execute and not config.mcp_server:
+            from bench.executor.backends import REFERENCE_TOOLSETS
+            if any(case.kind == "episode" or case.toolset in REFERENCE_TOOLSETS
+                   for case in self.dataset.cases):
+                # the reference executor's database, written alongside the loading below
+                # when the project has none (an episode's label checks need it first); a
+                # project of its own tools (or an imported BFCL dataset) never reads it
+                from bench.executor.backends.shopcache import generate_ahead
+                generate_ahead()
         self.invalid_cases: list[LabelProblem] = []
         if config.skip_invalid_cases:
             self.dataset, self.invalid_cases = skip_invalid_cases(self.dataset,
