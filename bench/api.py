@@ -165,9 +165,11 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
     if existing and not resume:
         raise BenchError(f"run '{run_id}' exists; pass resume=True to finish it")
     if existing and run_id is not None:
-        session = RunSession.resume(run_id, fields, project=project, command=[])
+        session = RunSession.resume(run_id, fields, project=project, command=[],
+                                         will_run=True)
     else:
-        session = RunSession(config, run_id=run_id, project=project, command=[])
+        session = RunSession(config, run_id=run_id, project=project, command=[],
+                             will_run=True)
     session.resume_hint = f"evaluate(..., run_id={session.store.run_id!r}) again"
     runner = Runner.of(session, provider_factory=provider_factory, layers=layers)
     with project.activate():

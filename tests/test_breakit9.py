@@ -110,7 +110,7 @@ def own_toolset_project(root: Path, episode: bool = False) -> Project:
 def test_a_run_of_a_projects_own_tools_does_not_generate_the_shop_database(tmp_path):
     project = own_toolset_project(tmp_path / "own")
     RunSession(RunConfig(dataset="mine", variants=["current"], providers=["oracle"]),
-               run_id="own", command=[], project=project)
+               run_id="own", command=[], project=project, will_run=True)
     cached = project.cache_dir / "executor"
     ahead = shopcache._db_file(shopdb.DEFAULT_SEED, cached)
     started = shopcache._AHEAD.pop(ahead, None)
@@ -120,7 +120,7 @@ def test_a_run_of_a_projects_own_tools_does_not_generate_the_shop_database(tmp_p
     # an episode's label checks read the shop database, whatever its toolset
     project = own_toolset_project(tmp_path / "episode", episode=True)
     RunSession(RunConfig(dataset="mine", variants=["current"], providers=["oracle"]),
-               run_id="ep", command=[], project=project)
+               run_id="ep", command=[], project=project, will_run=True)
     ahead = shopcache._db_file(shopdb.DEFAULT_SEED, project.cache_dir / "executor")
     started = shopcache._AHEAD.pop(ahead, None)  # still running when the checks were cached
     if started is not None:

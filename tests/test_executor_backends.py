@@ -126,11 +126,14 @@ def test_an_executing_runs_session_generates_its_database_alongside_its_loading(
     project = Project(elsewhere)
     cached = project.cache_dir / "executor"
     RunSession(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"], limit=1,
-                         execute=False), run_id="no-exec", command=[], project=project)
+                         execute=False), run_id="no-exec", command=[], project=project,
+               will_run=True)
+    RunSession(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"], limit=1),
+               run_id="shown", command=[], project=project)  # bench show's: nothing runs
     ahead = shopcache._db_file(shopdb.DEFAULT_SEED, cached)
     assert ahead not in shopcache._AHEAD and not cached.exists()  # nothing to execute
     RunSession(RunConfig(dataset="ecommerce", variants=["l3"], providers=["oracle"], limit=1),
-               run_id="exec", command=[], project=project)
+               run_id="exec", command=[], project=project, will_run=True)
     assert ahead in shopcache._AHEAD
     shop_db_path(folder=cached)  # the child's file, waited for
     assert [p.name for p in cached.iterdir()] == [

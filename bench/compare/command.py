@@ -135,7 +135,7 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
                        providers=providers or ["local"], trials=trials, limit=limit,
                        case_ids=cases or None, model_path=model_path, seed=seed)
-    session = RunSession(config, run_id=run_id, project=project)
+    session = RunSession(config, run_id=run_id, project=project, will_run=True)
     store = session.store
     if store.exists():
         raise BenchError(f"run '{store.run_id}' already exists; compare it with "

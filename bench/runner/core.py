@@ -66,7 +66,7 @@ class Runner:
                  store: RunStore | None = None, project: Project | None = None,
                  layers: Sequence[LayerFactory] = ()) -> None:
         self._setup(RunSession(config, store=store, run_id=run_id, command=command,
-                               project=project), provider_factory, layers)
+                               project=project, will_run=True), provider_factory, layers)
 
     def _setup(self, session: RunSession, provider_factory: ProviderFactory | None,
                layers: Sequence[LayerFactory]) -> None:
@@ -102,7 +102,8 @@ class Runner:
             BenchError: as :meth:`RunSession.resume`.
         """
         return cls.of(RunSession.resume(run_id, overrides, project=project,
-                                        setting_names=setting_names, command=command),
+                                        setting_names=setting_names, command=command,
+                                        will_run=True),
                       provider_factory=provider_factory, layers=layers)
 
     # the session's setup, read by the CLI and tests

@@ -85,7 +85,10 @@ class RunSession:
 
     def __init__(self, config: RunConfig, *, store: RunStore | None = None,
                  run_id: str | None = None, command: Sequence[str] | None = None,
-                 project: Project | None = None) -> None:
+                 project: Project | None = None, will_run: bool = False) -> None:
+        #: Whether this session's plan is about to run (a runner's, not ``bench show``'s):
+        #: only then is the executor's database generated alongside the loading.
+        self.will_run = will_run
         self.project = project or current_project()
         with self.project.activate():  # loaders below that take no root read it
             self._load(config)
@@ -103,7 +106,7 @@ class RunSession:
         # aliases.yaml); the manifest records the renames
         self.dataset: Dataset
         self.dataset, self.aliases = apply_aliases(load_dataset(config.dataset))
-        if config.execute and not config.mcp_server:
+        if self.will_run and config.execute and not config.mcp_server:
             from bench.executor.backends import REFERENCE_TOOLSETS
             if any(case.kind == "episode" or case.toolset in REFERENCE_TOOLSETS
                    for case in self.dataset.cases):
@@ -153,8 +156,9 @@ class RunSession:
     @classmethod
     def resume(cls, run_id: str, overrides: Mapping[str, Any] | None = None, *,
                project: Project | None = None, setting_names: Mapping[str, str] | None = None,
-               command: Sequence[str] | None = None) -> "RunSession":
-        """Reopen run ``run_id`` with its stored config (finished rows are kept).
+               command: Sequence[str] | None = None, will_run: bool = False) -> "RunSession":
+        """Reopen run ``run_id`` with its stored config (finished rows are kept); ``will_run``
+        as in the constructor.
 
         Args:
             run_id: the run to finish.
@@ -186,7 +190,8 @@ class RunSession:
         # the MCP server's command line comes back with its secrets (never stored)
         config = given_mcp_secrets(config, changes.get("mcp_server"), run_id)
         _refuse_changes(run_id, config, changes, setting_names or {})
-        session = cls(config, store=store, project=project, command=command)
+        session = cls(config, store=store, project=project, command=command,
+                      will_run=will_run)
         session._check_inputs(manifest)
         session.manifest = with_fields(manifest, config=session.config.model_dump())
         return session
