@@ -2,10 +2,11 @@
 
 The file is keyed by :data:`~bench.executor.backends.shopdb.GENERATOR_VERSION` and the seed,
 written to a temporary name and renamed, so concurrent builders never see a half file. A run
-that will execute tools starts the generation in a child process while it imports its
-providers (:func:`generate_ahead`): the openai SDK alone takes about 0.5 s of CPU to import,
-the child about 0.2 s (measured here), so on a second core the first label check finds the
-file ready instead of stalling the run's event loop.
+that will execute reference tools starts the generation in a child process as soon as its
+dataset is loaded (:func:`generate_ahead`, from :class:`bench.runner.session.RunSession`):
+the child takes about 0.2 s of CPU (measured here) while the run loads its variants and
+imports its providers (the openai SDK alone about 0.5 s), so on a second core the first label
+check finds the file ready instead of stalling the run's event loop.
 """
 
 from __future__ import annotations
