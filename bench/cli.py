@@ -689,6 +689,8 @@ from bench.gate.command import baseline_app  # noqa: E402
 app.add_typer(baseline_app, name="baseline")
 from bench.traces_cmd import traces  # noqa: E402
 app.command("traces")(traces)
+from bench.cli_labels import labels_app  # noqa: E402
+app.add_typer(labels_app, name="labels")
 from bench.cli_optimize import optimize_app  # noqa: E402
 app.add_typer(optimize_app, name="optimize")
 

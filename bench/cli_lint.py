@@ -72,6 +72,8 @@ def lint(
             for cases, datasheet in tests.get(name, []):
                 findings += leak_findings(loaded, cases, datasheet)
             linted.append((name, v))
+    from bench.datasets.label_results import lint_findings  # BL015: labels whose calls fail
+    findings += lint_findings(_split(dataset), linted)
     if as_json:
         print(json.dumps({"findings": [f.to_dict() for f in findings],
                           "rules": {r.code: r.__dict__ for r in RULES.values()}},

@@ -78,6 +78,40 @@ class ExpectedCall(BaseModel):
     arguments: dict[str, list[Any]] = Field(default_factory=dict)
 
 
+class RecordedResult(BaseModel):
+    """What one of a label's calls returned when ``bench labels record`` ran it, with the
+    user's consent, on the user's own system (docs/executor.md).
+
+    Attributes:
+        name / arguments: the call as run (built from the label: the first literal value of
+            each argument), so a later change of the label shows the recording is stale.
+        ok: the call returned its own data; False: it failed (``error_code``, ``error``).
+        data: the result as the executor passed it to the model (JSON; capped like any
+            result).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    ok: StrictBool
+    data: Any = None
+    error_code: str | None = None
+    error: str | None = None
+
+
+class Recording(BaseModel):
+    """A label's recorded results (:class:`RecordedResult`, one per expected call, in order)
+    and when and where they were recorded (``at``: UTC ISO 8601; ``system``: e.g. ``MCP
+    server python notes.py``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: str
+    system: str = ""
+    results: list[RecordedResult]
+
+
 class Expected(BaseModel):
     """What a correct answer does: make ``calls``, make no call (``no_call``: nothing fits), or
     ask the user (``ask``: a fitting tool exists but required information is missing, so the
@@ -99,6 +133,9 @@ class Expected(BaseModel):
     ask: StrictBool = False
     ask_for: list[list[str]] = Field(default_factory=list)
     ordered: StrictBool = False
+    #: the results of ``calls`` recorded on the user's system (``bench labels record``);
+    #: absent in files written before it, and for labels never recorded
+    recorded: Recording | None = None
 
     @field_validator("ask_for")
     @classmethod
@@ -120,6 +157,8 @@ class Expected(BaseModel):
                              "or 'ask': true")
         if self.ask_for and not self.ask:
             raise ValueError("ask_for is only for 'ask': true cases")
+        if self.recorded is not None and not self.calls:
+            raise ValueError("recorded results are only for cases that expect calls")
         return self
 
 

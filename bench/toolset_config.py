@@ -17,10 +17,24 @@ Example::
     execute = "none"                         # no safe executor: selection and arguments only
     reason = "the CRM has no sandbox"
 
+    [tool.bench.toolsets.notes]
+    execute = "python"
+    module = "notes_tools.py"
+    reset = ["git", "checkout", "--", "notes.db"]   # puts the system back before each case
+    compare = {now = "shape", list_notes = {ignore = ["updated_at"]}, ping = "none"}
+
 A tool is a write unless it is marked read-only (its spec's ``permission: read``, or an MCP
 server's ``readOnlyHint``); a write call runs only when its tool is listed in ``writes`` (or
 the run passes ``--allow-writes``), and a refused one is reported as such in the run's table
-and HTML report. ``${NAME}`` in ``server``, ``env`` and ``url`` is replaced by the
+and HTML report.
+
+bench never runs a label's calls on such a system by itself: ``execution_match`` compares
+the model's results with results recorded on purpose (``bench labels record``, with the
+user's consent), or, with ``reset`` declared, with the label's calls run from a reset (the
+command runs in the project folder before the label's calls and before each row's calls).
+``compare`` says per tool how results compare: ``"exact"`` (the default), ``"shape"`` (JSON
+types and keys only: clocks, generated ids), ``"none"`` (not compared: a successful call
+matches) or ``{ignore = [field, ...]}`` (those keys dropped at any depth). ``${NAME}`` in ``server``, ``env`` and ``url`` is replaced by the
 environment variable ``NAME`` when the server starts, so a token never has to be written into
 the file (bench never writes one: secrets never reach disk).
 """
@@ -38,7 +52,23 @@ from bench.errors import BenchError, pydantic_error_field
 
 PYPROJECT = "pyproject.toml"
 ExecuteMode = Literal["mcp", "python", "none"]
+#: How one tool's results are compared for ``execution_match`` (``compare``): ``exact``
+#: (canonical JSON), ``shape`` (the JSON types and object keys only: clocks, generated
+#: ids), ``none`` (not compared: a successful call matches).
+CompareMode = Literal["exact", "shape", "none"]
+#: A :data:`CompareMode`, or the field names dropped at any depth before an exact comparison
+#: (``{ignore = ["datetime"]}``).
+Comparison = CompareMode | tuple[str, ...]
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class CompareIgnore(BaseModel):
+    """``{ignore = ["field", ...]}``: compare a tool's results without these object keys
+    (dropped at any depth)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    ignore: list[str] = Field(min_length=1)
 
 
 class ToolsetSettings(BaseModel):
@@ -55,6 +85,12 @@ class ToolsetSettings(BaseModel):
         timeout_s: per-call timeout in seconds (the executor's attempt timeout).
         writes: tools whose write calls may run (the per-tool allowance; empty: none).
         reason: why the toolset is not executed (``execute = "none"``; shown in the table).
+        reset: a command (argv, ``${NAME}`` expanded) that puts the system back into its
+            starting state; run in the project folder before a label's calls and before each
+            row's calls, so labels may run there and no state carries over between cases.
+        reset_timeout_s: seconds the reset may take (a slower one fails the run).
+        compare: tool name -> how its results compare for ``execution_match``: ``"exact"``,
+            ``"shape"``, ``"none"``, or ``{ignore = ["field", ...]}`` (module docstring).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -66,6 +102,14 @@ class ToolsetSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     writes: list[str] = Field(default_factory=list)
     reason: str | None = None
+    reset: list[str] | None = None
+    reset_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    compare: dict[str, CompareMode | CompareIgnore] = Field(default_factory=dict)
+
+    def comparisons(self) -> dict[str, Comparison]:
+        """``compare`` as the judge takes it: a mode, or the tuple of field names to drop."""
+        return {tool: how if isinstance(how, str) else tuple(how.ignore)
+                for tool, how in self.compare.items()}
 
     @model_validator(mode="after")
     def _needs_its_source(self) -> "ToolsetSettings":
@@ -76,6 +120,8 @@ class ToolsetSettings(BaseModel):
             raise ValueError("server must be a command list or an http(s):// URL")
         if self.execute == "python" and not self.module:
             raise ValueError("execute = \"python\" needs module = \"file.py\" (or a module name)")
+        if self.reset is not None and not self.reset:
+            raise ValueError("reset needs a command: reset = [\"program\", \"arg\", ...]")
         return self
 
     def expanded_server(self, environ: dict[str, str] | None = None) -> list[str] | str:
@@ -186,7 +232,9 @@ def settings_toml(toolset: str, settings: ToolsetSettings, comments: dict[str, s
     lines = [f"[tool.bench.toolsets.{toolset}]"]
     data = settings.model_dump(exclude_none=True)
     for key, value in data.items():
-        if key == "env" and not value:
+        if key in ("env", "compare") and not value:
+            continue
+        if key == "reset_timeout_s" and not data.get("reset"):
             continue
         line = f"{key} = {_toml_value(value)}"
         if key in comments:

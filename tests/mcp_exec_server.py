@@ -31,6 +31,21 @@ def delete_everything(confirm: bool) -> str:
     return "deleted"
 
 
+@server.tool()
+def add_item(title: str) -> dict:
+    """Add an item to the list: appends a line to writes.log in the server's folder (a
+    write whose every execution can be counted)."""
+    with open("writes.log", "a", encoding="utf-8") as log:
+        log.write(title + "\n")
+    return {"added": title}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def broken_lookup(k: str) -> dict:
+    """A read tool that fails on every call, whatever its argument."""
+    raise ToolError("the backing service is down")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))

@@ -13,7 +13,7 @@ from bench.executor.backends import ReferenceBackends
 from bench.executor.judge import ExecutionJudge, build_expected_call
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
-from bench.models import Expected, ExpectedCall, ToolCall
+from bench.models import Expected, ExpectedCall, Tool, ToolCall
 from bench.parse import ParsedAnswer
 from bench.providers.base import Provider, ProviderResponse
 from bench.runner import RunConfig, Runner
@@ -238,3 +238,175 @@ def test_prepare_runs_the_reference_calls_once_and_metrics_reuses_them():
         assert len(executed) == 4  # nothing to prepare for a no-call label
     finally:
         executor.close()
+
+
+# -- where the label's expected results come from (docs/executor.md) -----------------------
+
+ITEM_TOOLS = [Tool(name="add_item", description="Add an item to the list.", permission="write",
+                   input_schema={"type": "object", "properties": {"title": {"type": "string"}},
+                                 "required": ["title"]}),
+              Tool(name="now", description="The time.", permission="read",
+                   input_schema={"type": "object", "properties": {}})]
+MILK = Expected(calls=[ExpectedCall(name="add_item", arguments={"title": ["milk"]})])
+WRITE_CONTEXT = RunContext(case_id="c1", write_tools=frozenset({"add_item"}))
+
+
+class ItemList:
+    """A user's system: a list that add_item appends to (every write is counted)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.resets = 0
+        self.log: list[str] = []
+
+    def add(self, arguments, ctx):  # noqa: ANN001 - a Handler's run
+        self.items.append(arguments["title"])
+        self.log.append(f"add {arguments['title']}")
+        return {"added": arguments["title"], "count": len(self.items)}
+
+    def reset(self) -> None:
+        self.items.clear()
+        self.resets += 1
+        self.log.append("reset")
+
+    def handlers(self):
+        from bench.executor.backends.base import Handler
+        return {"add_item": Handler(self.add), "now": Handler(
+            lambda arguments, ctx: {"datetime": f"2026-01-0{len(self.log) % 9 + 1}", "tz": "UTC"})}
+
+
+def _judge_on(backend):
+    executor = Executor({"items": backend})
+    return executor, ExecutionJudge(executor)
+
+
+def test_a_users_system_never_runs_a_labels_calls():
+    """A plain handler mapping is the user's system: neither prepare nor metrics runs the
+    label's write, whatever the model answered; exec match is None and says why."""
+    system = ItemList()
+    executor, judge = _judge_on(system.handlers())
+    try:
+        judge.prepare(MILK, ITEM_TOOLS, "items", WRITE_CONTEXT)
+        silent = judge.metrics(MILK, [], ITEM_TOOLS, "items", WRITE_CONTEXT)
+        undecodable = judge.metrics(MILK, None, ITEM_TOOLS, "items", WRITE_CONTEXT)
+        assert system.items == []  # the label's add_item never ran
+        oracle = judge.metrics(MILK, [ToolCall(id="a", name="add_item",
+                                               arguments={"title": "milk"})],
+                               ITEM_TOOLS, "items", WRITE_CONTEXT)
+    finally:
+        executor.close()
+    assert system.items == ["milk"]  # the model's own call, once
+    for got in (silent, undecodable, oracle):
+        assert got["execution_match"] is None
+        assert got["execution_match_skipped"] == "not_recorded"
+    assert oracle["execution_success"] is True
+
+
+def test_bench_owns_only_the_reference_backends():
+    from bench.executor.backends import Owner
+    from bench.executor.backends.base import backend_of
+
+    assert ReferenceBackends()("ecommerce").owner is Owner.BENCH
+    assert ReferenceBackends()("ecommerce").runs_labels
+    assert backend_of({}).owner is Owner.USER and not backend_of({}).runs_labels
+
+
+def test_recorded_results_are_compared_and_a_changed_label_is_stale():
+    from bench.models import RecordedResult, Recording
+
+    system = ItemList()
+    recorded = MILK.model_copy(update={"recorded": Recording(at="2026-01-01T00:00:00Z", results=[
+        RecordedResult(name="add_item", arguments={"title": "milk"}, ok=True,
+                       data={"added": "milk", "count": 1})])})
+    executor, judge = _judge_on(system.handlers())
+    try:
+        same = judge.metrics(recorded, [ToolCall(id="a", name="add_item",
+                                                 arguments={"title": "milk"})],
+                             ITEM_TOOLS, "items", WRITE_CONTEXT)
+        other = judge.metrics(recorded, [ToolCall(id="b", name="add_item",
+                                                  arguments={"title": "eggs"})],
+                              ITEM_TOOLS, "items", WRITE_CONTEXT)
+        changed = recorded.model_copy(update={"calls": [ExpectedCall(
+            name="add_item", arguments={"title": ["oat milk"]})]})
+        stale = judge.metrics(changed, [], ITEM_TOOLS, "items", WRITE_CONTEXT)
+    finally:
+        executor.close()
+    assert system.items == ["milk", "eggs"]  # the model's calls only
+    assert same["execution_match"] is True and other["execution_match"] is False
+    assert stale["execution_match"] is None
+    assert stale["execution_match_skipped"] == "recording_stale"
+
+
+def test_identical_failures_are_never_a_match():
+    """The label's call and the model's fail alike (days=9 is out of range): the label is
+    at fault, exec match is None and names it; a failing call against a good label is no
+    match."""
+    executor = Executor(ReferenceBackends())
+    try:
+        judge = ExecutionJudge(executor)
+        bad_label = Expected(calls=[ExpectedCall(name="get_weather", arguments={
+            "city": ["Beijing"], "days": [9]})])
+        same_error = ToolCall(id="a", name="get_weather", arguments={"city": "Beijing",
+                                                                   "days": 9})
+        both = judge.metrics(bad_label, [same_error], TOOLS, "ecommerce", RunContext())
+        wrong = judge.metrics(WEATHER, [same_error], TOOLS, "ecommerce", RunContext())
+    finally:
+        executor.close()
+    assert both["execution_success"] is False
+    assert both["execution_match"] is None and both["execution_match_skipped"] == "label_failed"
+    assert wrong["execution_match"] is False
+
+
+def test_a_recorded_failure_is_a_label_problem_not_a_match():
+    from bench.models import RecordedResult, Recording
+
+    def down(arguments, ctx):  # noqa: ANN001 - every call fails, as a server that is down
+        raise ToolError("permanent", "tool_error", "the backing service is down")
+
+    from bench.executor.backends.base import Handler
+    from bench.executor.outcome import ToolError
+
+    label = Expected(calls=[ExpectedCall(name="now", arguments={})], recorded=Recording(
+        at="2026-01-01T00:00:00Z", results=[RecordedResult(
+            name="now", ok=False, error_code="tool_error",
+            error="the backing service is down")]))
+    executor, judge = _judge_on({"now": Handler(down)})
+    try:
+        got = judge.metrics(label, [ToolCall(id="a", name="now", arguments={})],
+                            ITEM_TOOLS, "items", RunContext())
+    finally:
+        executor.close()
+    assert got["execution_success"] is False
+    assert got["execution_match"] is None and got["execution_match_skipped"] == "label_failed"
+
+
+def test_declared_comparisons_shape_ignore_and_none():
+    from bench.executor.judge import compared_body
+
+    a = {"datetime": "2026-01-01T10:00:00", "tz": "UTC", "items": [{"id": 1, "at": "x"}]}
+    b = {"datetime": "2027-05-05T11:11:11", "tz": "UTC", "items": [{"id": 2, "at": "y"}]}
+    assert compared_body(a) != compared_body(b)
+    assert compared_body(a, "shape") == compared_body(b, "shape")
+    assert compared_body(a, "shape") != compared_body({"tz": 1}, "shape")
+    assert compared_body(a, ("datetime", "id", "at")) == compared_body(b, ("datetime", "id",
+                                                                           "at"))
+    assert compared_body(a, ("datetime",)) != compared_body(b, ("datetime",))
+    assert compared_body(a, "none") == compared_body(None, "none")
+
+
+def test_a_declared_reset_runs_before_the_label_and_before_each_answer():
+    """With a reset, the label may run on the user's system: reset, label, reset, answer;
+    the next row resets again and reuses the label's results."""
+    from bench.executor.backends import Backend, Owner
+
+    system = ItemList()
+    backend = Backend(system.handlers(), Owner.USER, reset=system.reset)
+    executor, judge = _judge_on(backend)
+    call = ToolCall(id="a", name="add_item", arguments={"title": "milk"})
+    try:
+        first = judge.metrics(MILK, [call], ITEM_TOOLS, "items", WRITE_CONTEXT)
+        second = judge.metrics(MILK, [call], ITEM_TOOLS, "items", WRITE_CONTEXT)
+    finally:
+        executor.close()
+    assert system.log == ["reset", "add milk", "reset", "add milk", "reset", "add milk"]
+    assert first["execution_match"] is True and second["execution_match"] is True

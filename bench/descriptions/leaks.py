@@ -23,6 +23,18 @@ A variant's prose (examples, edge cases, rules) may only draw on ``dev`` cases. 
 - ``argument-copy`` (a hint, not an error): an example in another language whose arguments are
   exactly the case's expected call, literal values included (IDs masked). It points a reviewer
   at likely translations.
+- ``containment``: the line, a schema text or the whole description contains the case's
+  query, or most of its word 5-grams / CJK character 4-grams
+  (:mod:`bench.descriptions.containment`): a query appended to a longer line, or put into a
+  parameter's description, which the whole-line signals above miss. Run against every test
+  split of the project, not only the datasets of the variant's toolset (``everywhere``).
+
+Every line is compared after Unicode normalisation (:func:`bench.descriptions.containment.fold`:
+NFKC, so full-width ``ＡＢＣ`` is ``ABC``; format characters dropped; spaces between CJK
+characters removed, so ``我 的 包 裹`` is ``我的包裹``). The lines are those of each tool's
+description and every text of its JSON Schema (parameter descriptions at any depth, titles,
+enum descriptions, examples: :func:`bench.descriptions.containment.schema_texts`), whose
+``section`` is the schema path (``input_schema.properties.carrier.description``).
 
 The threshold is justified in ``docs/descriptions-and-variants.md#the-leak-checker`` from the
 shipped data (``benchmarks/leak_threshold.py`` prints the distributions it rests on).
@@ -36,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from bench.descriptions.containment import SIGNAL as CONTAINMENT
+from bench.descriptions.containment import ModelText, TestIndex, fold, schema_texts
 from bench.descriptions.variants import Variant
 from bench.models import Case
 
@@ -79,9 +93,13 @@ class Leak:
     Attributes:
         case_id: the mirrored case.
         variant: the variant whose text mirrors it; ``tool``, ``section``, ``text``: the line.
-        signal: ``near-copy``, ``trigger-phrase``, ``reviewed`` or ``argument-copy``.
-        score: Jaccard similarity (0-1) for ``near-copy``; 1.0 otherwise.
-        evidence: the matched phrase, or the masked query.
+        signal: ``near-copy``, ``trigger-phrase``, ``reviewed``, ``argument-copy`` or
+            ``containment``.
+        score: Jaccard similarity (0-1) for ``near-copy``; the share of the query's n-grams
+            in the text for ``containment``; 1.0 otherwise.
+        evidence: the matched phrase, the masked query, or the longest run of the query found.
+        dataset: the mirrored case's dataset, where known (``containment`` against every
+            test split names it); ``""`` otherwise.
     """
 
     case_id: str
@@ -92,6 +110,7 @@ class Leak:
     signal: str
     score: float
     evidence: str
+    dataset: str = ""
 
     @property
     def is_hint(self) -> bool:
@@ -100,8 +119,10 @@ class Leak:
 
 
 def mask(text: str) -> str:
-    """``text`` lower-cased with IDs, dates, amounts and numbers replaced by ``#``."""
-    return _ID_OR_NUMBER.sub("#", text).lower()
+    """``text`` normalised (:func:`bench.descriptions.containment.fold`: NFKC, no format
+    characters, no spaces between CJK characters), lower-cased, with IDs, dates, amounts and
+    numbers replaced by ``#``."""
+    return _ID_OR_NUMBER.sub("#", fold(text)).lower()
 
 
 def tokens(text: str) -> frozenset[str]:
@@ -129,27 +150,35 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def snippets(variant: Variant) -> Iterator[Snippet]:
-    """Every non-blank line of every tool's description in ``variant``, bullets stripped."""
+    """Every non-blank line of every tool's description in ``variant``, bullets stripped,
+    then every text of the tool's JSON Schema (section: its schema path)."""
     for tool in variant.tools:
-        section = "summary"
-        for raw in tool.description.splitlines():
-            line = raw.strip()
-            if not line:
-                continue
-            heading = _SECTION.match(line)
-            if heading:
-                section = heading.group(1)
-                continue
-            example = _EXAMPLE.match(line)
-            if example:
-                query = json.loads(example.group(1))
-                try:
-                    args = json.loads(example.group(2).split(" (", 1)[0])
-                except json.JSONDecodeError:
-                    args = None
-                yield Snippet(tool.name, section, query, args if isinstance(args, dict) else None)
-            else:
-                yield Snippet(tool.name, section, line.lstrip("-• ").strip())
+        yield from _description_lines(tool.name, tool.description)
+        for path, text in schema_texts(tool.input_schema):
+            if text.strip():
+                yield Snippet(tool.name, path, text.strip())
+
+
+def _description_lines(tool: str, description: str) -> Iterator[Snippet]:
+    section = "summary"
+    for raw in description.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        heading = _SECTION.match(line)
+        if heading:
+            section = heading.group(1)
+            continue
+        example = _EXAMPLE.match(line)
+        if example:
+            query = json.loads(example.group(1))
+            try:
+                args = json.loads(example.group(2).split(" (", 1)[0])
+            except json.JSONDecodeError:
+                args = None
+            yield Snippet(tool, section, query, args if isinstance(args, dict) else None)
+        else:
+            yield Snippet(tool, section, line.lstrip("-• ").strip())
 
 
 def case_text(case: Case) -> str:
@@ -167,7 +196,7 @@ def quoted_phrases(text: str) -> list[str]:
 
 
 def _norm_phrase(text: str) -> str:
-    return re.sub(r"\s+", " ", text.casefold()).strip(" .?!,;:。？！，")
+    return re.sub(r"\s+", " ", fold(text).casefold()).strip(" .?!,;:。？！，")
 
 
 def _args_match(example: dict[str, object], case: Case, tool: str) -> bool:
@@ -209,14 +238,19 @@ def reviewed_mirrors(datasheet: Path) -> dict[str, list[tuple[str, str]]]:
 
 def find_leaks(variant: Variant, cases: Sequence[Case],
                reviewed: dict[str, list[tuple[str, str]]] | None = None,
-               threshold: float = NEAR_COPY_THRESHOLD) -> list[Leak]:
+               threshold: float = NEAR_COPY_THRESHOLD,
+               everywhere: TestIndex | None = None) -> list[Leak]:
     """Lines of ``variant`` that mirror one of ``cases`` (pass the ``test`` cases).
 
     Args:
         variant: a rendered variant (any level, template or hand-written).
-        cases: the cases the description must not mirror.
+        cases: the cases the description must not mirror (the test split of the datasets
+            of the variant's toolset).
         reviewed: :func:`reviewed_mirrors` of the dataset's datasheet.
         threshold: Jaccard similarity for ``near-copy`` (0-1).
+        everywhere: the test queries the ``containment`` signal looks for (every test split
+            of the project: :func:`bench.descriptions.containment.project_test_cases`);
+            None: ``cases``.
 
     Returns:
         One :class:`Leak` per (case, line, signal), sorted by case id then tool.
@@ -251,7 +285,25 @@ def find_leaks(variant: Variant, cases: Sequence[Case],
             for snip in hits[:1]:
                 leaks.append(Leak(case.id, variant.name, snip.tool, snip.section, snip.text,
                                   "reviewed", 1.0, text))
+    index = everywhere if everywhere is not None else TestIndex(("", c) for c in cases)
+    leaks += contained(variant, lines, index)
     return sorted(leaks, key=lambda k: (k.case_id, k.tool, k.signal, k.text))
+
+
+def contained(variant: Variant, lines: Sequence[Snippet], index: TestIndex) -> list[Leak]:
+    """``containment`` findings: ``lines`` (:func:`snippets` of ``variant``) that contain a
+    query of ``index``; then each tool's whole description, for a query split across lines
+    (reported only where no line of that tool holds it)."""
+    found = [Leak(c.case_id, variant.name, c.tool, c.location, c.text, CONTAINMENT, c.score,
+                  c.evidence, c.dataset)
+             for c in index.copies(ModelText(s.tool, s.section, s.text) for s in lines)]
+    held = {(k.case_id, k.tool) for k in found}
+    whole = index.copies(ModelText(t.name, "description", t.description)
+                         for t in variant.tools)
+    found += [Leak(c.case_id, variant.name, c.tool, "description (across lines)", c.text,
+                   CONTAINMENT, c.score, c.evidence, c.dataset)
+              for c in whole if (c.case_id, c.tool) not in held]
+    return found
 
 
 def _lang(text: str) -> str:

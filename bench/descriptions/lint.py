@@ -53,6 +53,9 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "description text mirrors a test case (bench lint --dataset)"),
     Rule("BL014", "translated-example", WARNING,
          "an example in another language has a test case's exact arguments: a translation?"),
+    Rule("BL015", "label-call-fails", WARNING,
+         "a label's own call returns an error: its rows get no exec match (bench lint "
+         "--dataset; bench.datasets.label_results)"),
 )}
 
 

@@ -15,10 +15,23 @@ match (BRIEF §6: execution success, execution match).
 A call of a tool that has no implementation in a backed toolset (``no_backend``: e.g. a
 pydantic model imported as a schema-only tool) was not run: both metrics are None for that
 answer, as for a toolset without any backend.
+
+Where the expected results come from (docs/executor.md, "Where expected results come from"):
+a label's calls run only on a system bench may run them on
+(:attr:`~bench.executor.backends.base.Backend.runs_labels`): bench's own reference
+backends, or a user's toolset with a declared ``reset`` (reset before the label's calls and
+again before each row's calls, one case at a time). On any other user system the results
+``bench labels record`` stored with the case (``expected.recorded``) are compared; without
+them ``execution_match`` is None. Never a match: a predicted call that failed (any error,
+a fallback's data included), whatever the label's result. A label whose own call fails (run
+or recorded) is the label's problem: ``execution_match`` is None. Every None set for the
+label's sake names why in ``execution_match_skipped`` (:data:`SKIP_REASONS`). Results of a
+tool compare as its toolset's ``compare`` says (:func:`compared_body`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from dataclasses import replace
 from typing import Any, Sequence
@@ -26,7 +39,8 @@ from typing import Any, Sequence
 from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext
 from bench.executor.pipeline import Executor
 from bench.jsonl import canonical_bytes
-from bench.models import Expected, ExpectedCall, Tool, ToolCall
+from bench.models import Expected, ExpectedCall, RecordedResult, Tool, ToolCall
+from bench.toolset_config import Comparison
 
 _NOT_BUILDABLE = object()
 
@@ -67,13 +81,84 @@ def build_expected_call(expected: ExpectedCall, index: int) -> ToolCall | None:
     return ToolCall(id=f"expected_{index}", name=expected.name, arguments=arguments)
 
 
-def result_key(outcome: ExecutionOutcome) -> tuple[str, str]:
-    """(tool, canonical result) used to compare a predicted and an expected result."""
+#: Why ``execution_match`` is None for the label's sake (``execution_match_skipped``):
+#: ``label_failed`` (the label's own call fails, run or recorded: fix the label),
+#: ``label_refused`` (the run does not allow one of the label's writes),
+#: ``label_unbuildable`` (an argument offers only matchers), ``not_recorded`` (a user's
+#: system without a reset: nothing recorded, see ``bench labels record``),
+#: ``recording_stale`` (the label changed since its results were recorded),
+#: ``not_compared`` (every called tool has ``compare = "none"``).
+SKIP_REASONS = ("label_failed", "label_refused", "label_unbuildable", "not_recorded",
+                "recording_stale", "not_compared")
+
+
+def _shape(value: Any) -> Any:
+    """The JSON types of ``value``: objects keep their keys, arrays the distinct shapes of
+    their items (sorted), scalars become their type's name (``"string"``, ``"number"``...)."""
+    if isinstance(value, dict):
+        return {str(k): _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        shapes = {canonical_bytes(_shape(v)): _shape(v) for v in value}
+        return [shapes[k] for k in sorted(shapes)]
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "null" if value is None else type(value).__name__
+
+
+def _without(value: Any, fields: frozenset[str]) -> Any:
+    """``value`` with every object key in ``fields`` removed, at any depth."""
+    if isinstance(value, dict):
+        return {k: _without(v, fields) for k, v in value.items() if k not in fields}
+    if isinstance(value, list):
+        return [_without(v, fields) for v in value]
+    return value
+
+
+def compared_body(data: Any, how: Comparison = "exact") -> str:
+    """The text two results of a tool must share to match: canonical JSON of ``data``
+    (``exact``), of its JSON types (``shape``), of it without the named fields (a tuple of
+    field names, dropped at any depth), or a constant (``none``: any successful result
+    matches)."""
+    if how == "none":
+        return "-"
+    if how == "shape":
+        data = _shape(data)
+    elif isinstance(how, tuple):
+        data = _without(data, frozenset(how))
+    return canonical_bytes(data).decode("utf-8")
+
+
+def result_key(outcome: ExecutionOutcome, how: Comparison = "exact") -> tuple[str, str]:
+    """(tool, compared result) used to compare a predicted and an expected result
+    (:func:`compared_body`; a failure keys on its code and message)."""
     if outcome.success and not outcome.fallback_used:
-        body = canonical_bytes(outcome.data).decode("utf-8")
+        body = compared_body(outcome.data, how)
     else:
         body = f"error:{outcome.error_code}:{outcome.error}"
     return outcome.tool, body
+
+
+def failed(outcome: ExecutionOutcome) -> bool:
+    """The call did not return its own data: any error, or a fallback's data."""
+    return not outcome.success or outcome.fallback_used
+
+
+def recording_current(recorded: Sequence[RecordedResult], expected: Expected) -> bool:
+    """The recorded results were made for the label's calls as they are now (the same
+    tools and arguments built by :func:`build_expected_call`, in order)."""
+    built = [build_expected_call(e, i) for i, e in enumerate(expected.calls)]
+    return len(recorded) == len(built) and all(
+        b is not None and r.name == b.name
+        and canonical_bytes(r.arguments) == canonical_bytes(b.arguments)
+        for r, b in zip(recorded, built))
+
+
+Reference = tuple[list[tuple[str, str]] | None, str | None]
+"""The label's result keys, or None and why (:data:`SKIP_REASONS`)."""
 
 
 class ExecutionJudge:
@@ -89,12 +174,17 @@ class ExecutionJudge:
         # per (label, tool list) object pair: the reference result keys (see _reference_keys)
         self._reference_memo: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
 
+    @staticmethod
+    def _key(call: ToolCall, tools: dict[str, Tool], toolset: str,
+             context: RunContext) -> tuple[Any, ...]:
+        return (toolset, call.name, canonical_bytes(call.arguments),
+                canonical_bytes(tools[call.name].input_schema) if call.name in tools else None,
+                context.user_id, context.allow_writes, context.allow_sensitive,
+                context.write_tools)
+
     def _expected_outcome(self, call: ToolCall, tools: dict[str, Tool], toolset: str,
                           context: RunContext) -> ExecutionOutcome:
-        key = (toolset, call.name, canonical_bytes(call.arguments),
-               canonical_bytes(tools[call.name].input_schema) if call.name in tools else None,
-               context.user_id, context.allow_writes, context.allow_sensitive,
-               context.write_tools)
+        key = self._key(call, tools, toolset, context)
         found = self._expected_cache.get(key)
         if found is None:
             # the reference side runs clean: no injected faults, no trace lines
@@ -104,15 +194,21 @@ class ExecutionJudge:
         return found
 
     def _reference_keys(self, expected: Expected, tools: Sequence[Tool], toolset: str,
-                        context: RunContext) -> list[tuple[str, str]] | None:
-        """:func:`result_key` of each call the label describes, run on the reference side;
-        None when a call cannot be built from the label, or when the run does not allow one
-        of its writes (nothing to compare).
+                        context: RunContext) -> Reference:
+        """:func:`result_key` of each call the label describes, or None and why
+        (:data:`SKIP_REASONS`). The calls run only where the toolset's backend
+        :attr:`~bench.executor.backends.base.Backend.runs_labels` (after its reset, if it
+        declares one: the caller holds the backend's lock); on any other system the results
+        recorded with the case are used, and nothing runs.
 
         Memoised on the identity of ``expected`` and ``tools`` (every trial, provider and
         row of a variant shares them) and the permissions; an entry keeps both objects alive,
         so an id is never reused while cached.
         """
+        backend = self.executor.handlers_for(toolset)
+        compare = backend.compare
+        if not backend.runs_labels:
+            return self._recorded_keys(expected, compare)
         memo_key = (id(expected), id(tools), toolset, context.user_id, context.allow_writes,
                     context.allow_sensitive, context.write_tools)
         memo = self._reference_memo.get(memo_key)
@@ -120,23 +216,77 @@ class ExecutionJudge:
             return memo[2]
         built = [build_expected_call(e, i) for i, e in enumerate(expected.calls)]
         calls = [b for b in built if b is not None]
-        want: list[tuple[str, str]] | None = None
+        found: Reference = (None, "label_unbuildable")
         if len(calls) == len(built):  # every expected call could be built
             by_name = {t.name: t for t in tools}
+            if backend.reset is not None and not all(
+                    self._cached(c, by_name, toolset, context) for c in calls):
+                backend.reset()  # the label starts from the state every row starts from
             reference = [self._expected_outcome(c, by_name, toolset, context) for c in calls]
-            if not any(o.error_code == "permission_denied" for o in reference):
-                want = [result_key(o) for o in reference]
+            if any(o.error_code == "permission_denied" for o in reference):
+                found = (None, "label_refused")
+            elif any(failed(o) for o in reference):
+                found = (None, "label_failed")
+            else:
+                found = _compared([result_key(o, compare.get(o.tool, "exact"))
+                                   for o in reference], compare)
         if len(self._reference_memo) >= 65_536:
             self._reference_memo.clear()
-        self._reference_memo[memo_key] = (expected, tools, want)
-        return want
+        self._reference_memo[memo_key] = (expected, tools, found)
+        return found
+
+    def _cached(self, call: ToolCall, tools: dict[str, Tool], toolset: str,
+                context: RunContext) -> bool:
+        """The expected call's outcome is cached (:meth:`_expected_outcome` will not run
+        it)."""
+        return self._key(call, tools, toolset, context) in self._expected_cache
+
+    @staticmethod
+    def _recorded_keys(expected: Expected, compare: dict[str, Comparison]) -> Reference:
+        """The label's result keys from its recorded results (``bench labels record``)."""
+        recorded = expected.recorded
+        if recorded is None:
+            return None, "not_recorded"
+        if not recording_current(recorded.results, expected):
+            return None, "recording_stale"
+        if any(not r.ok for r in recorded.results):
+            return None, "label_failed"
+        return _compared([(r.name, compared_body(r.data, compare.get(r.name, "exact")))
+                          for r in recorded.results], compare)
 
     def prepare(self, expected: Expected, tools: Sequence[Tool], toolset: str,
                 context: RunContext) -> None:
         """Memoise the label's reference results now (see :meth:`_reference_keys`), so that
-        :meth:`metrics` finds them; nothing to do for no-call labels or unbacked toolsets."""
-        if expected.calls and self.executor.handlers_for(toolset):
-            self._reference_keys(expected, tools, toolset, context)
+        :meth:`metrics` finds them; nothing to do for no-call labels, unbacked toolsets or
+        a system where labels do not run."""
+        backend = self.executor.handlers_for(toolset)
+        if expected.calls and backend and backend.runs_labels:
+            with backend.lock:
+                self._reference_keys(expected, tools, toolset, context)
+
+    def _unscored(self, expected: Expected, tools: Sequence[Tool], toolset: str,
+                  context: RunContext) -> str | None:
+        """Why the label of a case expecting calls gives nothing to compare with (None: it
+        does, or the case expects no call)."""
+        if not expected.calls:
+            return None
+        backend = self.executor.handlers_for(toolset)
+        with backend.lock if backend.reset is not None else contextlib.nullcontext():
+            return self._reference_keys(expected, tools, toolset, context)[1]
+
+    def _run(self, expected: Expected, calls: Sequence[ToolCall], tools: Sequence[Tool],
+             toolset: str, context: RunContext) -> tuple[list[ExecutionOutcome], Reference]:
+        """The answer's outcomes and the label's reference (:meth:`_reference_keys`; none
+        for a label without calls). On a backend with a reset, one row at a time: the label
+        runs first (from a reset), then the system is reset again for the answer's calls."""
+        backend = self.executor.handlers_for(toolset)
+        with backend.lock if backend.reset is not None else contextlib.nullcontext():
+            reference: Reference = (None, None)
+            if expected.calls:
+                reference = self._reference_keys(expected, tools, toolset, context)
+            if backend.reset is not None:
+                backend.reset()
+            return execute_answer(calls, tools, toolset, self.executor, context), reference
 
     def metrics(self, expected: Expected, calls: Sequence[ToolCall] | None,
                 tools: Sequence[Tool], toolset: str, context: RunContext) -> dict[str, Any]:
@@ -156,10 +306,12 @@ class ExecutionJudge:
         if not self.executor.handlers_for(toolset):
             return {"execution_success": None, "execution_match": None, "execution_errors": {}}
         if calls is None:
+            unscored = self._unscored(expected, tools, toolset, context)
             return {"execution_success": False if expects_calls else None,
-                    "execution_match": False if expects_calls else None,
-                    "execution_errors": {}}
-        outcomes = execute_answer(calls, tools, toolset, self.executor, context)
+                    "execution_match": False if expects_calls and not unscored else None,
+                    "execution_errors": {},
+                    **({"execution_match_skipped": unscored} if unscored else {})}
+        outcomes, (want, why) = self._run(expected, calls, tools, toolset, context)
         errors = Counter(o.error_class for o in outcomes if not o.success or o.fallback_used)
         result: dict[str, Any] = {
             "execution_errors": {c: errors[c] for c in ERROR_CLASSES if errors[c]},
@@ -170,10 +322,22 @@ class ExecutionJudge:
             return result  # a tool without an implementation (e.g. a schema-only one): not run
         result["execution_success"] = bool(outcomes) and all(
             o.success and not o.fallback_used for o in outcomes)
-        want = self._reference_keys(expected, tools, toolset, context)
         if want is None:
+            result["execution_match_skipped"] = why
             return result
-        got = [result_key(o) for o in outcomes]
+        if any(failed(o) for o in outcomes):  # identical failures are never a match
+            result["execution_match"] = False
+            return result
+        compare = self.executor.handlers_for(toolset).compare
+        got = [result_key(o, compare.get(o.tool, "exact")) for o in outcomes]
         result["execution_match"] = want == got if expected.ordered else \
             Counter(want) == Counter(got)
         return result
+
+
+def _compared(keys: list[tuple[str, str]], compare: dict[str, Comparison]) -> Reference:
+    """``keys``, or None and ``not_compared`` when every call's tool is ``compare =
+    "none"``."""
+    if keys and all(compare.get(tool) == "none" for tool, _ in keys):
+        return None, "not_compared"
+    return keys, None

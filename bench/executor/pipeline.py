@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.executor.backends.base import Handler
+from bench.executor.backends.base import Backend, Handler, backend_of
 from bench.executor.capping import cap_result
 from bench.executor.clock import Clock
 from bench.executor.decode import lenient_repairs
@@ -171,7 +171,7 @@ class Executor:
         self.clock = clock or Clock()
         self.traces = traces
         self._handlers = handlers
-        self._handler_cache: dict[str, Mapping[str, Handler]] = {}
+        self._handler_cache: dict[str, Backend] = {}
         self.policy = RetryPolicy(self.config.max_retries, self.config.backoff_base_s,
                                   self.config.backoff_cap_s, self.config.retry_budget_s)
         self.limiter = RateLimiter(self.clock, global_limit=_limit(self.config.global_rate),
@@ -187,15 +187,17 @@ class Executor:
         """Stop the handler threads (running handlers are not waited for)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def handlers_for(self, toolset: str) -> Mapping[str, Handler]:
-        """The handlers of ``toolset`` ({} when the source has none)."""
+    def handlers_for(self, toolset: str) -> Backend:
+        """The handlers of ``toolset`` (empty when the source has none) and who owns the
+        system behind them (:class:`~bench.executor.backends.base.Backend`; a plain mapping
+        from the source counts as the user's system)."""
         with self._lock:
             found = self._handler_cache.get(toolset)
         if found is None:
             source = self._handlers
-            found = source(toolset) if callable(source) else source.get(toolset, {})
+            made = backend_of(source(toolset) if callable(source) else source.get(toolset, {}))
             with self._lock:
-                self._handler_cache[toolset] = found
+                found = self._handler_cache.setdefault(toolset, made)  # one lock per toolset
         return found
 
     def breaker(self, toolset: str, tool: str) -> CircuitBreaker:

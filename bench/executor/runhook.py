@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
-from bench.executor.backends.base import Handler
+from bench.executor.backends.base import Backend, Handler, Owner
 from bench.executor.judge import ExecutionJudge
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
@@ -50,11 +50,14 @@ def describe_execution(toolsets: Sequence[str], *, execute: bool,
     """How each toolset's calls are executed in a run, for its manifest (``execution``).
 
     Returns:
-        toolset -> ``{"mode", "detail", "writes"}``: ``mode`` is ``reference``, ``mcp``,
-        ``python``, ``none`` (declared no-execute), ``off`` (``--no-execute``) or
+        toolset -> ``{"mode", "detail", "writes", "labels"}``: ``mode`` is ``reference``,
+        ``mcp``, ``python``, ``none`` (declared no-execute), ``off`` (``--no-execute``) or
         ``no_backend``; ``detail`` says where or why in a few words (never a command line: it
         may hold a token); ``writes`` is ``"all"`` (``--allow-writes``) or the write tools
-        allowed to run.
+        allowed to run; ``labels`` (executed toolsets only) says where the expected results
+        come from: ``reference`` (bench's own copy runs the label), ``reset`` (the user's
+        system runs it after the declared reset) or ``recorded`` (the results ``bench labels
+        record`` stored; nothing of the label runs).
     """
     found: dict[str, dict[str, Any]] = {}
     for toolset in dict.fromkeys(toolsets):
@@ -80,8 +83,61 @@ def describe_execution(toolsets: Sequence[str], *, execute: bool,
             entry = {"mode": "no_backend", "detail": "no backend: declare one under "
                      f"[tool.bench.toolsets.{toolset}] in {PYPROJECT} (execute = \"mcp\", "
                      "\"python\" or \"none\")"}
+        if entry["mode"] == "reference":
+            entry["labels"] = "reference"
+        elif entry["mode"] in ("mcp", "python"):
+            entry["labels"] = "reset" if own is not None and own.reset else "recorded"
         found[toolset] = {**entry, "writes": writes}
     return found
+
+
+class ResetCommand:
+    """A toolset's declared ``reset`` command as a callable: runs it in the project folder,
+    its output appended to ``log``.
+
+    Args:
+        toolset: the toolset's name (for messages).
+        settings: its settings (``reset``, ``reset_timeout_s``; ``${NAME}`` expanded when
+            run, so a token never has to be written down).
+        cwd: the project folder.
+        log: the file that receives the command's stdout and stderr.
+
+    Raises (when called):
+        BenchError: the command cannot start, exits non-zero or takes longer than
+            ``reset_timeout_s``: labels must not run on a system that was not reset.
+    """
+
+    def __init__(self, toolset: str, settings: ToolsetSettings, cwd: Path, log: Path) -> None:
+        self.toolset = toolset
+        self.settings = settings
+        self.cwd = cwd
+        self.log = log
+        self.runs = 0
+
+    def __call__(self) -> None:
+        import subprocess
+
+        from bench.toolset_config import expand
+
+        assert self.settings.reset
+        argv = [expand(part) for part in self.settings.reset]
+        where = f"[tool.bench.toolsets.{self.toolset}] reset"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            try:
+                done = subprocess.run(argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=log, timeout=self.settings.reset_timeout_s,
+                                      check=False)
+            except subprocess.TimeoutExpired:
+                raise BenchError(f"{where} did not finish within "
+                                 f"{self.settings.reset_timeout_s:g} s (reset_timeout_s); "
+                                 f"its output: {self.log}") from None
+            except OSError as exc:
+                raise BenchError(f"{where} could not start: {exc.strerror or exc}") from None
+        self.runs += 1
+        if done.returncode != 0:
+            raise BenchError(f"{where} failed (exit {done.returncode}); its output: "
+                             f"{self.log}")
 
 
 class RunExecution:
@@ -121,7 +177,7 @@ class RunExecution:
             if project_root is not None and not mcp_command else {}
         self._project_root = project_root
         self._run_dir = Path(run_dir)
-        self._own: dict[str, Mapping[str, Handler]] = {}
+        self._own: dict[str, Backend] = {}
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
             self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]),
@@ -148,7 +204,7 @@ class RunExecution:
         self.executor = Executor(source, traces=self.traces)
         self.judge = ExecutionJudge(self.executor)
 
-    def _open(self, toolset: str, settings: ToolsetSettings) -> Mapping[str, Handler]:
+    def _open(self, toolset: str, settings: ToolsetSettings) -> Backend:
         """Start the declared backend of ``toolset``; its handlers carry its timeout.
 
         Raises:
@@ -157,7 +213,7 @@ class RunExecution:
                 names the file and field).
         """
         if settings.execute == "none":
-            return {}
+            return Backend({}, Owner.USER)
         if settings.execute == "mcp":
             from bench.executor.backends.mcp import McpBackend
             server = settings.expanded_server()
@@ -192,8 +248,14 @@ class RunExecution:
                              f"this toolset (tools: {', '.join(sorted(handlers))})",
                              file=Path(self._project_root or ".") / PYPROJECT,
                              field=f"tool.bench.toolsets.{toolset}.writes")
-        return {name: dataclasses.replace(handler, timeout_s=settings.timeout_s)
-                for name, handler in handlers.items()}
+        timed = {name: dataclasses.replace(handler, timeout_s=settings.timeout_s)
+                 for name, handler in handlers.items()}
+        reset = None
+        if settings.reset:
+            reset = ResetCommand(toolset, settings, self._project_root or Path("."),
+                                 self._run_dir / f"reset-{toolset}.log")
+        return Backend(timed, Owner.USER, reset=reset, compare=settings.comparisons(),
+                       describe=f"{settings.execute} toolset '{toolset}'")
 
     def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
                     trial: int) -> dict[str, Any]:

@@ -317,6 +317,18 @@ Run every command in this folder (or set `BENCH_HOME` to it).
 """
 
 
+LABELS_TOML = """\
+# bench never runs a label's calls on your system by itself. exec match compares the model's
+# results with results you record once (bench labels record <dataset>: it lists the write
+# calls and asks first), or, when a command can put your system back, declare it: bench then
+# runs it before each case and may run the labels' calls (docs/your-own-tools.md).
+# reset = ["git", "checkout", "--", "data/"]
+# Results that depend on the clock or on state: per tool "exact" (default), "shape" (types
+# and keys only), "none" (not compared) or {ignore = ["field", ...]}.
+# compare = {get_time = "shape", list_items = {ignore = ["updated_at"]}}
+"""
+
+
 def gate_toml(toolset: str) -> str:
     """The ``[tool.bench.gate]`` table of a new project (see bench's docs/gate.md)."""
     return f"""[tool.bench.gate]
@@ -328,6 +340,8 @@ metrics = ["selection_correct", "arguments_correct"]
 margin = 0.0                                 # tolerated drop vs the baseline (fraction)
 alpha = 0.05
 baseline = "gate/baseline.json"
+# floors: added by the first `bench baseline update` (from the baseline's rates); with
+# recorded answers, any case right in the baseline and wrong now fails (fail_on_flips)
 """
 
 
@@ -451,6 +465,7 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
                      "timeout_s": "seconds per call",
                      "writes": "write tools whose calls may run",
                      "reason": "shown in the table and report"})
+                 + ("" if settings.execute == "none" else LABELS_TOML)
                  + "\n" + gate_toml(toolset))
     files: list[tuple[Path, str]] = [
         (dest / "pyproject.toml", pyproject),

@@ -70,4 +70,5 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                      f"counted per tool: {tools}; each counts as an execution failure "
                      f"(permission_denied). Allow one with writes = [\"{example}\"] {where}, "
                      "or all with bench run --allow-writes")
-    return notes
+    from bench.report.labels import label_notes  # where expected results came from
+    return notes + label_notes(execution, run_dir)

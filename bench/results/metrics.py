@@ -86,3 +86,7 @@ class RowMetrics(_Record):
     bfcl_valid: bool | None = Field(None, description="BFCL's own checker verdict (imported "
                                                       "BFCL datasets)")
     bfcl_error_type: str | None = Field(None, description="BFCL's error type, None when valid")
+    execution_match_skipped: str | None = Field(None, description=(
+        "why execution_match is None for the label's sake (bench.executor.judge.SKIP_REASONS: "
+        "label_failed, label_refused, label_unbuildable, not_recorded, recording_stale, "
+        "not_compared)"))

@@ -95,7 +95,8 @@ class CaseSummaries:
 
 def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
     """``(messages digest, expected label as a dict)`` of a case, as rows store them."""
-    return messages_digest(case.messages), case.expected.model_dump()
+    # recorded results (bench labels record) stay with the case, not in every row
+    return messages_digest(case.messages), case.expected.model_dump(exclude={"recorded"})
 
 
 def _identity(item: PlanItem, run_id: str, expected: dict[str, Any]) -> dict[str, Any]:

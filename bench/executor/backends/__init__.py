@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping
 
-from bench.executor.backends.base import Handler, ShopDB
+from bench.executor.backends.base import Backend, Handler, Owner, ShopDB
 from bench.executor.backends.shopcache import shop_db_path
 from bench.executor.backends.shopdb import DEFAULT_SEED
 
@@ -42,18 +42,22 @@ class ReferenceBackends:
         """The shop database (generated into the cache on first use)."""
         return self.database or ShopDB(shop_db_path(self.seed))
 
-    def __call__(self, toolset: str) -> Mapping[str, Handler]:
-        """The handlers of ``toolset`` ({} for a toolset without a reference backend)."""
+    def __call__(self, toolset: str) -> Backend:
+        """The handlers of ``toolset`` (none for a toolset without a reference backend), on
+        a database bench owns (:attr:`Owner.BENCH`: its writes are rolled back, or land in
+        an episode's private copy), so a label's expected calls may run on it."""
+        handlers: Mapping[str, Handler] = {}
         if toolset == "ecommerce":
             from bench.executor.backends.ecommerce import EcommerceBackend
-            return EcommerceBackend(self.db).handlers()
-        if toolset == "analytics":
+            handlers = EcommerceBackend(self.db).handlers()
+        elif toolset == "analytics":
             from bench.executor.backends.analytics import AnalyticsBackend
-            return AnalyticsBackend(self.db, self.sort_order_values).handlers()
-        if toolset == "logistics":
+            handlers = AnalyticsBackend(self.db, self.sort_order_values).handlers()
+        elif toolset == "logistics":
             from bench.executor.backends.logistics import LogisticsBackend
-            return LogisticsBackend(self.db).handlers()
-        return {}
+            handlers = LogisticsBackend(self.db).handlers()
+        return Backend(handlers, Owner.BENCH, describe="bench's reference backend")
 
 
-__all__ = ["Handler", "REFERENCE_TOOLSETS", "ReferenceBackends", "ShopDB", "SORT_ORDER_ENV"]
+__all__ = ["Backend", "Handler", "Owner", "REFERENCE_TOOLSETS", "ReferenceBackends", "ShopDB",
+           "SORT_ORDER_ENV"]

@@ -4,10 +4,12 @@ writes)."""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, Callable, Iterator
 from bench.executor.outcome import CallContext, ToolError, permanent_error, validation_error
 from bench.models import Permission
 from bench.plural import count
+from bench.toolset_config import Comparison
 
 RunFn = Callable[[dict[str, Any], CallContext], Any]
 
@@ -50,6 +53,79 @@ class Handler:
     fallback: Callable[[dict[str, Any], CallContext, ToolError], Any] | None = None
     cooperative: bool = False
     timeout_s: float | None = None
+
+
+class Owner(enum.Enum):
+    """Who owns the system a toolset's calls act on; it decides whether bench may execute a
+    call no model made (a label's expected call).
+
+    - ``BENCH``: a copy bench made and throws away (the reference backends' SQLite file, whose
+      writes are rolled back, or an episode's private in-memory copy): labels may run.
+    - ``USER``: the user's own system (a project's MCP server or Python module,
+      ``--execute-mcp``, or handlers of unknown origin): bench runs only the calls a model
+      made there, and a label's calls only with a declared reset hook
+      (:attr:`Backend.reset`) or through ``bench labels record`` with the user's consent.
+    """
+
+    BENCH = "bench"
+    USER = "user"
+
+
+class Backend(Mapping[str, Handler]):
+    """The handlers of one toolset (``tool name -> Handler``) and what bench may do on the
+    system behind them.
+
+    Args:
+        handlers: one handler per tool.
+        owner: who owns the system (:class:`Owner`).
+        reset: a callable that puts the user's system back into its starting state (a
+            project's declared ``reset = [...]`` command); with it, labels may run there,
+            each case starting from a reset (raises ``BenchError`` when the reset fails).
+        compare: tool name -> how its results are compared
+            (:data:`bench.toolset_config.Comparison`; absent: ``exact``).
+        describe: what messages call the system (``"MCP server python notes.py"``).
+    """
+
+    def __init__(self, handlers: Mapping[str, Handler], owner: Owner, *,
+                 reset: Callable[[], None] | None = None,
+                 compare: Mapping[str, Comparison] | None = None,
+                 describe: str = "") -> None:
+        self._handlers = dict(handlers)
+        self.owner = owner
+        self.reset = reset
+        self.compare: dict[str, Comparison] = dict(compare or {})
+        self.describe = describe
+        # held from a reset to the end of the calls that follow it: one case at a time
+        self.lock = threading.RLock()
+
+    def __getitem__(self, name: str) -> Handler:
+        return self._handlers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._handlers)
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    @property
+    def runs_labels(self) -> bool:
+        """A label's expected calls may run here: bench owns the system, or the user
+        declared a reset that undoes them."""
+        return self.owner is Owner.BENCH or self.reset is not None
+
+    def with_handlers(self, handlers: Mapping[str, Handler]) -> "Backend":
+        """The same system with other handlers (e.g. wrapped with a timeout or faults)."""
+        made = Backend(handlers, self.owner, reset=self.reset, compare=self.compare,
+                       describe=self.describe)
+        made.lock = self.lock
+        return made
+
+
+def backend_of(handlers: Mapping[str, Handler]) -> Backend:
+    """``handlers`` as a :class:`Backend`; a plain mapping is of unknown origin and so
+    treated as the user's system (:attr:`Owner.USER`): only bench's own backends say
+    otherwise."""
+    return handlers if isinstance(handlers, Backend) else Backend(handlers, Owner.USER)
 
 
 def cooperative(handlers: dict[str, Handler]) -> dict[str, Handler]:

@@ -1,0 +1,232 @@
+"""``bench labels record``: run each label's calls once on the user's own system, with consent,
+and store what they returned with the case (``expected.recorded`` in ``cases.jsonl``), so that
+later runs compare the model's results with them instead of running the label's calls again
+(:mod:`bench.executor.judge`, docs/executor.md).
+
+bench never runs a call no model made on a system it does not own by itself: this command is
+the one place it does, and only after the user agreed to the list of write calls it will make
+(an interactive confirmation, or ``--yes``); a shell that cannot ask refuses without
+``--yes``. Reference toolsets (bench's own database copy) need no recording and are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from bench.errors import BenchError
+from bench.plural import count
+
+labels_app = typer.Typer(no_args_is_help=True, help="Expected results of the labels: record "
+                                                     "them on your own system, with consent.")
+out = Console(soft_wrap=True)
+SHOWN_WRITES = 20
+FLUSH_EVERY = 25  # cases recorded between atomic rewrites of cases.jsonl (a stop keeps them)
+_RANK = {"read": 0, "write": 1, "sensitive": 2}
+
+
+def _call_text(name: str, arguments: dict[str, Any], width: int = 100) -> str:
+    """``name(key="value", ...)``, cut to ``width`` characters."""
+    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    text = f"{name}({shown})"
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _rewrite(path: Path, lines: list[str], recorded: dict[int, dict[str, Any]]) -> None:
+    """Write ``lines`` to ``path`` atomically with ``expected.recorded`` set on the lines
+    (0-based) in ``recorded``; every other line is kept byte for byte."""
+    from bench.runstore import atomic_write_text
+
+    text = []
+    for number, line in enumerate(lines):
+        if number in recorded:
+            data = json.loads(line)
+            data["expected"]["recorded"] = recorded[number]
+            line = json.dumps(data, ensure_ascii=False) + "\n"
+        text.append(line)
+    atomic_write_text(path, "".join(text))
+
+
+@labels_app.command("record")
+def record(
+    dataset: Annotated[str, typer.Argument(help="A dataset under datasets/ or a .jsonl path.")],
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="Agree to run the label calls listed (needed where bench cannot ask: "
+                      "no terminal).")] = False,
+    again: Annotated[bool, typer.Option(
+        "--again", help="Record again the labels whose recording is current (default: only "
+                        "labels never recorded or changed since).")] = False,
+    variant: Annotated[Optional[str], typer.Option(
+        "--variant", "-v", help="The variant whose schemas check the calls (default: l50, "
+                                "else the toolset's first).")] = None,
+    allow_sensitive: Annotated[bool, typer.Option(
+        "--allow-sensitive", help="Also run calls of sensitive tools.")] = False,
+) -> None:
+    """Run each label's calls once on your toolset's system (its MCP server or Python module,
+    pyproject.toml [tool.bench.toolsets.<name>]) and store the results with the case
+    (expected.recorded in cases.jsonl), after you agree to the write calls listed.
+
+    Runs then compare the model's results with these instead of running a label's calls on
+    your system. Labels with only patterns ($regex, $any) cannot be built and are skipped;
+    a label whose call fails is recorded as failing and reported (a label problem).
+    """
+    from bench.datasets import load_dataset
+    from bench.descriptions.aliases import apply_aliases
+    from bench.descriptions.variants import default_variant, load_variant
+    from bench.executor.judge import build_expected_call, recording_current
+    from bench.executor.runhook import RunExecution
+    from bench.paths import project_root, runs_dir
+    from bench.toolset_config import load_toolset_settings
+
+    root = project_root()
+    loaded, _ = apply_aliases(load_dataset(dataset))
+    if not isinstance(loaded.path, Path):
+        raise BenchError(f"{dataset}: only a local cases.jsonl can hold recorded results")
+    settings = load_toolset_settings(root)
+    todo: list[tuple[Any, list[Any]]] = []  # (case, built calls)
+    skipped: dict[str, int] = {}
+    for case in loaded.cases:
+        if case.kind == "episode" or not case.expected.calls:
+            continue
+        own = settings.get(case.toolset)
+        if own is None or own.execute == "none":
+            why = (f"toolset '{case.toolset}' is not executed on your system (bench's own "
+                   "backend, or none): nothing to record")
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        built = [build_expected_call(e, i) for i, e in enumerate(case.expected.calls)]
+        if any(b is None for b in built):
+            why = "an argument offers only patterns ($regex, $any): the call cannot be built"
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        if not again and case.expected.recorded is not None and \
+                recording_current(case.expected.recorded.results, case.expected):
+            why = "already recorded (bench labels record --again records them again)"
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        todo.append((case, built))
+    for why, n in skipped.items():
+        out.print(f"skipped {count(n, 'case')}: {why}", markup=False)
+    if not todo:
+        out.print("nothing to record", markup=False)
+        return
+    toolsets = sorted({case.toolset for case, _ in todo})
+    tools = {t: {tool.name: tool for tool in load_variant(t, variant or default_variant(t)).tools}
+             for t in toolsets}
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_dir = runs_dir().parent / "labels" / f"record-{stamp}"
+    execution = RunExecution(run_dir, f"labels-record-{stamp}", allow_writes=True,
+                             allow_sensitive=allow_sensitive, project_root=root,
+                             toolsets=toolsets)
+    try:
+        _consent(todo, tools, execution, yes)
+        _run(loaded, todo, tools, execution, allow_sensitive, run_dir, stamp)
+    finally:
+        execution.close()
+
+
+def _permission(tool: Any, handler: Any) -> str:
+    """The stricter of the tool's and the backend's tag (the executor's rule)."""
+    levels = [getattr(tool, "permission", "write"), getattr(handler, "permission", "read")]
+    return max(levels, key=_RANK.__getitem__)
+
+
+def _consent(todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[str, Any]],
+             execution: Any, yes: bool) -> None:
+    """List the write calls and ask (or take ``--yes``); refuse where no one can be asked.
+
+    Raises:
+        BenchError: no terminal and no ``--yes``.
+        typer.Exit: the user said no (exit 1).
+    """
+    writes: list[str] = []
+    calls = 0
+    systems = set()
+    for case, built in todo:
+        backend = execution.executor.handlers_for(case.toolset)
+        systems.add(backend.describe or case.toolset)
+        for call in built:
+            calls += 1
+            if _permission(tools[case.toolset].get(call.name), backend.get(call.name)) != "read":
+                writes.append(f"{case.id}: {_call_text(call.name, call.arguments)}")
+    where = ", ".join(sorted(systems))
+    out.print(f"bench labels record runs {count(calls, 'label call')} of "
+              f"{count(len(todo), 'case')} once on your system ({where}), "
+              f"{count(len(writes), 'write call')} among them:", markup=False)
+    for line in writes[:SHOWN_WRITES]:
+        out.print(f"  {line}", markup=False)
+    if len(writes) > SHOWN_WRITES:
+        out.print(f"  ... and {len(writes) - SHOWN_WRITES} more", markup=False)
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise BenchError(f"bench labels record would run {count(len(writes), 'write call')} "
+                         "on your system and cannot ask here (no terminal): agree with --yes")
+    if not typer.confirm("Run them now?", default=False):
+        out.print("nothing run", markup=False)
+        raise typer.Exit(1)
+
+
+def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[str, Any]],
+         execution: Any, allow_sensitive: bool, run_dir: Path, stamp: str) -> None:
+    """Run the label calls case by case (after the toolset's reset, if declared) and write
+    the results into the dataset file every :data:`FLUSH_EVERY` cases and at the end (also
+    when stopped: what ran is kept)."""
+    from bench.datasets.loader import _jsonl_lines
+    from bench.executor.outcome import RunContext
+    from bench.models import RecordedResult, Recording
+
+    path = Path(loaded.path)
+    lines = [line + "\n" for line in _jsonl_lines(path)]  # the loader's line numbers
+    pending: dict[int, dict[str, Any]] = {}
+    failed: list[str] = []
+    refused: list[str] = []
+    done = 0
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        for case, built in todo:
+            backend = execution.executor.handlers_for(case.toolset)
+            context = RunContext(run_id=f"labels-record-{stamp}", case_id=case.id,
+                                  allow_writes=True, allow_sensitive=allow_sensitive,
+                                  inject_faults=False)
+            with backend.lock:
+                if backend.reset is not None:
+                    backend.reset()
+                outcomes = [execution.executor.execute(call, tools[case.toolset],
+                                                       case.toolset, context)
+                            for call in built]
+            if any(o.error_code == "permission_denied" for o in outcomes):
+                refused.append(case.id)  # not the label's result: nothing recorded
+                continue
+            results = [RecordedResult(
+                name=call.name, arguments=call.arguments,
+                ok=o.success and not o.fallback_used,
+                data=o.data if o.success and not o.fallback_used else None,
+                error_code=None if o.success else o.error_code,
+                error=None if o.success else o.error)
+                for call, o in zip(built, outcomes)]
+            if not all(r.ok for r in results):
+                failed.append(case.id)
+            made = Recording(at=at, system=backend.describe, results=results)
+            pending[loaded.lines[case.id] - 1] = made.model_dump(mode="json")
+            done += 1
+            if done % FLUSH_EVERY == 0:
+                _rewrite(path, lines, pending)
+    finally:
+        if pending:
+            _rewrite(path, lines, pending)
+    out.print(f"recorded {count(done, 'case')} into {path} (traces: {run_dir / 'traces.jsonl'})",
+              markup=False)
+    if refused:
+        out.print(f"not recorded, a call needs --allow-sensitive: {', '.join(refused)}",
+                  markup=False)
+    if failed:
+        out.print(f"label call failed: {count(len(failed), 'case')} ({', '.join(failed[:10])}"
+                  f"{' ...' if len(failed) > 10 else ''}): recorded as failing; their rows get "
+                  "no exec match until the label is fixed", markup=False)

@@ -1,0 +1,154 @@
+"""What the ``exec match`` column of a run does not show by itself: where the expected results
+came from and why some rows have none, as one sentence each for the terminal table and the
+HTML report (:func:`bench.report.execution.execution_notes` adds them).
+
+Read from the run's own files: the manifest's ``execution`` (``labels``: ``reference``,
+``reset`` or ``recorded``; ``writes``, :func:`bench.executor.runhook.describe_execution`)
+and the rows' ``execution_match_skipped`` (:data:`bench.executor.judge.SKIP_REASONS`),
+``execution_match`` and ``provider``, streamed from ``results.jsonl`` one line at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from bench.plural import count
+
+#: The provider whose answers are the labels' own calls (:mod:`bench.providers.oracle`).
+ORACLE = "oracle"
+
+
+@dataclass
+class LabelCounts:
+    """Counts over a run's rows.
+
+    Attributes:
+        skipped: (toolset, reason) -> rows whose ``execution_match`` is None for the
+            label's sake.
+        failed_cases: toolset -> case ids whose label call failed (sorted when shown).
+        oracle_rows: toolset -> the oracle's rows with an ``execution_match``.
+        oracle_missed: toolset -> the oracle's rows without a match.
+        oracle_misses: toolset -> tool -> the oracle's rows without a match that call it.
+    """
+
+    skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    failed_cases: dict[str, set[str]] = field(default_factory=dict)
+    oracle_rows: Counter[str] = field(default_factory=Counter)
+    oracle_missed: Counter[str] = field(default_factory=Counter)
+    oracle_misses: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Count one decoded row (anything not shaped like a row is ignored)."""
+        metrics = row.get("metrics")
+        if not isinstance(metrics, dict):
+            return
+        toolset = str(row.get("toolset") or "")
+        why = metrics.get("execution_match_skipped")
+        if isinstance(why, str):
+            self.skipped[(toolset, why)] += 1
+            if why == "label_failed":
+                self.failed_cases.setdefault(toolset, set()).add(str(row.get("case_id")))
+        match = metrics.get("execution_match")
+        if row.get("provider") == ORACLE and isinstance(match, bool):
+            self.oracle_rows[toolset] += 1
+            if not match:
+                self.oracle_missed[toolset] += 1
+                expected = row.get("expected") or {}
+                calls = expected.get("calls") if isinstance(expected, dict) else None
+                tools = {str(c.get("name")) for c in calls or [] if isinstance(c, dict)}
+                misses = self.oracle_misses.setdefault(toolset, Counter())
+                misses.update(tools or {"?"})
+
+
+def count_rows(run_dir: Path) -> LabelCounts:
+    """:class:`LabelCounts` of ``run_dir/results.jsonl`` (empty without the file; lines that
+    do not decode are skipped: these notes are diagnostics, ``bench show`` reports a corrupt
+    file itself)."""
+    counts = LabelCounts()
+    path = run_dir / "results.jsonl"
+    if not path.is_file():
+        return counts
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if b"execution_match" not in line:
+                    continue  # an unexecuted row: nothing to count (no JSON decoding)
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    counts.add(row)
+    except OSError:
+        pass
+    return counts
+
+
+def _cases(ids: set[str], shown: int = 3) -> str:
+    first = sorted(ids)[:shown]
+    return ", ".join(first) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
+                run_dir: Path | None) -> list[str]:
+    """One sentence per fact the exec match column hides, e.g. ``label call failed: 2 rows
+    (cases c1, c2) of toolset 'notes': ...``; [] when there is nothing to say.
+
+    Facts, in order: state carried over (a user's system with writes allowed and no
+    ``reset``), rows without a comparison per reason (:data:`bench.executor.judge.
+    SKIP_REASONS`), and the oracle's exec match below 100% (naming the tools).
+
+    Args:
+        execution: the manifest's ``execution`` (None: runs made before it existed).
+        run_dir: the run folder (None: only the manifest's facts).
+    """
+    execution = execution or {}
+    notes: list[str] = []
+    for toolset, entry in execution.items():
+        writes = entry.get("writes")
+        if entry.get("mode") in ("mcp", "python") and entry.get("labels") != "reset" \
+                and writes:
+            allowed = "all tools (--allow-writes)" if writes == "all" else ", ".join(writes)
+            notes.append(f"state carried over between cases and variants: toolset "
+                         f"'{toolset}' runs on your system with writes allowed ({allowed}) "
+                         "and no reset = [...] under its [tool.bench.toolsets."
+                         f"{toolset}]: a row may see what an earlier row wrote")
+    counts = count_rows(run_dir) if run_dir is not None else LabelCounts()
+    for (toolset, why), rows in sorted(counts.skipped.items()):
+        where = f"{count(rows, 'row')} of toolset '{toolset}'"
+        if why == "label_failed":
+            cases = counts.failed_cases.get(toolset, set())
+            notes.append(f"label call failed: {where} (cases {_cases(cases)}): the label's "
+                         "own call returns an error, so exec match is empty there; fix the "
+                         "label (bench lint lists such labels)")
+        elif why == "not_recorded":
+            notes.append(f"exec match empty for {where}: bench does not run a label's calls "
+                         "on your system; record the expected results once with bench labels "
+                         "record (it asks first), or declare reset = [...] under "
+                         f"[tool.bench.toolsets.{toolset}]")
+        elif why == "recording_stale":
+            notes.append(f"exec match empty for {where}: the label changed since its results "
+                         "were recorded; record them again with bench labels record")
+        elif why == "label_refused":
+            notes.append(f"exec match empty for {where}: the run does not allow a write the "
+                         "label makes, so there is no expected result to compare")
+        elif why == "label_unbuildable":
+            notes.append(f"exec match empty for {where}: an argument of the label offers only "
+                         "patterns ($regex, $any), so its call cannot be built")
+        elif why == "not_compared":
+            notes.append(f"exec match empty for {where}: every tool called is compare = "
+                         "\"none\"")
+    for toolset, misses in sorted(counts.oracle_misses.items()):
+        rows = counts.oracle_rows[toolset]
+        rate = 100 * (1 - counts.oracle_missed[toolset] / rows) if rows else 0.0
+        tools = ", ".join(f"{tool} {n}" for tool, n in sorted(misses.items()))
+        notes.append(f"the oracle's exec match on toolset '{toolset}' is {rate:.0f}%, not "
+                     f"100%: its calls are the labels' own, yet results differed for {tools} "
+                     "(rows per tool); results that depend on the clock or on state need "
+                     f"compare = {{tool = \"shape\"}} or {{tool = {{ignore = [...]}}}} under "
+                     f"[tool.bench.toolsets.{toolset}], or a reset = [...]")
+    return notes
