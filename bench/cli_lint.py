@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 from collections import Counter
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.table import Table
 
 from bench.errors import BenchError
 from bench.plural import count
+
+if TYPE_CHECKING:
+    from bench.descriptions.containment import TestIndex
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -49,6 +52,7 @@ def lint(
     or has no variants, or a dataset that cannot be loaded.
     """
     from bench.descriptions import available_variants, check_toolset, load_variant
+    from bench.descriptions.containment import TestIndex
     from bench.descriptions.lint import RULES, LintConfig, leak_findings, lint_variant
     from bench.paths import descriptions_dir
 
@@ -65,12 +69,16 @@ def lint(
             raise BenchError(f"toolset '{name}' has no variants: "
                              f"{no_variants_reason(name, root)}")
     tests = _test_cases(_split(dataset), toolsets)
+    everywhere = _everywhere(_split(dataset))
+    nothing = TestIndex(())
     for name in toolsets:
         for v in _split(variant) or available_variants(name):
             loaded = load_variant(name, v)
             findings += lint_variant(loaded, config)
             for cases, datasheet in tests.get(name, []):
-                findings += leak_findings(loaded, cases, datasheet)
+                findings += leak_findings(loaded, cases, datasheet, everywhere=nothing)
+            if everywhere is not None:  # containment: every test split, once per variant
+                findings += leak_findings(loaded, [], None, everywhere=everywhere)
             linted.append((name, v))
     from bench.datasets.label_results import lint_findings  # BL015: labels whose calls fail
     findings += lint_findings(_split(dataset), linted)
@@ -117,6 +125,26 @@ def _test_cases(names: list[str], toolsets: list[str]) -> dict[str, list[tuple[l
                 out.setdefault(toolset, []).append(
                     ([c for c in cases if c.toolset == toolset], datasheet))
     return out
+
+
+def _everywhere(names: list[str]) -> "TestIndex | None":
+    """The test queries BL013's ``containment`` signal searches in every variant, whatever
+    its toolset: every test split of the project (``datasets/``), or of ``names``; None for
+    ``--dataset none``.
+
+    Raises:
+        BenchError: a dataset that cannot be loaded.
+    """
+    from bench.datasets import load_dataset
+    from bench.descriptions.containment import TestIndex, project_test_cases, test_split
+    from bench.paths import datasets_dir
+
+    if names == ["none"]:
+        return None
+    if not names:
+        return TestIndex(project_test_cases(datasets_dir()))
+    return TestIndex((name, case) for name in names
+                     for case in test_split(load_dataset(name).cases))
 
 
 def _no_cases_yet(name: str) -> bool:

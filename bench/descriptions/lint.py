@@ -335,8 +335,8 @@ def _first_problems(problems: list[tuple[str, str]], shown: int = 4) -> str:
     return text + (f"; +{len(problems) - shown} more" if len(problems) > shown else "")
 
 
-def leak_findings(variant: Variant, cases: Sequence[Any], datasheet: Any = None
-                  ) -> list[Finding]:
+def leak_findings(variant: Variant, cases: Sequence[Any], datasheet: Any = None,
+                  everywhere: Any = None) -> list[Finding]:
     """BL013/BL014 findings of ``variant`` against a dataset's ``test`` cases
     (:mod:`bench.descriptions.leaks`).
 
@@ -346,22 +346,37 @@ def leak_findings(variant: Variant, cases: Sequence[Any], datasheet: Any = None
             split, or every case of a dataset without splits).
         datasheet: the dataset's README (a ``pathlib.Path``) whose ``## Reviewed
             cross-language mirrors`` section lists translated mirrors; None: none.
+        everywhere: the :class:`bench.descriptions.containment.TestIndex` the
+            ``containment`` signal searches (every test split of the project); None:
+            ``cases``. Pass an empty index to leave the signal to another call.
     """
     from bench.descriptions.leaks import find_leaks, reviewed_mirrors
 
     reviewed = reviewed_mirrors(datasheet) if datasheet is not None else {}
     found = []
-    for leak in find_leaks(variant, cases, reviewed):
+    for leak in find_leaks(variant, cases, reviewed, everywhere=everywhere):
         rule = RULES["translated-example" if leak.is_hint else "mirrors-test-case"]
         what = {"near-copy": f"nearly the same as the query (similarity {leak.score:.2f}, "
                              "IDs and numbers masked)",
                 "trigger-phrase": f"quotes the query's phrase '{leak.evidence}'",
                 "reviewed": "a reviewed cross-language mirror (datasheet)",
-                "argument-copy": "has the case's exact expected arguments"}[leak.signal]
+                "argument-copy": "has the case's exact expected arguments",
+                "containment": f"contains the query ({leak.score:.0%} of its n-grams; "
+                               f"'{leak.evidence[:80]}')"}[leak.signal]
+        case = f"{leak.case_id} ({leak.dataset})" if leak.dataset else leak.case_id
         found.append(Finding(rule.code, rule.name, rule.severity, variant.toolset,
-                             variant.name, leak.tool, None,
+                             variant.name, leak.tool, _param(leak.section),
                              f"{leak.section} line '{leak.text[:80]}' mirrors test case "
-                             f"{leak.case_id}: {what}",
+                             f"{case}: {what}",
                              "rewrite the line from dev cases only, or move the case to dev "
                              "(bench split --force-dev)"))
     return found
+
+
+def _param(section: str) -> str | None:
+    """The parameter path (``address.city``) of a schema location
+    (``input_schema.properties.address.properties.city.description``), else None."""
+    if not section.startswith("input_schema."):
+        return None
+    names = re.findall(r"(?:^|\.)properties\.([^.\[]+)", section[len("input_schema"):])
+    return ".".join(names) or None
