@@ -39,7 +39,8 @@ def metrics(judge, expected, calls):
 def test_same_result_in_another_language_is_an_execution_match(judge):
     got = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
                                             arguments={"city": "Beijing", "days": 3})])
-    assert got == {"execution_success": True, "execution_match": True, "execution_errors": {}}
+    assert got == {"execution_success": True, "execution_match": True, "execution_errors": {},
+                   "write_refused": False}
 
 
 def test_a_different_result_is_no_match_and_failures_are_counted(judge):
@@ -49,7 +50,7 @@ def test_a_different_result_is_no_match_and_failures_are_counted(judge):
     invalid = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
                                                 arguments={"city": "北京", "days": 9})])
     assert invalid == {"execution_success": False, "execution_match": False,
-                       "execution_errors": {"validation": 1}}
+                       "execution_errors": {"validation": 1}, "write_refused": False}
     extra = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
                                               arguments={"city": "北京", "days": 3}),
                                      ToolCall(id="b", name="get_weather",
@@ -69,6 +70,40 @@ def test_metrics_are_none_where_they_do_not_apply(judge):
     assert unparseable["execution_success"] is False
     nothing = metrics(judge, WEATHER, [])
     assert nothing["execution_success"] is False and nothing["execution_match"] is False
+
+
+CANCEL = Expected(calls=[ExpectedCall(name="cancel_order", arguments={
+    "order_id": ["ORD20261118"], "reason": ["ordered_by_mistake"]})])
+CANCEL_CALL = ToolCall(id="c", name="cancel_order",
+                       arguments={"order_id": "ORD20261118", "reason": "ordered_by_mistake"})
+
+
+def test_a_refused_write_is_not_an_execution_failure(judge):
+    """The run's permissions refuse cancel_order (no --allow-writes): the row says so in
+    write_refused and leaves the refused call out of execution_success and its errors."""
+    refused = metrics(judge, CANCEL, [CANCEL_CALL])
+    assert refused["write_refused"] is True
+    assert refused["execution_success"] is None  # every call refused: nothing ran to judge
+    assert refused["execution_errors"] == {}
+    wrong_tool = metrics(judge, WEATHER, [CANCEL_CALL])  # refused, and not what was asked
+    assert (wrong_tool["execution_success"], wrong_tool["execution_match"]) == (None, False)
+    weather = ToolCall(id="w", name="get_weather", arguments={"city": "Beijing", "days": 3})
+    both = Expected(calls=[*WEATHER.calls, *CANCEL.calls])
+    mixed = metrics(judge, both, [weather, CANCEL_CALL])
+    assert (mixed["write_refused"], mixed["execution_success"]) == (True, True)
+    broken = ToolCall(id="w", name="get_weather", arguments={"city": "Beijing", "days": 9})
+    failed = metrics(judge, both, [broken, CANCEL_CALL])
+    assert (failed["write_refused"], failed["execution_success"]) == (True, False)
+    assert failed["execution_errors"] == {"validation": 1}
+
+
+def test_write_refused_is_false_when_every_call_was_allowed_and_none_where_nothing_ran(judge):
+    ran = metrics(judge, WEATHER, [ToolCall(id="a", name="get_weather",
+                                            arguments={"city": "Beijing", "days": 3})])
+    assert ran["write_refused"] is False
+    assert metrics(judge, WEATHER, [])["write_refused"] is False
+    assert metrics(judge, WEATHER, None)["write_refused"] is None  # undecodable: not run
+    assert metrics(judge, Expected(no_call=True), [CANCEL_CALL])["write_refused"] is None
 
 
 def test_expected_call_takes_the_first_literal_and_skips_omittable_arguments():

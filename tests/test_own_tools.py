@@ -232,7 +232,10 @@ def test_python_functions_execute_with_timeouts_classified_errors_and_refused_wr
     got = rows(root, "r1")
     assert got[("c1", "current")]["execution_success"] is True
     assert got[("c1", "current")]["execution_match"] is True
-    assert got[("c2", "current")]["execution_success"] is False  # a refused write
+    # a refused write is the run's policy, not an execution failure: left out, counted apart
+    assert got[("c2", "current")]["execution_success"] is None
+    assert got[("c2", "current")]["write_refused"] is True
+    assert got[("c1", "current")]["write_refused"] is False
     assert got[("c3", "current")]["execution_success"] is False  # timed out (see traces)
     assert got[("c4", "current")]["execution_errors"] == {"permanent": 1}  # KeyError: not_found
     assert got[("c5", "current")]["execution_success"] is None  # schema-only: not run
@@ -324,7 +327,8 @@ def test_init_and_run_on_a_stdio_mcp_server(tmp_path):
     assert got[("m1", "current")]["execution_success"] is True
     assert got[("m1", "current")]["execution_match"] is True
     assert got[("m2", "current")]["execution_errors"] == {"permanent": 1}  # the tool's error
-    assert got[("m3", "current")]["execution_success"] is False
+    assert got[("m3", "current")]["execution_success"] is None  # refused: not a failure
+    assert got[("m3", "current")]["write_refused"] is True
     assert "delete_everything 1" in flat(run.stdout)
     assert manifest(root, "r1")["execution"]["mcp"]["detail"].startswith("MCP server python")
 

@@ -148,3 +148,34 @@ def test_the_caption_claims_no_bootstrap_the_table_does_not_compute():
     assert "Wilson" in one and "bootstrap" not in one and "trials" not in one
     several = str(summary_table(summary, trials=3).caption)
     assert "3 trials per case counted as independent rows" in several
+
+
+def test_refused_writes_get_their_own_column_and_leave_exec_success(tmp_path):
+    """A row whose only call the run's permissions refused carries write_refused and no
+    execution_success: the table shows "writes refused" beside an exec success rate over the
+    rows whose calls ran, and the note says a refusal is not an execution failure."""
+    import json
+
+    from rich.console import Console
+
+    from bench.report.execution import execution_notes
+
+    rows = [row("c1", "a", True, True, None, 1.0), row("c2", "a", True, True, None, 1.0),
+            row("c3", "a", False, False, None, 1.0)]
+    for r, success, refused in zip(rows, (True, None, False), (False, True, False)):
+        r["metrics"].update(execution_success=success, write_refused=refused)
+    a = summarize(rows_frame(rows), ["a"]).iloc[0]
+    assert (a["execution_success_k"], a["execution_success_n"]) == (1, 2)
+    assert (a["write_refused_k"], a["write_refused_n"]) == (1, 3)
+    console = Console(width=400, record=True)
+    console.print(summary_table(summarize(rows_frame(rows), ["a"])))
+    text = console.export_text()
+    assert "writes refused" in text and "33.3% [6.1-79.2]" in text  # 1 of 3
+    assert "50.0% [9.5-90.5]" in text  # exec success: 1 of the 2 rows whose calls ran
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json.dumps({"schema_version": 1, "tool": "cancel_order", "attempt": 0,
+                                  "status": "rejected", "final": True,
+                                  "error_code": "permission_denied"}) + "\n", encoding="utf-8")
+    note = " ".join(execution_notes({}, tmp_path))
+    assert "cancel_order 1" in note and "not an execution failure" in note
+    assert "counts as an execution failure" not in note

@@ -2,15 +2,24 @@
 match (BRIEF §6: execution success, execution match).
 
 - ``execution_success``: on a case expecting calls, at least one call was made and every
-  predicted call validated and ran without error (a fallback's data counts as an error here).
-  False for an unparseable answer. None on no-call and ask cases.
+  predicted call the run allowed to run validated and ran without error (a fallback's data
+  counts as an error here). A call the executor refused because the run does not allow it
+  (``permission_denied``: a write or sensitive tool without ``--allow-writes``, ``writes =
+  [...]`` or ``--allow-sensitive``) is the run's policy, not the model's failure: it is left
+  out, and the metric is None when every call of the answer was refused (nothing ran to
+  judge). False for an unparseable answer or no call at all. None on no-call and ask cases.
+- ``write_refused``: on a case expecting calls whose answer was decoded and run on a backend,
+  True when the executor refused at least one of its calls for want of a permission
+  (``permission_denied``), else False; None where nothing ran (no backend, an unparseable
+  answer, a no-call or ask case).
 - ``execution_match``: the predicted calls return what the expected calls return, as
   multisets (in order when the case is ordered). Each expected call is built from the first
   non-null literal acceptable value of every argument; when an argument offers only matchers
   (``$regex``, ``$any``) the expected call cannot be built and the metric is None. Results
   compare by tool name and canonical JSON of the data (errors by code and message), so
   ``"Beijing"`` and ``"北京"`` match when the backend answers both alike.
-- ``execution_errors``: counts of the predicted calls' final error classes.
+- ``execution_errors``: counts of the final error classes of the predicted calls that
+  were allowed to run (refusals are ``write_refused``'s, not errors of the answer).
 
 A call of a tool that has no implementation in a backed toolset (``no_backend``: e.g. a
 pydantic model imported as a schema-only tool) was not run: both metrics are None for that
@@ -43,6 +52,8 @@ from bench.models import Expected, ExpectedCall, RecordedResult, Tool, ToolCall
 from bench.toolset_config import Comparison
 
 _NOT_BUILDABLE = object()
+#: The error code of a call the run's permissions refused (bench.executor.pipeline).
+REFUSED = "permission_denied"
 
 
 def execute_answer(calls: Sequence[ToolCall], tools: Sequence[Tool], toolset: str,
@@ -290,7 +301,8 @@ class ExecutionJudge:
 
     def metrics(self, expected: Expected, calls: Sequence[ToolCall] | None,
                 tools: Sequence[Tool], toolset: str, context: RunContext) -> dict[str, Any]:
-        """``execution_success``, ``execution_match`` and ``execution_errors`` of one answer.
+        """``execution_success``, ``execution_match``, ``execution_errors`` and
+        ``write_refused`` of one answer.
 
         Args:
             expected: the case's label.
@@ -304,24 +316,29 @@ class ExecutionJudge:
         """
         expects_calls = bool(expected.calls)
         if not self.executor.handlers_for(toolset):
-            return {"execution_success": None, "execution_match": None, "execution_errors": {}}
+            return {"execution_success": None, "execution_match": None, "execution_errors": {},
+                    "write_refused": None}
         if calls is None:
             unscored = self._unscored(expected, tools, toolset, context)
             return {"execution_success": False if expects_calls else None,
                     "execution_match": False if expects_calls and not unscored else None,
-                    "execution_errors": {},
+                    "execution_errors": {}, "write_refused": None,
                     **({"execution_match_skipped": unscored} if unscored else {})}
         outcomes, (want, why) = self._run(expected, calls, tools, toolset, context)
-        errors = Counter(o.error_class for o in outcomes if not o.success or o.fallback_used)
+        # refused by the run's permissions: the policy's outcome, not the answer's failure
+        ran = [o for o in outcomes if o.error_code != REFUSED]
+        errors = Counter(o.error_class for o in ran if not o.success or o.fallback_used)
         result: dict[str, Any] = {
             "execution_errors": {c: errors[c] for c in ERROR_CLASSES if errors[c]},
-            "execution_success": None, "execution_match": None}
+            "execution_success": None, "execution_match": None, "write_refused": None}
         if not expects_calls:
             return result
+        result["write_refused"] = len(ran) < len(outcomes)
         if any(o.error_code == "no_backend" for o in outcomes):
             return result  # a tool without an implementation (e.g. a schema-only one): not run
-        result["execution_success"] = bool(outcomes) and all(
-            o.success and not o.fallback_used for o in outcomes)
+        if ran or not outcomes:  # every call refused: nothing ran to judge, success stays None
+            result["execution_success"] = bool(ran) and all(
+                o.success and not o.fallback_used for o in ran)
         if want is None:
             result["execution_match_skipped"] = why
             return result

@@ -35,9 +35,11 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     """One sentence per toolset not executed and one for the refused writes, e.g.
     ``calls of toolset 'crm' were not executed (no-execute mode: the CRM has no sandbox):
     its figures score selection and arguments only`` and ``write calls refused (writes not
-    allowed for these tools): create_event 3; allow one with writes = ["create_event"]
-    under [tool.bench.toolsets.calendar] in pyproject.toml, or bench run
-    --allow-writes``.
+    allowed for these tools), counted per tool: create_event 3; a refusal ... is the run's
+    policy, not an execution failure ...; allow one with writes = ["create_event"] under
+    [tool.bench.toolsets.calendar] in pyproject.toml, or bench run --allow-writes``
+    (:mod:`bench.executor.judge` leaves refused calls out of ``execution_success`` and
+    counts them in ``write_refused``).
 
     Args:
         execution: the manifest's ``execution`` (None for runs made before it existed: only
@@ -67,8 +69,10 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                  else "in its toolset's [tool.bench.toolsets.<name>] in pyproject.toml")
         example = sorted(refused)[0]
         notes.append(f"write calls refused (this run does not allow these tools to write), "
-                     f"counted per tool: {tools}; each counts as an execution failure "
-                     f"(permission_denied). Allow one with writes = [\"{example}\"] {where}, "
-                     "or all with bench run --allow-writes")
+                     f"counted per tool: {tools}; a refusal (permission_denied) is the run's "
+                     "policy, not an execution failure: exec success counts only the calls "
+                     "that ran, and writes refused the rows with a refused call. Allow one "
+                     f"with writes = [\"{example}\"] {where}, or all with bench run "
+                     "--allow-writes")
     from bench.report.labels import label_notes  # where expected results came from
     return notes + label_notes(execution, run_dir)

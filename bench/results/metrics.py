@@ -68,12 +68,16 @@ class RowMetrics(_Record):
     error_codes: list[str] | None = Field(None, description="sorted distinct error codes")
     argument_errors: list[str] | None = Field(None, description=(
         "'tool.argument: expected -> got' for wrong values"))
-    execution_success: bool | None = Field(None, description="every call ran without error "
-                                                             "(executor)")
+    execution_success: bool | None = Field(None, description=(
+        "every call the run allowed ran without error (executor; refused calls left out, "
+        "None when all were refused)"))
+    write_refused: bool | None = Field(None, description=(
+        "the executor refused a call for want of a permission (permission_denied: a write "
+        "or sensitive tool the run does not allow)"))
     execution_match: bool | None = Field(None, description="the calls' results equal the "
                                                            "label's (executor)")
     execution_errors: dict[str, Any] | None = Field(None, description=(
-        "error class -> failed calls (executor)"))
+        "error class -> failed calls among those allowed to run (executor)"))
     retrieval_recall: float | None = Field(None, ge=0, le=1, description=(
         "tool retrieval: fraction of the expected tools the model was sent (recall@k); None "
         "on no-call/ask"))

@@ -168,6 +168,10 @@ _BUILTIN: tuple[MetricSpec, ...] = (
                aliases=("exec_success",)),
     MetricSpec("execution_match", "execution match", "exec match", aliases=("exec_match",),
                views=_TABLE_REPORT_COMPARE),
+    # a policy figure, not the answer's quality: shown, never compared or gated
+    # (bench.executor.judge: refused calls are left out of execution_success)
+    MetricSpec("write_refused", "write calls refused (run's permissions)", "writes refused",
+               "lower", views=frozenset({"table", "report"}), optional=True),
     # BFCL's own checker (bench.scoring.bfcl.run_verdict): imported BFCL datasets only
     MetricSpec("bfcl_valid", "BFCL checker", "BFCL checker", views=_TABLE_REPORT_COMPARE,
                optional=True),

@@ -562,13 +562,15 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
             candidate.verdicts["execution"] = "skipped: execution off (--no-execute)"
         elif refused:
             candidate.verdicts["execution"] = "skipped: " + "; ".join(refused)
-        elif success is None:
-            candidate.verdicts["execution"] = _execution_skip(plan, settings.toolset)
-        elif not success and (denied := _denied(traces, candidate.id, case)):
+        elif (success is False or (oracle and oracle[0].metrics.write_refused)) \
+                and (denied := _denied(traces, candidate.id, case)):
             # the backend marks the tool a write although the variant does not: the
-            # executor refused it (permission_denied), which is not the label's fault
+            # executor refused it (permission_denied), which is not the label's fault; a
+            # refused call is left out of execution_success (None when all were refused)
             candidate.verdicts["execution"] = (f"skipped: write refused: {', '.join(denied)} "
                                                "(the executor's permission check)")
+        elif success is None:
+            candidate.verdicts["execution"] = _execution_skip(plan, settings.toolset)
         elif not success:
             errors = oracle[0].metrics.execution_errors or {}
             candidate.fail("execution", "the label's calls failed on the executor ("
