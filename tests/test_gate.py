@@ -16,7 +16,10 @@ runner, the executor and the statistics all run for real inside ``pytester``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 # Imported here so that pytester's in-process runs find them loaded: it removes modules
@@ -26,6 +29,7 @@ import numpy.fft  # noqa: F401 - scipy.stats imports it during the gate's compar
 import pytest
 import scipy.optimize  # noqa: F401
 import scipy.stats  # noqa: F401
+import yaml
 from typer.testing import CliRunner
 
 import bench.executor.runhook  # noqa: F401
@@ -168,8 +172,10 @@ def test_sort_order_drift_fails_the_gate_and_a_fixed_description_passes(
     assert "below the floor 50.0%" in text
     assert "significantly worse than the baseline (-80.0 points" in text
     assert "lost 8, gained 0" in text
-    shown = [c for c in SORT_CASES if f"{c} (trial 0)" in text]
-    assert len(shown) == 5  # flips_shown default
+    # replayed answers are deterministic: the per-case rule fails too and lists every flip
+    assert "8 cases right in the baseline are wrong now with deterministic answers" in text
+    shown = [c for c in SORT_CASES if f"{c} (trial 0) execution_success: expected " in text]
+    assert shown == SORT_CASES
     assert not any(f"{c} (trial 0)" in text for c in CONTROL_CASES)
     assert '"sort_order": "DESC"' in text  # the answer
     assert "executor: query_metrics: validation/invalid_sort_order" in text  # the backend
@@ -264,8 +270,6 @@ def test_bad_gate_table_is_a_one_line_collection_error(pytester: pytest.Pytester
 def test_baseline_update_without_a_gate_table_is_a_one_line_error(
         pytester: pytest.Pytester) -> None:
     """``bench baseline update`` on a pyproject without the table: exit 2, one error line."""
-    import subprocess
-    import sys
     pytester.makepyprojecttoml("[tool.other]\nx = 1\n")
     result = subprocess.run([sys.executable, "-m", "bench", "baseline", "update"],
                             cwd=pytester.path, capture_output=True, text=True, timeout=300)
@@ -273,3 +277,248 @@ def test_baseline_update_without_a_gate_table_is_a_one_line_error(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "pyproject.toml" in lines[0] \
         and "no [tool.bench.gate] table" in lines[0], result.stderr
+
+
+# -- the per-case rule, the gate's power and the floors of the first baseline ----------------
+# A project made by `bench init --python` from two time tools worded after the reference MCP
+# time server; 8 cases ask the time in 8 cities. The "model" is a deterministic function
+# provider: while the timezone parameter's description says "IANA timezone name (e.g. ...)",
+# it sends the IANA name for the 4 cities it knows (arguments 4/8), else the city's name
+# (0/8 once the hint is stripped). Its answers are recorded into the gate's cache by a real
+# `bench run --cache write` and replayed by the gate's `replay:` provider, as README step 4
+# of a new project says.
+
+TIME_TOOLS = REPO / "tests/data/own_tools/time_tools.py"
+TZ_CITIES = [("Tokyo", "Asia/Tokyo"), ("Warsaw", "Europe/Warsaw"), ("Lima", "America/Lima"),
+             ("Cairo", "Africa/Cairo"), ("Oslo", "Europe/Oslo"), ("Denver", "America/Denver"),
+             ("Nairobi", "Africa/Nairobi"), ("Auckland", "Pacific/Auckland")]
+TZ_KNOWN = 4  # the first 4 cities: named right while the description gives the hint
+TZ_MODEL = '''
+import json
+
+KNOWN = {known!r}
+
+
+def answer(messages, tools, trial):
+    city = messages[-1].content.rsplit(" in ", 1)[1].rstrip("?")
+    tool = next(t for t in tools if t.name == "get_current_time")
+    hinted = "IANA" in tool.description + json.dumps(tool.input_schema)
+    zone = KNOWN.get(city, city) if hinted else city
+    return [{{"name": "get_current_time", "arguments": {{"timezone": zone}}}}]
+'''
+
+
+def _bench_in(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m bench ARGS`` in the project ``root`` (this checkout's code)."""
+    env = {**os.environ, "COLUMNS": "200",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(root)])}
+    env.pop("BENCH_HOME", None)
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _pytest_gate(root: Path) -> subprocess.CompletedProcess[str]:
+    """The gate as a user runs it: ``pytest -p bench.gate.plugin pyproject.toml`` in
+    ``root``, in a process of its own."""
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)}
+    env.pop("BENCH_HOME", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "bench.gate.plugin",
+                           "-p", "no:cacheprovider", "pyproject.toml"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _record(root: Path) -> None:
+    """Record the function provider's answers to the current description into the cache."""
+    done = _bench_in(root, "run", "--dataset", "tz", "--variants", "current", "--split", "all",
+                     "--provider", "function:tz_model:answer", "--cache", "write",
+                     "--cache-path", "gate/responses.sqlite")
+    assert done.returncode == 0, done.stderr
+
+
+def _set_gate(root: Path, old: str, new: str) -> None:
+    path = root / "pyproject.toml"
+    text = path.read_text(encoding="utf-8")
+    assert old in text, text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def tz_baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The time project after `bench init`, 8 cases, recorded answers and the first
+    `bench baseline update`: (root, pyproject text before the update, the update's stdout)."""
+    base = tmp_path_factory.mktemp("tz")
+    made = _bench_in(base, "init", "tz", "--python", str(TIME_TOOLS),
+                     "--read-only", "get_current_time,convert_time")
+    assert made.returncode == 0, made.stderr
+    root = base / "tz"
+    cases = [{"id": f"tz-{i:04d}", "toolset": "tz", "lang": "en",
+              "messages": [{"role": "user", "content": f"What time is it in {city}?"}],
+              "expected": {"calls": [{"name": "get_current_time",
+                                      "arguments": {"timezone": [zone]}}]}}
+             for i, (city, zone) in enumerate(TZ_CITIES, 1)]
+    (root / "datasets/tz/cases.jsonl").write_text(
+        "".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    (root / "tz_model.py").write_text(
+        TZ_MODEL.format(known=dict(TZ_CITIES[:TZ_KNOWN])), encoding="utf-8")
+    _record(root)
+    before = (root / "pyproject.toml").read_text(encoding="utf-8")
+    update = _bench_in(root, "baseline", "update")
+    assert update.returncode == 0, update.stderr
+    return root, before, update.stdout
+
+
+@pytest.fixture(scope="module")
+def tz_regressed(tz_baseline: tuple[Path, str, str],
+                 tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the project whose timezone description lost its hint, answers recorded
+    again for it (what the gate's replay miss tells a user to do)."""
+    root = tmp_path_factory.mktemp("tz-regressed") / "tz"
+    shutil.copytree(tz_baseline[0], root)
+    variant = root / "descriptions/tz/variants/current.yaml"
+    data = yaml.safe_load(variant.read_text(encoding="utf-8"))
+    hinted = 0
+    for tool in data["tools"]:
+        for prop in tool["input_schema"]["properties"].values():
+            if "IANA" in prop.get("description", ""):
+                prop["description"] = "The timezone."
+                hinted += 1
+    assert hinted == 3  # timezone, source_timezone, target_timezone
+    stripped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    variant.write_text(stripped, encoding="utf-8")
+    _record(root)
+    return root
+
+
+def _copy(root: Path, tmp_path: Path) -> Path:
+    shutil.copytree(root, tmp_path / "tz")
+    return tmp_path / "tz"
+
+
+@pytest.mark.slow
+def test_first_baseline_update_writes_floors_keeping_the_pyproject_as_it_was(
+        tz_baseline: tuple[Path, str, str]) -> None:
+    """`bench init`'s gate has no floors; the first `bench baseline update` adds one line,
+    floors at the lower end of each rate's 99% Wilson interval rounded down to a percent,
+    and leaves every other byte of pyproject.toml as it was; a second update keeps them."""
+    import math
+
+    from bench.gate.config import load_gate_config
+    from bench.stats.intervals import wilson_interval
+
+    root, before, output = tz_baseline
+    assert "floors =" not in before.split("[tool.bench.gate]")[1].split("# floors")[0]
+    after = (root / "pyproject.toml").read_text(encoding="utf-8")
+    added = [line for line in after.splitlines() if line not in before.splitlines()]
+    assert len(added) == 1 and added[0].startswith("floors = {"), added
+    assert after.replace(added[0] + "\n", "", 1) == before
+    expected = {"selection_correct": math.floor(100 * wilson_interval(8, 8, 0.99)[0]) / 100,
+                "arguments_correct": math.floor(100 * wilson_interval(4, 8, 0.99)[0]) / 100}
+    assert expected == {"selection_correct": 0.54, "arguments_correct": 0.16}
+    assert load_gate_config(root / "pyproject.toml").floors == expected
+    assert "floors written to [tool.bench.gate] of pyproject.toml: selection_correct = 0.54, " \
+        "arguments_correct = 0.16" in output
+    again = _bench_in(root, "baseline", "update")
+    assert again.returncode == 0, again.stderr
+    assert "floors written" not in again.stdout
+    assert (root / "pyproject.toml").read_text(encoding="utf-8") == after
+
+
+@pytest.mark.slow
+def test_a_4_of_8_argument_regression_with_deterministic_answers_fails_the_gate(
+        tz_regressed: Path, tmp_path: Path) -> None:
+    """Arguments 4/8 -> 0/8 after the timezone hint is stripped: McNemar p = 0.125 cannot
+    see it, the per-case rule does; the failure names each flipped case with what it
+    expected and what the model sent, one line each, and the summary prints the power."""
+    from bench.compare.core import minimum_detectable_difference
+
+    root = _copy(tz_regressed, tmp_path)
+    _set_gate(root, "floors = {", "# floors = {")  # the per-case rule on its own
+    result = _pytest_gate(root)
+    text = result.stdout
+    assert result.returncode == 1, text
+    assert "1 failed, 1 passed" in text
+    provider = "replay:gate/responses.sqlite"
+    assert f"arguments_correct on variant current, provider {provider}: FAIL" in text
+    assert "McNemar exact p=0.125" in text and "lost 4, gained 0" in text
+    assert "FAIL: 4 cases right in the baseline are wrong now with deterministic answers " \
+        "(per-case rule;" in text
+    for city, zone in TZ_CITIES[:TZ_KNOWN]:
+        case = f"tz-{TZ_CITIES.index((city, zone)) + 1:04d}"
+        assert (f'{case} (trial 0) arguments_correct: expected get_current_time(timezone='
+                f'"{zone}"); the model: get_current_time({{"timezone": "{city}"}})') in text
+    assert "significantly worse" not in text and "below the floor" not in text
+    mdd = minimum_detectable_difference(8, 4 / 8, 0.05 / 2, 0.8)
+    power = (f"the paired test detects a drop of {100 * mdd:.0f} points or more (8 pairs, "
+             f"80% power, alpha 0.025 = 0.05 / 2 tests (Holm))")
+    assert f"bench gate power: {root / 'pyproject.toml'}" in text
+    assert f"arguments_correct[current|{provider}]: {power}; per-case rule on (replay " \
+        "answers are deterministic" in text
+    assert "WARNING" not in text  # the per-case rule covers what the test cannot see
+
+
+@pytest.mark.slow
+def test_with_the_per_case_rule_off_the_same_regression_passes_and_the_summary_warns(
+        tz_regressed: Path, tmp_path: Path) -> None:
+    """fail_on_flips = false and no floors: the paired test alone passes the 4/8 -> 0/8 drop
+    (what a user saw before the rule), and the summary warns that 8 pairs cannot see it."""
+    root = _copy(tz_regressed, tmp_path)
+    _set_gate(root, "floors = {", "# floors = {")
+    _set_gate(root, "margin = 0.0", "fail_on_flips = false\nmargin = 0.0")
+    result = _pytest_gate(root)
+    text = result.stdout
+    assert result.returncode == 0, text
+    assert "2 passed" in text
+    assert "per-case rule off (fail_on_flips = false)" in text
+    assert "WARNING: at 8 pairs the paired test detects only drops of 90 points or more with " \
+        "80% power, but this gate is meant to catch any drop (margin 0): a real regression " \
+        "can pass unnoticed" in text
+
+
+@pytest.mark.slow
+def test_allowed_flips_pass_and_the_floor_still_catches_the_drop(
+        tz_regressed: Path, tmp_path: Path) -> None:
+    """allow_flips with the 4 flipped cases: the per-case rule lets them through (noted);
+    the floor written by the first baseline (16%) still fails 0/8."""
+    root = _copy(tz_regressed, tmp_path)
+    allowed = ", ".join(f'"tz-{i:04d}"' for i in range(1, TZ_KNOWN + 1))
+    _set_gate(root, "margin = 0.0", f"allow_flips = [{allowed}]\nmargin = 0.0")
+    result = _pytest_gate(root)
+    text = result.stdout
+    assert result.returncode == 1, text
+    assert "FAIL: 0.0% is below the floor 16.0%" in text
+    assert "per-case rule" not in text.split("FAIL:")[-1].split("\n")[0]
+    assert "note: flipped but in allow_flips: tz-0001, tz-0002, tz-0003, tz-0004" in text
+
+    _set_gate(root, "floors = {", "# floors = {")
+    passed = _pytest_gate(root)
+    assert passed.returncode == 0, passed.stdout
+    assert "2 passed" in passed.stdout
+
+
+@pytest.mark.slow
+def test_sampled_answers_keep_the_paired_test_and_say_the_per_case_rule_is_off(
+        tz_regressed: Path) -> None:
+    """The same rows and baseline under a hosted API's provider id (answers sampled): the
+    per-case rule does not apply and says why; the paired test alone passes the drop at
+    p = 0.125 and the verdict carries the power warning."""
+    from bench.gate.config import load_gate_config
+    from bench.gate.core import evaluate, load_baseline, run_gate
+
+    config = load_gate_config(tz_regressed / "pyproject.toml")
+    config = config.model_copy(update={"floors": {}})
+    run = run_gate(config)
+    hosted = "openai:gpt-4o-mini"
+    rows = [r.model_copy(update={"provider": hosted, "key": r.key.replace(
+        "replay:gate/responses.sqlite", hosted)}) for r in run.rows]
+    baseline = load_baseline(config.baseline_path)
+    baseline["outcomes"] = {g.replace("replay:gate/responses.sqlite", hosted): v
+                            for g, v in baseline["outcomes"].items()}
+    verdicts = {v.metric: v for v in evaluate(config.model_copy(update={"providers": [hosted]}),
+                                              rows, baseline)}
+    arguments = verdicts["arguments_correct"]
+    assert arguments.passed and (arguments.lost, arguments.p_value) == (4, 0.125)
+    assert not arguments.per_case
+    assert arguments.per_case_why.startswith("openai answers are sampled: the same request "
+                                             "can get another answer")
+    assert arguments.warning is not None and "at 8 pairs" in arguments.warning
+    assert "per-case  off: openai answers are sampled" in arguments.message()

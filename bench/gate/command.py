@@ -20,9 +20,11 @@ def update(
     run: Annotated[Optional[str], typer.Option(
         help="Take the rows of this stored gate run instead of running again.")] = None,
 ) -> None:
-    """Run the gate's plan and write the baseline file named in the tool.bench.gate table."""
-    from bench.gate.config import load_gate_config
-    from bench.gate.core import GateRun, gate_project, run_gate, write_baseline
+    """Run the gate's plan and write the baseline file named in the tool.bench.gate table.
+    When the table has no floors key yet, floors from the baseline's rates are added to it."""
+    from bench.gate.config import load_gate_config, read_gate_table, write_floors
+    from bench.gate.core import (GateRun, baseline_floors, gate_project, load_baseline,
+                                 run_gate, write_baseline)
 
     gate = load_gate_config(config)
     if gate is None:
@@ -38,3 +40,12 @@ def update(
         result = run_gate(gate, project=project)
     path = write_baseline(gate, result)
     typer.echo(f"baseline written: {path} (run {result.run_id}, {count(len(result.rows), 'row')})")
+    table = read_gate_table(config) or {}
+    if "floors" not in table:  # the first baseline: a gate never runs without floors
+        document = load_baseline(path)
+        floors = baseline_floors(document) if document else {}
+        if floors:
+            write_floors(config, floors, "written by the first bench baseline update: the "
+                         "lower end of the baseline rate's 99% Wilson interval (docs/gate.md)")
+            typer.echo(f"floors written to [tool.bench.gate] of {config}: "
+                       + ", ".join(f"{k} = {v:g}" for k, v in floors.items()))

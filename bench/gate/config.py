@@ -14,6 +14,8 @@ Example::
     baseline = "gate/baseline.json"
     cases = ["ana-0001", "ana-0002"]            # optional subset; limit = 30 also works
     require_reevaluation = true                 # changed tools (description lock) need cases
+    fail_on_flips = true                        # deterministic answers: any right->wrong case fails
+    allow_flips = ["ana-0003"]                  # cases allowed to flip (e.g. a label being fixed)
 
 Relative paths are relative to the ``pyproject.toml``'s folder, which is also the project
 root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` semantics).
@@ -57,7 +59,15 @@ class GateConfig(BaseModel):
             expects it (a change no gated case exercises), or the toolset has no lock yet.
             Off: such changes are only noted. ``bench baseline update`` (or ``bench check
             --update``) refreshes the lock once the change is accepted.
-        flips_shown: flipped cases quoted in a failure message.
+        fail_on_flips: the per-case rule: with a deterministic provider (its registration's
+            ``deterministic``: ``local``, ``oracle``, ``function:``, ``replay:``), a case right
+            in the baseline and wrong now fails the metric on its own, whatever the paired
+            test says. Off: only the floors and the paired test decide. Providers that are not
+            deterministic (hosted APIs) never use it: one flip there can be sampling noise.
+        allow_flips: case ids the per-case rule lets flip (they still count in the paired
+            test), e.g. a case whose label is being corrected.
+        flips_shown: flipped cases quoted in a failure message (the per-case rule lists
+            every flipped case, one line each).
         root: the project folder (set by :func:`load_gate_config`, not in the TOML).
         source: the TOML file the settings came from.
     """
@@ -76,6 +86,8 @@ class GateConfig(BaseModel):
     split: Literal["dev", "test", "all"] | None = None
     execute: bool = True
     require_reevaluation: bool = False
+    fail_on_flips: bool = True
+    allow_flips: list[str] = Field(default_factory=list)
     flips_shown: int = Field(default=5, ge=0)
     root: Path = Path(".")
     source: Path = Path("pyproject.toml")
@@ -161,3 +173,61 @@ def load_gate_config(path: Path) -> GateConfig | None:
         field, message = pydantic_error_field(exc)
         raise BenchError(message, file=path,
                          field="tool.bench.gate" + (f".{field}" if field else "")) from None
+
+
+def write_floors(path: Path, floors: dict[str, float], comment: str) -> None:
+    """Add ``floors = {metric = fraction, ...}`` to the ``[tool.bench.gate]`` table of
+    ``path``, keeping every other byte of the file (comments, order, spacing: tomlkit's
+    round trip), atomically. Used by ``bench baseline update`` when the table has no
+    ``floors`` key.
+
+    Args:
+        path: the TOML file (a ``pyproject.toml``).
+        floors: metric name -> floor (fraction 0..1).
+        comment: a TOML comment put after the new key (without ``#``).
+
+    Raises:
+        BenchError: the file cannot be read or written, is not valid TOML, has no gate table,
+            or lays the table out in a way a key cannot be added to (names the floors to
+            add by hand).
+    """
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    from bench.runstore import atomic_write_text
+
+    inline = "{" + ", ".join(f"{k} = {v:g}" for k, v in floors.items()) + "}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"cannot read: {exc}", file=path) from None
+    try:
+        document = tomlkit.parse(text)
+        table: Any = document
+        for key in ("tool", "bench", "gate"):
+            table = table[key]
+        value = tomlkit.inline_table()
+        value.update(floors)
+        if isinstance(table, tomlkit.items.InlineTable):  # gate = {...}: no room for a comment
+            table["floors"] = value
+        else:
+            # after the table's last key, not after the blank lines and comments that lead to
+            # the next table (where tomlkit's append puts it); _insert_after is tomlkit's own
+            # primitive for that (no public one; the pin is exact)
+            container = table.value
+            keys = [key for key, item in container.body if key is not None
+                    and not isinstance(item, (tomlkit.items.Table, tomlkit.items.AoT))]
+            container._insert_after(keys[-1], "floors", value)
+            item = container.item("floors")
+            item.comment(comment)
+            item.trivia.comment_ws = "  "
+        updated = tomlkit.dumps(document)
+        tomllib.loads(updated)  # what bench reads must still parse
+    except (TOMLKitError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError,
+            IndexError) as exc:
+        raise BenchError(f"cannot add floors to [tool.bench.gate] ({exc}); add them by hand: "
+                         f"floors = {inline}", file=path) from None
+    try:
+        atomic_write_text(Path(path), updated)
+    except OSError as exc:
+        raise BenchError(f"cannot write floors = {inline}: {exc.strerror}", file=path) from None

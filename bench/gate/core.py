@@ -7,8 +7,21 @@ Decision rule (issue 8), per gated metric of each (variant, provider):
   exact test paired on the same (case, trial), Holm-corrected across every test of the gate,
   Holm p < ``alpha`` and ``rate - baseline rate < -margin`` (verdict ``regression`` of
   :func:`bench.compare.core.compare_frames`);
+- **fail** when a case right in the baseline is wrong now and the provider is deterministic
+  (:attr:`bench.providers.registry.ProviderSpec.deterministic`: greedy ``local``, ``oracle``,
+  ``function:``, ``replay:``): the *per-case rule* (``fail_on_flips``, on by default; cases in
+  ``allow_flips`` may flip). Same request, same answer: a flip there is caused by the change,
+  not by sampling, and on a gate of a few cases the paired test cannot see it (4 of 8 cases
+  lost give McNemar p = 0.125). Answers that are sampled (hosted APIs) leave the rule off;
 - otherwise **pass**; a significant improvement beyond the margin passes and says that the
   baseline can be updated.
+
+Every verdict also carries the gate's power: the smallest drop the paired test detects with
+80% power (:data:`POWER`) at its number of pairs,
+:func:`bench.compare.core.minimum_detectable_difference` at ``alpha / m`` for ``m`` tests of
+the gate (the threshold of Holm's first step, the one a lone regression must pass), and a
+warning when that drop is larger than the regression the gate is meant to catch: the distance
+from the baseline rate to the floor when a floor lies beyond the margin, else the margin.
 
 The baseline (``bench baseline update``) is a small JSON file: per (variant, provider) and per
 case x trial, one bit per metric, plus per-metric summaries and the dataset and variant SHA-256
@@ -18,6 +31,7 @@ hashes; it is meant to be committed next to the descriptions.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +40,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 from pydantic import ValidationError
 
-from bench.compare.core import Comparison, compare_frames
+from bench.compare.core import (Comparison, _short_expected, compare_frames, mcnemar_power,
+                                minimum_detectable_difference)
 from bench.datasets.splits import refuse_mixed_splits, run_split
 from bench.errors import BenchError, json_document, read_text_file
 from bench.gate.config import GateConfig
@@ -39,6 +54,11 @@ from bench.stats.intervals import wilson_interval
 
 BASELINE_FORMAT = "bench-gate-baseline/1"
 GROUP_BY = ("variant", "provider")
+# the conventional target power of a study design (Cohen 1988, "Statistical Power Analysis for
+# the Behavioral Sciences", section 2.4): a real drop of the printed size is missed 1 time in 5
+POWER = 0.8
+FLIP_LINES = 100  # per-case rule: flipped cases listed one line each, at most this many
+PAIRS_CAP = 100_000  # "pairs needed" is searched up to this many
 
 
 def gate_project(config: GateConfig) -> Project:
@@ -198,6 +218,36 @@ def write_baseline(config: GateConfig, run: GateRun) -> Path:
     return path
 
 
+FLOOR_CONFIDENCE = 0.99
+
+
+def baseline_floors(baseline: dict[str, Any]) -> dict[str, float]:
+    """Floors for a gate that has none, from its baseline's rates: per gated metric, the
+    lower end of the 99% Wilson interval of its rate (:func:`bench.stats.intervals.
+    wilson_interval`), the lowest over the baseline's (variant, provider) groups, rounded
+    down to a whole percent. The slack is the interval's half-width: about 34 points at 8
+    cases, 21 at 30, 10 at 150 for a rate of 50%. With deterministic answers a rerun of
+    unchanged descriptions never falls below it; with sampled answers at an unchanged true
+    rate, about 3% of reruns do (the difference of two independent estimates has sqrt(2)
+    times one's standard error: P(Z < -2.576 / sqrt(2)) = 0.034).
+
+    Returns:
+        ``{metric: floor}`` (fractions) in the baseline's metric order; a metric without rows
+        is left out.
+    """
+    floors: dict[str, float] = {}
+    for metric in baseline.get("metrics") or []:
+        lows = []
+        for groups in (baseline.get("summary") or {}).values():
+            entry = (groups or {}).get(metric) or {}
+            if entry.get("n"):
+                lows.append(wilson_interval(int(entry["successes"]), int(entry["n"]),
+                                            FLOOR_CONFIDENCE)[0])
+        if lows:
+            floors[metric] = math.floor(min(lows) * 100 + 1e-9) / 100
+    return floors
+
+
 def load_baseline(path: Path) -> dict[str, Any] | None:
     """The baseline document at ``path``, or None when the file does not exist.
 
@@ -268,6 +318,8 @@ class FlippedCase:
     Attributes:
         case_id, trial: which; query: its last user message; answer: the current answer in
         short form; errors: the current row's execution / argument errors in short form.
+        metric: the metric that flipped; expected: the label in short form
+        (``name(arg=value|value)``); allowed: the case is in ``allow_flips``.
     """
 
     case_id: str
@@ -275,6 +327,15 @@ class FlippedCase:
     query: str
     answer: str
     errors: str
+    metric: str = ""
+    expected: str = ""
+    allowed: bool = False
+
+    def line(self) -> str:
+        """One line: case, trial, metric, what the label expected and what the model did."""
+        text = (f"{self.case_id} (trial {self.trial}) {self.metric}: expected "
+                f"{self.expected or '?'}; the model: {self.answer}")
+        return text + (f" [{self.errors}]" if self.errors else "")
 
 
 @dataclass
@@ -291,7 +352,19 @@ class Verdict:
         p_value, p_holm: McNemar exact p-value and its Holm adjustment (None: not tested).
         lost, gained: pairs flipped right->wrong and wrong->right.
         reasons: why it fails (empty: it passes); notes: remarks on a passing metric.
-        flips: the lost cases (at most the config's ``flips_shown``).
+        flips: every lost case (allowed ones flagged); flips_shown: how many of them a
+            failure of the floor or the paired test quotes in full (the config's).
+        per_case: the per-case rule applies (``fail_on_flips``, a deterministic provider, a
+            baseline); per_case_why: why it does or does not, in words.
+        mdd: the smallest drop (fraction) the paired test detects with :data:`POWER` at
+            ``mdd_alpha`` on ``baseline_n`` pairs (NaN: not even 100 points; None: no
+            baseline); mdd_alpha: ``alpha / tests``, Holm's first-step threshold.
+        tests: the number of (variant, provider, metric) tests of the gate (Holm's family).
+        target, target_text: the drop the gate is meant to catch (fraction) and what sets it
+            (the floor's distance below the baseline, or the margin).
+        pairs_needed: pairs the paired test would need to detect ``target`` (None: not
+            computed; ``PAIRS_CAP + 1``: more than :data:`PAIRS_CAP`).
+        warning: the power warning (None: none).
     """
 
     variant: str
@@ -315,6 +388,16 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     flips: list[FlippedCase] = field(default_factory=list)
+    per_case: bool = False
+    per_case_why: str = ""
+    flips_shown: int = 5
+    mdd: float | None = None
+    mdd_alpha: float | None = None
+    tests: int = 1
+    target: float | None = None
+    target_text: str = ""
+    pairs_needed: int | None = None
+    warning: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -336,8 +419,31 @@ class Verdict:
                 ("floor", fmt(self.floor)), ("baseline_rate", fmt(self.baseline_rate)),
                 ("diff", fmt(self.diff)), ("p_value", fmt(self.p_value)),
                 ("p_holm", fmt(self.p_holm)), ("lost_cases", str(self.lost)),
-                ("gained_cases", str(self.gained)),
+                ("gained_cases", str(self.gained)), ("mdd", fmt(self.mdd)),
+                ("per_case_rule", "on" if self.per_case else "off"),
                 ("verdict", "pass" if self.passed else "fail")]
+
+    def power_text(self) -> str:
+        """One line: the smallest drop the paired test detects here, and on how many pairs."""
+        if self.mdd is None or self.mdd_alpha is None:
+            return ("no baseline: only the floor decides" if self.floor is not None else
+                    "no baseline and no floor: this metric cannot fail on a drop (write both "
+                    "with: bench baseline update)")
+        alpha = self.mdd_alpha
+        where = (f"{count(self.baseline_n or 0, 'pair')}, {POWER:.0%} power, alpha "
+                 f"{alpha:.3g}" + (f" = {alpha * self.tests:.3g} / {self.tests} tests (Holm)"
+                                   if self.tests > 1 else ""))
+        if math.isnan(self.mdd):
+            return f"the paired test detects no drop, not even 100 points ({where})"
+        return f"the paired test detects a drop of {100 * self.mdd:.0f} points or more ({where})"
+
+    def summary_lines(self) -> list[str]:
+        """The verdict's power in the pytest terminal summary: one line, plus the warning."""
+        lines = [f"{self.test_name}: {self.power_text()}; per-case rule "
+                 f"{'on' if self.per_case else 'off'} ({self.per_case_why})"]
+        if self.warning:
+            lines.append(f"  WARNING: {self.warning}")
+        return lines
 
     def message(self) -> str:
         """Multi-line text: metric, interval, floor, baseline, change, p-values, flipped cases."""
@@ -361,12 +467,24 @@ class Verdict:
                          f"{points(self.diff_high)}] (paired bootstrap), McNemar exact "
                          f"p={self.p_value:.4g}, Holm p={self.p_holm:.4g}; "
                          f"lost {self.lost}, gained {self.gained}")
+        lines.append(f"  power     {self.power_text()}")
+        lines.append(f"  per-case  {'on' if self.per_case else 'off'}: {self.per_case_why}")
+        if self.warning:
+            lines.append(f"  WARNING: {self.warning}")
         lines += [f"  FAIL: {r}" for r in self.reasons] + [f"  note: {n}" for n in self.notes]
-        if self.flips:
+        flipped = [f for f in self.flips if not f.allowed]
+        if self.per_case and flipped:
+            lines.append("  flipped cases (right in the baseline, wrong now):")
+            lines += [f"    {f.line()}" for f in flipped[:FLIP_LINES]]
+            if len(flipped) > FLIP_LINES:
+                lines.append(f"    ... and {len(flipped) - FLIP_LINES} more")
+        elif self.reasons and self.flips:
+            shown = self.flips[:self.flips_shown]
             lines.append(f"  cases that were right in the baseline and are wrong now "
-                         f"({len(self.flips)} of {self.lost}):")
-            for flip in self.flips:
+                         f"({len(shown)} of {self.lost}):")
+            for flip in shown:
                 lines.append(f"    {flip.case_id} (trial {flip.trial}): {flip.query!r}")
+                lines.append(f"      expected: {flip.expected}")
                 lines.append(f"      answer: {flip.answer}")
                 if flip.errors:
                     lines.append(f"      errors: {flip.errors}")
@@ -480,18 +598,25 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
     current_sha = {r.variant: r.request.variant_sha256 if r.request is not None else None
                    for r in rows}
     stale = _unevaluated_changes(config, frame, rows)
+    tests_count = len(comparison.tests) if comparison else \
+        len(config.variants) * len(config.providers) * len(config.gated_metrics)
+    ran = {r.case_id for r in rows}
+    unknown_allowed = sorted(set(config.allow_flips) - ran)
     verdicts = []
     for variant in config.variants:
         for provider in config.providers:
             part = frame[(frame["variant"] == variant) & (frame["provider"] == provider)] \
                 if not frame.empty else frame
+            per_case, per_case_why = per_case_rule(config, provider, baseline is not None)
             for metric in config.gated_metrics:
                 values = part[metric].dropna() if metric in part else pd.Series(dtype=bool)
                 n, successes = int(len(values)), int(values.sum())
                 low, high = wilson_interval(successes, n)
                 verdict = Verdict(variant=variant, provider=provider, metric=metric, n=n,
                                   successes=successes, rate=successes / n if n else float("nan"),
-                                  low=low, high=high, floor=config.floors.get(metric))
+                                  low=low, high=high, floor=config.floors.get(metric),
+                                  per_case=per_case, per_case_why=per_case_why,
+                                  flips_shown=config.flips_shown, tests=max(tests_count, 1))
                 if n == 0:
                     verdict.reasons.append(f"no row carries {metric} (is the metric produced? "
                                            "execution metrics need execute = true)")
@@ -523,10 +648,10 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                                          f"{now_sha[:12]})")
                 for text, fails in stale.get(variant, []):
                     (verdict.reasons if fails else verdict.notes).append(text)
-                if comparison is not None and verdict.reasons:
+                if comparison is not None:
                     lost = [f for f in comparison.flips if f.direction == "lost"
                             and f.metric == metric and f.group == _group(variant, provider)]
-                    for flip in lost[:config.flips_shown]:
+                    for flip in lost:
                         row = by_key.get(f"{flip.case_id}|{variant}|{provider}|{flip.trial}")
                         if row is None:
                             continue
@@ -534,6 +659,113 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                             case_id=flip.case_id, trial=flip.trial,
                             query=str(row.query or ""), answer=_short_answer(row),
                             errors=_short_errors(row, (call_errors or {}).get(
-                                (flip.case_id, flip.trial), []))))
+                                (flip.case_id, flip.trial), [])),
+                            metric=metric, expected=_short_expected(row.expected),
+                            allowed=flip.case_id in config.allow_flips))
+                _apply_per_case_rule(verdict, unknown_allowed)
+                if test is not None:
+                    _set_power(verdict, config, test.a_only + test.b_only)
                 verdicts.append(verdict)
     return verdicts
+
+
+def per_case_rule(config: GateConfig, provider: str, has_baseline: bool) -> tuple[bool, str]:
+    """Whether the per-case rule applies to ``provider``'s answers, and why in words.
+
+    On when ``fail_on_flips`` is set, a baseline exists and the provider's kind is registered
+    ``deterministic`` (:class:`bench.providers.registry.ProviderSpec`)."""
+    from bench.providers.registry import kind_of, provider_spec
+
+    spec = provider_spec(provider)
+    deterministic = spec is not None and spec.deterministic
+    kind = kind_of(provider)
+    if not deterministic:
+        return False, (f"{kind} answers are sampled: the same request can get another answer, "
+                       "so one flipped case may be noise; the paired test decides")
+    if not config.fail_on_flips:
+        return False, "fail_on_flips = false"
+    if not has_baseline:
+        return False, "no baseline to compare cases with"
+    return True, (f"{kind} answers are deterministic: any case right in the baseline and "
+                  "wrong now fails")
+
+
+def _apply_per_case_rule(verdict: Verdict, unknown_allowed: Sequence[str]) -> None:
+    """Add the per-case rule's failure (flips outside ``allow_flips``) and notes."""
+    allowed = sorted({f.case_id for f in verdict.flips if f.allowed})
+    flipped = [f for f in verdict.flips if not f.allowed]
+    if verdict.per_case and flipped:
+        verdict.reasons.append(
+            f"{count(len(flipped), 'case')} right in the baseline "
+            f"{'is' if len(flipped) == 1 else 'are'} wrong now with deterministic answers "
+            "(per-case rule; let a case flip with allow_flips = [\"<case id>\"], or turn the "
+            "rule off with fail_on_flips = false)")
+    if verdict.per_case and allowed:
+        verdict.notes.append(f"flipped but in allow_flips: {', '.join(allowed)}")
+    if verdict.per_case and unknown_allowed:
+        verdict.notes.append(f"allow_flips names cases this gate did not run: "
+                             f"{', '.join(unknown_allowed)}")
+
+
+def _set_power(verdict: Verdict, config: GateConfig, discordant: int) -> None:
+    """Fill the verdict's power fields and warning (see the module docstring).
+
+    ``discordant``: pairs that differ between the baseline and now (the share ψ of
+    :func:`bench.compare.core.minimum_detectable_difference`)."""
+    n = verdict.baseline_n or 0
+    if n <= 0:
+        return
+    alpha = config.alpha / verdict.tests
+    share = discordant / n
+    verdict.mdd_alpha = alpha
+    verdict.mdd = minimum_detectable_difference(n, share, alpha, POWER)
+    floor, base = verdict.floor, verdict.baseline_rate
+    distance = None if floor is None or base is None else base - floor
+    if floor is not None and distance is not None and distance > config.margin:
+        verdict.target = distance
+        verdict.target_text = (f"a fall to the floor {100 * floor:.1f}%, "
+                               f"{100 * distance:.1f} points below the baseline")
+    else:
+        verdict.target = config.margin
+        verdict.target_text = (f"any drop beyond the margin of {100 * config.margin:.1f} points"
+                               if config.margin else "any drop (margin 0)")
+    if verdict.per_case or not (math.isnan(verdict.mdd) or verdict.mdd > verdict.target):
+        return
+    if verdict.target > 0:
+        verdict.pairs_needed = pairs_needed(verdict.target, share, alpha)
+    smallest = ("no drop at all, not even 100 points," if math.isnan(verdict.mdd)
+                else f"only drops of {100 * verdict.mdd:.0f} points or more")
+    need = "" if verdict.pairs_needed is None else (
+        f"; detecting {100 * verdict.target:.1f} points takes about "
+        + (f"{verdict.pairs_needed:,} pairs" if verdict.pairs_needed <= PAIRS_CAP
+           else f"more than {PAIRS_CAP:,} pairs"))
+    verdict.warning = (f"at {count(n, 'pair')} the paired test detects {smallest} with "
+                       f"{POWER:.0%} power, but this gate is meant to catch "
+                       f"{verdict.target_text}: a real regression can pass unnoticed{need}")
+
+
+def pairs_needed(drop: float, discordant_share: float, alpha: float,
+                 power: float = POWER) -> int:
+    """The number of pairs at which McNemar's exact test detects a drop of ``drop``
+    (fraction > 0) with ``power`` at two-sided ``alpha``, the discordant share being
+    ``max(discordant_share, drop)`` (:func:`bench.compare.core.mcnemar_power`); searched by
+    doubling then bisection, so "about" (an exact test's power is not monotone in n);
+    ``PAIRS_CAP + 1`` when even :data:`PAIRS_CAP` pairs fall short."""
+    share = max(discordant_share, drop)
+
+    def enough(n: int) -> bool:
+        return mcnemar_power(n, share, -drop, alpha) >= power
+
+    high = 8
+    while not enough(high):
+        if high >= PAIRS_CAP:
+            return PAIRS_CAP + 1
+        high = min(high * 2, PAIRS_CAP)
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if enough(middle):
+            high = middle
+        else:
+            low = middle
+    return high

@@ -15,9 +15,13 @@ Fixtures (for a team's own assertions in Python):
   :class:`bench.compare.core.Comparison` of the baseline with the current run (None without a
   baseline).
 
-Both read the gate of ``--bench-gate-config`` (default: ``<rootdir>/pyproject.toml``) and
-skip the test when there is none. JUnit (``--junitxml``) carries each item's figures as
-``<properties>``.
+After the results, the terminal summary prints each gated metric's power (the smallest
+drop its paired test detects at its size, whether the per-case rule is on) and a warning when
+that drop is larger than the regression the gate is meant to catch, pass or fail.
+
+Both fixtures read the gate of ``--bench-gate-config`` (default:
+``<rootdir>/pyproject.toml``) and skip the test when there is none. JUnit (``--junitxml``)
+carries each item's figures as ``<properties>``.
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ class GateState:
             self._verdicts = {v.test_name: v for v in
                               evaluate(self.config, run.rows, self.baseline(),
                                        run.call_errors, split=run_split(run.manifest.config))}
+        return self._verdicts
+
+    def computed_verdicts(self) -> dict[str, Any] | None:
+        """The verdicts when an item has already computed them, else None (no run here)."""
         return self._verdicts
 
 
@@ -166,6 +174,22 @@ class GateItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int, str]:
         """Location shown by pytest: the config file and the item name."""
         return self.path, 0, f"bench gate: {self.name}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    """After the results: each gate's power (the smallest drop its paired test detects,
+    whether the per-case rule is on, and the warning when that drop is larger than the
+    regression the gate is meant to catch), printed whether the gate passed or failed.
+    A gate whose run failed (its items show why) prints nothing here."""
+    for state in config.stash.get(_STATE, {}).values():
+        verdicts = state.computed_verdicts()
+        if not verdicts:
+            continue
+        terminalreporter.write_sep("-", f"bench gate power: {state.path}")
+        for verdict in verdicts.values():
+            for line in verdict.summary_lines():
+                terminalreporter.write_line(line)
 
 
 def _fixture_state(request: pytest.FixtureRequest) -> GateState:

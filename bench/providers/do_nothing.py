@@ -27,6 +27,6 @@ def _build(provider_id: str, rest: str, options: dict[str, Any]) -> FunctionProv
                             model="do-nothing (never calls, never asks)")
 
 
-@provider("do-nothing", id_form="do-nothing")
+@provider("do-nothing", id_form="do-nothing", deterministic=True)
 def _do_nothing() -> Builder:
     return _build

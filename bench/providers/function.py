@@ -175,7 +175,10 @@ def _reraise(exc: BaseException) -> Any:
     raise exc
 
 
-@provider("function", id_form="function:<module>:<callable>", options="timeout")
+# taken as deterministic: a function of the request (a user function that samples should turn
+# the gate's per-case rule off, fail_on_flips = false)
+@provider("function", id_form="function:<module>:<callable>", options="timeout",
+          deterministic=True)
 def _function() -> Builder:
     def build(provider_id: str, rest: str, options: dict[str, Any]) -> Provider:
         timeout_s = options.get("timeout_s")

@@ -282,6 +282,6 @@ def _build(provider_id: str, rest: str, options: dict[str, Any]) -> OracleProvid
                           dataset=f"{dataset.name} sha256:{dataset.sha256[:12]}")
 
 
-@provider("oracle", id_form="oracle", options="dataset")
+@provider("oracle", id_form="oracle", options="dataset", deterministic=True)
 def _oracle() -> Builder:
     return _build

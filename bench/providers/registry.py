@@ -62,6 +62,10 @@ class ProviderSpec:
         recorded: its answers come from a recording (``replay``): they are never cached again,
             bill nothing, and are priced as the recorded provider
             (``response.request["replayed_from"]``).
+        deterministic: the same request gets the same answer every time (greedy decoding, a
+            recording, a function of the labels); the regression gate then fails on any case
+            that flips from right to wrong (:mod:`bench.gate.core`). A hosted API is not, even
+            at temperature 0: its answers can differ from one request to the next.
     """
 
     kind: str
@@ -73,6 +77,7 @@ class ProviderSpec:
     batch: bool = False
     max_concurrency: int | None = None
     recorded: bool = False
+    deterministic: bool = False
 
 
 _REGISTRY: dict[str, ProviderSpec] = {}
@@ -80,7 +85,8 @@ _REGISTRY: dict[str, ProviderSpec] = {}
 
 def provider(kind: str, *, id_form: str | None = None, options: OptionSet = "none",
              priced: bool = False, streams: bool = False, batch: bool = False,
-             max_concurrency: int | None = None, recorded: bool = False
+             max_concurrency: int | None = None, recorded: bool = False,
+             deterministic: bool = False
              ) -> Callable[[Callable[[], Builder]], Callable[[], Builder]]:
     """Decorator registering a lazy loader for provider ``kind`` (see the module docstring).
 
@@ -95,7 +101,7 @@ def provider(kind: str, *, id_form: str | None = None, options: OptionSet = "non
         if kind in _REGISTRY:
             raise ValueError(f"provider kind '{kind}' is already registered")
         _REGISTRY[kind] = ProviderSpec(kind, id_form or kind, load, options, priced, streams,
-                                       batch, max_concurrency, recorded)
+                                       batch, max_concurrency, recorded, deterministic)
         return load
 
     return register
@@ -201,7 +207,8 @@ def _http(module: str, name: str) -> Builder:
     return build
 
 
-@provider("local", id_form="local", options="local", max_concurrency=1)
+# greedy decoding (temperature 0) in one llama.cpp process: the same prompt, the same answer
+@provider("local", id_form="local", options="local", max_concurrency=1, deterministic=True)
 def _local() -> Builder:
     def build(provider_id: str, rest: str, options: dict[str, Any]) -> "Provider":
         if rest:
@@ -224,7 +231,7 @@ for _kind, _form, _batch, _module, _class in (
         functools.partial(_http, f"bench.providers.{_module}", _class))
 
 
-@provider("replay", id_form="replay:<run-or-cache>", recorded=True)
+@provider("replay", id_form="replay:<run-or-cache>", recorded=True, deterministic=True)
 def _replay() -> Builder:
     def build(provider_id: str, rest: str, options: dict[str, Any]) -> "Provider":
         from bench.providers.replay import ReplayProvider
