@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import sys
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def mcp_backend():
 @pytest.mark.slow
 def test_tools_are_listed_with_permissions_from_annotations(mcp_backend):
     tools = {t.name: t for t in mcp_backend.tools}
-    assert set(tools) == {"add", "lookup_city", "delete_everything"}
+    assert set(tools) == {"add", "lookup_city", "delete_everything", "add_item",
+                          "broken_lookup"}
     assert tools["add"].permission == "read"
     assert tools["delete_everything"].permission == "write"
     assert tools["add"].input_schema["required"] == ["a", "b"]
@@ -92,6 +94,75 @@ def test_a_run_can_execute_on_an_mcp_server_instead_of_the_reference_backends(mc
             ToolCall(id="c2", name="lookup_city", arguments={"city": "Atlantis"})]), 0)
     finally:
         execution.close()
-    assert right["execution_success"] is True and right["execution_match"] is True
+    # the server is the user's: the label's lookup_city never runs there, nothing recorded
+    assert right["execution_success"] is True and right["execution_match"] is None
+    assert right["execution_match_skipped"] == "not_recorded"
     assert wrong["execution_success"] is False
     assert (tmp_path / "traces.jsonl").read_text(encoding="utf-8").count("lookup_city") >= 2
+
+
+# -- a label's calls never run on the user's server (docs/executor.md) ---------------------
+
+def _item_project(tmp_path):
+    from tests.test_own_tools import ITEM_CASES, bench, write_cases
+
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "server.py").write_text(SERVER.read_text(), encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--writes", "add_item",
+                 "--name", "items")
+    assert init.returncode == 0, init.stderr
+    write_cases(root, "items", ITEM_CASES)
+    return root, bench
+
+
+@pytest.mark.slow
+def test_an_mcp_server_never_gets_a_labels_write(tmp_path):
+    from tests.test_own_tools import flat, rows, write_answers, writes
+
+    root, bench = _item_project(tmp_path)
+    write_answers(root, {})  # a silent model
+    silent = bench(root, "run", "--dataset", "items", "--variants", "current,l10",
+                   "--provider", "function:answers:answer", "--run-id", "silent")
+    assert silent.returncode == 0, silent.stderr
+    assert writes(root) == 0
+    oracle = bench(root, "run", "--dataset", "items", "--variants", "current,l10",
+                   "--provider", "oracle", "--run-id", "oracle")
+    assert oracle.returncode == 0, oracle.stderr
+    assert writes(root) == 4  # the oracle's own calls only
+    assert not any(m["execution_match"] is False for m in rows(root, "oracle").values())
+    assert "exec match empty for 4 rows of toolset 'items'" in flat(oracle.stdout)
+    assert bench(root, "labels", "record", "items", "--yes").returncode == 0
+    assert writes(root) == 6
+    again = bench(root, "run", "--dataset", "items", "--variants", "current",
+                  "--provider", "oracle", "--run-id", "oracle2")
+    assert again.returncode == 0, again.stderr
+    assert all(m["execution_match"] is True for m in rows(root, "oracle2").values())
+
+
+@pytest.mark.slow
+def test_a_server_failing_every_call_is_never_an_execution_match(tmp_path):
+    """Every call of broken_lookup fails, the label's too: exec success 0%, and no exec
+    match (identical errors are not a match); the label's failure is told, in one line."""
+    from tests.test_own_tools import flat, rows, write_answers, write_cases
+
+    root, bench = _item_project(tmp_path)
+    write_cases(root, "items", [
+        {"id": f"b{i}", "messages": [{"role": "user", "content": f"look up {k}"}],
+         "expected": {"calls": [{"name": "broken_lookup", "arguments": {"k": [k]}}]}}
+        for i, k in enumerate(["alpha", "beta"])])
+    write_answers(root, {"alpha": [{"name": "broken_lookup", "arguments": {"k": "alpha"}}],
+                         "beta": [{"name": "broken_lookup",
+                                   "arguments": {"k": "totally-wrong"}}]})
+    assert bench(root, "labels", "record", "items", "--yes").returncode == 0
+    run = bench(root, "run", "--dataset", "items", "--variants", "current",
+                "--provider", "function:answers:answer", "--run-id", "broken")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "broken")
+    assert all(m["execution_success"] is False for m in got.values())
+    assert all(m["execution_match"] is not True for m in got.values())
+    assert {m["execution_match_skipped"] for m in got.values()} == {"label_failed"}
+    assert "label call failed: 2 rows of toolset 'items' (cases b0, b1)" in flat(run.stdout)
+    lint = bench(root, "lint", "--toolset", "items", "--json")
+    found = [f for f in json.loads(lint.stdout)["findings"] if f["code"] == "BL015"]
+    assert {f["tool"] for f in found} == {"broken_lookup"} and len(found) == 2

@@ -231,7 +231,8 @@ def test_python_functions_execute_with_timeouts_classified_errors_and_refused_wr
     assert run.returncode == 0, run.stderr
     got = rows(root, "r1")
     assert got[("c1", "current")]["execution_success"] is True
-    assert got[("c1", "current")]["execution_match"] is True
+    # the user's functions never run a label: no recording, no reset, no exec match
+    assert got[("c1", "current")]["execution_match"] is None
     # a refused write is the run's policy, not an execution failure: left out, counted apart
     assert got[("c2", "current")]["execution_success"] is None
     assert got[("c2", "current")]["write_refused"] is True
@@ -325,7 +326,7 @@ def test_init_and_run_on_a_stdio_mcp_server(tmp_path):
     assert run.returncode == 0, run.stderr
     got = rows(root, "r1")
     assert got[("m1", "current")]["execution_success"] is True
-    assert got[("m1", "current")]["execution_match"] is True
+    assert got[("m1", "current")]["execution_match_skipped"] == "not_recorded"
     assert got[("m2", "current")]["execution_errors"] == {"permanent": 1}  # the tool's error
     assert got[("m3", "current")]["execution_success"] is None  # refused: not a failure
     assert got[("m3", "current")]["write_refused"] is True
@@ -371,7 +372,7 @@ def test_init_and_run_on_a_streamable_http_mcp_server(tmp_path, http_server):
                 "function:answers:answer", "--run-id", "r1")
     assert run.returncode == 0, run.stderr
     got = rows(root, "r1")
-    assert got[("m1", "current")]["execution_match"] is True
+    assert got[("m1", "current")]["execution_match_skipped"] == "not_recorded"
     assert got[("m3", "current")]["execution_success"] is True  # allowed by --writes
     assert "write calls refused" not in flat(run.stdout)
 
@@ -411,3 +412,105 @@ def test_python_errors_are_classed_like_the_reference_executor():
     for exc, expected in cases.items():
         error = classify_exception(exc, "t")
         assert (error.error_class, error.code) == expected, exc
+
+
+# -- a label's calls never run on the user's system (docs/executor.md) ---------------------
+
+ITEM_TOOLS = """\
+from pathlib import Path
+
+
+def add_item(title: str) -> dict:
+    \"\"\"Add an item to the shopping list.
+
+    Args:
+        title: The item's title.
+    \"\"\"
+    with (Path(__file__).parent / "writes.log").open("a") as log:
+        log.write(title + "\\n")
+    return {"added": title}
+"""
+ITEM_CASES = [
+    {"id": f"c{i}", "messages": [{"role": "user", "content": f"add {title} to my list"}],
+     "expected": {"calls": [{"name": "add_item", "arguments": {"title": [title]}}]}}
+    for i, title in enumerate(["milk", "eggs"], start=1)]
+
+
+def writes(root: Path) -> int:
+    log = root / "writes.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+@pytest.mark.slow
+def test_a_python_project_never_runs_a_labels_write_and_records_with_consent(tmp_path):
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(ITEM_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--writes", "add_item",
+                 "--name", "items").returncode == 0
+    write_cases(root, "items", ITEM_CASES)
+    write_answers(root, {})  # a silent model: no call at all
+    silent = bench(root, "run", "--dataset", "items", "--variants", "current,l10",
+                   "--provider", "function:answers:answer", "--run-id", "silent")
+    assert silent.returncode == 0, silent.stderr
+    assert writes(root) == 0  # bench made no call the model did not make
+    oracle = bench(root, "run", "--dataset", "items", "--variants", "current,l10",
+                   "--provider", "oracle", "--run-id", "oracle")
+    assert oracle.returncode == 0, oracle.stderr
+    assert writes(root) == 4  # the oracle's own calls: 2 cases x 2 variants, no label's
+    got = rows(root, "oracle")
+    assert all(m["execution_match"] is None and m["execution_match_skipped"] == "not_recorded"
+               for m in got.values())
+    said = flat(oracle.stdout)
+    assert "state carried over between cases and variants: toolset 'items'" in said
+    assert "exec match empty for 4 rows of toolset 'items'" in said
+    assert "bench labels record" in said
+    # recording needs consent: no terminal and no --yes is a refusal, nothing runs
+    refused = bench(root, "labels", "record", "items")
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    assert "add_item(title=\"milk\")" in refused.stdout  # the write calls were listed
+    assert writes(root) == 4
+    recorded = bench(root, "labels", "record", "items", "--yes")
+    assert recorded.returncode == 0, recorded.stderr
+    assert writes(root) == 6  # each label once, on purpose
+    again = bench(root, "run", "--dataset", "items", "--variants", "current,l10",
+                  "--provider", "oracle", "--run-id", "oracle2")
+    assert again.returncode == 0, again.stderr
+    assert all(m["execution_match"] is True for m in rows(root, "oracle2").values())
+    assert writes(root) == 10
+
+
+@pytest.mark.slow
+def test_a_declared_reset_lets_labels_run_and_compare_settles_clock_results(tmp_path):
+    root = tmp_path / "clock"
+    root.mkdir()
+    (root / "tools.py").write_text(
+        "import itertools\n\n_TICK = itertools.count()\n\n\n"
+        "def now() -> dict:\n    \"\"\"The current time.\"\"\"\n"
+        "    return {\"datetime\": f\"2026-01-01T00:00:{next(_TICK):02d}\", \"tz\": \"UTC\"}\n",
+        encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--read-only", "now",
+                 "--name", "clock").returncode == 0
+    write_cases(root, "clock", [{"id": "t1", "messages": [{"role": "user",
+                                                            "content": "what time is it"}],
+                                 "expected": {"calls": [{"name": "now", "arguments": {}}]}}])
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        'writes = []', 'writes = []\nreset = ["python", "-c", "open(\'resets.log\', \'a\')'
+        '.write(\'r\\\\n\')"]'), encoding="utf-8")
+    plain = bench(root, "run", "--dataset", "clock", "--variants", "current",
+                  "--provider", "oracle", "--run-id", "plain")
+    assert plain.returncode == 0, plain.stderr
+    assert rows(root, "plain")[("t1", "current")]["execution_match"] is False  # the clock
+    said = flat(plain.stdout)
+    assert "the oracle's exec match on toolset 'clock' is 0%, not 100%" in said
+    assert "now 1" in said
+    assert len((root / "resets.log").read_text().splitlines()) == 2  # label, then the row
+    pyproject.write_text(pyproject.read_text().replace(
+        'writes = []', 'writes = []\ncompare = {now = {ignore = ["datetime"]}}'),
+        encoding="utf-8")
+    settled = bench(root, "run", "--dataset", "clock", "--variants", "current",
+                    "--provider", "oracle", "--run-id", "settled")
+    assert settled.returncode == 0, settled.stderr
+    assert rows(root, "settled")[("t1", "current")]["execution_match"] is True
+    assert "oracle's exec match" not in flat(settled.stdout)
