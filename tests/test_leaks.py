@@ -200,3 +200,110 @@ def test_lint_right_after_bench_init_with_no_cases_lints_the_descriptions(tmp_pa
     assert linted.exit_code == 0, linted.output
     assert {f["tool"] for f in json.loads(linted.stdout)["findings"]} == {"mark_done"}
     assert "dataset 'todo' has no cases yet" in linted.stderr
+
+
+# ---------------------------------------------------------------- containment (any text)
+
+PARCEL = "Where did my parcel go"  # 5 words: long enough to count
+
+
+def _tool_variant(description: str, schema: dict | None = None) -> Variant:
+    tool = Tool(name="track_shipment", description=description,
+                input_schema=schema or {"type": "object", "properties": {}})
+    return Variant(name="cand", toolset="shop", tools=(tool,), source="test")
+
+
+def _contained(variant: Variant, *cases: Case) -> list:
+    return [k for k in find_leaks(variant, list(cases)) if k.signal == "containment"]
+
+
+def test_test_queries_appended_to_a_description_line_are_contained():
+    line = "Show where an order is: its shipment status. Where did my parcel go, is my parcel lost."
+    case = _case("t1", PARCEL)
+    assert {k.signal for k in find_leaks(_tool_variant(line), [case])} == {"containment"}
+    (leak,) = _contained(_tool_variant(line), case)
+    assert (leak.case_id, leak.section, leak.score) == ("t1", "summary", 1.0)
+    assert leak.evidence == "where did my parcel go"
+
+
+def test_a_query_split_across_description_lines_is_found_in_the_whole_description():
+    (leak,) = _contained(_tool_variant("Track parcels.\nWhere did my\nparcel go? Ask them."),
+                         _case("t2", PARCEL))
+    assert leak.section == "description (across lines)"
+
+
+@pytest.mark.parametrize("schema, where", [
+    ({"type": "object", "properties": {"q": {"type": "string",
+                                              "description": f"e.g. '{PARCEL}'"}}},
+     "input_schema.properties.q.description"),
+    ({"type": "object", "properties": {"address": {"type": "object", "properties": {
+        "city": {"type": "string", "description": f"As in: {PARCEL}?"}}}}},
+     "input_schema.properties.address.properties.city.description"),
+    ({"type": "object", "properties": {"ids": {"type": "array", "items": {
+        "anyOf": [{"type": "string", "title": f"{PARCEL} now"}, {"type": "integer"}]}}}},
+     "input_schema.properties.ids.items.anyOf[0].title"),
+    ({"type": "object", "properties": {"mode": {"type": "string", "enum": ["a", "b"],
+                                                 "x-enum-descriptions": ["plain", PARCEL]}}},
+     "input_schema.properties.mode.x-enum-descriptions[1]"),
+    ({"type": "object", "properties": {"q": {"type": "string", "examples": [PARCEL]}}},
+     "input_schema.properties.q.examples[0]"),
+])
+def test_a_query_anywhere_in_the_schema_is_found(schema, where):
+    variant = _tool_variant("Track a parcel by its tracking number.", schema)
+    leaks = find_leaks(variant, [_case("t3", PARCEL)])
+    assert where in {k.section for k in leaks if k.signal == "containment"}
+    assert all(k.section == where for k in leaks)
+
+
+def test_spaced_cjk_and_full_width_letters_are_normalised():
+    spaced = _case("z1", "我的包裹三天没有更新了", "zh")  # 11 CJK characters
+    line = "查询物流。例如：我 的 包 裹 三 天 没 有 更 新 了，就查一下。"
+    assert [k.case_id for k in _contained(_tool_variant(line), spaced)] == ["z1"]
+    whole = _case("z2", "我的包裹丢了", "zh")  # 6 characters: a near copy, not containment
+    assert {k.signal for k in find_leaks(_tool_variant("我 的 包 裹 丢 了"), [whole])} == \
+        {"near-copy"}
+    wide = "Track parcels. Ｗｈｅｒｅ ｄｉｄ ｍｙ ｐａｒｃｅｌ ｇｏ？"
+    assert [k.case_id for k in _contained(_tool_variant(wide), _case("w1", PARCEL))] == ["w1"]
+    zero_width = "Track parcels. Where\u200b did my par\u200bcel go"
+    assert _contained(_tool_variant(zero_width), _case("w2", PARCEL))
+
+
+def test_short_generic_queries_are_not_containment():
+    line = "Cancel my order when the customer asks and the order is not shipped."
+    assert find_leaks(_tool_variant(line), [_case("s1", "Cancel my order"),
+                                            _case("s2", "退款进度", "zh")]) == []
+
+
+def test_containment_names_another_datasets_test_case():
+    from bench.descriptions.containment import TestIndex
+
+    index = TestIndex([("ecommerce", _case("ecom-x", PARCEL))])
+    leaks = find_leaks(_tool_variant(f"Track parcels. {PARCEL}?"), [], everywhere=index)
+    assert [(k.case_id, k.dataset, k.signal) for k in leaks] == [
+        ("ecom-x", "ecommerce", "containment")]
+
+
+def test_the_containment_threshold_needs_most_of_the_query():
+    from bench.descriptions.containment import CONTAINMENT_THRESHOLD
+
+    query = "please tell me where my blue parcel from the Berlin shop went yesterday evening"
+    case = _case("p1", query)
+    # one word changed in the middle: 4 of the 10 word 5-grams survive
+    edited = query.replace("Berlin", "Munich")
+    assert not _contained(_tool_variant(f"Track parcels. {edited}."), case)
+    # the last word dropped: 9 of 10
+    (leak,) = _contained(_tool_variant(f"Track parcels. {query.rsplit(' ', 1)[0]}."), case)
+    assert leak.score == 0.9 >= CONTAINMENT_THRESHOLD
+
+
+@pytest.mark.slow
+def test_no_shipped_variant_contains_a_test_query_of_any_dataset():
+    from bench.descriptions.containment import TestIndex, project_test_cases
+
+    index = TestIndex(project_test_cases(datasets_dir()))
+    assert len({q.dataset for q in index.queries}) == len(available_datasets())
+    found = [f"{toolset}/{name} {k.tool} {k.section}: {k.case_id}"
+             for toolset in ("ecommerce", "analytics", "logistics")
+             for name in available_variants(toolset)
+             for k in find_leaks(load_variant(toolset, name), [], everywhere=index)]
+    assert found == []

@@ -230,3 +230,39 @@ def test_register_rule_refuses_taken_codes_names_and_unknown_severities(own_rule
     from bench.descriptions.lint import Rule, register_rule
     with pytest.raises(ValueError, match=message):
         register_rule(Rule(*rule), lambda tool, config: ())
+
+
+def test_bl013_names_the_parameter_whose_description_holds_a_test_query():
+    from bench.descriptions.lint import leak_findings
+    from bench.models import Case
+
+    case = Case.model_validate({"id": "t-1", "toolset": "shop", "split": "test", "lang": "en",
+                                "messages": [{"role": "user",
+                                              "content": "where did my parcel go"}],
+                                "expected": {"no_call": True}})
+    schema = {"type": "object", "properties": {"address": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City, as in 'where did my parcel go'."}}}}}
+    variant = Variant(name="v", toolset="shop", source="test", tools=(
+        tool(description=GOOD_DESCRIPTION, schema=schema),))
+    found = leak_findings(variant, [case])
+    assert {(f.code, f.severity, f.param) for f in found} == {("BL013", "error",
+                                                                "address.city")}
+    assert any("test case t-1: contains the query (100% of its n-grams" in f.message
+               for f in found)
+
+
+@pytest.mark.slow
+def test_lint_checks_every_variant_against_every_datasets_test_split(run_bench, project):
+    # a toolset no dataset uses: before, nothing was checked against it
+    folder = project / "descriptions" / "linted" / "variants"
+    folder.mkdir(parents=True)
+    copied = tool(description=GOOD_DESCRIPTION.rstrip() + " Typical: what's the weather in "
+                  "New York today, or my order status.")
+    (folder / "copied.yaml").write_text(yaml.safe_dump({"tools": [copied.model_dump()]}))
+    result = run_bench("lint", "--toolset", "linted", "--min-lines", "1", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "BL013"]
+    assert "ecom-0073 (ecommerce)" in finding["message"]  # a test case of another toolset
+    none = run_bench("lint", "--toolset", "linted", "--min-lines", "1", "--dataset", "none",
+                     "--json")
+    assert not [f for f in json.loads(none.stdout)["findings"] if f["code"] == "BL013"]

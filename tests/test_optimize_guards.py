@@ -74,3 +74,53 @@ def test_assertive_cues_are_found(text):
     after = before.model_copy(update={"description": f"Track an order. {text}"})
     assert assertive_phrases([after], [before])
     assert not assertive_phrases([after], [after])  # only new wording counts
+
+
+def _appends_two_test_queries(messages, tools, trial):
+    """Adds the parcel term the target needs, with two test queries word for word."""
+    tool, description, _ = example._prompt_parts(messages[-1].content or "")
+    return example._proposal(tool, f"{description} Where did my parcel go, is my parcel "
+                                   "lost.", "parcel questions")
+
+
+def _test_query_in_a_parameter(messages, tools, trial):
+    tool, _, _ = example._prompt_parts(messages[-1].content or "")
+    return [{"name": "propose_edit", "arguments": {
+        "tool": tool, "parameters": {"tracking_number": "The waybill number, as in 'where "
+                                                        "did my parcel go'."},
+        "reason": "an example helps"}}]
+
+
+def test_an_edit_that_appends_test_queries_to_a_line_is_rejected(shop):
+    from bench.providers.function import register_function
+
+    register_function("opt-appender", _appends_two_test_queries)
+    # a budget the edit fits in: before the containment signal, this edit was accepted
+    run = bo.optimize("shop", "start", TARGET, "function:opt-appender", project=shop,
+                      opt_id="appender", max_tokens_ratio=1.5)
+    (rejection,) = run.result.rejections
+    assert (rejection.kind, rejection.candidate) == ("leak", "r1c1")
+    assert rejection.reason == "mirrors test case(s) test-01: containment in track_shipment " \
+        "('Show where an order is: its shipment status and the expected delivery date. Where " \
+        "did my parcel go, is my parcel lost.')"
+    assert not run.accepted and run.result.final == "start"
+
+
+def test_an_edit_that_puts_a_test_query_in_a_parameter_is_rejected(shop):
+    import yaml
+
+    from bench.providers.function import register_function
+
+    start = shop / "descriptions" / "shop" / "variants" / "start.yaml"
+    tools = yaml.safe_load(start.read_text(encoding="utf-8"))["tools"]
+    tools[0]["input_schema"]["properties"] = {"tracking_number": {
+        "type": "string", "description": "The waybill number."}}
+    start.write_text(yaml.safe_dump({"tools": tools}, sort_keys=False), encoding="utf-8")
+    register_function("opt-param", _test_query_in_a_parameter)
+    run = bo.optimize("shop", "start", TARGET, "function:opt-param", project=shop,
+                      opt_id="param")
+    (rejection,) = run.result.rejections
+    assert rejection.kind == "leak"
+    assert "test-01" in rejection.reason and \
+        "input_schema.properties.tracking_number.description" in rejection.reason
+    assert [r.purpose for r in run.result.runs] == ["dev r0", "propose r1"]  # never run

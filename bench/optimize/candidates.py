@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Sequence, cast
 
 from bench.api import Evaluation
+from bench.descriptions.containment import TestIndex
 from bench.descriptions.variants import Variant
 from bench.models import Case, Tool
 from bench.optimize.config import OptimizeConfig
@@ -28,6 +29,8 @@ class Guards:
         test_cases: the ``test`` split (never shown to the proposer; only the leak checker
             reads it); reviewed: the datasheet's reviewed cross-language mirrors.
         config: the optimization.
+        everywhere: every test split of the project, for the leak checker's
+            ``containment`` signal (None: ``test_cases``).
     """
 
     start: Variant
@@ -35,6 +38,7 @@ class Guards:
     test_cases: Sequence[Case]
     reviewed: dict[str, list[tuple[str, str]]]
     config: OptimizeConfig
+    everywhere: TestIndex | None = None
 
     def check(self, candidate: Variant, parent: Variant) -> tuple[Rejection | None, list[str]]:
         """Every guard ``candidate`` fails, as one :class:`Rejection` (its kind the first of
@@ -43,12 +47,14 @@ class Guards:
         flags = [f"assertive wording: {p}" for p in
                  assertive_phrases(candidate.tools, parent.tools)]
         failed: list[tuple[RejectionKind, str]] = []
-        leaks = new_leaks(candidate, parent, self.test_cases, self.reviewed)
-        if leaks:
-            first = leaks[0]
+        leaks = new_leaks(candidate, parent, self.test_cases, self.reviewed, self.everywhere)
+        if leaks:  # a whole-line signal first: it names the line that is the copy
+            first = min(leaks, key=lambda k: k.signal == "containment")
             cases = sorted({k.case_id for k in leaks})
+            where = "" if first.section in ("summary", "description") or \
+                not first.section.startswith("input_schema") else f" {first.section}"
             failed.append(("leak", f"mirrors test case(s) {', '.join(cases)}: {first.signal} "
-                                   f"in {first.tool} ({first.text!r})"))
+                                   f"in {first.tool}{where} ({first.text!r})"))
         if flags and not self.config.allow_assertive:
             failed.append(("assertive", "; ".join(flags)))
         ratio = tool_tokens(candidate.tools) / max(self.start_tokens, 1)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from bench.datasets import Dataset, load_dataset
 from bench.datasets.splits import has_splits, select_split
+from bench.descriptions.containment import TestIndex, project_test_cases
 from bench.descriptions.leaks import reviewed_mirrors
 from bench.descriptions.variants import Variant, load_variant
 from bench.errors import BenchError, pydantic_error_field
@@ -160,7 +161,9 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
 
     template = load_template(config.template)
     guards = Guards(start, tool_tokens(start.tools), select_split(loaded.cases, "test"),
-                    reviewed_mirrors(Path(loaded.path).parent / "README.md"), config)
+                    reviewed_mirrors(Path(loaded.path).parent / "README.md"), config,
+                    everywhere=TestIndex(project_test_cases(
+                        workspace.project.datasets_dir, {config.dataset: loaded.cases})))
     runs = Runs(workspace, config, provider_factory=provider_factory, layers=layers,
                 progress=progress)
     runs.execute_default = any(c.kind == "episode" for c in loaded.cases)

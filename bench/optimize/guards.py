@@ -1,8 +1,10 @@
 """The checks every candidate passes before and after it is run on ``dev``.
 
 - **Leaks** (:func:`new_leaks`): the leak checker (:mod:`bench.descriptions.leaks`) against the
-  ``test`` cases; a candidate with a finding its parent did not have mirrors a test case and
-  is rejected, with the case, the line and the signal.
+  ``test`` cases, on every text of the candidate a model sees (description lines, the whole
+  description, parameter descriptions and every other schema text), its ``containment``
+  signal against every test split of the project; a candidate with a finding its parent did
+  not have mirrors a test case and is rejected, with the case, the text and the signal.
 - **Token budget** (:func:`tool_tokens`): OpenAI tool-definition tokens
   (:func:`bench.descriptions.tokens.openai_tool_tokens`) at most ``max_tokens_ratio`` times
   the starting variant's. The 856-tool MCP study (Hasan et al., "Model Context Protocol (MCP)
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from bench.descriptions.containment import TestIndex
 from bench.descriptions.leaks import Leak, find_leaks
 from bench.descriptions.tokens import openai_tool_tokens
 from bench.descriptions.variants import Variant
@@ -62,11 +65,14 @@ def _leak_key(leak: Leak) -> tuple[str, str, str, str]:
 
 
 def new_leaks(candidate: Variant, parent: Variant, test_cases: Sequence[Case],
-              reviewed: dict[str, list[tuple[str, str]]]) -> list[Leak]:
+              reviewed: dict[str, list[tuple[str, str]]],
+              everywhere: TestIndex | None = None) -> list[Leak]:
     """Findings of the leak checker on ``candidate`` against ``test_cases`` that ``parent``
-    does not have (``argument-copy`` hints left out)."""
-    before = {_leak_key(k) for k in find_leaks(parent, test_cases, reviewed)}
-    return [k for k in find_leaks(candidate, test_cases, reviewed)
+    does not have (``argument-copy`` hints left out); ``everywhere``: the test queries of the
+    ``containment`` signal (every test split of the project; None: ``test_cases``)."""
+    before = {_leak_key(k) for k in find_leaks(parent, test_cases, reviewed,
+                                               everywhere=everywhere)}
+    return [k for k in find_leaks(candidate, test_cases, reviewed, everywhere=everywhere)
             if not k.is_hint and _leak_key(k) not in before]
 
 
