@@ -77,7 +77,8 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
     from bench.report.table import bucket_rich_table, fitted_tables, summary_table
     from bench.stats.running import RunningSummary
 
-    store = (project or Project.from_env()).store(run_id)
+    project = project or Project.from_env()
+    store = project.store(run_id)
     manifest = store.load_manifest()
     if running is None:
         if rows is None:
@@ -107,8 +108,22 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
                   f"{', '.join(sorted(drafts))}", markup=False)
     buckets = running.buckets()
     if buckets:
-        for table in fitted_tables(bucket_rich_table(buckets), out.width, keys=3):
-            out.print(table)
+        # shown only when two labelling passes agree on the buckets (Cohen's kappa in the
+        # datasheet above 0.60); the kappa is the table's caption, or the line saying why not
+        from bench.datasets.agreement import dataset_agreement
+        try:
+            agreement = dataset_agreement(manifest.dataset.name, manifest.dataset.path,
+                                          project.root)
+            shown, line = agreement.shown, agreement.line()
+        except BenchError as exc:
+            shown = False
+            line = (f"information buckets of '{manifest.dataset.name}' not shown: {exc}")
+        if shown:
+            for table in fitted_tables(bucket_rich_table(buckets, caption=line), out.width,
+                                       keys=3):
+                out.print(table)
+        else:
+            out.print(line, markup=False)
     if trials > 1 and running.carries_pass_k_metric:
         _print_pass_k(running, trials)
 

@@ -289,6 +289,53 @@ def bucket_rates(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None
     return bucket_table(frame, variant_order(runs))
 
 
+def bucket_section(runs: Sequence[LoadedRun], frame: pd.DataFrame | None = None
+                   ) -> tuple[pd.DataFrame, list[str]]:
+    """The report's per-bucket table with the agreement it rests on.
+
+    Returns:
+        ``(table, lines)``: :func:`bucket_rates` of the runs whose dataset's information
+        buckets two labelling passes agree on well enough (Cohen's kappa above
+        :data:`bench.datasets.agreement.KAPPA_MIN`, read from its datasheet:
+        :func:`bench.datasets.agreement.dataset_agreement`), and one line per dataset whose
+        rows carry a bucket: its kappa, or why its buckets are not shown (kappa too low,
+        none recorded, or a malformed agreement block). Both empty when no row carries a
+        bucket.
+    """
+    from bench.datasets.agreement import dataset_agreement
+
+    frame = frame_of(runs) if frame is None else frame
+    table = bucket_rates(runs, frame)
+    if table.empty:
+        return table, []
+    tagged = {(str(p), str(v)) for p, v in table[["provider", "variant"]].itertuples(
+        index=False)}
+    root = current_project().root
+    verdicts: dict[tuple[str | None, str | None], bool] = {}
+    lines: list[str] = []
+    kept: set[tuple[str, str]] = set()
+    for run in runs:
+        pairs = {(p, run.label(v)) for v, p in run.stats.pairs} & tagged
+        if not pairs:
+            continue
+        dataset = run.manifest.dataset
+        key = (dataset.name, dataset.path)
+        if key not in verdicts:
+            try:
+                agreement = dataset_agreement(dataset.name, dataset.path, root)
+                verdicts[key], line = agreement.shown, agreement.line()
+            except BenchError as exc:
+                verdicts[key] = False
+                line = (f"information buckets of '{dataset.name or dataset.path}' not shown: "
+                        f"{exc}")
+            lines.append(line)
+        if verdicts[key]:
+            kept |= pairs
+    keep = [(str(p), str(v)) in kept for p, v in
+            table[["provider", "variant"]].itertuples(index=False)]
+    return table[keep].reset_index(drop=True), lines
+
+
 def _costs_of(frame: pd.DataFrame) -> dict[tuple[str, str], float]:
     """:func:`cost_by_group` from a results frame (one row per key already)."""
     if "cost_usd" not in frame or not frame["cost_usd"].notna().any():

@@ -28,7 +28,7 @@ from bench.report.execution import execution_notes
 from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
                                    factor_pairs,
                                    factor_success)
-from bench.report.data import (ERROR_LIMIT, bucket_rates, draft_variants, renamed_tools, split_statement, NAME_LIMIT, LoadedRun, all_rows,
+from bench.report.data import (ERROR_LIMIT, bucket_section, draft_variants, renamed_tools, split_statement, NAME_LIMIT, LoadedRun, all_rows,
                                Drilldown, cap_text, drilldown_rows, frame_of,
                                group_metrics, group_rates, headline, incomplete_runs, now_utc,
                                run_metadata,
@@ -336,6 +336,7 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
     counts.sort(key=lambda g: (g["provider"], rank.get(g["variant"], len(rank))))
     # no escaped text can hold it: it is made of letters and digits chosen now
     placeholder = f"bench-drilldown-{secrets.token_hex(16)}"
+    buckets = bucket_section(runs, frame)  # rows of datasets whose kappa allows, and why
     page = _environment().get_template("report.html.j2").render(
         title=title,
         generated_at=now_utc(),
@@ -344,7 +345,8 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
         execution_notes=[(f"{run.run_id}: " if len(runs) > 1 else "") + note for run in runs
                          for note in execution_notes(run.manifest.execution,
                                                      run.rows.store.dir)],
-        buckets=bucket_view(bucket_rates(runs, frame)),
+        buckets=bucket_view(buckets[0]),
+        bucket_agreement=buckets[1],
         incomplete=incomplete_runs(runs),
         summary=summary.to_dict("records"),
         metrics=metrics,

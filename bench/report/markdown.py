@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.plural import count
-from bench.report.data import (LoadedRun, all_rows, bucket_rates, frame_of, headline,
+from bench.report.data import (LoadedRun, all_rows, bucket_section, frame_of, headline,
                                incomplete_runs, row_outcome, shown_metrics, split_statement)
 from bench.report.episodes import condition_summary
 from bench.report.table import bounds, bucket_view, format_pass_k, format_rate
@@ -103,7 +103,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
               "tool-def tokens", *(["cost USD"] if "cost_usd" in summary else []),
               "pass / fail / unparseable"]
     lines += _table(header, rows, right_from=2)
-    buckets = bucket_view(bucket_rates(runs, frame))
+    bucket_rows, agreement = bucket_section(runs, frame)
+    buckets = bucket_view(bucket_rows)
     if buckets:
         lines += ["", "<details><summary>per information bucket (the lowest description level "
                       "whose text carries what a case needs)</summary>", ""]
@@ -111,6 +112,8 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
                          *[f"{label} (95% CI)" for label in buckets["metrics"]]],
                         buckets["rows"], right_from=3)
         lines += ["", "</details>"]
+    if agreement:  # the kappa beside the table, or why there is none
+        lines += ["", *(f"{md_cell(line)}  " for line in agreement)]
     lines += _episode_lines(runs)
     code_counts = error_code_counts(all_rows(runs))
     codes = sorted({c for g in code_counts for c in g["counts"]})

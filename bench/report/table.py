@@ -167,12 +167,15 @@ def summary_table(summary: Records, title: str | None = None, trials: int = 1,
     return table
 
 
-def bucket_rich_table(table: Records, title: str | None = None) -> Table:
+def bucket_rich_table(table: Records, title: str | None = None,
+                      caption: str | None = None) -> Table:
     """A rich Table of :func:`bench.stats.buckets.bucket_table`: per provider and variant, one
     row per information bucket with tool selection and arguments (95% Wilson intervals), as
-    :func:`bucket_view` gives them."""
+    :func:`bucket_view` gives them. ``caption``: printed under it (the inter-rater kappa of
+    the buckets, :meth:`bench.datasets.agreement.InfoAgreement.line`)."""
     out = Table(title=title or "per information bucket (the lowest level whose text carries "
-                               "what a case needs)", title_justify="left")
+                               "what a case needs)", title_justify="left",
+                caption=escape(caption) if caption else None, caption_justify="left")
     for column in ("provider", "variant", "info", "cases"):
         out.add_column(column, overflow="fold", justify="right" if column == "cases" else "left")
     view = bucket_view(table)

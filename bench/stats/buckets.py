@@ -5,6 +5,10 @@ needs (``schema``, ``l10``, ``l30``, ``l50``; :class:`bench.models.Case`). A var
 blamed for a case whose information it does not show: at l3, a case of bucket ``l30`` measures
 what the model guesses, not what it was told. The table puts each variant's rates per bucket
 side by side, so the cases a variant carries the information for can be read apart.
+
+A bucket is a judgement: the table is printed only for a dataset whose two labelling passes
+agree on the buckets well enough (Cohen's kappa above 0.60, from its datasheet:
+:mod:`bench.datasets.agreement`); the printing code decides, this module only counts.
 """
 
 from __future__ import annotations
