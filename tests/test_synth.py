@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -313,3 +314,37 @@ def test_terminal_review_asks_per_case_and_applies(project, scripted):
     assert after[0].provenance is not None and after[0].provenance.review is not None
     # the rejected case counts as reviewed: precision 1 / 2
     assert "50.0% [9.5-90.5] (1 accepted / 2 reviewed)" in (path.parent / "README.md").read_text()
+
+
+def _copies_a_test_query(messages, tools, trial):
+    """A generator that answers another dataset's test query (ecommerce's ecom-0073) word for
+    word on request 1, and inside a longer request on request 2."""
+    first = "What's the weather in New York today?"
+    number = int(re.search(r"Request (\d+)", messages[-1].content or "").group(1))
+    query = first if number == 1 else f"Before my flight tonight: {first[:-1].lower()}, please"
+    return [{"name": "propose_call_case", "arguments": {
+        "query": query, "calls": [{"name": "get_weather", "arguments": {"city": "New York"}}]}}]
+
+
+def test_a_copy_of_another_datasets_test_query_is_a_leak(project, scripted):
+    register_function("synth-copier", _copies_a_test_query)
+    report = synthesize(_settings(generator="function:synth-copier", kinds=("single",),
+                                  count=2, dataset="weather-new"), Project(project))
+    why = [(c.reason, c.verdicts.get("leak", "")) for c in report.candidates]
+    assert why[0] == ("leak", "fail: a near-duplicate of test case ecom-0073 of dataset ecommerce "
+                              "(similarity 1.00 >= 0.7)")
+    assert why[1][0] == "leak" and why[1][1].startswith(
+        "fail: contains test case ecom-0073 of dataset ecommerce (100% of its n-grams")
+    assert not (project / "datasets" / "weather-new" / "cases.jsonl").exists()
+
+
+def test_a_template_that_quotes_a_test_query_is_refused_before_any_request(project, scripted,
+                                                                            tmp_path):
+    mine = tmp_path / "templates"
+    mine.mkdir()
+    (mine / "single.j2").write_text(
+        "Request {{ index }}: kind {{ kind }}, language {{ lang }}, tool {{ tool.name }}.\n"
+        "Write something like: What's the weather in New York today?\n")
+    with pytest.raises(BenchError, match="contains test case ecom-0073 of dataset ecommerce"):
+        synthesize(_settings(kinds=("single",), count=1, templates=mine), Project(project))
+    assert not (project / "reports" / "synth" / "ecommerce-synth").exists()

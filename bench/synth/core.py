@@ -21,8 +21,10 @@ retries, budget, stored rows), never a request path of their own:
      tools (:func:`bench.datasets.labels.iter_label_problems`, and every required argument
      present);
    - ``duplicate``: the query is a near-duplicate of a kept case (:func:`near_duplicate`);
-   - ``leak``: a description line of any variant of the toolset mirrors it (the leak
-     checker, :func:`bench.descriptions.leaks.find_leaks`);
+   - ``leak``: it copies a test case of any dataset of the project (not only the target
+     one): a near-duplicate of its query (:func:`near_duplicate`) or a text that contains it
+     (:mod:`bench.descriptions.containment`); or a description line of any variant of the
+     toolset mirrors it (the leak checker, :func:`bench.descriptions.leaks.find_leaks`);
    - ``execution``: the label's own calls (the ``oracle`` provider) fail on the toolset's
      executor: the one ``bench run`` uses (a shipped toolset's reference backend, or the
      project's own MCP server or Python module declared in ``[tool.bench.toolsets.<name>]``
@@ -427,15 +429,23 @@ def check_schema(candidates: Sequence[Candidate], tools: Sequence[Tool], toolset
 
 
 def check_duplicates_and_leaks(candidates: Sequence[Candidate], existing: Sequence[Case],
-                               toolset: str, threshold: float) -> None:
+                               toolset: str, threshold: float,
+                               tests: Sequence[tuple[str, Case]] = ()) -> None:
     """The ``duplicate`` check (against the dataset's cases and the candidates kept before,
-    in order) and the ``leak`` check (every variant of the toolset) of each live
-    candidate."""
+    in order) and the ``leak`` check of each live candidate: a near-duplicate (``threshold``)
+    of a test case of ``tests`` (``(dataset, case)``: every test split of the project,
+    :func:`bench.descriptions.containment.project_test_cases`), a user text that contains
+    one (:class:`bench.descriptions.containment.TestIndex`), or a line of a variant of the
+    toolset that mirrors it (:func:`bench.descriptions.leaks.find_leaks`)."""
     from bench.descriptions import available_variants, load_variant
+    from bench.descriptions.containment import ModelText, TestIndex
     from bench.descriptions.leaks import case_text, find_leaks
 
     variants = [load_variant(toolset, name) for name in available_variants(toolset)]
     kept = [(c.id, query_tokens(case_text(c))) for c in existing if c.toolset == toolset]
+    index = TestIndex(tests)
+    test_tokens = [(f"{c.id} of dataset {name}", query_tokens(case_text(c)))
+                   for name, c in tests]
     for candidate in candidates:
         if candidate.reason is not None or candidate.case is None:
             continue
@@ -446,14 +456,49 @@ def check_duplicates_and_leaks(candidates: Sequence[Candidate], existing: Sequen
                                         f"{threshold})")
             continue
         candidate.verdicts["duplicate"] = "pass"
+        copied = near_duplicate(case_text(case), test_tokens, threshold)
+        if copied is not None:
+            candidate.fail("leak", f"a near-duplicate of test case {copied[0]} (similarity "
+                                   f"{copied[1]:.2f} >= {threshold})")
+            continue
+        contained = index.copies(ModelText("", "user text", text)
+                                 for text in case_text(case).splitlines())
+        if contained:
+            copy = contained[0]
+            candidate.fail("leak", f"contains test case {copy.case_id} of dataset "
+                                   f"{copy.dataset} ({copy.score:.0%} of its n-grams: "
+                                   f"'{copy.evidence[:80]}')")
+            continue
         leaks = [k for v in variants for k in find_leaks(v, [case]) if not k.is_hint]
-        if leaks:
-            first = leaks[0]
+        if leaks:  # a whole-line signal first: it names the line that is the copy
+            first = min(leaks, key=lambda k: k.signal == "containment")
             candidate.fail("leak", f"{first.signal} of {first.variant} {first.tool} "
                                    f"'{first.text[:80]}'")
             continue
         candidate.verdicts["leak"] = "pass"
         kept.append((candidate.id, query_tokens(case.query)))
+
+
+def check_prompts(requests: Sequence[Request], tests: Sequence[tuple[str, Case]]) -> None:
+    """Refuse to send a generation prompt that contains a test query (``tests``: ``(dataset,
+    case)`` pairs; the containment signal of :mod:`bench.descriptions.containment`): the
+    template (``--templates``) or a tool's description quotes a test case, and only ``dev``
+    cases may inform prompts.
+
+    Raises:
+        BenchError: the first such prompt, naming its template, the case and the words.
+    """
+    from bench.descriptions.containment import ModelText, TestIndex
+
+    index = TestIndex(tests)
+    for request in requests:
+        found = index.copies([ModelText(request.tool, request.template, request.text)])
+        if found:
+            first = found[0]
+            raise BenchError(f"the generation prompt {request.id} ({request.template}, tool "
+                             f"{request.tool}) contains test case {first.case_id} of dataset "
+                             f"{first.dataset}: '{first.evidence[:80]}'; prompts may quote "
+                             "dev cases only (rewrite the template or the description)")
 
 
 def refused_calls(case: Case, permission: Mapping[str, str], *, allow_writes: bool,
@@ -699,6 +744,7 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
     from bench.datasets import load_dataset
     from bench.datasets.loader import check_dataset_name
     from bench.descriptions import load_variant
+    from bench.descriptions.containment import project_test_cases
     from bench.providers.registry import kind_of, known_provider
     from bench.runstore import atomic_write_json, atomic_write_text, remove_if_no_rows
     from bench.synth.review import refresh_datasheet
@@ -741,13 +787,15 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
         requests = plan_requests(settings, tools)
         if not requests:
             raise BenchError("nothing to ask: no kind applies to this toolset")
+        tests = project_test_cases(project.datasets_dir)
+        check_prompts(requests, tests)
         work = project.reports_dir / "synth" / settings.dataset
         new_work = not work.exists()
         try:
             candidates, generator_run, _ = generate(project, settings, tools, requests)
             check_schema(candidates, tools, settings.toolset, work)
             check_duplicates_and_leaks(candidates, existing, settings.toolset,
-                                       settings.duplicate_threshold)
+                                       settings.duplicate_threshold, tests)
             verify_run = verify_by_answers(project, settings, variant_name, tools,
                                            candidates, work)
         except BenchError:
