@@ -124,3 +124,18 @@ def test_an_edit_that_puts_a_test_query_in_a_parameter_is_rejected(shop):
     assert "test-01" in rejection.reason and \
         "input_schema.properties.tracking_number.description" in rejection.reason
     assert [r.purpose for r in run.result.runs] == ["dev r0", "propose r1"]  # never run
+
+
+def test_a_prompt_template_that_quotes_a_test_query_is_refused(shop, tmp_path):
+    from bench.errors import BenchError
+    from bench.optimize.evidence import DEFAULT_TEMPLATE
+
+    mine = tmp_path / "prompt.j2"
+    mine.write_text(DEFAULT_TEMPLATE.read_text(encoding="utf-8")
+                    + "\nFor instance a user may ask: where did my parcel go?\n",
+                    encoding="utf-8")
+    with pytest.raises(BenchError, match="contains test case test-01 of dataset shop") as info:
+        bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
+                    opt_id="quoting", template=str(mine))
+    assert str(mine) in str(info.value)
+    assert not (shop / "reports" / "optimize" / "quoting").exists()  # nothing sent or kept

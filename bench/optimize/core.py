@@ -164,6 +164,7 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
                     reviewed_mirrors(Path(loaded.path).parent / "README.md"), config,
                     everywhere=TestIndex(project_test_cases(
                         workspace.project.datasets_dir, {config.dataset: loaded.cases})))
+    _refuse_leaky_template(config, guards)
     runs = Runs(workspace, config, provider_factory=provider_factory, layers=layers,
                 progress=progress)
     runs.execute_default = any(c.kind == "episode" for c in loaded.cases)
@@ -178,6 +179,29 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
     result.runs = runs.costs
     write_outputs(workspace, config, result, search.variants)
     return Optimization(result, workspace.root, final)
+
+
+def _refuse_leaky_template(config: OptimizeConfig, guards: Guards) -> None:
+    """Refuse a proposer prompt template (``config.template``, else the shipped one) whose
+    own text contains a test query (the containment signal of
+    :mod:`bench.descriptions.containment`, every test split of the project): only ``dev``
+    cases may inform prompts. The ``dev`` failures a prompt shows are not checked: they are
+    dev cases by construction.
+
+    Raises:
+        BenchError: names the template file, the case and the words found.
+    """
+    from bench.descriptions.containment import ModelText
+    from bench.optimize.evidence import DEFAULT_TEMPLATE
+
+    if guards.everywhere is None:
+        return
+    file = Path(config.template) if config.template else DEFAULT_TEMPLATE
+    text = file.read_text(encoding="utf-8")  # load_template read it already
+    for copy in guards.everywhere.copies([ModelText("", "proposer prompt template", text)]):
+        raise BenchError(f"the proposer's prompt template contains test case {copy.case_id} "
+                         f"of dataset {copy.dataset} ('{copy.evidence[:80]}'); prompts may "
+                         "quote dev cases only", file=file)
 
 
 def _accept(runs: Runs, search: Search, config: OptimizeConfig, start: Variant,
