@@ -342,6 +342,13 @@ def _set_gate(root: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
+def _drop_floors(root: Path) -> None:
+    """Comment out the gate's floors line, if any (the rules below it decide alone)."""
+    path = root / "pyproject.toml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("\nfloors = {", "\n# floors = {"), encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def tz_baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """The time project after `bench init`, 8 cases, recorded answers and the first
@@ -432,7 +439,7 @@ def test_a_4_of_8_argument_regression_with_deterministic_answers_fails_the_gate(
     from bench.compare.core import minimum_detectable_difference
 
     root = _copy(tz_regressed, tmp_path)
-    _set_gate(root, "floors = {", "# floors = {")  # the per-case rule on its own
+    _drop_floors(root)  # the per-case rule on its own
     result = _pytest_gate(root)
     text = result.stdout
     assert result.returncode == 1, text
@@ -462,7 +469,7 @@ def test_with_the_per_case_rule_off_the_same_regression_passes_and_the_summary_w
     """fail_on_flips = false and no floors: the paired test alone passes the 4/8 -> 0/8 drop
     (what a user saw before the rule), and the summary warns that 8 pairs cannot see it."""
     root = _copy(tz_regressed, tmp_path)
-    _set_gate(root, "floors = {", "# floors = {")
+    _drop_floors(root)
     _set_gate(root, "margin = 0.0", "fail_on_flips = false\nmargin = 0.0")
     result = _pytest_gate(root)
     text = result.stdout
@@ -470,8 +477,18 @@ def test_with_the_per_case_rule_off_the_same_regression_passes_and_the_summary_w
     assert "2 passed" in text
     assert "per-case rule off (fail_on_flips = false)" in text
     assert "WARNING: at 8 pairs the paired test detects only drops of 90 points or more with " \
-        "80% power, but this gate is meant to catch any drop (margin 0): a real regression " \
-        "can pass unnoticed" in text
+        "80% power, while this gate is meant to catch any drop (margin 0): a smaller real " \
+        "regression can pass unnoticed" in text
+
+    # with the floors back: the warning measures against the floor's distance
+    _set_gate(root, "\n# floors = {", "\nfloors = {")
+    floored = _pytest_gate(root).stdout
+    assert "arguments_correct[current|replay:gate/responses.sqlite]: the paired test detects " \
+        "a drop of 90 points or more" in floored
+    assert "WARNING: at 8 pairs the paired test detects only drops of 90 points or more with " \
+        "80% power, more than the 34.0 points from the baseline down to the floor 16.0%: a " \
+        "smaller drop, one the floor does not catch, can pass unnoticed; detecting 34.0 " \
+        "points takes about 42 pairs" in floored
 
 
 @pytest.mark.slow
@@ -489,7 +506,7 @@ def test_allowed_flips_pass_and_the_floor_still_catches_the_drop(
     assert "per-case rule" not in text.split("FAIL:")[-1].split("\n")[0]
     assert "note: flipped but in allow_flips: tz-0001, tz-0002, tz-0003, tz-0004" in text
 
-    _set_gate(root, "floors = {", "# floors = {")
+    _drop_floors(root)
     passed = _pytest_gate(root)
     assert passed.returncode == 0, passed.stdout
     assert "2 passed" in passed.stdout
@@ -522,3 +539,50 @@ def test_sampled_answers_keep_the_paired_test_and_say_the_per_case_rule_is_off(
                                              "can get another answer")
     assert arguments.warning is not None and "at 8 pairs" in arguments.warning
     assert "per-case  off: openai answers are sampled" in arguments.message()
+
+
+def test_floors_are_added_after_the_gate_tables_last_key_and_nothing_else_moves(
+        tmp_path: Path) -> None:
+    """write_floors inserts one line after the gate table's last key (a multi-line array),
+    before the blank line and the comment that lead to the next table; every other byte is
+    kept. A gate written as an inline table gets the key inside it."""
+    from bench.gate.config import load_gate_config, write_floors
+
+    original = ('# team project\n[project]\nname = "x"   # keep this\n\n'
+                '[tool.bench.gate]\ndataset = "tz"  # the cases\nvariants = ["current"]\n'
+                'cases = ["tz-0001",\n         "tz-0002"]\n\n'
+                '# the linter, next\n[tool.ruff]\nline-length = 100\n')
+    path = tmp_path / "pyproject.toml"
+    path.write_text(original, encoding="utf-8")
+    write_floors(path, {"selection_correct": 0.54, "arguments_correct": 0.16}, "from x")
+    line = "floors = {selection_correct = 0.54, arguments_correct = 0.16}  # from x\n"
+    assert path.read_text(encoding="utf-8") == original.replace(
+        '"tz-0002"]\n', '"tz-0002"]\n' + line)
+    assert load_gate_config(path).floors == {"selection_correct": 0.54,
+                                             "arguments_correct": 0.16}
+
+    inline = tmp_path / "inline.toml"
+    inline.write_text('[tool.bench]\ngate = {dataset = "tz", variants = ["current"]}\n',
+                      encoding="utf-8")
+    write_floors(inline, {"selection_correct": 0.5}, "from x")
+    assert load_gate_config(inline).floors == {"selection_correct": 0.5}
+
+
+@pytest.mark.parametrize("provider, applies", [
+    ("local", True), ("oracle", True), ("function:tz_model:answer", True),
+    ("replay:gate/responses.sqlite", True), ("openai:gpt-4o-mini", False),
+    ("anthropic:claude-haiku-4-5", False), ("gemini:gemini-2.5-flash", False)])
+def test_the_per_case_rule_applies_to_deterministic_providers_only(provider: str,
+                                                                   applies: bool) -> None:
+    """Greedy local decoding, the oracle, functions and replayed answers get the per-case
+    rule; hosted APIs (sampled even at temperature 0) do not, and the reason says so;
+    fail_on_flips = false turns it off for all."""
+    from bench.gate.config import GateConfig
+    from bench.gate.core import per_case_rule
+
+    config = GateConfig(dataset="tz", variants=["current"], providers=[provider])
+    on, why = per_case_rule(config, provider, has_baseline=True)
+    assert on is applies
+    assert ("deterministic" in why) if applies else ("answers are sampled" in why)
+    off, why = per_case_rule(config.model_copy(update={"fail_on_flips": False}), provider, True)
+    assert not off

@@ -360,8 +360,9 @@ class Verdict:
             ``mdd_alpha`` on ``baseline_n`` pairs (NaN: not even 100 points; None: no
             baseline); mdd_alpha: ``alpha / tests``, Holm's first-step threshold.
         tests: the number of (variant, provider, metric) tests of the gate (Holm's family).
-        target, target_text: the drop the gate is meant to catch (fraction) and what sets it
-            (the floor's distance below the baseline, or the margin).
+        target, target_text: the drop the gate is meant to catch (fraction) and, in words, how
+            the detectable drop compares with it (the floor's distance below the baseline, or
+            the margin).
         pairs_needed: pairs the paired test would need to detect ``target`` (None: not
             computed; ``PAIRS_CAP + 1``: more than :data:`PAIRS_CAP`).
         warning: the power warning (None: none).
@@ -723,12 +724,15 @@ def _set_power(verdict: Verdict, config: GateConfig, discordant: int) -> None:
     distance = None if floor is None or base is None else base - floor
     if floor is not None and distance is not None and distance > config.margin:
         verdict.target = distance
-        verdict.target_text = (f"a fall to the floor {100 * floor:.1f}%, "
-                               f"{100 * distance:.1f} points below the baseline")
+        verdict.target_text = (f"more than the {100 * distance:.1f} points from the baseline "
+                               f"down to the floor {100 * floor:.1f}%")
+        missed = "a smaller drop, one the floor does not catch, can pass unnoticed"
     else:
         verdict.target = config.margin
-        verdict.target_text = (f"any drop beyond the margin of {100 * config.margin:.1f} points"
-                               if config.margin else "any drop (margin 0)")
+        verdict.target_text = (f"more than the margin of {100 * config.margin:.1f} points"
+                               if config.margin else
+                               "while this gate is meant to catch any drop (margin 0)")
+        missed = "a smaller real regression can pass unnoticed"
     if verdict.per_case or not (math.isnan(verdict.mdd) or verdict.mdd > verdict.target):
         return
     if verdict.target > 0:
@@ -740,8 +744,7 @@ def _set_power(verdict: Verdict, config: GateConfig, discordant: int) -> None:
         + (f"{verdict.pairs_needed:,} pairs" if verdict.pairs_needed <= PAIRS_CAP
            else f"more than {PAIRS_CAP:,} pairs"))
     verdict.warning = (f"at {count(n, 'pair')} the paired test detects {smallest} with "
-                       f"{POWER:.0%} power, but this gate is meant to catch "
-                       f"{verdict.target_text}: a real regression can pass unnoticed{need}")
+                       f"{POWER:.0%} power, {verdict.target_text}: {missed}{need}")
 
 
 def pairs_needed(drop: float, discordant_share: float, alpha: float,
