@@ -54,8 +54,9 @@ from bench.stats.intervals import wilson_interval
 
 BASELINE_FORMAT = "bench-gate-baseline/1"
 GROUP_BY = ("variant", "provider")
-# the conventional target power of a study design (Cohen 1988, "Statistical Power Analysis for
-# the Behavioral Sciences", section 2.4): a real drop of the printed size is missed 1 time in 5
+# the conventional target power (Cohen 1988, "Statistical Power Analysis for the Behavioral
+# Sciences", 2nd ed.), bench compare's default too: a real drop of the printed size is missed
+# 1 time in 5
 POWER = 0.8
 FLIP_LINES = 100  # per-case rule: flipped cases listed one line each, at most this many
 PAIRS_CAP = 100_000  # "pairs needed" is searched up to this many
