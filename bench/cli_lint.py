@@ -54,6 +54,7 @@ def lint(
     from bench.descriptions import available_variants, check_toolset, load_variant
     from bench.descriptions.containment import TestIndex
     from bench.descriptions.lint import RULES, LintConfig, leak_findings, lint_variant
+    from bench.descriptions.paraphrase import paraphrase_findings
     from bench.paths import descriptions_dir
 
     root = descriptions_dir()
@@ -77,6 +78,7 @@ def lint(
             findings += lint_variant(loaded, config)
             for cases, datasheet in tests.get(name, []):
                 findings += leak_findings(loaded, cases, datasheet, everywhere=nothing)
+                findings += paraphrase_findings(loaded, cases, datasheet)  # BL016
             if everywhere is not None:  # containment: every test split, once per variant
                 findings += leak_findings(loaded, [], None, everywhere=everywhere)
             linted.append((name, v))

@@ -56,6 +56,9 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("BL015", "label-call-fails", WARNING,
          "a label's own call returns an error: its rows get no exec match (bench lint "
          "--dataset; bench.datasets.label_results)"),
+    Rule("BL016", "paraphrases-test-case", WARNING,
+         "an example or edge case paraphrases a test case (embedding score; bench lint "
+         "--dataset; bench.descriptions.paraphrase)"),
 )}
 
 
