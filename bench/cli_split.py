@@ -25,7 +25,8 @@ def split(
         help="Case ids that must be dev (comma-separated or repeated).")] = None,
     leaks: Annotated[bool, typer.Option(
         help="Put in dev every case that a variant of the dataset's toolsets mirrors "
-             "(bench lint's BL013, and the datasheet's reviewed cross-language mirrors).")]
+             "(bench lint's BL013, and the datasheet's reviewed cross-language and paraphrase "
+             "mirrors).")]
     = True,
     dry_run: Annotated[bool, typer.Option(help="Print the split; do not write the file.")]
     = False,
@@ -53,6 +54,8 @@ def split(
     mirrored: set[str] = set()
     if leaks:
         reviewed = reviewed_mirrors(path.parent / "README.md")
+        from bench.descriptions.paraphrase import reviewed_paraphrases
+        mirrored |= set(reviewed_paraphrases(path.parent / "README.md"))
         for toolset in loaded.toolsets:
             cases = [c for c in loaded.cases if c.toolset == toolset]
             for name in available_variants(toolset):

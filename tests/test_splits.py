@@ -81,7 +81,9 @@ def test_shipped_datasets_have_a_stratified_split(name):
     cases = load_dataset(name).cases
     assert all(c.split in ("dev", "test") for c in cases)
     counts = Counter(c.split for c in cases)
-    assert 0.25 <= counts["dev"] / len(cases) <= 0.5, counts  # forced mirrors add to the 30%
+    # forced mirrors add to the 30%: ecommerce's 27 reviewed paraphrase mirrors (its datasheet)
+    # took it to 152 dev of 279 (54%)
+    assert 0.25 <= counts["dev"] / len(cases) <= 0.55, counts
     # test measures every tool: each expected tool (and no-call, ask) with 4 or more cases has
     # test cases (a kind x tool x language stratum may be all dev when descriptions mirror
     # every case of it: the datasheet lists those)

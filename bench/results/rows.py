@@ -94,6 +94,11 @@ class Row(_Record):
         "tool-space settings and what was sent: {tools, retriever, top_k, tools_offered, "
         "tool_tokens (o200k_base tokens of the tools sent), offered (names; None without a "
         "retriever), expected, missing}"))
+    nearest_description: dict[str, Any] | None = Field(None, description=(
+        "the description unit (example, edge case or quoted phrase) nearest the case's query "
+        "in this variant, precomputed: {text, tool, section, similarity (cosine + 0.5 x "
+        "Jaccard), mirrored (at or above the paraphrase threshold)}; absent when not "
+        "precomputed for this variant and query (bench.descriptions.paraphrase)"))
 
     @model_validator(mode="before")
     @classmethod

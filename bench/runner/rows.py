@@ -153,6 +153,9 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         retrieved = item.retrieved.after_search(response.tool_search)
         metrics.update(retrieval_metrics(retrieved, score.selection_correct))
         extra = space_fields(item, retrieved)
+    nearest = _nearest_description(item)
+    if nearest is not None:
+        extra["nearest_description"] = nearest
     if bfcl is not None:
         verdict = run_verdict(bfcl, response.parsed)
         metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
@@ -177,6 +180,16 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         "finished_at": _now(),
         **extra,
     })
+
+
+def _nearest_description(item: PlanItem) -> dict[str, Any] | None:
+    """The case's nearest description unit in the item's variant, from the toolset folder's
+    precomputed file (:func:`bench.descriptions.paraphrase.lookup_nearest`), or None."""
+    from bench.descriptions.paraphrase import lookup_nearest
+    from bench.paths import descriptions_dir
+
+    return lookup_nearest(descriptions_dir() / item.case.toolset, item.variant.sha256,
+                          item.case)
 
 
 def retrieval_metrics(retrieved: Retrieved, selection_correct: bool | None
