@@ -46,9 +46,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
-from bench.errors import BenchError, pydantic_error_field
+from bench.errors import BenchError, FieldValueError, pydantic_error_field
 
 PYPROJECT = "pyproject.toml"
 ExecuteMode = Literal["mcp", "python", "none"]
@@ -105,6 +106,25 @@ class ToolsetSettings(BaseModel):
     reset: list[str] | None = None
     reset_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     compare: dict[str, CompareMode | CompareIgnore] = Field(default_factory=dict)
+
+    @field_validator("compare", mode="before")
+    @classmethod
+    def _one_line_per_compare(cls, value: Any) -> Any:
+        """Each entry is a mode or ``{ignore = [...]}``, checked here so that the error names
+        the tool and says what is allowed (pydantic's union error names its branches)."""
+        if not isinstance(value, dict):
+            return value  # pydantic's own "a valid dictionary"
+        for tool, how in value.items():
+            if isinstance(how, str) and how in ("exact", "shape", "none"):
+                continue
+            if isinstance(how, dict) and set(how) == {"ignore"} and \
+                    isinstance(how["ignore"], list) and how["ignore"] and \
+                    all(isinstance(f, str) and f for f in how["ignore"]):
+                continue
+            raise FieldValueError(str(tool), f"got {how!r}: a tool compares \"exact\", "
+                                  "\"shape\", \"none\" or {ignore = [\"field\", ...]} "
+                                  "(one or more field names)")
+        return value
 
     def comparisons(self) -> dict[str, Comparison]:
         """``compare`` as the judge takes it: a mode, or the tuple of field names to drop."""

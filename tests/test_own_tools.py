@@ -395,6 +395,48 @@ def test_toolset_settings_errors_name_the_field(tmp_path):
         load_toolset_settings(tmp_path)
 
 
+@pytest.mark.parametrize("value", ['"shapes"', '3', '{ignore = "x"}', '{ignor = ["x"]}',
+                                   '{ignore = []}'])
+def test_a_bad_compare_entry_is_one_line_naming_the_tool(tmp_path, value):
+    from bench.toolset_config import load_toolset_settings
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.bench.toolsets.x]\nexecute = "python"\nmodule = "m.py"\n'
+        f'compare = {{now = "shape", list_items = {value}}}\n')
+    with pytest.raises(BenchError) as raised:
+        load_toolset_settings(tmp_path)
+    said = str(raised.value)
+    # the tool's field, without pydantic's union branch (literal[...]) in it
+    assert "field 'tool.bench.toolsets.x.compare.list_items'" in said
+    assert "literal" not in said and '{ignore = ["field", ...]}' in said
+
+
+def test_compare_naming_an_unknown_tool_is_refused_naming_the_field(tmp_path):
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(ITEM_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--name", "items").returncode == 0
+    write_cases(root, "items", ITEM_CASES[:1])
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        "writes = []", 'writes = []\ncompare = {add_items = "shape"}'), encoding="utf-8")
+    result = bench(root, "run", "--dataset", "items", "--variants", "current",
+                   "--provider", "oracle", "--run-id", "typo")
+    assert result.returncode == 2
+    assert ("field 'tool.bench.toolsets.items.compare': compare names 'add_items', not a tool "
+            "of this toolset (tools: add_item)") in flat(result.stderr)
+    assert writes(root) == 0
+
+
+def test_a_reset_whose_program_is_missing_names_it(tmp_path):
+    from bench.executor.runhook import ResetCommand
+    from bench.toolset_config import ToolsetSettings
+    settings = ToolsetSettings(execute="python", module="m.py", reset=["no-such-reset-xyz"])
+    reset = ResetCommand("x", settings, tmp_path, tmp_path / "reset.log")
+    with pytest.raises(BenchError, match=r"^\[tool\.bench\.toolsets\.x\] reset could not "
+                                         r"start 'no-such-reset-xyz': No such file"):
+        reset()
+
+
 def test_python_errors_are_classed_like_the_reference_executor():
     from bench.executor.backends.python import classify_exception
 

@@ -91,6 +91,17 @@ def describe_execution(toolsets: Sequence[str], *, execute: bool,
     return found
 
 
+def case_context(case: Any, **fields: Any) -> RunContext:
+    """The :class:`RunContext` of ``case``'s calls with ``fields`` (run id, trial,
+    permissions): a single-answer case's ``state`` sets ``state`` (its overrides, run on a
+    private copy of bench's reference database) and ``user_id`` (its signed-in customer).
+    An episode's state is its own database's (:mod:`bench.episodes.state`), not set here."""
+    state = getattr(case, "state", None)
+    if state is not None and getattr(case, "kind", "single") != "episode":
+        fields.update(state=tuple(state.overrides), user_id=state.user_id)
+    return RunContext(case_id=case.id, **fields)
+
+
 class ResetCommand:
     """A toolset's declared ``reset`` command as a callable: runs it in the project folder,
     its output appended to ``log``.
@@ -133,7 +144,8 @@ class ResetCommand:
                                  f"{self.settings.reset_timeout_s:g} s (reset_timeout_s); "
                                  f"its output: {self.log}") from None
             except OSError as exc:
-                raise BenchError(f"{where} could not start: {exc.strerror or exc}") from None
+                raise BenchError(f"{where} could not start {argv[0]!r}: "
+                                 f"{exc.strerror or exc}") from None
         self.runs += 1
         if done.returncode != 0:
             raise BenchError(f"{where} failed (exit {done.returncode}); its output: "
@@ -208,9 +220,9 @@ class RunExecution:
         """Start the declared backend of ``toolset``; its handlers carry its timeout.
 
         Raises:
-            BenchError: the backend does not start, or ``writes`` names a tool the backend
-                does not have (a misspelt name would leave its tool refused without a word;
-                names the file and field).
+            BenchError: the backend does not start, or ``writes`` or ``compare`` names a
+                tool the backend does not have (a misspelt name would leave its tool refused,
+                or compared exactly, without a word; names the file and field).
         """
         if settings.execute == "none":
             return Backend({}, Owner.USER)
@@ -241,13 +253,14 @@ class RunExecution:
                 raise BenchError(exc.message, file=Path(self._project_root or ".") / PYPROJECT,
                                  field=f"tool.bench.toolsets.{toolset}.module") from None
             handlers = PythonBackend(tools).handlers()
-        unknown = [name for name in settings.writes if name not in handlers]
-        if unknown:
-            self._close_backends()
-            raise BenchError(f"writes names {', '.join(map(repr, unknown))}, not a tool of "
-                             f"this toolset (tools: {', '.join(sorted(handlers))})",
-                             file=Path(self._project_root or ".") / PYPROJECT,
-                             field=f"tool.bench.toolsets.{toolset}.writes")
+        for field, names in (("writes", settings.writes), ("compare", list(settings.compare))):
+            unknown = [name for name in names if name not in handlers]
+            if unknown:  # a misspelt name would leave its tool refused / compared exactly
+                self._close_backends()
+                raise BenchError(f"{field} names {', '.join(map(repr, unknown))}, not a tool "
+                                 f"of this toolset (tools: {', '.join(sorted(handlers))})",
+                                 file=Path(self._project_root or ".") / PYPROJECT,
+                                 field=f"tool.bench.toolsets.{toolset}.{field}")
         timed = {name: dataclasses.replace(handler, timeout_s=settings.timeout_s)
                  for name, handler in handlers.items()}
         reset = None
@@ -282,10 +295,13 @@ class RunExecution:
         self.judge.prepare(case.expected, tools, toolset, self._context(case, 0))
 
     def _context(self, case: Any, trial: int) -> RunContext:
+        """The calls' context of one row of ``case``; a single-answer case's ``state`` (its
+        overrides and signed-in customer) applies to its label's calls and its answers'
+        alike (:func:`case_context`)."""
         own = self.settings.get(getattr(case, "toolset", "") or "")
-        return RunContext(run_id=self.run_id, case_id=case.id, trial=trial,
-                          allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive,
-                          write_tools=frozenset(own.writes) if own else frozenset())
+        return case_context(case, run_id=self.run_id, trial=trial,
+                            allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive,
+                            write_tools=frozenset(own.writes) if own else frozenset())
 
     def _close_backends(self) -> None:
         while self._closers:
