@@ -181,6 +181,7 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
     from bench.datasets.loader import _jsonl_lines
     from bench.executor.outcome import RunContext
     from bench.models import RecordedResult, Recording
+    from bench.redact import redact, redact_data
 
     path = Path(loaded.path)
     lines = [line + "\n" for line in _jsonl_lines(path)]  # the loader's line numbers
@@ -207,9 +208,10 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
             results = [RecordedResult(
                 name=call.name, arguments=call.arguments,
                 ok=o.success and not o.fallback_used,
-                data=o.data if o.success and not o.fallback_used else None,
+                # what the file keeps: no secret (bench.redact), which runs compare alike
+                data=redact_data(o.data) if o.success and not o.fallback_used else None,
                 error_code=None if o.success else o.error_code,
-                error=None if o.success else o.error)
+                error=redact(o.error) if not o.success and o.error is not None else None)
                 for call, o in zip(built, outcomes)]
             if not all(r.ok for r in results):
                 failed.append(case.id)

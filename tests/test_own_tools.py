@@ -523,6 +523,38 @@ def test_a_python_project_never_runs_a_labels_write_and_records_with_consent(tmp
 
 
 @pytest.mark.slow
+def test_a_recorded_result_keeps_no_secret_and_still_matches(tmp_path):
+    """A tool whose result holds a key and a password: bench labels record stores it
+    redacted (cases.jsonl is committed), and the model's same result still matches it."""
+    root = tmp_path / "keys"
+    root.mkdir()
+    key = "sk-proj-" + "Ab1" * 10
+    (root / "tools.py").write_text(
+        "def get_config(name: str) -> dict:\n"
+        "    \"\"\"Read a service's configuration.\n\n    Args:\n"
+        "        name: The service.\n    \"\"\"\n"
+        f"    return {{\"service\": name, \"api\": {{\"token\": \"{key}\", "
+        "\"password\": \"hunter2hunter2\"}, \"auth\": [\"Bearer abc.DEF-123_xyz\"]}\n",
+        encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--read-only", "get_config",
+                 "--name", "keys").returncode == 0
+    write_cases(root, "keys", [{"id": "k1", "messages": [{"role": "user",
+                                                           "content": "show the mail config"}],
+                                "expected": {"calls": [{"name": "get_config",
+                                                        "arguments": {"name": ["mail"]}}]}}])
+    recorded = bench(root, "labels", "record", "keys", "--yes")
+    assert recorded.returncode == 0, recorded.stderr
+    text = (root / "datasets" / "keys" / "cases.jsonl").read_text()
+    assert "\"recorded\"" in text
+    for secret in (key, "hunter2hunter2", "abc.DEF-123_xyz"):
+        assert secret not in text
+    run = bench(root, "run", "--dataset", "keys", "--variants", "current",
+                "--provider", "oracle", "--run-id", "keys")
+    assert run.returncode == 0, run.stderr
+    assert rows(root, "keys")[("k1", "current")]["execution_match"] is True
+
+
+@pytest.mark.slow
 def test_a_declared_reset_lets_labels_run_and_compare_settles_clock_results(tmp_path):
     root = tmp_path / "clock"
     root.mkdir()

@@ -49,6 +49,7 @@ from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext
 from bench.executor.pipeline import Executor
 from bench.jsonl import canonical_bytes
 from bench.models import Expected, ExpectedCall, RecordedResult, Tool, ToolCall
+from bench.redact import redact_data
 from bench.toolset_config import Comparison
 
 _NOT_BUILDABLE = object()
@@ -143,11 +144,14 @@ def compared_body(data: Any, how: Comparison = "exact") -> str:
     return canonical_bytes(data).decode("utf-8")
 
 
-def result_key(outcome: ExecutionOutcome, how: Comparison = "exact") -> tuple[str, str]:
+def result_key(outcome: ExecutionOutcome, how: Comparison = "exact", *,
+               redacted: bool = False) -> tuple[str, str]:
     """(tool, compared result) used to compare a predicted and an expected result
-    (:func:`compared_body`; a failure keys on its code and message)."""
+    (:func:`compared_body`; a failure keys on its code and message). ``redacted``: the data
+    as :func:`bench.redact.redact_data` leaves it, as ``bench labels record`` stores it, so
+    that a result holding a secret still equals its recording."""
     if outcome.success and not outcome.fallback_used:
-        body = compared_body(outcome.data, how)
+        body = compared_body(redact_data(outcome.data) if redacted else outcome.data, how)
     else:
         body = f"error:{outcome.error_code}:{outcome.error}"
     return outcome.tool, body
@@ -345,8 +349,10 @@ class ExecutionJudge:
         if any(failed(o) for o in outcomes):  # identical failures are never a match
             result["execution_match"] = False
             return result
-        compare = self.executor.handlers_for(toolset).compare
-        got = [result_key(o, compare.get(o.tool, "exact")) for o in outcomes]
+        backend = self.executor.handlers_for(toolset)
+        got = [result_key(o, backend.compare.get(o.tool, "exact"),
+                          redacted=not backend.runs_labels)  # compared with a recording
+               for o in outcomes]
         result["execution_match"] = want == got if expected.ordered else \
             Counter(want) == Counter(got)
         return result
