@@ -568,6 +568,37 @@ def test_floors_are_added_after_the_gate_tables_last_key_and_nothing_else_moves(
     assert load_gate_config(inline).floors == {"selection_correct": 0.5}
 
 
+def test_floors_keep_a_crlf_pyproject_crlf_and_its_mode_and_spare_a_read_only_one(
+        tmp_path: Path) -> None:
+    """A pyproject.toml written on Windows keeps its CRLF line ends (the new line too), a
+    0600 file stays 0600, and a read-only file is not written: one line with the floors to
+    add by hand."""
+    import os
+
+    from bench.errors import BenchError
+    from bench.gate.config import load_gate_config, write_floors
+
+    original = ('[project]\r\nname = "x"\r\n\r\n[tool.bench.gate]\r\ndataset = "tz"\r\n'
+                'variants = ["current"]  # c\r\n\r\n# next\r\n[tool.ruff]\r\nline-length = 100\r\n')
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(original.encode("utf-8"))
+    os.chmod(path, 0o600)
+    write_floors(path, {"selection_correct": 0.5}, "from x")
+    assert path.read_bytes() == original.replace(
+        '# c\r\n', '# c\r\nfloors = {selection_correct = 0.5}  # from x\r\n').encode("utf-8")
+    assert path.stat().st_mode & 0o7777 == 0o600
+    assert load_gate_config(path).floors == {"selection_correct": 0.5}
+
+    locked = tmp_path / "locked.toml"
+    gate = '[tool.bench.gate]\ndataset = "tz"\nvariants = ["v"]\n'
+    locked.write_text(gate, encoding="utf-8")
+    os.chmod(locked, 0o444)
+    with pytest.raises(BenchError, match=r"read-only: add the floors by hand: floors = "
+                                         r"\{selection_correct = 0\.5\}"):
+        write_floors(locked, {"selection_correct": 0.5}, "from x")
+    assert locked.read_text(encoding="utf-8") == gate
+
+
 @pytest.mark.parametrize("provider, applies", [
     ("local", True), ("oracle", True), ("function:tz_model:answer", True),
     ("replay:gate/responses.sqlite", True), ("openai:gpt-4o-mini", False),

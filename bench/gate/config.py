@@ -23,6 +23,7 @@ root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` se
 
 from __future__ import annotations
 
+import os
 import tomllib
 from typing import Any, Literal
 from pathlib import Path
@@ -186,8 +187,12 @@ def write_floors(path: Path, floors: dict[str, float], comment: str) -> None:
         floors: metric name -> floor (fraction 0..1).
         comment: a TOML comment put after the new key (without ``#``).
 
+    The file keeps its line ends (CRLF stays CRLF) and its mode; a read-only file is not
+    written.
+
     Raises:
-        BenchError: the file cannot be read or written, is not valid TOML, has no gate table,
+        BenchError: the file cannot be read or written (or is read-only), is not valid TOML,
+            has no gate table,
             or lays the table out in a way a key cannot be added to (names the floors to
             add by hand).
     """
@@ -198,9 +203,14 @@ def write_floors(path: Path, floors: dict[str, float], comment: str) -> None:
 
     inline = "{" + ", ".join(f"{k} = {v:g}" for k, v in floors.items()) + "}"
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # bytes as they are: read_text would turn CRLF line ends into LF for the whole file
+        text = Path(path).read_bytes().decode("utf-8")
+        mode = Path(path).stat().st_mode & 0o7777
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchError(f"cannot read: {exc}", file=path) from None
+    # a replace would write a read-only file all the same (root's os.access says yes to all)
+    if not os.access(path, os.W_OK) or not mode & 0o222:
+        raise BenchError(f"read-only: add the floors by hand: floors = {inline}", file=path)
     try:
         document = tomlkit.parse(text)
         table: Any = document
@@ -222,6 +232,8 @@ def write_floors(path: Path, floors: dict[str, float], comment: str) -> None:
             item.comment(comment)
             item.trivia.comment_ws = "  "
         updated = tomlkit.dumps(document)
+        if "\r\n" in text and "\n" not in text.replace("\r\n", ""):  # a CRLF file stays one
+            updated = updated.replace("\r\n", "\n").replace("\n", "\r\n")
         tomllib.loads(updated)  # what bench reads must still parse
     except (TOMLKitError, tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError,
             IndexError) as exc:
@@ -229,5 +241,6 @@ def write_floors(path: Path, floors: dict[str, float], comment: str) -> None:
                          f"floors = {inline}", file=path) from None
     try:
         atomic_write_text(Path(path), updated)
+        os.chmod(path, mode)  # the file's own mode, not the fresh file's
     except OSError as exc:
         raise BenchError(f"cannot write floors = {inline}: {exc.strerror}", file=path) from None
