@@ -268,6 +268,24 @@ def test_spaced_cjk_and_full_width_letters_are_normalised():
     assert _contained(_tool_variant(zero_width), _case("w2", PARCEL))
 
 
+@pytest.mark.parametrize("line", [
+    "Track parcels. Wh\u0435re did my p\u0430rcel go",  # Cyrillic е and а inside Latin words
+    "Track parcels. Where did my &#112;arcel go",  # an HTML entity
+    "Track parcels. Where did my parcel go, it hasn&#39;t moved",
+    "Track parcels. Where did my pa\u0301rcel go",  # a combining accent
+    "Track parcels. Where did my par-\ncel go",  # hyphenated across a line break
+    "Track parcels. **Where** did _my_ `parcel` go",  # Markdown emphasis
+])
+def test_look_alikes_entities_accents_and_line_hyphens_do_not_hide_a_copy(line):
+    assert [k.case_id for k in _contained(_tool_variant(line), _case("h1", PARCEL))] == ["h1"]
+
+
+def test_words_of_one_script_keep_their_letters():
+    from bench.descriptions.containment import normalise
+    # a Russian word is not read as Latin, and й keeps its breve; CJK is untouched
+    assert normalise("Где мой заказ? 我 的 包 裹 が café") == "где мой заказ 我的包裹が cafe"
+
+
 def test_short_generic_queries_are_not_containment():
     line = "Cancel my order when the customer asks and the order is not shipped."
     assert find_leaks(_tool_variant(line), [_case("s1", "Cancel my order"),

@@ -35,6 +35,7 @@ project).
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections import Counter
@@ -70,12 +71,45 @@ _ENUM_TEXT_KEYS = ("enumDescriptions", "x-enum-descriptions", "enum_descriptions
                    "x-enumDescriptions", "markdownEnumDescriptions")
 
 
+#: Cyrillic and Greek letters whose TR39 confusable prototype is one Latin letter (Unicode
+#: Technical Standard #39, confusables.txt): in a word that mixes them with Latin letters
+#: (TR39 section 5, mixed-script detection) they are read as that letter, so ``pаrcel`` with
+#: a Cyrillic ``а`` is ``parcel``; a word of one script is left as it is.
+CONFUSABLE_LATIN = str.maketrans(
+    "аеорсухіјѕԁһӏԛԝАВЕКМНОРСТХІЈЅ" "οαινρυΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdhlqwABEKMHOPCTXIJS" "oaivpuABEZHIKMNOPTYX")
+_LATIN = re.compile(r"[A-Za-z]")
+_CONFUSABLE = re.compile("[" + "".join(chr(c) for c in CONFUSABLE_LATIN) + "]")
+_WORD = re.compile(r"[^\W\d_]+")
+_LINE_HYPHEN = re.compile(r"(?<=[^\W\d_])-[ \t]*\r?\n\s*(?=[^\W\d_])")
+# Combining Diacritical Marks on a Latin letter (after NFD): Cyrillic й keeps its breve
+_DIACRITIC = re.compile("(?<=[A-Za-z])[\u0300-\u036f]+")
+
+
+def _latin_word(match: re.Match[str]) -> str:
+    word = match.group(0)
+    if _LATIN.search(word) and _CONFUSABLE.search(word):
+        return word.translate(CONFUSABLE_LATIN)
+    return word
+
+
 def fold(text: str) -> str:
-    """``text`` after NFKC (full-width ``ＡＢＣ１`` is ``ABC1``), without format characters
-    (zero-width spaces and joiners, Unicode category Cf) and without the whitespace between
-    two CJK characters (``我 的 包 裹`` is ``我的包裹``); case is kept."""
-    folded = unicodedata.normalize("NFKC", text)
+    """``text`` after HTML entities are decoded (``&#39;`` is ``'``), NFKC (full-width
+    ``ＡＢＣ１`` is ``ABC1``), without format characters (zero-width spaces and joiners,
+    Unicode category Cf), without Latin diacritics (``é`` is ``e``, so a combining accent
+    does not split a word), with a word hyphenated across a line break joined
+    (``arr-\\nived`` is ``arrived``), with Cyrillic and Greek look-alikes inside a Latin word
+    read as Latin (:data:`CONFUSABLE_LATIN`) and without the whitespace between two CJK
+    characters (``我 的 包 裹`` is ``我的包裹``); case is kept."""
+    folded = html.unescape(text) if "&" in text else text
+    folded = unicodedata.normalize("NFKC", folded)
     folded = "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    if not folded.isascii():
+        folded = unicodedata.normalize(
+            "NFC", _DIACRITIC.sub("", unicodedata.normalize("NFD", folded)))
+        folded = _WORD.sub(_latin_word, folded)
+    if "-" in folded:
+        folded = _LINE_HYPHEN.sub("", folded)
     return _SPACED_CJK.sub("", folded)
 
 
