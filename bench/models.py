@@ -136,6 +136,11 @@ class Expected(BaseModel):
     #: the results of ``calls`` recorded on the user's system (``bench labels record``);
     #: absent in files written before it, and for labels never recorded
     recorded: Recording | None = None
+    #: why the label's calls cannot run on their own (None: they can), e.g. an argument is
+    #: a result id that a call in the conversation's history issued, which a single reference
+    #: run of the label never has: its rows get no exec match (``execution_match_skipped``
+    #: ``label_not_executable``) and ``bench lint`` does not run it (docs/executor.md)
+    not_executable: str | None = Field(default=None, min_length=1)
 
     @field_validator("ask_for")
     @classmethod
@@ -159,6 +164,8 @@ class Expected(BaseModel):
             raise ValueError("ask_for is only for 'ask': true cases")
         if self.recorded is not None and not self.calls:
             raise ValueError("recorded results are only for cases that expect calls")
+        if self.not_executable is not None and not self.calls:
+            raise ValueError("not_executable is only for cases that expect calls")
         return self
 
 
@@ -217,15 +224,22 @@ class StateCheck(BaseModel):
 
 
 class EpisodeState(BaseModel):
-    """The reference backends' starting state of one episode: the seeded shop database
+    """The reference backends' starting state of one case: the seeded shop database
     (:mod:`bench.executor.backends.shopdb`) plus ``overrides``, SQL statements run on the
-    episode's copy before the first step; ``user_id`` is the signed-in customer (None: the
-    staff view)."""
+    case's private copy (an episode's before its first step; a single-answer case's before
+    the label's and the model's calls, each of which sees that state: their writes are rolled
+    back, :mod:`bench.executor.backends.states`); ``user_id`` is the signed-in customer (None:
+    the staff view). Only bench's reference backends apply it (a user's system is never
+    changed by a label, docs/executor.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
     overrides: list[str] = Field(default_factory=list)
     user_id: str | None = None
+
+
+CaseState = EpisodeState
+"""The name of :class:`EpisodeState` for a case of either kind."""
 
 
 class SuccessCheck(BaseModel):
@@ -297,7 +311,9 @@ class Case(BaseModel):
     (scripted user turns sent, in order, when the model answers without a call before the
     task is done); its ``expected`` is derived from the validated ``required_calls`` (the
     first answer's label is not what an episode is scored on, but the label checks read it,
-    by the same indices) and must not be given.
+    by the same indices) and must not be given. ``state`` (:class:`CaseState`) is for either
+    kind: a single-answer case's label and the model's calls run on a copy of the shop
+    database with its overrides (the state the query assumes, e.g. an unshipped order).
 
     Errors name the field as written in the file (``required_calls.0.after.1``, never the
     derived ``expected``), through :class:`bench.errors.FieldValueError`.
@@ -362,8 +378,7 @@ class Case(BaseModel):
 
     @model_validator(mode="after")
     def _episode_fields(self) -> "Case":
-        episode_only = ("state", "success", "required_calls", "forbidden_calls",
-                        "user_replies")
+        episode_only = ("success", "required_calls", "forbidden_calls", "user_replies")
         if self.kind == "single":
             given = [f for f in episode_only if getattr(self, f)]
             # max_steps at its default is what a dump of any case holds: only a set one is

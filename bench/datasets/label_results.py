@@ -41,8 +41,9 @@ class LabelFailure:
 def label_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Tool]
                    ) -> Iterator[LabelFailure]:
     """The failing label calls of ``cases`` of ``toolset`` (module docstring); single-answer
-    cases only (an episode's required calls are matched, not compared by result). Labels
-    that cannot be built (an argument offers only patterns) are not run.
+    cases only (an episode's required calls are matched, not compared by result), each on
+    its ``state`` as a run gives it. Labels that cannot be built (an argument offers only
+    patterns) or declare ``expected.not_executable`` are not run.
 
     Args:
         cases: the cases (others than ``toolset``'s are ignored).
@@ -52,7 +53,7 @@ def label_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Tool]
     from bench.executor.backends import REFERENCE_TOOLSETS
 
     mine = [c for c in cases if c.toolset == toolset and c.kind != "episode"
-            and c.expected.calls]
+            and c.expected.calls and c.expected.not_executable is None]
     if toolset in REFERENCE_TOOLSETS:
         yield from _reference_failures(mine, toolset, tools)
         return
@@ -73,8 +74,8 @@ def _reference_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Too
     """Run the labels on bench's reference backend (its database is bench's own copy)."""
     from bench.executor.backends import ReferenceBackends
     from bench.executor.judge import build_expected_call, failed
-    from bench.executor.outcome import RunContext
     from bench.executor.pipeline import Executor
+    from bench.executor.runhook import case_context
 
     backends = ReferenceBackends()
     if not backends(toolset).runs_labels:  # never on a system bench does not own
@@ -83,8 +84,9 @@ def _reference_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Too
     by_name = {t.name: t for t in tools}
     try:
         for case in cases:
-            context = RunContext(run_id="lint", case_id=case.id, allow_writes=True,
-                                 allow_sensitive=True, inject_faults=False, trace=False)
+            # the case's state as a run gives it (label and answers alike)
+            context = case_context(case, run_id="lint", allow_writes=True,
+                                   allow_sensitive=True, inject_faults=False, trace=False)
             for index, expected in enumerate(case.expected.calls):
                 call = build_expected_call(expected, index)
                 if call is None:
@@ -101,7 +103,11 @@ def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list:
     """BL015 findings (``label-call-fails``) of the datasets ``names`` (``["none"]``: none;
     empty: every dataset under ``datasets/`` that uses a linted toolset), every split, one
     per failing label call, reported on the toolset's first linted variant (``l50`` when
-    linted), whose schemas check the calls.
+    linted), whose schemas check the calls. A label run on bench's reference backend is an
+    error (bench owns both the label and the data: the label, its ``state`` or its
+    ``not_executable`` must say what the call needs); a failure recorded on a user's
+    system (``bench labels record``) is a warning (the system may have changed since, and
+    only its owner can say which is wrong).
 
     Args:
         names: the ``--dataset`` values of ``bench lint``.
@@ -112,7 +118,7 @@ def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list:
     """
     from bench.datasets import available_datasets, load_dataset
     from bench.descriptions.aliases import apply_aliases
-    from bench.descriptions.lint import RULES, Finding
+    from bench.descriptions.lint import ERROR, RULES, Finding
     from bench.descriptions.variants import load_variant
     from bench.errors import BenchError
 
@@ -137,8 +143,10 @@ def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list:
             variant = variants[toolset]
             tools = load_variant(toolset, variant).tools
             for failure in label_failures(dataset.cases, toolset, tools):
+                # bench's own label on bench's own data: nothing outside the label to blame
+                severity = ERROR if failure.source == "reference" else rule.severity
                 found.append(Finding(
-                    rule.code, rule.name, rule.severity, toolset, variant, failure.tool, None,
+                    rule.code, rule.name, severity, toolset, variant, failure.tool, None,
                     f"{dataset.name} case {failure.case_id}: expected call {failure.index} "
                     f"fails ({failure.source}): {failure.error}",
                     "fix the label (its arguments, or the data it names), or expect the "

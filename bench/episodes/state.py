@@ -23,17 +23,9 @@ from bench.executor.backends import ReferenceBackends
 from bench.executor.backends.base import MemoryShopDB, _read_only_authorizer
 from bench.executor.backends.shopcache import shop_db_path
 from bench.executor.backends.shopdb import DEFAULT_SEED
+from bench.executor.backends.states import StateError
 from bench.jsonl import dumps
 from bench.models import StateCheck
-
-
-class StateError(Exception):
-    """A label's override or state check does not run (the message names which, 0-based)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 def _canonical(value: Any) -> Any:

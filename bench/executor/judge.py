@@ -35,7 +35,11 @@ them ``execution_match`` is None. Never a match: a predicted call that failed (a
 a fallback's data included), whatever the label's result. A label whose own call fails (run
 or recorded) is the label's problem: ``execution_match`` is None. Every None set for the
 label's sake names why in ``execution_match_skipped`` (:data:`SKIP_REASONS`). Results of a
-tool compare as its toolset's ``compare`` says (:func:`compared_body`).
+tool compare as its toolset's ``compare`` says (:func:`compared_body`). A single-answer case
+with ``state`` runs its label's and its answers' calls on a copy with that state
+(``RunContext.state``, :mod:`bench.executor.backends.states`); a label that declares
+``expected.not_executable`` is never run (``label_not_executable``), and its answers'
+``execution_success`` is None too: the right call cannot succeed alone either.
 """
 
 from __future__ import annotations
@@ -99,9 +103,10 @@ def build_expected_call(expected: ExpectedCall, index: int) -> ToolCall | None:
 #: ``label_unbuildable`` (an argument offers only matchers), ``not_recorded`` (a user's
 #: system without a reset: nothing recorded, see ``bench labels record``),
 #: ``recording_stale`` (the label changed since its results were recorded),
-#: ``not_compared`` (every called tool has ``compare = "none"``).
+#: ``not_compared`` (every called tool has ``compare = "none"``), ``label_not_executable``
+#: (the label declares why its calls cannot run on their own: ``expected.not_executable``).
 SKIP_REASONS = ("label_failed", "label_refused", "label_unbuildable", "not_recorded",
-                "recording_stale", "not_compared")
+                "recording_stale", "not_compared", "label_not_executable")
 
 
 def _shape(value: Any) -> Any:
@@ -195,7 +200,7 @@ class ExecutionJudge:
         return (toolset, call.name, canonical_bytes(call.arguments),
                 canonical_bytes(tools[call.name].input_schema) if call.name in tools else None,
                 context.user_id, context.allow_writes, context.allow_sensitive,
-                context.write_tools)
+                context.write_tools, context.state)
 
     def _expected_outcome(self, call: ToolCall, tools: dict[str, Tool], toolset: str,
                           context: RunContext) -> ExecutionOutcome:
@@ -222,10 +227,12 @@ class ExecutionJudge:
         """
         backend = self.executor.handlers_for(toolset)
         compare = backend.compare
+        if expected.not_executable is not None:
+            return None, "label_not_executable"
         if not backend.runs_labels:
             return self._recorded_keys(expected, compare)
         memo_key = (id(expected), id(tools), toolset, context.user_id, context.allow_writes,
-                    context.allow_sensitive, context.write_tools)
+                    context.allow_sensitive, context.write_tools, context.state)
         memo = self._reference_memo.get(memo_key)
         if memo is not None and memo[0] is expected and memo[1] is tools:
             return memo[2]
@@ -345,6 +352,9 @@ class ExecutionJudge:
                 o.success and not o.fallback_used for o in ran)
         if want is None:
             result["execution_match_skipped"] = why
+            if why == "label_not_executable":
+                # the right call cannot succeed on its own either: nothing to judge
+                result["execution_success"] = None
             return result
         if any(failed(o) for o in outcomes):  # identical failures are never a match
             result["execution_match"] = False

@@ -67,6 +67,9 @@ class RunContext:
         inject_faults: False runs the calls without the configured fault injection (the
             judge's expected calls use this).
         trace: False writes no trace lines (the judge's expected calls).
+        state: a single-answer case's ``state.overrides`` (SQL): bench's reference backends
+            serve its calls from a copy of the shop database with them run, writes rolled
+            back (:mod:`bench.executor.backends.states`); () for the seeded database.
     """
 
     run_id: str = "adhoc"
@@ -78,6 +81,7 @@ class RunContext:
     write_tools: frozenset[str] = frozenset()
     inject_faults: bool = True
     trace: bool = True
+    state: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import concurrent.futures
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Callable, Sequence
@@ -21,6 +22,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.executor.backends.base import Backend, Handler, backend_of
+from bench.executor.backends.states import STATE_COPIES_KEPT, StateError
 from bench.executor.capping import cap_result
 from bench.executor.clock import Clock
 from bench.executor.decode import lenient_repairs
@@ -172,6 +174,8 @@ class Executor:
         self.traces = traces
         self._handlers = handlers
         self._handler_cache: dict[str, Backend] = {}
+        # (toolset, a case's state overrides) -> the backend on that state's copy, LRU
+        self._state_cache: OrderedDict[tuple[str, tuple[str, ...]], Backend] = OrderedDict()
         self.policy = RetryPolicy(self.config.max_retries, self.config.backoff_base_s,
                                   self.config.backoff_cap_s, self.config.retry_budget_s)
         self.limiter = RateLimiter(self.clock, global_limit=_limit(self.config.global_rate),
@@ -198,6 +202,33 @@ class Executor:
             made = backend_of(source(toolset) if callable(source) else source.get(toolset, {}))
             with self._lock:
                 found = self._handler_cache.setdefault(toolset, made)  # one lock per toolset
+        return found
+
+    def state_handlers(self, toolset: str, state: tuple[str, ...]) -> Backend:
+        """The handlers that serve a call of a case with ``state`` (its ``state.overrides``):
+        for ``()``, or a system that cannot take a state (a user's, which a case's SQL never
+        changes), :meth:`handlers_for`'s; else the same tools on a private copy with the
+        state (:attr:`Backend.with_state`), the last
+        :data:`~bench.executor.backends.states.STATE_COPIES_KEPT` kept.
+
+        Raises:
+            StateError: an override does not run.
+        """
+        base = self.handlers_for(toolset)
+        if not state or base.with_state is None:
+            return base
+        key = (toolset, state)
+        with self._lock:
+            found = self._state_cache.get(key)
+            if found is not None:
+                self._state_cache.move_to_end(key)
+                return found
+        made = base.with_state(state)
+        with self._lock:
+            found = self._state_cache.setdefault(key, made)
+            self._state_cache.move_to_end(key)
+            while len(self._state_cache) > STATE_COPIES_KEPT:
+                self._state_cache.popitem(last=False)  # closed when no call holds it any more
         return found
 
     def breaker(self, toolset: str, tool: str) -> CircuitBreaker:
@@ -254,7 +285,11 @@ class Executor:
         if tool is None:
             raise validation_error("unknown_tool", f"unknown tool '{call.name}'; valid tools: "
                                    + ", ".join(sorted(by_name)))
-        handler = self.handlers_for(toolset).get(call.name)
+        try:
+            handler = self.state_handlers(toolset, run.state).get(call.name)
+        except StateError as exc:  # the load-time check runs every override first
+            raise permanent_error("state_failed", f"the case's {exc.field} does not run: "
+                                  f"{exc.message}") from None
         if handler is None:
             raise permanent_error("no_backend", f"tool '{call.name}' has no backend in toolset "
                                   f"'{toolset}'; it cannot be executed here")

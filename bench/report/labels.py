@@ -30,6 +30,7 @@ class LabelCounts:
         skipped: (toolset, reason) -> rows whose ``execution_match`` is None for the
             label's sake.
         failed_cases: toolset -> case ids whose label call failed (sorted when shown).
+        unexecutable_cases: toolset -> case ids whose label declares ``not_executable``.
         oracle_rows: toolset -> the oracle's rows with an ``execution_match``.
         oracle_missed: toolset -> the oracle's rows without a match.
         oracle_misses: toolset -> tool -> the oracle's rows without a match that call it.
@@ -37,6 +38,7 @@ class LabelCounts:
 
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
     failed_cases: dict[str, set[str]] = field(default_factory=dict)
+    unexecutable_cases: dict[str, set[str]] = field(default_factory=dict)
     oracle_rows: Counter[str] = field(default_factory=Counter)
     oracle_missed: Counter[str] = field(default_factory=Counter)
     oracle_misses: dict[str, Counter[str]] = field(default_factory=dict)
@@ -52,6 +54,9 @@ class LabelCounts:
             self.skipped[(toolset, why)] += 1
             if why == "label_failed":
                 self.failed_cases.setdefault(toolset, set()).add(str(row.get("case_id")))
+            elif why == "label_not_executable":
+                self.unexecutable_cases.setdefault(toolset, set()).add(
+                    str(row.get("case_id")))
         match = metrics.get("execution_match")
         if row.get("provider") == ORACLE and isinstance(match, bool):
             self.oracle_rows[toolset] += 1
@@ -139,6 +144,11 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
         elif why == "label_unbuildable":
             notes.append(f"exec match empty for {where}: an argument of the label offers only "
                          "patterns ($regex, $any), so its call cannot be built")
+        elif why == "label_not_executable":
+            cases = counts.unexecutable_cases.get(toolset, set())
+            notes.append(f"exec match empty for {where} (cases {_cases(cases)}): the label "
+                         "declares why its calls cannot run on their own (not_executable, "
+                         "e.g. a result id issued in the conversation's history)")
         elif why == "not_compared":
             notes.append(f"exec match empty for {where}: every tool called is compare = "
                          "\"none\"")

@@ -93,4 +93,4 @@ class RowMetrics(_Record):
     execution_match_skipped: str | None = Field(None, description=(
         "why execution_match is None for the label's sake (bench.executor.judge.SKIP_REASONS: "
         "label_failed, label_refused, label_unbuildable, not_recorded, recording_stale, "
-        "not_compared)"))
+        "not_compared, label_not_executable)"))

@@ -171,9 +171,10 @@ def load_variants(dataset: Dataset, names: Sequence[str]) -> list[Variant]:
 
 
 def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> None:
-    """Load-time checks of the episode cases among ``cases``: their state overrides and
-    state-check queries run on a fresh copy of the shop database, and their signed-in
-    customer exists there (:func:`bench.episodes.state.check_label_state`).
+    """Load-time checks of the episode cases among ``cases``, and of the single-answer ones
+    with a ``state``: their state overrides and state-check queries run on a fresh copy of
+    the shop database, and their signed-in customer exists there
+    (:func:`bench.episodes.state.check_label_state`).
 
     Raises:
         BenchError: an override or query that does not run, an unknown ``state.user_id``,
@@ -183,10 +184,10 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
 
     checked: set[tuple[tuple[str, ...], tuple[str, ...], str | None]] = set()
     for case in cases:
-        if case.kind != "episode":
+        if case.kind != "episode" and case.state is None:
             continue
         line = dataset.lines.get(case.id)
-        if not execute:
+        if not execute and case.kind == "episode":
             raise BenchError("an episode runs its calls on the executor; drop --no-execute",
                              file=dataset.path, line=line, field="kind")
         overrides = case.state.overrides if case.state else []

@@ -95,8 +95,11 @@ class CaseSummaries:
 
 def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
     """``(messages digest, expected label as a dict)`` of a case, as rows store them."""
-    # recorded results (bench labels record) stay with the case, not in every row
-    return messages_digest(case.messages), case.expected.model_dump(exclude={"recorded"})
+    # recorded results (bench labels record) stay with the case, not in every row; an unset
+    # not_executable is left out, as in rows written before it existed
+    left_out = {"recorded"} | ({"not_executable"} if case.expected.not_executable is None
+                               else set())
+    return messages_digest(case.messages), case.expected.model_dump(exclude=left_out)
 
 
 def _identity(item: PlanItem, run_id: str, expected: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,9 @@ class ReferenceBackends:
     def __call__(self, toolset: str) -> Backend:
         """The handlers of ``toolset`` (none for a toolset without a reference backend), on
         a database bench owns (:attr:`Owner.BENCH`: its writes are rolled back, or land in
-        an episode's private copy), so a label's expected calls may run on it."""
+        an episode's private copy), so a label's expected calls may run on it. On the seeded
+        database, :attr:`Backend.with_state` makes the same handlers on a copy with a
+        single-answer case's state (:mod:`bench.executor.backends.states`)."""
         handlers: Mapping[str, Handler] = {}
         if toolset == "ecommerce":
             from bench.executor.backends.ecommerce import EcommerceBackend
@@ -56,7 +58,14 @@ class ReferenceBackends:
         elif toolset == "logistics":
             from bench.executor.backends.logistics import LogisticsBackend
             handlers = LogisticsBackend(self.db).handlers()
-        return Backend(handlers, Owner.BENCH, describe="bench's reference backend")
+        with_state = None
+        if self.database is None and handlers:
+            def with_state(overrides: tuple[str, ...]) -> Backend:
+                from bench.executor.backends.states import state_database
+                return ReferenceBackends(self.seed, self.sort_order_values,
+                                         state_database(overrides, self.seed))(toolset)
+        return Backend(handlers, Owner.BENCH, describe="bench's reference backend",
+                       with_state=with_state)
 
 
 __all__ = ["Backend", "Handler", "Owner", "REFERENCE_TOOLSETS", "ReferenceBackends", "ShopDB",

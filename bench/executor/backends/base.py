@@ -84,17 +84,23 @@ class Backend(Mapping[str, Handler]):
         compare: tool name -> how its results are compared
             (:data:`bench.toolset_config.Comparison`; absent: ``exact``).
         describe: what messages call the system (``"MCP server python notes.py"``).
+        with_state: ``overrides -> Backend``: the same tools on a private copy of the system
+            with a case's ``state.overrides`` run (bench's reference backends only,
+            :mod:`bench.executor.backends.states`; raises ``StateError`` for an override
+            that does not run); None: the system cannot take a case's state.
     """
 
     def __init__(self, handlers: Mapping[str, Handler], owner: Owner, *,
                  reset: Callable[[], None] | None = None,
                  compare: Mapping[str, Comparison] | None = None,
-                 describe: str = "") -> None:
+                 describe: str = "",
+                 with_state: Callable[[tuple[str, ...]], "Backend"] | None = None) -> None:
         self._handlers = dict(handlers)
         self.owner = owner
         self.reset = reset
         self.compare: dict[str, Comparison] = dict(compare or {})
         self.describe = describe
+        self.with_state = with_state
         # held from a reset to the end of the calls that follow it: one case at a time
         self.lock = threading.RLock()
 
@@ -116,7 +122,7 @@ class Backend(Mapping[str, Handler]):
     def with_handlers(self, handlers: Mapping[str, Handler]) -> "Backend":
         """The same system with other handlers (e.g. wrapped with a timeout or faults)."""
         made = Backend(handlers, self.owner, reset=self.reset, compare=self.compare,
-                       describe=self.describe)
+                       describe=self.describe, with_state=self.with_state)
         made.lock = self.lock
         return made
 
@@ -314,10 +320,13 @@ class MemoryShopDB(ShopDB):
     Args:
         image: the database file's bytes.
         path: the file the image was read from (named in messages; never opened).
+        persist_writes: False rolls every write back, as on the shared file (a single-answer
+            case's copy with its state, :mod:`bench.executor.backends.states`: each call
+            starts from that state).
     """
 
-    def __init__(self, image: bytes, path: Path) -> None:
-        super().__init__(path, persist_writes=True)
+    def __init__(self, image: bytes, path: Path, persist_writes: bool = True) -> None:
+        super().__init__(path, persist_writes=persist_writes)
         self.connection = sqlite3.connect(":memory:", isolation_level=None,
                                           check_same_thread=False)
         self.connection.deserialize(image)
@@ -355,7 +364,7 @@ class MemoryShopDB(ShopDB):
     @contextmanager
     def sandbox(self) -> Iterator[sqlite3.Connection]:
         """The connection, locked, inside a transaction committed when the block raised
-        nothing (else rolled back)."""
+        nothing and ``persist_writes`` (else rolled back)."""
         with self.lock:
             conn = self.connection
             conn.row_factory = sqlite3.Row
@@ -363,7 +372,7 @@ class MemoryShopDB(ShopDB):
             commit = False
             try:
                 yield conn
-                commit = True
+                commit = self.persist_writes
             finally:
                 conn.execute("COMMIT" if commit else "ROLLBACK")
                 conn.row_factory = None
