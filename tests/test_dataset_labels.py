@@ -253,3 +253,51 @@ def test_call_check_rejects_a_bad_label():
     assert _call_errors(tool, {"unit": ["asc"]}) == ["required argument 'id' not listed"]
     assert _call_errors(tool, {"unit": ["asc"]}, unlisted_free=True) == []
     assert any("ASC" in e for e in _call_errors(tool, {"unit": ["ASC"]}, unlisted_free=True))
+
+
+# -- every shipped label executes on bench's reference backend -------------------------------
+
+REFERENCE_DATASETS = ("ecommerce", "analytics", "logistics")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REFERENCE_DATASETS)
+def test_every_shipped_label_executes_on_its_state_or_declares_why_not(name):
+    from bench.datasets.label_results import label_failures
+    dataset = load_dataset(name)
+    failures = [f"{f.case_id} call {f.index} ({f.tool}): {f.error}"
+                for toolset in dataset.toolsets
+                for f in label_failures(dataset.cases, toolset,
+                                        load_variant(toolset, "l50").tools)]
+    assert failures == []
+    for case in dataset.cases:  # a declared reason is a result id issued in the history
+        if case.expected.not_executable is not None:
+            history = json.dumps([m.model_dump() for m in case.messages[:-1]])
+            ids = [v for call in case.expected.calls
+                   for v in call.arguments.get("result_id", [])]
+            assert ids and all(i in history for i in ids), case.id
+
+
+@pytest.mark.slow
+def test_a_bad_override_of_a_single_case_is_one_error_naming_file_line_and_field(
+        run_bench, project):
+    from tests.test_cli_errors import assert_one_line_error
+    good = json.loads((project / "datasets" / "ecommerce" / "cases.jsonl")
+                      .read_text(encoding="utf-8").splitlines()[0])
+    bad = dict(good, id="bad-state", state={"overrides": [
+        "UPDATE orders SET status = 'paid'", "UPDATE nowhere SET x = 1"]})
+    path = project / "bad.jsonl"
+    path.write_text(json.dumps(good, ensure_ascii=False) + "\n"
+                    + json.dumps(bad, ensure_ascii=False) + "\n", encoding="utf-8")
+    result = run_bench("run", "--dataset", str(path), "--provider", "oracle", "-v", "l3")
+    assert_one_line_error(result, f"{path}:2", "state.overrides.1", "no such table: nowhere")
+
+
+def test_a_single_case_may_declare_state_but_not_executable_needs_calls():
+    base = {"id": "s", "toolset": "ecommerce", "lang": "en",
+            "messages": [{"role": "user", "content": "hi"}]}
+    case = Case.model_validate({**base, "expected": {"calls": [{"name": "get_order_status"}]},
+                                "state": {"overrides": ["SELECT 1"], "user_id": "C0001"}})
+    assert case.state is not None and case.state.overrides == ["SELECT 1"]
+    with pytest.raises(ValueError, match="not_executable is only for cases that expect calls"):
+        Case.model_validate({**base, "expected": {"no_call": True, "not_executable": "why"}})

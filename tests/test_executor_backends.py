@@ -289,3 +289,79 @@ def test_query_metrics_takes_a_column_name_with_digits(executor):
     refused = run(executor, "analytics", "query_metrics",
                   {"table": "products", "metric": "sum(sales_31d)"})
     assert not refused.success and refused.error_code == "unknown_column"
+
+
+# -- a single-answer case's state ------------------------------------------------------------
+
+DELIVERED = "ORD20261012"  # delivered in the seeded database
+
+
+def _cancel_case(state: dict | None) -> "Case":
+    from bench.models import Case
+    return Case.model_validate({
+        "id": "state-1", "toolset": "ecommerce", "lang": "en",
+        "messages": [{"role": "user", "content": f"Cancel {DELIVERED}, I changed my mind."}],
+        "expected": {"calls": [{"name": "cancel_order", "arguments": {
+            "order_id": [DELIVERED], "reason": ["changed_mind"]}}]},
+        **({"state": state} if state is not None else {})})
+
+
+def _answer(case):
+    from types import SimpleNamespace
+    call = ToolCall(id="c1", name="cancel_order",
+                    arguments={"order_id": DELIVERED, "reason": "changed_mind"})
+    return SimpleNamespace(error=None, calls=[call])
+
+
+def test_a_single_case_with_state_runs_its_label_and_the_answer_on_the_overridden_copy(
+        tmp_path):
+    from bench.executor.runhook import RunExecution
+    paid = _cancel_case({"overrides": [
+        f"UPDATE orders SET status = 'paid', payment_status = 'paid' WHERE order_id = "
+        f"'{DELIVERED}'"]})
+    tools = load_variant("ecommerce", "l10").tools
+    execution = RunExecution(tmp_path, "state", allow_writes=True, allow_sensitive=True)
+    try:
+        for trial in range(2):  # the label's write and the first answer's are rolled back
+            metrics = execution.row_metrics(paid, tools, "ecommerce", _answer(paid), trial)
+            assert metrics["execution_success"] is True
+            assert metrics["execution_match"] is True
+            assert "execution_match_skipped" not in metrics
+        # the same label without the state: the seeded order is delivered, the label fails
+        plain = _cancel_case(None)
+        metrics = execution.row_metrics(plain, tools, "ecommerce", _answer(plain), 0)
+        assert metrics["execution_match"] is None
+        assert metrics["execution_match_skipped"] == "label_failed"
+    finally:
+        execution.close()
+    seeded = sqlite3.connect(shop_db_path(shopdb.DEFAULT_SEED))
+    try:  # the cached seeded file never changes
+        assert seeded.execute("SELECT status FROM orders WHERE order_id = ?",
+                              (DELIVERED,)).fetchone() == ("delivered",)
+    finally:
+        seeded.close()
+
+
+def test_a_label_declared_not_executable_is_never_run_and_its_answers_get_no_exec_scores(
+        tmp_path):
+    from bench.executor.runhook import RunExecution
+    from bench.models import Case
+    case = Case.model_validate({
+        "id": "export-1", "toolset": "analytics", "lang": "en",
+        "messages": [{"role": "user", "content": "Export res_3c9e1a20 as CSV."}],
+        "expected": {"calls": [{"name": "export_report", "arguments": {
+            "result_id": ["res_3c9e1a20"], "format": ["csv"]}}],
+            "not_executable": "res_3c9e1a20 was issued in the conversation's history"}})
+    from types import SimpleNamespace
+    call = ToolCall(id="c1", name="export_report",
+                    arguments={"result_id": "res_3c9e1a20", "format": "csv"})
+    execution = RunExecution(tmp_path, "ne", allow_writes=True, allow_sensitive=True)
+    try:
+        metrics = execution.row_metrics(case, load_variant("analytics", "l10").tools,
+                                        "analytics", SimpleNamespace(error=None, calls=[call]),
+                                        0)
+    finally:
+        execution.close()
+    assert metrics["execution_match_skipped"] == "label_not_executable"
+    assert metrics["execution_match"] is None
+    assert metrics["execution_success"] is None
