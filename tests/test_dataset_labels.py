@@ -301,3 +301,23 @@ def test_a_single_case_may_declare_state_but_not_executable_needs_calls():
     assert case.state is not None and case.state.overrides == ["SELECT 1"]
     with pytest.raises(ValueError, match="not_executable is only for cases that expect calls"):
         Case.model_validate({**base, "expected": {"no_call": True, "not_executable": "why"}})
+
+
+@pytest.mark.slow
+def test_a_shipped_toolset_label_that_fails_on_the_reference_backend_is_a_lint_error(
+        run_bench, project):
+    cases = (project / "datasets" / "ecommerce" / "cases.jsonl").read_text(encoding="utf-8")
+    stated = next(json.loads(line) for line in cases.splitlines()
+                  if json.loads(line)["id"] == "ecom-0171")
+    assert stated["state"]["overrides"]  # the order is unshipped only in the case's state
+    broken = {k: v for k, v in stated.items() if k != "state"}
+    folder = project / "datasets" / "broken"
+    folder.mkdir()
+    (folder / "cases.jsonl").write_text(json.dumps(broken, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
+    result = run_bench("lint", "--toolset", "ecommerce", "--variant", "l50", "--dataset",
+                       "broken", "--json")
+    assert result.returncode == 1, result.stderr
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "BL015"]
+    assert [(f["severity"], f["tool"]) for f in found] == [("error", "cancel_order")]
+    assert "not_cancellable" in found[0]["message"]
