@@ -16,7 +16,7 @@ from bench.executor.backends.shopcache import shop_db_path
 from bench.executor.backends.shopdb import generate
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
-from bench.models import Tool, ToolCall
+from bench.models import Case, Tool, ToolCall
 from bench.paths import descriptions_dir
 from bench.project import Project
 from bench.runner import RunConfig, RunSession
@@ -296,8 +296,7 @@ def test_query_metrics_takes_a_column_name_with_digits(executor):
 DELIVERED = "ORD20261012"  # delivered in the seeded database
 
 
-def _cancel_case(state: dict | None) -> "Case":
-    from bench.models import Case
+def _cancel_case(state: dict | None) -> Case:
     return Case.model_validate({
         "id": "state-1", "toolset": "ecommerce", "lang": "en",
         "messages": [{"role": "user", "content": f"Cancel {DELIVERED}, I changed my mind."}],
@@ -345,7 +344,6 @@ def test_a_single_case_with_state_runs_its_label_and_the_answer_on_the_overridde
 def test_a_label_declared_not_executable_is_never_run_and_its_answers_get_no_exec_scores(
         tmp_path):
     from bench.executor.runhook import RunExecution
-    from bench.models import Case
     case = Case.model_validate({
         "id": "export-1", "toolset": "analytics", "lang": "en",
         "messages": [{"role": "user", "content": "Export res_3c9e1a20 as CSV."}],

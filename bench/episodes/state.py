@@ -23,7 +23,7 @@ from bench.executor.backends import ReferenceBackends
 from bench.executor.backends.base import MemoryShopDB, _read_only_authorizer
 from bench.executor.backends.shopcache import shop_db_path
 from bench.executor.backends.shopdb import DEFAULT_SEED
-from bench.executor.backends.states import StateError
+from bench.executor.backends.states import StateError as StateError  # raised here too
 from bench.jsonl import dumps
 from bench.models import StateCheck
 
