@@ -1,9 +1,12 @@
-"""``bench synth`` on a project's own tools (docs/synth.md, docs/your-own-tools.md): the
-``execution`` check runs each label's calls on the executor the project declares in
-``[tool.bench.toolsets.<name>]`` (an MCP server made by ``bench init --mcp``, a Python module
-made by ``bench init --python``), with its ``timeout_s`` and per-tool ``writes``; a refused
-write is a skip with its reason, not a rejection. Offline: the generator and the solvers are
-``function:`` providers written into the project (``gen.py``)."""
+"""``bench synth`` on a project's own tools (docs/synth.md, docs/your-own-tools.md): without
+a declared ``reset`` nothing runs on the user's system (a label's calls are calls no model
+made: every ``execution`` verdict is a skip saying so, read-only tools and allowed writes
+alike); with one, the ``execution`` check runs each label's calls on the executor the project
+declares in ``[tool.bench.toolsets.<name>]`` (an MCP server made by ``bench init --mcp``, a
+Python module made by ``bench init --python``), with its ``timeout_s`` and per-tool
+``writes``; a refused write is a skip with its reason, not a rejection. Offline: the
+generator and the solvers are ``function:`` providers written into the project
+(``gen.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.models import Case
-from bench.synth.core import _execution_skip, refused_calls
+from bench.synth.core import USERS_SYSTEM_SKIP, _execution_skip, refused_calls
 
 HERE = Path(__file__).parent
 EXEC_SERVER = HERE / "mcp_exec_server.py"
@@ -54,6 +57,18 @@ def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout)
 
 
+#: A reset command for a test project (the tools keep no state worth undoing): declaring
+#: it is what lets bench run labels on the project's system.
+RESET = 'reset = ["python", "-c", "pass"]'
+
+
+def declare_reset(root: Path) -> None:
+    """Add :data:`RESET` to the project's toolset table (after its ``writes`` line)."""
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("writes = []", "writes = []\n" + RESET),
+                         encoding="utf-8")
+
+
 def synth(root: Path, toolset: str, dataset: str, proposals: list) -> dict[str, dict]:
     """Run ``bench synth`` with gen.py's scripted proposals; query -> its report entry."""
     (root / "gen.py").write_text(GEN.format(proposals=json.dumps(proposals)),
@@ -67,12 +82,43 @@ def synth(root: Path, toolset: str, dataset: str, proposals: list) -> dict[str, 
 
 
 @pytest.mark.slow
-def test_synth_executes_labels_on_an_mcp_server_from_bench_init(tmp_path):
+def test_synth_runs_no_label_call_on_a_users_mcp_server_without_reset(tmp_path):
     root = tmp_path / "calc"
     root.mkdir()
     shutil.copy(EXEC_SERVER, root / "server.py")
     init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "calc")
     assert init.returncode == 0, init.stderr
+    pyproject = root / "pyproject.toml"
+    # the user allows the write tool: that is consent for a model's calls, not for labels
+    pyproject.write_text(pyproject.read_text().replace("writes = []", 'writes = ["add_item"]'),
+                         encoding="utf-8")
+    proposals = [
+        ["Put milk on my list", [{"name": "add_item", "arguments": {"title": "milk"}}]],
+        ["Please add 19 and 23 for me", [{"name": "add", "arguments": {"a": 19, "b": 23}}]],
+        ["What is the canonical name of the city Atlantis?",
+         [{"name": "lookup_city", "arguments": {"city": "Atlantis"}}]],
+    ]
+    got = synth(root, "calc", "calc-synth", proposals)
+    # neither the label (the oracle) nor the solvers wrote: no writes.log on the server side
+    assert not (root / "writes.log").exists()
+    for query, _ in proposals:  # read-only calls are not run either: the label is unjudged
+        assert got[query]["verdict"] == "kept"
+        assert got[query]["verdicts"]["execution"] == USERS_SYSTEM_SKIP
+    verify = json.loads((root / "datasets" / "calc-synth" / "synth-report.json")
+                        .read_text())["verify_run"]
+    manifest = json.loads((root / "reports" / "runs" / verify / "manifest.json").read_text())
+    assert manifest["execution"]["calc"]["mode"] == "off"
+    assert not (root / "reports" / "runs" / verify / "mcp-server-calc.log").exists()
+
+
+@pytest.mark.slow
+def test_synth_executes_labels_on_an_mcp_server_with_a_declared_reset(tmp_path):
+    root = tmp_path / "calc"
+    root.mkdir()
+    shutil.copy(EXEC_SERVER, root / "server.py")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "calc")
+    assert init.returncode == 0, init.stderr
+    declare_reset(root)
     proposals = [
         ["Please add 19 and 23 for me", [{"name": "add", "arguments": {"a": 19, "b": 23}}]],
         ["What is the canonical name of the city Atlantis?",
@@ -115,11 +161,12 @@ def test_synth_executes_labels_on_an_mcp_server_from_bench_init(tmp_path):
 
 
 @pytest.mark.slow
-def test_synth_executes_labels_on_a_python_module_with_its_timeout(tmp_path):
+def test_synth_executes_labels_on_a_python_module_with_a_reset_and_its_timeout(tmp_path):
     init = bench(tmp_path, "init", "cal", "--python", str(CALENDAR), "--timeout", "1",
                  "--read-only", "list_events,get_event,slow_lookup")
     assert init.returncode == 0, init.stderr
     root = tmp_path / "cal"
+    declare_reset(root)
     proposals = [
         ["What is planned on 2026-03-02?",
          [{"name": "list_events", "arguments": {"day": "2026-03-02"}}]],
@@ -136,8 +183,11 @@ def test_synth_executes_labels_on_a_python_module_with_its_timeout(tmp_path):
     assert missing["verdict"] == "execution"  # KeyError in the function: not_found
     assert create["verdict"] == "kept"
     assert create["verdicts"]["execution"].startswith("skipped: write refused: create_event")
-    # the toolset's timeout_s (1 s) stopped the 30 s function
-    assert slow["verdict"] == "execution" and "timeout" in slow["verdicts"]["execution"]
+    # the toolset's timeout_s (1 s) stopped the 30 s function: the label's call (run first,
+    # after the reset) timed out, which opens the tool's circuit for the oracle's call
+    assert slow["verdict"] == "execution"
+    assert "timeout" in slow["verdicts"]["execution"] \
+        or "transient" in slow["verdicts"]["execution"]
     assert room["verdicts"]["execution"] == ("skipped: a called tool has nothing to run "
                                              "(a schema-only tool)")
 

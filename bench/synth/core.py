@@ -28,7 +28,10 @@ retries, budget, stored rows), never a request path of their own:
    - ``execution``: the label's own calls (the ``oracle`` provider) fail on the toolset's
      executor: the one ``bench run`` uses (a shipped toolset's reference backend, or the
      project's own MCP server or Python module declared in ``[tool.bench.toolsets.<name>]``
-     of its ``pyproject.toml``, with that table's ``timeout_s`` and ``writes``); skipped,
+     of its ``pyproject.toml``, with that table's ``timeout_s`` and ``writes``, only when
+     that table declares ``reset``: a label's calls are calls no model made, never run on a
+     system bench does not own otherwise, read-only ones included, and the solvers' calls
+     are then not run either (:data:`USERS_SYSTEM_SKIP`)); skipped,
      with the reason, where the toolset has no executor or declares ``execute = "none"``,
      execution is off, a called tool has nothing to run (a schema-only tool), or a call
      needs a write or sensitive permission the run does not allow (:func:`refused_calls`,
@@ -68,6 +71,12 @@ REASONS = ("format", "language", "kind", "schema", "duplicate", "leak", "executi
 #: 0.636), so 0.7 keeps all of them apart while catching a rewording that changes only ids,
 #: numbers or a word or two.
 DUPLICATE_THRESHOLD = 0.7
+#: The ``execution`` verdict of a label on a project's own toolset without a declared
+#: ``reset`` (:attr:`bench.executor.backends.base.Backend.runs_labels`): its calls, read-only
+#: ones too, are calls no model made, so they never run on the user's system
+#: (docs/executor.md, "Where expected results come from").
+USERS_SYSTEM_SKIP = ("skipped: bench does not run labels on your system; declare reset = "
+                     "[...] or verify with bench labels record after review")
 GENERATOR_TOOLSET = "synth-generator"
 GENERATOR_VARIANT = "propose"
 DEFAULT_MIN_AGREE = 2
@@ -563,8 +572,10 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
                       ) -> str | None:
     """The ``execution`` and ``unsolvable`` checks of every live candidate, from one
     :func:`bench.evaluate` run over them with the ``oracle`` (the label's own calls, run
-    on the executor) and the solvers (``solver_trials`` answers each). Returns the run id
-    (None when no candidate was left to verify)."""
+    on the executor) and the solvers (``solver_trials`` answers each). On a project's own
+    toolset without a declared ``reset`` the run executes nothing (every label's
+    ``execution`` is :data:`USERS_SYSTEM_SKIP`). Returns the run id (None when no candidate
+    was left to verify)."""
     from bench.api import evaluate
     from bench.providers.registry import kind_of
     from bench.runstore import atomic_write_text
@@ -579,10 +590,16 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     extra: dict[str, Any] = {}
     if settings.model and "local" in settings.solvers:
         extra["model"] = settings.model
+    own = load_toolset_settings(project.root).get(settings.toolset)
+    # a generated label is a call no model made: never run on a system bench does not own
+    # unless a declared reset undoes it (Backend.runs_labels); the solvers' calls are not
+    # run there either (agreement is scored on the calls, not their results)
+    users_system = own is not None and own.execute != "none" and not own.reset
     result = evaluate(path, [variant], ["oracle", *settings.solvers], project=project,
                       run_id=f"synth-verify-{_stamp()}", trials=settings.solver_trials,
                       split="all",
-                      execute=settings.execute, allow_writes=settings.allow_writes,
+                      execute=settings.execute and not users_system,
+                      allow_writes=settings.allow_writes,
                       allow_sensitive=settings.allow_sensitive, seed=settings.seed, **extra)
     rows: dict[str, list] = {}
     for row in result.rows:
@@ -590,7 +607,6 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     permission = {t.name: t.permission for t in tools}
     plan = result.manifest.execution.get(settings.toolset) if result.manifest.execution \
         else None
-    own = load_toolset_settings(project.root).get(settings.toolset)
     write_tools = frozenset(own.writes) if own is not None else frozenset()
     traces = _trace_denials(project, result.run_id)
     for candidate in live:
@@ -605,6 +621,8 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
             candidate.verdicts["execution"] = "skipped: no call to run"
         elif not settings.execute:
             candidate.verdicts["execution"] = "skipped: execution off (--no-execute)"
+        elif users_system:
+            candidate.verdicts["execution"] = USERS_SYSTEM_SKIP
         elif refused:
             candidate.verdicts["execution"] = "skipped: " + "; ".join(refused)
         elif (success is False or (oracle and oracle[0].metrics.write_refused)) \
