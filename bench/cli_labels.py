@@ -91,6 +91,7 @@ def record(
     settings = load_toolset_settings(root)
     todo: list[tuple[Any, list[Any]]] = []  # (case, built calls)
     skipped: dict[str, int] = {}
+    tools: dict[str, dict[str, Any]] = {}  # toolset -> tool name -> the variant's Tool
     for case in loaded.cases:
         if case.kind == "episode" or not case.expected.calls:
             continue
@@ -105,8 +106,12 @@ def record(
             why = "an argument offers only patterns ($regex, $any): the call cannot be built"
             skipped[why] = skipped.get(why, 0) + 1
             continue
+        if case.toolset not in tools:
+            tools[case.toolset] = {tool.name: tool for tool in load_variant(
+                case.toolset, variant or default_variant(case.toolset)).tools}
         if not again and case.expected.recorded is not None and \
-                recording_current(case.expected.recorded.results, case.expected):
+                recording_current(case.expected.recorded.results, case.expected,
+                                  tools[case.toolset]):
             why = "already recorded (bench labels record --again records them again)"
             skipped[why] = skipped.get(why, 0) + 1
             continue
@@ -117,8 +122,6 @@ def record(
         out.print("nothing to record", markup=False)
         return
     toolsets = sorted({case.toolset for case, _ in todo})
-    tools = {t: {tool.name: tool for tool in load_variant(t, variant or default_variant(t)).tools}
-             for t in toolsets}
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_dir = runs_dir().parent / "labels" / f"record-{stamp}"
     execution = RunExecution(run_dir, f"labels-record-{stamp}", allow_writes=True,
@@ -180,6 +183,7 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
     when stopped: what ran is kept)."""
     from bench.datasets.loader import _jsonl_lines
     from bench.executor.outcome import RunContext
+    from bench.executor.judge import schema_sha256
     from bench.models import RecordedResult, Recording
     from bench.redact import redact, redact_data
 
@@ -211,7 +215,9 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
                 # what the file keeps: no secret (bench.redact), which runs compare alike
                 data=redact_data(o.data) if o.success and not o.fallback_used else None,
                 error_code=None if o.success else o.error_code,
-                error=redact(o.error) if not o.success and o.error is not None else None)
+                error=redact(o.error) if not o.success and o.error is not None else None,
+                schema_sha256=schema_sha256(tools[case.toolset][call.name].input_schema)
+                if call.name in tools[case.toolset] else None)
                 for call, o in zip(built, outcomes)]
             if not all(r.ok for r in results):
                 failed.append(case.id)

@@ -88,6 +88,10 @@ class RecordedResult(BaseModel):
         ok: the call returned its own data; False: it failed (``error_code``, ``error``).
         data: the result as the executor passed it to the model (JSON; capped like any
             result).
+        schema_sha256: SHA-256 (hex) of the canonical JSON of the tool's input schema when
+            the call was recorded (:func:`bench.executor.judge.schema_sha256`), so a changed
+            tool shows the recording is stale too; None: recorded before bench stored it,
+            which counts as stale (nothing says the tool is still the one recorded).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -98,6 +102,7 @@ class RecordedResult(BaseModel):
     data: Any = None
     error_code: str | None = None
     error: str | None = None
+    schema_sha256: str | None = None
 
 
 class Recording(BaseModel):

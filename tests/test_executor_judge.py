@@ -350,9 +350,12 @@ def test_recorded_results_are_compared_and_a_changed_label_is_stale():
     from bench.models import RecordedResult, Recording
 
     system = ItemList()
+    from bench.executor.judge import schema_sha256
+
     recorded = MILK.model_copy(update={"recorded": Recording(at="2026-01-01T00:00:00Z", results=[
         RecordedResult(name="add_item", arguments={"title": "milk"}, ok=True,
-                       data={"added": "milk", "count": 1})])})
+                       data={"added": "milk", "count": 1},
+                       schema_sha256=schema_sha256(ITEM_TOOLS[0].input_schema))])})
     executor, judge = _judge_on(system.handlers())
     try:
         same = judge.metrics(recorded, [ToolCall(id="a", name="add_item",
@@ -370,6 +373,73 @@ def test_recorded_results_are_compared_and_a_changed_label_is_stale():
     assert same["execution_match"] is True and other["execution_match"] is False
     assert stale["execution_match"] is None
     assert stale["execution_match_skipped"] == "recording_stale"
+
+
+def test_a_recording_is_stale_when_the_tools_input_schema_changed_or_was_not_stored():
+    from bench.executor.judge import schema_sha256
+    from bench.models import RecordedResult, Recording
+
+    def recorded(schema_hash):
+        return MILK.model_copy(update={"recorded": Recording(
+            at="2026-01-01T00:00:00Z", results=[RecordedResult(
+                name="add_item", arguments={"title": "milk"}, ok=True,
+                data={"added": "milk", "count": 1}, schema_sha256=schema_hash)])})
+
+    current = recorded(schema_sha256(ITEM_TOOLS[0].input_schema))
+    # the same tool with another argument: its results may differ now
+    changed_tool = ITEM_TOOLS[0].model_copy(update={"input_schema": {
+        "type": "object", "properties": {"title": {"type": "string"},
+                                         "list": {"type": "string"}},
+        "required": ["title", "list"]}})
+    # only the description changed: the recording still holds
+    reworded = ITEM_TOOLS[0].model_copy(update={"description": "Append to the list."})
+    milk = [ToolCall(id="a", name="add_item", arguments={"title": "milk"})]
+    system = ItemList()
+    executor, judge = _judge_on(system.handlers())
+    try:
+        same = judge.metrics(current, milk, [reworded, ITEM_TOOLS[1]], "items", WRITE_CONTEXT)
+        new_schema = judge.metrics(current, milk, [changed_tool, ITEM_TOOLS[1]], "items",
+                                   WRITE_CONTEXT)
+        # recorded before bench stored the schema's hash: stale, not trusted
+        old = judge.metrics(recorded(None), milk, ITEM_TOOLS, "items", WRITE_CONTEXT)
+    finally:
+        executor.close()
+    assert same["execution_match"] is True
+    for got in (new_schema, old):
+        assert got["execution_match"] is None
+        assert got["execution_match_skipped"] == "recording_stale"
+
+
+def test_a_tools_schema_identity_ignores_descriptions_but_not_arguments():
+    from bench.executor.judge import schema_sha256
+
+    base = {"type": "object", "description": "x", "properties": {
+        "title": {"type": "string", "description": "The item's title.", "title": "Title"},
+        "description": {"type": "string"}}, "required": ["title"]}
+    reworded = {"type": "object", "properties": {
+        "title": {"type": "string", "description": "What to add."},
+        "description": {"type": "string", "examples": ["big"]}}, "required": ["title"]}
+    assert schema_sha256(base) == schema_sha256(reworded)
+    # a property named "description" is an argument, not an annotation
+    dropped = {"type": "object", "properties": {"title": {"type": "string"}},
+               "required": ["title"]}
+    assert schema_sha256(base) != schema_sha256(dropped)
+    enum = {**dropped, "properties": {"title": {"type": "string", "enum": ["a"]}}}
+    assert schema_sha256(dropped) != schema_sha256(enum)
+
+
+def test_a_recording_from_before_schema_hashes_still_loads():
+    from bench.models import Case
+
+    case = Case.model_validate({
+        "id": "c", "toolset": "items", "lang": "en",
+        "messages": [{"role": "user", "content": "add milk"}],
+        "expected": {"calls": [{"name": "add_item", "arguments": {"title": ["milk"]}}],
+                     "recorded": {"at": "2026-01-01T00:00:00Z", "system": "x", "results": [
+                         {"name": "add_item", "arguments": {"title": "milk"}, "ok": True,
+                          "data": {"added": "milk"}}]}}})
+    assert case.expected.recorded is not None
+    assert case.expected.recorded.results[0].schema_sha256 is None
 
 
 def test_identical_failures_are_never_a_match():
@@ -401,10 +471,13 @@ def test_a_recorded_failure_is_a_label_problem_not_a_match():
     from bench.executor.backends.base import Handler
     from bench.executor.outcome import ToolError
 
+    from bench.executor.judge import schema_sha256
+
     label = Expected(calls=[ExpectedCall(name="now", arguments={})], recorded=Recording(
         at="2026-01-01T00:00:00Z", results=[RecordedResult(
             name="now", ok=False, error_code="tool_error",
-            error="the backing service is down")]))
+            error="the backing service is down",
+            schema_sha256=schema_sha256(ITEM_TOOLS[1].input_schema))]))
     executor, judge = _judge_on({"now": Handler(down)})
     try:
         got = judge.metrics(label, [ToolCall(id="a", name="now", arguments={})],

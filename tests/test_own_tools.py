@@ -523,6 +523,32 @@ def test_a_python_project_never_runs_a_labels_write_and_records_with_consent(tmp
 
 
 @pytest.mark.slow
+def test_a_recording_goes_stale_when_the_tools_input_schema_changes(tmp_path):
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(ITEM_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--writes", "add_item",
+                 "--name", "items").returncode == 0
+    write_cases(root, "items", ITEM_CASES)
+    recorded = bench(root, "labels", "record", "items", "--yes")
+    assert recorded.returncode == 0, recorded.stderr
+    assert "\"schema_sha256\"" in (root / "datasets" / "items" / "cases.jsonl").read_text()
+    # the tool as the variant `current` shows it gains an argument; l10 (from the spec) not
+    current = root / "descriptions" / "items" / "variants" / "current.yaml"
+    current.write_text(current.read_text().replace(
+        "    properties:\n", "    properties:\n      quantity:\n        type: integer\n"),
+        encoding="utf-8")
+    run = bench(root, "run", "--dataset", "items", "--variants", "current,l10",
+                "--provider", "oracle", "--run-id", "changed")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "changed")
+    assert all(got[(c, "current")]["execution_match_skipped"] == "recording_stale"
+               for c in ("c1", "c2"))
+    assert all(got[(c, "l10")]["execution_match"] is True for c in ("c1", "c2"))
+    assert "input schema changed since its results were recorded" in flat(run.stdout)
+
+
+@pytest.mark.slow
 def test_a_recorded_result_keeps_no_secret_and_still_matches(tmp_path):
     """A tool whose result holds a key and a password: bench labels record stores it
     redacted (cases.jsonl is committed), and the model's same result still matches it."""

@@ -61,7 +61,7 @@ def label_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Tool]
 
     for case in mine:
         recorded = case.expected.recorded
-        if recorded is None or not recording_current(recorded.results, case.expected):
+        if recorded is None or not recording_current(recorded.results, case.expected, tools):
             continue
         for index, result in enumerate(recorded.results):
             if not result.ok:

@@ -30,8 +30,9 @@ a label's calls run only on a system bench may run them on
 (:attr:`~bench.executor.backends.base.Backend.runs_labels`): bench's own reference
 backends, or a user's toolset with a declared ``reset`` (reset before the label's calls and
 again before each row's calls, one case at a time). On any other user system the results
-``bench labels record`` stored with the case (``expected.recorded``) are compared; without
-them ``execution_match`` is None. Never a match: a predicted call that failed (any error,
+``bench labels record`` stored with the case (``expected.recorded``) are compared, while the
+label's calls and each called tool's input schema are the ones recorded
+(:func:`recording_current`); without them ``execution_match`` is None. Never a match: a predicted call that failed (any error,
 a fallback's data included), whatever the label's result. A label whose own call fails (run
 or recorded) is the label's problem: ``execution_match`` is None. Every None set for the
 label's sake names why in ``execution_match_skipped`` (:data:`SKIP_REASONS`). Results of a
@@ -45,7 +46,9 @@ with ``state`` runs its label's and its answers' calls on a copy with that state
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -102,7 +105,8 @@ def build_expected_call(expected: ExpectedCall, index: int) -> ToolCall | None:
 #: ``label_refused`` (the run does not allow one of the label's writes),
 #: ``label_unbuildable`` (an argument offers only matchers), ``not_recorded`` (a user's
 #: system without a reset: nothing recorded, see ``bench labels record``),
-#: ``recording_stale`` (the label changed since its results were recorded),
+#: ``recording_stale`` (the label, or a called tool's input schema, changed since its
+#: results were recorded, or they were recorded without the schema's hash),
 #: ``not_compared`` (every called tool has ``compare = "none"``), ``label_not_executable``
 #: (the label declares why its calls cannot run on their own: ``expected.not_executable``).
 SKIP_REASONS = ("label_failed", "label_refused", "label_unbuildable", "not_recorded",
@@ -167,13 +171,65 @@ def failed(outcome: ExecutionOutcome) -> bool:
     return not outcome.success or outcome.fallback_used
 
 
-def recording_current(recorded: Sequence[RecordedResult], expected: Expected) -> bool:
+#: JSON Schema annotation keywords: they explain a value but never change which values are
+#: valid (JSON Schema 2020-12 Validation, section 9 "Basic Meta-Data Annotations"; ``$comment``
+#: from Core, section 8.3), so variants may reword them without changing the tool.
+_ANNOTATIONS = frozenset({"title", "description", "examples", "$comment", "deprecated",
+                          "readOnly", "writeOnly"})
+#: Keywords whose value maps names to subschemas (JSON Schema 2020-12 Core, section 10).
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                          "dependentSchemas"})
+#: Keywords whose value is a subschema or a list of subschemas (same section).
+_SCHEMA_VALUES = frozenset({"items", "additionalItems", "prefixItems", "additionalProperties",
+                            "unevaluatedItems", "unevaluatedProperties", "propertyNames",
+                            "contains", "not", "if", "then", "else", "allOf", "anyOf",
+                            "oneOf"})
+
+
+def _without_annotations(schema: Any) -> Any:
+    """``schema`` with every annotation keyword (:data:`_ANNOTATIONS`) removed at schema
+    positions only (a property named ``description`` stays; ``enum``/``const`` data are
+    left alone)."""
+    if isinstance(schema, list):
+        return [_without_annotations(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema  # a boolean schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _without_annotations(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_VALUES:
+            out[key] = _without_annotations(value)
+        else:
+            out[key] = value
+    return out
+
+
+def schema_sha256(schema: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a tool's input schema as canonical JSON (:func:`bench.jsonl.
+    canonical_bytes`) without its annotations (titles, descriptions, examples): the tool's
+    identity a recording is tied to. Descriptions may change freely (variants reword them);
+    an argument, type, enum, default or required list may not."""
+    return hashlib.sha256(canonical_bytes(_without_annotations(schema))).hexdigest()
+
+
+def recording_current(recorded: Sequence[RecordedResult], expected: Expected,
+                      tools: Mapping[str, Tool] | Sequence[Tool]) -> bool:
     """The recorded results were made for the label's calls as they are now (the same
-    tools and arguments built by :func:`build_expected_call`, in order)."""
+    tools and arguments built by :func:`build_expected_call`, in order) and for the tools
+    as they are now: each result's ``schema_sha256`` equals :func:`schema_sha256` of its
+    tool's input schema in ``tools`` (name -> tool, or a list). A result without the hash
+    (recorded before bench stored it) or of a tool ``tools`` lacks is not current: stale is
+    the safe answer, since nothing says the tool is the one recorded."""
+    by_name = tools if isinstance(tools, Mapping) else {t.name: t for t in tools}
     built = [build_expected_call(e, i) for i, e in enumerate(expected.calls)]
     return len(recorded) == len(built) and all(
         b is not None and r.name == b.name
         and canonical_bytes(r.arguments) == canonical_bytes(b.arguments)
+        and r.schema_sha256 is not None and r.name in by_name
+        and r.schema_sha256 == schema_sha256(by_name[r.name].input_schema)
         for r, b in zip(recorded, built))
 
 
@@ -230,7 +286,7 @@ class ExecutionJudge:
         if expected.not_executable is not None:
             return None, "label_not_executable"
         if not backend.runs_labels:
-            return self._recorded_keys(expected, compare)
+            return self._recorded_keys(expected, tools, compare)
         memo_key = (id(expected), id(tools), toolset, context.user_id, context.allow_writes,
                     context.allow_sensitive, context.write_tools, context.state)
         memo = self._reference_memo.get(memo_key)
@@ -264,12 +320,15 @@ class ExecutionJudge:
         return self._key(call, tools, toolset, context) in self._expected_cache
 
     @staticmethod
-    def _recorded_keys(expected: Expected, compare: dict[str, Comparison]) -> Reference:
-        """The label's result keys from its recorded results (``bench labels record``)."""
+    def _recorded_keys(expected: Expected, tools: Sequence[Tool],
+                       compare: dict[str, Comparison]) -> Reference:
+        """The label's result keys from its recorded results (``bench labels record``);
+        ``recording_stale`` when the label or a tool's input schema changed since
+        (:func:`recording_current`)."""
         recorded = expected.recorded
         if recorded is None:
             return None, "not_recorded"
-        if not recording_current(recorded.results, expected):
+        if not recording_current(recorded.results, expected, tools):
             return None, "recording_stale"
         if any(not r.ok for r in recorded.results):
             return None, "label_failed"

@@ -136,8 +136,10 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                          "record (it asks first), or declare reset = [...] under "
                          f"[tool.bench.toolsets.{toolset}]")
         elif why == "recording_stale":
-            notes.append(f"exec match empty for {where}: the label changed since its results "
-                         "were recorded; record them again with bench labels record")
+            notes.append(f"exec match empty for {where}: the label or a called tool's input "
+                         "schema changed since its results were recorded (or they were "
+                         "recorded before bench stored the schema); record them again with "
+                         "bench labels record")
         elif why == "label_refused":
             notes.append(f"exec match empty for {where}: the run does not allow a write the "
                          "label makes, so there is no expected result to compare")
