@@ -43,7 +43,9 @@ What :func:`redact` replaces by ``***``:
     deprecates passwords in URLs; httpx sends them as Basic auth);
   - the value of secret-looking headers and fields (``Authorization``,
     ``Proxy-Authorization``, ``x-api-key``, ``x-goog-api-key``, ``api_key``/``api-key``/
-    ``apikey``, ``access_token``, ``password``, ``secret``), in JSON (``"x-api-key": "..."``),
+    ``apikey``, ``access_token``, ``password``, ``secret``, ``aws_secret_access_key``,
+    ``aws_session_token``: the names AWS's shared credentials file and environment variables
+    use, AWS CLI User Guide "Configuration and credential file settings"), in JSON (``"x-api-key": "..."``),
     header (``x-api-key: ...``) or query (``api_key=...``) form, so that a 401 body that
     echoes the request's headers is covered; in a JSON object given as data (a raw answer),
     the string value of a field of one of these names;
@@ -52,7 +54,12 @@ What :func:`redact` replaces by ``***``:
     lower-case letter then an upper-case one, or 20 characters or more: "basic question"
     stays), and key-shaped tokens of a credible
     length: ``sk-`` or ``AIza`` followed by :data:`MIN_SHAPED_KEY_CHARS` (20) characters or
-    more (real ones have 35 to 150; ``case_sk-learn-fit-001`` is an id, not a key).
+    more (real ones have 35 to 150; ``case_sk-learn-fit-001`` is an id, not a key);
+  - AWS access key ids: ``AKIA`` or ``ASIA`` and 16 upper-case letters or digits, alone
+    (``AKIAIOSFODNN7EXAMPLE`` -> ``AKIA***``; AWS IAM User Guide, "IAM identifiers"). An AWS
+    secret access key (40 characters of base64) has no shape of its own, so it is redacted
+    where it is named (``aws_secret_access_key = ...``) or as a secret-named variable's
+    value.
 
 Redaction works on text (JSON, HTML, Markdown, XML alike): every replacement keeps JSON valid
 (``***`` needs no escaping and the patterns never cross a quote).
@@ -124,7 +131,12 @@ _SCHEME_VALUE = re.compile(r"\b(?i:(bearer|basic))(\s+)([A-Za-z0-9._~+/=-]{6,})"
 _CREDENTIAL_SIGN = re.compile(r"[0-9._~+/=-]|[a-z][A-Z]")
 _KEYS = re.compile(r"(?<![A-Za-z0-9])(sk-|AIza)[A-Za-z0-9_-]{%d,}" % MIN_SHAPED_KEY_CHARS)
 _SECRET_NAMES = (r"(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|"
+                 r"aws[-_]secret[-_]access[-_]key|aws[-_]session[-_]token|"
                  r"access[-_]token|password|secret")
+# an AWS access key id: AKIA (long-term) or ASIA (temporary, from STS) and 16 upper-case
+# letters or digits, 20 characters in all (AWS IAM User Guide, "IAM identifiers", unique
+# ID prefixes; "Manage access keys for IAM users": AKIAIOSFODNN7EXAMPLE)
+_AWS_KEY_ID = re.compile(r"(?<![A-Za-z0-9])(AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
 # a secret-named header, field or parameter, then its value up to a quote, space or separator
 # ('|' ends a row key's provider part, '&' and '#' a query value, '`' a Markdown code span)
 _NAMED = re.compile(
@@ -138,8 +150,9 @@ _QUERY = re.compile(r"(?i)([?&](?:key|token)=)([^&|`\s\"'#<>\\]+)")
 _URL_QUERY = re.compile(r"(?i)([?&](?:" + _SECRET_NAMES + r"|key|token)=)([^&#\s\"'<>|]+)")
 # A cheap first test on the lower-cased text (substring tests: a case-insensitive regex took
 # ~200 us on a 2.5 KB row); most texts hold none of these.
-_TRIGGER_WORDS = ("bearer", "basic", "sk-", "aiza", "authorization", "api", "access",
-                  "password", "secret", "key=", "token=")
+_TRIGGER_WORDS = ("bearer", "basic", "sk-", "aiza", "akia", "asia", "authorization", "api",
+                  "access", "aws_session", "aws-session", "password", "secret", "key=",
+                  "token=")
 # an environment variable's name with a secret-naming part (split at '_'), unless its last
 # part says it names a place or a public id (DB_PASSWORD_FILE, AWS_ACCESS_KEY_ID); not PWD,
 # the shell's current folder
@@ -277,7 +290,10 @@ def _redact(text: str, literals: list[str]) -> str:
         text = _SCHEME_VALUE.sub(_scheme_value, text)
     if words & {"sk-", "aiza"}:
         text = _KEYS.sub(lambda m: m.group(1) + MARK, text)
-    if words & {"authorization", "api", "access", "password", "secret"}:
+    if words & {"akia", "asia"}:
+        text = _AWS_KEY_ID.sub(lambda m: m.group(1) + MARK, text)
+    if words & {"authorization", "api", "access", "aws_session", "aws-session", "password",
+                "secret"}:
         text = _NAMED.sub(_named, text)
     if words & {"key=", "token="}:
         text = _QUERY.sub(lambda m: m.group(0) if m.group(2) == MARK else m.group(1) + MARK,

@@ -128,6 +128,38 @@ def test_redact_removes_each_kind_of_secret_and_keeps_json_valid(text, secret):
         json.loads(cleaned)
 
 
+@pytest.mark.parametrize("text, kept", [
+    # the example key pair of the AWS docs (IAM User Guide, "Manage access keys")
+    ("aws s3 ls failed for AKIAIOSFODNN7EXAMPLE: denied", "aws s3 ls failed for AKIA***: denied"),
+    ('{"AccessKeyId": "ASIAY34FZKBOKMUTVV7A", "Expiration": "2026-01-01"}',
+     '{"AccessKeyId": "ASIA***", "Expiration": "2026-01-01"}'),
+    ("[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+     "[default]\naws_secret_access_key = ***\n"),
+    ("export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "export AWS_SECRET_ACCESS_KEY=***"),
+    ('{"aws_session_token": "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJH"}',
+     '{"aws_session_token": "***"}'),
+])
+def test_aws_access_key_ids_and_named_secret_keys_are_redacted(text, kept):
+    from bench.redact import redact
+    assert redact(text) == kept
+
+
+@pytest.mark.parametrize("text", [
+    "AKIA", "order AKIAIOSFODNN7EXAMPL has 19 characters", "XAKIAIOSFODNN7EXAMPLE",
+    "ASIAN markets", "aws_access_key_id = AKIAshortlower"])
+def test_words_and_ids_near_an_aws_key_shape_stay(text):
+    from bench.redact import redact
+    assert redact(text) == text
+
+
+def test_a_recorded_field_named_aws_secret_access_key_is_redacted():
+    from bench.redact import redact_data
+    got = redact_data({"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                       "region": "us-east-1"})
+    assert got == {"aws_secret_access_key": "***", "region": "us-east-1"}
+
+
 def test_redact_keeps_ordinary_text_and_row_keys():
     from bench.redact import redact
     for text in ('{"key": "ecom-0001|l3|openai:gpt-4o|0", "task-12345678": 1}',
