@@ -275,9 +275,21 @@ def test_spaced_cjk_and_full_width_letters_are_normalised():
     "Track parcels. Where did my pa\u0301rcel go",  # a combining accent
     "Track parcels. Where did my par-\ncel go",  # hyphenated across a line break
     "Track parcels. **Where** did _my_ `parcel` go",  # Markdown emphasis
+    "Track parcels. Where%20did%20my%20parcel%20go",  # URL percent-escapes
+    "Track parcels. Where did my p%C3%A1rcel go",  # a percent-escaped UTF-8 letter
+    "Track parcels. Where did my p\\u0061rcel go",  # a JSON \\u escape, as text
+    "Track parcels. Where did my\\u0020parcel go",  # an escaped space
 ])
 def test_look_alikes_entities_accents_and_line_hyphens_do_not_hide_a_copy(line):
     assert [k.case_id for k in _contained(_tool_variant(line), _case("h1", PARCEL))] == ["h1"]
+
+
+def test_only_well_formed_escapes_are_decoded():
+    from bench.descriptions.containment import fold
+    assert fold("100% sure, 50%zz, %FF%FE stays") == "100% sure, 50%zz, %FF%FE stays"
+    assert fold("it hasn\\u0027t, \\ud83d\\ude00, \\ud83d alone") == \
+        "it hasn't, \U0001F600, \\ud83d alone"
+    assert fold("a%20b%2Fc") == "a b/c"
 
 
 def test_words_of_one_script_keep_their_letters():

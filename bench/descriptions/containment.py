@@ -36,6 +36,7 @@ project).
 from __future__ import annotations
 
 import html
+import json
 import re
 import unicodedata
 from collections import Counter
@@ -93,15 +94,40 @@ def _latin_word(match: re.Match[str]) -> str:
     return word
 
 
+# a run of percent-escapes (RFC 3986 section 2.1) and of JSON \uXXXX escapes (RFC 8259
+# section 7; a run keeps a surrogate pair together)
+_PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_JSON_ESCAPE_RUN = re.compile(r"(?:\\u[0-9A-Fa-f]{4})+")
+
+
+def _percent_run(match: re.Match[str]) -> str:
+    run = match.group(0)
+    try:
+        return bytes.fromhex(run.replace("%", "")).decode("utf-8")
+    except UnicodeDecodeError:  # not UTF-8 text: left as written
+        return run
+
+
+def _json_escape_run(match: re.Match[str]) -> str:
+    decoded: str = json.loads('"' + match.group(0) + '"')
+    # a lone surrogate is no character (it could not even be written out as UTF-8)
+    return match.group(0) if any("\ud800" <= c <= "\udfff" for c in decoded) else decoded
+
+
 def fold(text: str) -> str:
-    """``text`` after HTML entities are decoded (``&#39;`` is ``'``), NFKC (full-width
+    """``text`` after JSON ``\\uXXXX`` escapes (``\\u0027`` is ``'``) and URL
+    percent-escapes that spell UTF-8 text (``%20`` is a space; ``100%`` and ``%zz`` stay)
+    are decoded, HTML entities decoded (``&#39;`` is ``'``), NFKC (full-width
     ``ＡＢＣ１`` is ``ABC1``), without format characters (zero-width spaces and joiners,
     Unicode category Cf), without Latin diacritics (``é`` is ``e``, so a combining accent
     does not split a word), with a word hyphenated across a line break joined
     (``arr-\\nived`` is ``arrived``), with Cyrillic and Greek look-alikes inside a Latin word
     read as Latin (:data:`CONFUSABLE_LATIN`) and without the whitespace between two CJK
     characters (``我 的 包 裹`` is ``我的包裹``); case is kept."""
-    folded = html.unescape(text) if "&" in text else text
+    folded = _JSON_ESCAPE_RUN.sub(_json_escape_run, text) if "\\u" in text else text
+    if "%" in folded:
+        folded = _PERCENT_RUN.sub(_percent_run, folded)
+    folded = html.unescape(folded) if "&" in folded else folded
     folded = unicodedata.normalize("NFKC", folded)
     folded = "".join(c for c in folded if unicodedata.category(c) != "Cf")
     if not folded.isascii():
