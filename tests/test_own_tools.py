@@ -549,6 +549,34 @@ def test_a_recording_goes_stale_when_the_tools_input_schema_changes(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_from_before_labels_stopped_running_on_your_system_says_it_is_not_comparable(
+        tmp_path):
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(ITEM_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--writes", "add_item",
+                 "--name", "items").returncode == 0
+    write_cases(root, "items", ITEM_CASES)
+    assert bench(root, "run", "--dataset", "items", "--variants", "current", "--provider",
+                 "oracle", "--run-id", "new").returncode == 0
+    fresh = bench(root, "show", "new")
+    assert fresh.returncode == 0, fresh.stderr
+    assert "not comparable" not in flat(fresh.stdout)
+    # the manifest as the release before made it: no "labels" in its execution entry
+    manifest = root / "reports" / "runs" / "new" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["execution"]["items"]["labels"]
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    shown = bench(root, "show", "new")
+    assert shown.returncode == 0, shown.stderr
+    assert flat(shown.stdout).count("exec match of toolset 'items' is not comparable") == 1
+    reported = bench(root, "report", "new")
+    assert reported.returncode == 0, reported.stderr
+    page = "".join(p.read_text() for p in (root / "reports" / "new").glob("*.html"))
+    assert page.count("is not comparable with later runs") == 1
+
+
+@pytest.mark.slow
 def test_a_recorded_result_keeps_no_secret_and_still_matches(tmp_path):
     """A tool whose result holds a key and a password: bench labels record stores it
     redacted (cases.jsonl is committed), and the model's same result still matches it."""

@@ -103,8 +103,10 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     """One sentence per fact the exec match column hides, e.g. ``label call failed: 2 rows
     (cases c1, c2) of toolset 'notes': ...``; [] when there is nothing to say.
 
-    Facts, in order: state carried over (a user's system with writes allowed and no
-    ``reset``), rows without a comparison per reason (:data:`bench.executor.judge.
+    Facts, in order: a run made before labels stopped running on a user's system (its
+    manifest's entry for an executed user toolset has no ``labels``: its exec match came from
+    labels run there, not comparable), state carried over (a user's system with writes
+    allowed and no ``reset``), rows without a comparison per reason (:data:`bench.executor.judge.
     SKIP_REASONS`), and the oracle's exec match below 100% (naming the tools).
 
     Args:
@@ -114,6 +116,15 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     execution = execution or {}
     notes: list[str] = []
     for toolset, entry in execution.items():
+        if entry.get("mode") in ("mcp", "python") and "labels" not in entry:
+            # every run since labels stopped running on a user's system records where its
+            # expected results came from (bench.executor.runhook: "labels"); an older run
+            # of an executed user toolset ran its labels there
+            notes.append(f"exec match of toolset '{toolset}' is not comparable with later "
+                         "runs: this run was made before bench stopped running labels on "
+                         "your system, so its expected results came from running the labels' "
+                         "calls there")
+            continue
         writes = entry.get("writes")
         if entry.get("mode") in ("mcp", "python") and entry.get("labels") != "reset" \
                 and writes:
