@@ -199,7 +199,7 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
             backend = execution.executor.handlers_for(case.toolset)
             context = RunContext(run_id=f"labels-record-{stamp}", case_id=case.id,
                                   allow_writes=True, allow_sensitive=allow_sensitive,
-                                  inject_faults=False)
+                                  inject_faults=False, label_side=True)
             with backend.lock:
                 if backend.reset is not None:
                     backend.reset()

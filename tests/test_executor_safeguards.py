@@ -284,3 +284,16 @@ def test_corrupt_trace_lines_are_one_line_errors(tmp_path, line, field):
         read_traces(path)
     assert raised.value.file == str(path)
     assert raised.value.field == field
+
+
+def test_a_labels_failing_calls_never_open_the_circuit_for_the_models_call():
+    clock = FakeClock()
+    handler = flaky([ToolError("transient", "http_503", "503")] * 4)
+    ex = make({"lookup": Handler(handler)}, clock, max_retries=0, breaker_failures=2,
+              breaker_cooldown_s=30)
+    label_side = RunContext(inject_faults=False, trace=False, label_side=True)
+    for i in range(4):  # the label's call fails more often than the breaker tolerates
+        assert not ex.execute(call("lookup", f"label{i}"), [READ], "t", label_side).success
+    outcome = ex.execute(call("lookup", "model"), [READ], "t")
+    assert outcome.success, outcome.error_code  # not circuit_open: the label's failures stay apart
+    assert ex.breaker("t", "lookup").state == "closed"

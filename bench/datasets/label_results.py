@@ -86,7 +86,8 @@ def _reference_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Too
         for case in cases:
             # the case's state as a run gives it (label and answers alike)
             context = case_context(case, run_id="lint", allow_writes=True,
-                                   allow_sensitive=True, inject_faults=False, trace=False)
+                                   allow_sensitive=True, inject_faults=False, trace=False,
+                                   label_side=True)
             for index, expected in enumerate(case.expected.calls):
                 call = build_expected_call(expected, index)
                 if call is None:

@@ -265,7 +265,8 @@ class ExecutionJudge:
         if found is None:
             # the reference side runs clean: no injected faults, no trace lines
             found = self.executor.execute(call, tools, toolset,
-                                          replace(context, inject_faults=False, trace=False))
+                                          replace(context, inject_faults=False, trace=False,
+                                                  label_side=True))
             self._expected_cache[key] = found  # same key -> same value; a race only repeats
         return found
 

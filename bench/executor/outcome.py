@@ -67,6 +67,9 @@ class RunContext:
         inject_faults: False runs the calls without the configured fault injection (the
             judge's expected calls use this).
         trace: False writes no trace lines (the judge's expected calls).
+        label_side: True for a label's own calls (the judge's expected calls, recording):
+            they neither consult nor feed the circuit breakers the model's calls see, so a
+            label's failing call never pauses the model's call in the same row.
         state: a single-answer case's ``state.overrides`` (SQL): bench's reference backends
             serve its calls from a copy of the shop database with them run, writes rolled
             back (:mod:`bench.executor.backends.states`); () for the seeded database.
@@ -81,6 +84,7 @@ class RunContext:
     write_tools: frozenset[str] = frozenset()
     inject_faults: bool = True
     trace: bool = True
+    label_side: bool = False
     state: tuple[str, ...] = ()
 
 

@@ -231,6 +231,11 @@ class Executor:
                 self._state_cache.popitem(last=False)  # closed when no call holds it any more
         return found
 
+    def _label_breaker(self) -> CircuitBreaker:
+        """A closed breaker of its own for one label-side call (never shared)."""
+        return CircuitBreaker(self.config.breaker_failures, self.config.breaker_window_s,
+                              self.config.breaker_cooldown_s, self.clock)
+
     def breaker(self, toolset: str, tool: str) -> CircuitBreaker:
         """The circuit breaker of one tool (created closed on first use)."""
         key = f"{toolset}.{tool}"
@@ -329,7 +334,8 @@ class Executor:
     def _attempts(self, call: ToolCall, handler: Handler, arguments: dict[str, Any],
                   permission: str, toolset: str, run: RunContext,
                   outcome: ExecutionOutcome) -> None:
-        breaker = self.breaker(toolset, call.name)
+        # a label's own calls keep out of the breakers the model's calls see
+        breaker = self._label_breaker() if run.label_side else self.breaker(toolset, call.name)
         rng = None  # made on the first retry only
         suffix = ""
         faults = self.config.faults if run.inject_faults else None
