@@ -135,7 +135,8 @@ def test_rows_record_what_the_search_loaded(project, tmp_path):
         assert search["input"]["pattern"].startswith("(?i)")
         # the server's blocks are not the model's calls
         assert not {c["name"] for c in row["parsed"]["calls"]} & SEARCH_NAMES
-        assert len(row["parsed"]["calls"]) == 1
+        # the fake model calls the first tool the search returned (none found: a text answer)
+        assert len(row["parsed"]["calls"]) == (1 if returned else 0)
         expected = retrieval["expected"]
         missing = [n for n in expected if n not in returned]
         assert retrieval["missing"] == missing
@@ -146,6 +147,7 @@ def test_rows_record_what_the_search_loaded(project, tmp_path):
         wrong = not metrics["selection_correct"]
         assert metrics["error_not_retrieved"] == (wrong and bool(missing))
         assert metrics["error_confused"] == (wrong and not missing)
+    assert sum(bool(row["parsed"]["calls"]) for row in rows) >= 4  # most searches find a tool
     # the fake's lexical search finds some expected tools and misses others: a wrong tool is
     # then counted as not retrieved, or as confused when the expected one was loaded
     metrics = [r["metrics"] for r in rows]
