@@ -38,19 +38,38 @@ def _call_text(name: str, arguments: dict[str, Any], width: int = 100) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def _file_lines(path: Path) -> list[str]:
+    """``path``'s lines as the dataset loader numbers them
+    (``bench.datasets.loader._jsonl_lines``), each with its own line end (``\\r\\n``,
+    ``\\r``, ``\\n``, or none on an unterminated last line), the first with the file's BOM
+    if it has one: joined, they are the file again."""
+    from bench.datasets.loader import _LINE_BREAK
+
+    text = path.read_bytes().decode("utf-8")
+    pieces = _LINE_BREAK.split(text)
+    ends = _LINE_BREAK.findall(text) + [""]
+    lines = [line + end for line, end in zip(pieces, ends)]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def _rewrite(path: Path, lines: list[str], recorded: dict[int, dict[str, Any]]) -> None:
-    """Write ``lines`` to ``path`` atomically with ``expected.recorded`` set on the lines
-    (0-based) in ``recorded``; every other line is kept byte for byte."""
+    """Write ``lines`` (:func:`_file_lines`) to ``path`` atomically with ``expected.recorded``
+    set on the lines (0-based) in ``recorded``, each keeping its line end; every other line
+    is kept byte for byte, the file its BOM and its permission bits, and a symlinked
+    ``cases.jsonl`` is written where it points (the link stays a link)."""
     from bench.runstore import atomic_write_text
 
     text = []
     for number, line in enumerate(lines):
         if number in recorded:
-            data = json.loads(line)
+            body = line.rstrip("\r\n")
+            bom = "\ufeff" if body.startswith("\ufeff") else ""
+            data = json.loads(body.removeprefix("\ufeff"))
             data["expected"]["recorded"] = recorded[number]
-            line = json.dumps(data, ensure_ascii=False) + "\n"
+            line = bom + json.dumps(data, ensure_ascii=False) + (line[len(body):] or "\n")
         text.append(line)
-    atomic_write_text(path, "".join(text))
+    target = path.resolve()
+    atomic_write_text(target, "".join(text), mode=target.stat().st_mode & 0o7777)
 
 
 @labels_app.command("record")
@@ -181,14 +200,13 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
     """Run the label calls case by case (after the toolset's reset, if declared) and write
     the results into the dataset file every :data:`FLUSH_EVERY` cases and at the end (also
     when stopped: what ran is kept)."""
-    from bench.datasets.loader import _jsonl_lines
     from bench.executor.outcome import RunContext
     from bench.executor.judge import schema_sha256
     from bench.models import RecordedResult, Recording
     from bench.redact import redact, redact_data
 
     path = Path(loaded.path)
-    lines = [line + "\n" for line in _jsonl_lines(path)]  # the loader's line numbers
+    lines = _file_lines(path)  # the loader's line numbers
     pending: dict[int, dict[str, Any]] = {}
     failed: list[str] = []
     refused: list[str] = []

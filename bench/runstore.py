@@ -135,20 +135,23 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, _dumps(data, indent=2) + "\n")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``),
     as it is: manifests (redacted by :meth:`RunStore.write_manifest`), and reports and
-    baselines, which are made of stored, already redacted records."""
-    with atomic_writer(path) as handle:
+    baselines, which are made of stored, already redacted records. ``mode``: the file's
+    permission bits (:func:`atomic_writer`)."""
+    with atomic_writer(path, mode) as handle:
         handle.write(text)
 
 
 @contextlib.contextmanager
-def atomic_writer(path: Path) -> Iterator[IO[str]]:
+def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[IO[str]]:
     """A UTF-8 text stream whose content replaces ``path`` atomically when the ``with``
     block ends without error (temporary file in the same folder, fsync, ``os.replace``,
-    mode 0644); on an error the temporary file is removed and ``path`` is left as it was.
-    For text written in pieces (a large report) as for :func:`atomic_write_text`.
+    permission bits ``mode``, set before the replace: a user's 0600 file rewritten in place
+    is never readable by others in between); on an error the temporary file is removed and
+    ``path`` is left as it was. For text written in pieces (a large report) as for
+    :func:`atomic_write_text`.
 
     Raises:
         OSError: naming ``path`` (never the temporary file), e.g. a read-only folder or a
@@ -164,7 +167,7 @@ def atomic_writer(path: Path) -> Iterator[IO[str]]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results and reports are shared alike
+        os.chmod(tmp, mode)  # mkstemp makes 0600; results and reports are shared alike
         os.replace(tmp, path)
     except OSError as exc:  # e.g. the disk is full: say which file
         Path(tmp).unlink(missing_ok=True)

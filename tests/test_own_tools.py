@@ -609,6 +609,33 @@ def test_a_recorded_result_keeps_no_secret_and_still_matches(tmp_path):
 
 
 @pytest.mark.slow
+def test_labels_record_keeps_the_files_mode_line_ends_and_symlink(tmp_path):
+    """cases.jsonl may be private (0600), CRLF with a BOM, or a link into another folder:
+    recording rewrites only the recorded lines, where the link points, with the same mode."""
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(ITEM_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--writes", "add_item",
+                 "--name", "items").returncode == 0
+    lines = [json.dumps({"toolset": "items", "lang": "en", **case}) for case in ITEM_CASES]
+    real = tmp_path / "elsewhere" / "cases.jsonl"
+    real.parent.mkdir()
+    real.write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
+    real.chmod(0o600)
+    link = root / "datasets" / "items" / "cases.jsonl"
+    link.unlink(missing_ok=True)
+    link.symlink_to(real)
+    recorded = bench(root, "labels", "record", "items", "--yes")
+    assert recorded.returncode == 0, recorded.stderr
+    assert link.is_symlink() and link.resolve() == real
+    assert real.stat().st_mode & 0o777 == 0o600
+    data = real.read_bytes().decode("utf-8")
+    assert data.startswith("\ufeff") and data.count("\r\n") == 2 and "\n" not in \
+        data.replace("\r\n", "")
+    assert data.count('"recorded"') == 2
+
+
+@pytest.mark.slow
 def test_a_declared_reset_lets_labels_run_and_compare_settles_clock_results(tmp_path):
     root = tmp_path / "clock"
     root.mkdir()
