@@ -321,3 +321,32 @@ def test_a_shipped_toolset_label_that_fails_on_the_reference_backend_is_a_lint_e
     found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "BL015"]
     assert [(f["severity"], f["tool"]) for f in found] == [("error", "cancel_order")]
     assert "not_cancellable" in found[0]["message"]
+    assert "'state'" in found[0]["hint"] and "not_executable" in found[0]["hint"]
+
+
+@pytest.mark.slow
+def test_a_shipped_toolset_name_the_project_gives_its_own_backend_is_not_linted_on_bench_data(
+        run_bench, project):
+    """A project may serve the ecommerce tools from its own module (runs execute there, and
+    labels come from its recordings): bench's reference data says nothing about its labels,
+    and lint never calls the module."""
+    cases = (project / "datasets" / "ecommerce" / "cases.jsonl").read_text(encoding="utf-8")
+    stated = next(json.loads(line) for line in cases.splitlines()
+                  if json.loads(line)["id"] == "ecom-0171")
+    broken = {k: v for k, v in stated.items() if k != "state"}  # fails on bench's data
+    folder = project / "datasets" / "mine"
+    folder.mkdir()
+    (folder / "cases.jsonl").write_text(json.dumps(broken, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
+    (project / "shop.py").write_text(
+        "def cancel_order(order_id: str, reason: str) -> dict:\n"
+        "    open('calls.log', 'a').write(order_id + '\\n')\n"
+        "    return {'order_id': order_id, 'status': 'cancelled'}\n", encoding="utf-8")
+    (project / "pyproject.toml").write_text(
+        '[tool.bench.toolsets.ecommerce]\nexecute = "python"\nmodule = "shop.py"\n',
+        encoding="utf-8")
+    result = run_bench("lint", "--toolset", "ecommerce", "--variant", "l50", "--dataset",
+                       "mine", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [f for f in json.loads(result.stdout)["findings"] if f["code"] == "BL015"] == []
+    assert not (project / "calls.log").exists()

@@ -6,7 +6,8 @@ so its rows get no exec match and the run says ``label call failed: N``. ``bench
 such labels before a run, where it can check without touching a user's system:
 
 - a shipped reference toolset (``ecommerce``, ``analytics``, ``logistics``): the label's calls
-  run on bench's own copy of the shop database (writes rolled back), with every permission;
+  run on bench's own copy of the shop database (writes rolled back), with every permission
+  (unless the project's ``pyproject.toml`` gives the toolset a backend of its own);
 - any other toolset: the results ``bench labels record`` stored with the case
   (``expected.recorded``): a recorded failure is reported, nothing runs.
 """
@@ -38,8 +39,8 @@ class LabelFailure:
     error: str
 
 
-def label_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Tool]
-                   ) -> Iterator[LabelFailure]:
+def label_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Tool],
+                   own_system: bool = False) -> Iterator[LabelFailure]:
     """The failing label calls of ``cases`` of ``toolset`` (module docstring); single-answer
     cases only (an episode's required calls are matched, not compared by result), each on
     its ``state`` as a run gives it. Labels that cannot be built (an argument offers only
@@ -49,12 +50,15 @@ def label_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Tool]
         cases: the cases (others than ``toolset``'s are ignored).
         toolset: the toolset.
         tools: the variant's tools whose schemas check the calls.
+        own_system: the project declares its own backend for ``toolset``
+            (``[tool.bench.toolsets.<name>]``, which a run uses even for a shipped toolset's
+            name): only its recordings count, bench's reference backend is not asked.
     """
     from bench.executor.backends import REFERENCE_TOOLSETS
 
     mine = [c for c in cases if c.toolset == toolset and c.kind != "episode"
             and c.expected.calls and c.expected.not_executable is None]
-    if toolset in REFERENCE_TOOLSETS:
+    if toolset in REFERENCE_TOOLSETS and not own_system:
         yield from _reference_failures(mine, toolset, tools)
         return
     from bench.executor.judge import recording_current
@@ -108,23 +112,29 @@ def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list:
     error (bench owns both the label and the data: the label, its ``state`` or its
     ``not_executable`` must say what the call needs); a failure recorded on a user's
     system (``bench labels record``) is a warning (the system may have changed since, and
-    only its owner can say which is wrong).
+    only its owner can say which is wrong). A shipped toolset's name that the project's
+    ``pyproject.toml`` gives a backend of its own is the user's system (its runs execute
+    there, :func:`label_failures`' ``own_system``).
 
     Args:
         names: the ``--dataset`` values of ``bench lint``.
         linted: the (toolset, variant) pairs linted.
 
     Raises:
-        BenchError: a named dataset that cannot be loaded.
+        BenchError: a named dataset that cannot be loaded, or an invalid
+            ``[tool.bench.toolsets]`` table.
     """
     from bench.datasets import available_datasets, load_dataset
     from bench.descriptions.aliases import apply_aliases
     from bench.descriptions.lint import ERROR, RULES, Finding
     from bench.descriptions.variants import load_variant
     from bench.errors import BenchError
+    from bench.paths import project_root
+    from bench.toolset_config import load_toolset_settings
 
     if names == ["none"]:
         return []
+    own = load_toolset_settings(project_root())
     variants: dict[str, str] = {}
     for toolset, variant in linted:
         if variants.get(toolset) != "l50":
@@ -143,13 +153,19 @@ def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list:
                 continue
             variant = variants[toolset]
             tools = load_variant(toolset, variant).tools
-            for failure in label_failures(dataset.cases, toolset, tools):
+            for failure in label_failures(dataset.cases, toolset, tools,
+                                          own_system=toolset in own):
                 # bench's own label on bench's own data: nothing outside the label to blame
-                severity = ERROR if failure.source == "reference" else rule.severity
+                reference = failure.source == "reference"
                 found.append(Finding(
-                    rule.code, rule.name, severity, toolset, variant, failure.tool, None,
+                    rule.code, rule.name, ERROR if reference else rule.severity, toolset,
+                    variant, failure.tool, None,
                     f"{dataset.name} case {failure.case_id}: expected call {failure.index} "
                     f"fails ({failure.source}): {failure.error}",
-                    "fix the label (its arguments, or the data it names), or expect the "
-                    "model to ask or make no call; a failing call is never an exec match"))
+                    "fix the label (its arguments, or the data it names"
+                    + ("; 'state': {'overrides': [SQL]} gives the case the data its query "
+                       "assumes, 'expected.not_executable' says why the call cannot run "
+                       "alone" if reference else "")
+                    + "), or expect the model to ask or make no call; a failing call is "
+                    "never an exec match"))
     return found
