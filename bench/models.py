@@ -171,6 +171,9 @@ class Expected(BaseModel):
             raise ValueError("recorded results are only for cases that expect calls")
         if self.not_executable is not None and not self.calls:
             raise ValueError("not_executable is only for cases that expect calls")
+        if self.not_executable is not None and not self.not_executable.strip():
+            # it turns the label's exec scores off: a blank reason would hide a broken label
+            raise ValueError("not_executable needs a reason (why the calls cannot run alone)")
         return self
 
 

@@ -301,6 +301,9 @@ def test_a_single_case_may_declare_state_but_not_executable_needs_calls():
     assert case.state is not None and case.state.overrides == ["SELECT 1"]
     with pytest.raises(ValueError, match="not_executable is only for cases that expect calls"):
         Case.model_validate({**base, "expected": {"no_call": True, "not_executable": "why"}})
+    with pytest.raises(ValueError, match="not_executable needs a reason"):
+        Case.model_validate({**base, "expected": {"calls": [{"name": "get_order_status"}],
+                                                  "not_executable": " \t"}})
 
 
 @pytest.mark.slow
