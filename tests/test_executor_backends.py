@@ -341,6 +341,39 @@ def test_a_single_case_with_state_runs_its_label_and_the_answer_on_the_overridde
         seeded.close()
 
 
+@pytest.mark.slow
+def test_a_write_on_a_state_whose_table_is_an_endless_view_times_out_instead_of_hanging():
+    """An override may replace a table by a view without an end; a reference write tool runs
+    in the caller's thread (no executor timeout stops it), so its statements need their own
+    budget, or bench run and bench lint never return."""
+    import threading
+    endless = (
+        "DROP TABLE order_items",
+        "CREATE VIEW order_items AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
+        "FROM c) SELECT 'O' || x AS order_id, 'P' AS product_id, 1 AS quantity, "
+        "1.0 AS unit_price_cny FROM c")
+    seeded = sqlite3.connect(shop_db_path(shopdb.DEFAULT_SEED))
+    try:
+        number, = seeded.execute("SELECT tracking_number FROM shipments WHERE status = "
+                                 "'label_created' LIMIT 1").fetchone()
+    finally:
+        seeded.close()
+    executor = Executor(ReferenceBackends())
+    got = []
+    context = RunContext(allow_writes=True, allow_sensitive=True, inject_faults=False,
+                         state=endless)
+    worker = threading.Thread(target=lambda: got.append(run(
+        executor, "logistics", "cancel_shipment",
+        {"tracking_number": number, "reason": "duplicate"}, context)), daemon=True)
+    try:
+        worker.start()
+        worker.join(120)  # a hang guard, not a timing assertion: the budget is 5 s
+        assert not worker.is_alive(), "the write never returned"
+        assert not got[0].success and got[0].error_code == "timeout"
+    finally:
+        executor.close()
+
+
 def test_a_label_declared_not_executable_is_never_run_and_its_answers_get_no_exec_scores(
         tmp_path):
     from bench.executor.runhook import RunExecution

@@ -364,17 +364,30 @@ class MemoryShopDB(ShopDB):
     @contextmanager
     def sandbox(self) -> Iterator[sqlite3.Connection]:
         """The connection, locked, inside a transaction committed when the block raised
-        nothing and ``persist_writes`` (else rolled back)."""
+        nothing and ``persist_writes`` (else rolled back). Its statements stop after
+        :data:`SQL_TIMEOUT_S` (SQLite's progress handler; raised as a ``timeout``
+        :class:`ToolError`): a case's ``state.overrides`` may have made a table a view
+        without an end, and a write tool runs in the caller's thread, where no executor
+        timeout could stop it (``bench run`` and ``bench lint`` hung for good)."""
         with self.lock:
             conn = self.connection
             conn.row_factory = sqlite3.Row
+            stop_at = time.monotonic() + SQL_TIMEOUT_S
+            conn.set_progress_handler(lambda: int(time.monotonic() > stop_at), 2000)
             conn.execute("BEGIN")
             commit = False
             try:
                 yield conn
                 commit = self.persist_writes
+            except sqlite3.OperationalError as exc:
+                if "interrupted" in str(exc):
+                    raise ToolError("timeout", "timeout", "the write ran too long and was "
+                                    "stopped") from None
+                raise
             finally:
-                conn.execute("COMMIT" if commit else "ROLLBACK")
+                conn.set_progress_handler(None, 0)
+                if conn.in_transaction:  # an interrupted write rolled it back already
+                    conn.execute("COMMIT" if commit else "ROLLBACK")
                 conn.row_factory = None
 
 
