@@ -77,7 +77,8 @@ def test_the_walkthrough_runs_as_written(tmp_path):
         return sum(values), len(values)
     assert count("selection_correct") == (8, 8)
     assert count("arguments_correct") == (5, 6)
-    assert count("execution_success") == (4, 6)
+    assert count("execution_success") == (4, 5)  # the refused delete_note row is not judged
+    assert count("write_refused") == (1, 6)
     page = (folder / "reports/first/index.html").read_text(encoding="utf-8")
     assert "Execution:</strong> write calls refused" in page
     assert (folder / "gate/baseline.json").is_file()
