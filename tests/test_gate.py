@@ -617,3 +617,29 @@ def test_the_per_case_rule_applies_to_deterministic_providers_only(provider: str
     assert ("deterministic" in why) if applies else ("answers are sampled" in why)
     off, why = per_case_rule(config.model_copy(update={"fail_on_flips": False}), provider, True)
     assert not off
+
+
+def _gate_rows(root: Path) -> list[dict]:
+    """The rows of the newest gate run in ``root``'s reports/runs."""
+    runs = sorted((root / "reports/runs").glob("gate-*"), key=lambda p: p.stat().st_mtime)
+    return [json.loads(line) for line in
+            (runs[-1] / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.slow
+def test_a_gate_of_selection_and_arguments_never_calls_the_users_tools(
+        tz_baseline: tuple[Path, str, str], tmp_path: Path) -> None:
+    """The gate executes the replayed answers only when it gates an execution metric (or
+    ``execute = true`` says so): a selection-and-arguments gate needs no server in CI and
+    runs no write there."""
+    root = _copy(tz_baseline[0], tmp_path)
+    result = _pytest_gate(root)
+    assert result.returncode == 0, result.stdout
+    rows = _gate_rows(root)
+    assert len(rows) == 8
+    assert all(r["metrics"].get("execution_success") is None for r in rows)  # nothing ran
+    _set_gate(root, "[tool.bench.gate]\n", "[tool.bench.gate]\nexecute = true\n")
+    result = _pytest_gate(root)
+    assert result.returncode == 0, result.stdout
+    ran = [r["metrics"].get("execution_success") for r in _gate_rows(root)]
+    assert ran.count(True) >= 4, ran  # the hinted zones ran on the user's module

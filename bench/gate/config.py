@@ -34,6 +34,10 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.scoring.registry import gate_metrics, primary_metrics
 
 
+#: The gate's metrics that need the answers' calls executed (bench.executor.judge).
+EXECUTION_METRICS = frozenset({"execution_success", "execution_match"})
+
+
 class GateConfig(BaseModel):
     """One gate: what to run and how to decide.
 
@@ -53,7 +57,10 @@ class GateConfig(BaseModel):
             splits, else ``all``); the baseline must have been recorded on the same split.
         cases / limit: optional case subset (ids) and/or N of them, sampled as ``bench run
             --limit`` does (stratified by expected tool, seed 1234).
-        execute: run the answers on the reference backends (execution metrics).
+        execute: run the answers' calls on the toolset's backend: True or False, or None
+            (the default) to run them only when a gated metric is an execution metric
+            (:attr:`executes`): a gate of selection and arguments never calls a user's
+            tools, so replayed answers need no server and make no write in CI.
         require_reevaluation: fail when a tool whose description or schema changed since
             the description lock (``descriptions/<toolset>/descriptions.lock.json``,
             :mod:`bench.descriptions.lock`) was not re-evaluated: no case of the gate run
@@ -85,7 +92,7 @@ class GateConfig(BaseModel):
     cases: list[str] | None = None
     limit: int | None = Field(default=None, ge=1)
     split: Literal["dev", "test", "all"] | None = None
-    execute: bool = True
+    execute: bool | None = None
     require_reevaluation: bool = False
     fail_on_flips: bool = True
     allow_flips: list[str] = Field(default_factory=list)
@@ -121,6 +128,15 @@ class GateConfig(BaseModel):
         if self.metrics:
             return list(self.metrics)
         return list(self.floors) or primary_metrics()
+
+    @property
+    def executes(self) -> bool:
+        """Whether the gate's run executes the answers' calls: ``execute`` when set, else
+        True only when a gated metric is an execution metric (``execution_success``,
+        ``execution_match``)."""
+        if self.execute is not None:
+            return self.execute
+        return any(m in EXECUTION_METRICS for m in self.gated_metrics)
 
     @property
     def baseline_path(self) -> Path:

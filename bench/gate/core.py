@@ -116,7 +116,7 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
         dataset = str(project.resolve(dataset))
     run_config = RunConfig(dataset=dataset, variants=config.variants,
                            providers=config.providers, trials=config.trials,
-                           limit=config.limit, case_ids=config.cases, execute=config.execute,
+                           limit=config.limit, case_ids=config.cases, execute=config.executes,
                            split=config.split)
     runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
                     project=project)
