@@ -34,8 +34,13 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.scoring.registry import gate_metrics, primary_metrics
 
 
-#: The gate's metrics that need the answers' calls executed (bench.executor.judge).
-EXECUTION_METRICS = frozenset({"execution_success", "execution_match"})
+#: The gate's metrics scored from the answer alone (bench.scoring.metrics): a gate of only
+#: these needs no execution. Any other metric (execution_success, execution_match, an
+#: episode's task_success, a custom metric) makes the gate execute.
+ANSWER_ONLY_METRICS = frozenset({
+    "selection_correct", "arguments_correct", "arguments_correct_lenient", "schema_valid",
+    "schema_valid_lenient", "no_call_correct", "ask_correct", "ask_no_call", "bfcl_valid",
+    "retrieved_all"})
 
 
 class GateConfig(BaseModel):
@@ -58,8 +63,8 @@ class GateConfig(BaseModel):
         cases / limit: optional case subset (ids) and/or N of them, sampled as ``bench run
             --limit`` does (stratified by expected tool, seed 1234).
         execute: run the answers' calls on the toolset's backend: True or False, or None
-            (the default) to run them only when a gated metric is an execution metric
-            (:attr:`executes`): a gate of selection and arguments never calls a user's
+            (the default) to run them unless every gated metric is scored from the answer
+            alone (:attr:`executes`): a gate of selection and arguments never calls a user's
             tools, so replayed answers need no server and make no write in CI.
         require_reevaluation: fail when a tool whose description or schema changed since
             the description lock (``descriptions/<toolset>/descriptions.lock.json``,
@@ -132,11 +137,12 @@ class GateConfig(BaseModel):
     @property
     def executes(self) -> bool:
         """Whether the gate's run executes the answers' calls: ``execute`` when set, else
-        True only when a gated metric is an execution metric (``execution_success``,
-        ``execution_match``)."""
+        False only when every gated metric is scored from the answer alone
+        (:data:`ANSWER_ONLY_METRICS`). An episode dataset gated on answer metrics alone
+        needs ``execute = true`` (episodes run on the executor)."""
         if self.execute is not None:
             return self.execute
-        return any(m in EXECUTION_METRICS for m in self.gated_metrics)
+        return not all(m in ANSWER_ONLY_METRICS for m in self.gated_metrics)
 
     @property
     def baseline_path(self) -> Path:
