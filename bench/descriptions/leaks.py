@@ -222,13 +222,20 @@ def reviewed_mirrors(datasheet: Path) -> dict[str, list[tuple[str, str]]]:
     ``- case-id | tool | the description line (or a unique part of it)``.
     A datasheet without the section gives ``{}``.
     """
+    return datasheet_case_list(datasheet, REVIEWED_HEADING)
+
+
+def datasheet_case_list(datasheet: Path, heading: str) -> dict[str, list[tuple[str, str]]]:
+    """The ``- case-id | tool | text`` items listed under the ``## heading`` section of a
+    datasheet, as ``case id -> [(tool, text)]`` (backquotes stripped); ``{}`` without the
+    file or the section."""
     if not datasheet.is_file():
         return {}
     out: dict[str, list[tuple[str, str]]] = {}
     inside = False
     for line in datasheet.read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
-            inside = line.strip() == REVIEWED_HEADING
+            inside = line.strip() == heading
             continue
         if inside and line.startswith("- ") and line.count("|") >= 2:
             case_id, tool, text = (p.strip().strip("`") for p in line[2:].split("|", 2))

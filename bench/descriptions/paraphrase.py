@@ -42,7 +42,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from bench.descriptions.leaks import jaccard, quoted_phrases, snippets, tokens
+from bench.descriptions.leaks import (datasheet_case_list, jaccard, quoted_phrases,
+                                      snippets, tokens)
 from bench.descriptions.variants import Variant
 from bench.errors import BenchError
 from bench.models import Case
@@ -251,18 +252,7 @@ def reviewed_paraphrases(datasheet: Path, heading: str = REVIEWED_HEADING
     the list under ``heading`` (:data:`REVIEWED_HEADING`, or :data:`NOT_MIRRORS_HEADING`
     for reviewed false positives), one ``- case-id | tool | description text`` line each;
     ``{}`` without the file or the section."""
-    if not datasheet.is_file():
-        return {}
-    out: dict[str, list[tuple[str, str]]] = {}
-    inside = False
-    for line in datasheet.read_text(encoding="utf-8").splitlines():
-        if line.startswith("## "):
-            inside = line.strip() == heading
-            continue
-        if inside and line.startswith("- ") and line.count("|") >= 2:
-            case_id, tool, text = (p.strip().strip("`") for p in line[2:].split("|", 2))
-            out.setdefault(case_id, []).append((tool, text))
-    return out
+    return datasheet_case_list(datasheet, heading)
 
 
 # --- the nearest unit of every shipped case, precomputed for result rows --------------------
