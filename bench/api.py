@@ -144,10 +144,13 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
     from pydantic import ValidationError
 
     from bench.errors import pydantic_error_field
+    from bench.providers.function_process import exit_if_main_reimported
     from bench.runner.core import Runner
     from bench.runner.errors import ExecutorNotStarted
     from bench.runner.session import RunSession
 
+    # a worker process re-running an unguarded script: it ends here, its parent says why
+    exit_if_main_reimported()
     unknown = sorted(set(settings) - set(RunConfig.model_fields))
     if unknown:
         raise BenchError(f"evaluate(): unknown setting '{unknown[0]}' (settings are "

@@ -4,6 +4,9 @@ with the cache and resume, from an explicit project folder (no CLI, no cwd, no B
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 import bench
 from bench.errors import BenchError
 from bench.providers.pipeline import Exchange, Layer, Outcome
+from conftest import REPO
 
 
 
@@ -131,3 +135,71 @@ def test_evaluate_errors_say_how_to_continue_in_python(elsewhere):
     message = str(caught.value)
     assert "continue with: evaluate(..., run_id='stopped') again" in message
     assert "bench run --resume" not in message
+
+
+@pytest.mark.slow
+def test_evaluate_in_a_script_without_a_main_guard_says_the_script_needs_one(elsewhere,
+                                                                             tmp_path):
+    # a function provider's worker is spawned: it runs the script again, whose unguarded
+    # evaluate() failed there with a traceback, and the run said "cannot import 'answers'"
+    (tmp_path / "cwd" / "answers.py").write_text(
+        "def answer(messages, tools, trial):\n"
+        "    return [{'name': tools[0].name, 'arguments': {}}]\n", encoding="utf-8")
+    script = tmp_path / "cwd" / "evaluate_me.py"
+    script.write_text(
+        "import sys\n\nimport bench\n\n"
+        "try:\n"
+        f"    bench.evaluate('ecommerce', ['l3'], ['function:answers:answer'], "
+        f"project={str(elsewhere)!r}, limit=2, execute=False)\n"
+        "except bench.BenchError as exc:\n"
+        "    print(exc, file=sys.stderr)\n"
+        "    sys.exit(1)\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path / "cwd", env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr  # the worker ends quietly
+    [line] = result.stderr.strip().splitlines()
+    assert f"the script {script} calls bench when it is imported" in line
+    assert 'if __name__ == "__main__":' in line and "cannot import" not in line
+    assert not (elsewhere / "reports" / "runs").exists() or \
+        not any((elsewhere / "reports" / "runs").iterdir())
+
+
+def test_evaluate_with_a_raising_progress_hook_keeps_the_run_resumable(elsewhere):
+    # a hook that raised at the run's start left an empty run folder; one that raised on a
+    # row lost the rows answered but not yet written, with the hook's own traceback
+    def breaks_at_start(done, total, item):
+        print(item.case.id)  # item is None at the start: AttributeError
+
+    with pytest.raises(BenchError) as caught:
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere, run_id="hooked",
+                       limit=3, execute=False, progress=breaks_at_start)
+    message = str(caught.value)
+    assert message.startswith("the progress hook raised AttributeError: ")
+    assert "continue with: evaluate(..., run_id='hooked') again" in message
+    assert "\n" not in message
+    manifest = json.loads((elsewhere / "reports" / "runs" / "hooked" / "manifest.json")
+                          .read_text(encoding="utf-8"))
+    assert manifest["status"] == "failed" and manifest["error"] == message
+
+    calls = []
+
+    def breaks_on_a_row(done, total, item):
+        calls.append(done)
+        if item is not None:
+            raise ValueError("hook bug")
+
+    Sent.count = 0
+    with pytest.raises(BenchError, match="^the progress hook raised ValueError: hook bug; "
+                                         "the run stopped with [1-3] of 3 rows written"):
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere, run_id="hooked",
+                       limit=3, execute=False, progress=breaks_on_a_row, layers=[Sent])
+    assert calls[-1] >= 1 and len(calls) == 2  # called no more once it raised
+    kept = (elsewhere / "reports" / "runs" / "hooked" / "results.jsonl").read_text(
+        encoding="utf-8").splitlines()
+    assert len(kept) == Sent.count  # every answer asked for is written
+    # resumed with a working hook: only the rest is asked
+    done = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere,
+                          run_id="hooked", limit=3, execute=False, layers=[Sent])
+    assert done.status == "complete" and len(done.rows) == 3 and Sent.count == 3

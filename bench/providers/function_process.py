@@ -13,6 +13,7 @@ import itertools
 import multiprocessing
 import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -31,6 +32,11 @@ from bench.providers.worker_process import signal_name
 # before it is killed.
 CLOSE_WAIT_S = 5.0
 
+# The exit code of a worker whose bootstrap re-ran the user's unguarded script, which called
+# bench again (:func:`exit_if_main_reimported`); chosen outside the codes Python and the
+# shells use (1, 2, 126-255), so that the parent can name the cause.
+MAIN_REIMPORTED_EXIT = 87
+
 # Workers not yet closed: killed at the interpreter's exit, before multiprocessing's own exit
 # handler joins its children (a worker ignores SIGTERM, so that join would wait for good).
 _LIVE: "weakref.WeakSet[ModuleFunctionProvider]" = weakref.WeakSet()
@@ -41,6 +47,39 @@ def _kill_live_workers() -> None:
     """Kill the worker of every provider not closed."""
     for live in list(_LIVE):
         live.abandon("bench is exiting")
+
+
+def exit_if_main_reimported() -> None:
+    """End this process quietly when it is a worker re-running the user's main script.
+
+    A worker started with ``spawn`` first runs the parent's ``__main__`` script again (as
+    ``__mp_main__``; the "Safe importing of main module" rule of :mod:`multiprocessing`'s
+    programming guidelines). A script that calls bench outside an
+    ``if __name__ == "__main__":`` block then starts a run (and a worker) inside the worker,
+    which failed with a second traceback. Called at bench's entry points
+    (:func:`bench.evaluate`, this provider): while the process is still bootstrapping,
+    it exits with :data:`MAIN_REIMPORTED_EXIT`, which the parent reports in one line naming the
+    script (:func:`main_guard_error`).
+
+    Raises:
+        SystemExit: in such a worker (no traceback is printed; the process ends).
+    """
+    # multiprocessing's own test for this case (spawn._check_not_importing_main)
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(MAIN_REIMPORTED_EXIT)
+
+
+def main_guard_error(provider_id: str) -> BenchError | None:
+    """The one-line error of a worker that ended with :data:`MAIN_REIMPORTED_EXIT`: the
+    script run as ``__main__`` calls bench when imported; None when ``__main__`` is no file
+    (a notebook, ``python -c``), which a worker does not run again."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not script:
+        return None
+    return BenchError(
+        f"provider '{provider_id}': the script {script} calls bench when it is imported, and "
+        "the function's worker process imports it again (multiprocessing's spawn start "
+        "method): put the script's code in an `if __name__ == \"__main__\":` block")
 
 
 class ModuleFunctionProvider(FunctionCalls):
@@ -63,6 +102,7 @@ class ModuleFunctionProvider(FunctionCalls):
     """
 
     def __init__(self, spec: str, *, provider_id: str, timeout_s: float | None = None) -> None:
+        exit_if_main_reimported()
         self.provider_id = provider_id
         self._spec = spec
         self._module_name = split_spec(spec)[0]
@@ -123,7 +163,9 @@ class ModuleFunctionProvider(FunctionCalls):
                 process.join(CLOSE_WAIT_S)
                 how = signal_name(process.exitcode)
                 if not ready.done():
-                    ready.set_exception(BenchError(
+                    unguarded = main_guard_error(self.provider_id) \
+                        if process.exitcode == MAIN_REIMPORTED_EXIT else None
+                    ready.set_exception(unguarded or BenchError(
                         f"provider 'function:{self._spec}': cannot import "
                         f"'{self._module_name}': its process ended ({how}) while importing "
                         "it"))

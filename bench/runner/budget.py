@@ -35,7 +35,8 @@ class Spend:
 
 
 # Called as hook(rows done, rows planned, plan item of the row just written) per row, and
-# once with item None when the run starts (bench.progress.RunProgress is the CLI's).
+# once with item None when the run starts (bench.progress.RunProgress is the CLI's). A hook
+# that raises fails the run in one line; the rows answered are still written (RowFinisher).
 ProgressHook = Callable[[int, int, "PlanItem | None"], None]
 
 # Called with each result row once it is written (after ProgressHook's rows done is counted).

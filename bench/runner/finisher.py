@@ -10,9 +10,12 @@ behind it (``benchmarks/provider_throughput.py``).
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 from bench.episodes.loop import EpisodeOutcome
+from bench.errors import BenchError, shorten_message
+from bench.plural import count
+from bench.results import Row
 from bench.providers.pipeline import Outcome
 from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.ledger import Ledger
@@ -39,12 +42,19 @@ class RowFinisher:
     ``writer`` and ``execution`` (the run's executor, or None) are set once the
     run's files are open. ``finished`` counts the plan's rows done, those of earlier runs of
     a resume included.
+
+    The caller's hooks (``progress``, ``on_row``) run after their row is written. A hook that
+    raises an ``Exception`` is called no more and its error, one line naming the hook and
+    what it raised (:func:`hook_error`), goes to ``hook_failed``: the run stops sending, and
+    every answered row is still written (a hook's bug loses nothing computed).
     """
 
     def __init__(self, session: RunSession, ledger: Ledger,
-                 progress: ProgressHook | None, on_row: RowHook | None = None) -> None:
+                 progress: ProgressHook | None, on_row: RowHook | None = None,
+                 hook_failed: Callable[[BenchError], None] | None = None) -> None:
         self.session, self.ledger, self.progress = session, ledger, progress
         self.on_row = on_row
+        self.hook_failed = hook_failed
         self.summaries = CaseSummaries()
         self.writer: RowWriter | None = None
         self.execution: RunExecution | None = None
@@ -89,10 +99,31 @@ class RowFinisher:
                 case_summary=summary, bfcl=self.session.bfcl.get(item.case.id))
         self.writer.append(row)
         self.finished += 1
-        if self.progress:
-            self.progress(self.finished, len(self.session.plan), item)
-        if self.on_row:
-            self.on_row(row)
+        self.report(item, row)
+
+    def report(self, item: PlanItem | None, row: Row | None = None) -> None:
+        """Call the progress hook (``item`` None: the run starts) and, with ``row``, the row
+        hook; a hook that raises an ``Exception`` is dropped and reported to ``hook_failed``
+        (a ``KeyboardInterrupt`` passes: it stops the run as Ctrl-C does)."""
+        if self.progress is not None:
+            try:
+                self.progress(self.finished, len(self.session.plan), item)
+            except Exception as exc:  # noqa: BLE001 - the caller's code: one line
+                self.progress = None
+                self._hook_raised("progress", exc)
+        if row is not None and self.on_row is not None:
+            try:
+                self.on_row(row)
+            except Exception as exc:  # noqa: BLE001 - the caller's code: one line
+                self.on_row = None
+                self._hook_raised("row", exc)
+
+    def _hook_raised(self, hook: str, exc: Exception) -> None:
+        error = hook_error(hook, exc, self.finished, len(self.session.plan),
+                           self.session.resume_hint)
+        if self.hook_failed is None:
+            raise error from exc
+        self.hook_failed(error)
 
     def finish_all(self) -> None:
         """Finish every queued row: nothing answered is lost at a stop or a failure.
@@ -102,3 +133,18 @@ class RowFinisher:
         """
         while self.queued:
             self.finish_next()
+
+
+def hook_error(hook: str, exc: Exception, done: int, planned: int, resume: str) -> BenchError:
+    """The one-line failure of a run whose ``hook`` (``progress`` or ``row``: the caller's
+    :data:`ProgressHook` / :data:`RowHook`) raised ``exc`` with ``done`` of ``planned`` rows
+    written; ``resume`` says how to continue (``bench run --resume <run-id>``)."""
+    try:
+        said = str(exc)
+    except Exception:  # noqa: BLE001 - its own __str__ raised
+        said = "(its message cannot be shown)"
+    kept = f"with {done} of {count(planned, 'row')} written (kept)" if done else \
+        "before its first row"
+    return BenchError(shorten_message(
+        f"the {hook} hook raised {type(exc).__name__}: {said}; the run stopped {kept}: fix "
+        f"the hook, then continue with: {resume}"))

@@ -103,7 +103,8 @@ class Scheduler:
         self.status = "complete"
         self.failure_error: BaseException | None = None
         self.execution: RunExecution | None = None
-        self.finisher = RowFinisher(session, ledger, progress, on_row)
+        self.finisher = RowFinisher(session, ledger, progress, on_row,
+                                    hook_failed=self._hook_failed)
         self.give_up_timer: asyncio.TimerHandle | None = None
         self.gave_up = False  # the run cancelled its tasks
         self.manifest: Manifest = session.manifest or session.new_manifest()
@@ -240,6 +241,15 @@ class Scheduler:
         self.failure_error, self.status = error, "failed"
         self._stop_everything()
 
+    def _hook_failed(self, error: BaseException) -> None:
+        """A caller's hook raised (:meth:`RowFinisher.report`): the run fails with ``error``
+        (the rows answered are still written), unless it has already failed or is stopping,
+        when the error is only said."""
+        if self.failure_error is None and self.status != "interrupted":
+            self._fail(error)
+        else:
+            print(error, file=sys.stderr, flush=True)
+
     def _left_for_resume(self, item: PlanItem, exc: ProviderError) -> None:
         """A request that failed after every retry: the item stays pending, the run goes on;
         said at once (the run's own message comes at its end)."""
@@ -297,8 +307,7 @@ class Scheduler:
             KeyboardInterrupt: a stop signal ended the run.
         """
         todo = self._start()
-        if self.progress:
-            self.progress(self.finisher.finished, len(self.session.plan), None)
+        self.finisher.report(None)  # a hook that raises here fails the run: see _loop
         self.signals.install(asyncio.get_running_loop(), self.stop)
         try:
             await self._loop(todo)
