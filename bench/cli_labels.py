@@ -68,8 +68,7 @@ def _rewrite(path: Path, lines: list[str], recorded: dict[int, dict[str, Any]]) 
             data["expected"]["recorded"] = recorded[number]
             line = bom + json.dumps(data, ensure_ascii=False) + (line[len(body):] or "\n")
         text.append(line)
-    target = path.resolve()
-    atomic_write_text(target, "".join(text), mode=target.stat().st_mode & 0o7777)
+    atomic_write_text(path, "".join(text))  # keeps the mode, writes through a link
 
 
 @labels_app.command("record")

@@ -135,40 +135,65 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, _dumps(data, indent=2) + "\n")
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
+#: Permission bits of a file the atomic writer creates (it keeps an existing file's own):
+#: results, reports and project files are shared alike (the usual ``umask 022`` result).
+NEW_FILE_MODE = 0o644
+
+
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically (temporary file, fsync, ``os.replace``),
-    as it is: manifests (redacted by :meth:`RunStore.write_manifest`), and reports and
-    baselines, which are made of stored, already redacted records. ``mode``: the file's
-    permission bits (:func:`atomic_writer`)."""
+    as it is: manifests (redacted by :meth:`RunStore.write_manifest`), reports, baselines
+    and project files. The one writer bench's text files go through (:func:`atomic_writer`:
+    an existing file keeps its permission bits, a symbolic link stays a link)."""
     with atomic_writer(path, mode) as handle:
         handle.write(text)
 
 
+def write_target(path: Path) -> Path:
+    """The file a write of ``path`` changes: ``path`` itself, or for a symbolic link (a chain
+    of them, or a link in a folder of its path) the file it points to, so that a write keeps
+    the link a link (``os.replace`` onto the link would replace the link by a regular file).
+    A dangling link's target is created."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 @contextlib.contextmanager
-def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[IO[str]]:
+def atomic_writer(path: Path, mode: int | None = None) -> Iterator[IO[str]]:
     """A UTF-8 text stream whose content replaces ``path`` atomically when the ``with``
-    block ends without error (temporary file in the same folder, fsync, ``os.replace``,
-    permission bits ``mode``, set before the replace: a user's 0600 file rewritten in place
-    is never readable by others in between); on an error the temporary file is removed and
+    block ends without error: a temporary file in the target's folder, fsynced, its
+    permission bits set, then ``os.replace``; on an error the temporary file is removed and
     ``path`` is left as it was. For text written in pieces (a large report) as for
-    :func:`atomic_write_text`.
+    :func:`atomic_write_text`. Text is written as given (no newline translation).
+
+    Args:
+        path: the file; a symbolic link is written through (:func:`write_target`).
+        mode: permission bits of the result; None keeps the existing file's own (a user's
+            0600 ``cases.jsonl`` stays 0600), :data:`NEW_FILE_MODE` for a new file. Set
+            before the replace: a 0600 file is never readable by others in between.
 
     Raises:
         OSError: naming ``path`` (never the temporary file), e.g. a read-only folder or a
             full disk.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    target = write_target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = NEW_FILE_MODE
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                   suffix=".tmp")
     except OSError as exc:  # e.g. a read-only folder: name the file to write, not the temp
         raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes 0600; results and reports are shared alike
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)  # mkstemp makes 0600
+        os.replace(tmp, target)
     except OSError as exc:  # e.g. the disk is full: say which file
         Path(tmp).unlink(missing_ok=True)
         # the file being replaced, never the temporary one (which the reader never saw)

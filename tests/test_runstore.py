@@ -72,6 +72,38 @@ def test_manifest_is_replaced_atomically(tmp_path):
     assert store.manifest_path.stat().st_mode & 0o777 == 0o644
 
 
+def test_atomic_write_keeps_a_private_files_mode(tmp_path):
+    from bench.importers.common import write_file
+    from bench.runstore import atomic_write_text
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("old\n")
+    cases.chmod(0o600)
+    atomic_write_text(cases, "new\n")
+    assert cases.read_text() == "new\n" and cases.stat().st_mode & 0o777 == 0o600
+    write_file(cases, "newer\n", force=True)  # the importers' writer is the same one
+    assert cases.read_text() == "newer\n" and cases.stat().st_mode & 0o777 == 0o600
+    fresh = tmp_path / "fresh.json"
+    atomic_write_text(fresh, "{}")
+    assert fresh.stat().st_mode & 0o777 == 0o644
+
+
+def test_atomic_write_writes_through_a_symbolic_link(tmp_path):
+    from bench.importers.common import write_file
+    from bench.runstore import atomic_write_text
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    real = shared / "cases.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "cases.jsonl"
+    link.symlink_to(real)
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    write_file(link, "newer\n", force=True)
+    assert link.is_symlink() and real.read_text() == "newer\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.jsonl", "shared"]
+    assert [p.name for p in shared.iterdir()] == ["cases.jsonl"]  # no temporary file left
+
+
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "", "..", ".hidden"])
 def test_run_id_cannot_choose_a_path(tmp_path, bad):
     with pytest.raises(BenchError, match="invalid run id"):

@@ -9,9 +9,7 @@ renamed, so an interrupted import never leaves half a file.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -39,11 +37,18 @@ class ImportedToolset:
             ``math.hcf`` -> ``math_hcf``; a second, different definition of one name gets a
             ``_2`` suffix).
         notes: what the import changed or dropped, one line each (shown to the user).
+        source_names: bench name -> the source's own name, for every renamed tool (one
+            entry per tool, unlike ``renamed``, whose key a name listed twice repeats); an
+            MCP server is called by its own name (``server_names`` of a toolset).
+        server_log: what a stdio MCP server wrote to its stderr during the import, redacted
+            (:func:`bench.redact.redact`); "" for other sources.
     """
 
     tools: list[Tool] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    source_names: dict[str, str] = field(default_factory=dict)
+    server_log: str = ""
 
 
 def tool_name(original: str, taken: Iterable[str] = ()) -> str:
@@ -119,24 +124,20 @@ def check_name(kind: str, value: str) -> str:
 
 
 def _atomic_write(path: Path, text: str, force: bool) -> None:
+    """Write ``text`` to ``path`` with bench's one atomic writer
+    (:func:`bench.runstore.atomic_write_text`: an existing file keeps its mode, a symbolic
+    link stays a link), refusing an existing file unless ``force``."""
+    from bench.runstore import atomic_write_text
+
     if path.exists() and not force:
         raise BenchError("already exists (pass --force to replace it)", file=path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text)
 
 
 def write_file(path: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` to ``path`` atomically (a temporary file in the same folder, fsynced,
-    then renamed), creating its folders.
+    then renamed; an existing file keeps its mode, a symbolic link stays a link), creating
+    its folders.
 
     Raises:
         BenchError: the file exists and ``force`` is False.
