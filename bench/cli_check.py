@@ -31,9 +31,14 @@ def check(
     (descriptions/<toolset>/descriptions.lock.json: a SHA-256 per tool and variant over its
     name, description and schema), renames declared in aliases.yaml included.
 
-    Exit code 0: nothing changed (or --update wrote the lock); 1: a tool changed, or a
-    toolset has no lock yet (bench check --update writes one).
+    Also checks each rename of descriptions/<toolset>/aliases.yaml against the variants:
+    its new name must be a tool, its old name must no longer be one (a run refuses either).
+
+    Exit code 0: nothing changed (or --update wrote the lock); 1: a tool changed, a
+    toolset has no lock yet (bench check --update writes one), or a rename in aliases.yaml
+    does not fit a variant.
     """
+    from bench.descriptions.aliases import check_aliases
     from bench.descriptions.lock import (LOCK_FILE, LockError, current_hashes, lock_changes,
                                          lock_path, write_lock)
     from bench.paths import descriptions_dir
@@ -49,6 +54,13 @@ def check(
     report = []
     failed = False
     for name in names:
+        # a rename that does not fit a variant fails that variant's runs (bench.descriptions.
+        # aliases.alias_problems): one line each, naming aliases.yaml, line and field
+        problems = check_aliases(name, chosen, root)
+        failed = failed or bool(problems)
+        if not as_json:
+            for problem in problems:
+                typer.echo(str(problem))
         unreadable = None
         try:
             changes, path = lock_changes(name, chosen, root)
@@ -57,7 +69,9 @@ def check(
                 raise
             unreadable, changes, path = exc.message, None, lock_path(name, root)
         entry = {"toolset": name, "lock": str(path), "locked": changes is not None,
-                 "changes": [c.__dict__ for c in changes or []]}
+                 "changes": [c.__dict__ for c in changes or []],
+                 "alias_problems": [{"file": p.file, "line": p.line, "field": p.field,
+                                     "message": p.message} for p in problems]}
         if update:
             write_lock(name, current_hashes(name, chosen, root), root, replace=chosen is None)
             entry["updated"] = True

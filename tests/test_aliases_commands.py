@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from bench.cli import app
 from bench.descriptions.diff import diff_variants, label_breaks
 from bench.datasets import load_dataset
+from bench.errors import BenchError
 from bench.models import Tool
 
 SKU = {"type": "string", "description": "The product's SKU."}
@@ -144,3 +145,35 @@ def test_check_reports_a_rename_with_a_schema_change_as_one_renamed_tool(shop: P
     changes = json.loads(checked.output)["toolsets"][0]["changes"]
     assert [(c["tool"], c["kind"], c["old_name"]) for c in changes] == [
         ("get_stock", "description+schema", "get_inventory")]
+
+
+def _bad_aliases(root: Path) -> None:
+    """A new name that is no tool (a typo) and an old name that still is one."""
+    (root / "descriptions" / "shop" / "aliases.yaml").write_text(
+        "get_inventory: get_stok\nfind_product: get_stock\n", encoding="utf-8")
+
+
+def test_check_reports_each_rename_that_does_not_fit_the_tools_on_its_own_line(shop: Path):
+    _bad_aliases(shop)
+    checked = _bench("check", "--toolset", "shop", "--variants", "after")
+    assert checked.exit_code == 1
+    lines = checked.output.splitlines()
+    typo = [ln for ln in lines if "aliases.yaml:1: field 'get_inventory':" in ln]
+    kept = [ln for ln in lines if "aliases.yaml:2: field 'find_product':" in ln]
+    assert len(typo) == 1 and "'get_stok', which is not a tool" in typo[0]
+    assert len(kept) == 1 and "is still a tool" in kept[0]
+    found = json.loads(_bench("check", "--toolset", "shop", "--variants", "after",
+                              "--json").output)["toolsets"][0]["alias_problems"]
+    assert [(p["line"], p["field"]) for p in found] == [(1, "get_inventory"),
+                                                        (2, "find_product")]
+
+
+def test_run_blames_aliases_yaml_not_the_cases_for_a_rename_to_no_tool(shop: Path):
+    _bad_aliases(shop)
+    ran = _bench("run", "--dataset", "shop", "--variants", "after", "--provider", "oracle")
+    # bench.cli.main prints a BenchError as its one 'error:' line, exit code 2
+    assert isinstance(ran.exception, BenchError), ran.output
+    said = str(ran.exception)
+    assert "aliases.yaml:1: field 'get_inventory': 'get_inventory' is renamed to " \
+           "'get_stok', which is not a tool" in said
+    assert "cases.jsonl" not in said

@@ -103,9 +103,12 @@ class RunSession:
         from bench.descriptions.aliases import apply_aliases
 
         # labels naming a renamed tool score against its new name (descriptions/<toolset>/
-        # aliases.yaml); the manifest records the renames
+        # aliases.yaml); the manifest records the renames. Each rename must fit each variant
+        # run (a new name is a tool, an old one no longer is), checked before the labels are
+        # so that a wrong rename is blamed on aliases.yaml, not on a case it renamed
         self.dataset: Dataset
-        self.dataset, self.aliases = apply_aliases(load_dataset(config.dataset))
+        self.dataset, self.aliases = apply_aliases(load_dataset(config.dataset),
+                                                   variants=config.variants)
         if self.will_run and config.execute and not config.mcp_server:
             from bench.executor.backends import REFERENCE_TOOLSETS
             if any(case.kind == "episode" or case.toolset in REFERENCE_TOOLSETS
@@ -130,11 +133,6 @@ class RunSession:
             config = config.model_copy(update={"split": split})
         self.cases: list[Case] = select_cases(self.dataset, config)
         self.variants: list[Variant] = load_variants(self.dataset, config.variants)
-        if self.aliases:  # each new name must be a tool; no old name may still be one
-            from bench.descriptions.aliases import load_aliases
-            for variant in self.variants:
-                if variant.toolset in self.aliases:
-                    load_aliases(variant.toolset, tools=[t.name for t in variant.tools])
         check_episodes(self.dataset, self.cases, config.execute)
         if config.no_call_layout is None and any(c.kind == "episode" or c.expected.ask
                                                  for c in self.cases):
