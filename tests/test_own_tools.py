@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -454,6 +455,99 @@ def test_python_errors_are_classed_like_the_reference_executor():
     for exc, expected in cases.items():
         error = classify_exception(exc, "t")
         assert (error.error_class, error.code) == expected, exc
+
+
+INTERRUPTING_TOOLS = '''\
+import asyncio
+import sys
+import time
+
+
+def interrupt(q: str) -> str:
+    """Raise KeyboardInterrupt, as a tool that re-raises a caught Ctrl-C does.
+
+    Args:
+        q: Anything.
+    """
+    raise KeyboardInterrupt
+
+
+async def cancel(q: str) -> str:
+    """Raise CancelledError from a coroutine, as a tool whose task was cancelled does.
+
+    Args:
+        q: Anything.
+    """
+    raise asyncio.CancelledError("its task was cancelled")
+
+
+def wait(q: str) -> str:
+    """Say it started, then wait a minute.
+
+    Args:
+        q: Anything.
+    """
+    print("started", flush=True)
+    time.sleep(60)
+    return q
+'''
+
+
+def _interrupting_tools(tmp_path: Path):
+    from bench.executor.backends.python import PythonBackend
+    from bench.importers.python_module import import_python
+    (tmp_path / "interrupting_tools.py").write_text(INTERRUPTING_TOOLS, encoding="utf-8")
+    imported, tools = import_python(str(tmp_path / "interrupting_tools.py"))
+    return imported.tools, PythonBackend(tools).handlers()
+
+
+# an exception escaping a thread is a traceback on the terminal (pytest turns it into this
+# warning): an error here
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize("tool, raised", [("interrupt", "KeyboardInterrupt"),
+                                          ("cancel", "CancelledError")])
+def test_a_python_tool_raising_keyboardinterrupt_or_cancellederror_is_a_failed_call_in_one_line(
+        tmp_path, tool, raised):
+    from bench.executor.outcome import RunContext
+    from bench.executor.pipeline import Executor
+    from bench.models import ToolCall
+    tools, handlers = _interrupting_tools(tmp_path)
+    executor = Executor(lambda _toolset: handlers)
+    try:
+        outcome = executor.execute(ToolCall(id="c1", name=tool, arguments={"q": "x"}), tools,
+                                   "own", RunContext(allow_writes=True))
+    finally:
+        executor.close()
+    assert outcome.success is False
+    assert (outcome.error_class, outcome.error_code) == ("permanent", "tool_error")
+    assert raised in outcome.error and "\n" not in outcome.error
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_the_user_still_stops_a_call_waiting_on_a_python_tool(tmp_path):
+    (tmp_path / "interrupting_tools.py").write_text(INTERRUPTING_TOOLS, encoding="utf-8")
+    script = (
+        "import time\n"
+        "from bench.executor.backends.python import PythonBackend\n"
+        "from bench.executor.outcome import CallContext, RunContext\n"
+        "from bench.importers.python_module import import_python\n"
+        "_, tools = import_python('interrupting_tools.py')\n"
+        "ctx = CallContext(call_id='c1', tool='wait', attempt=0, run=RunContext(),\n"
+        "                  deadline=time.monotonic() + 600)\n"
+        "PythonBackend(tools).call('wait', {'q': 'x'}, ctx)\n"
+        "print('returned', flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + str(tmp_path)}
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "started"  # the tool runs in its thread
+        child.send_signal(signal.SIGINT)  # the user's Ctrl-C reaches the main thread
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode != 0 and "returned" not in out
+    assert err.strip().splitlines()[-1] == "KeyboardInterrupt"
 
 
 # -- a label's calls never run on the user's system (docs/executor.md) ---------------------

@@ -21,8 +21,19 @@ What the function raises is classed like the reference executor's errors
   arguments did not suit the function: never retried);
 - ``KeyError``, ``LookupError``, ``FileNotFoundError`` -> ``permanent`` ``not_found``;
   ``PermissionError`` -> ``permanent`` ``permission_denied``;
-- anything else -> ``permanent`` ``tool_error`` with its type and message, ``SystemExit``
-  included (a function calling ``sys.exit()`` fails its call; it does not end bench).
+- anything else -> ``permanent`` ``tool_error`` with its type and the first line of its
+  message, every ``BaseException`` included: ``SystemExit`` (a function calling
+  ``sys.exit()`` fails its call; it does not end bench), ``KeyboardInterrupt``,
+  ``asyncio.CancelledError``, ``GeneratorExit``.
+
+The user's Ctrl-C still stops bench: CPython runs signal handlers, and so raises the
+``KeyboardInterrupt`` of a SIGINT, only in the main thread
+(https://docs.python.org/3/library/signal.html#signals-and-threads), and a function never
+runs there. So a ``KeyboardInterrupt`` caught in the function's worker thread was raised by
+the function's own code (a failed call), while the user's arrives in the thread that waits
+for the function (the main thread, or bench's caller of it) and is not caught here. A
+function that sends the process a SIGINT itself (``os.kill``, ``signal.raise_signal``,
+``_thread.interrupt_main``) cannot be told from the user and stops the run too.
 
 The return value becomes JSON data with pydantic (``to_jsonable_python``: models, dataclasses,
 dates, sets...); a value pydantic cannot turn into JSON is a ``malformed_result``.
@@ -49,7 +60,8 @@ def classify_exception(exc: BaseException, name: str) -> ToolError:
     docstring for the table)."""
     if isinstance(exc, ToolError):
         return exc
-    text = f"{type(exc).__name__}: {exc}"
+    said = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {said[0]}" if said else type(exc).__name__
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = getattr(exc, "status", None)
@@ -116,7 +128,9 @@ class PythonBackend:
                 if inspect.isawaitable(result):
                     result = asyncio.run(_awaited(result))
                 box["result"] = result
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: classed
+            # every BaseException: the user's Ctrl-C never arrives in this thread (module
+            # docstring), so whatever is raised here is the function's failure
+            except BaseException as exc:  # noqa: BLE001 - the user's code: classed
                 box["error"] = exc
 
         worker = threading.Thread(target=target, name=f"tool-{name}", daemon=True)
