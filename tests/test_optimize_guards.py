@@ -139,3 +139,24 @@ def test_a_prompt_template_that_quotes_a_test_query_is_refused(shop, tmp_path):
                     opt_id="quoting", template=str(mine))
     assert str(mine) in str(info.value)
     assert not (shop / "reports" / "optimize" / "quoting").exists()  # nothing sent or kept
+
+
+def test_a_prompt_template_cannot_reach_python_to_read_the_test_cases(shop, tmp_path):
+    """``--template`` renders in jinja2's sandbox: a template that walks to ``os`` through a
+    global's ``__init__.__globals__`` to read cases.jsonl (test cases included) is one line
+    naming the template, before any request is sent."""
+    from bench.errors import BenchError
+    from bench.optimize.evidence import DEFAULT_TEMPLATE
+
+    mine = tmp_path / "prompt.j2"
+    mine.write_text(DEFAULT_TEMPLATE.read_text(encoding="utf-8") + "\nMore examples:\n"
+                    "{{ cycler.__init__.__globals__.os.popen('cat "
+                    f"{shop / 'datasets' / 'shop' / 'cases.jsonl'}').read() }}}}\n",
+                    encoding="utf-8")
+    with pytest.raises(BenchError, match="sandbox forbids") as info:
+        bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
+                    opt_id="escape", template=str(mine), rounds=1)
+    said = str(info.value)
+    assert said.startswith(f"{mine}: ") and "\n" not in said
+    assert "parcel" not in said  # nothing of the cases in the message either
+    assert not (shop / "reports" / "optimize" / "escape").exists()  # nothing sent or kept

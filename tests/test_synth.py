@@ -348,3 +348,15 @@ def test_a_template_that_quotes_a_test_query_is_refused_before_any_request(proje
     with pytest.raises(BenchError, match="contains test case ecom-0073 of dataset ecommerce"):
         synthesize(_settings(kinds=("single",), count=1, templates=mine), Project(project))
     assert not (project / "reports" / "synth" / "ecommerce-synth").exists()
+
+
+def test_a_template_that_breaks_the_sandbox_is_one_line_naming_its_file(project, scripted,
+                                                                      tmp_path):
+    mine = tmp_path / "templates"
+    mine.mkdir()
+    (mine / "single.j2").write_text(
+        "Request {{ index }}: kind {{ kind }}, language {{ lang }}, tool {{ tool.name }}.\n"
+        "{{ cycler.__init__.__globals__.os.popen('id').read() }}\n")
+    with pytest.raises(BenchError, match="sandbox forbids") as info:
+        synthesize(_settings(kinds=("single",), count=1, templates=mine), Project(project))
+    assert str(info.value).startswith(f"{mine / 'single.j2'}: ")

@@ -25,7 +25,7 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.optimize.acceptance import decide
 from bench.optimize.candidates import Guards
 from bench.optimize.config import OptimizeConfig
-from bench.optimize.evidence import load_template
+from bench.optimize.evidence import check_template, load_template
 from bench.optimize.guards import tool_tokens
 from bench.optimize.records import Acceptance, OptimizeResult
 from bench.optimize.runs import Runs
@@ -160,6 +160,7 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
     from bench.optimize.output import write_outputs
 
     template = load_template(config.template)
+    check_template(template, start.tools, max_tokens_ratio=config.max_tokens_ratio)
     guards = Guards(start, tool_tokens(start.tools), select_split(loaded.cases, "test"),
                     reviewed_mirrors(Path(loaded.path).parent / "README.md"), config,
                     everywhere=TestIndex(project_test_cases(

@@ -17,9 +17,9 @@ from typing import Sequence
 
 import jinja2
 
-from bench.errors import BenchError
 from bench.models import Tool
 from bench.results import Row
+from bench.templating import load_template_file, render_template
 
 DEFAULT_TEMPLATE = Path(__file__).with_name("prompt.j2")
 _FAILING = ("no_call_correct", "ask_correct", "task_success")
@@ -106,23 +106,29 @@ def group_failures(rows: Sequence[Row], metric: str, tools: Sequence[str]
 
 
 def load_template(path: str | None) -> jinja2.Template:
-    """The proposer's prompt template: ``path`` or the shipped ``prompt.j2``.
+    """The proposer's prompt template: ``path`` or the shipped ``prompt.j2``, compiled in
+    jinja2's sandbox like every user template (:func:`bench.templating.load_template_file`).
 
     Raises:
         BenchError: the file is missing or not a valid template (names file and line).
     """
-    file = Path(path) if path else DEFAULT_TEMPLATE
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BenchError(f"cannot read the prompt template ({type(exc).__name__})",
-                         file=file) from None
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False)
-    try:
-        return env.from_string(text)
-    except jinja2.TemplateSyntaxError as exc:
-        raise BenchError(f"template error: {exc.message}", file=file, line=exc.lineno) from None
+    return load_template_file(Path(path) if path else DEFAULT_TEMPLATE,
+                              keep_trailing_newline=True)
+
+
+def check_template(template: jinja2.Template, tools: Sequence[Tool], *,
+                   max_tokens_ratio: float) -> None:
+    """Render ``template`` once for the first of ``tools`` with one made-up failure, before
+    any request is sent, so that a template that breaks a sandbox rule or names a variable it
+    is not given fails at the start (names the file), not after the first ``dev`` run.
+
+    Raises:
+        BenchError: as :func:`render_prompt`.
+    """
+    example = Failure("example", "an example request", "an example label", "no call",
+                      "selection_correct", "", (tools[0].name,), ())
+    render_prompt(template, tools[0], tools, [example], max_failures=1,
+                  max_tokens_ratio=max_tokens_ratio)
 
 
 def render_prompt(template: jinja2.Template, tool: Tool, tools: Sequence[Tool],
@@ -132,12 +138,10 @@ def render_prompt(template: jinja2.Template, tool: Tool, tools: Sequence[Tool],
     JSON, the token ratio allowed.
 
     Raises:
-        BenchError: the template uses a name it is not given, or fails while rendering.
+        BenchError: the template uses a name it is not given, breaks a sandbox rule, or fails
+            while rendering (names the template file: :func:`bench.templating.template_error`).
     """
     tools_json = json.dumps([t.model_dump() for t in tools], ensure_ascii=False, indent=1)
-    try:
-        return template.render(tool=tool, tools=list(tools), tools_json=tools_json,
-                               failures=list(failures[:max_failures]), total=len(failures),
-                               max_tokens_ratio=max_tokens_ratio)
-    except jinja2.TemplateError as exc:
-        raise BenchError(f"prompt template error: {exc}") from None
+    return render_template(template, tool=tool, tools=list(tools), tools_json=tools_json,
+                           failures=list(failures[:max_failures]), total=len(failures),
+                           max_tokens_ratio=max_tokens_ratio)

@@ -4,7 +4,8 @@ Built-in templates live in ``bench/synth/templates/`` (``common.j2``, included b
 ``multiple.j2``, ``parallel.j2``, ``no_call.j2``, ``ask.j2``). ``bench synth --templates DIR``
 puts DIR first: a file there of the same name replaces the built-in one, the rest stay.
 Templates render in jinja2's sandbox with ``StrictUndefined`` (a misspelt variable is an error
-naming the template, not an empty string).
+naming the template, not an empty string), as every user template does
+(:mod:`bench.templating`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import jinja2
-import jinja2.sandbox
 
 from bench.errors import BenchError
 from bench.models import Tool
 from bench.synth.proposals import LANGUAGES
+from bench.templating import render_template, sandboxed_environment, template_error
 
 BUILTIN = Path(__file__).resolve().parent / "templates"
 
@@ -58,10 +59,8 @@ def environment(override: Path | None = None) -> jinja2.Environment:
         if not override.is_dir():
             raise BenchError("--templates must be a folder of .j2 files", file=override)
         folders.insert(0, override)
-    return jinja2.sandbox.SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader([str(f) for f in folders]),
-        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=False, autoescape=False)
+    return sandboxed_environment(jinja2.FileSystemLoader([str(f) for f in folders]),
+                                 trim_blocks=True, lstrip_blocks=True)
 
 
 def tool_view(tool: Tool) -> dict[str, Any]:
@@ -81,24 +80,20 @@ def render(env: jinja2.Environment, kind: str, *, toolset: str, tools: Sequence[
     """Render ``<kind>.j2`` for one request.
 
     Raises:
-        BenchError: the template is missing, does not parse, or fails while rendering (names
-            the template file and line where jinja2 knows it).
+        BenchError: the template is missing, does not parse, breaks a sandbox rule or fails
+            while rendering (names the template file, and the line where jinja2 knows it).
     """
     name = f"{kind}.j2"
     try:
         template = env.get_template(name)
         source, filename, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
-        text = template.render(
-            toolset=toolset, tools=[tool_view(t) for t in tools], tool=tool_view(tool),
-            similar=tool_view(similar) if similar is not None else None, kind=kind,
-            lang=lang, language=LANGUAGES[lang], index=index, distractor=distractor,
-            near_miss=near_miss)
     except jinja2.TemplateNotFound as exc:
         raise BenchError(f"no prompt template '{exc.name}' (built-ins: {BUILTIN})") from None
-    except jinja2.TemplateSyntaxError as exc:
-        raise BenchError(f"template error: {exc.message}", file=exc.filename or name,
-                         line=exc.lineno) from None
     except jinja2.TemplateError as exc:
-        raise BenchError(f"template error: {exc.message or type(exc).__name__}",
-                         file=name) from None
+        raise template_error(exc, name) from None
+    text = render_template(
+        template, filename or name, toolset=toolset, tools=[tool_view(t) for t in tools],
+        tool=tool_view(tool), similar=tool_view(similar) if similar is not None else None,
+        kind=kind, lang=lang, language=LANGUAGES[lang], index=index, distractor=distractor,
+        near_miss=near_miss)
     return Prompt(name, hashlib.sha256(source.encode("utf-8")).hexdigest(), text.strip())
