@@ -13,6 +13,11 @@ Example::
     execute = "python"
     module = "billing_tools.py"              # a file (relative to the project) or a module name
 
+    [tool.bench.toolsets.shop]
+    execute = "mcp"
+    server = ["uvx", "mcp-server-sqlite", "--db-path", "shop.db"]
+    error_pattern = "^(Database error|Error):"   # its errors are text, without isError
+
     [tool.bench.toolsets.crm]
     execute = "none"                         # no safe executor: selection and arguments only
     reason = "the CRM has no sandbox"
@@ -37,6 +42,15 @@ types and keys only: clocks, generated ids), ``"none"`` (not compared: a success
 matches) or ``{ignore = [field, ...]}`` (those keys dropped at any depth). ``${NAME}`` in ``server``, ``env`` and ``url`` is replaced by the
 environment variable ``NAME`` when the server starts, so a token never has to be written into
 the file (bench never writes one: secrets never reach disk).
+
+A call fails when its tool says so: an MCP result with ``isError``, an exception of a Python
+function. A server that answers an error as ordinary text (``mcp-server-sqlite`` answers
+``Database error: no such column: amount`` without ``isError``) would score that call a
+success; ``error_pattern`` declares how the toolset's errors look: a Python regular
+expression searched (``re.search``) in every text result of the toolset (a result that is a
+string, or each string of a list of strings: an MCP result's text blocks; a JSON object or
+number is not text), a match making the call a ``permanent`` ``tool_error`` with that text as
+its message (:func:`bench.executor.outcome.failing_on_text`).
 """
 
 from __future__ import annotations
@@ -86,6 +100,9 @@ class ToolsetSettings(BaseModel):
         timeout_s: per-call timeout in seconds (the executor's attempt timeout).
         writes: tools whose write calls may run (the per-tool allowance; empty: none).
         reason: why the toolset is not executed (``execute = "none"``; shown in the table).
+        error_pattern: a regular expression (Python ``re``) that a text result of this
+            toolset matches when it is an error the tool answered as text (module
+            docstring); None: only ``isError`` and exceptions fail a call.
         reset: a command (argv, ``${NAME}`` expanded) that puts the system back into its
             starting state; run in the project folder before a label's calls and before each
             row's calls, so labels may run there and no state carries over between cases.
@@ -103,6 +120,7 @@ class ToolsetSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     writes: list[str] = Field(default_factory=list)
     reason: str | None = None
+    error_pattern: str | None = Field(default=None, min_length=1)
     reset: list[str] | None = None
     reset_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     compare: dict[str, CompareMode | CompareIgnore] = Field(default_factory=dict)
@@ -125,6 +143,21 @@ class ToolsetSettings(BaseModel):
                                   "\"shape\", \"none\" or {ignore = [\"field\", ...]} "
                                   "(one or more field names)")
         return value
+
+    @field_validator("error_pattern")
+    @classmethod
+    def _a_regular_expression(cls, value: str | None) -> str | None:
+        """``error_pattern`` compiles (Python ``re``), or one line says why not."""
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+        return value
+
+    def error_regex(self) -> re.Pattern[str] | None:
+        """``error_pattern`` compiled (None when not declared)."""
+        return re.compile(self.error_pattern) if self.error_pattern else None
 
     def comparisons(self) -> dict[str, Comparison]:
         """``compare`` as the judge takes it: a mode, or the tuple of field names to drop."""

@@ -550,6 +550,130 @@ def test_ctrl_c_of_the_user_still_stops_a_call_waiting_on_a_python_tool(tmp_path
     assert err.strip().splitlines()[-1] == "KeyboardInterrupt"
 
 
+# -- a toolset that answers its errors as text (error_pattern) -----------------------------
+
+TEXT_ERROR_SERVER = TESTS / "mcp_text_errors_server.py"
+TEXT_ERRORS = '^(Database error|Error):'
+SHOP_CASES = [
+    {"id": "s1", "messages": [{"role": "user", "content": "total of all orders"}],
+     "expected": {"calls": [{"name": "read_query",
+                             "arguments": {"query": ["SELECT SUM(total) FROM orders"]}}]}},
+    {"id": "s2", "messages": [{"role": "user", "content": "how many orders"}],
+     "expected": {"calls": [{"name": "read_query",
+                             "arguments": {"query": ["SELECT COUNT(*) FROM orders"]}}]}}]
+
+
+def _shop_db(root: Path) -> None:
+    import sqlite3
+    with sqlite3.connect(root / "shop.db") as db:
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
+        db.executemany("INSERT INTO orders (total) VALUES (?)", [(10.0,), (32.0,)])
+
+
+def _declare(root: Path, toolset: str, line: str) -> None:
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    assert f"[tool.bench.toolsets.{toolset}]\n" in text
+    pyproject.write_text(text.replace(f"[tool.bench.toolsets.{toolset}]\n",
+                                      f"[tool.bench.toolsets.{toolset}]\n{line}\n"),
+                         encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_an_mcp_servers_error_answered_as_text_fails_the_call_with_the_toolsets_error_pattern(
+        tmp_path):
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "server.py").write_text(TEXT_ERROR_SERVER.read_text(), encoding="utf-8")
+    _shop_db(root)
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "shop")
+    assert init.returncode == 0, init.stderr
+    write_cases(root, "shop", SHOP_CASES)
+    # wrong SQL for s1 (no such column), right SQL for s2
+    write_answers(root, {"total": [{"name": "read_query",
+                                    "arguments": {"query": "SELECT SUM(amount) FROM orders"}}],
+                         "how many": [{"name": "read_query",
+                                       "arguments": {"query": "SELECT COUNT(*) FROM orders"}}]})
+    trusted = bench(root, "run", "--dataset", "shop", "--variants", "current", "--provider",
+                    "function:answers:answer", "--run-id", "trusted")
+    assert trusted.returncode == 0, trusted.stderr
+    # without error_pattern, exec success trusts isError: the text error is a success
+    assert rows(root, "trusted")[("s1", "current")]["execution_success"] is True
+    _declare(root, "shop", f"error_pattern = {json.dumps(TEXT_ERRORS)}")
+    run = bench(root, "run", "--dataset", "shop", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "declared")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "declared")
+    assert got[("s1", "current")]["execution_success"] is False
+    assert got[("s1", "current")]["execution_errors"] == {"permanent": 1}
+    assert got[("s2", "current")]["execution_success"] is True
+    from bench.executor.traces import read_traces
+    final = {r.case_id: r for r in read_traces(root / "reports/runs/declared/traces.jsonl")
+             if r.final}
+    assert final["s1"].error_code == "tool_error" and final["s2"].error_code is None
+
+
+PYTHON_TEXT_ERROR_TOOLS = '''\
+def order_total(column: str) -> str:
+    """Sum one column of the orders.
+
+    Args:
+        column: The column to sum.
+    """
+    if column != "total":
+        return f"Error: no such column: {column}"
+    return "42.0"
+'''
+
+
+def test_a_python_tools_error_returned_as_text_fails_the_call_with_the_toolsets_error_pattern(
+        tmp_path):
+    from bench.executor.outcome import RunContext
+    from bench.executor.runhook import RunExecution
+    from bench.importers.python_module import import_python
+    from bench.models import ToolCall
+    (tmp_path / "shop_tools.py").write_text(PYTHON_TEXT_ERROR_TOOLS, encoding="utf-8")
+    imported, _ = import_python("shop_tools.py", base=tmp_path)
+    table = '[tool.bench.toolsets.shop]\nexecute = "python"\nmodule = "shop_tools.py"\n'
+
+    def outcome(column: str):
+        execution = RunExecution(tmp_path / "run", "r", project_root=tmp_path,
+                                 toolsets=["shop"])
+        try:
+            return execution.executor.execute(
+                ToolCall(id="c1", name="order_total", arguments={"column": column}),
+                imported.tools, "shop", RunContext(allow_writes=True))
+        finally:
+            execution.close()
+
+    (tmp_path / "pyproject.toml").write_text(table, encoding="utf-8")
+    assert outcome("amount").success is True  # no pattern: only an exception fails a call
+    (tmp_path / "pyproject.toml").write_text(
+        table + f"error_pattern = {json.dumps(TEXT_ERRORS)}\n", encoding="utf-8")
+    failed = outcome("amount")
+    assert failed.success is False
+    assert (failed.error_class, failed.error_code) == ("permanent", "tool_error")
+    assert failed.error == "Error: no such column: amount"
+    right = outcome("total")
+    assert right.success is True and right.data == "42.0"
+
+
+@pytest.mark.parametrize("pattern, said", [
+    ('"^(Database error"', "is not a regular expression: missing ), unterminated subpattern"),
+    ('""', "at least 1 character")])
+def test_an_error_pattern_that_is_not_a_regular_expression_is_one_line_naming_the_field(
+        tmp_path, pattern, said):
+    from bench.toolset_config import load_toolset_settings
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.bench.toolsets.shop]\nexecute = "python"\nmodule = "m.py"\n'
+        f'error_pattern = {pattern}\n', encoding="utf-8")
+    with pytest.raises(BenchError) as raised:
+        load_toolset_settings(tmp_path)
+    message = str(raised.value)
+    assert "field 'tool.bench.toolsets.shop.error_pattern'" in message and said in message
+    assert "\n" not in message
+
+
 # -- a label's calls never run on the user's system (docs/executor.md) ---------------------
 
 ITEM_TOOLS = """\

@@ -8,6 +8,9 @@ match (BRIEF §6: execution success, execution match).
   [...]`` or ``--allow-sensitive``) is the run's policy, not the model's failure: it is left
   out, and the metric is None when every call of the answer was refused (nothing ran to
   judge). False for an unparseable answer or no call at all. None on no-call and ask cases.
+  An error is what the backend reports: on a user's own tools an MCP result's ``isError``, a
+  Python function's exception, or a text result matching the toolset's ``error_pattern``
+  (:mod:`bench.toolset_config`; without it a server's error answered as text is a success).
 - ``write_refused``: on a case expecting calls whose answer was decoded and run on a backend,
   True when the executor refused at least one of its calls for want of a permission
   (``permission_denied``), else False; None where nothing ran (no backend, an unparseable

@@ -8,9 +8,10 @@ and ``validation`` (the model's arguments are wrong) never are.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -49,6 +50,40 @@ def validation_error(code: str, message: str) -> ToolError:
 def permanent_error(code: str, message: str) -> ToolError:
     """A :class:`ToolError` of class ``permanent`` (e.g. not found; never retried)."""
     return ToolError("permanent", code, message)
+
+
+#: Characters of a text error kept as its message (the whole text is the tool's answer).
+_TEXT_ERROR_CHARS = 2000
+
+
+def text_error(data: Any, pattern: re.Pattern[str]) -> ToolError | None:
+    """The error a tool answered as text, or None: ``data`` is a string, or a list of
+    strings (an MCP result's text blocks), and ``pattern`` is found in one of them
+    (``re.search``). A JSON object, number or list of objects is never text.
+
+    Returns:
+        A ``permanent`` ``tool_error`` (the class and code of an MCP result's ``isError``)
+        whose message is the text, whitespace made single spaces, at most 2,000 characters.
+    """
+    texts = [data] if isinstance(data, str) else data \
+        if isinstance(data, list) and all(isinstance(item, str) for item in data) else []
+    if not any(pattern.search(text) for text in texts):
+        return None
+    return permanent_error("tool_error", " ".join(" ".join(texts).split())[:_TEXT_ERROR_CHARS])
+
+
+def failing_on_text(run: Callable[[dict[str, Any], "CallContext"], Any],
+                    pattern: re.Pattern[str]) -> Callable[[dict[str, Any], "CallContext"], Any]:
+    """``run`` (a handler's ``(arguments, context) -> data``) raising :func:`text_error`'s
+    error when its data is an error answered as text: a toolset's ``error_pattern``
+    (:mod:`bench.toolset_config`), for servers that answer errors without ``isError``."""
+    def checked(arguments: dict[str, Any], ctx: "CallContext") -> Any:
+        data = run(arguments, ctx)
+        error = text_error(data, pattern)
+        if error is not None:
+            raise error
+        return data
+    return checked
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from bench.errors import BenchError
 from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
 from bench.executor.backends.base import Backend, Handler, Owner
 from bench.executor.judge import ExecutionJudge
-from bench.executor.outcome import RunContext
+from bench.executor.outcome import RunContext, failing_on_text
 from bench.executor.pipeline import Executor
 from bench.executor.traces import TRACES, TraceWriter
 from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_settings,
@@ -267,6 +267,10 @@ class RunExecution:
         if settings.reset:
             reset = ResetCommand(toolset, settings, self._project_root or Path("."),
                                  self._run_dir / f"reset-{toolset}.log")
+        pattern = settings.error_regex()
+        if pattern is not None:  # errors the toolset answers as text, without isError
+            timed = {name: dataclasses.replace(handler, run=failing_on_text(handler.run, pattern))
+                     for name, handler in timed.items()}
         return Backend(timed, Owner.USER, reset=reset, compare=settings.comparisons(),
                        describe=f"{settings.execute} toolset '{toolset}'")
 
