@@ -126,13 +126,19 @@ def _print(run: object) -> None:
 @optimize_app.command("adopt")
 def adopt_command(
     opt_id: Annotated[str, typer.Argument(help="The optimization's id.")],
-    force: Annotated[bool, typer.Option(help="Replace an existing variant file.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace an existing variant file (never drops "
+                                                  "what the start gained since the run).")]
+    = False,
     unaccepted: Annotated[bool, typer.Option(
         help="Adopt a variant the held-out test did not accept.")] = False,
 ) -> None:
     """Copy an optimization's output variant to descriptions/<toolset>/variants/, where
-    bench run, bench compare and the gate use it like any variant."""
+    bench run, bench compare and the gate use it like any variant. When the start variant
+    changed since the run, its edits are rebased onto the current start if they apply
+    cleanly (one line says so), else adoption is refused naming what changed."""
     from bench.optimize.output import adopt
     from bench.project import Project
-    path = adopt(Project.from_env(), opt_id, force=force, unaccepted=unaccepted)
-    out.print(f"wrote {path}", markup=False)
+    adopted = adopt(Project.from_env(), opt_id, force=force, unaccepted=unaccepted)
+    if adopted.rebased:
+        out.print(adopted.rebased, markup=False, soft_wrap=True)  # one line, however long
+    out.print(f"wrote {adopted.path}", markup=False)

@@ -67,8 +67,9 @@ def test_model_text_is_escaped_in_the_html_report(shop):
 def test_adopt_copies_an_accepted_variant_and_compare_uses_it(shop):
     bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop, opt_id="ok")
     project = Project(shop)
-    path = adopt(project, "ok")
-    assert path == shop / "descriptions" / "shop" / "variants" / "start-opt.yaml"
+    adopted = adopt(project, "ok")
+    assert adopted.path == shop / "descriptions" / "shop" / "variants" / "start-opt.yaml"
+    assert adopted.rebased == ""  # the start is as the run saw it
     with pytest.raises(BenchError, match="exists; pass --force"):
         adopt(project, "ok")
     evaluation = bench.evaluate("shop", ["start", "start-opt"], [TARGET], project=shop,
@@ -80,6 +81,79 @@ def test_adopt_copies_an_accepted_variant_and_compare_uses_it(shop):
         adopt(project, "no")
     with pytest.raises(BenchError, match="result.json is missing"):
         adopt(project, "never-ran")
+
+
+def _edit_start(shop, edit) -> None:
+    """Change the project's start variant (descriptions/shop/variants/start.yaml) in place."""
+    path = shop / "descriptions" / "shop" / "variants" / "start.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    edit({t["name"]: t for t in data["tools"]}, data["tools"])
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def _tool_and_required_parameter_added(by_name, tools) -> None:
+    tools.append({"name": "cancel_order", "description": "Cancel an order not yet shipped.",
+                  "input_schema": {"type": "object", "properties": {}}})
+    track = by_name["track_shipment"]["input_schema"]
+    track["properties"]["order_id"] = {"type": "string"}
+    track["required"] = ["order_id"]
+
+
+@pytest.mark.slow
+def test_adopt_rebases_the_edits_onto_a_tool_and_a_required_parameter_added_since(shop):
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop, opt_id="ok")
+    project = Project(shop)
+    adopt(project, "ok")
+    _edit_start(shop, _tool_and_required_parameter_added)
+    adopted = adopt(project, "ok", force=True)
+    written = shop / "descriptions" / "shop" / "variants" / "start-opt.yaml"
+    tools = {t["name"]: t for t in yaml.safe_load(written.read_text())["tools"]}
+    # nothing the start gained since the run is dropped, and the winning edit is there
+    assert list(tools) == ["track_shipment", "refund_order", "search_products", "cancel_order"]
+    assert tools["track_shipment"]["input_schema"]["required"] == ["order_id"]
+    assert tools["track_shipment"]["description"].endswith("Also for parcel questions.")
+    assert adopted.rebased.startswith("rebased: variant 'start' changed since optimization "
+                                      "'ok' ran (required parameter track_shipment.order_id "
+                                      "added; tool cancel_order added); its edits "
+                                      "(track_shipment) applied cleanly")
+    said = CliRunner().invoke(app, ["optimize", "adopt", "ok", "--force"],
+                              env={"BENCH_HOME": str(shop)})
+    assert said.exit_code == 0, said.output
+    assert said.output.splitlines() == [adopted.rebased, f"wrote {written}"]
+    assert result_start_sha(shop, "ok") is not None  # recorded when the run started
+
+
+def result_start_sha(shop, opt_id):
+    """``start_sha256`` of an optimization's result.json."""
+    path = shop / "reports" / "optimize" / opt_id / "result.json"
+    return json.loads(path.read_text(encoding="utf-8")).get("start_sha256")
+
+
+@pytest.mark.slow
+def test_adopt_refuses_when_an_edited_text_changed_since_and_names_it(shop):
+    bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop, opt_id="ok")
+    project = Project(shop)
+    adopt(project, "ok")
+    written = shop / "descriptions" / "shop" / "variants" / "start-opt.yaml"
+    first = written.read_text(encoding="utf-8")
+
+    def reworded(by_name, tools) -> None:
+        by_name["track_shipment"]["description"] = "Where an order is, and when it comes."
+        _tool_and_required_parameter_added(by_name, tools)
+    _edit_start(shop, reworded)
+    with pytest.raises(BenchError) as info:
+        adopt(project, "ok", force=True)
+    said = str(info.value)
+    assert "variant 'start' changed since optimization 'ok' ran (track_shipment's " \
+           "description changed; required parameter track_shipment.order_id added; tool " \
+           "cancel_order added); its edits do not apply to it (track_shipment's description " \
+           "changed since)" in said and "\n" not in said
+    # the file adopted before is left as it was
+    assert written.read_text(encoding="utf-8") == first
 
 
 @pytest.mark.slow

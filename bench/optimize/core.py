@@ -170,7 +170,8 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
                 progress=progress)
     runs.execute_default = any(c.kind == "episode" for c in loaded.cases)
     result = OptimizeResult(opt_id=workspace.opt_id, toolset=start.toolset, start=start.name,
-                            final=start.name, output=config.output_name, stop_reason="")
+                            start_sha256=start.sha256, final=start.name,
+                            output=config.output_name, stop_reason="")
     search = Search(workspace, runs, guards, template, Path(loaded.path).resolve(), result)
     result.stop_reason = search.run(config.rounds)
     kept = [c for c in result.candidates if c.status == "kept"]

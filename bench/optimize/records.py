@@ -148,11 +148,15 @@ class OptimizeResult(BaseModel):
     Attributes:
         opt_id, toolset, start (variant), final (the current variant when the search ended),
         output (the output variant's name), stop_reason (why the search ended).
+        start_sha256: :attr:`bench.descriptions.variants.Variant.sha256` of the start as the
+            run loaded it (descriptions and schemas); ``bench optimize adopt`` compares the
+            project's start with it. None in a result written before it was recorded.
     """
 
     opt_id: str
     toolset: str
     start: str
+    start_sha256: str | None = None
     final: str
     output: str
     stop_reason: str
