@@ -171,3 +171,46 @@ def test_ask_case_is_correct_only_without_a_call_and_asking_for_what_is_missing(
     assert not score_case(unnamed, ParsedAnswer(calls=[], text="Done."), tools).ask_correct
     with pytest.raises(ValueError):
         Expected(ask=True, no_call=True)
+
+
+SEARCH = Tool(name="search_issues", description="Search issues.", input_schema={
+    "type": "object", "additionalProperties": False, "required": ["q"],
+    "properties": {"q": {"type": "string"},
+                   "per_page": {"type": "integer", "default": 30},
+                   "sort": {"type": "string", "enum": ["created", "updated"],
+                            "default": "created"}}})
+
+
+def _search(**arguments):
+    return score_case(Expected(calls=[ExpectedCall(name="search_issues", arguments=arguments)]),
+                      answer(call("search_issues", q="bug", per_page=30)), [SEARCH])
+
+
+def test_a_value_equal_to_the_schema_default_counts_as_omitted_where_omitting_is_right():
+    # the label expects per_page absent: sending its default is the same call
+    absent = _search(q=["bug"], per_page=[None])
+    assert absent.arguments_correct and absent.argument_results["0.per_page"] is True
+    assert absent.error_codes == []
+    # the label does not list per_page at all (it must not be sent): its default is no change
+    assert _search(q=["bug"]).arguments_correct
+    # "50 or omitted": omitted means 30, so 30 is right too
+    assert _search(q=["bug"], per_page=[50, None]).arguments_correct
+    # a label that lists the default keeps it right; where it needs another value, 30 is wrong
+    assert _search(q=["bug"], per_page=[30]).arguments_correct
+    wrong = _search(q=["bug"], per_page=[50])
+    assert not wrong.arguments_correct and WRONG_VALUE in wrong.error_codes
+    # no coercion: the string "30" is not the default 30 (the lenient score repairs it)
+    sent_text = score_case(
+        Expected(calls=[ExpectedCall(name="search_issues",
+                                     arguments={"q": ["bug"], "per_page": [None]})]),
+        answer(call("search_issues", q="bug", per_page="30")), [SEARCH])
+    assert not sent_text.arguments_correct and sent_text.arguments_correct_lenient
+
+
+def test_omitting_a_parameter_whose_default_the_label_lists_without_null_is_still_wrong():
+    # BFCL's rule (simple_python_120): a possible answer without "" needs the value sent
+    score = score_case(
+        Expected(calls=[ExpectedCall(name="search_issues",
+                                     arguments={"q": ["bug"], "sort": ["created"]})]),
+        answer(call("search_issues", q="bug")), [SEARCH])
+    assert not score.arguments_correct and MISSING_ARGUMENT in score.error_codes

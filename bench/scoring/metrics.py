@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
 from bench.parse import ParsedAnswer
@@ -38,7 +38,7 @@ from bench.scoring.schema_checks import (MEMO_ARGUMENTS_CHARS, lenient_calls, sc
                                          SchemaFlags, strict_calls, repair_arguments,
                                          schema_errors, validation_memo_stats)
 from bench.scoring.values import (REGEX_TIMEOUT_S, argument_results, regex_matches,
-                                  value_acceptable, value_equal)
+                                  schema_defaults, value_acceptable, value_equal)
 
 # Names other modules and tests import from here (defined in the modules above).
 __all__ = ["ENUM_CASE", "ERROR_CODES", "EXTRA_CALL", "FALSE_CALL", "FALSE_NO_CALL",
@@ -69,7 +69,9 @@ class CaseScore:
         selection_recall: matched names / expected names (None on no-call/ask cases).
         selection_f1: harmonic mean of the two (0.0 when both are 0; None on no-call/ask cases).
         arguments_correct: strict: selection is correct and every matched call sends only
-            acceptable values, as sent (None on no-call/ask cases).
+            acceptable values, as sent; a value equal to its parameter's schema ``default``
+            counts as omitted where omitting is right (:mod:`bench.scoring.values`). None on
+            no-call/ask cases.
         arguments_correct_lenient: the same after the lenient repairs (None on no-call/ask).
         argument_results: per-argument correctness (strict), ``"<expected call index>.<arg>"
             -> bool``, for calls paired with an expected call.
@@ -128,25 +130,32 @@ _SCORE_FIELDS = tuple(f.name for f in fields(CaseScore))
 _score_values = operator.attrgetter(*_SCORE_FIELDS)
 
 
-def _pair_cost(call: ToolCall, expected: ExpectedCall) -> float:
+#: Tool name -> its parameters' schema defaults (:func:`bench.scoring.values.schema_defaults`).
+Defaults = Mapping[str, Mapping[str, Any]]
+
+
+def _pair_cost(call: ToolCall, expected: ExpectedCall, defaults: Defaults) -> float:
     if call.name != expected.name:
         return _NAME_MISMATCH_COST
     if not call.valid:
         return 1.0
-    results = argument_results(call, expected)
+    results = argument_results(call, expected, defaults.get(call.name))
     if not results:
         return 0.0
     return 1.0 - sum(results.values()) / len(results)
 
 
 def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
-                ordered: bool = False) -> list[tuple[int, int]]:
+                ordered: bool = False, defaults: Defaults | None = None
+                ) -> list[tuple[int, int]]:
     """Pair expected and predicted calls that share a tool name.
 
     Args:
         expected: the label's calls.
         predicted: the parsed calls.
         ordered: pair by position instead of by optimal assignment.
+        defaults: tool name -> its parameters' schema defaults (a value equal to its
+            default counts as omitted where omitting is right: :mod:`bench.scoring.values`).
 
     Returns:
         ``(expected index, predicted index)`` pairs with equal names; an optimal assignment
@@ -166,15 +175,15 @@ def match_calls(expected: Sequence[ExpectedCall], predicted: Sequence[ToolCall],
         # argument cost, at most 1), so the solver is not needed.
         where = {name: index for index, name in enumerate(names_p)}
         return [(i, where[name]) for i, name in enumerate(names_e) if name in where]
-    cost = [[_pair_cost(p, e) for p in predicted] for e in expected]
+    cost = [[_pair_cost(p, e, defaults or {}) for p in predicted] for e in expected]
     rows, cols = linear_sum_assignment(cost)
     return [(r, c) for r, c in zip(rows, cols) if expected[r].name == predicted[c].name]
 
 
-def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: bool
-                     ) -> tuple[bool, dict[str, bool], set[str], list[str]]:
+def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: bool,
+                     defaults: Defaults) -> tuple[bool, dict[str, bool], set[str], list[str]]:
     """(arguments correct, per-argument results, error codes, argument error strings)."""
-    pairs = match_calls(expected.calls, calls, expected.ordered)
+    pairs = match_calls(expected.calls, calls, expected.ordered, defaults)
     results: dict[str, bool] = {}
     codes: set[str] = set()
     arg_errors: list[str] = []
@@ -184,7 +193,7 @@ def _arguments_score(expected: Expected, calls: Sequence[ToolCall], selection: b
         if not call.valid:
             all_ok = False
             continue
-        for arg, ok in argument_results(call, exp).items():
+        for arg, ok in argument_results(call, exp, defaults.get(call.name)).items():
             results[f"{e_index}.{arg}"] = ok
             if ok:
                 continue
@@ -352,10 +361,14 @@ def _score_case(expected: Expected, answer: ParsedAnswer, tools: Sequence[Tool])
             enum_case_error=ENUM_CASE in codes, error_codes=sorted(codes), **flags)
 
     selection, precision, recall, f1 = _selection(expected, calls, codes)
-    arguments_ok, results, arg_codes, arg_errors = _arguments_score(expected, calls, selection)
+    # a value equal to its schema default counts as omitted where omitting is right
+    defaults = {name: schema_defaults(by_name[name].input_schema)
+                for name in {c.name for c in calls} if name in by_name}
+    arguments_ok, results, arg_codes, arg_errors = _arguments_score(expected, calls, selection,
+                                                                    defaults)
     codes |= arg_codes
     lenient_ok = arguments_ok if not repairs else _arguments_score(expected, lenient,
-                                                                   selection)[0]
+                                                                   selection, defaults)[0]
     return CaseScore(
         selection_correct=selection,
         selection_precision=precision,

@@ -1,11 +1,26 @@
 """Whether a sent value is acceptable: the label's acceptable-values lists (literals,
-``$regex``, ``$any``) compared without coercion, and per-argument correctness of a call."""
+``$regex``, ``$any``) compared without coercion, and per-argument correctness of a call.
+
+A value the model sends that equals its parameter's schema ``default`` is the same call as the
+parameter left out, so it is right wherever leaving it out is (the label lists ``null``, or
+does not list the parameter), besides wherever the label lists the value itself. Sources:
+JSON Schema's ``default`` is "a default JSON value associated with a particular schema" (JSON
+Schema Validation 2020-12, section 9.2), the value a tool takes when the argument is absent
+(pydantic, and so the MCP SDK's and bench's Python tools, fill it in); BFCL's possible answers
+say the same by listing the default beside ``""`` ("may be omitted"), e.g. ``"year": ["",
+2022]`` for a ``year`` whose default is 2022 (gorilla repository, ``possible_answer/
+BFCL_v4_simple_python.json``, simple_python_290; all 11 answers of ``../shared/bfcl-sample``
+that accept ``""`` for a parameter with a default list the default too). BFCL's own checker (:mod:`bench.scoring.bfcl_checker`, the ``bfcl_valid`` metric)
+reads the possible answer only and is left as BFCL wrote it. The converse does not hold: a
+label that lists the default without ``null`` still needs it sent, as BFCL's checker does
+(simple_python_120: ``equal_variance`` default true, answer ``[true]``).
+"""
 
 from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import regex
 
@@ -70,21 +85,43 @@ def value_acceptable(got: object, acceptable: Sequence[object]) -> bool:
     return False
 
 
-def argument_results(call: ToolCall, expected: ExpectedCall) -> dict[str, bool]:
+def schema_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``default`` of each top-level property of a tool's input schema that declares a
+    non-null one (``{"per_page": 30}``); {} for a schema without properties."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    return {name: spec["default"] for name, spec in properties.items()
+            if isinstance(spec, Mapping) and spec.get("default") is not None}
+
+
+def argument_results(call: ToolCall, expected: ExpectedCall,
+                     defaults: Mapping[str, Any] | None = None) -> dict[str, bool]:
     """Per-argument correctness of one call against one expected call.
 
     Every argument the label lists is checked (omitted is right only when the list holds
     ``None``); every argument sent that the label does not list is wrong. A sent ``null``
-    counts as omitted (the schema-validity metric judges it separately).
+    counts as omitted (the schema-validity metric judges it separately), and so does a sent
+    value equal to its parameter's schema default where omitting it is right (module
+    docstring).
+
+    Args:
+        call: the model's call.
+        expected: the label's call of the same tool.
+        defaults: parameter -> schema default of the called tool (:func:`schema_defaults`;
+            None: no defaults).
     """
     sent = {k: v for k, v in call.arguments.items() if v is not None}
+    defaults = defaults or {}
     results: dict[str, bool] = {}
     for name, acceptable in expected.arguments.items():
         if name in sent:
-            results[name] = value_acceptable(sent[name], acceptable)
+            results[name] = value_acceptable(sent[name], acceptable) or (
+                None in acceptable and name in defaults
+                and value_equal(sent[name], defaults[name]))
         else:
             results[name] = None in acceptable
     for name in sent:
         if name not in expected.arguments:
-            results[name] = False
+            results[name] = name in defaults and value_equal(sent[name], defaults[name])
     return results
