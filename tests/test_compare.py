@@ -236,3 +236,32 @@ def test_two_runs_with_some_variants_in_common_are_paired_on_those(run_bench):
     unpaired = run_bench("compare", "one", "again")
     assert unpaired.returncode == 2
     assert "provider: oracle in one, replay:one in again" in unpaired.stderr
+
+
+@pytest.mark.slow
+def test_compare_of_a_partial_run_names_it_and_is_not_a_pass(run_bench, project, monkeypatch):
+    """A stored run with rows missing (here a provider without its key was skipped) compared
+    with --run exited 0 as if complete: it says the run is partial and exits 3, as bench run
+    does for an incomplete run; a regression among the pairs done still exits 1."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    made = run_bench("run", "--provider", "oracle,openai:gpt-4o-mini", "--variants", "l3,l10",
+                     "--limit", "3", "--no-execute", "--run-id", "half")
+    assert made.returncode == 3, made.stderr  # partial: the openai rows are missing
+    result = run_bench("compare", "l3", "l10", "--run", "half")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "no significant regression" in result.stdout
+    assert "run 'half' is partial: 6 of 12 rows done (bench run --resume half); the " \
+        "comparison covers the pairs done only (not a pass)" in " ".join(result.stderr.split())
+    as_json = run_bench("compare", "l3", "l10", "--run", "half", "--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["tests"]
+
+    rows_a, rows_b = pair(60, 50, 30)
+    store_home = project
+    write_run(store_home, "cut", rows_a + rows_b, ["l10", "l30"])
+    manifest = store_home / "reports" / "runs" / "cut" / "manifest.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    manifest.write_text(json.dumps({**data, "status": "interrupted", "rows_planned": 200}),
+                        encoding="utf-8")
+    regressed = run_bench("compare", "l10", "l30", "--run", "cut")
+    assert regressed.returncode == 1  # the regression decides
+    assert "run 'cut' is interrupted: 120 of 200 rows done" in " ".join(regressed.stderr.split())

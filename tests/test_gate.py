@@ -643,3 +643,150 @@ def test_a_gate_of_selection_and_arguments_never_calls_the_users_tools(
     assert result.returncode == 0, result.stdout
     ran = [r["metrics"].get("execution_success") for r in _gate_rows(root)]
     assert ran.count(True) >= 4, ran  # the hinted zones ran on the user's module
+
+
+# -- execute: a gate of answer metrics never needs the user's MCP server -----------------------
+# A project made by `bench init --mcp` from tests/mcp_exec_server.py; two cases, answers of a
+# deterministic function recorded into the gate's cache and replayed; the baseline written.
+# Then the server's command is made one that does not exist (a CI machine without it).
+
+MCP_CASES = [
+    {"id": "m1", "toolset": "calc", "lang": "en",
+     "messages": [{"role": "user", "content": "add 2 and 40"}],
+     "expected": {"calls": [{"name": "add", "arguments": {"a": [2], "b": [40]}}]}},
+    {"id": "m2", "toolset": "calc", "lang": "en",
+     "messages": [{"role": "user", "content": "where is beijing"}],
+     "expected": {"calls": [{"name": "lookup_city", "arguments": {"city": ["beijing"]}}]}}]
+MCP_MODEL = '''
+def answer(messages, tools, trial):
+    if "add" in messages[-1].content:
+        return [{"name": "add", "arguments": {"a": 2, "b": 40}}]
+    return [{"name": "lookup_city", "arguments": {"city": "beijing"}}]
+'''
+MISSING_SERVER = "no-such-mcp-server-for-the-gate"
+
+
+@pytest.fixture(scope="module")
+def mcp_gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The calc project with its baseline, its server command pointing nowhere."""
+    root = tmp_path_factory.mktemp("mcp-gate") / "calc"
+    root.mkdir()
+    shutil.copy(REPO / "tests/mcp_exec_server.py", root / "server.py")
+    made = _bench_in(root, "init", ".", "--mcp", f"{sys.executable} server.py", "--name",
+                     "calc")
+    assert made.returncode == 0, made.stderr
+    (root / "datasets/calc/cases.jsonl").write_text(
+        "".join(json.dumps(c) + "\n" for c in MCP_CASES), encoding="utf-8")
+    (root / "calc_model.py").write_text(MCP_MODEL, encoding="utf-8")
+    recorded = _bench_in(root, "run", "--dataset", "calc", "--variants", "current", "--split",
+                         "all", "--provider", "function:calc_model:answer", "--cache", "write",
+                         "--cache-path", "gate/responses.sqlite")
+    assert recorded.returncode == 0, recorded.stderr
+    update = _bench_in(root, "baseline", "update")
+    assert update.returncode == 0, update.stderr
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    server = f'server = ["{sys.executable}", "server.py"]'
+    assert server in text, text
+    (root / "pyproject.toml").write_text(
+        text.replace(server, f'server = ["{MISSING_SERVER}", "server.py"]'), encoding="utf-8")
+    return root
+
+
+@pytest.mark.slow
+def test_a_replayed_gate_of_answer_metrics_passes_without_the_mcp_server(
+        mcp_gate: Path, tmp_path: Path) -> None:
+    """Selection and arguments are scored from the replayed answer: the gate passes on a
+    machine where the toolset's server command does not exist, and never starts it."""
+    root = _copy(mcp_gate, tmp_path)
+    shutil.rmtree(root / "reports/runs")  # the recording's and the baseline's runs
+    result = _pytest_gate(root)
+    assert result.returncode == 0, result.stdout
+    assert "2 passed" in result.stdout and "FileNotFoundError" not in result.stdout
+    [run] = (root / "reports/runs").glob("gate-*")
+    assert not (run / "mcp-server-calc.log").exists()  # the server was never started
+    rows = _gate_rows(root)
+    assert len(rows) == 2 and all(r["metrics"]["arguments_correct"] for r in rows)
+    assert all(r["metrics"].get("execution_success") is None for r in rows)
+
+
+@pytest.mark.slow
+def test_a_gate_of_an_execution_metric_names_the_toolset_whose_server_is_missing(
+        mcp_gate: Path, tmp_path: Path) -> None:
+    """execution_success needs the calls run: with the server missing the test fails in one
+    line naming the toolset, the command and the setting, not FileNotFoundError."""
+    root = _copy(mcp_gate, tmp_path)
+    _set_gate(root, 'metrics = ["selection_correct", "arguments_correct"]',
+              'metrics = ["execution_success"]')
+    _drop_floors(root)
+    result = _pytest_gate(root)
+    assert result.returncode == 1, result.stdout
+    failure = result.stdout.split("bench gate: execution_success[current|replay:gate/"
+                                  "responses.sqlite]")[1].split("short test summary")[0]
+    [line] = [x for x in failure.splitlines() if x.strip() and not set(x) <= set("_= ")]
+    assert line == (
+        f"{root / 'pyproject.toml'}: field 'tool.bench.toolsets.calc.server': the gate "
+        "executes the answers' calls (it gates execution_success) and toolset 'calc' cannot "
+        f"start its MCP server `{MISSING_SERVER} server.py`: the program '{MISSING_SERVER}' is "
+        "not found (not installed where the gate runs, or not on PATH); install it where the "
+        "gate runs or fix the setting, or gate only metrics scored from the answer "
+        "(selection, arguments), which execute nothing")
+    assert "Traceback" not in result.stdout
+
+
+@pytest.mark.slow
+def test_a_gate_without_a_baseline_or_a_floor_fails_saying_how_to_write_them(
+        mcp_gate: Path, tmp_path: Path) -> None:
+    """A CI gate whose baseline was never written (or not committed) and that has no floor
+    could not fail on any drop: it fails, naming the file and `bench baseline update`; with
+    a floor and no baseline, the floor decides and it passes."""
+    root = _copy(mcp_gate, tmp_path)
+    (root / "gate/baseline.json").unlink()
+    floors = next(x for x in (root / "pyproject.toml").read_text(encoding="utf-8")
+                  .splitlines() if x.startswith("floors = {"))
+    _drop_floors(root)
+    result = _pytest_gate(root)
+    assert result.returncode == 1, result.stdout
+    assert "2 failed" in result.stdout
+    assert (f"FAIL: no baseline ({(root / 'gate/baseline.json').resolve()} does not exist) "
+            "and no floor: nothing to compare with, so no drop could fail this metric; write "
+            "both with: bench baseline update (then commit the baseline)") in result.stdout
+    _set_gate(root, "\n# " + floors, "\n" + floors)
+    floored = _pytest_gate(root)
+    assert floored.returncode == 0, floored.stdout
+
+
+@pytest.mark.slow
+def test_an_episode_gate_runs_its_episodes_whatever_its_metrics(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gate of episodes gating an answer-only metric left execution off, and the run
+    refused the episodes with 'drop --no-execute' (a flag the gate has not): the episodes
+    run, and the metric they lack is named with the one they have; execute = false is
+    refused in one line naming the gate's field."""
+    from bench.errors import BenchError
+    from bench.gate.config import GateConfig
+    from bench.gate.core import evaluate, run_gate
+    from bench.providers.function import register_function
+    from tests.test_episodes import agent, episode
+
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "datasets", root / "datasets")
+    shutil.copytree(REPO / "descriptions", root / "descriptions")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    (root / "episodes.jsonl").write_text(
+        "".join(json.dumps(episode(id=f"ep-{i}")) + "\n" for i in range(2)), encoding="utf-8")
+    register_function("careful-episode-gate", agent)
+    config = GateConfig(dataset="episodes.jsonl", variants=["l3"],
+                        providers=["function:careful-episode-gate"],
+                        metrics=["selection_correct"], floors={"selection_correct": 0.5},
+                        root=root, source=root / "pyproject.toml")
+    assert not config.executes  # from the metrics alone
+    run = run_gate(config)
+    assert run.frame["task_success"].all()  # the episodes ran on the executor
+    [verdict] = evaluate(config, run.rows, None)
+    assert verdict.reasons == ["no row carries selection_correct (the cases are episodes: "
+                               "gate their task_success)"]
+    with pytest.raises(BenchError) as refused:
+        run_gate(config.model_copy(update={"execute": False}))
+    assert str(refused.value) == (
+        f"{root / 'pyproject.toml'}: field 'tool.bench.gate.execute': the dataset holds "
+        "episodes, which run their calls on the executor: remove execute = false")

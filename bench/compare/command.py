@@ -7,8 +7,12 @@ Where A and B come from:
 - otherwise A and B are variants, run now on ``--dataset`` with ``--provider`` (a new run).
 
 Exit codes: 0 no significant regression; 1 a significant regression beyond ``--margin``;
-2 bad input (one ``error:`` line); 3 (running now) no regression among the rows compared,
-but a provider was skipped (no key, SDK missing): its rows are left for ``bench run --resume``.
+2 bad input (one ``error:`` line); 3 no regression among the rows compared, but rows are
+missing: running now, a provider was skipped (no key, SDK missing); a stored run compared
+(``--run``, or two run ids) has fewer rows than it planned (partial, failed, interrupted,
+budget-stopped, crashed or still running). Its rows are left for ``bench run --resume``; the
+pairs compared are those done, which need not be a random part of the plan (a skipped provider,
+a budget stop), so the comparison is not a pass.
 """
 
 from __future__ import annotations
@@ -50,6 +54,18 @@ def _rows_of(project: Project, run_id: str) -> StoredRows:
     if not len(rows):
         raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
     return rows
+
+
+def _unfinished(rows: StoredRows) -> str | None:
+    """``run '<id>' is <status>: N of M rows done`` when the stored run has fewer rows than it
+    planned (``manifest.rows_planned``), else None."""
+    planned = rows.manifest.rows_planned
+    if len(rows) >= planned:
+        return None
+    status = rows.store.shown_status(rows.manifest)
+    run_id = rows.store.run_id
+    return (f"run '{run_id}' is {'incomplete' if status == 'complete' else status}: "
+            f"{len(rows)} of {count(planned, 'row')} done (bench run --resume {run_id})")
 
 
 def _is_run(project: Project, name: str) -> bool:
@@ -215,11 +231,13 @@ def compare(
 
     project = Project.from_env()  # the command line's edge
     group_by: tuple[str, ...] = ("provider",)
-    partial: str | None = None  # running now: which providers did not start, what next
+    partial: str | None = None  # rows missing: which, and what next
+    unfinished: list[str | None] = []  # stored runs compared that lack rows of their plan
     if a == b:  # every pair would agree: a comparison that cannot find anything
         raise BenchError(f"A and B are both '{a}': name two different variants or runs")
     if run:
         rows = _rows_of(project, run)
+        unfinished = [_unfinished(rows)]
         rows_a = _split_variant(rows, a, f"run '{run}'")
         rows_b = _split_variant(rows, b, f"run '{run}'")
         label_a, label_b = a, b
@@ -228,6 +246,7 @@ def compare(
         refuse_mixed_splits({name: run_split(project.store(name).load_manifest().config)
                              for name in (a, b)})
         stored_a, stored_b = _rows_of(project, a), _rows_of(project, b)
+        unfinished = [_unfinished(stored_a), _unfinished(stored_b)]
         rows_a, rows_b = stored_a, stored_b
         variants_a, variants_b = set(stored_a.variants), set(stored_b.variants)
         if variant:
@@ -298,7 +317,12 @@ def compare(
         out.print("\n" + (f"[bold red]significant regression[/] in "
                           f"{', '.join(f'{t.metric} ({t.group})' for t in regressions)}"
                           if regressions else "no significant regression"))
-    if partial is not None and comparison.exit_code == 0:  # not a pass: a provider is missing
+    said = [text for text in unfinished if text]  # stored runs that lack rows of their plan
+    if said:
+        partial = (f"{'; '.join(said)}; the comparison covers the pairs done only (not a "
+                   "pass): finish with bench run --resume, then compare again")
+    if partial is not None:  # not a pass: rows are missing
         _console(stderr=True).print(partial, markup=False, soft_wrap=True)
-        raise typer.Exit(3)  # bench run's exit code of an incomplete run
+        if comparison.exit_code == 0:
+            raise typer.Exit(3)  # bench run's exit code of an incomplete run
     raise typer.Exit(comparison.exit_code)

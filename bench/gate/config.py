@@ -16,6 +16,7 @@ Example::
     require_reevaluation = true                 # changed tools (description lock) need cases
     fail_on_flips = true                        # deterministic answers: any right->wrong case fails
     allow_flips = ["ana-0003"]                  # cases allowed to flip (e.g. a label being fixed)
+    execute = true                              # default: only when a gated metric needs it
 
 Relative paths are relative to the ``pyproject.toml``'s folder, which is also the project
 root where ``datasets/`` and ``descriptions/`` are looked up (``$BENCH_HOME`` semantics).
@@ -64,8 +65,9 @@ class GateConfig(BaseModel):
             --limit`` does (stratified by expected tool, seed 1234).
         execute: run the answers' calls on the toolset's backend: True or False, or None
             (the default) to run them unless every gated metric is scored from the answer
-            alone (:attr:`executes`): a gate of selection and arguments never calls a user's
-            tools, so replayed answers need no server and make no write in CI.
+            alone (:attr:`executes`; a dataset of episodes always runs them): a gate of
+            selection and arguments never calls a user's tools, so replayed answers need no
+            server and make no write in CI.
         require_reevaluation: fail when a tool whose description or schema changed since
             the description lock (``descriptions/<toolset>/descriptions.lock.json``,
             :mod:`bench.descriptions.lock`) was not re-evaluated: no case of the gate run
@@ -138,8 +140,8 @@ class GateConfig(BaseModel):
     def executes(self) -> bool:
         """Whether the gate's run executes the answers' calls: ``execute`` when set, else
         False only when every gated metric is scored from the answer alone
-        (:data:`ANSWER_ONLY_METRICS`). An episode dataset gated on answer metrics alone
-        needs ``execute = true`` (episodes run on the executor)."""
+        (:data:`ANSWER_ONLY_METRICS`). A dataset of episodes executes whatever its metrics
+        (:func:`bench.gate.core.gate_executes`: an episode runs on the executor)."""
         if self.execute is not None:
             return self.execute
         return not all(m in ANSWER_ONLY_METRICS for m in self.gated_metrics)

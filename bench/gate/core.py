@@ -44,7 +44,7 @@ from bench.compare.core import (Comparison, _short_expected, compare_frames, mcn
                                 minimum_detectable_difference)
 from bench.datasets.splits import refuse_mixed_splits, run_split
 from bench.errors import BenchError, json_document, read_text_file
-from bench.gate.config import GateConfig
+from bench.gate.config import ANSWER_ONLY_METRICS, GateConfig
 from bench.plural import count
 from bench.project import Project
 from bench.results import Manifest, Row, TraceRecord, as_rows
@@ -105,9 +105,11 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
 
     Raises:
         BenchError: bad settings, or the run failed; a replay cache miss names the case and
-            the command that records it.
+            the command that records it; a toolset's backend that cannot start (the gate
+            executes) names the toolset and its command (:func:`backend_error`).
     """
     from bench.runner import RunConfig, Runner  # the runner loads providers and the executor
+    from bench.runner.errors import ExecutorNotStarted
 
     project = project or gate_project(config)
     run_id = run_id or "gate-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -116,11 +118,15 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
         dataset = str(project.resolve(dataset))
     run_config = RunConfig(dataset=dataset, variants=config.variants,
                            providers=config.providers, trials=config.trials,
-                           limit=config.limit, case_ids=config.cases, execute=config.executes,
-                           split=config.split)
+                           limit=config.limit, case_ids=config.cases,
+                           execute=gate_executes(config, dataset, project), split=config.split)
     runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
                     project=project)
-    runner.run()
+    try:
+        runner.run()
+    except ExecutorNotStarted as exc:  # e.g. the toolset's MCP server is not installed in CI
+        raise backend_error(config, project, [v.toolset for v in runner.variants],
+                            exc) from None
     manifest = runner.store.load_manifest()
     rows = list(runner.store.load_rows(manifest))
     call_errors = read_call_errors(runner.store.dir / "traces.jsonl")
@@ -128,6 +134,70 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
         raise BenchError(f"gate run '{run_id}' ended with status {manifest.status}: "
                          f"{manifest.error or 'see its manifest'}", file=config.source)
     return GateRun(rows=rows, manifest=manifest, run_id=run_id, call_errors=call_errors)
+
+
+def gate_executes(config: GateConfig, dataset: str, project: Project) -> bool:
+    """Whether the gate's run executes the answers' calls: :attr:`GateConfig.executes`, and
+    always for a dataset of episodes (an episode's next turn needs its calls' results),
+    unless ``execute = false`` says otherwise.
+
+    Raises:
+        BenchError: ``execute = false`` with a dataset holding episodes (names the gate's
+            ``execute`` field); the dataset cannot be read (as :func:`load_dataset`).
+    """
+    if config.executes:
+        return True
+    from bench.datasets import load_dataset
+    with project.activate():  # a dataset name is looked up in the gate's project
+        episodes = any(case.kind == "episode" for case in load_dataset(dataset).cases)
+    if episodes and config.execute is False:
+        raise BenchError("the dataset holds episodes, which run their calls on the executor: "
+                         "remove execute = false", file=config.source,
+                         field="tool.bench.gate.execute")
+    return episodes
+
+
+def backend_error(config: GateConfig, project: Project, toolsets: Sequence[str],
+                  exc: BenchError) -> BenchError:
+    """The one-line error of a gate whose run could not start a toolset's backend (``exc``,
+    the executor's): why the gate executes (the gated metric that needs it, or ``execute =
+    true``), the toolset and its command as ``[tool.bench.toolsets.<name>]`` declares it
+    (:func:`bench.toolset_config.server_label`: program and script, never a token), and the
+    fix. ``exc`` unchanged when no toolset of the gate declares an MCP server or a module
+    (``--execute-mcp``, the reference backends), or its settings cannot be read."""
+    from bench.toolset_config import PYPROJECT, load_toolset_settings, server_label
+    try:
+        settings = load_toolset_settings(project.root)
+    except BenchError:
+        return exc
+    declared = {t: settings[t] for t in dict.fromkeys(toolsets)
+                if t in settings and settings[t].execute != "none"}
+    if not declared:
+        return exc
+    # the failing one: the toolset whose program the executor's message names, else the first
+    toolset, chosen = next(((t, s) for t, s in declared.items() if s.server is not None and
+                            f"'{server_label(s.server).split(' ')[0]}'" in exc.message),
+                           next(iter(declared.items())))
+    if chosen.execute == "mcp" and chosen.server is not None:
+        field, what = "server", f"its MCP server `{server_label(chosen.server)}`"
+    else:
+        field, what = "module", f"its module `{chosen.module}`"
+    cause = exc.message
+    if "FileNotFoundError" in cause and isinstance(chosen.server, list):
+        cause = (f"the program '{chosen.server[0]}' is not found (not installed where the "
+                 "gate runs, or not on PATH)")
+    executing = [m for m in config.gated_metrics if m not in ANSWER_ONLY_METRICS]
+    if config.execute:
+        why, instead = "execute = true", "or drop execute = true from [tool.bench.gate]" + (
+            "" if executing else " (its metrics are scored from the answer alone)")
+    else:
+        why = "it gates " + ", ".join(executing)
+        instead = "or gate only metrics scored from the answer (selection, arguments), which " \
+            "execute nothing"
+    return BenchError(
+        f"the gate executes the answers' calls ({why}) and toolset '{toolset}' cannot start "
+        f"{what}: {cause}; install it where the gate runs or fix the setting, {instead}",
+        file=project.root / PYPROJECT, field=f"tool.bench.toolsets.{toolset}.{field}")
 
 
 def read_call_errors(path: Path) -> dict[tuple[str, int], list[str]]:
@@ -569,7 +639,7 @@ def _unevaluated_changes(config: GateConfig, frame: pd.DataFrame, rows: Sequence
 def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
              baseline: dict[str, Any] | None,
              call_errors: dict[tuple[str, int], list[str]] | None = None,
-             split: str | None = None) -> list[Verdict]:
+             split: str | None = None, fail_without_reference: bool = False) -> list[Verdict]:
     """Decide every (variant, provider, metric) of the gate (rule in the module docstring).
 
     Args:
@@ -580,6 +650,9 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
             (:attr:`GateRun.call_errors`).
         split: the split the rows ran (:func:`bench.datasets.splits.run_split`); None: not
             checked.
+        fail_without_reference: a metric with neither a baseline nor a floor fails (it could
+            not fail on any drop); the pytest gate sets it, so that a CI gate whose baseline
+            was never written (or not committed) does not pass in silence.
 
     Returns:
         One :class:`Verdict` per (variant, provider, metric) in config order.
@@ -620,11 +693,21 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                                   per_case=per_case, per_case_why=per_case_why,
                                   flips_shown=config.flips_shown, tests=max(tests_count, 1))
                 if n == 0:
-                    verdict.reasons.append(f"no row carries {metric} (is the metric produced? "
-                                           "execution metrics need execute = true)")
+                    episodes = not part.empty and (part["expected_kind"] == "episode").all()
+                    verdict.reasons.append(
+                        f"no row carries {metric} (" + (
+                            "the cases are episodes: gate their task_success)" if episodes
+                            else "execute = false: execution metrics are not computed)"
+                            if config.execute is False and metric not in ANSWER_ONLY_METRICS
+                            else "is the metric produced for these cases?)"))
                 elif verdict.floor is not None and verdict.rate < verdict.floor:
                     verdict.reasons.append(f"{100 * verdict.rate:.1f}% is below the floor "
                                            f"{100 * verdict.floor:.1f}%")
+                if fail_without_reference and baseline is None and verdict.floor is None:
+                    verdict.reasons.append(
+                        f"no baseline ({config.baseline_path} does not exist) and no floor: "
+                        "nothing to compare with, so no drop could fail this metric; write "
+                        "both with: bench baseline update (then commit the baseline)")
                 test = tests.get((_group(variant, provider), metric))
                 if test is not None:
                     verdict.baseline_rate, verdict.baseline_n = test.rate_a, test.n

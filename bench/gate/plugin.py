@@ -84,7 +84,8 @@ class GateState:
             run = self.run()
             self._verdicts = {v.test_name: v for v in
                               evaluate(self.config, run.rows, self.baseline(),
-                                       run.call_errors, split=run_split(run.manifest.config))}
+                                       run.call_errors, split=run_split(run.manifest.config),
+                                       fail_without_reference=True)}
         return self._verdicts
 
     def computed_verdicts(self) -> dict[str, Any] | None:

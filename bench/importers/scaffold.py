@@ -337,6 +337,8 @@ variants = ["current"]                       # the descriptions the gate guards
 providers = ["replay:gate/responses.sqlite"] # answers recorded once (README.md, step 4)
 split = "all"                                # every case (use "test" after bench split)
 metrics = ["selection_correct", "arguments_correct"]
+# execute: unset, the answers' calls run on the toolset only when a gated metric needs them
+# (execution_success, task_success): these two need no server in CI. true/false force it.
 margin = 0.0                                 # tolerated drop vs the baseline (fraction)
 alpha = 0.05
 baseline = "gate/baseline.json"
