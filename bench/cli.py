@@ -380,6 +380,10 @@ def run(
                       "tools", markup=False)
         for line in toolspace_notes(runner):
             err.print(line, markup=False, soft_wrap=True)
+        from bench.descriptions.variants import same_text_groups, same_text_note
+        for same_toolset, same_names in same_text_groups(runner.variants):
+            err.print(f"note: {same_text_note(same_toolset, same_names)}", markup=False,
+                      soft_wrap=True)
         pending = runner.pending()
         if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "

@@ -250,32 +250,55 @@ def variants_draft(
     force: Annotated[bool, typer.Option(
         "--force", help="Draft again where a spec already has a text for that length.")]
     = False,
-    request_timeout: Annotated[float, typer.Option(min=1, help="Seconds per request.")]
-    = 120.0,
+    method: Annotated[str, typer.Option(
+        help="whole: one request per tool and length for the whole text; sections: one "
+             "short request per empty spec section, each length rendered by its template; "
+             "auto: sections for the embedded model (local), whole for the others.")]
+    = "auto",
+    request_timeout: Annotated[float, typer.Option(
+        min=1, help="Seconds per request (the embedded model's process counts as hung "
+                    "after it: it is restarted once and asked again).")] = 120.0,
+    tool_timeout: Annotated[float, typer.Option(
+        min=1, help="Seconds of requests per tool: no new request for a tool after it; its "
+                    "lengths drafted so far are written, the others named.")] = 600.0,
     max_tokens: Annotated[Optional[int], typer.Option(
-        min=64, help="Completion cap per draft (default: 40 tokens per line of the longest "
-                     "length, at least 256).")] = None,
+        min=64, help="Completion cap per request (default: whole, 40 tokens per line of the "
+                     "longest length, at least 256; sections, 512).")] = None,
 ) -> None:
     """Draft shorter and longer versions (about 3/10/30/50 lines) of each tool's description
     from its imported text (the 'current' variant), so that the length ablation runs on any
     toolset. Each draft goes into the tool's spec (descriptions/<toolset>/specs/<tool>.yaml,
     made from the imported tool when missing) under variants.l<N> with draft: true; tables
-    and reports mark the variants until bench variants accept. A tool whose answers hold no
-    usable draft (empty, cut, far from the length asked for...) keeps its spec unchanged and
-    is named on one line; the exit code is then 1."""
-    from bench.descriptions.drafts import draft_variants
+    and reports mark the variants until bench variants accept. One progress line per request
+    on stderr. Every usable draft is written as soon as it is known; a length without one
+    (empty, cut, far from the length asked for, out of time...) is named on one line per
+    tool. Exit code 1 when no draft at all was written."""
+    from bench.descriptions.drafts import DraftStep, draft_variants
+    from bench.progress import format_duration
 
     try:
         wanted = sorted({int(v) for v in _split([lengths])})
     except ValueError:
         raise BenchError(f"--lengths: whole line counts, comma-separated (got '{lengths}')") \
             from None
+    err = Console(stderr=True, soft_wrap=True)
+
+    def say(step: DraftStep) -> None:
+        eta = step.elapsed_s / step.done * (step.total - step.done)
+        err.print(f"draft {step.done}/{step.total} {step.tool} {step.part}: "
+                  f"{visible_text(shorten_message(step.outcome))} "
+                  f"({format_duration(step.seconds)}; elapsed "
+                  f"{format_duration(step.elapsed_s)}, ETA {format_duration(eta)})",
+                  markup=False)
+
     result = draft_variants(toolset, provider, wanted, source=source,
-                            tools=_split(tools) or None, force=force,
-                            timeout_s=request_timeout, max_tokens=max_tokens)
+                            tools=_split(tools) or None, force=force, method=method,
+                            timeout_s=request_timeout, tool_timeout_s=tool_timeout,
+                            max_tokens=max_tokens, progress=say)
     if result.drafts:
         table = Table(title=f"drafted by {escape(provider)} from '{escape(source)}' "
-                            f"(draft: true until bench variants accept)", title_justify="left")
+                            f"({result.method}; draft: true until bench variants accept)",
+                      title_justify="left")
         for column in ("tool", "variant", "target lines", "lines"):
             table.add_column(column,
                              justify="left" if column in ("tool", "variant") else "right")
@@ -284,12 +307,19 @@ def variants_draft(
                           str(draft.lines))
         out.print(table)
     for tool, why in result.failed.items():
-        out.print(f"{escape(tool)}: no usable draft from {escape(provider)}, spec unchanged "
-                  f"({escape(visible_text(shorten_message(why)))})", soft_wrap=True)
+        done = [d.variant for d in result.drafts if d.tool == tool]
+        head = (f"{escape(tool)}: drafted {', '.join(done)}; not drafted or incomplete"
+                if done else f"{escape(tool)}: no usable draft from {escape(provider)}")
+        out.print(f"{head} ({escape(visible_text(shorten_message(why)))})", soft_wrap=True)
+    if result.failed:
+        out.print(f"{len(result.drafts)} of {count(result.asked, 'draft')} written"
+                  + ("; draft the others again with --lengths and --tools (or a larger "
+                     "--tool-timeout, or another --provider)" if result.drafts else ""),
+                  soft_wrap=True)
     if result.drafts:
         out.print(f"review the texts in descriptions/{escape(toolset)}/specs/, then: bench "
                   f"variants accept --toolset {escape(toolset)}", soft_wrap=True)
-    if result.failed:
+    if not result.drafts:
         raise typer.Exit(1)
 
 

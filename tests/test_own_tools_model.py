@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,15 +110,43 @@ def test_variants_draft_with_the_embedded_model(sky: Path):
     rows = (sky / "reports/runs/drafted/results.jsonl").read_text().splitlines()
     assert len(rows) == 2
 
-    # an answer cut by the token cap is no draft: one line, the spec byte for byte as it was
+    # a whole answer cut by the token cap is no draft: one line, the spec byte for byte as
+    # it was, exit 1 (nothing was written)
     before = (specs / "get_weather.yaml").read_bytes()
     cut = bench(sky, "variants", "draft", "--provider", "local", "--toolset", "sky",
-                "--lengths", "10", "--tools", "get_weather", "--max-tokens", "64")
+                "--lengths", "10", "--tools", "get_weather", "--max-tokens", "64",
+                "--method", "whole")
     assert cut.returncode == 1, cut.stdout + cut.stderr
     assert [line for line in cut.stdout.splitlines() if "get_weather" in line] == [
-        "get_weather: no usable draft from local, spec unchanged (l10: invalid answer "
-        "(truncated: the answer hit the token limit))"]
+        "get_weather: no usable draft from local (l10: invalid answer (truncated: the answer "
+        "hit the token limit))"]
     assert (specs / "get_weather.yaml").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_the_embedded_model_drafts_every_default_length_section_by_section(sky: Path):
+    """The default lengths 3, 10, 30, 50 on a two-tool toolset: one short request per empty
+    spec section (grammar-bounded arrays), a progress line each, every length written."""
+    from bench.descriptions.drafts import usable_range
+
+    drafted = bench(sky, "variants", "draft", "--provider", "local", "--toolset", "sky")
+    assert drafted.returncode == 0, drafted.stdout + drafted.stderr
+    progress = [line for line in drafted.stderr.splitlines() if line.startswith("draft ")]
+    assert progress, drafted.stderr
+    assert all(re.match(r"draft \d+/\d+ get_(weather|time) \w+: ", line) for line in progress)
+    assert "(sections; draft: true" in " ".join(drafted.stdout.split())
+    specs = sky / "descriptions/sky/specs"
+    for tool in ("get_weather", "get_time"):
+        variants = yaml.safe_load((specs / f"{tool}.yaml").read_text())["variants"]
+        assert sorted(variants) == ["l10", "l3", "l30", "l50"], (tool, drafted.stdout)
+        texts = {}
+        for name, lines in (("l3", 3), ("l10", 10), ("l30", 30), ("l50", 50)):
+            entry = variants[name]
+            assert (entry["draft"], entry["drafted_by"]) == (True, "local")
+            texts[name] = entry["description"]
+            low, high = usable_range(lines)
+            assert low <= sum(1 for line in texts[name].splitlines() if line.strip()) <= high
+        assert len(set(texts.values())) == 4  # four different lengths, not l10 three times
 
 
 @pytest.mark.slow

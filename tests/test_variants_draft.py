@@ -163,28 +163,50 @@ def test_a_partly_drafted_toolset_without_a_template_names_the_missing_tools(wea
 
 
 def junk_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
-    """Three good lines for get_weather through the draft tool; a JSON document for the rest."""
+    """Three good lines for get_weather's l3 through the draft tool; a JSON document for its
+    other lengths and for every length of get_forecast."""
     prompt = messages[-1].content
-    if "`get_weather`" in prompt:
+    if "`get_weather`" in prompt and "Write about 3 non-empty lines" in prompt:
         return [{"name": "write_description", "arguments": {"lines": [
             "Current weather for one city.", "Pass the city's name.",
             "Give unit c or f when the user says which."]}}]
     return {"tool_calls": [], "text": '{"description": "weather"}'}
 
 
-def test_a_tool_without_a_usable_draft_is_one_line_and_keeps_its_spec(weather: Path):
+def test_usable_drafts_are_written_and_each_tool_without_one_is_named_on_one_line(
+        weather: Path):
     register_function("junk-drafter", junk_drafter)
     specs = weather / "descriptions/weather/specs"
     result = CliRunner().invoke(app, ["variants", "draft", "--provider", "function:junk-drafter",
-                                      "--toolset", "weather", "--lengths", "3"])
-    assert result.exit_code == 1, result.output
-    failed = [line for line in result.output.splitlines() if "no usable draft" in line]
-    assert failed == ["get_forecast: no usable draft from function:junk-drafter, spec unchanged "
-                      "(l3: a JSON document, not a description)"]
-    assert not (specs / "get_forecast.yaml").exists()  # no spec was made for it
-    l3 = yaml.safe_load((specs / "get_weather.yaml").read_text(encoding="utf-8"))["variants"]
-    assert l3["l3"]["draft"] is True
-    assert l3["l3"]["description"].splitlines()[0] == "Current weather for one city."
+                                      "--toolset", "weather", "--lengths", "3,10"])
+    # get_weather's l3 is kept although its l10 is unusable: some drafts were written
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stdout.splitlines() if line.startswith("get_")] == [
+        "get_weather: drafted l3; not drafted or incomplete (l10: a JSON document, not a "
+        "description)",
+        "get_forecast: no usable draft from function:junk-drafter (l3: a JSON document, not a "
+        "description; l10: a JSON document, not a description)"]
+    assert "1 of 4 drafts written" in result.stdout
+    # one progress line per tool and length on stderr
+    assert [line.split(":")[0] for line in result.stderr.splitlines()
+            if line.startswith("draft ")] == [
+        "draft 1/4 get_weather l3", "draft 2/4 get_weather l10", "draft 3/4 get_forecast l3",
+        "draft 4/4 get_forecast l10"]
+    drafted = yaml.safe_load((specs / "get_weather.yaml").read_text(encoding="utf-8"))
+    assert list(drafted["variants"]) == ["l3"] and drafted["variants"]["l3"]["draft"] is True
+    assert drafted["variants"]["l3"]["description"].splitlines()[0] == \
+        "Current weather for one city."
+    # the tool without a draft got a spec without variants: l3 renders every tool
+    assert "variants" not in yaml.safe_load((specs / "get_forecast.yaml").read_text())
+    l3 = load_variant("weather", "l3")
+    assert [t.name for t in l3.tools] == ["get_forecast", "get_weather"]
+    assert l3.draft_tools == ("get_weather",)
+    # nothing usable at all: exit 1
+    nothing = CliRunner().invoke(app, ["variants", "draft", "--provider",
+                                       "function:junk-drafter", "--toolset", "weather",
+                                       "--lengths", "30"])
+    assert nothing.exit_code == 1, nothing.output
+    assert "0 of 2 drafts written" in nothing.stdout
 
 
 def answer_with(lines=None, text=None, error=None):  # noqa: ANN001, ANN201
@@ -219,3 +241,157 @@ def test_a_usable_answer_is_its_lines_or_its_text():
         "Weather now.\n\nCity."
     assert read_draft(answer_with(text="```\nWeather now.\nCity.\n```"), 3) == \
         "Weather now.\nCity."
+
+
+def section_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
+    """A scripted model for section-by-section drafting: as many lines as the offered tool's
+    ``minItems``; examples with arguments, the first of which breaks the tool's schema."""
+    prompt = messages[-1].content
+    PROMPTS.append(prompt)
+    offered = tools[0]
+    name = re.search(r"the tool `([^`]+)`", prompt).group(1)
+    title = re.search(r'Write the section "([^"]+)"', prompt).group(1)
+    if offered.name == "write_examples":
+        count = offered.input_schema["properties"]["examples"]["minItems"]
+        examples = [{"request": f"{name} request {i + 1}?",
+                     "arguments": {"city": f"City{i + 1}", "days": 2}} for i in range(count)]
+        examples[0]["arguments"] = {"days": 99}  # no city, days out of bounds: dropped
+        return [{"name": "write_examples", "arguments": {"examples": examples}}]
+    count = offered.input_schema["properties"]["lines"]["minItems"]
+    lead = {"When to use it": "Use it when", "When not to use it": "Do not use it when"}.get(
+        title, "-")
+    return [{"name": "write_section", "arguments": {"lines": [
+        f"{lead} {title.lower()} of {name}, item {i + 1}" for i in range(count)]}}]
+
+
+def test_sections_drafting_fills_the_empty_sections_and_renders_every_length(weather: Path):
+    from bench.descriptions.drafts import usable_range
+
+    register_function("section-drafter", section_drafter)
+    specs = weather / "descriptions/weather/specs"
+    specs.mkdir()
+    (specs / "get_weather.yaml").write_text(  # a person's sections are kept, not asked
+        "name: get_weather\nsummary: Current weather for a city.\n"
+        "when_to_use:\n- when the user asks about the weather now.\n"
+        "returns: The temperature and the sky.\n"
+        "input_schema: {type: object, properties: {city: {type: string}}, "
+        "required: [city]}\n", encoding="utf-8")
+    PROMPTS.clear()
+    result = CliRunner().invoke(app, ["variants", "draft", "--provider",
+                                      "function:section-drafter", "--toolset", "weather",
+                                      "--method", "sections"])
+    assert result.exit_code == 0, result.output
+    asked = [re.search(r"tool `(\w+)`.*?section \"([^\"]+)\"", p, re.DOTALL).groups()
+             for p in PROMPTS]
+    assert asked == [("get_weather", t) for t in ("When not to use it", "Constraints", "Errors",
+                                                  "Examples", "Edge cases")] + \
+        [("get_forecast", t) for t in ("When to use it", "When not to use it",
+                                       "What it returns", "Constraints", "Errors", "Examples",
+                                       "Edge cases")]
+    assert len([line for line in result.stderr.splitlines() if line.startswith("draft ")]) \
+        == 12
+    counts = {}
+    for name, lines in (("l3", 3), ("l10", 10), ("l30", 30), ("l50", 50)):
+        variant = load_variant("weather", name)
+        assert variant.draft_tools == ("get_forecast", "get_weather")
+        counts[name] = variant.line_counts
+        low, high = usable_range(lines)
+        assert all(low <= n <= high for n in counts[name].values()), (name, counts[name])
+    assert counts["l3"]["get_forecast"] < counts["l10"]["get_forecast"] < \
+        counts["l30"]["get_forecast"] < counts["l50"]["get_forecast"]
+    l3 = load_variant("weather", "l3").tool("get_weather").description.splitlines()
+    assert l3 == ["Current weather for a city.", "Use it when the user asks about the weather "
+                  "now.", "Do not use it when when not to use it of get_weather, item 1."]
+    forecast = load_variant("weather", "l50").tool("get_forecast").description
+    assert "Use it when when to use it of get_forecast, item 1." in forecast  # "Use it" once
+    assert "Constraints:" in forecast and "Edge cases:" in forecast
+    examples = [line for line in forecast.splitlines() if line.startswith('- "get_forecast')]
+    assert examples and all('"days": 2' in line for line in examples)  # the bad one dropped
+    assert '"get_forecast request 1?"' not in forecast
+
+
+def slow_section_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
+    """:func:`section_drafter`, taking 1.5 s per answer."""
+    import time
+
+    time.sleep(1.5)
+    return section_drafter(messages, tools, trial)
+
+
+@pytest.mark.slow
+def test_a_tools_time_budget_stops_its_requests_and_keeps_what_was_drafted(weather: Path):
+    register_function("slow-drafter", slow_section_drafter)
+    PROMPTS.clear()
+    result = CliRunner().invoke(app, ["variants", "draft", "--provider", "function:slow-drafter",
+                                      "--toolset", "weather", "--method", "sections",
+                                      "--lengths", "3", "--tool-timeout", "1"])
+    assert result.exit_code == 0, result.output
+    assert len(PROMPTS) == 2  # one request per tool: the budget was spent after it
+    skipped = [line for line in result.stderr.splitlines() if "not asked" in line]
+    assert [line.split(":")[0] for line in skipped] == [
+        "draft 2/4 get_weather when_not_to_use", "draft 4/4 get_forecast when_not_to_use"]
+    assert "the tool's --tool-timeout of 1 s was spent" in skipped[0]
+    # summary and "Use it" line: usable at l3, written, the missing section named
+    assert load_variant("weather", "l3").line_counts == {"get_forecast": 2, "get_weather": 2}
+    assert "get_weather: drafted l3; not drafted or incomplete (when_not_to_use: not asked" \
+        in " ".join(result.stdout.split())
+
+
+LOCKSTEP = '''
+import os, pathlib, re, time
+
+
+def answer(messages, tools, trial):
+    """Draft the asked lines; wait (20 s at most) until the other process asks for the same
+    tool, so that the two processes write each spec at the same moment."""
+    prompt = messages[-1].content
+    name = re.search(r"the tool `([^`]+)`", prompt).group(1)
+    lines = int(re.search(r"Write about ([0-9]+) non-empty lines", prompt).group(1))
+    sync = pathlib.Path(os.environ["DRAFT_SYNC"])
+    me = os.environ["DRAFT_ROLE"]
+    (sync / f"{me}-{name}").touch()
+    other = sync / (("b" if me == "a" else "a") + "-" + name)
+    deadline = time.monotonic() + 20
+    while not other.exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return {"tool_calls": [], "text": "\\n".join(f"{name}: line {i + 1}." for i in range(lines))}
+'''
+
+
+@pytest.mark.slow
+def test_two_drafts_at_once_on_one_toolset_keep_both(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "many"
+    (root / "descriptions").mkdir(parents=True)
+    tools = [{"type": "function", "function": {
+        "name": f"tool_{i:02d}", "description": f"Tool number {i}.",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+        for i in range(30)]
+    (tmp_path / "many.json").write_text(json.dumps(tools), encoding="utf-8")
+    (tmp_path / "lockstep.py").write_text(LOCKSTEP, encoding="utf-8")
+    (tmp_path / "sync").mkdir()
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "BENCH_HOME": str(root), "DRAFT_SYNC": str(tmp_path / "sync"),
+           "PYTHONPATH": str(repo) + os.pathsep + str(tmp_path)}
+    imported = subprocess.run([sys.executable, "-m", "bench", "import", "openai",
+                               str(tmp_path / "many.json")],
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    drafting = [subprocess.Popen(
+        [sys.executable, "-m", "bench", "variants", "draft", "--provider",
+         "function:lockstep:answer", "--toolset", "many", "--lengths", lengths],
+        env={**env, "DRAFT_ROLE": role}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for role, lengths in (("a", "10"), ("b", "30"))]
+    for process in drafting:
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stdout + stderr
+    lost = {}
+    for i in range(30):
+        spec = yaml.safe_load((root / f"descriptions/many/specs/tool_{i:02d}.yaml")
+                              .read_text(encoding="utf-8"))
+        if sorted(spec.get("variants") or {}) != ["l10", "l30"]:
+            lost[f"tool_{i:02d}"] = sorted(spec.get("variants") or {})
+    assert lost == {}

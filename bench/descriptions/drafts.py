@@ -1,49 +1,65 @@
 """Drafted description lengths for any toolset: ``bench variants draft`` asks a provider to
-rewrite each tool's ``current`` description (the imported text) at about 3, 10, 30 and 50
-lines, and keeps each answer in the tool's spec as ``variants.l<N>`` with ``draft: true``
-(:class:`bench.descriptions.specs.SpecVariant`) until ``bench variants accept`` marks it
-reviewed. The length ablation (``--variants l3,l10,l30,l50``) then runs on toolsets that
-were imported with one description per tool; runs, tables and reports mark variants that
-still hold drafts (:attr:`bench.descriptions.Variant.draft_tools`).
+write each tool's description at about 3, 10, 30 and 50 lines from its ``current``
+description (the imported text), and keeps each text in the tool's spec as
+``variants.l<N>`` with ``draft: true`` (:class:`bench.descriptions.specs.SpecVariant`) until
+``bench variants accept`` marks it reviewed. The length ablation (``--variants
+l3,l10,l30,l50``) then runs on toolsets that were imported with one description per tool;
+runs, tables and reports mark variants that still hold drafts
+(:attr:`bench.descriptions.Variant.draft_tools`).
 
 A toolset without specs (``bench import`` writes ``variants/current.yaml``) gets one spec per
 tool on its first draft: its name, permission, input schema and, as the required
 ``summary``, the first line of its current description.
 
-Drafts are asked through the provider's request pipeline
-(:func:`bench.providers.pipeline.build_pipeline`), as a run asks, offering one tool,
+Two methods (:data:`METHODS`). ``whole`` asks each length's whole text, offering one tool,
 ``write_description``, whose ``lines`` argument is the draft, one string per line, with
-``minItems``/``maxItems`` set to the line range asked for (:func:`draft_tool`). The embedded
-model can only answer in grammar-constrained JSON whose free strings are capped at
-:data:`bench.providers.local.prompt.GRAMMAR_MAX_STRING` characters: a text reply could never
-hold a 30-line draft, an array of lines can, and its grammar keeps the count in range. A
-plain-text answer (a model that does not call the tool) is read as the draft too.
+``minItems``/``maxItems`` set to the line range asked for (:func:`draft_tool`); a plain-text
+answer is read as the draft too. ``sections`` (the embedded model's default) asks for the
+empty sections of the tool's spec one at a time, a few short lines each (:data:`SECTIONS`,
+:func:`section_tool`; examples as requests with arguments that fit the tool's schema,
+:func:`examples_tool`), and renders each length from the filled spec with its template, as
+the variants of a hand-written spec are rendered. The embedded model answers only in
+grammar-constrained JSON whose free strings are capped at
+:data:`bench.providers.local.prompt.GRAMMAR_MAX_STRING` characters and whose arrays are
+bounded up to :data:`bench.providers.local.prompt.GRAMMAR_MAX_ITEMS` items: a 30- or 50-line
+array ran on to the token cap (minutes per draft, or a hang), eight lines a request do not.
+Requests go through the provider's request pipeline
+(:func:`bench.providers.pipeline.build_pipeline`), as a run's do.
 
-The model's answer is untrusted data (:func:`read_draft`): it is a draft only when it is text
-of about the asked length (:data:`USABLE` range), without control characters, over-long lines
-or a JSON document in place of prose; it is stored as a YAML string (never evaluated, never a
-path) in a spec that must load (:func:`bench.descriptions.specs.load_spec`), and shown to the
-model under test as a description, nothing more. A tool with any unusable draft keeps its
-spec unchanged and is named with the reason (:class:`DraftResult`).
+The model's answer is untrusted data (:func:`read_draft`, :func:`read_section`): it is used
+only when it is text of about the asked length (:data:`USABLE` range), without control
+characters, over-long lines or a JSON document in place of prose; it is stored as a YAML
+string (never evaluated, never a path) in a spec that must load
+(:func:`bench.descriptions.specs.load_spec`), and shown to the model under test as a
+description, nothing more. Every usable draft is written as soon as it is known; a length
+without one keeps the spec's text for it and is named with the reason (:class:`DraftResult`).
 
-Each spec file is rewritten atomically, and only its top-level ``variants:`` block changes:
-the rest of the file, comments included, stays as it was.
+Each spec file is rewritten atomically under a lock of the toolset's folder
+(:func:`specs_lock`), and only its top-level ``variants:`` block changes: the rest of the
+file, comments included, stays as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import functools
 import math
+import os
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import jinja2
 import yaml
 
 from bench.descriptions.specs import load_spec
-from bench.descriptions.variants import CURRENT, check_toolset, count_lines, load_variant
+from bench.descriptions.variants import (CURRENT, Variant, check_toolset, count_lines,
+                                         load_variant, template_path)
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.parse import ParsedAnswer
@@ -174,8 +190,6 @@ def read_draft(answer: ParsedAnswer, lines: int) -> str:
             (:data:`_ECHOES`), a JSON document, a line count
             outside :func:`usable_range`).
     """
-    import json
-
     if answer.error is not None:
         raise ValueError(f"invalid answer ({answer.error[:120]})")
     call = next((c for c in answer.calls if c.name == DRAFT_TOOL), None)
@@ -188,25 +202,7 @@ def read_draft(answer: ParsedAnswer, lines: int) -> str:
         text = clean_draft(answer.text or "")
     if not text:
         raise ValueError("no text")
-    echo = next((words for words in _ECHOES if words in text), None)
-    if echo is not None:
-        raise ValueError(f"the prompt copied back ('{echo}')")
-    if _CONTROL.search(text):
-        raise ValueError("control characters in the text")
-    longest = max(len(line) for line in text.splitlines())
-    if longest > MAX_LINE_CHARS:
-        raise ValueError(f"a line of {longest} characters (at most {MAX_LINE_CHARS})")
-    if text[0] in "{[":
-        try:
-            json.loads(text)
-        except ValueError:
-            pass
-        else:
-            raise ValueError("a JSON document, not a description")
-    low, high = usable_range(lines)
-    found = count_lines(text)
-    if not low <= found <= high:
-        raise ValueError(f"{found} lines, not {low} to {high}")
+    _check_text(text, lines)
     return text
 
 
@@ -228,71 +224,371 @@ class DraftResult:
 
     Attributes:
         drafts: the drafts written, in tool then length order.
-        failed: tool -> one line saying which lengths had no usable draft and why; these
-            tools' specs were left unchanged (none of their drafts written).
+        failed: tool -> one line naming each length that was not written, and each section
+            that could not be drafted, with the reason (an unusable answer, a failed request,
+            the tool's time budget spent, a text written meanwhile by another process). A
+            tool's other lengths are written all the same.
+        method: how the drafts were asked (``whole`` or ``sections``: :data:`METHODS`).
+        asked: drafts asked for (tools times lengths).
     """
 
     drafts: list[Draft]
     failed: dict[str, str]
+    method: str = "whole"
+    asked: int = 0
 
 
-def _ask(provider_id: str, prompts: Sequence[tuple[str, int, str]], timeout_s: float,
-         max_tokens: int) -> list[ParsedAnswer | str]:
-    """The answer to each ``(key, target lines, prompt)``, asked through ``provider_id``'s
-    request pipeline one at a time, offering :func:`draft_tool` of that length: the parsed
-    answer, or the one-line reason a request failed (the provider's error).
+@dataclass(frozen=True)
+class DraftStep:
+    """One drafting request answered (or skipped), for a progress line.
+
+    Attributes:
+        done: requests answered so far, this one included (1-based).
+        total: requests planned.
+        tool: the tool drafted.
+        part: what was asked: a length (``l10``) or a spec section (``constraints``).
+        outcome: a few words: ``10 lines``, ``unusable: <why>``, ``not asked: <why>``.
+        seconds: this request's wall time (s).
+        elapsed_s: the command's wall time so far (s).
+    """
+
+    done: int
+    total: int
+    tool: str
+    part: str
+    outcome: str
+    seconds: float
+    elapsed_s: float
+
+
+ProgressHook = Callable[[DraftStep], None]
+"""Called once per :class:`DraftStep`, in order (``bench variants draft`` prints a line)."""
+
+
+METHODS = ("auto", "whole", "sections")
+"""How drafts are asked. ``whole``: one request per tool and length for the whole text.
+``sections``: one request per empty section of the tool's spec (a few short lines each),
+then each length is its template rendered from the filled spec (:func:`tier_of`).
+``auto``: ``sections`` for the embedded model (``local``), ``whole`` for any other."""
+
+
+def resolve_method(method: str, provider_id: str) -> str:
+    """``method`` with ``auto`` resolved for ``provider_id`` (see :data:`METHODS`).
 
     Raises:
-        BenchError: the provider cannot start.
+        BenchError: ``method`` is not one of :data:`METHODS`.
     """
-    from bench.providers.errors import ProviderError
-    from bench.providers.pipeline import ModelRequest, build_pipeline
-    from bench.runner.config import RunConfig
-    from bench.runner.startup import default_factory
+    from bench.providers.registry import kind_of
 
-    from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
+    if method not in METHODS:
+        raise BenchError(f"--method must be {', '.join(METHODS)}, not '{method}'")
+    if method != "auto":
+        return method
+    return "sections" if kind_of(provider_id) == "local" else "whole"
 
-    # the embedded model answers in a constrained JSON layout: the one whose "no call"
-    # carries words (an episode's final answer) lets it answer in text as well
-    config = RunConfig(providers=[provider_id], request_timeout_s=timeout_s,
-                       max_tokens=max_tokens, no_call_layout=EPISODE_NO_CALL_LAYOUT)
-    provider = default_factory(provider_id, config)
-    try:
-        for lines in sorted({lines for _, lines, _ in prompts}):
-            provider.prepare([draft_tool(lines)], variant_key=f"bench-variants-draft-l{lines}",
-                             label="the drafting request")
-        pipeline = build_pipeline(provider_id, provider, concurrency=1,
-                                  attempts=config.attempts or 3)
 
-        async def ask_all() -> list[ParsedAnswer | str]:
-            answers: list[ParsedAnswer | str] = []
-            try:
-                for key, lines, prompt in prompts:
-                    request = ModelRequest(messages=[Message(role="user", content=prompt)],
-                                           tools=[draft_tool(lines)], trial=0,
-                                           variant_key=f"bench-variants-draft-l{lines}",
-                                           key=key)
-                    try:
-                        outcome = await pipeline.complete(request)
-                    except ProviderError as exc:
-                        answers.append(f"the request failed: {str(exc).splitlines()[0][:160]}")
-                        continue
-                    answers.append(outcome.response.parsed)
-            finally:
-                await provider.aclose()
-            return answers
+DEFAULT_TOOL_TIMEOUT_S = 600.0
+"""Seconds of requests one tool's drafts may take (``--tool-timeout``): no new request is
+sent for a tool once its earlier ones took this long; a request in flight is bounded by
+``--request-timeout``. Ten minutes is about five times what the section-by-section drafts of
+a two-parameter tool took the embedded model on two shared cores (docs/descriptions-and-
+variants.md)."""
 
-        return asyncio.run(ask_all())
-    finally:
-        provider.close()
+
+@dataclass(frozen=True)
+class Section:
+    """A spec section that ``sections`` drafting asks for (:data:`SECTIONS`).
+
+    Attributes:
+        key: the :class:`~bench.descriptions.specs.ToolSpec` field it fills.
+        title: its name in the prompt.
+        ask: what each of its lines holds (the prompt's words).
+        tier: the shortest built-in template that shows it (bench/data/templates: l3.j2
+            shows the first item of when_to_use and when_not_to_use, l10.j2 all of them and
+            returns, l30.j2 constraints and errors, l50.j2 examples and edge cases).
+        most: the most lines asked for it.
+        block: the template shows it under a heading line of its own (which adds a line).
+    """
+
+    key: str
+    title: str
+    ask: str
+    tier: int
+    most: int
+    block: bool = False
+
+
+SECTIONS = (
+    Section("when_to_use", "When to use it", 'a kind of request it serves, finishing the '
+            'sentence "Use it ..." (begin with "when")', 3, 3),
+    Section("when_not_to_use", "When not to use it", "a request it cannot serve or that needs "
+            'another tool, finishing the sentence "Do not use it ..." (begin with "when" or '
+            '"for")', 3, 3),
+    Section("returns", "What it returns", "what a call returns", 10, 1),
+    Section("constraints", "Constraints", "a rule its arguments must follow: format, allowed "
+            "values, bounds, which arguments go together", 30, 8, block=True),
+    Section("errors", "Errors", "a way a call can fail (a bad or missing argument, nothing "
+            "found) and what to do then", 30, 6, block=True),
+    Section("examples", "Examples", "a request a user could write that this tool serves, with "
+            "the arguments of the call it needs", 50, 4, block=True),
+    Section("edge_cases", "Edge cases", "an unusual or ambiguous request or value, and how to "
+            "handle it", 50, 8, block=True),
+)
+"""The sections drafted, in the order asked (a tier's later sections are sized by what its
+earlier ones added). ``business_context`` is not asked: nothing in a tool's description tells
+a model the business behind it."""
+
+MAX_SECTION_ITEMS = 8
+"""Most lines one section request asks for: the embedded model's grammar bounds an array's
+length up to :data:`bench.providers.local.GRAMMAR_MAX_ITEMS` (8) items only; past that the
+array runs on until the token cap, as 30- and 50-line whole drafts did."""
+
+SECTION_MAX_TOKENS = 512
+"""Default completion cap of one section request: :data:`TOKENS_PER_LINE` for each of
+:data:`MAX_SECTION_ITEMS` lines, with room for an example's arguments (four examples)."""
+
+TIERS = (3, 10, 30, 50)
+"""Target lines of the built-in templates l3.j2 ... l50.j2 (bench/data/templates)."""
+
+SECTION_TOOL = "write_section"
+EXAMPLES_TOOL = "write_examples"
+
+
+def tier_of(lines: int) -> int:
+    """The template (by its target lines, :data:`TIERS`) that renders a sections draft of
+    ``lines`` lines: the nearest, the shorter one on a tie (``l5`` is rendered by ``l3.j2``)."""
+    return min(TIERS, key=lambda tier: (abs(tier - lines), tier))
+
+
+def section_tool(count: int) -> Tool:
+    """The tool a section request offers: ``write_section(lines: [str x count])``."""
+    return Tool(name=SECTION_TOOL, description=(
+        "Write the section you were asked for: each item of `lines` is one line."),
+        input_schema={"type": "object", "properties": {"lines": {
+            "type": "array", "items": {"type": "string"}, "minItems": count, "maxItems": count,
+            "description": f"The section, {count} line(s), one per item."}},
+            "required": ["lines"], "additionalProperties": False})
+
+
+def examples_tool(tool: Tool, count: int) -> Tool:
+    """The tool an examples request offers: ``write_examples(examples: [{request,
+    arguments}] x count)``, ``arguments`` being ``tool``'s own input schema (its ``$defs``
+    moved to the root, where its ``$ref`` point), so that the embedded model's grammar holds
+    the arguments to the schema."""
+    schema = {k: v for k, v in tool.input_schema.items() if k not in ("$schema", "$id")}
+    defs: dict[str, Any] = {k: schema.pop(k) for k in ("$defs", "definitions") if k in schema}
+    item = {"type": "object", "properties": {"request": {"type": "string"},
+                                             "arguments": schema},
+            "required": ["request", "arguments"], "additionalProperties": False}
+    return Tool(name=EXAMPLES_TOOL, description=(
+        "Write the examples you were asked for: a user's request and the arguments of the "
+        f"call of `{tool.name}` it needs."), input_schema={
+        "type": "object", "properties": {"examples": {
+            "type": "array", "items": item, "minItems": count, "maxItems": count}},
+        "required": ["examples"], "additionalProperties": False, **defs})
+
+
+def section_prompt(tool: Tool, filled: dict[str, Any], section: Section, count: int) -> str:
+    """The request for ``count`` lines of ``section`` of ``tool``'s description, showing its
+    current description, its parameters (one plain line each) and the sections ``filled`` so
+    far (so that the model does not repeat them)."""
+    known = []
+    for other in SECTIONS:
+        value = filled.get(other.key)
+        if other.key != "examples" and value:
+            items = value if isinstance(value, list) else [value]
+            known.append(f"{other.title}: " + " / ".join(str(i) for i in items))
+    answer = EXAMPLES_TOOL if section.key == "examples" else SECTION_TOOL
+    return (
+        f"You are writing one section of the description of the tool `{tool.name}`, read by an "
+        "AI model that chooses tools and fills in their arguments.\n\n"
+        f"Current description:\n{tool.description.strip() or '(none)'}\n\n"
+        "Parameters:\n" + "\n".join(_parameter_lines(tool.input_schema)) + "\n"
+        + ("\nSections written so far:\n" + "\n".join(known) + "\n" if known else "")
+        + f"\nWrite the section \"{section.title}\": exactly {count} line(s), each "
+        f"{section.ask}. Use only what the description and parameters say or plainly imply; "
+        "never invent limits, defaults or values. Do not repeat the sections written so far. "
+        f"One short plain sentence per line. Answer by calling {answer}.\n")
+
+
+_SECTION_ECHOES = _ECHOES + ("Sections written so far", "Write the section", SECTION_TOOL,
+                             EXAMPLES_TOOL)
+_BULLET = re.compile(r"^(?:[-*\u2022]\s+|\d+[.)]\s+)")
+_USE_PREFIX = re.compile(r"^(?:you (?:should|can) |only )?(?:use|call) (?:it|this tool|this|"
+                         r"the tool)\b[\s,:]*", re.IGNORECASE)
+_DONT_PREFIX = re.compile(r"^(?:do not|don't|never|avoid) (?:use|call|using|calling) "
+                          r"(?:it|this tool|this|the tool)\b[\s,:]*", re.IGNORECASE)
+_RETURNS_PREFIX = re.compile(r"^(?:it |the tool |this tool )?returns?\b\s*:?\s*",
+                             re.IGNORECASE)
+
+
+def _check_line(line: str, echoes: Sequence[str]) -> None:
+    """Raise ValueError when one line of a draft is unusable (see :func:`read_draft`)."""
+    echo = next((words for words in echoes if words in line), None)
+    if echo is not None:
+        raise ValueError(f"the prompt copied back ('{echo}')")
+    if _CONTROL.search(line):
+        raise ValueError("control characters in the text")
+    if len(line) > MAX_LINE_CHARS:
+        raise ValueError(f"a line of {len(line)} characters (at most {MAX_LINE_CHARS})")
+
+
+def _clean_item(text: str, section: Section) -> str:
+    """One line of a section as the template shows it: one line (inner breaks and runs of
+    blanks are one space), no bullet or number, no "Use it" the template adds itself, a
+    lower-case "when" after that, and a full stop."""
+    item = _BULLET.sub("", " ".join(text.split()))
+    prefix = {"when_to_use": _USE_PREFIX, "when_not_to_use": _DONT_PREFIX,
+              "returns": _RETURNS_PREFIX}.get(section.key)
+    if prefix is not None:
+        item = prefix.sub("", item, count=1)
+    if section.tier == 3 and len(item) > 1 and item[0].isupper() and item[1].islower():
+        item = item[0].lower() + item[1:]
+    if item and item[-1] not in ".!?":
+        item += "."
+    return item
+
+
+def read_section(answer: ParsedAnswer, section: Section, count: int, tool: Tool) -> list[Any]:
+    """The items of ``section`` in a model's answer, at most ``count``: the lines of its
+    :data:`SECTION_TOOL` call (or of its text), each cleaned (:func:`_clean_item`); for
+    ``examples``, ``{"query", "arguments"}`` of each :data:`EXAMPLES_TOOL` item whose
+    arguments validate against ``tool``'s input schema.
+
+    Raises:
+        ValueError: no usable item; the message says why in a few words (an invalid or cut
+            answer, no text, lines that are not strings, control characters, an over-long
+            line, the prompt's own words, a JSON document, no example that fits the schema).
+    """
+    if answer.error is not None:
+        raise ValueError(f"invalid answer ({answer.error[:120]})")
+    if section.key == "examples":
+        return _read_examples(answer, count, tool)
+    call = next((c for c in answer.calls if c.name == SECTION_TOOL), None)
+    if call is not None:
+        raw = call.arguments.get("lines") if call.valid else None
+        if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
+            raise ValueError(f"{SECTION_TOOL} without a list of strings as lines")
+    else:
+        raw = clean_draft(answer.text or "").splitlines()
+    items: list[Any] = []
+    for text in raw:
+        if _CONTROL.search(text):
+            raise ValueError("control characters in the text")
+        item = _clean_item(text, section)
+        if not item.strip(". "):
+            continue
+        _check_line(item, _SECTION_ECHOES)
+        if item[0] in "{[":
+            raise ValueError("a JSON document, not a description")
+        if item not in items:
+            items.append(item)
+    if not items:
+        raise ValueError("no text")
+    return items[:count]
+
+
+def _read_examples(answer: ParsedAnswer, count: int, tool: Tool) -> list[Any]:
+    """The usable examples of an :data:`EXAMPLES_TOOL` answer (see :func:`read_section`)."""
+    import jsonschema
+
+    call = next((c for c in answer.calls if c.name == EXAMPLES_TOOL), None)
+    raw = call.arguments.get("examples") if call is not None and call.valid else None
+    if not isinstance(raw, list):
+        raise ValueError(f"no {EXAMPLES_TOOL} call with a list of examples")
+    validator = jsonschema.Draft202012Validator(tool.input_schema)
+    found: list[Any] = []
+    for item in raw:
+        request = item.get("request") if isinstance(item, dict) else None
+        arguments = item.get("arguments") if isinstance(item, dict) else None
+        if not isinstance(request, str) or not isinstance(arguments, dict):
+            continue
+        request = " ".join(request.split())
+        try:
+            _check_line(request, _SECTION_ECHOES)
+        except ValueError:
+            continue
+        if request and validator.is_valid(arguments) and \
+                all(example["query"] != request for example in found):
+            found.append({"query": request, "arguments": arguments})
+    if not found:
+        raise ValueError("no example whose arguments fit the tool's input schema")
+    return found[:count]
+
+
+class _Asker:
+    """Drafting requests through ``provider_id``'s request pipeline
+    (:func:`bench.providers.pipeline.build_pipeline`), one at a time, on one event loop; the
+    embedded model's worker counts as hung after ``timeout_s`` (its ``answer_timeout_s``).
+
+    Raises:
+        BenchError: (on creation) the provider cannot start.
+    """
+
+    def __init__(self, provider_id: str, timeout_s: float, max_tokens: int) -> None:
+        from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
+        from bench.providers.pipeline import build_pipeline
+        from bench.providers import make_provider
+        from bench.providers.registry import kind_of
+        from bench.runner.config import RunConfig
+        from bench.runner.startup import default_factory
+
+        # the embedded model answers in a constrained JSON layout: the one whose "no call"
+        # carries words (an episode's final answer) lets it answer in text as well
+        config = RunConfig(providers=[provider_id], request_timeout_s=timeout_s,
+                           max_tokens=max_tokens, no_call_layout=EPISODE_NO_CALL_LAYOUT)
+        if kind_of(provider_id) == "local":  # a run's settings, and a hang bounded by ours
+            self.provider = make_provider(provider_id, max_tokens=max_tokens,
+                                          no_call_layout=EPISODE_NO_CALL_LAYOUT,
+                                          answer_timeout_s=timeout_s)
+        else:
+            self.provider = default_factory(provider_id, config)
+        self.pipeline = build_pipeline(provider_id, self.provider, concurrency=1,
+                                       attempts=config.attempts or 3)
+        self.loop = asyncio.Runner()
+        self.prepared: set[str] = set()
+
+    def ask(self, key: str, prompt: str, tool: Tool) -> ParsedAnswer | str:
+        """The parsed answer to ``prompt`` offering ``tool``, or the one-line reason the
+        request failed (the provider's error, or a tool it cannot offer)."""
+        import hashlib
+        import json
+
+        from bench.providers.errors import ProviderError
+        from bench.providers.pipeline import ModelRequest
+
+        variant_key = "bench-variants-draft-" + hashlib.sha256(json.dumps(
+            tool.model_dump(), sort_keys=True).encode("utf-8")).hexdigest()[:16]
+        try:
+            if variant_key not in self.prepared:
+                self.provider.prepare([tool], variant_key=variant_key,
+                                      label="the drafting request")
+                self.prepared.add(variant_key)
+            request = ModelRequest(messages=[Message(role="user", content=prompt)],
+                                   tools=[tool], trial=0, variant_key=variant_key, key=key)
+            outcome = self.loop.run(self.pipeline.complete(request))
+        except ProviderError as exc:
+            return f"the request failed: {str(exc).splitlines()[0][:160]}"
+        except BenchError as exc:  # e.g. a schema the embedded model's grammar cannot hold
+            return f"the request failed: {exc.message.splitlines()[0][:160]}"
+        return outcome.response.parsed
+
+    def close(self) -> None:
+        """Stop the provider and the event loop."""
+        try:
+            self.loop.run(self.provider.aclose())
+        finally:
+            self.loop.close()
+            self.provider.close()
 
 
 def _spec_path(toolset_dir: Path, tool: str) -> Path:
     return toolset_dir / "specs" / f"{tool}.yaml"
 
 
-def _new_spec_text(tool: Tool) -> str:
-    """A minimal spec for an imported tool (name, permission, summary, schema)."""
+def _new_spec_data(tool: Tool) -> dict[str, Any]:
+    """A minimal spec of an imported tool: name, permission, summary (the first line of its
+    description) and input schema."""
     summary = next((line.strip() for line in tool.description.splitlines() if line.strip()),
                    tool.name)
     data: dict[str, Any] = {"name": tool.name}
@@ -300,10 +596,16 @@ def _new_spec_text(tool: Tool) -> str:
         data["permission"] = tool.permission
     data["summary"] = summary
     data["input_schema"] = tool.input_schema
+    return data
+
+
+def _new_spec_text(tool: Tool) -> str:
+    """The text of a minimal spec for an imported tool (:func:`_new_spec_data`)."""
     return ("# Written by `bench variants draft` from the imported description; "
             "the variants below are\n# the tool's own texts (draft: true until "
             "`bench variants accept`).\n"
-            + yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100))
+            + yaml.safe_dump(_new_spec_data(tool), allow_unicode=True, sort_keys=False,
+                             width=100))
 
 
 def replace_variants_block(text: str, variants: dict[str, Any]) -> str:
@@ -360,6 +662,69 @@ def _variants_of(path: Path) -> dict[str, Any]:
     return dict(found) if isinstance(found, dict) else {}
 
 
+@contextlib.contextmanager
+def specs_lock(toolset_dir: Path) -> Iterator[None]:
+    """Hold an exclusive advisory ``flock`` on the toolset's folder for a read-modify-write
+    of its spec files, waiting for another holder (two ``bench variants draft`` on one
+    toolset, or an accept): without it, each rewrote a spec from what it had read, and the
+    later write dropped the other's drafts. The folder itself is locked, not a file in it,
+    as :meth:`bench.runstore.RunStore.writing` does: nothing is left behind."""
+    fd = os.open(toolset_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _store(toolset_dir: Path, base: Variant, name: str, drafts: Sequence[Draft],
+           before: dict[str, Any], provider_id: str, source: str
+           ) -> tuple[list[Draft], list[str]]:
+    """Write ``drafts`` of tool ``name`` into its spec under :func:`specs_lock`, re-reading
+    the spec there, and give every tool of ``base`` without a spec a minimal one (so that a
+    length renders every tool, its drafts or its template's text).
+
+    A length whose text changed since the command read it (``before``: the spec's
+    ``variants`` then), i.e. another process drafted or accepted it meanwhile, is kept as it
+    is and named.
+
+    Returns:
+        The drafts written, and one ``"l<N>: why"`` per draft not written.
+    """
+    from bench.descriptions.lock import tool_hashes
+
+    tool = base.tool(name)
+    assert tool is not None
+    origin = f"{source} sha256:{tool_hashes(tool)['sha256'][:12]}"
+    written: list[Draft] = []
+    problems: list[str] = []
+    with specs_lock(toolset_dir):
+        (toolset_dir / "specs").mkdir(exist_ok=True)
+        for other in base.tools:
+            if not _spec_path(toolset_dir, other.name).exists():
+                _write_spec(_spec_path(toolset_dir, other.name), _new_spec_text(other))
+        path = _spec_path(toolset_dir, name)
+        variants = _variants_of(path)
+        for draft in drafts:
+            if variants.get(draft.variant) != before.get(draft.variant):
+                problems.append(f"{draft.variant}: written meanwhile by another process, "
+                                "kept as it is")
+                continue
+            variants[draft.variant] = {"description": draft.text, "draft": True,
+                                       "drafted_by": provider_id, "drafted_from": origin}
+            written.append(draft)
+        if written:
+            try:
+                _write_spec(path, replace_variants_block(path.read_text(encoding="utf-8"),
+                                                         variants))
+            except BenchError as exc:  # the drafts would make the spec invalid: unchanged
+                return [], [f"{d.variant}: {exc.message}" for d in written] + problems
+    return written, problems
+
+
 TOKENS_PER_LINE = 40
 """Tokens budgeted per drafted line: English runs about 4 characters per token (OpenAI,
 "What are tokens and how to count them"), so a 100-character line is about 25, plus the JSON
@@ -367,21 +732,69 @@ quotes and comma of its item in the ``lines`` array; the rest is headroom."""
 
 
 def default_max_tokens(lengths: Iterable[int]) -> int:
-    """Completion cap per draft: :data:`TOKENS_PER_LINE` for each line the longest length may
-    have (:func:`asked_range`), at least 256 (3 lines of JSON framing need well under it)."""
+    """Completion cap per ``whole`` draft: :data:`TOKENS_PER_LINE` for each line the longest
+    length may have (:func:`asked_range`), at least 256 (3 lines of JSON framing need well
+    under it)."""
     return max(256, TOKENS_PER_LINE * max(asked_range(n)[1] for n in lengths))
+
+
+def _check_text(text: str, lines: int, echoes: Sequence[str] = _ECHOES) -> None:
+    """Raise ValueError when ``text`` is no usable draft of ``lines`` lines (the checks of
+    :func:`read_draft`; ``echoes``: the prompt's words it must not hold)."""
+    import json
+
+    echo = next((words for words in echoes if words in text), None)
+    if echo is not None:
+        raise ValueError(f"the prompt copied back ('{echo}')")
+    if _CONTROL.search(text):
+        raise ValueError("control characters in the text")
+    longest = max(len(line) for line in text.splitlines())
+    if longest > MAX_LINE_CHARS:
+        raise ValueError(f"a line of {longest} characters (at most {MAX_LINE_CHARS})")
+    if text[0] in "{[":
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            raise ValueError("a JSON document, not a description")
+    low, high = usable_range(lines)
+    found = count_lines(text)
+    if not low <= found <= high:
+        raise ValueError(f"{found} lines, not {low} to {high}")
+
+
+class _Steps:
+    """Counts requests and reports each to a :data:`ProgressHook`."""
+
+    def __init__(self, total: int, progress: ProgressHook | None) -> None:
+        self.total, self.done, self.progress = total, 0, progress
+        self.started = time.monotonic()
+
+    def __call__(self, tool: str, part: str, outcome: str, seconds: float = 0.0) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(DraftStep(self.done, self.total, tool, part, outcome, seconds,
+                                    time.monotonic() - self.started))
 
 
 def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFAULT_LENGTHS,
                    *, source: str = CURRENT, tools: Iterable[str] | None = None,
                    force: bool = False, root: Path | None = None, timeout_s: float = 120.0,
-                   max_tokens: int | None = None) -> DraftResult:
+                   max_tokens: int | None = None, method: str = "auto",
+                   tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+                   progress: ProgressHook | None = None) -> DraftResult:
     """Draft ``l<N>`` texts for the tools of ``toolset`` from its ``source`` variant and store
     them in the specs as drafts (``draft: true``, ``drafted_by``, ``drafted_from``).
 
-    Each answer is read by :func:`read_draft`; a tool with any unusable answer keeps its spec
-    as it was (its usable drafts are not written either, so that a variant is never drafted
-    for some of its lengths only by accident) and is named in :attr:`DraftResult.failed`.
+    ``method`` (:data:`METHODS`) says how: a whole text per tool and length, read by
+    :func:`read_draft`; or the empty sections of each tool's spec one by one
+    (:data:`SECTIONS`, each a few lines, sized so that each length lands near its target,
+    read by :func:`read_section`), each length then rendered by its template
+    (:func:`tier_of`) from the spec with those sections. Every usable draft is written as
+    soon as it is known (a tool's lengths together with ``sections``), under
+    :func:`specs_lock`; the lengths that could not be drafted are named in
+    :attr:`DraftResult.failed` and leave the spec's text for them as it was.
 
     Args:
         toolset: the toolset's folder name.
@@ -391,19 +804,23 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         tools: only these tools (default: all).
         force: replace texts already in a spec (a draft, or an accepted one).
         root: the ``descriptions/`` folder (default: the project's).
-        timeout_s: seconds per request.
-        max_tokens: completion cap per request (default :func:`default_max_tokens`).
+        timeout_s: seconds per request (the embedded model's worker is stopped as hung
+            after it, restarted once and asked again).
+        max_tokens: completion cap per request (default :func:`default_max_tokens` for
+            ``whole``, :data:`SECTION_MAX_TOKENS` for ``sections``).
+        method: :data:`METHODS`.
+        tool_timeout_s: seconds of requests per tool (:data:`DEFAULT_TOOL_TIMEOUT_S`).
+        progress: called once per request (:class:`DraftStep`).
 
     Returns:
-        The drafts written and the tools left unchanged with the reason.
+        The drafts written and, per tool, what was not drafted and why.
 
     Raises:
-        BenchError: an unknown toolset, source variant or tool; lengths outside 1-200; a
-            spec that does not load (names its file, line and field); a spec that already has
-            a text for a length (without ``force``); a provider that cannot start.
+        BenchError: an unknown toolset, source variant, tool or method; lengths outside
+            1-200; a spec that does not load (names its file, line and field); a spec that
+            already has a text for a length (without ``force``); a provider that cannot
+            start.
     """
-    from bench.descriptions.lock import tool_hashes
-
     root = root or descriptions_dir()
     base = load_variant(toolset, source, root)
     toolset_dir = root / toolset
@@ -415,55 +832,182 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
     lengths = sorted(set(lengths))
     if not lengths or min(lengths) < 1 or max(lengths) > 200:
         raise BenchError("--lengths: give line counts from 1 to 200, e.g. 3,10,30,50")
-    jobs = []
+    method = resolve_method(method, provider_id)
+    before: dict[str, dict[str, Any]] = {}
+    specs: dict[str, dict[str, Any] | None] = {}
     for name in wanted:
-        if _spec_path(toolset_dir, name).is_file():  # a broken spec: one line naming its field
-            load_spec(_spec_path(toolset_dir, name))
-        existing = _variants_of(_spec_path(toolset_dir, name))
+        path = _spec_path(toolset_dir, name)
+        spec = load_spec(path) if path.is_file() else None  # a broken one: one line
+        specs[name] = spec.model_dump(exclude={"variants"}) if spec is not None else None
+        before[name] = _variants_of(path)
         for lines in lengths:
             variant = f"l{lines}"
-            if variant in existing and not force:
-                entry = existing[variant]
+            if variant in before[name] and not force:
+                entry = before[name][variant]
                 state = ("a draft" if isinstance(entry, dict) and entry.get("draft")
                          else "an accepted text")
                 raise BenchError(f"tool '{name}' already has {state} for {variant} (pass "
-                                 "--force to draft it again)",
-                                 file=_spec_path(toolset_dir, name), field=f"variants.{variant}")
-            jobs.append((name, lines))
-    answers = _ask(provider_id, [(f"draft|{toolset}|{name}|l{lines}", lines,
-                                  draft_prompt(base.tool(name), lines))  # type: ignore[arg-type]
-                                 for name, lines in jobs], timeout_s,
-                   max_tokens or default_max_tokens(lengths))
+                                 "--force to draft it again)", file=path,
+                                 field=f"variants.{variant}")
     drafts: list[Draft] = []
     problems: dict[str, list[str]] = {}
-    for (name, lines), answer in zip(jobs, answers):
+    if method == "whole":
+        total = len(wanted) * len(lengths)
+        cap = max_tokens or default_max_tokens(lengths)
+    else:
+        plans = {name: _sections_needed(specs[name], lengths) for name in wanted}
+        total = sum(len(plan) for plan in plans.values())
+        cap = max_tokens or SECTION_MAX_TOKENS
+    steps = _Steps(total, progress)
+    asker = _Asker(provider_id, timeout_s, cap)
+    try:
+        for name in wanted:
+            tool = base.tool(name)
+            assert tool is not None
+            if method == "whole":
+                store = functools.partial(_store, toolset_dir, base, name, before=before[name],
+                                          provider_id=provider_id, source=source)
+                found, why = _draft_whole(asker, toolset, tool, lengths, tool_timeout_s,
+                                          steps, store)
+            else:
+                ready, why = _draft_sections(asker, toolset, tool, specs[name], plans[name],
+                                             lengths, root, tool_timeout_s, steps)
+                found, refused = _store(toolset_dir, base, name, ready, before[name],
+                                        provider_id, source) if ready else ([], [])
+                why += refused
+            drafts += found
+            if why:
+                problems[name] = why
+    finally:
+        asker.close()
+    return DraftResult(drafts=drafts, failed={n: "; ".join(w) for n, w in problems.items()},
+                       method=method, asked=len(wanted) * len(lengths))
+
+
+def _draft_whole(asker: _Asker, toolset: str, tool: Tool, lengths: Sequence[int],
+                 budget_s: float, steps: _Steps,
+                 store: Callable[[list[Draft]], tuple[list[Draft], list[str]]]
+                 ) -> tuple[list[Draft], list[str]]:
+    """Ask one whole text per length of ``tool`` and ``store`` each usable one at once.
+
+    Returns:
+        The drafts written, and one ``"l<N>: why"`` per length not written.
+    """
+    written: list[Draft] = []
+    problems: list[str] = []
+    started = time.monotonic()
+    for lines in lengths:
+        part = f"l{lines}"
+        if time.monotonic() - started >= budget_s:
+            why = f"not asked: the tool's --tool-timeout of {budget_s:g} s was spent"
+            problems.append(f"{part}: {why}")
+            steps(tool.name, part, why)
+            continue
+        asked = time.monotonic()
+        answer = asker.ask(f"draft|{toolset}|{tool.name}|{part}", draft_prompt(tool, lines),
+                           draft_tool(lines))
+        seconds = time.monotonic() - asked
         try:
             if isinstance(answer, str):
                 raise ValueError(answer)
             text = read_draft(answer, lines)
         except ValueError as exc:
-            problems.setdefault(name, []).append(f"l{lines}: {exc}")
+            problems.append(f"{part}: {exc}")
+            steps(tool.name, part, f"unusable: {exc}", seconds)
             continue
-        drafts.append(Draft(name, f"l{lines}", lines, count_lines(text), text))
-    for name in wanted:
-        if name in problems:
-            continue
-        tool = base.tool(name)
-        assert tool is not None
-        path = _spec_path(toolset_dir, name)
-        text = path.read_text(encoding="utf-8") if path.is_file() else _new_spec_text(tool)
-        variants = _variants_of(path)
-        origin = f"{source} sha256:{tool_hashes(tool)['sha256'][:12]}"
-        for draft in (d for d in drafts if d.tool == name):
-            variants[draft.variant] = {"description": draft.text, "draft": True,
-                                       "drafted_by": provider_id, "drafted_from": origin}
-        path.parent.mkdir(parents=True, exist_ok=True)
+        found, refused = store([Draft(tool.name, part, lines, count_lines(text), text)])
+        written += found
+        problems += refused
+        steps(tool.name, part, f"{count_lines(text)} lines" if found else refused[0], seconds)
+    return written, problems
+
+
+def _sections_needed(spec: dict[str, Any] | None, lengths: Sequence[int]) -> list[Section]:
+    """The sections a tool's drafts of ``lengths`` ask for: those the longest length's
+    template shows (:func:`tier_of`) that its spec leaves empty (a person's text is kept)."""
+    top = tier_of(max(lengths))
+    return [s for s in SECTIONS if s.tier <= top and not (spec or {}).get(s.key)]
+
+
+def _draft_sections(asker: _Asker, toolset: str, tool: Tool, spec: dict[str, Any] | None,
+                    needed: Sequence[Section], lengths: Sequence[int], root: Path,
+                    budget_s: float, steps: _Steps) -> tuple[list[Draft], list[str]]:
+    """Fill ``needed`` sections of ``tool``'s spec one request each, then render each
+    length with its template.
+
+    A section of l3/l10 asks for 2 lines (1 when l3 is the longest length asked); one of
+    l30/l50 for as many as bring that length's rendering to its target (the length asked
+    that the template renders, else the template's own), split over the template's empty
+    sections, within :attr:`Section.most`. A section that fails is named and left empty;
+    each length whose rendering is usable (:func:`_check_text`) is a draft.
+
+    Returns:
+        The drafts to write, and one ``"<section or l<N>>: why"`` per failure.
+    """
+    from bench.descriptions.variants import _environment, render_tool, template_dirs
+    from bench.descriptions.specs import ToolSpec
+
+    env = _environment(template_dirs(root))
+    original = spec or _new_spec_data(tool)
+    filled = dict(original)
+
+    def render(data: dict[str, Any], tier: int) -> str:
         try:
-            _write_spec(path, replace_variants_block(text, variants))
-        except BenchError as exc:  # the drafts would make the spec invalid: left unchanged
-            problems[name] = [exc.message]
-    return DraftResult(drafts=[d for d in drafts if d.tool not in problems],
-                       failed={name: "; ".join(found) for name, found in problems.items()})
+            return render_tool(ToolSpec.model_validate(data),
+                               env.get_template(f"l{tier}.j2")).description
+        except jinja2.TemplateError as exc:
+            raise BenchError(f"template error: {exc.message or type(exc).__name__}",
+                             file=template_path(root, f"l{tier}")) from None
+
+    top = tier_of(max(lengths))
+    targets = {tier: tier for tier in TIERS if tier <= top}  # a tier not asked: its own
+    asked_for = {tier_of(lines): lines for lines in lengths}  # ascending: the longest wins
+    targets.update(asked_for)
+    problems: list[str] = []
+    started = time.monotonic()
+    for index, section in enumerate(needed):
+        if time.monotonic() - started >= budget_s:
+            why = f"not asked: the tool's --tool-timeout of {budget_s:g} s was spent"
+            problems.append(f"{section.key}: {why}")
+            steps(tool.name, section.key, why)
+            continue
+        if section.tier <= 10:
+            count = 1 if section.key == "returns" or top == 3 else 2
+        else:
+            left = sum(1 for s in needed[index:] if s.tier == section.tier)
+            missing = targets[section.tier] - count_lines(render(filled, section.tier))
+            count = math.ceil(missing / left) - (1 if section.block else 0)
+            count = max(1, min(count, section.most, MAX_SECTION_ITEMS))
+        offered = examples_tool(tool, count) if section.key == "examples" \
+            else section_tool(count)
+        asked = time.monotonic()
+        answer = asker.ask(f"draft|{toolset}|{tool.name}|{section.key}",
+                           section_prompt(tool, filled, section, count), offered)
+        seconds = time.monotonic() - asked
+        try:
+            if isinstance(answer, str):
+                raise ValueError(answer)
+            items = read_section(answer, section, count, tool)
+        except ValueError as exc:
+            problems.append(f"{section.key}: {exc}")
+            steps(tool.name, section.key, f"unusable: {exc}", seconds)
+            continue
+        filled[section.key] = items[0] if section.key == "returns" else items
+        steps(tool.name, section.key, f"{len(items)} of {count} lines", seconds)
+    drafts = []
+    for lines in lengths:
+        tier = tier_of(lines)
+        text = render(filled, tier)
+        if spec is not None and text == render(original, tier):
+            problems.append(f"l{lines}: nothing drafted (its spec renders it as it is)")
+            continue
+        try:
+            _check_text(text, lines, echoes=())
+        except ValueError as exc:
+            problems.append(f"l{lines}: {exc}")
+            continue
+        drafts.append(Draft(tool.name, f"l{lines}", lines, count_lines(text), text))
+    return drafts, problems
 
 
 def accept_drafts(toolset: str, variants: Iterable[str] | None = None,
@@ -497,19 +1041,21 @@ def accept_drafts(toolset: str, variants: Iterable[str] | None = None,
     for path in paths:
         if only_tools is not None and path.stem not in only_tools:
             continue
-        found = _variants_of(path)
-        changed = False
-        for name, entry in found.items():
-            if not isinstance(entry, dict) or not entry.get("draft"):
-                continue
-            if only_variants is not None and name not in only_variants:
-                continue
-            entry["draft"] = False
-            entry["reviewed_at"] = now
-            accepted.append((path.stem, name))
-            changed = True
-        if changed:
-            _write_spec(path, replace_variants_block(path.read_text(encoding="utf-8"), found))
+        with specs_lock(path.parent.parent):  # read-modify-write, as a draft's
+            found = _variants_of(path)
+            changed = False
+            for name, entry in found.items():
+                if not isinstance(entry, dict) or not entry.get("draft"):
+                    continue
+                if only_variants is not None and name not in only_variants:
+                    continue
+                entry["draft"] = False
+                entry["reviewed_at"] = now
+                accepted.append((path.stem, name))
+                changed = True
+            if changed:
+                _write_spec(path, replace_variants_block(path.read_text(encoding="utf-8"),
+                                                         found))
     if not accepted:
         asked = ", ".join(sorted(only_variants or [])) or "any variant"
         raise BenchError(f"no draft to accept in toolset '{toolset}' for {asked}")

@@ -18,7 +18,7 @@ import json
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import jinja2
 import jsonschema
@@ -370,6 +370,48 @@ def spec_variant_tool(spec: ToolSpec, name: str) -> Tool:
     schema = spec.input_schema if name == CURRENT else strip_descriptions(spec.input_schema)
     return Tool(name=spec.name, description=text, input_schema=schema,
                 permission=spec.permission)
+
+
+def same_text_groups(variants: Iterable[Variant]) -> list[tuple[str, list[str]]]:
+    """The sets of two or more ``variants`` of one toolset that show the model the same
+    tools, byte for byte (same :attr:`Variant.sha256`: names, descriptions, schemas):
+    ``(toolset, [variant names in the given order])``, in the order first met. Comparing
+    such variants measures nothing; an imported toolset's l30 and l50 render as its l10
+    until its specs' longer sections are written."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for variant in variants:
+        names = groups.setdefault((variant.toolset, variant.sha256), [])
+        if variant.name not in names:
+            names.append(variant.name)
+    return [(toolset, names) for (toolset, _), names in groups.items() if len(names) > 1]
+
+
+def same_text_note(toolset: str, names: Sequence[str]) -> str:
+    """One line saying that variants ``names`` of ``toolset`` render the same text, and the
+    shortest way to make them differ (fill the spec sections the longer templates add, or
+    draft the lengths with ``bench variants draft``)."""
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+    rendered = all(name in LINE_TARGETS for name in names)
+    how = ("; the sections the longer templates add are empty in its specs (l10: when to use "
+           "it, returns; l30: constraints, errors; l50: examples, edge cases): fill them in "
+           f"descriptions/{toolset}/specs/ or draft the lengths: bench variants draft "
+           f"--toolset {toolset} --provider local") if rendered else ""
+    return (f"variants {listed} of toolset '{toolset}' render the same text, so comparing "
+            f"them measures nothing{how}")
+
+
+def same_text_notes(toolset: str, root: Path | None = None) -> list[str]:
+    """:func:`same_text_note` for each set of ``toolset``'s variants (all it has:
+    :func:`available_variants`) that render the same text, as ``bench init`` says it. A
+    variant that does not load is left out: the command that uses it says why."""
+    loaded = []
+    for name in available_variants(toolset, root):
+        try:
+            loaded.append(load_variant(toolset, name, root))
+        except BenchError:
+            continue
+    return [same_text_note(group_toolset, names)
+            for group_toolset, names in same_text_groups(loaded)]
 
 
 def default_variant(toolset: str) -> str:
