@@ -151,3 +151,7 @@ def import_mcp_cmd(
     # Only the program name: a command line can carry tokens, and secrets never reach disk.
     header = f"Imported by `bench import mcp` from the tools/list of {Path(command[0]).name}."
     _report(imported, write_variant(name, variant, imported, header=header, force=force))
+    if imported.server_log.strip():  # captured: a server's log lines are not bench's output
+        out.print(f"note: the server wrote "
+                  f"{len(imported.server_log.strip().splitlines())} line(s) to its stderr "
+                  "(not shown)", markup=False)

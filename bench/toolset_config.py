@@ -109,6 +109,13 @@ class ToolsetSettings(BaseModel):
         reset_timeout_s: seconds the reset may take (a slower one fails the run).
         compare: tool name -> how its results compare for ``execution_match``: ``"exact"``,
             ``"shape"``, ``"none"``, or ``{ignore = ["field", ...]}`` (module docstring).
+        read_only: tools that only read, whatever their backend says (an MCP server that
+            does not mark them ``readOnlyHint``): their calls always run. The tool's spec
+            must say ``permission: read`` too (the stricter tag applies; ``bench init
+            --read-only`` writes both).
+        server_names: bench tool name -> the MCP server's own name, for the tools the import
+            renamed (``get.weather`` -> ``get_weather``, a second ``foo`` -> ``foo_2``):
+            their calls reach the server under its name.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -124,6 +131,8 @@ class ToolsetSettings(BaseModel):
     reset: list[str] | None = None
     reset_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     compare: dict[str, CompareMode | CompareIgnore] = Field(default_factory=dict)
+    read_only: list[str] = Field(default_factory=list)
+    server_names: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("compare", mode="before")
     @classmethod
@@ -198,11 +207,14 @@ class ToolsetSettings(BaseModel):
 
 
 def expand(text: str, environ: dict[str, str] | None = None) -> str:
-    """``text`` with every ``${NAME}`` replaced by the environment variable's value.
+    """``text`` with every ``${NAME}`` replaced by the environment variable's value; each
+    value is registered as a secret (:func:`bench.redact.register_secret`), so no log, file
+    or message of bench shows it (a server's stderr log included).
 
     Raises:
         BenchError: a named variable is not set.
     """
+    from bench.redact import register_secret
     environ = dict(os.environ) if environ is None else environ
 
     def value(match: re.Match[str]) -> str:
@@ -210,6 +222,7 @@ def expand(text: str, environ: dict[str, str] | None = None) -> str:
         if name not in environ:
             raise BenchError(f"${{{name}}} is used in a toolset's server settings but the "
                              f"environment variable {name} is not set")
+        register_secret(environ[name])
         return environ[name]
     return _VARIABLE.sub(value, text)
 
@@ -285,7 +298,7 @@ def settings_toml(toolset: str, settings: ToolsetSettings, comments: dict[str, s
     lines = [f"[tool.bench.toolsets.{toolset}]"]
     data = settings.model_dump(exclude_none=True)
     for key, value in data.items():
-        if key in ("env", "compare") and not value:
+        if key in ("env", "compare", "read_only", "server_names") and not value:
             continue
         if key == "reset_timeout_s" and not data.get("reset"):
             continue

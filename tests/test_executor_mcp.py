@@ -168,3 +168,149 @@ def test_a_server_failing_every_call_is_never_an_execution_match(tmp_path):
     assert {f["tool"] for f in found} == {"broken_lookup"} and len(found) == 2
     # recorded on the user's system: a warning (it may have changed since), not an error
     assert {f["severity"] for f in found} == {"warning"}
+
+
+# -- tools the import renamed (docs/your-own-tools.md, "Names and permissions") -------------
+
+RENAMED_SERVER = Path(__file__).with_name("mcp_renamed_server.py")
+
+
+def _server_calls(folder: Path) -> list[dict]:
+    """The tools/call requests tests/mcp_renamed_server.py received (its calls.log)."""
+    log = folder / "calls.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.slow
+def test_tools_renamed_at_import_are_called_by_the_servers_own_names(tmp_path):
+    """get.weather is get_weather here and the second foo is foo_2; both start, list and
+    run, and the server receives its own names."""
+    backend = McpBackend(sys.executable, [str(RENAMED_SERVER)], cwd=tmp_path,
+                         names={"get_weather": "get.weather", "foo_2": "foo"})
+    executor = Executor({"ren": backend.handlers()})
+    try:
+        assert [t.name for t in backend.tools] == ["get_weather", "foo", "foo_2", "count_rows"]
+        done = [executor.execute(ToolCall(id=name, name=name, arguments={"city": "Oslo"}),
+                                 backend.tools, "ren") for name in ("get_weather", "foo_2")]
+    finally:
+        executor.close()
+        backend.close()
+    assert [(o.success, o.error_code) for o in done] == [(True, None)] * 2
+    assert [o.data["tool"] for o in done] == ["get.weather", "foo"]
+    assert [c["name"] for c in _server_calls(tmp_path)] == ["get.weather", "foo"]
+
+
+def test_declared_server_names_hold_when_the_server_reorders_its_tools():
+    from bench.importers.mcp_server import bench_names
+
+    listed = ["get.weather", "get_weather", "foo", "foo"]
+    declared = {"get_weather": "get.weather", "get_weather_2": "get_weather", "foo_2": "foo"}
+    assert bench_names(listed) == ["get_weather", "get_weather_2", "foo", "foo_2"]
+    assert bench_names(listed, declared) == bench_names(listed)
+    # listed the other way round: each bench name still reaches the same server tool
+    assert bench_names(["get_weather", "foo", "get.weather"], declared) == \
+        ["get_weather_2", "foo", "get_weather"]
+
+
+@pytest.mark.slow
+def test_a_stdio_servers_stderr_log_is_redacted(tmp_path):
+    """A value bench expanded from ${NAME} (registered as a secret) never reaches the
+    server's log, though the server prints it on its stderr."""
+    from bench.toolset_config import expand
+
+    token = "tok-9f3k2q7"  # short and shapeless: only its value gives it away
+    assert expand("${API_TOKEN}", {"API_TOKEN": token}) == token
+    log = tmp_path / "mcp-server-x.log"
+    backend = McpBackend(sys.executable, [str(RENAMED_SERVER), "--plain"], cwd=tmp_path,
+                         env={"API_TOKEN": token}, errlog=log)
+    assert [t.name for t in backend.tools] == ["count_rows"]
+    backend.close()
+    text = log.read_text()
+    assert "renamed-test server starting with token ***" in text
+    assert token not in text
+
+
+_TOKEN = "tok-9f3k2q7"  # short and shapeless: only its value gives it away
+
+
+@pytest.fixture(scope="module")
+def renamed_run(tmp_path_factory):
+    """A project made by bench init from tests/mcp_renamed_server.py, its server given
+    API_TOKEN through env = {API_TOKEN = "${API_TOKEN}"}, run once by a scripted model that
+    calls get_weather, foo and foo_2: (project folder, the run's rows, the run's output)."""
+    from tests.test_own_tools import bench, rows, write_answers, write_cases
+
+    root = tmp_path_factory.mktemp("renamed")
+    (root / "server.py").write_text(RENAMED_SERVER.read_text(), encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "ren")
+    assert init.returncode == 0, init.stderr
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        'server = ["python", "server.py"]',
+        'server = ["python", "server.py"]\nenv = {API_TOKEN = "${API_TOKEN}"}'))
+    calls = {"weather": ("get_weather", "Paris"), "Oslo": ("foo", "Oslo"),
+             "again": ("foo_2", "Rome")}
+    write_cases(root, "ren", [
+        {"id": f"r{i}", "messages": [{"role": "user", "content": f"{key} {city}"}],
+         "expected": {"calls": [{"name": name, "arguments": {"city": [city]}}]}}
+        for i, (key, (name, city)) in enumerate(calls.items())])
+    write_answers(root, {key: [{"name": name, "arguments": {"city": city}}]
+                         for key, (name, city) in calls.items()})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("API_TOKEN", _TOKEN)
+        run = bench(root, "run", "--dataset", "ren", "--variants", "current", "--provider",
+                    "function:answers:answer", "--run-id", "r1")
+    got = rows(root, "r1") if run.returncode == 0 else {}
+    return root, got, run
+
+
+@pytest.mark.slow
+def test_mcp_tools_renamed_at_import_run_under_the_servers_names(renamed_run):
+    root, got, run = renamed_run
+    assert run.returncode == 0, run.stderr
+    assert 'server_names = {"get_weather" = "get.weather", "foo_2" = "foo"}' in \
+        (root / "pyproject.toml").read_text()
+    assert {case: m["execution_success"] for (case, _), m in got.items()} == \
+        {"r0": True, "r1": True, "r2": True}
+    assert sorted((c["name"], c["arguments"]["city"]) for c in _server_calls(root)) == \
+        [("foo", "Oslo"), ("foo", "Rome"), ("get.weather", "Paris")]
+
+
+@pytest.mark.slow
+def test_an_mcp_servers_stderr_log_never_keeps_a_token(renamed_run):
+    root, _, _ = renamed_run
+    log = root / "reports" / "runs" / "r1" / "mcp-server-ren.log"
+    assert "renamed-test server starting with token ***" in log.read_text()
+    leaked = [path.name for path in (root / "reports").rglob("*")
+              if path.is_file() and _TOKEN.encode() in path.read_bytes()]
+    assert leaked == []
+
+
+@pytest.mark.slow
+def test_read_only_tools_run_though_the_server_gives_no_read_only_hint(tmp_path):
+    """tests/mcp_server.py marks no tool readOnlyHint; bench init --read-only store_hours
+    makes store_hours run, the others stay refused writes."""
+    from tests.test_own_tools import bench, rows, write_answers, write_cases
+
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "server.py").write_text(SERVER.with_name("mcp_server.py").read_text(),
+                                    encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "shop",
+                 "--read-only", "store_hours")
+    assert init.returncode == 0, init.stderr
+    assert 'read_only = ["store_hours"]' in (root / "pyproject.toml").read_text()
+    write_cases(root, "shop", [
+        {"id": "h", "messages": [{"role": "user", "content": "when are you open"}],
+         "expected": {"calls": [{"name": "store_hours", "arguments": {}}]}},
+        {"id": "s", "messages": [{"role": "user", "content": "find my lamp order"}],
+         "expected": {"calls": [{"name": "search_orders", "arguments": {"keyword": ["lamp"]}}]}}])
+    write_answers(root, {"open": [{"name": "store_hours", "arguments": {}}],
+                         "lamp": [{"name": "search_orders", "arguments": {"keyword": "lamp"}}]})
+    run = bench(root, "run", "--dataset", "shop", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "r1")
+    assert (got[("h", "current")]["execution_success"],
+            got[("h", "current")]["write_refused"]) == (True, False)
+    assert got[("s", "current")]["write_refused"] is True  # not listed: still a write

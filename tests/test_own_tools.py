@@ -887,3 +887,104 @@ def test_a_declared_reset_lets_labels_run_and_compare_settles_clock_results(tmp_
     assert settled.returncode == 0, settled.stderr
     assert rows(root, "settled")[("t1", "current")]["execution_match"] is True
     assert "oracle's exec match" not in flat(settled.stdout)
+
+
+# -- what bench init shows and writes --------------------------------------------------------
+
+RENAMED_SERVER = TESTS / "mcp_renamed_server.py"
+
+
+def _cli_parses(line: str) -> None:
+    """Parse ``line`` (``bench ...``; ``<placeholder>`` read as a value) with bench's real
+    command tree, down to its last subcommand, without running it. A bare command name (a
+    mention, ``bench run``) only needs to name a command.
+
+    Raises:
+        AssertionError or the CLI's usage error: it does not parse.
+    """
+    import re
+    import shlex
+
+    import typer
+    from typer.core import TyperGroup
+
+    from bench.cli import app
+    args = shlex.split(re.sub(r"<[^>]+>", "x", line))
+    assert args[0] == "bench", line
+    command = typer.main.get_command(app)
+    ctx = command.make_context("bench", args[1:])
+    rest = ctx._protected_args + ctx.args
+    while isinstance(ctx.command, TyperGroup) and rest:
+        name, sub, rest = ctx.command.resolve_command(ctx, rest)
+        assert sub is not None, line
+        if not rest and not isinstance(sub, TyperGroup):
+            return  # a mention of a command: it exists
+        ctx = sub.make_context(name, rest, parent=ctx)
+        rest = ctx._protected_args + ctx.args
+    assert not rest, f"{line}: {rest} left over"
+    assert not isinstance(ctx.command, TyperGroup) or ctx.command.invoke_without_command, \
+        f"{line}: names no command"
+
+
+@pytest.mark.slow
+def test_the_commands_init_writes_parse_with_benchs_cli(tmp_path):
+    import re
+
+    root = tmp_path / "ren"
+    root.mkdir()
+    (root / "server.py").write_text(RENAMED_SERVER.read_text(), encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "ren")
+    assert init.returncode == 0, init.stderr
+    commands = {}
+    for path in root.rglob("*"):
+        if path.is_file() and path.suffix in (".md", ".toml", ".yaml"):
+            for line in re.findall(r"`(bench [^`]+)`", path.read_text(encoding="utf-8")):
+                commands.setdefault(line, path.relative_to(root))
+    assert "bench split ren" in commands and "bench labels record <dataset>" in commands
+    for line, path in commands.items():
+        try:
+            _cli_parses(line)
+        except Exception as exc:  # noqa: BLE001 - reported with the file that holds it
+            pytest.fail(f"{path}: `{line}` does not parse: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow
+def test_init_keeps_the_servers_stderr_off_the_terminal(tmp_path):
+    root = tmp_path / "ren"
+    root.mkdir()
+    (root / "server.py").write_text(RENAMED_SERVER.read_text(), encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "ren")
+    assert init.returncode == 0, init.stderr
+    assert "renamed-test server starting" not in init.stdout + init.stderr
+    assert "renamed-test server starting" in \
+        (root / "reports" / "mcp-server-init.log").read_text()
+    assert "1 line(s) to its stderr during the import" in flat(init.stdout)
+
+
+def test_a_server_failing_at_import_is_one_line_quoting_its_stderr(tmp_path):
+    (tmp_path / "bad.py").write_text(
+        "import sys\nprint('loading config', file=sys.stderr)\n"
+        "print('fatal: DATABASE_URL is not set', file=sys.stderr)\nsys.exit(3)\n")
+    init = bench(tmp_path, "init", "p", "--mcp", "python bad.py", "--timeout", "20")
+    assert init.returncode == 2 and "Traceback" not in init.stderr, init.stderr
+    assert "loading config" not in init.stdout + init.stderr
+    assert "its stderr ends with: fatal: DATABASE_URL is not set" in flat(init.stderr)
+    assert len(init.stderr.strip().splitlines()) == 1, init.stderr
+
+
+@pytest.mark.slow
+def test_a_call_without_an_implementation_is_told_under_the_table(tmp_path):
+    """FindRoom is a pydantic model (a schema-only tool): its call does not run. The row has
+    no exec success, and the table says why instead of showing 100% (1/1) alone."""
+    root = tmp_path / "cal"
+    assert bench(tmp_path, "init", "cal", "--python", str(CALENDAR),
+                 "--read-only", "list_events").returncode == 0
+    write_cases(root, "cal", [c for c in CAL_CASES if c["id"] in ("c1", "c5")])
+    write_answers(root, CAL_ANSWERS)
+    run = bench(root, "run", "--dataset", "cal", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "r1")
+    assert got[("c5", "current")]["execution_success"] is None
+    assert "calls not executed (their tool has no implementation in the toolset's backend)," \
+           " counted per tool: FindRoom 1" in flat(run.stdout)

@@ -219,10 +219,15 @@ class RunExecution:
     def _open(self, toolset: str, settings: ToolsetSettings) -> Backend:
         """Start the declared backend of ``toolset``; its handlers carry its timeout.
 
+        A tool in ``read_only`` gets the handler tag ``read`` (an MCP server's tool without
+        ``readOnlyHint`` is otherwise a write); an MCP server's tools renamed at import are
+        called by the names ``server_names`` keeps.
+
         Raises:
-            BenchError: the backend does not start, or ``writes`` or ``compare`` names a
-                tool the backend does not have (a misspelt name would leave its tool refused,
-                or compared exactly, without a word; names the file and field).
+            BenchError: the backend does not start, or ``writes``, ``compare`` or
+                ``read_only`` names a tool the backend does not have (a misspelt name would
+                leave its tool refused, or compared exactly, without a word; names the file
+                and field).
         """
         if settings.execute == "none":
             return Backend({}, Owner.USER)
@@ -230,7 +235,7 @@ class RunExecution:
             from bench.executor.backends.mcp import McpBackend
             server = settings.expanded_server()
             if isinstance(server, str):
-                backend = McpBackend(url=server)
+                backend = McpBackend(url=server, names=settings.server_names)
             else:
                 if not server:
                     raise BenchError(f"toolset '{toolset}': empty server command")
@@ -238,7 +243,8 @@ class RunExecution:
                 target = server_target(server)
                 backend = McpBackend(target.command, target.args,
                                      env=settings.expanded_env(), cwd=self._project_root,
-                                     errlog=self._run_dir / f"mcp-server-{toolset}.log")
+                                     errlog=self._run_dir / f"mcp-server-{toolset}.log",
+                                     names=settings.server_names)
             self._closers.append(backend)
             handlers = backend.handlers()
         else:
@@ -253,7 +259,8 @@ class RunExecution:
                 raise BenchError(exc.message, file=Path(self._project_root or ".") / PYPROJECT,
                                  field=f"tool.bench.toolsets.{toolset}.module") from None
             handlers = PythonBackend(tools).handlers()
-        for field, names in (("writes", settings.writes), ("compare", list(settings.compare))):
+        for field, names in (("writes", settings.writes), ("compare", list(settings.compare)),
+                             ("read_only", settings.read_only)):
             unknown = [name for name in names if name not in handlers]
             if unknown:  # a misspelt name would leave its tool refused / compared exactly
                 self._close_backends()
@@ -261,8 +268,11 @@ class RunExecution:
                                  f"of this toolset (tools: {', '.join(sorted(handlers))})",
                                  file=Path(self._project_root or ".") / PYPROJECT,
                                  field=f"tool.bench.toolsets.{toolset}.{field}")
-        timed = {name: dataclasses.replace(handler, timeout_s=settings.timeout_s)
-                 for name, handler in handlers.items()}
+        # read_only: the user's word over a server's missing readOnlyHint
+        timed = {name: dataclasses.replace(
+            handler, timeout_s=settings.timeout_s,
+            permission="read" if name in settings.read_only else handler.permission)
+            for name, handler in handlers.items()}
         reset = None
         if settings.reset:
             reset = ResetCommand(toolset, settings, self._project_root or Path("."),

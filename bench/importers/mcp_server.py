@@ -8,20 +8,66 @@ annotation its permission: ``read`` only when the server says ``readOnlyHint: tr
 ``write`` (the MCP specification's default for a tool without the hint: it may change its
 environment). ``title`` and ``outputSchema`` are not part of what a model is shown as a tool
 and are dropped.
+
+A server's tool name outside ``^[a-zA-Z0-9_-]{1,64}$`` (``get.weather``), or listed twice, gets
+a bench name (:func:`bench_names`: ``get_weather``, ``foo_2``); the import keeps the map
+(:attr:`~bench.importers.common.ImportedToolset.source_names`), ``bench init`` writes it as
+``server_names`` of the toolset, and the MCP backend calls each tool by the server's own name.
+
+A stdio server's stderr never reaches the terminal: it is captured, redacted
+(:func:`bench.redact.redact`) and returned as ``ImportedToolset.server_log``; a failed
+import quotes its last line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import shutil
-from typing import Any, Iterator, Sequence
+import tempfile
+from typing import Any, Iterator, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 from bench.toolset_config import server_label  # noqa: F401 - re-exported
 
 MAX_PAGES = 100  # a server whose cursors never end is a broken server, not a big one
+_VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # bench.models.Tool.name (OpenAI's rule)
+
+
+def bench_names(listed: Sequence[str], declared: Mapping[str, str] | None = None) -> list[str]:
+    """The bench name of each tool a server lists, in its order.
+
+    A valid name that is free stays; a name ``declared`` (bench name -> the server's own
+    name, a toolset's ``server_names``) maps the server's tool to that bench name, the
+    first still unused one for a name the server lists twice; any other name gets
+    :func:`~bench.importers.common.tool_name`'s (``.`` -> ``_``, ``_2`` for a name taken).
+    Without ``declared`` these are the names the import gave, for the same listing.
+
+    Args:
+        listed: the ``name`` of each tool of ``tools/list``, in order (repeats allowed).
+        declared: bench name -> server name, for the tools the import renamed.
+
+    Returns:
+        One unique bench name per listed tool.
+    """
+    declared = dict(declared or {})
+    waiting: dict[str, list[str]] = {}  # server name -> its declared bench names
+    for local, remote in declared.items():
+        waiting.setdefault(remote, []).append(local)
+    taken: set[str] = set()
+    found: list[str] = []
+    for remote in listed:
+        candidates = [remote] if _VALID_NAME.fullmatch(remote) and \
+            declared.get(remote, remote) == remote else []
+        candidates += waiting.get(remote, [])
+        name = next((c for c in candidates if c not in taken), None)
+        if name is None:  # never a name declared for another of the server's tools
+            name = tool_name(remote, taken | set(declared))
+        taken.add(name)
+        found.append(name)
+    return found
 
 
 def _clean(text: str | None) -> str:
@@ -110,8 +156,31 @@ def _stdout_hint(sdk_log: _SdkLog) -> str:
             "to stdout (logs go to stderr)")
 
 
+def _stderr_tail(log: str) -> str:
+    """``"; its stderr ends with: <last line>"`` for a server's (redacted) stderr ``log``, or
+    "": a server that fails at start usually says why there."""
+    last = next((line.strip() for line in reversed(log.splitlines()) if line.strip()), "")
+    if not last:
+        return ""
+    from bench.errors import terminal_safe
+    return f"; its stderr ends with: {terminal_safe(last)[:200]}"
+
+
+def _read_log(errlog: Any) -> str:
+    """The text a server wrote to the temporary file ``errlog`` (binary), redacted."""
+    from bench.redact import redact
+    try:
+        errlog.seek(0)
+        return redact(errlog.read().decode("utf-8", "replace"))
+    except OSError:
+        return ""
+
+
 def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:
     """Read the tools of an MCP server: start ``command`` over stdio, or connect to a URL.
+
+    A stdio server's stderr is captured (never printed): redacted in ``server_log`` of the
+    result, its last line quoted in an error.
 
     Args:
         command: the program and its arguments (e.g. ``["python", "server.py"]``), or the
@@ -124,16 +193,18 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
     """
     import anyio
     from mcp import Client
+    from mcp.client.stdio import stdio_client
 
     if not command:
         raise BenchError("no server command given (bench import mcp --name N -- <command...>)")
     params = server_target(command)
     label = server_label(command)
 
-    async def fetch() -> list:
+    async def fetch(errlog: Any) -> list:
         tools: list = []
+        target = params if isinstance(params, str) else stdio_client(params, errlog=errlog)
         with anyio.fail_after(timeout):
-            async with Client(params, read_timeout_seconds=timeout) as client:
+            async with Client(target, read_timeout_seconds=timeout) as client:
                 cursor = None
                 for _ in range(MAX_PAGES):
                     page = await client.list_tools(cursor=cursor)
@@ -143,14 +214,15 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
                         return tools
         raise BenchError(f"MCP server '{label}' sent more than {MAX_PAGES} pages of tools")
 
-    with _sdk_log() as sdk_log:
+    with tempfile.TemporaryFile() as errlog, _sdk_log() as sdk_log:
         try:
-            listed = anyio.run(fetch)
-        except BenchError:
-            raise
+            listed = anyio.run(fetch, errlog)
+        except BenchError as exc:
+            raise BenchError(exc.message + _stderr_tail(_read_log(errlog))) from None
         except TimeoutError:
             raise BenchError(f"MCP server '{label}' did not answer tools/list within "
-                             f"{timeout:g} s{_stdout_hint(sdk_log)}") from None
+                             f"{timeout:g} s{_stdout_hint(sdk_log)}"
+                             f"{_stderr_tail(_read_log(errlog))}") from None
         except OSError as exc:
             raise BenchError(f"cannot start MCP server '{label}': {exc.strerror or exc}") \
                 from None
@@ -160,18 +232,27 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
                 raise BenchError(f"cannot reach MCP server '{label}': "
                                  f"{leaf.strerror or leaf}") from None
             raise BenchError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
-                             f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)) from None
+                             f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)
+                             + _stderr_tail(_read_log(errlog))) from None
+        server_log = _read_log(errlog)
 
-    imported = ImportedToolset()
+    imported = ImportedToolset(server_log=server_log)
     if sdk_log.not_jsonrpc:
         imported.notes.append(f"the server printed {len(sdk_log.not_jsonrpc)} stdout line(s) "
                               f"that are not JSON-RPC (first: {sdk_log.not_jsonrpc[0]}); "
                               "they were ignored")
-    for index, tool in enumerate(listed):
-        name = tool_name(tool.name, (t.name for t in imported.tools))
+    names = bench_names([tool.name for tool in listed])
+    seen: set[str] = set()
+    for index, (tool, name) in enumerate(zip(listed, names)):
         if name != tool.name:
             imported.renamed[tool.name] = name
-            imported.notes.append(f"tool '{tool.name}' renamed '{name}'")
+            imported.source_names[name] = tool.name
+            imported.notes.append(
+                f"the server lists tool '{tool.name}' more than once: this one is '{name}' "
+                f"(the server tells them apart by name only: calls of '{name}' go to its "
+                f"'{tool.name}')" if tool.name in seen else
+                f"tool '{tool.name}' renamed '{name}' (calls still go to '{tool.name}')")
+        seen.add(tool.name)
         made = make_tool(name, _clean(tool.description), tool.input_schema,
                          source=f"MCP tools/list item {index}")
         read_only = bool(tool.annotations and tool.annotations.read_only_hint)

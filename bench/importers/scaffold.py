@@ -40,6 +40,8 @@ from bench.models import Tool
 from bench.toolset_config import ToolsetSettings, server_label, settings_toml
 
 SourceKind = Literal["mcp", "tools", "python"]
+#: Where a stdio MCP server's stderr during ``bench init`` is kept, under ``reports/``.
+INIT_SERVER_LOG = "mcp-server-init.log"
 
 _USE = re.compile(r"^(?:use (?:it|this(?: tool| function)?)|call (?:it|this(?: tool)?)|use)\s+",
                   re.IGNORECASE)
@@ -260,7 +262,7 @@ free text give a pattern, `{{"$regex": "(?i)renew.*passport"}}`, or accept any v
 
 `bench run --dataset {toolset} --skip-invalid-cases` lists the cases whose labels do not fit
 the tools' schemas instead of refusing the dataset. When there are enough cases (30 or more
-is a useful start), `bench split --dataset {toolset}` assigns them to `dev` and `test`:
+is a useful start), `bench split {toolset}` assigns them to `dev` and `test`:
 descriptions may quote `dev` cases, never `test` ones.
 """
 
@@ -282,7 +284,10 @@ def project_readme(toolset: str, result_tools: list[Tool], source: str,
             execution += (f"{', '.join(f'`{w}`' for w in writes)} may change data: their "
                           "calls are refused (and the table says so) until you list them in "
                           "`writes = [...]` there. Mark a tool that only reads with "
-                          "`permission: read` in its spec and in `variants/current.yaml`.")
+                          "`permission: read` in its spec and in `variants/current.yaml`"
+                          + (", and list it in `read_only = [...]` there (the server's "
+                             "missing `readOnlyHint` makes it a write otherwise)."
+                             if settings.execute == "mcp" else "."))
     return f"""# bench project: `{toolset}`
 
 Made by `bench init` from {source}: {len(result_tools)} tools
@@ -319,7 +324,7 @@ Run every command in this folder (or set `BENCH_HOME` to it).
 
 LABELS_TOML = """\
 # bench never runs a label's calls on your system by itself. exec match compares the model's
-# results with results you record once (bench labels record <dataset>: it lists the write
+# results with results you record once (`bench labels record <dataset>`: it lists the write
 # calls and asks first), or, when a command can put your system back, declare it: bench then
 # runs it before each case and may run the labels' calls (docs/your-own-tools.md).
 # reset = ["git", "checkout", "--", "data/"]
@@ -335,7 +340,7 @@ def gate_toml(toolset: str) -> str:
 dataset = "{toolset}"
 variants = ["current"]                       # the descriptions the gate guards
 providers = ["replay:gate/responses.sqlite"] # answers recorded once (README.md, step 4)
-split = "all"                                # every case (use "test" after bench split)
+split = "all"                                # every case ("test" after `bench split {toolset}`)
 metrics = ["selection_correct", "arguments_correct"]
 # execute: unset, the answers' calls run on the toolset only when a gated metric needs them
 # (execution_success, task_success): these two need no server in CI. true/false force it.
@@ -443,8 +448,12 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
                   else "declared by bench init --no-execute")
         settings = ToolsetSettings(execute="none", reason=reason)
     elif source.kind == "mcp":
+        # the server's word on a tool's permission and name is its annotation and its
+        # listing: --read-only and the import's renames must reach the run (runhook)
         settings = ToolsetSettings(execute="mcp", server=_from_project(source.server, dest),
-                                   timeout_s=timeout_s, writes=list(writes))
+                                   timeout_s=timeout_s, writes=list(writes),
+                                   read_only=[t.name for t in tools if t.name in read_only],
+                                   server_names=dict(imported.source_names))
     else:
         module = source.module or ""
         module_path = Path(module)
@@ -466,6 +475,8 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
                      "execute": "mcp | python | none (selection and arguments only)",
                      "timeout_s": "seconds per call",
                      "writes": "write tools whose calls may run",
+                     "read_only": "tools that only read: their calls always run",
+                     "server_names": "bench name -> the server's own name",
                      "reason": "shown in the table and report"})
                  + ("" if settings.execute == "none" else LABELS_TOML)
                  + "\n" + gate_toml(toolset))
@@ -488,4 +499,10 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
     for path, text in files:
         write_file(path, text, force=force)
         result.written.append(path)
+    if imported.server_log.strip():  # the server's stderr: kept, not on the terminal
+        log = dest / "reports" / INIT_SERVER_LOG
+        write_file(log, imported.server_log, force=True)
+        lines = len(imported.server_log.strip().splitlines())
+        result.notes.append(f"the server wrote {lines} line(s) to its stderr during the "
+                            f"import: kept, redacted, in {log.relative_to(dest)}")
     return result

@@ -1,9 +1,10 @@
 """What the execution columns of a run do not show by themselves, as plain sentences for the
 terminal table and the HTML report: toolsets whose calls were not executed (declared
-no-execute mode, ``--no-execute``, or no backend) and write calls that were refused, with
-their reason. Both come from the run's own files: the manifest's ``execution``
+no-execute mode, ``--no-execute``, or no backend), calls of a tool without an implementation
+in its toolset's backend, and write calls that were refused, with their reason. They come
+from the run's own files: the manifest's ``execution``
 (:func:`bench.executor.runhook.describe_execution`) and ``traces.jsonl`` (final attempts
-rejected with ``permission_denied``)."""
+rejected with ``no_backend`` or ``permission_denied``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,29 @@ from bench.errors import BenchError
 _NOT_RUN = {"none", "off", "no_backend"}
 
 
+#: Error codes of calls the executor rejected without running them that a note counts.
+_UNRUN_CODES = ("permission_denied", "no_backend")
+
+
+def rejected_calls(traces: Path) -> dict[str, Counter[str]]:
+    """Error code (``permission_denied``: a write the run did not allow; ``no_backend``: a
+    tool without an implementation in its toolset's backend) -> tool -> calls rejected so
+    (final trace attempts with status ``rejected``), in one pass; empty without a traces
+    file.
+
+    Raises:
+        BenchError: a corrupt traces file (:func:`bench.executor.traces.iter_traces`).
+    """
+    found: dict[str, Counter[str]] = {code: Counter() for code in _UNRUN_CODES}
+    if not traces.is_file():
+        return found
+    from bench.executor.traces import iter_traces  # streamed: one record at a time
+    for r in iter_traces(traces):
+        if r.final and r.status == "rejected" and r.error_code in found:
+            found[r.error_code][r.tool] += 1
+    return found
+
+
 def refused_writes(traces: Path) -> Counter[str]:
     """Tool -> calls refused because the tool writes and the run did not allow it (final
     trace attempts with error code ``permission_denied``); empty without a traces file.
@@ -23,11 +47,7 @@ def refused_writes(traces: Path) -> Counter[str]:
     Raises:
         BenchError: a corrupt traces file (:func:`bench.executor.traces.iter_traces`).
     """
-    if not traces.is_file():
-        return Counter()
-    from bench.executor.traces import iter_traces  # streamed: one record at a time
-    return Counter(r.tool for r in iter_traces(traces)
-                   if r.final and r.status == "rejected" and r.error_code == "permission_denied")
+    return rejected_calls(traces)["permission_denied"]
 
 
 def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
@@ -57,11 +77,19 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                          f"{entry.get('detail')}); its exec columns are empty and its "
                          "figures score selection and arguments only")
     try:
-        refused = refused_writes(run_dir / "traces.jsonl") if run_dir is not None \
-            else Counter()
+        rejected = rejected_calls(run_dir / "traces.jsonl") if run_dir is not None else {}
     except BenchError as exc:
         notes.append(f"refused writes unknown: {exc}")
-        refused = Counter()
+        rejected = {}
+    refused = rejected.get("permission_denied", Counter())
+    unrun = rejected.get("no_backend", Counter())
+    if unrun:  # never a success, never silent: their rows' exec success is empty
+        tools = ", ".join(f"{tool} {n}" for tool, n in sorted(unrun.items()))
+        notes.append(f"calls not executed (their tool has no implementation in the "
+                     f"toolset's backend), counted per tool: {tools}; the rows holding one "
+                     "have no exec success or exec match (nothing of theirs was judged); "
+                     "a tool an MCP server no longer lists, or a schema-only tool of a "
+                     "Python module, has none")
     if refused:
         tools = ", ".join(f"{tool} {n}" for tool, n in sorted(refused.items()))
         own = [t for t, e in execution.items() if e.get("mode") in ("mcp", "python")]

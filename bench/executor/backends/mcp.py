@@ -5,7 +5,16 @@ The SDK is asynchronous; the executor is thread-based. :class:`McpBackend` owns 
 in a background thread holding one client session (``tools/list`` once, then ``tools/call`` per
 call), and its handlers submit coroutines to that loop, so calls from many executor threads
 share the session safely. Tool permissions come from the server's annotations: a tool is
-``read`` only when it says ``readOnlyHint: true``, otherwise ``write`` (MCP's default meaning).
+``read`` only when it says ``readOnlyHint: true``, otherwise ``write`` (MCP's default meaning);
+a toolset's ``read_only = [...]`` overrides that (:mod:`bench.executor.runhook`).
+
+A server's tool name bench cannot use (``get.weather``) or that it lists twice has a bench
+name (:func:`bench.importers.mcp_server.bench_names`, with the toolset's ``server_names``);
+each call goes to the server under the server's own name.
+
+A stdio server's stderr goes through a pipe to its log file one line at a time, redacted
+(:func:`bench.redact.redact_bytes`: secret shapes, and the values of the ``${NAME}``
+variables the toolset's settings expand), so no token reaches the run folder.
 """
 
 from __future__ import annotations
@@ -14,10 +23,11 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.executor.backends.base import Handler
@@ -128,9 +138,10 @@ class _ToServerLog(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
             text += f": {type(error).__name__}: {error}"
+        from bench.redact import one_line
         try:
             with open(path, "a", encoding="utf-8") as log:
-                log.write("bench: " + " ".join(text.splitlines())[:2000] + "\n")
+                log.write("bench: " + one_line(text, 2000) + "\n")
         except OSError:
             pass
         return False
@@ -139,6 +150,45 @@ class _ToServerLog(logging.Filter):
 _TO_SERVER_LOG = _ToServerLog()
 for _name in _SDK_LOGGERS:
     logging.getLogger(_name).addFilter(_TO_SERVER_LOG)
+
+
+#: Seconds to wait for a server's last stderr lines to reach its log (a child of the server
+#: that keeps stderr open must not hold bench up).
+_LOG_DRAIN_S = 5.0
+
+
+class _RedactedLog:
+    """A stdio server's stderr: the write end of a pipe (:attr:`writer`, handed to the SDK);
+    a thread appends each line read from the other end to ``path``, redacted, so a secret
+    the server prints never reaches the file.
+
+    Args:
+        path: the log file (appended; its folder is created).
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8")  # only its fd is used
+        self._reader = os.fdopen(read_fd, "rb")
+        self._path = path
+        self._thread = threading.Thread(target=self._copy, name="mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _copy(self) -> None:
+        from bench.redact import redact_bytes
+        with self._reader, open(self._path, "ab") as log:
+            for line in self._reader:  # ends when every copy of the write end is closed
+                log.write(redact_bytes(line))
+                log.flush()
+
+    def close_writer(self) -> None:
+        """Close bench's copy of the write end (the server holds its own until it exits)."""
+        self.writer.close()
+
+    def drain(self, timeout_s: float = _LOG_DRAIN_S) -> None:
+        """Wait up to ``timeout_s`` seconds for the lines still in the pipe."""
+        self._thread.join(timeout_s)
 
 
 class McpBackend:
@@ -152,10 +202,13 @@ class McpBackend:
         url: the server's Streamable HTTP endpoint instead of a command, e.g.
             ``http://127.0.0.1:8000/mcp``.
         cwd: the folder a stdio server starts in (None: this process's).
-        errlog: a file that receives a stdio server's stderr (appended; None: this
-            process's stderr), so its log lines do not mix with bench's output; the SDK's
-            own log records about this server (e.g. a stray non-JSON line on its stdout) are
-            appended there too, one line each (:class:`_ToServerLog`).
+        errlog: a file that receives a stdio server's stderr, redacted line by line
+            (appended; None: this process's stderr), so its log lines do not mix with
+            bench's output; the SDK's own log records about this server (e.g. a stray
+            non-JSON line on its stdout) are appended there too, one line each
+            (:class:`_ToServerLog`).
+        names: bench tool name -> the server's own name, for tools renamed at import (a
+            toolset's ``server_names``; see :func:`~bench.importers.mcp_server.bench_names`).
 
     Raises:
         BenchError: the server could not be started or reached, or did not initialise in
@@ -165,7 +218,7 @@ class McpBackend:
     def __init__(self, command: str | None = None, args: Sequence[str] = (), *,
                  env: dict[str, str] | None = None, startup_timeout_s: float = 30.0,
                  url: str | None = None, cwd: Path | None = None,
-                 errlog: Path | None = None) -> None:
+                 errlog: Path | None = None, names: Mapping[str, str] | None = None) -> None:
         from mcp import Client, StdioServerParameters
 
         if url is not None:
@@ -178,6 +231,9 @@ class McpBackend:
             self._params = StdioServerParameters(command=command, args=list(args), env=env,
                                                  cwd=cwd)
         self._errlog = errlog
+        self._log: _RedactedLog | None = None
+        self._names = dict(names or {})
+        self._remote: dict[str, str] = {}  # bench name -> the server's name
         self._client_type = Client
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -192,6 +248,8 @@ class McpBackend:
             raise BenchError(f"MCP server '{command}' did not start within "
                              f"{startup_timeout_s:g} s")
         if self._error is not None:
+            if self._log is not None:
+                self._log.drain()
             error = self._error
             while isinstance(error, BaseExceptionGroup) and error.exceptions:
                 error = error.exceptions[0]
@@ -216,33 +274,44 @@ class McpBackend:
             target: Any = self._params
             if self._errlog is not None and not isinstance(target, str):
                 from mcp.client.stdio import stdio_client
-                self._errlog.parent.mkdir(parents=True, exist_ok=True)
-                log = open(self._errlog, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-                target = stdio_client(target, errlog=log)
-            else:
-                log = None
+                self._log = _RedactedLog(self._errlog)
+                target = stdio_client(target, errlog=self._log.writer)
             try:
                 await self._run_client(target)
             finally:
-                if log is not None:
-                    log.close()
+                if self._log is not None:
+                    self._log.close_writer()
         except Exception as exc:  # noqa: BLE001 - reported by __init__ as one line
             self._error = exc
 
     async def _run_client(self, target: Any) -> None:
         """Hold one client session on ``target`` until :meth:`close`."""
+        from bench.importers.mcp_server import MAX_PAGES, bench_names
+
         async with self._client_type(target) as client:
-            listing = await client.list_tools()
-            self.tools = [self._tool(t) for t in listing.tools]
+            if self._log is not None:
+                self._log.close_writer()  # the server holds its copy; EOF when it exits
+            listed: list[Any] = []
+            cursor = None
+            for _ in range(MAX_PAGES):  # every page, as the import read them
+                page = await client.list_tools(cursor=cursor)
+                listed += page.tools
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            names = bench_names([t.name for t in listed], self._names)
+            self.tools = [self._tool(t, name) for t, name in zip(listed, names)]
+            self._remote = {name: t.name for t, name in zip(listed, names)}
             self._client = client
             self._ready.set()
             assert self._stop is not None
             await self._stop.wait()
 
     @staticmethod
-    def _tool(tool: Any) -> Tool:
+    def _tool(tool: Any, name: str) -> Tool:
+        """The listed ``tool`` as a bench :class:`Tool` named ``name``."""
         read_only = bool(tool.annotations and tool.annotations.read_only_hint)
-        return Tool(name=tool.name, description=tool.description or "",
+        return Tool(name=name, description=tool.description or "",
                     input_schema=tool.input_schema or {"type": "object"},
                     permission="read" if read_only else "write")
 
@@ -270,9 +339,11 @@ class McpBackend:
         return _data(result)
 
     def handlers(self) -> dict[str, Handler]:
-        """One handler per tool the server lists."""
+        """One handler per tool the server lists, under its bench name; each calls the
+        server's tool by the server's own name."""
         def make(tool: Tool) -> Handler:
-            return Handler(lambda args, ctx: self.call(tool.name, args, ctx),
+            remote = self._remote.get(tool.name, tool.name)
+            return Handler(lambda args, ctx: self.call(remote, args, ctx),
                            permission=tool.permission)
         return {tool.name: make(tool) for tool in self.tools}
 
@@ -281,3 +352,5 @@ class McpBackend:
         if self._stop is not None and self._loop.is_running():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=10)
+        if self._log is not None:
+            self._log.drain()
