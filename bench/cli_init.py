@@ -45,11 +45,14 @@ def init(
                              "only (a tools file always is).")] = False,
     timeout: Annotated[float, typer.Option(
         min=0.1, max=600, help="Seconds per executed call; also the import's limit.")] = 10.0,
-    force: Annotated[bool, typer.Option("--force", help="Replace existing files.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace the files and tables an earlier bench init wrote (never a file "
+                        "bench did not write, nor your cases).")] = False,
 ) -> None:
     """A new project from an MCP server, a tools JSON file or a Python module: a spec per
     tool (the imported text is variant `current`; l3..l50 render the specs), how calls
-    execute and a gate in pyproject.toml, an empty dataset with its format, and a README."""
+    execute and a gate in pyproject.toml (added to yours), an empty dataset with its format,
+    and a README (BENCH.md beside yours). Secrets in --mcp become ${NAME} references."""
     from bench.importers.common import check_name
     from bench.importers.scaffold import InitSource, init_project
 
@@ -92,6 +95,12 @@ def init(
               f"{result.root} (toolset '{toolset}')", markup=False)
     for path in result.written:
         out.print(f"  wrote {path.relative_to(result.root)}", markup=False)
+    if result.exports:
+        names = ", ".join(result.exports)
+        out.print(f"secrets: pyproject.toml names ${{{result.exports[0]}}}"
+                  + (f" and {len(result.exports) - 1} more" if len(result.exports) > 1 else "")
+                  + f" instead of the values on the command line: export {names} (their "
+                  "values) before bench run", markup=False)
     settings = result.settings
     assert settings is not None
     if settings.execute == "none":
@@ -104,5 +113,6 @@ def init(
                   + (f"; writes refused for {', '.join(refused)} until listed in writes = "
                      "[...] of pyproject.toml" if refused else ""), markup=False)
     go = "" if folder.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} and "
-    out.print(f"next: {go}follow README.md (add cases to datasets/{toolset}/cases.jsonl, then "
-              "bench run)", markup=False)
+    follow = f"follow {result.guide} (add" if result.guide else "add"
+    out.print(f"next: {go}{follow} cases to datasets/{toolset}/cases.jsonl, then bench run"
+              + (")" if result.guide else ""), markup=False)

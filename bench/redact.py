@@ -59,7 +59,13 @@ What :func:`redact` replaces by ``***``:
     (``AKIAIOSFODNN7EXAMPLE`` -> ``AKIA***``; AWS IAM User Guide, "IAM identifiers"). An AWS
     secret access key (40 characters of base64) has no shape of its own, so it is redacted
     where it is named (``aws_secret_access_key = ...``) or as a secret-named variable's
-    value.
+    value;
+  - the issued-token shapes of :data:`TOKEN_SHAPES` (GitHub ``ghp_...``/``github_pat_...``,
+    Slack ``xoxb-...``, GitLab ``glpat-...``, Hugging Face ``hf_...``, a JSON Web Token
+    ``eyJ...``), whole: an MCP server that echoes its ``--token`` in an error.
+
+:func:`reference_secrets` finds the secrets of a command line (by these shapes and by the
+names of options, headers and variables) and writes ``${NAME}`` in their place.
 
 Redaction works on text (JSON, HTML, Markdown, XML alike): every replacement keeps JSON valid
 (``***`` needs no escaping and the patterns never cross a quote).
@@ -83,7 +89,7 @@ __all__ = ["ANSWER_FREE_TEXT", "BROKEN_PIPE_EXIT", "KEY_VARIABLES", "MANIFEST_FR
            "MIN_KEY_CHARS", "MIN_LITERAL_CHARS", "MIN_SECRET_CHARS", "MIN_SHAPED_KEY_CHARS",
            "ROW_FREE_TEXT", "RedactingStream", "one_line", "public_provider_id", "public_url",
            "real_provider_id", "redact", "redact_bytes", "redact_data", "redact_fields",
-           "register_secret"]
+           "reference_secrets", "register_secret", "TOKEN_SHAPES"]
 
 MARK = "***"
 #: Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for a
@@ -137,6 +143,20 @@ _SECRET_NAMES = (r"(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key
 # letters or digits, 20 characters in all (AWS IAM User Guide, "IAM identifiers", unique
 # ID prefixes; "Manage access keys for IAM users": AKIAIOSFODNN7EXAMPLE)
 _AWS_KEY_ID = re.compile(r"(?<![A-Za-z0-9])(AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+#: Token shapes recognised with no name around them, each prefix as its issuer documents it:
+#: GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_`` and 36 characters; ``github_pat_``
+#: fine-grained tokens: GitHub Docs, "About authentication to GitHub", token formats), OpenAI
+#: and Anthropic ``sk-``, Google ``AIza`` (as :data:`MIN_SHAPED_KEY_CHARS`), Slack ``xoxb-``,
+#: ``xoxp-``... (Slack API docs, "Token types"), AWS access key ids (as :func:`redact`),
+#: GitLab ``glpat-`` (GitLab Docs, "Personal access tokens"), Hugging Face ``hf_`` (Hub docs,
+#: "User access tokens") and a JSON Web Token (RFC 7519: base64url JSON, so ``eyJ``, in three
+#: dot-separated parts).
+TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"
+    r"|(?:sk-|AIza)[A-Za-z0-9_-]{%d,}|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}|glpat-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)(?![A-Za-z0-9_])"
+    % MIN_SHAPED_KEY_CHARS)
 # a secret-named header, field or parameter, then its value up to a quote, space or separator
 # ('|' ends a row key's provider part, '&' and '#' a query value, '`' a Markdown code span)
 _NAMED = re.compile(
@@ -152,7 +172,11 @@ _URL_QUERY = re.compile(r"(?i)([?&](?:" + _SECRET_NAMES + r"|key|token)=)([^&#\s
 # ~200 us on a 2.5 KB row); most texts hold none of these.
 _TRIGGER_WORDS = ("bearer", "basic", "sk-", "aiza", "akia", "asia", "authorization", "api",
                   "access", "aws_session", "aws-session", "password", "secret", "key=",
-                  "token=")
+                  "token=", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
+                  "glpat-", "hf_", "eyj")
+# the prefixes of TOKEN_SHAPES not tested before it (lower-cased, as the words are)
+_SHAPE_WORDS = {"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "glpat-", "hf_",
+                "eyj"}
 # an environment variable's name with a secret-naming part (split at '_'), unless its last
 # part says it names a place or a public id (DB_PASSWORD_FILE, AWS_ACCESS_KEY_ID); not PWD,
 # the shell's current folder
@@ -292,6 +316,8 @@ def _redact(text: str, literals: list[str]) -> str:
         text = _KEYS.sub(lambda m: m.group(1) + MARK, text)
     if words & {"akia", "asia"}:
         text = _AWS_KEY_ID.sub(lambda m: m.group(1) + MARK, text)
+    if words & _SHAPE_WORDS:
+        text = TOKEN_SHAPES.sub(MARK, text)
     if words & {"authorization", "api", "access", "aws_session", "aws-session", "password",
                 "secret"}:
         text = _NAMED.sub(_named, text)
@@ -451,6 +477,178 @@ def real_provider_id(provider_id: str) -> str | None:
         return provider_id
     with _lock:
         return _credentials.get(provider_id)
+
+
+# -- secrets of a command line, written as ${NAME} references ---------------------------
+
+# an option and its value in one argument (--token=X) or alone (--token, the value next)
+_OPTION = re.compile(r"(-{1,2}[A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?", re.DOTALL)
+# an option whose value is a secret by its name: its last word (after '-' or '_') is one of
+# these (--token, --github-token, --api-key, --client-secret, --auth); --token-file is not
+_SECRET_OPTION = re.compile(r"(?i)(?:^|[-_])(?:token|password|passwd|pwd|pass|secret|"
+                            r"api[-_]?key|access[-_]key|secret[-_]key|auth|credentials?)$")
+_HEADER_OPTION = re.compile(r"-H|--?headers?")
+# an HTTP header that carries a credential (RFC 9110 11.6.2 Authorization, 11.7.2
+# Proxy-Authorization; the API-key headers of OpenAI-style, Anthropic, Google and GitLab APIs)
+_SECRET_HEADER = re.compile(r"(?i)(?:proxy-)?authorization|x-api-key|x-goog-api-key|api-?key|"
+                            r"x-auth-token|x-access-token|private-token")
+_HEADER_TEXT = re.compile(r"\s*([A-Za-z0-9_-]+)\s*:\s*(.*)", re.DOTALL)
+_SCHEME_TEXT = re.compile(r"(?i)(?:bearer|basic|token)(?:\s+(\S.*))?", re.DOTALL)
+# NAME=value as env(1) and shells take it: an environment variable (upper case by POSIX
+# convention; lower-case name=value is a program's own setting, and `password=` is _NAMED's)
+_ASSIGNMENT = re.compile(r"([A-Z_][A-Z0-9_]*)=(.+)", re.DOTALL)
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _variable(hint: str) -> str:
+    """An environment variable name from ``hint`` (an option, header or field name):
+    upper-cased, other characters ``_``, ``X-`` dropped, prefixed ``MCP_``
+    (``--api-key`` -> ``MCP_API_KEY``; ``Authorization`` -> ``MCP_TOKEN``)."""
+    word = re.sub(r"[^A-Za-z0-9]+", "_", hint).strip("_").upper()
+    word = word.removeprefix("X_")
+    if word in ("AUTHORIZATION", "PROXY_AUTHORIZATION", "BEARER", "BASIC"):
+        word = "TOKEN"
+    return f"MCP_{word or 'SECRET'}"
+
+
+def reference_secrets(server: list[str] | str) -> tuple[list[str] | str, dict[str, str]]:
+    """An MCP server's command line (or URL) with each secret in it replaced by a
+    ``${NAME}`` reference, for a file bench writes (``bench init``'s ``pyproject.toml``; at
+    run time :func:`bench.toolset_config.expand` puts the environment's value back).
+
+    A secret is found by name, in one argument or split over several (``--token X`` as
+    ``--token=X``):
+
+    - the value of an option named like a secret (:data:`_SECRET_OPTION`: ``--token``,
+      ``--password``, ``--api-key``, ``--secret``, ``--auth``...) -> ``MCP_<OPTION>``;
+    - a credential header given to ``-H``/``--header`` (``Authorization: Bearer X``, also
+      split as ``Authorization:`` ``Bearer`` ``X``; ``X-Api-Key: X``...): its value after the
+      scheme -> ``MCP_TOKEN``, ``MCP_API_KEY``...; and an argument ``Bearer`` or ``Basic``
+      followed by one -> ``MCP_TOKEN``;
+    - ``NAME=value`` where ``NAME`` is named like a secret (``GITHUB_TOKEN=...``, as for the
+      environment, :func:`redact`) -> ``NAME`` itself;
+    - in any argument: a URL's password (``MCP_PASSWORD``; a user alone: ``MCP_TOKEN``) and
+      secret query values (``?token=`` -> ``MCP_TOKEN``), a secret-named field
+      (``password=...``, ``"api_key": "..."``), a ``Bearer`` credential, a value of a
+      secret-named environment variable (that variable's name), and a token of a known
+      shape (:data:`TOKEN_SHAPES`) -> ``MCP_TOKEN`` (the whole value of ``NAME=value``:
+      ``NAME``).
+
+    Values that are already a ``${NAME}`` reference are left. One value gets one name; a
+    second value for a name taken gets ``_2``...
+
+    Returns:
+        (the command line or URL with references, ``{NAME: secret value}``), the latter in
+        the order found; the same command and ``{}`` when it holds no secret.
+
+    Raises:
+        ValueError: something :func:`redact` still calls a secret is left (a shape no rule
+            above can name): the caller refuses the command line.
+    """
+    parts = [server] if isinstance(server, str) else list(server)
+    spans: dict[int, list[tuple[int, int, str]]] = {}
+
+    def mark(i: int, start: int, end: int, name: str) -> None:
+        value = parts[i][start:end]
+        if not value.strip() or _REFERENCE.fullmatch(value) or "${" in value:
+            return
+        if any(s < end and start < e for s, e, _ in spans.get(i, [])):
+            return  # found already, by a rule before
+        spans.setdefault(i, []).append((start, end, name))
+
+    def value_at(i: int, start: int, name: str) -> None:
+        """``parts[i][start:]`` is a secret, after its scheme (Bearer X; Bearer alone: the
+        next argument)."""
+        scheme = _SCHEME_TEXT.fullmatch(parts[i], start)
+        if scheme:
+            if scheme.group(1):
+                mark(i, scheme.start(1), len(parts[i]), name)
+            elif i + 1 < len(parts) and not parts[i + 1].startswith("-"):
+                mark(i + 1, 0, len(parts[i + 1]), name)
+            return
+        mark(i, start, len(parts[i]), name)
+
+    def header_at(i: int, start: int) -> None:
+        """``parts[i][start:]`` is a header, ``Name: value`` (the value maybe next)."""
+        header = _HEADER_TEXT.fullmatch(parts[i], start)
+        if not header or not _SECRET_HEADER.fullmatch(header.group(1)):
+            return
+        name = _variable(header.group(1))
+        if header.group(2).strip():
+            value_at(i, header.start(2), name)
+        elif i + 1 < len(parts):
+            value_at(i + 1, 0, name)
+
+    for i, arg in enumerate(parts):
+        option = _OPTION.fullmatch(arg)
+        nxt = i + 1 < len(parts) and not parts[i + 1].startswith("-")
+        if option and _HEADER_OPTION.fullmatch(option.group(1)):
+            if option.group(2) is not None:
+                header_at(i, option.start(2))
+            elif i + 1 < len(parts):
+                header_at(i + 1, 0)
+        elif option and _SECRET_OPTION.search(option.group(1).lstrip("-")):
+            name = _variable(option.group(1))
+            if option.group(2) is not None:
+                value_at(i, option.start(2), name)
+            elif nxt:
+                value_at(i + 1, 0, name)
+        elif not option:
+            assignment = _ASSIGNMENT.fullmatch(arg)
+            if assignment and _ENV_NAME.search(assignment.group(1)):
+                mark(i, assignment.start(2), len(arg), assignment.group(1))
+            elif arg.lower() in ("bearer", "basic") and nxt:
+                mark(i + 1, 0, len(parts[i + 1]), "MCP_TOKEN")
+            else:
+                header_at(i, 0)  # Authorization: Bearer X given without -H
+    environment = {value: name for name, value in list(os.environ.items())
+                   if (name in KEY_VARIABLES or _ENV_NAME.search(name))
+                   and _credible(name, value)}
+    for i, arg in enumerate(parts):
+        for match in re.finditer(r"://([^/\s@\"'<>\\]+)@", arg):
+            user, colon, _ = match.group(1).partition(":")
+            if colon:
+                mark(i, match.start(1) + len(user) + 1, match.end(1), "MCP_PASSWORD")
+            else:
+                mark(i, match.start(1), match.end(1), "MCP_TOKEN")
+        for match in _URL_QUERY.finditer(arg):
+            mark(i, match.start(2), match.end(2), _variable(match.group(1)))
+        for match in _NAMED.finditer(arg):
+            mark(i, match.start(4), match.end(4), _variable(match.group(1)))
+        for match in _SCHEME_VALUE.finditer(arg):
+            if len(match.group(3)) >= 20 or _CREDENTIAL_SIGN.search(match.group(3)):
+                mark(i, match.start(3), match.end(3), "MCP_TOKEN")
+        for value, name in environment.items():
+            at = arg.find(value)
+            if at >= 0:
+                mark(i, at, at + len(value), name)
+        assignment = _ASSIGNMENT.fullmatch(arg)
+        for match in TOKEN_SHAPES.finditer(arg):  # AWS_ACCESS_KEY_ID=AKIA...: its own name
+            whole = assignment is not None and match.span() == assignment.span(2)
+            mark(i, match.start(), match.end(), assignment.group(1) if whole and assignment
+                 else "MCP_TOKEN")
+    found: dict[str, str] = {}  # NAME -> value
+    names: dict[str, str] = {}  # value -> NAME
+    for i in sorted(spans):
+        for start, end, hint in sorted(spans[i]):
+            value = parts[i][start:end]
+            if value not in names:
+                name, n = hint, 1
+                while name in found:
+                    n += 1
+                    name = f"{hint}_{n}"
+                names[value], found[name] = name, value
+    for i, marked in spans.items():
+        text = parts[i]
+        for start, end, _ in sorted(marked, reverse=True):
+            text = text[:start] + "${" + names[text[start:end]] + "}" + text[end:]
+        parts[i] = text
+    for part in parts:
+        masked = _REFERENCE.sub(MARK, part)  # what redact leaves as it is
+        masked = re.sub(r"://[^/\s@]*\*\*\*@", "://***@", masked)  # user:${PASSWORD}@
+        if redact(masked) != masked or TOKEN_SHAPES.search(masked):
+            raise ValueError("a secret bench cannot name is left in the command line")
+    return (parts[0] if isinstance(server, str) else parts), found
 
 
 class RedactingStream(io.TextIOBase):

@@ -33,12 +33,13 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def bench(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def bench(cwd: Path, *args: str, timeout: float = 300,
+          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``python -m bench ARGS`` in ``cwd`` (the project), this checkout's code, ``python`` on
-    PATH being this interpreter."""
+    PATH being this interpreter, ``extra_env`` added to the environment."""
     env = {**os.environ, "COLUMNS": "200",
            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
+           "PYTHONPATH": str(REPO) + os.pathsep + str(cwd), **(extra_env or {})}
     env.pop("BENCH_HOME", None)
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -164,11 +165,56 @@ def test_gemini_python_sdk_shape_and_its_schema_subset(tmp_path):
     assert any("googleSearch" in note for note in imported.notes)
 
 
-def test_a_secret_in_the_server_command_is_refused(tmp_path):
-    result = bench(tmp_path, "init", "p", "--mcp",
-                   "https://user:hunter2hunter2@example.invalid/mcp")
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "looks like a secret" in result.stderr and "${NAME}" in result.stderr
+GH_TOKEN = "ghp_" + "Zx9Yw8Vu7T" * 3 + "s6R5q4"  # a GitHub token's shape, 36 characters
+
+
+@pytest.mark.slow
+def test_secrets_of_an_mcp_command_line_reach_pyproject_as_environment_references(
+        tmp_path, monkeypatch):
+    for name in ("GITHUB_TOKEN", "MCP_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    root = tmp_path / "mcp"
+    root.mkdir()
+    # the server starts only with its secrets, as a real one would
+    (root / "server.py").write_text(
+        "import os, sys\n"
+        f"if os.environ.get('GITHUB_TOKEN') != {GH_TOKEN!r} or sys.argv[2] != {GH_TOKEN!r} \\\n"
+        f"        or sys.argv[-2:] != ['Bearer', {GH_TOKEN!r}] or sys.argv[4] != 'hunter2hunter2xyz':\n"
+        "    sys.exit(f'wrong secrets: {sys.argv}')\n" + EXEC_SERVER.read_text(),
+        encoding="utf-8")
+    # the header unquoted: shlex splits it into '--header=Authorization:' 'Bearer' 'ghp_...'
+    command = (f"env GITHUB_TOKEN={GH_TOKEN} python server.py --token {GH_TOKEN} --password "
+               f"hunter2hunter2xyz --header=Authorization: Bearer {GH_TOKEN}")
+    init = bench(root, "init", ".", "--mcp", command, "--name", "mcp")
+    assert init.returncode == 0, init.stderr
+    from bench.toolset_config import load_toolset_settings
+    assert load_toolset_settings(root)["mcp"].server == [
+        "env", "GITHUB_TOKEN=${GITHUB_TOKEN}", "python", "server.py", "--token",
+        "${GITHUB_TOKEN}", "--password", "${MCP_PASSWORD}", "--header=Authorization:",
+        "Bearer", "${GITHUB_TOKEN}"]
+    assert "export GITHUB_TOKEN, MCP_PASSWORD (their values) before bench run" in \
+        flat(init.stdout)
+    for path in root.rglob("*"):
+        if path.is_file() and path.name != "server.py":
+            data = path.read_bytes()
+            assert GH_TOKEN.encode() not in data and b"hunter2hunter2xyz" not in data, path
+    _mcp_cases(root)
+    args = ("run", "--dataset", "mcp", "--variants", "current", "--cases", "m1", "--provider",
+            "function:answers:answer")
+    unset = bench(root, *args, "--run-id", "r0")
+    assert unset.returncode == 2 and "Traceback" not in unset.stderr, unset.stderr
+    assert "the environment variable GITHUB_TOKEN is not set" in flat(unset.stderr)
+    run = bench(root, *args, "--run-id", "r1",
+                extra_env={"GITHUB_TOKEN": GH_TOKEN, "MCP_PASSWORD": "hunter2hunter2xyz"})
+    assert run.returncode == 0, run.stderr
+    assert rows(root, "r1")[("m1", "current")]["execution_success"] is True
+
+
+def test_an_unset_variable_named_by_the_mcp_command_line_is_one_line(tmp_path):
+    result = bench(tmp_path, "init", "p", "--mcp", "python server.py --token ${NOT_SET_TOKEN}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "--mcp names ${NOT_SET_TOKEN} but the environment variable NOT_SET_TOKEN is not " \
+           "set" in flat(result.stderr)
     assert not (tmp_path / "p").exists()
 
 
@@ -178,6 +224,109 @@ def test_init_needs_exactly_one_source_and_keeps_existing_files(tmp_path):
     assert bench(tmp_path, "init", "p", "--python", str(CALENDAR)).returncode == 0
     again = bench(tmp_path, "init", "p", "--python", str(CALENDAR))
     assert again.returncode == 2 and "already exist" in again.stderr and "--force" in again.stderr
+
+
+USER_PYPROJECT = """\
+[project]
+name = "mine"          # the user's comment
+version = "0.1"
+
+[tool.ruff]
+line-length = 88
+"""
+
+
+def _tools_file(folder: Path, n: int = 1) -> Path:
+    source = folder / "tools.json"
+    source.write_text(json.dumps([{"name": f"find_docs_{i}", "description": "Find documents.",
+                                   "input_schema": SCHEMA} for i in range(n)]),
+                      encoding="utf-8")
+    return source
+
+
+def test_init_adds_its_tables_to_the_users_pyproject_and_keeps_their_readme(tmp_path):
+    from bench.gate.config import load_gate_config
+    from bench.toolset_config import load_toolset_settings
+    source = _tools_file(tmp_path)
+    root = tmp_path / "mine"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(USER_PYPROJECT, encoding="utf-8")
+    (root / "README.md").write_text("# Mine\n\nMy own words.\n", encoding="utf-8")
+    for args in ((), ("--force",)):  # a second init replaces bench's tables, nothing else
+        init = bench(root, "init", ".", "--tools", str(source), "--name", "docs", *args)
+        assert init.returncode == 0, init.stderr
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
+        assert text.startswith(USER_PYPROJECT + "\n# bench project `docs`")
+        assert text.count("\n[tool.bench.toolsets.docs]\n") == 1 == \
+            text.count("\n[tool.bench.gate]\n") == text.count("made by `bench init`")
+        assert load_toolset_settings(root)["docs"].execute == "none"
+        assert load_gate_config(root / "pyproject.toml").dataset == "docs"
+        assert (root / "README.md").read_text(encoding="utf-8") == "# Mine\n\nMy own words.\n"
+        assert (root / "BENCH.md").read_text(encoding="utf-8").startswith("# bench project")
+        assert "README.md is yours (kept): bench's guide is BENCH.md" in flat(init.stdout)
+        assert "follow BENCH.md" in flat(init.stdout)
+
+
+def test_init_refuses_bench_files_without_force_and_force_replaces_only_those(tmp_path):
+    source = _tools_file(tmp_path)
+    root = tmp_path / "p"
+    assert bench(tmp_path, "init", "p", "--tools", str(source)).returncode == 0
+    again = bench(tmp_path, "init", "p", "--tools", str(source))
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert "of an earlier bench init already exist here" in flat(again.stderr)
+    assert "--force replaces bench's files (your own files, your cases" in flat(again.stderr)
+    # the user's cases and their own datasheet survive --force
+    case = json.dumps({"id": "p-1", "toolset": "p", "lang": "en", "messages": [
+        {"role": "user", "content": "docs?"}], "expected": {"no_call": True}}) + "\n"
+    (root / "datasets/p/cases.jsonl").write_text(case, encoding="utf-8")
+    (root / "datasets/p/README.md").write_text("# Our labels\n", encoding="utf-8")
+    forced = bench(tmp_path, "init", "p", "--tools", str(source), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (root / "datasets/p/cases.jsonl").read_text(encoding="utf-8") == case
+    assert (root / "datasets/p/README.md").read_text(encoding="utf-8") == "# Our labels\n"
+    assert "datasets/p/cases.jsonl: kept (it holds your cases)" in flat(forced.stdout)
+    # a variant bench did not write is never replaced, --force or not
+    current = root / "descriptions/p/variants/current.yaml"
+    current.write_text("tools: []\n", encoding="utf-8")
+    refused = bench(tmp_path, "init", "p", "--tools", str(source), "--force")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "exists and bench init did not write it" in flat(refused.stderr)
+    assert current.read_text(encoding="utf-8") == "tools: []\n"
+
+
+def test_every_file_init_writes_says_bench_wrote_it(tmp_path):
+    # --force finds its own files by this mark: a file without it would be refused
+    from bench.importers.init_files import bench_wrote
+    assert bench(tmp_path, "init", "p", "--python", str(CALENDAR)).returncode == 0
+    written = [p for p in (tmp_path / "p").rglob("*") if p.is_file() and p.stat().st_size]
+    assert len(written) == 9 and all(bench_wrote(p) for p in written), written
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_killed_init_leaves_no_half_project(tmp_path, existing):
+    import signal
+    source = _tools_file(tmp_path, 60)
+    root = tmp_path / "p"
+    if existing:
+        root.mkdir()
+        (root / "pyproject.toml").write_text(USER_PYPROJECT, encoding="utf-8")
+    # SIGKILL by the init itself after 20 of its 64 files: kill -9 at a known point
+    killed = bench(tmp_path, "init", "p", "--tools", str(source),
+                   extra_env={"BENCH_INIT_KILL_AFTER": "20"})
+    assert killed.returncode == -signal.SIGKILL
+    if existing:
+        assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == \
+            ["pyproject.toml"]
+        assert (root / "pyproject.toml").read_text(encoding="utf-8") == USER_PYPROJECT
+    else:
+        assert not root.exists()
+    assert [p for p in tmp_path.rglob("*.tmp")] == []
+    # the next init needs no --force and removes what the killed one staged
+    again = bench(tmp_path, "init", "p", "--tools", str(source))
+    assert again.returncode == 0, again.stderr
+    assert len(list((root / "descriptions/p/specs").iterdir())) == 60
+    assert [p.name for p in [*tmp_path.iterdir(), *root.iterdir()]
+            if "bench-init" in p.name] == []
 
 
 def test_python_docstring_styles():

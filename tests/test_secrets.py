@@ -475,3 +475,70 @@ def test_the_advice_to_give_base_url_secrets_again_survives_the_screen_guard():
         _resume_credentials("r1", ["openai-compat:m@http://127.0.0.7:9/v1"], ["oracle"])
     for message in (skipped.value.reason, str(refused.value)):
         assert "(user:password@, ?key=<value>)" in message and redact(message) == message
+
+
+GH = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # a GitHub token's shape: ghp_ and 36 characters
+
+
+@pytest.mark.parametrize("argv, referenced, variables", [
+    (["npx", "srv", "--token", GH], ["npx", "srv", "--token", "${MCP_TOKEN}"],
+     {"MCP_TOKEN": GH}),
+    (["srv", "--password", "hunter2hunter2xyz"], ["srv", "--password", "${MCP_PASSWORD}"],
+     {"MCP_PASSWORD": "hunter2hunter2xyz"}),
+    (["srv", "--api-key=abc123def"], ["srv", "--api-key=${MCP_API_KEY}"],
+     {"MCP_API_KEY": "abc123def"}),
+    (["env", f"GITHUB_TOKEN={GH}", "python", "s.py"],
+     ["env", "GITHUB_TOKEN=${GITHUB_TOKEN}", "python", "s.py"], {"GITHUB_TOKEN": GH}),
+    # shlex.split("--header=Authorization: Bearer ghp_...") without quotes: three arguments
+    (["srv", "--header=Authorization:", "Bearer", GH],
+     ["srv", "--header=Authorization:", "Bearer", "${MCP_TOKEN}"], {"MCP_TOKEN": GH}),
+    (["srv", "-H", f"Authorization: Bearer {GH}"],
+     ["srv", "-H", "Authorization: Bearer ${MCP_TOKEN}"], {"MCP_TOKEN": GH}),
+    (["srv", "-H", "X-Api-Key:", "k3y-v4lue"], ["srv", "-H", "X-Api-Key:", "${MCP_API_KEY}"],
+     {"MCP_API_KEY": "k3y-v4lue"}),
+    (["srv", GH, "--again", GH], ["srv", "${MCP_TOKEN}", "--again", "${MCP_TOKEN}"],
+     {"MCP_TOKEN": GH}),  # one value, one name
+    (["srv", "--token", "t0ken-one", "--auth-token", "t0ken-two", "xoxb-1234567890-abcdefgh"],
+     ["srv", "--token", "${MCP_TOKEN}", "--auth-token", "${MCP_AUTH_TOKEN}", "${MCP_TOKEN_2}"],
+     {"MCP_TOKEN": "t0ken-one", "MCP_AUTH_TOKEN": "t0ken-two",
+      "MCP_TOKEN_2": "xoxb-1234567890-abcdefgh"}),
+    (["srv", "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE"],
+     ["srv", "AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID}"],
+     {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE"}),
+    (["srv", "--jwt-file", "x", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl"],
+     ["srv", "--jwt-file", "x", "${MCP_TOKEN}"],
+     {"MCP_TOKEN": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl"}),
+    ("https://u:pw123456@host/mcp?token=abcdef&page=1",
+     "https://u:${MCP_PASSWORD}@host/mcp?token=${MCP_TOKEN}&page=1",
+     {"MCP_PASSWORD": "pw123456", "MCP_TOKEN": "abcdef"}),
+])
+def test_secrets_of_a_command_line_become_environment_references(argv, referenced, variables):
+    from bench.redact import reference_secrets
+    got, found = reference_secrets(argv)
+    assert got == referenced and found == variables
+    assert list(found) == list(variables)  # in the order found: the user exports them
+
+
+@pytest.mark.parametrize("argv", [
+    ["python", "server.py", "--port", "8080", "--verbose"],
+    ["srv", "--token-file", "/run/secrets/token", "--password-env", "DB_PASS"],
+    ["srv", "sort_key=name", "-H", "Content-Type: application/json", "--token", "${MY_TOKEN}"],
+    ["uvx", "mcp-server-sqlite", "--db-path", "shop.db"],
+    "http://127.0.0.1:8000/mcp",
+])
+def test_a_command_line_without_secrets_is_left_as_it_is(argv):
+    from bench.redact import reference_secrets
+    assert reference_secrets(argv) == (argv, {})
+
+
+@pytest.mark.parametrize("token", [
+    GH, "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123",
+    "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp", "glpat-AbCdEfGhIjKlMnOpQrSt",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl"])
+def test_an_issued_tokens_shape_is_redacted_in_free_text(token):
+    # an MCP server that refuses its --token echoes it in its error
+    from bench.redact import redact
+    assert redact(f"error: bad credentials {token} (401)") == "error: bad credentials *** (401)"
+    assert redact(json.dumps({"message": f"token {token} expired"})) == \
+        json.dumps({"message": "token *** expired"})

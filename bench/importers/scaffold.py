@@ -5,11 +5,14 @@ URL: :mod:`bench.importers.mcp_server`), an OpenAI, Anthropic or Gemini tools JS
 (:mod:`bench.importers.toollists`), or a Python module of typed functions or pydantic models
 (:mod:`bench.importers.python_module`).
 
-What it writes (every file atomically; an existing one only with ``force``)::
+What it writes (all at once, never over a file bench did not write:
+:mod:`bench.importers.init_files`)::
 
     <dest>/
       pyproject.toml                       [tool.bench.gate] and [tool.bench.toolsets.<t>]
-      README.md                            what to do next, step by step
+                                           (added to an existing one, its tables kept)
+      README.md                            what to do next, step by step (BENCH.md beside
+                                           a README of the user's)
       descriptions/<t>/variants/current.yaml   the imported tools, word for word
       descriptions/<t>/specs/<tool>.yaml   one spec per tool: the l3..l50 variants render it
       datasets/<t>/cases.jsonl             empty: one labeled case per line goes here
@@ -27,6 +30,7 @@ descriptions included (the rendered variants move them into the prose).
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +40,11 @@ import yaml
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset, check_name, variant_yaml, write_file
+from bench.importers.init_files import (ProjectFile, guide_name, merge_pyproject, plan_files,
+                                        write_project)
 from bench.models import Tool
-from bench.toolset_config import ToolsetSettings, server_label, settings_toml
+from bench.plural import count
+from bench.toolset_config import PYPROJECT, ToolsetSettings, server_label, settings_toml
 
 SourceKind = Literal["mcp", "tools", "python"]
 #: Where a stdio MCP server's stderr during ``bench init`` is kept, under ``reports/``.
@@ -81,7 +88,14 @@ class InitSource:
 @dataclass
 class InitResult:
     """What :func:`init_project` did: the files written, the import's notes, and the tools
-    (with their permissions)."""
+    (with their permissions).
+
+    Attributes:
+        guide: the project guide's file name (``README.md``, ``BENCH.md`` beside a user's
+            README, None when both are the user's).
+        exports: the environment variables ``pyproject.toml`` names (``${NAME}``) in place
+            of the secrets of the server's command line; each must be set for bench run.
+    """
 
     root: Path
     toolset: str
@@ -89,6 +103,8 @@ class InitResult:
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settings: ToolsetSettings | None = None
+    guide: str | None = "README.md"
+    exports: list[str] = field(default_factory=list)
 
 
 def _strip(pattern: re.Pattern[str], sentence: str) -> str:
@@ -334,12 +350,21 @@ LABELS_TOML = """\
 """
 
 
-def gate_toml(toolset: str) -> str:
-    """The ``[tool.bench.gate]`` table of a new project (see bench's docs/gate.md)."""
+def pyproject_header(toolset: str, source: str, guide: str | None) -> str:
+    """The comment bench init puts above its tables in ``pyproject.toml`` (its first lines in
+    a new one: they carry :data:`bench.importers.init_files.BENCH_MARK`)."""
+    return (f"# bench project `{toolset}`, made by `bench init` from {source}.\n"
+            "# [tool.bench.toolsets.*]: how calls execute; [tool.bench.gate]: the regression "
+            f"gate\n# (see {guide or 'docs/your-own-tools.md of bench'}).\n\n")
+
+
+def gate_toml(toolset: str, guide: str = "README.md") -> str:
+    """The ``[tool.bench.gate]`` table of a new project (see bench's docs/gate.md); ``guide``
+    names the project's guide (``README.md``, or ``BENCH.md`` beside a user's README)."""
     return f"""[tool.bench.gate]
 dataset = "{toolset}"
 variants = ["current"]                       # the descriptions the gate guards
-providers = ["replay:gate/responses.sqlite"] # answers recorded once (README.md, step 4)
+providers = ["replay:gate/responses.sqlite"] # answers recorded once ({guide}, step 4)
 split = "all"                                # every case ("test" after `bench split {toolset}`)
 metrics = ["selection_correct", "arguments_correct"]
 # execute: unset, the answers' calls run on the toolset only when a gated metric needs them
@@ -360,8 +385,18 @@ def read_source(source: InitSource, base: Path, timeout: float = 30.0) -> Import
     """
     if source.kind == "mcp":
         from bench.importers.mcp_server import import_mcp
+        from bench.toolset_config import expand
         assert source.server is not None
-        return import_mcp(source.server, timeout=timeout)
+        parts = [source.server] if isinstance(source.server, str) else source.server
+        unset = [name for part in parts for name in re.findall(r"\$\{([A-Za-z_]\w*)\}", part)
+                 if name not in os.environ]
+        if unset:
+            raise BenchError(f"--mcp names ${{{unset[0]}}} but the environment variable "
+                             f"{unset[0]} is not set: export it, then run bench init again")
+        # ${NAME} in the command line, expanded as bench run does
+        server = expand(source.server) if isinstance(source.server, str) else \
+            [expand(part) for part in source.server]
+        return import_mcp(server, timeout=timeout)
     if source.kind == "tools":
         from bench.importers.toollists import detect_format, import_tool_list
         assert source.path is not None
@@ -373,21 +408,31 @@ def read_source(source: InitSource, base: Path, timeout: float = 30.0) -> Import
     return import_python(source.module, base)[0]
 
 
-def _check_no_secret(source: InitSource) -> None:
-    """Refuse a server command line or URL holding what looks like a secret: bench init
-    writes it to pyproject.toml, and secrets never reach disk.
+def referenced_server(source: InitSource) -> tuple[list[str] | str | None, dict[str, str]]:
+    """The server's command line or URL as ``pyproject.toml`` gets it: each secret replaced
+    by a ``${NAME}`` reference (:func:`bench.redact.reference_secrets`: by shape and by
+    option, header or variable name, in one argument or split over several), since secrets
+    never reach disk.
+
+    Returns:
+        (the command line or URL with references, ``{NAME: value}`` of the secrets taken
+        out: the user exports them for ``bench run``).
 
     Raises:
-        BenchError: naming the ``${NAME}`` way to pass it.
+        BenchError: a secret that no rule can name is left in it (refused, with the
+            ``${NAME}`` way to pass it).
     """
-    from bench.redact import redact
-    parts = [source.server] if isinstance(source.server, str) else list(source.server or [])
-    if any(redact(part) != part for part in parts) or any(
-            re.search(r"//[^/@\s]+@", part) for part in parts):
+    from bench.redact import reference_secrets
+    if source.server is None:
+        return None, {}
+    try:
+        return reference_secrets(source.server)
+    except ValueError:
         raise BenchError("the server's command line or URL holds what looks like a secret, "
                          "and bench init would write it to pyproject.toml: pass it through an "
                          "environment variable and write ${NAME} instead (single-quoted, so "
-                         "the shell keeps it), e.g. 'https://host/mcp?token=${MCP_TOKEN}'")
+                         "the shell keeps it), e.g. 'https://host/mcp?token=${MCP_TOKEN}'"
+                         ) from None
 
 
 def _from_project(server: list[str] | str | None, dest: Path) -> list[str] | str | None:
@@ -395,7 +440,6 @@ def _from_project(server: list[str] | str | None, dest: Path) -> list[str] | str
     an existing file relative to the current directory is made relative to ``dest``."""
     if not isinstance(server, list):
         return server
-    import os
     here = Path.cwd().resolve()
     if here == dest:
         return server
@@ -431,8 +475,7 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
     """
     check_name("toolset", toolset)
     dest = Path(dest).resolve()
-    if source.kind == "mcp":
-        _check_no_secret(source)
+    stored_server, secrets = referenced_server(source) if source.kind == "mcp" else (None, {})
     imported = read_source(source, Path.cwd(), timeout=timeout_s)
     names = {t.name for t in imported.tools}
     for option, listed in (("--read-only", read_only), ("--writes", writes)):
@@ -450,7 +493,7 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
     elif source.kind == "mcp":
         # the server's word on a tool's permission and name is its annotation and its
         # listing: --read-only and the import's renames must reach the run (runhook)
-        settings = ToolsetSettings(execute="mcp", server=_from_project(source.server, dest),
+        settings = ToolsetSettings(execute="mcp", server=_from_project(stored_server, dest),
                                    timeout_s=timeout_s, writes=list(writes),
                                    read_only=[t.name for t in tools if t.name in read_only],
                                    server_names=dict(imported.source_names))
@@ -466,39 +509,53 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
         settings = ToolsetSettings(execute="python", module=module, timeout_s=timeout_s,
                                    writes=list(writes))
     result = InitResult(root=dest, toolset=toolset, tools=tools, notes=list(imported.notes),
-                        settings=settings)
+                        settings=settings, exports=list(secrets))
     header = f"Imported by `bench init` from {label}: variant `current`, word for word."
-    pyproject = (f"# bench project `{toolset}`, made by `bench init` from {label}.\n"
-                 "# [tool.bench.toolsets.*]: how calls execute; [tool.bench.gate]: the "
-                 "regression gate\n# (see README.md).\n\n"
-                 + settings_toml(toolset, settings, {
-                     "execute": "mcp | python | none (selection and arguments only)",
-                     "timeout_s": "seconds per call",
-                     "writes": "write tools whose calls may run",
-                     "read_only": "tools that only read: their calls always run",
-                     "server_names": "bench name -> the server's own name",
-                     "reason": "shown in the table and report"})
-                 + ("" if settings.execute == "none" else LABELS_TOML)
-                 + "\n" + gate_toml(toolset))
-    files: list[tuple[Path, str]] = [
-        (dest / "pyproject.toml", pyproject),
-        (dest / "README.md", project_readme(toolset, tools, label, settings)),
-        (dest / "descriptions" / toolset / "variants" / "current.yaml",
-         variant_yaml(tools, header)),
-        *[(dest / "descriptions" / toolset / "specs" / f"{t.name}.yaml",
-           spec_yaml(t, label, toolset)) for t in tools],
-        (dest / "datasets" / toolset / "cases.jsonl", ""),
-        (dest / "datasets" / toolset / "README.md", datasheet(toolset, tools, label)),
-        (dest / "gate" / ".gitkeep", ""),
+    guide, guide_note = guide_name(dest)
+    result.guide = guide
+    if guide_note:
+        result.notes.append(guide_note)
+    top = pyproject_header(toolset, label, guide)
+    toolset_table = settings_toml(toolset, settings, {
+        "execute": "mcp | python | none (selection and arguments only)",
+        "timeout_s": "seconds per call",
+        "writes": "write tools whose calls may run",
+        "read_only": "tools that only read: their calls always run",
+        "server_names": "bench name -> the server's own name",
+        "reason": "shown in the table and report"}) \
+        + ("" if settings.execute == "none" else LABELS_TOML)
+    gate_table = gate_toml(toolset, guide or "README.md")
+    files = [
+        *([ProjectFile(Path(guide), project_readme(toolset, tools, label, settings), "guide")]
+          if guide else []),
+        ProjectFile(Path("descriptions", toolset, "variants", "current.yaml"),
+                    variant_yaml(tools, header), "bench"),
+        *[ProjectFile(Path("descriptions", toolset, "specs", f"{t.name}.yaml"),
+                      spec_yaml(t, label, toolset), "bench") for t in tools],
+        ProjectFile(Path("datasets", toolset, "cases.jsonl"), "", "data"),
+        ProjectFile(Path("datasets", toolset, "README.md"), datasheet(toolset, tools, label),
+                    "doc"),
+        ProjectFile(Path("gate", ".gitkeep"), "", "keep"),
     ]
-    if not force:
-        existing = [path for path, _ in files if path.exists()]
-        if existing:
-            raise BenchError(f"{len(existing)} file(s) already exist, e.g. {existing[0]} "
-                             "(pass --force to replace them)")
-    for path, text in files:
-        write_file(path, text, force=force)
-        result.written.append(path)
+    plan, existing = plan_files(dest, files, force)
+    pyproject = dest / PYPROJECT
+    if not pyproject.exists():
+        plan.new.insert(0, (Path(PYPROJECT), top + toolset_table + "\n" + gate_table))
+    else:
+        merged, merge_notes = merge_pyproject(pyproject, toolset, top, toolset_table,
+                                              gate_table, force)
+        if merged is None:
+            existing.insert(0, f"{PYPROJECT} [tool.bench.toolsets.{toolset}]")
+        else:
+            plan.replace.insert(0, (Path(PYPROJECT), merged))
+            plan.notes += merge_notes
+    if existing:
+        raise BenchError(f"{count(len(existing), 'file')} of an earlier bench init already "
+                         f"exist here, e.g. {existing[0]}: --force replaces bench's files "
+                         "(your own files, your cases and the other tables of pyproject.toml "
+                         "are kept)", file=dest)
+    result.written += write_project(dest, plan)
+    result.notes += plan.notes
     if imported.server_log.strip():  # the server's stderr: kept, not on the terminal
         log = dest / "reports" / INIT_SERVER_LOG
         write_file(log, imported.server_log, force=True)
