@@ -587,6 +587,21 @@ def test_a_reset_whose_program_is_missing_names_it(tmp_path):
         reset()
 
 
+def test_a_resets_log_never_keeps_the_token_its_command_was_given(tmp_path, monkeypatch):
+    from bench.executor.runhook import ResetCommand
+    from bench.toolset_config import ToolsetSettings
+    token = "rst-tok-9f3k2q7x1"
+    monkeypatch.setenv("RESET_TOKEN", token)
+    settings = ToolsetSettings(execute="python", module="m.py", reset=[
+        sys.executable, "-c", "import sys; print('seeding with', sys.argv[1])",
+        "${RESET_TOKEN}"])
+    log = tmp_path / "reset.log"
+    ResetCommand("x", settings, tmp_path, log)()
+    text = log.read_text()
+    assert "seeding with" in text
+    assert token not in text
+
+
 def test_python_errors_are_classed_like_the_reference_executor():
     from bench.executor.backends.python import classify_exception
 

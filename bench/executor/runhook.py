@@ -134,22 +134,31 @@ class ResetCommand:
         argv = [expand(part) for part in self.settings.reset]
         where = f"[tool.bench.toolsets.{self.toolset}] reset"
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as log:
-            try:
-                done = subprocess.run(argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=log, timeout=self.settings.reset_timeout_s,
-                                      check=False)
-            except subprocess.TimeoutExpired:
-                raise BenchError(f"{where} did not finish within "
-                                 f"{self.settings.reset_timeout_s:g} s (reset_timeout_s); "
-                                 f"its output: {self.log}") from None
-            except OSError as exc:
-                raise BenchError(f"{where} could not start {argv[0]!r}: "
-                                 f"{exc.strerror or exc}") from None
+        try:
+            done = subprocess.run(argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  timeout=self.settings.reset_timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:
+            self._keep(exc.output)
+            raise BenchError(f"{where} did not finish within "
+                             f"{self.settings.reset_timeout_s:g} s (reset_timeout_s); "
+                             f"its output: {self.log}") from None
+        except OSError as exc:
+            raise BenchError(f"{where} could not start {argv[0]!r}: "
+                             f"{exc.strerror or exc}") from None
+        self._keep(done.stdout)
         self.runs += 1
         if done.returncode != 0:
             raise BenchError(f"{where} failed (exit {done.returncode}); its output: "
                              f"{self.log}")
+
+    def _keep(self, output: bytes | None) -> None:
+        """Append the command's output to the log, redacted: its argv and output may hold
+        the values of ``${NAME}`` references, which never reach disk."""
+        from bench.redact import redact_bytes
+
+        with open(self.log, "ab") as log:
+            log.write(redact_bytes(output or b""))
 
 
 class RunExecution:
