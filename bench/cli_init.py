@@ -91,6 +91,9 @@ def init(
                           force=force)
     for note in result.notes:
         out.print(f"note: {terminal_safe(note)}", markup=False)
+    from bench.descriptions.variants import same_text_notes
+    for note in same_text_notes(toolset, result.root / "descriptions"):
+        out.print(f"note: {terminal_safe(note)}", markup=False)
     out.print(f"imported {count(len(result.tools), 'tool')} from {source.label()} into "
               f"{result.root} (toolset '{toolset}')", markup=False)
     for path in result.written:

@@ -1152,3 +1152,51 @@ def test_a_call_without_an_implementation_is_told_under_the_table(tmp_path):
     assert got[("c5", "current")]["execution_success"] is None
     assert "calls not executed (their tool has no implementation in the toolset's backend)," \
            " counted per tool: FindRoom 1" in flat(run.stdout)
+
+
+SKY_TOOLS = '''"""Two tools with one-line docstrings: nothing for the longer templates to add."""
+
+
+def get_time(timezone: str) -> str:
+    """Current time in a time zone.
+
+    Args:
+        timezone: An IANA zone such as Europe/Oslo.
+    """
+    return "12:00"
+
+
+def get_date(timezone: str) -> str:
+    """Today's date in a time zone.
+
+    Args:
+        timezone: An IANA zone such as Europe/Oslo.
+    """
+    return "2026-01-01"
+'''
+
+
+@pytest.mark.slow
+def test_init_and_run_name_the_variants_that_render_the_same_text(tmp_path):
+    (tmp_path / "sky_tools.py").write_text(SKY_TOOLS, encoding="utf-8")
+    init = bench(tmp_path, "init", "sky", "--python", "sky_tools.py",
+                 "--read-only", "get_time,get_date")
+    assert init.returncode == 0, init.stderr
+    said = "note: variants l10, l30 and l50 of toolset 'sky' render the same text, so " \
+           "comparing them measures nothing;"
+    notes = [line for line in init.stdout.splitlines() if "render the same text" in line]
+    assert len(notes) == 1 and notes[0].startswith(said), init.stdout
+    assert "bench variants draft --toolset sky --provider local" in notes[0]
+    root = tmp_path / "sky"
+    write_cases(root, "sky", [{"id": "s1", "messages": [
+        {"role": "user", "content": "time in Europe/Oslo?"}],
+        "expected": {"calls": [{"name": "get_time",
+                                "arguments": {"timezone": ["Europe/Oslo"]}}]}}])
+    write_answers(root, {"time": [{"name": "get_time", "arguments": {"timezone": "Europe/Oslo"}}]})
+    run = bench(root, "run", "--dataset", "sky", "--variants", "l3,l30,l50", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    notes = [line for line in flat(run.stderr).split("note: ")
+             if "render the same text" in line]
+    assert len(notes) == 1 and notes[0].startswith(
+        "variants l30 and l50 of toolset 'sky' render the same text"), run.stderr
