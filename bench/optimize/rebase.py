@@ -145,9 +145,9 @@ def _phrase(diff: ToolDiff) -> list[str]:
             out.append(f"{diff.name}.{change.param} {change.detail}")
         elif change.kind == "param_description":
             out.append(f"parameter {diff.name}.{change.param}'s description changed")
-        else:
-            out.append(f"{diff.name}.{change.param or ''} {change.detail or change.kind}"
-                       .replace(". ", " "))
+        else:  # type, enum, bounds, format...: bench variants diff's own wording
+            where = f"{diff.name}.{change.param}" if change.param else diff.name
+            out.append(f"{where} {change.detail or change.kind}")
     return out
 
 
