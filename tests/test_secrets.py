@@ -462,6 +462,26 @@ def test_an_mcp_servers_token_is_never_stored_and_a_resume_takes_it_again(
     assert hits == []
 
 
+@pytest.mark.slow
+def test_a_password_option_of_the_execute_mcp_command_never_reaches_the_run_folder(
+        run_bench, project):
+    # the value of --password has no token shape and no environment variable: only its
+    # option's name says it is a secret, which redact() alone did not know
+    import shlex
+    import sys
+    server = Path(__file__).with_name("mcp_server.py")
+    secret = "hunter2hunter2xyz"
+    command = shlex.join([sys.executable, str(server), "--password", secret])
+    made = run_bench("run", "--provider", "oracle", "--limit", "1", "--variants", "l3",
+                     "--run-id", "pw", "--execute-mcp", command)
+    assert made.returncode == 0, made.stderr
+    folder = project / "reports/runs/pw"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["config"]["mcp_server"][-2:] == ["--password", "***"]
+    hits = [str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert hits == []
+
+
 def test_the_advice_to_give_base_url_secrets_again_survives_the_screen_guard():
     # "(user:password@, ?key=...)" was printed "(user:password@, ?key=***": the guard took
     # the example and its closing parenthesis for a query key

@@ -192,6 +192,22 @@ class RunConfig(BaseModel):
         native_check(self.retrievers, self.providers, self.always_loaded)
         return self
 
+    @field_validator("mcp_server")
+    @classmethod
+    def _secrets_of_mcp_server(cls, value: list[str] | None) -> list[str] | None:
+        """Register as secrets what :func:`bench.redact.reference_secrets` finds in the
+        server's argv (``--password X``, ``--token X``...: option names that :func:`redact`
+        alone does not know), so the manifest and logs of the run never hold them."""
+        if value:
+            from bench.redact import reference_secrets, register_secret
+            try:
+                _, found = reference_secrets(value)
+            except ValueError:  # a shape redact() masks anyway
+                found = {}
+            for secret in found.values():
+                register_secret(secret)
+        return value
+
     @field_validator("tools", "retrievers", "top_k")
     @classmethod
     def _once(cls, values: list[Any]) -> list[Any]:
