@@ -262,7 +262,9 @@ def test_init_adds_its_tables_to_the_users_pyproject_and_keeps_their_readme(tmp_
         assert load_toolset_settings(root)["docs"].execute == "none"
         assert load_gate_config(root / "pyproject.toml").dataset == "docs"
         assert (root / "README.md").read_text(encoding="utf-8") == "# Mine\n\nMy own words.\n"
-        assert (root / "BENCH.md").read_text(encoding="utf-8").startswith("# bench project")
+        guide = (root / "BENCH.md").read_text(encoding="utf-8")
+        assert guide.startswith("# bench project")
+        assert ": 1 tool\n(find_docs_0)" in guide  # not "1 tools"
         assert "README.md is yours (kept): bench's guide is BENCH.md" in flat(init.stdout)
         assert "follow BENCH.md" in flat(init.stdout)
 

@@ -306,7 +306,7 @@ def project_readme(toolset: str, result_tools: list[Tool], source: str,
                              if settings.execute == "mcp" else "."))
     return f"""# bench project: `{toolset}`
 
-Made by `bench init` from {source}: {len(result_tools)} tools
+Made by `bench init` from {source}: {count(len(result_tools), 'tool')}
 ({', '.join(t.name for t in result_tools)}).
 
 | path | what |
