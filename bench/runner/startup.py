@@ -142,9 +142,12 @@ class StartedProviders:
     def concurrency(self, provider_id: str) -> int:
         """Requests in flight for a provider: ``--concurrency`` capped by the provider's own
         ``max_concurrency``, else its kind's (1 for ``local``, whose model runs one request
-        at a time)."""
+        at a time); a local model that decodes in batches gets its batch size whatever
+        ``--concurrency`` says (``decodes_in_batches``)."""
         provider = self.providers.get(provider_id)
         cap = getattr(provider, "max_concurrency", None)
+        if getattr(provider, "decodes_in_batches", False) and cap:
+            return int(cap)  # the embedded model's batch is filled (BENCH_LOCAL_BATCH)
         if cap is None:
             spec = provider_spec(provider_id)
             cap = spec.max_concurrency if spec is not None else None

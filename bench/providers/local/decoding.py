@@ -38,7 +38,7 @@ import ctypes
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Sequence
 
 import numpy as np
 
@@ -173,6 +173,9 @@ class Decoding:
         self.drafted = self.accepted = 0
         self.error: str | None = None
         self.started = time.perf_counter()
+        # the sampler actually used for a grammar: itself here; a batch gives each sequence
+        # its own copies (a grammar sampler holds its parse state)
+        self.own: Callable[[llama_sampler_p], llama_sampler_p] = lambda sampler: sampler
 
     def force(self, text: str) -> None:
         """Write ``text`` into the answer: none of its tokens is sampled; they are evaluated
@@ -190,18 +193,42 @@ class Decoding:
 
     def decode(self, sampler: llama_sampler_p, done: Callable[[bytes | bytearray], bool]) -> str | None:
         """Sample under ``sampler`` until ``done(segment)``; None on success, else the finish
-        reason (``length`` or ``error``)."""
+        reason (``length`` or ``error``). Evaluates with ``llm.eval`` (:meth:`drive`)."""
+        return self.drive(self.decode_steps(sampler, done))
+
+    def drive(self, steps: Generator[list[int], np.ndarray, str | None]) -> str | None:
+        """Run a step generator (:meth:`decode_steps`, :meth:`steps`) on this process's
+        context alone: each list of tokens it yields is evaluated with ``llm.eval`` (none when
+        empty) and the logits after its last token are sent back; returns its value."""
+        try:
+            tokens = next(steps)
+            while True:
+                if tokens:
+                    self.llm.eval(tokens)
+                tokens = steps.send(self.picker.logits())
+        except StopIteration as stop:
+            value: str | None = stop.value
+            return value
+
+    def decode_steps(self, sampler: llama_sampler_p, done: Callable[[bytes | bytearray], bool]
+                     ) -> Generator[list[int], np.ndarray, str | None]:
+        """:meth:`decode` as a generator: yields the tokens to evaluate next (the logits after
+        the last are wanted) and is sent those logits, so a caller can evaluate many answers'
+        tokens in one batch (:mod:`bench.providers.local.batching`). With ``draft_tokens``
+        it decodes on ``llm`` directly and yields nothing."""
         if self.draft_tokens:
             self.flush()
             return self._decode_drafted(sampler, done)
         llm, picker, lib = self.llm, self.picker, self.picker.lib
+        sampler = self.own(sampler)
         lib.llama_sampler_reset(sampler)
         segment = bytearray()
         while True:
             if self.sampled >= self.budget:
                 return "length"
-            self.flush()
-            token, full = picker.pick(sampler, picker.logits())
+            tokens, self.pending = self.pending, []
+            logits = yield tokens
+            token, full = picker.pick(sampler, logits)
             self.full_passes += full
             if token is None:
                 self.error = "the grammar allows no token"
@@ -303,10 +330,18 @@ class Decoding:
         lib.llama_memory_seq_rm(lib.llama_get_memory(self.picker._ctx), 0, self.llm.n_tokens, -1)
 
     def answer(self, variant: PreparedVariant, empty_allowed: bool) -> str:
-        """Decode a whole answer; return its finish reason."""
+        """Decode a whole answer on this process's context alone; return its finish reason."""
+        reason = self.drive(self.steps(variant, empty_allowed))
+        assert reason is not None  # steps() always ends with a finish reason
+        return reason
+
+    def steps(self, variant: PreparedVariant, empty_allowed: bool
+              ) -> Generator[list[int], np.ndarray, str | None]:
+        """:meth:`answer` as a step generator (see :meth:`decode_steps`); returns the finish
+        reason (``stop``, ``length`` or ``error``)."""
         self.force('{"tool_calls": [')
         if empty_allowed:
-            reason = self.decode(self.first, lambda seg: seg in (b"]}", b"{"))
+            reason = yield from self.decode_steps(self.first, lambda seg: seg in (b"]}", b"{"))
             if reason:
                 return reason
             if self.text.endswith(b"]}"):
@@ -317,7 +352,8 @@ class Decoding:
         names = [n.encode("utf-8") + b'"' for n in variant.names]
         for index in range(MAX_PARALLEL_CALLS):
             start = len(self.text)
-            reason = self.decode(variant.name_sampler, lambda seg: _one_name_left(seg, names))
+            reason = yield from self.decode_steps(variant.name_sampler,
+                                                  lambda seg: _one_name_left(seg, names))
             if reason:
                 return reason
             chosen = bytes(self.text[start:])
@@ -330,14 +366,14 @@ class Decoding:
             if sampler is None:
                 self.force("{}")
             else:
-                reason = self.decode(sampler, _closes_object)
+                reason = yield from self.decode_steps(sampler, _closes_object)
                 if reason:
                     return reason
             self.force("}")
             if index == MAX_PARALLEL_CALLS - 1:
                 break
             before = len(self.text)
-            reason = self.decode(self.more, lambda seg: seg in (b"]}", b", "))
+            reason = yield from self.decode_steps(self.more, lambda seg: seg in (b"]}", b", "))
             if reason:
                 return reason
             if self.text[before:] == b"]}":

@@ -9,13 +9,14 @@ block again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from bench.providers.local.states import load_state, save_state, state_dir
 if TYPE_CHECKING:  # imported when the engine starts (the `local` extra)
     from llama_cpp.llama_types import ChatCompletionRequestMessage
 
+    from bench.providers.local.batching import BatchDecoder
+
 # Decoding budget for the model's own tokens (the engine's punctuation is not counted).
 STATE_CACHE_ENV = "BENCH_LOCAL_STATE_CACHE"
 # A prefix is saved only when reading it cost at least this many tokens: shorter ones are
@@ -44,6 +47,12 @@ MIN_SAVED_PREFIX_TOKENS = 2048
 TRANSIENT_KEPT = 8
 # Reading more prefix tokens than this takes long enough (seconds to minutes) to announce.
 ANNOUNCED_PREFIX_TOKENS = 1024
+# KV cells added per batched sequence (batch > 1): a case's own prompt and answer beside the
+# shared tools block. A case is admitted to the batch only when the cells it may use (its
+# prompt tail, its token budget and the engine's punctuation) are free, so the cache never
+# fills. 12 KiB of f16 K and V per cell for Qwen2.5-0.5B (24 layers x 2 KV heads x 64 x 2 x 2
+# bytes): 12 MiB per sequence.
+BATCH_ROOM_TOKENS = 1024
 
 
 @dataclass
@@ -97,6 +106,11 @@ class LocalEngine:
             True/False, or the count of tokens guessed per step; None reads
             ``$BENCH_LOCAL_SPECULATIVE`` (:func:`~bench.providers.local.settings.resolve_draft_tokens`).
             The count is :attr:`draft_tokens`, which may be changed between answers.
+        batch: answers decoded at once (:mod:`~bench.providers.local.batching`): above 1 the
+            context holds ``batch + 1`` sequences in one unified KV cache of
+            ``n_ctx + batch * BATCH_ROOM_TOKENS`` cells (sequence 0 the tools block, shared),
+            and :attr:`batcher` decodes; :meth:`complete` still decodes one answer alone.
+            Speculation is off in a batch.
 
     Raises:
         BenchError: llama-cpp-python is missing or the model fails to load.
@@ -105,7 +119,7 @@ class LocalEngine:
     def __init__(self, model_path: Path, *, n_ctx: int, threads: int, seed: int,
                  layout: NoCallLayout, flash_attn: bool = False, n_batch: int = 512,
                  save_states: bool | None = None, top_first: bool = True,
-                 speculative: bool | int | None = None) -> None:
+                 speculative: bool | int | None = None, batch: int = 1) -> None:
         try:
             import llama_cpp
             from llama_cpp import Llama
@@ -129,9 +143,13 @@ class LocalEngine:
             save_states = os.environ.get(STATE_CACHE_ENV, "1").strip().lower() not in \
                 ("0", "off", "no", "false")
         self.save_states = save_states
+        self.batch = max(1, batch)
+        cells = n_ctx + (self.batch * BATCH_ROOM_TOKENS if self.batch > 1 else 0)
         try:
-            with quiet_native_stderr():
-                self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=n_batch,
+            with quiet_native_stderr(), _context_params(
+                    llama_cpp.llama_cpp, **({"n_seq_max": self.batch + 1, "kv_unified": True}
+                                            if self.batch > 1 else {})):
+                self.llm = Llama(model_path=str(model_path), n_ctx=cells, n_batch=n_batch,
                                  n_ubatch=n_batch, n_threads=threads, n_threads_batch=threads,
                                  flash_attn=flash_attn, seed=seed, verbose=False)
         except (ValueError, RuntimeError) as exc:
@@ -161,6 +179,10 @@ class LocalEngine:
         # after a call: end the list or add a call; before the first (empty-list layout only)
         self._more = self._sampler('root ::= "]}" | ", "')
         self._first = self._sampler('root ::= "]}" | "{"')
+        self.batcher: BatchDecoder | None = None
+        if self.batch > 1:
+            from bench.providers.local.batching import BatchDecoder
+            self.batcher = BatchDecoder(self, self.batch, cells)
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -228,7 +250,10 @@ class LocalEngine:
         if transient:
             self._transient.append(variant_key)
             if len(self._transient) > TRANSIENT_KEPT:
-                self._free(self._variants.pop(self._transient.pop(0)))
+                busy = self.batcher.variant_key if self.batcher and self.batcher.active else None
+                oldest = next(k for k in self._transient if k != busy)  # not one in use
+                self._transient.remove(oldest)
+                self._free(self._variants.pop(oldest))
         return variant.tool_tokens
 
     def _prefix(self, system: str) -> list[int]:
@@ -265,24 +290,60 @@ class LocalEngine:
         reuse = _common_prefix(llm.input_ids[:llm.n_tokens], tokens)
         prefix = variant.prefix
         if reuse < len(prefix) and tokens[:len(prefix)] == prefix:
-            state = variant.state_file
-            if state is None or not load_state(self.llm, self._lib, self._ctx, state, prefix):
-                llm.n_tokens = min(reuse, llm.n_tokens)
-                if len(prefix) - llm.n_tokens >= ANNOUNCED_PREFIX_TOKENS and self.notify:
-                    self.notify(f"reading the tools block of {variant.label} "
-                                f"({len(prefix) - llm.n_tokens:,} tokens"
-                                + ("; read again for each case's list)" if variant.transient
-                                   else "; once per variant"
-                                   + (", then saved)" if state is not None else ")")))
-                llm.eval(prefix[llm.n_tokens:])
-                if state is not None:
-                    save_state(self.llm, self._lib, self._ctx, state)
+            self._load_prefix(variant, reuse)
             reuse = len(prefix)
         cached = reuse
         if reuse >= len(tokens):
             reuse = len(tokens) - 1  # evaluate the last token again for its logits
         llm.n_tokens = reuse
         return cached, tokens[reuse:]
+
+    def _load_prefix(self, variant: PreparedVariant, reuse: int) -> None:
+        """Make sequence 0 of the context hold the variant's prefix, of which its first
+        ``reuse`` tokens are there already: load its saved state, else evaluate the rest (and
+        save it when the variant keeps states)."""
+        llm, prefix, state = self.llm, variant.prefix, variant.state_file
+        if state is None or not load_state(self.llm, self._lib, self._ctx, state, prefix):
+            llm.n_tokens = min(reuse, llm.n_tokens)
+            if len(prefix) - llm.n_tokens >= ANNOUNCED_PREFIX_TOKENS and self.notify:
+                self.notify(f"reading the tools block of {variant.label} "
+                            f"({len(prefix) - llm.n_tokens:,} tokens"
+                            + ("; read again for each case's list)" if variant.transient
+                               else "; once per variant"
+                               + (", then saved)" if state is not None else ")")))
+            llm.eval(prefix[llm.n_tokens:])
+            if state is not None:
+                save_state(self.llm, self._lib, self._ctx, state)
+
+    def hold_prefix(self, variant: PreparedVariant) -> None:
+        """Make sequence 0 hold exactly the variant's prefix (reused, loaded or evaluated),
+        nothing after it: the cells that batched sequences share
+        (:class:`~bench.providers.local.batching.BatchDecoder`)."""
+        llm, prefix = self.llm, variant.prefix
+        reuse = _common_prefix(llm.input_ids[:llm.n_tokens], prefix)
+        if reuse < len(prefix):
+            self._load_prefix(variant, reuse)
+        llm.n_tokens = len(prefix)
+        self._lib.llama_memory_seq_rm(self._lib.llama_get_memory(self._ctx), 0, len(prefix), -1)
+
+    def variant_for(self, tools: Sequence[Tool], variant_key: str) -> PreparedVariant:
+        """The prepared variant of ``variant_key`` (prepared now if new; past
+        :data:`TRANSIENT_KEPT` unprepared lists, as a transient one).
+
+        Raises:
+            BenchError: as :meth:`prepare`.
+        """
+        if variant_key not in self._variants:  # not prepared: the first few are kept
+            self._met += 1
+            if self._met > TRANSIENT_KEPT:
+                self.prepare(tools, variant_key, "this case's tool list", transient=True)
+        self.prepare(tools, variant_key)
+        return self._variants[variant_key]
+
+    def render(self, variant: PreparedVariant, messages: Sequence[Message]) -> list[int]:
+        """The whole prompt of a case (tokens): the variant's system message, then
+        ``messages``, in the model's chat template."""
+        return self._render(chat_messages(variant.system, messages))
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -300,13 +361,10 @@ class LocalEngine:
         Raises:
             BenchError: as :meth:`prepare`.
         """
-        if variant_key not in self._variants:  # not prepared: the first few are kept
-            self._met += 1
-            if self._met > TRANSIENT_KEPT:
-                self.prepare(tools, variant_key, "this case's tool list", transient=True)
-        self.prepare(tools, variant_key)
-        variant = self._variants[variant_key]
-        prompt = self._render(chat_messages(variant.system, messages))
+        if self.batcher is not None and self.batcher.active:
+            raise BenchError("a single answer was asked while a batch is decoding")
+        variant = self.variant_for(tools, variant_key)
+        prompt = self.render(variant, messages)
         if len(prompt) + 64 > self.n_ctx:
             return EngineAnswer("", "error", len(prompt), 0, 0, 0, 0, variant.tool_tokens,
                                 error=f"Requested tokens ({len(prompt)}) exceed context "
@@ -322,6 +380,8 @@ class LocalEngine:
 
     def _free(self, variant: PreparedVariant) -> None:
         """Free a variant's grammar samplers (llama.cpp memory)."""
+        if self.batcher is not None:
+            self.batcher.forget(variant)
         for sampler in (variant.name_sampler, *variant.arg_samplers.values()):
             if sampler:
                 self._lib.llama_sampler_free(sampler)
@@ -364,9 +424,12 @@ class LocalEngine:
                 "system_info": self._lib.llama_print_system_info().decode(errors="replace")}
 
     def close(self) -> None:
-        """Free the grammars and the model."""
+        """Free the grammars, the batch and the model."""
+        if self.batcher is not None:
+            self.batcher.close()
         for variant in self._variants.values():
             self._free(variant)
+        self.batcher = None
         for sampler in (self._more, self._first):
             if sampler:
                 self._lib.llama_sampler_free(sampler)
@@ -377,6 +440,28 @@ class LocalEngine:
         if llm is not None:
             del self.llm  # the engine no longer holds the model
             llm.close()
+
+
+@contextlib.contextmanager
+def _context_params(low: Any, **fields: Any) -> Iterator[None]:
+    """While open, llama.cpp's default context parameters (``low``: the ``llama_cpp.llama_cpp``
+    module, which ``Llama`` asks for them) carry ``fields`` too (e.g. ``n_seq_max``,
+    ``kv_unified``, which llama-cpp-python 0.3.16's ``Llama`` does not take as arguments)."""
+    if not fields:
+        yield
+        return
+    original = low.llama_context_default_params
+
+    def params() -> Any:
+        value = original()
+        for name, field_value in fields.items():
+            setattr(value, name, field_value)
+        return value
+    low.llama_context_default_params = params
+    try:
+        yield
+    finally:
+        low.llama_context_default_params = original
 
 
 def _common_prefix(first: Sequence[int] | np.ndarray, second: Sequence[int] | np.ndarray

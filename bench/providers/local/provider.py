@@ -9,6 +9,12 @@ tool calls of existing tools with schema-shaped arguments.
 Prefix reuse: the system message starts with the tools block, which is byte-identical for every
 case of a variant, and the runner processes cases grouped by variant, so llama.cpp keeps the
 tools block in its KV cache and only evaluates each case's own tokens.
+
+Batching (``batch`` > 1, :func:`~bench.providers.local.settings.resolve_batch`): the run sends
+``batch`` requests at once (:attr:`LocalProvider.max_concurrency`); one thread of the provider
+(:meth:`LocalProvider._pump`) writes them to the worker with ids and hands each answer back as
+it comes, and the worker decodes the ones of one variant together over the shared tools block
+(:mod:`bench.providers.local.batching`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import importlib.util
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from multiprocessing.connection import wait as wait_for
 from typing import Any, Sequence
@@ -31,8 +38,9 @@ from bench.providers.base import Provider, ProviderResponse, Usage
 from bench.providers.errors import ProviderError
 from bench.providers.local.prompt import DEFAULT_NO_CALL_LAYOUT, NO_CALL_LAYOUTS
 from bench.providers.local.settings import (ANSWER_TIMEOUT_S, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX,
-                                            DEFAULT_SEED, LOAD_TIMEOUT_S, resolve_draft_tokens,
-                                            resolve_model_path, resolve_threads)
+                                            DEFAULT_SEED, LOAD_TIMEOUT_S, resolve_batch,
+                                            resolve_draft_tokens, resolve_model_path,
+                                            resolve_threads)
 from bench.providers.worker_process import signal_name
 
 
@@ -73,6 +81,11 @@ class LocalProvider(Provider):
         speculative: prompt-lookup speculative decoding (same answers, fewer model
             evaluations): True/False or the count of tokens guessed per step; None reads
             ``$BENCH_LOCAL_SPECULATIVE`` (see :func:`resolve_draft_tokens`).
+        batch: answers decoded at once (1: one at a time); None reads ``$BENCH_LOCAL_BATCH``,
+            else :data:`~bench.providers.local.settings.DEFAULT_BATCH` (see
+            :func:`resolve_batch`). It is also the provider's :attr:`max_concurrency`, so the
+            run keeps that many requests in flight. Speculation applies only to answers
+            decoded alone (batch 1).
 
     When the worker dies (a signal such as SIGSEGV, or no answer within ``answer_timeout_s``)
     the provider starts a new one and asks again, once per provider; a second death raises.
@@ -89,7 +102,7 @@ class LocalProvider(Provider):
                  no_call_layout: str = DEFAULT_NO_CALL_LAYOUT,
                  threads: int | None = None, model: str | None = None,
                  answer_timeout_s: float = ANSWER_TIMEOUT_S,
-                 speculative: bool | int | None = None) -> None:
+                 speculative: bool | int | None = None, batch: int | None = None) -> None:
         if no_call_layout not in NO_CALL_LAYOUTS:
             raise BenchError(f"unknown no-call layout '{no_call_layout}' "
                              f"(known: {', '.join(NO_CALL_LAYOUTS)})")
@@ -104,6 +117,11 @@ class LocalProvider(Provider):
         self.n_ctx = n_ctx
         self.threads = resolve_threads(threads)
         self.draft_tokens = resolve_draft_tokens(speculative)
+        self.batch = resolve_batch(batch)
+        # the run keeps this many requests in flight, whatever --concurrency says (which
+        # never applied to the embedded model): the worker's batch is filled
+        self.max_concurrency = self.batch
+        self.decodes_in_batches = self.batch > 1
         self.answer_timeout_s = answer_timeout_s
         self.restarts = 0
         self.system_info: dict[str, Any] = {}
@@ -114,6 +132,13 @@ class LocalProvider(Provider):
         # restarted from it dies with it (PR_SET_PDEATHSIG fires when the thread that started
         # the worker ends, and asyncio.to_thread's threads end with their event loop)
         self._owner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bench-local")
+        # batch > 1: requests by id, not yet sent (outbox) or not yet answered (jobs)
+        self._lock = threading.Lock()
+        self._jobs: dict[int, tuple[tuple[Any, ...], concurrent.futures.Future[Any]]] = {}
+        self._outbox: list[int] = []
+        self._next_id = 0
+        self._pumping = False
+        self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._start()
 
     @property
@@ -135,7 +160,7 @@ class LocalProvider(Provider):
         ours, theirs = context.Pipe()
         options = {"model_path": self.model_path, "n_ctx": self.n_ctx,
                    "threads": self.threads, "seed": self.seed, "layout": self.layout,
-                   "speculative": self.draft_tokens}
+                   "speculative": self.draft_tokens, "batch": self.batch}
         process = context.Process(target=serve, args=(theirs, options, os.getpid()),
                                   name="bench-local-model", daemon=True)
         process.start()
@@ -225,6 +250,8 @@ class LocalProvider(Provider):
             ProviderError: class ``permanent``: the worker died again after its restart.
         """
         from bench.providers.ratelimit import GateClosed
+        if self.batch > 1:
+            return self._call(*message).result()
         while True:
             if self._abandoned:
                 raise GateClosed(self._abandoned)
@@ -257,6 +284,113 @@ class LocalProvider(Provider):
                 raise BenchError(reply[1])
             return reply[1]
 
+    def _call(self, op: str, *args: Any) -> concurrent.futures.Future[Any]:
+        """(batch > 1) Queue a request for the worker; its future gets the value, or the
+        error :meth:`_request` would raise. Starts :meth:`_pump` in the provider's thread
+        when it is not running, else wakes it."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._next_id += 1
+            self._jobs[self._next_id] = ((op, *args), future)
+            self._outbox.append(self._next_id)
+            start, self._pumping = not self._pumping, True
+        if start:
+            self._owner.submit(self._pump)
+        else:
+            self._wake_w.send_bytes(b"")
+        return future
+
+    def _pump(self) -> None:
+        """(batch > 1) Send queued requests to the worker and settle each one's future as its
+        answer comes, until none is left; restart a dead worker once and send it every
+        unanswered request again (as :meth:`_request` does for one).
+
+        A request fails with :class:`~bench.providers.ratelimit.GateClosed` after
+        :meth:`abandon`, :class:`ProviderError` (class ``permanent``) when the worker died
+        again after its restart, :class:`BenchError` when the worker reports bad input. The
+        worker counts as hung when it sends nothing for ``answer_timeout_s`` while requests
+        wait.
+        """
+        from bench.providers.ratelimit import GateClosed
+        try:
+            while True:
+                with self._lock:
+                    sending, self._outbox = self._outbox, []
+                    if not self._jobs:
+                        self._pumping = False
+                        return
+                if self._abandoned:
+                    raise GateClosed(self._abandoned)
+                try:
+                    self._exchange(sending)
+                except WorkerDied as died:
+                    self._stop()
+                    if self._abandoned:
+                        raise GateClosed(self._abandoned) from None
+                    if self.restarts >= 1:
+                        raise ProviderError(
+                            f"the model process died ({died.reason}) again after a restart: "
+                            f"{likely_cause(died.reason)}; run bench doctor",
+                            error_class="permanent") from None
+                    self.restarts += 1
+                    print(f"warning: the model process died ({died.reason}); restarting it "
+                          "once", file=sys.stderr, flush=True)
+                    with self._lock:
+                        self._outbox = sorted(self._jobs)  # all again, to the new worker
+        except BaseException as exc:  # every waiting request learns why, then the pump ends
+            with self._lock:
+                jobs, self._jobs, self._outbox = self._jobs, {}, []
+                self._pumping = False
+            for _, future in jobs.values():
+                future.set_exception(exc)
+
+    def _exchange(self, sending: list[int]) -> None:
+        """Send the requests ``sending`` (ids), then wait for the worker's next message or a
+        new request; settle the future a message answers.
+
+        Raises:
+            WorkerDied: the worker died, broke the pipe or sent nothing in time.
+        """
+        if self._process is None:
+            self._start(restart=True)
+        for request_id in sending:
+            message = self._jobs[request_id][0]
+            try:
+                self._conn.send(("call", request_id, *message))
+            except OSError:
+                self._process.join(5)
+                raise WorkerDied(signal_name(self._process.exitcode)) from None
+        ready = wait_for([self._conn, self._process.sentinel, self._wake_r],
+                         timeout=self.answer_timeout_s)
+        if self._wake_r in ready:
+            while self._wake_r.poll():
+                self._wake_r.recv_bytes()
+            if self._conn not in ready:
+                return
+        if self._conn not in ready:
+            if not ready:
+                self._process.kill()
+                self._process.join(5)
+                raise WorkerDied(f"no answer within {self.answer_timeout_s:.0f} s (hung; killed)")
+            self._process.join(5)
+            raise WorkerDied(signal_name(self._process.exitcode))
+        try:
+            reply = self._conn.recv()
+        except (EOFError, OSError):
+            self._process.join(5)
+            raise WorkerDied(signal_name(self._process.exitcode)) from None
+        if reply[0] == "note":
+            print(f"local: {reply[1]}", file=sys.stderr, flush=True)
+            return
+        with self._lock:
+            job = self._jobs.pop(reply[1], None)
+        if job is None:
+            return
+        if reply[0] == "error":
+            job[1].set_exception(BenchError(reply[2]))
+        else:
+            job[1].set_result(reply[2])
+
     # -- the provider interface ----------------------------------------------------------
 
     def prepare(self, tools: Sequence[Tool], *, variant_key: str, label: str = "variant") -> None:
@@ -279,6 +413,12 @@ class LocalProvider(Provider):
             ProviderError: class ``permanent``: the model process died twice.
             GateClosed: the run stopped and :meth:`abandon` killed the worker.
         """
+        if self.batch > 1:  # the worker batches it with the other requests in flight
+            started = time.perf_counter()
+            answer = await asyncio.wrap_future(self._call(
+                "submit", list(messages), list(tools), variant_key, self.max_tokens))
+            return self._response(answer, self._request_fields(messages, tools, trial),
+                                  time.perf_counter() - started)
         return await asyncio.get_running_loop().run_in_executor(
             self._owner, functools.partial(self.complete_blocking, messages, tools,
                                            variant_key=variant_key, trial=trial))
@@ -291,14 +431,23 @@ class LocalProvider(Provider):
             ProviderError: class ``permanent``: the model process died twice.
             GateClosed: :meth:`abandon` killed the worker.
         """
-        request = {"model": self.model_id, "tools": [t.name for t in tools],
-                   "tool_choice": "auto", "no_call_layout": self.layout.name,
-                   "n_messages": len(messages) + 1, "temperature": 0.0,
-                   "seed": self.seed + trial, "max_tokens": self.max_tokens}
+        request = self._request_fields(messages, tools, trial)
         started = time.perf_counter()
         answer = self._request("complete", list(messages), list(tools), variant_key,
                                self.max_tokens)
-        latency = time.perf_counter() - started
+        return self._response(answer, request, time.perf_counter() - started)
+
+    def _request_fields(self, messages: Sequence[Message], tools: Sequence[Tool], trial: int
+                        ) -> dict[str, Any]:
+        """The request as recorded in a response (model, tools, settings)."""
+        return {"model": self.model_id, "tools": [t.name for t in tools],
+                "tool_choice": "auto", "no_call_layout": self.layout.name,
+                "n_messages": len(messages) + 1, "temperature": 0.0,
+                "seed": self.seed + trial, "max_tokens": self.max_tokens}
+
+    def _response(self, answer: Any, request: dict[str, Any], latency: float
+                  ) -> ProviderResponse:
+        """A :class:`ProviderResponse` from the engine's answer (an ``EngineAnswer``)."""
         tool_tokens = answer.tool_tokens
         if answer.finish_reason == "error":
             # One case's failure is that case's result (an invalid answer), not the run's end.
@@ -341,11 +490,13 @@ class LocalProvider(Provider):
                 "model_preset": self.preset,
                 "seed": self.seed, "temperature": 0.0, "max_tokens": self.max_tokens,
                 "n_ctx": self.n_ctx, "no_call_layout": self.layout.name,
-                "threads": self.threads, **self.system_info,
+                "threads": self.threads, "decode_batch": self.batch, **self.system_info,
                 "decoding": "greedy, staged: tool name, then that tool's JSON-Schema grammar"}
 
     def close(self) -> None:
         """Stop the worker (it frees the model) and the provider's thread."""
         self._stop()
         self._owner.shutdown(wait=False)
+        self._wake_r.close()
+        self._wake_w.close()
 

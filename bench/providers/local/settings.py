@@ -115,3 +115,36 @@ def resolve_draft_tokens(speculative: bool | int | None) -> int:
     if not 0 <= count <= 64:
         raise BenchError(f"{source}: give on/off or a count of guessed tokens from 0 to 64")
     return count
+
+
+BATCH_ENV = "BENCH_LOCAL_BATCH"
+# Answers the embedded model decodes at once when neither the provider option nor the
+# environment says (benchmarks/local_batching.py; docs/embedded-model.md#batched-decoding).
+DEFAULT_BATCH = 1
+# The most: each sequence adds BATCH_ROOM_TOKENS KV cells (12 MiB for Qwen2.5-0.5B), and past
+# 16 a step's cost grows about linearly (benchmarks/RESULTS.md).
+MAX_BATCH = 16
+
+
+def resolve_batch(batch: int | None) -> int:
+    """Answers decoded at once (1: one at a time, as before batching), from the provider
+    option ``batch``, else ``$BENCH_LOCAL_BATCH``, else :data:`DEFAULT_BATCH`.
+
+    Raises:
+        BenchError: the option or the variable is not an integer from 1 to :data:`MAX_BATCH`.
+    """
+    source = "batch"
+    value: object = batch
+    if batch is None:
+        text = os.environ.get(BATCH_ENV, "").strip()
+        if not text:
+            return DEFAULT_BATCH
+        source, value = f"{BATCH_ENV}={text!r}", text
+    try:
+        count = int(str(value))
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_BATCH:
+        raise BenchError(f"{source}: give the count of answers decoded at once, "
+                         f"from 1 to {MAX_BATCH}")
+    return count

@@ -13,18 +13,28 @@ Messages are pickled tuples on a :func:`multiprocessing.Pipe`:
 - back: ``("ready", info)`` once loaded, then ``("ok", value)`` or
   ``("error", message, file)`` (a :class:`bench.errors.BenchError`) per request, after any
   number of ``("note", text)`` lines announcing slow work (e.g. reading a tools block).
+
+With ``batch`` > 1 in the options (:func:`serve_batched`) requests carry an id and may overlap:
+``("call", id, op, ...)`` with the ops above, ``submit`` (arguments as ``complete``) queueing an
+answer for the batch; back ``("ok", id, value)`` or ``("error", id, message, file)`` as each
+finishes (in any order), notes as above.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
+from collections import deque
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from bench.errors import BenchError
 from bench.providers.worker_process import die_with_parent
+
+if TYPE_CHECKING:
+    from bench.providers.local.engine import LocalEngine
 
 
 def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
@@ -56,6 +66,10 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
         return
     engine.notify = lambda text: conn.send(("note", text))
     conn.send(("ready", engine.system_info()))
+    if engine.batcher is not None:
+        serve_batched(conn, engine, str(options["model_path"]))
+        engine.close()
+        return
     while True:
         try:
             request = conn.recv()
@@ -82,3 +96,70 @@ def serve(conn: Connection, options: dict[str, Any], parent: int) -> None:
             continue
         conn.send(("ok", value))
     engine.close()
+
+
+def serve_batched(conn: Connection, engine: LocalEngine, model: str) -> None:
+    """The request loop of a batching engine (``engine.batcher``): read every request that
+    has come, admit queued answers into the batch (first come first served; cases of another
+    variant wait until the batch is empty), make one batch step, send the answers finished;
+    block for requests only when nothing is in flight. ``speed`` and ``complete`` (one answer
+    alone) wait until the batch is empty; ``prepare`` runs at once. Returns at ``close`` or EOF.
+    """
+    batcher = engine.batcher
+    assert batcher is not None
+    queue: deque[tuple[Any, ...]] = deque()  # ("call", id, op, ...) not yet admitted or run
+
+    def reply(request_id: int, call: Callable[[], Any]) -> None:
+        try:
+            value = call()
+        except BenchError as exc:
+            conn.send(("error", request_id, str(exc), str(exc.file) if exc.file else None))
+        except Exception as exc:  # noqa: BLE001 - one line for this request, not a dead worker
+            conn.send(("error", request_id, f"{model}: {type(exc).__name__}: {exc}", None))
+        else:
+            conn.send(("ok", request_id, value))
+
+    while True:
+        busy = bool(batcher.active or queue)
+        try:
+            while not busy or conn.poll(0):
+                request = conn.recv()
+                busy = True
+                if request[0] == "close":
+                    return
+                if request[2] == "prepare":  # grammars only: the batch's KV cache is untouched
+                    reply(request[1], functools.partial(engine.prepare, *request[3:6]))
+                else:
+                    queue.append(request)
+        except (EOFError, OSError):
+            return
+        for request in list(queue):  # admit what fits, in order
+            request_id, op = request[1], request[2]
+            if op == "submit":
+                try:
+                    taken = batcher.admit(request_id, request[3], request[4],
+                                          variant_key=request[5], max_tokens=request[6])
+                except BenchError as exc:
+                    conn.send(("error", request_id, str(exc),
+                               str(exc.file) if exc.file else None))
+                    taken = True
+                if taken:
+                    queue.remove(request)
+            elif not batcher.active:  # one answer alone, or the speed test: an idle context
+                queue.remove(request)
+                if op == "complete":
+                    reply(request_id, functools.partial(
+                        engine.complete, request[3], request[4], variant_key=request[5],
+                        max_tokens=request[6]))
+                elif op == "speed":
+                    reply(request_id, functools.partial(engine.speed, request[3], request[4]))
+                else:
+                    reply(request_id, functools.partial(_unknown, op))
+            else:
+                break  # keeps its place: later requests wait behind it
+        for key, answer in batcher.step():
+            conn.send(("ok", key, answer))
+
+
+def _unknown(op: str) -> Any:
+    raise BenchError(f"unknown request {op!r}")
