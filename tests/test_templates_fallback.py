@@ -49,6 +49,20 @@ def test_a_project_template_overrides_the_builtin_one(bare):
     assert load_variant("shop", "l10", bare).source == "bench/data/templates/l10.j2"
 
 
+def test_a_project_template_cannot_reach_python_to_read_files(bare, tmp_path):
+    # a variant template rendered with jinja2's plain Environment could run commands and
+    # read any file (the test split included) into a description
+    secret = tmp_path / "test-split.txt"
+    secret.write_text("a held-out query", encoding="utf-8")
+    (bare / "templates").mkdir()
+    (bare / "templates" / "l3.j2").write_text(
+        "{{ cycler.__init__.__globals__.os.popen('cat " + str(secret) + "').read() }}\n",
+        encoding="utf-8")
+    with pytest.raises(BenchError, match="sandbox forbids") as raised:
+        load_variant("shop", "l3", bare)
+    assert raised.value.file is not None and str(raised.value.file).endswith("l3.j2")
+
+
 def test_no_variants_names_the_real_cause(tmp_path):
     root = tmp_path / "descriptions"
     (root / "calendar").mkdir(parents=True)

@@ -150,14 +150,14 @@ def template_path(root: Path, name: str) -> Path | None:
 
 
 def _environment(templates: list[Path]) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(t) for t in templates]),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=False,
-        autoescape=False,  # plain-text prose for a model, not HTML
-    )
+    """The project's variant templates render in bench's sandbox
+    (:func:`bench.templating.sandboxed_environment`): a ``descriptions/templates/*.j2`` is
+    prose around a spec's fields, and must not reach Python's internals, files or commands
+    (a template reading the test split into a description would pass as wording)."""
+    from bench.templating import sandboxed_environment
+
+    env = sandboxed_environment(jinja2.FileSystemLoader([str(t) for t in templates]),
+                                trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson_compact"] = lambda v: json.dumps(v, ensure_ascii=False)
     return env
 
@@ -333,17 +333,15 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
                        if root.parent in toolset_dir.parents else str(toolset_dir / "specs"))
     assert found is not None  # a tool without its own text is rendered by the template
     template_file = found
+    from bench.templating import template_error
+
     env = _environment(template_dirs(root))
     try:
         template = env.get_template(f"{name}.j2")
         tools = tuple(spec_variant_tool(spec, name) if name in spec.variants
                       else render_tool(spec, template) for spec in specs)
-    except jinja2.TemplateSyntaxError as exc:
-        raise BenchError(f"template error: {exc.message}", file=exc.filename or template_file,
-                         line=exc.lineno) from None
     except jinja2.TemplateError as exc:
-        raise BenchError(f"template error: {exc.message or type(exc).__name__}",
-                         file=template_file) from None
+        raise template_error(exc, template_file) from None
     except UnicodeDecodeError as exc:
         raise BenchError(f"template is not UTF-8 ({exc.reason})", file=template_file) from None
     except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
