@@ -65,7 +65,10 @@ What :func:`redact` replaces by ``***``:
     ``eyJ...``), whole: an MCP server that echoes its ``--token`` in an error.
 
 :func:`reference_secrets` finds the secrets of a command line (by these shapes and by the
-names of options, headers and variables) and writes ``${NAME}`` in their place.
+names of options, headers and variables) and writes ``${NAME}`` in their place;
+:func:`register_command_secrets` registers what it finds as known secret values before an MCP
+server (or a reset command) starts, so that the server's stderr log never holds a
+``--api-key X`` that no shape gives away.
 
 Redaction works on text (JSON, HTML, Markdown, XML alike): every replacement keeps JSON valid
 (``***`` needs no escaping and the patterns never cross a quote).
@@ -89,7 +92,8 @@ __all__ = ["ANSWER_FREE_TEXT", "BROKEN_PIPE_EXIT", "KEY_VARIABLES", "MANIFEST_FR
            "MIN_KEY_CHARS", "MIN_LITERAL_CHARS", "MIN_SECRET_CHARS", "MIN_SHAPED_KEY_CHARS",
            "ROW_FREE_TEXT", "RedactingStream", "one_line", "public_provider_id", "public_url",
            "real_provider_id", "redact", "redact_bytes", "redact_data", "redact_fields",
-           "reference_secrets", "register_secret", "TOKEN_SHAPES"]
+           "reference_secrets", "register_command_secrets", "register_secret",
+           "TOKEN_SHAPES"]
 
 MARK = "***"
 #: Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for a
@@ -483,10 +487,16 @@ def real_provider_id(provider_id: str) -> str | None:
 
 # an option and its value in one argument (--token=X) or alone (--token, the value next)
 _OPTION = re.compile(r"(-{1,2}[A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?", re.DOTALL)
-# an option whose value is a secret by its name: its last word (after '-' or '_') is one of
-# these (--token, --github-token, --api-key, --client-secret, --auth); --token-file is not
-_SECRET_OPTION = re.compile(r"(?i)(?:^|[-_])(?:token|password|passwd|pwd|pass|secret|"
-                            r"api[-_]?key|access[-_]key|secret[-_]key|auth|credentials?)$")
+# an option whose value is a secret by its name (reference_secrets' docstring): its last word
+# (after '-' or '_') is a secret's (--token, --github-token, --api-key, --apikey,
+# --client-secret, --access-token, --auth), or a secret's word is followed, last, by a word
+# saying the value itself is given (--secret-file-contents, --token-value); --token-file,
+# --password-env and --access-token-expiry name a place, a variable or a setting, not a secret
+_SECRET_WORD = (r"(?:token|password|passwd|passphrase|pwd|pass|secret|api[-_]?key|"
+                r"access[-_]?key|secret[-_]?key|auth|credentials?)")
+_VALUE_WORD = r"(?:value|contents?|literal|raw|plain(?:text)?|text|string|b64|base64)"
+_SECRET_OPTION = re.compile(r"(?i)(?:^|[-_])" + _SECRET_WORD
+                            + r"(?:(?:[-_][a-z0-9]+)*[-_]" + _VALUE_WORD + r")?$")
 _HEADER_OPTION = re.compile(r"-H|--?headers?")
 # an HTTP header that carries a credential (RFC 9110 11.6.2 Authorization, 11.7.2
 # Proxy-Authorization; the API-key headers of OpenAI-style, Anthropic, Google and GitLab APIs)
@@ -519,8 +529,16 @@ def reference_secrets(server: list[str] | str) -> tuple[list[str] | str, dict[st
     A secret is found by name, in one argument or split over several (``--token X`` as
     ``--token=X``):
 
-    - the value of an option named like a secret (:data:`_SECRET_OPTION`: ``--token``,
-      ``--password``, ``--api-key``, ``--secret``, ``--auth``...) -> ``MCP_<OPTION>``;
+    - the value of an option named like a secret -> ``MCP_<OPTION>``: its last word
+      (after ``-`` or ``_``) is ``token``, ``password``, ``passwd``, ``passphrase``,
+      ``pwd``, ``pass``, ``secret``, ``api-key``/``apikey``, ``access-key``,
+      ``secret-key``, ``auth`` or ``credential(s)`` (``--token``, ``--github-token``,
+      ``--access-token``, ``--client-secret``, ``--apikey``...), or one of these words is
+      followed, last, by a word saying that the value itself is given: ``value``,
+      ``content(s)``, ``literal``, ``raw``, ``plain``/``plaintext``, ``text``, ``string``,
+      ``b64``/``base64`` (``--secret-file-contents``, ``--token-value``). An option whose
+      last word names a place, a variable or a setting is not a secret (``--token-file``,
+      ``--password-env``, ``--access-token-expiry``);
     - a credential header given to ``-H``/``--header`` (``Authorization: Bearer X``, also
       split as ``Authorization:`` ``Bearer`` ``X``; ``X-Api-Key: X``...): its value after the
       scheme -> ``MCP_TOKEN``, ``MCP_API_KEY``...; and an argument ``Bearer`` or ``Basic``
@@ -545,6 +563,41 @@ def reference_secrets(server: list[str] | str) -> tuple[list[str] | str, dict[st
         ValueError: something :func:`redact` still calls a secret is left (a shape no rule
             above can name): the caller refuses the command line.
     """
+    parts, found = _references(server)
+    for part in parts:
+        masked = _REFERENCE.sub(MARK, part)  # what redact leaves as it is
+        masked = re.sub(r"://[^/\s@]*\*\*\*@", "://***@", masked)  # user:${PASSWORD}@
+        if redact(masked) != masked or TOKEN_SHAPES.search(masked):
+            raise ValueError("a secret bench cannot name is left in the command line")
+    return (parts[0] if isinstance(server, str) else parts), found
+
+
+def register_command_secrets(server: list[str] | str | None) -> list[str]:
+    """Register (:func:`register_secret`) every secret :func:`reference_secrets` finds in an
+    MCP server's (or a reset's) command line or URL, before the program starts: what it
+    prints on its stderr, a file bench keeps, then never holds them. The value of
+    ``--api-key X`` or ``--password=X`` has no shape :func:`redact` knows; only its
+    option's name says it is a secret. A secret no rule can name (for which
+    :func:`reference_secrets` raises) is one :func:`redact` masks by its shape anyway.
+
+    Args:
+        server: the argv (``${NAME}`` already expanded) or the URL; None or empty: nothing.
+
+    Returns:
+        The values registered, in the order found (values under :data:`MIN_LITERAL_CHARS`
+        characters are returned but not registered, as :func:`register_secret` does).
+    """
+    if not server:
+        return []
+    values = list(_references(server)[1].values())
+    for value in values:
+        register_secret(value)
+    return values
+
+
+def _references(server: list[str] | str) -> tuple[list[str], dict[str, str]]:
+    """:func:`reference_secrets` without its final check: (the arguments with references,
+    ``{NAME: value}``)."""
     parts = [server] if isinstance(server, str) else list(server)
     spans: dict[int, list[tuple[int, int, str]]] = {}
 
@@ -643,12 +696,7 @@ def reference_secrets(server: list[str] | str) -> tuple[list[str] | str, dict[st
         for start, end, _ in sorted(marked, reverse=True):
             text = text[:start] + "${" + names[text[start:end]] + "}" + text[end:]
         parts[i] = text
-    for part in parts:
-        masked = _REFERENCE.sub(MARK, part)  # what redact leaves as it is
-        masked = re.sub(r"://[^/\s@]*\*\*\*@", "://***@", masked)  # user:${PASSWORD}@
-        if redact(masked) != masked or TOKEN_SHAPES.search(masked):
-            raise ValueError("a secret bench cannot name is left in the command line")
-    return (parts[0] if isinstance(server, str) else parts), found
+    return parts, found
 
 
 class RedactingStream(io.TextIOBase):

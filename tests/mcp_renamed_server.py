@@ -11,8 +11,9 @@ With ``--plain`` it lists ``count_rows`` only (a server bench needs to rename no
 
 Every ``tools/call`` it receives is appended to ``calls.log`` in its folder (``name`` and
 arguments as JSON, one line each), so a test sees which calls reached it. At start it writes
-one line to stderr, with the value of ``API_TOKEN`` when that is set (a server that logs its
-configuration).
+one line to stderr, with the value of ``API_TOKEN`` when that is set and its arguments (a
+server that logs its configuration, secrets included); arguments other than ``--plain`` are
+ignored.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ server = Server("bench-renamed-test", on_list_tools=list_tools, on_call_tool=cal
 
 async def main() -> None:
     token = os.environ.get("API_TOKEN")
-    print("renamed-test server starting" + (f" with token {token}" if token else ""),
-          file=sys.stderr, flush=True)
+    print("renamed-test server starting" + (f" with token {token}" if token else "")
+          + f" argv={json.dumps(sys.argv[1:])}", file=sys.stderr, flush=True)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

@@ -230,6 +230,33 @@ def test_a_stdio_servers_stderr_log_is_redacted(tmp_path):
     assert token not in text
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("given", ["settings", "execute_mcp"])
+def test_secrets_given_in_clear_on_a_servers_command_line_never_reach_its_log(tmp_path, given):
+    """A toolset's ``server = [...]`` written in clear (or ``--execute-mcp``'s command) holds
+    values only an option's name calls secret; the server prints its argv on stderr, and
+    its log in the run folder keeps none of them."""
+    from bench.executor.runhook import MCP_LOG, RunExecution
+
+    secrets = [f"plainsecret-{given}", f"sfc-{given}-xyz", f"dbpw-{given}"]
+    argv = [sys.executable, str(RENAMED_SERVER), "--plain", "--api-key", secrets[0],
+            "--secret-file-contents", secrets[1], "--db", f"postgres://u:{secrets[2]}@h/d"]
+    run_dir = tmp_path / "reports" / "runs" / "r1"
+    if given == "settings":
+        (tmp_path / "pyproject.toml").write_text(
+            "[tool.bench.toolsets.ren]\nexecute = \"mcp\"\n"
+            f"server = {json.dumps(argv)}\n", encoding="utf-8")
+        execution = RunExecution(run_dir, "r1", project_root=tmp_path, toolsets=["ren"])
+        log = run_dir / "mcp-server-ren.log"
+    else:
+        execution = RunExecution(run_dir, "r1", mcp_command=argv)
+        log = run_dir / MCP_LOG
+    execution.close()
+    text = log.read_text()
+    assert '"--api-key", "***", "--secret-file-contents", "***"' in text, text
+    assert [s for s in secrets if s in text] == []
+
+
 _TOKEN = "tok-9f3k2q7"  # short and shapeless: only its value gives it away
 
 

@@ -1127,6 +1127,28 @@ def test_init_keeps_the_servers_stderr_off_the_terminal(tmp_path):
     assert "1 line(s) to its stderr during the import" in flat(init.stdout)
 
 
+@pytest.mark.slow
+def test_init_keeps_secrets_given_by_option_name_out_of_the_servers_log(tmp_path):
+    """The server prints its argv on stderr; values only an option's name calls secret
+    (no token shape) reach neither pyproject.toml nor reports/mcp-server-init.log."""
+    root = tmp_path / "ren"
+    root.mkdir()
+    (root / "server.py").write_text(RENAMED_SERVER.read_text(), encoding="utf-8")
+    secrets = ["plainsecret12345", "pw-init-67890", "client-sec-4242", "sfc55555xyz"]
+    command = (f"python server.py --plain --api-key {secrets[0]} --password={secrets[1]} "
+               f"--client-secret {secrets[2]} --secret-file-contents {secrets[3]}")
+    init = bench(root, "init", ".", "--mcp", command, "--name", "ren")
+    assert init.returncode == 0, init.stderr
+    log = (root / "reports" / "mcp-server-init.log").read_text()
+    assert 'argv=["--plain", "--api-key", "***", "--password=***", "--client-secret", ' \
+           '"***", "--secret-file-contents", "***"]' in log, log
+    text = (root / "pyproject.toml").read_text()
+    assert "--secret-file-contents\", \"${MCP_SECRET_FILE_CONTENTS}" in text
+    leaked = [(path.name, s) for path in root.rglob("*") if path.is_file()
+              and path.name != "server.py" for s in secrets if s.encode() in path.read_bytes()]
+    assert leaked == []
+
+
 def test_a_server_failing_at_import_is_one_line_quoting_its_stderr(tmp_path):
     (tmp_path / "bad.py").write_text(
         "import sys\nprint('loading config', file=sys.stderr)\n"

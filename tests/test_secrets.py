@@ -539,9 +539,28 @@ def test_secrets_of_a_command_line_become_environment_references(argv, reference
     assert list(found) == list(variables)  # in the order found: the user exports them
 
 
+@pytest.mark.parametrize("option, variable", [
+    ("--api-key", "MCP_API_KEY"), ("--apikey", "MCP_APIKEY"), ("--API_KEY", "MCP_API_KEY"),
+    ("--client-secret", "MCP_CLIENT_SECRET"), ("--access-token", "MCP_ACCESS_TOKEN"),
+    ("--passphrase", "MCP_PASSPHRASE"), ("--secret-file-contents", "MCP_SECRET_FILE_CONTENTS"),
+    ("--token-value", "MCP_TOKEN_VALUE"), ("--password-b64", "MCP_PASSWORD_B64")])
+def test_an_option_named_for_a_secret_is_found_in_each_spelling(option, variable):
+    # a value without a token's shape: only its option's name says it is a secret
+    from bench.redact import redact, reference_secrets, register_command_secrets
+    value = f"plain{option.strip('-')}99"
+    for argv, referenced in ((["srv", option, value], ["srv", option, f"${{{variable}}}"]),
+                             ([f"{option}={value}"], [f"{option}=${{{variable}}}"])):
+        assert reference_secrets(argv) == (referenced, {variable: value})
+    assert redact(f"starting with {value}") == f"starting with {value}"  # not known yet
+    assert register_command_secrets(["srv", option, value]) == [value]
+    assert redact(f"starting with {value}") == "starting with ***"
+
+
 @pytest.mark.parametrize("argv", [
     ["python", "server.py", "--port", "8080", "--verbose"],
     ["srv", "--token-file", "/run/secrets/token", "--password-env", "DB_PASS"],
+    ["srv", "--access-token-expiry", "3600", "--secret-name", "prod-db", "--auth-type",
+     "oauth2", "--token-file-path", "/run/t"],
     ["srv", "sort_key=name", "-H", "Content-Type: application/json", "--token", "${MY_TOKEN}"],
     ["uvx", "mcp-server-sqlite", "--db-path", "shop.db"],
     "http://127.0.0.1:8000/mcp",

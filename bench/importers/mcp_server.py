@@ -15,8 +15,9 @@ a bench name (:func:`bench_names`: ``get_weather``, ``foo_2``); the import keeps
 ``server_names`` of the toolset, and the MCP backend calls each tool by the server's own name.
 
 A stdio server's stderr never reaches the terminal: it is captured, redacted
-(:func:`bench.redact.redact`) and returned as ``ImportedToolset.server_log``; a failed
-import quotes its last line.
+(:func:`bench.redact.redact`, with the secrets of its command line registered first:
+:func:`bench.redact.register_command_secrets`) and returned as ``ImportedToolset.server_log``;
+a failed import quotes its last line.
 """
 
 from __future__ import annotations
@@ -197,6 +198,8 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
 
     if not command:
         raise BenchError("no server command given (bench import mcp --name N -- <command...>)")
+    from bench.redact import register_command_secrets
+    register_command_secrets(command)  # before it starts: its stderr may print its argv
     params = server_target(command)
     label = server_label(command)
 
