@@ -7,13 +7,14 @@ Built on the ``mcp`` SDK's low-level ``Server`` (``MCPServer`` refuses what this
 - ``foo`` twice, two definitions under one name (a server that registers a tool twice);
 - ``count_rows``: a tool that only reads but says nothing about it (no ``readOnlyHint``).
 
-With ``--plain`` it lists ``count_rows`` only (a server bench needs to rename nothing of).
+With ``--plain`` it lists ``count_rows`` only (a server bench needs to rename nothing of),
+with ``--empty`` no tool at all.
 
 Every ``tools/call`` it receives is appended to ``calls.log`` in its folder (``name`` and
 arguments as JSON, one line each), so a test sees which calls reached it. At start it writes
 one line to stderr, with the value of ``API_TOKEN`` when that is set and its arguments (a
-server that logs its configuration, secrets included); arguments other than ``--plain`` are
-ignored.
+server that logs its configuration, secrets included); arguments other than ``--plain`` and
+``--empty`` are ignored.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ TOOLS = [
 
 
 PLAIN = "--plain" in sys.argv[1:]
+EMPTY = "--empty" in sys.argv[1:]
 
 
 async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOLS[-1:] if PLAIN else TOOLS)
+    return types.ListToolsResult(tools=[] if EMPTY else TOOLS[-1:] if PLAIN else TOOLS)
 
 
 async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:

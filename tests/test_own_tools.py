@@ -1149,6 +1149,22 @@ def test_init_keeps_secrets_given_by_option_name_out_of_the_servers_log(tmp_path
     assert leaked == []
 
 
+@pytest.mark.slow
+def test_init_from_a_source_without_tools_is_one_line_and_writes_nothing(tmp_path):
+    (tmp_path / "server.py").write_text(RENAMED_SERVER.read_text(), encoding="utf-8")
+    (tmp_path / "g.json").write_text('{"functionDeclarations": []}', encoding="utf-8")
+    (tmp_path / "o.json").write_text("[]", encoding="utf-8")
+    for args, said in ((("--mcp", "python server.py --empty"),
+                        "error: the MCP server python server.py lists no tools"),
+                       (("--tools", "g.json"), "error: g.json: no tools"),
+                       (("--tools", "o.json", "--format", "openai"), "error: o.json: no tools")):
+        init = bench(tmp_path, "init", "p", *args)
+        assert init.returncode == 2 and "Traceback" not in init.stderr, init.stderr
+        assert init.stderr.startswith(said) and len(init.stderr.strip().splitlines()) == 1, \
+            init.stderr
+        assert not (tmp_path / "p").exists()
+
+
 def test_a_server_failing_at_import_is_one_line_quoting_its_stderr(tmp_path):
     (tmp_path / "bad.py").write_text(
         "import sys\nprint('loading config', file=sys.stderr)\n"

@@ -469,14 +469,19 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
         The files written and the import's notes.
 
     Raises:
-        BenchError: a bad name, a source that fails, an unknown tool in ``read_only`` or
-            ``writes``, a secret in a server command line, or a file that exists (without
-            ``force``).
+        BenchError: a bad name, a source that fails or has no tools (nothing is written),
+            an unknown tool in ``read_only`` or ``writes``, a secret in a server command
+            line, or a file that exists (without ``force``).
     """
     check_name("toolset", toolset)
     dest = Path(dest).resolve()
     stored_server, secrets = referenced_server(source) if source.kind == "mcp" else (None, {})
     imported = read_source(source, Path.cwd(), timeout=timeout_s)
+    if not imported.tools:  # a project needs a tool: its guide and datasheet name one
+        why = f" ({'; '.join(imported.notes)})" if imported.notes else ""
+        if source.kind == "tools":
+            raise BenchError(f"no tools{why}: bench init wrote nothing", file=source.path)
+        raise BenchError(f"{source.label()} lists no tools{why}: bench init wrote nothing")
     names = {t.name for t in imported.tools}
     for option, listed in (("--read-only", read_only), ("--writes", writes)):
         unknown = [n for n in listed if n not in names]
