@@ -257,6 +257,25 @@ def test_secrets_given_in_clear_on_a_servers_command_line_never_reach_its_log(tm
     assert [s for s in secrets if s in text] == []
 
 
+@pytest.mark.slow
+def test_server_names_naming_no_tool_of_the_toolset_is_refused_naming_the_field(tmp_path):
+    """A key of server_names is a bench tool name, checked as read_only's names are: a
+    misspelt one would leave the tool it meant called by the wrong name, without a word."""
+    from bench.errors import BenchError
+    from bench.executor.runhook import RunExecution
+
+    argv = [sys.executable, str(RENAMED_SERVER), "--plain"]
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.bench.toolsets.ren]\nexecute = \"mcp\"\n"
+        f"server = {json.dumps(argv)}\nserver_names = {{\"nope\" = \"count_rows\"}}\n",
+        encoding="utf-8")
+    with pytest.raises(BenchError) as refused:
+        RunExecution(tmp_path / "runs" / "r1", "r1", project_root=tmp_path, toolsets=["ren"])
+    assert refused.value.field == "tool.bench.toolsets.ren.server_names"
+    assert refused.value.message == ("server_names names 'nope', not a tool of this toolset "
+                                     "(tools: count_rows)")
+
+
 _TOKEN = "tok-9f3k2q7"  # short and shapeless: only its value gives it away
 
 

@@ -236,9 +236,10 @@ class RunExecution:
         called by the names ``server_names`` keeps.
 
         Raises:
-            BenchError: the backend does not start, or ``writes``, ``compare`` or
-                ``read_only`` names a tool the backend does not have (a misspelt name would
-                leave its tool refused, or compared exactly, without a word; names the file
+            BenchError: the backend does not start, or ``writes``, ``compare``,
+                ``read_only`` or ``server_names`` (its keys, bench names) names a tool the
+                backend does not have (a misspelt name would leave its tool refused,
+                compared exactly or called by another name, without a word; names the file
                 and field).
         """
         if settings.execute == "none":
@@ -256,7 +257,8 @@ class RunExecution:
                 backend = McpBackend(target.command, target.args,
                                      env=settings.expanded_env(), cwd=self._project_root,
                                      errlog=self._run_dir / f"mcp-server-{toolset}.log",
-                                     names=settings.server_names, name=f"toolset '{toolset}'")
+                                     names=settings.server_names, name=f"toolset '{toolset}'",
+                                     max_restarts=settings.max_restarts)
             self._closers.append(backend)
             handlers = backend.handlers()
         else:
@@ -272,7 +274,8 @@ class RunExecution:
                                  field=f"tool.bench.toolsets.{toolset}.module") from None
             handlers = PythonBackend(tools).handlers()
         for field, names in (("writes", settings.writes), ("compare", list(settings.compare)),
-                             ("read_only", settings.read_only)):
+                             ("read_only", settings.read_only),
+                             ("server_names", list(settings.server_names))):
             unknown = [name for name in names if name not in handlers]
             if unknown:  # a misspelt name would leave its tool refused / compared exactly
                 self._close_backends()
