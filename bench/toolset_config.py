@@ -116,6 +116,9 @@ class ToolsetSettings(BaseModel):
         server_names: bench tool name -> the MCP server's own name, for the tools the import
             renamed (``get.weather`` -> ``get_weather``, a second ``foo`` -> ``foo_2``):
             their calls reach the server under its name.
+        max_restarts: how often a run starts a stdio MCP server again after it exited
+            during a call (the call fails with ``server_exited``); one more exit stops the
+            run (:meth:`bench.executor.backends.mcp.McpBackend.ready`). 0: never.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -133,6 +136,7 @@ class ToolsetSettings(BaseModel):
     compare: dict[str, CompareMode | CompareIgnore] = Field(default_factory=dict)
     read_only: list[str] = Field(default_factory=list)
     server_names: dict[str, str] = Field(default_factory=dict)
+    max_restarts: int = Field(default=10, ge=0, le=1000)  # = backends.mcp.MAX_RESTARTS
 
     @field_validator("compare", mode="before")
     @classmethod
@@ -302,6 +306,8 @@ def settings_toml(toolset: str, settings: ToolsetSettings, comments: dict[str, s
             continue
         if key == "reset_timeout_s" and not data.get("reset"):
             continue
+        if key == "max_restarts" and value == ToolsetSettings.model_fields[key].default:
+            continue  # the default: not written
         line = f"{key} = {_toml_value(value)}"
         if key in comments:
             line = f"{line:<44} # {comments[key]}"

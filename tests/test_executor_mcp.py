@@ -360,3 +360,48 @@ def test_read_only_tools_run_though_the_server_gives_no_read_only_hint(tmp_path)
     assert (got[("h", "current")]["execution_success"],
             got[("h", "current")]["write_refused"]) == (True, False)
     assert got[("s", "current")]["write_refused"] is True  # not listed: still a write
+
+
+# -- a server that exits during a call (docs/executor.md, "A server that exits") ------------
+
+CRASH_SERVER = Path(__file__).with_name("mcp_crash_server.py")
+
+
+@pytest.mark.slow
+def test_a_server_that_exits_during_a_call_fails_that_call_and_is_restarted_for_the_next(
+        tmp_path):
+    """crash ends the server (exit status 3): that call fails with the class server_exited,
+    the next calls run on a server started again; one exit more than max_restarts stops
+    with one line naming the server and its log, and no call is sent any more."""
+    from bench.errors import BenchError
+
+    log = tmp_path / "mcp-server-crashy.log"
+    backend = McpBackend(sys.executable, [str(CRASH_SERVER)], cwd=tmp_path, errlog=log,
+                         name="toolset 'crashy'", max_restarts=1)
+    executor = Executor({"crashy": backend.handlers()})
+
+    def call(name: str) -> object:
+        return executor.execute(ToolCall(id=name, name=name, arguments={"x": "hi"}),
+                                backend.tools, "crashy")
+    try:
+        crashed = call("crash")
+        after = [call("echo"), call("with_default")]
+        assert (crashed.success, crashed.error_class, crashed.error_code) == \
+            (False, "server_exited", "exit_3")
+        assert "exited with exit code 3 while it ran 'crash'" in crashed.error
+        assert [(o.success, o.data) for o in after] == [(True, "hi"), (True, "hi 30")]
+        assert [(e.returncode, e.tools) for e in backend.exits] == [(3, ["crash"])]
+        assert backend.restarts == 1
+        assert call("crash").error_class == "server_exited"  # the second exit: no restart left
+        with pytest.raises(BenchError) as stopped:
+            call("echo")
+    finally:
+        executor.close()
+        backend.close()
+    assert str(stopped.value) == (
+        "the MCP server of toolset 'crashy' exited 2 times (during calls of crash); bench "
+        f"restarted it 1 time, its limit for one run (max_restarts), and stopped: fix what "
+        f"ends it (its stderr: {log})")
+    assert len((tmp_path / "starts.log").read_text().splitlines()) == 2
+    assert "bench: the server exited with exit code 3 (during calls of crash); starting it " \
+        "again (restart 1 of at most 1 in this run)" in log.read_text()

@@ -3,7 +3,10 @@
 Error classes follow BRIEF §7: ``transient`` (timeouts of the transport, connection resets,
 5xx, malformed responses) and ``timeout`` and ``rate_limited`` (429) may be retried on read
 tools; ``permanent`` (400/401/403/404/422, denied permissions, open circuits without fallback)
-and ``validation`` (the model's arguments are wrong) never are.
+and ``validation`` (the model's arguments are wrong) never are. ``server_exited`` (bench's
+addition): a user's stdio MCP server exited, or closed its connection, while it ran the call
+(its code names the exit status, e.g. ``exit_3``); never retried, since the same call would
+likely end the restarted server again (:mod:`bench.executor.backends.mcp`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation"]
+ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation",
+                     "server_exited"]
 ERROR_CLASSES: tuple[ErrorClass, ...] = ("transient", "rate_limited", "timeout", "permanent",
-                                         "validation")
+                                         "validation", "server_exited")
 RETRYABLE: frozenset[str] = frozenset({"transient", "rate_limited", "timeout"})
 
 

@@ -262,6 +262,10 @@ class Executor:
 
         Returns:
             An :class:`ExecutionOutcome` (success, data or an actionable error, attempts).
+
+        Raises:
+            BenchError: the tool's :attr:`Handler.ready` says its system cannot take calls any
+                more (a stdio MCP server that exited more often than bench restarts it).
         """
         run = run or RunContext()
         started = time.perf_counter()
@@ -343,6 +347,8 @@ class Executor:
         wait_before = 0.0
         attempt = 0
         while True:
+            if handler.ready is not None:  # e.g. restart an exited server: not the call's time
+                handler.ready()  # raises BenchError when it cannot: the caller stops
             t0 = time.perf_counter()
             record = Attempt(attempt=attempt, status="error", waited_s=round(wait_before, 6))
             error: ToolError | None = None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 from pydantic import ValidationError
 
 from bench.errors import BenchError
+from bench.executor.outcome import ERROR_CLASSES
 from bench.jsonl import canonical_bytes, dumps
 from bench.results import SCHEMA_VERSION, TraceRecord, validation_problem
 
@@ -168,4 +169,4 @@ def summarize_traces(records: Iterable[TraceRecord | Mapping[str, Any]]) -> pd.D
         record["error_codes"] = codes
         out.append(record)
     return pd.DataFrame.from_records(out).fillna(
-        {c: 0 for c in ("transient", "rate_limited", "timeout", "permanent", "validation")})
+        {c: 0 for c in ERROR_CLASSES})

@@ -136,7 +136,8 @@ class TraceRecord(_Record):
     status: str | None = Field(None, description="ok, error, fallback or rejected")
     final: bool | None = Field(None, description="the call's last attempt")
     error_class: str | None = Field(None, description="transient, rate_limited, timeout, "
-                                                      "permanent or validation")
+                                                      "permanent, validation or "
+                                                      "server_exited")
     error_code: str | None = None
     fault: str | None = Field(None, description="the injected fault, if any")
     waited_s: float | None = Field(None, allow_inf_nan=False,

@@ -45,6 +45,10 @@ class Handler:
             thread that the executor abandons at the timeout.
         timeout_s: this tool's per-attempt timeout in seconds (None: the executor's
             ``timeout_s``), e.g. a project's ``timeout_s`` for its own MCP server.
+        ready: ``() -> None``, called before each attempt outside its timeout: makes the
+            system behind the tool able to take the call (a stdio MCP server that exited is
+            started again, :meth:`~bench.executor.backends.mcp.McpBackend.ready`); raises
+            ``BenchError`` when it cannot, which stops whatever runs the call (a run).
     """
 
     run: RunFn
@@ -53,6 +57,7 @@ class Handler:
     fallback: Callable[[dict[str, Any], CallContext, ToolError], Any] | None = None
     cooperative: bool = False
     timeout_s: float | None = None
+    ready: Callable[[], None] | None = None
 
 
 class Owner(enum.Enum):

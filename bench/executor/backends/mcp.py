@@ -17,6 +17,15 @@ A stdio server's stderr goes through a pipe to its log file one line at a time, 
 the toolset's settings expand, and the secrets of the server's own command line, registered
 before it starts: :func:`bench.redact.register_command_secrets`, e.g. ``--api-key X``), so no
 token reaches the run folder.
+
+A stdio server that exits (a tool that calls ``os._exit``, a crash) or closes its stdout while
+a call runs fails that call with the error class ``server_exited`` (code ``exit_<status>``,
+``signal_<n>`` or ``connection_closed``), and the next call starts it again
+(:meth:`McpBackend.ready`, called by the executor before each attempt and outside its
+timeout), at most ``max_restarts`` times; then the run stops with one line naming the server
+and its log. Before, every later call of every tool failed on the closed connection as if it
+were the tool's own failure. The exit status comes from the SDK's process object, read from
+the ``process`` local of its ``stdio_client`` generator (the SDK exposes no other handle).
 """
 
 from __future__ import annotations
@@ -26,8 +35,11 @@ import concurrent.futures
 import json
 import logging
 import os
+import signal
+import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -35,6 +47,7 @@ from bench.errors import BenchError
 from bench.executor.backends.base import Handler
 from bench.executor.outcome import CallContext, ToolError
 from bench.models import Tool
+from bench.plural import count
 
 
 def _data(result: Any) -> Any:
@@ -193,6 +206,81 @@ class _RedactedLog:
         self._thread.join(timeout_s)
 
 
+#: Restarts of a stdio server that exited, per backend (one run); one more exit stops the run.
+#: Ten lets a run get past a few crashing cases while a server that dies on every call stops
+#: it early (each restart costs the server's start-up time).
+MAX_RESTARTS = 10
+
+#: Seconds to wait, after the connection closed, for the server's exit status (the SDK reaps
+#: the process on its own loop; a server that keeps running is stopped at its restart).
+_EXIT_WAIT_S = 2.0
+
+#: The JSON-RPC error code the SDK answers a request with once its connection is closed
+#: (``mcp_types.CONNECTION_CLOSED``).
+_CONNECTION_CLOSED = -32000
+
+
+def _connection_closed(exc: BaseException) -> bool:
+    """True when ``exc`` (a failed ``tools/call``) says the connection to the server is gone:
+    the SDK's ``Connection closed`` error, or a transport error (:data:`_TRANSPORT_ERRORS`,
+    ``OSError``, ``EOFError``)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if getattr(exc, "code", None) == _CONNECTION_CLOSED and \
+            str(getattr(exc, "message", "")).lower() == "connection closed":
+        return True
+    return isinstance(exc, (OSError, EOFError)) or any(
+        cls.__name__ in _TRANSPORT_ERRORS for cls in type(exc).__mro__)
+
+
+def _process_of(transport: Any) -> Any:
+    """The server process of an entered ``stdio_client`` (``anyio.abc.Process``: its
+    ``returncode`` is None while it runs), or None when the SDK's generator does not hold one
+    under that name."""
+    frame = getattr(getattr(transport, "gen", None), "ag_frame", None)
+    process = frame.f_locals.get("process") if frame is not None else None
+    return process if hasattr(process, "returncode") else None
+
+
+@dataclass
+class ServerExit:
+    """One exit of a stdio server.
+
+    Attributes:
+        generation: which start of the server exited (1 = the first).
+        returncode: its exit status (negative: killed by that signal), None when it closed
+            its connection but had not exited within :data:`_EXIT_WAIT_S`.
+        tools: the bench names of the tools whose calls were running when it exited (empty:
+            it exited between calls).
+    """
+
+    generation: int
+    returncode: int | None
+    tools: list[str] = field(default_factory=list)
+
+    @property
+    def code(self) -> str:
+        """The error code of the calls it failed: ``exit_3``, ``signal_9`` or
+        ``connection_closed``."""
+        if self.returncode is None:
+            return "connection_closed"
+        return f"exit_{self.returncode}" if self.returncode >= 0 else \
+            f"signal_{-self.returncode}"
+
+    @property
+    def said(self) -> str:
+        """What happened, e.g. ``exited with exit code 3``."""
+        if self.returncode is None:
+            return "closed its connection"
+        if self.returncode >= 0:
+            return f"exited with exit code {self.returncode}"
+        try:
+            name = f" ({signal.Signals(-self.returncode).name})"
+        except ValueError:
+            name = ""
+        return f"was killed by signal {-self.returncode}{name}"
+
+
 class McpBackend:
     """One MCP server: a subprocess spoken to over stdio, or a URL (Streamable HTTP).
 
@@ -211,6 +299,13 @@ class McpBackend:
             (:class:`_ToServerLog`).
         names: bench tool name -> the server's own name, for tools renamed at import (a
             toolset's ``server_names``; see :func:`~bench.importers.mcp_server.bench_names`).
+        name: what messages call the server, e.g. ``"toolset 'notes'"`` (None: its
+            command).
+        max_restarts: restarts of a stdio server that exited (:meth:`ready`), at most.
+
+    Attributes:
+        exits: every exit of a stdio server (:class:`ServerExit`), oldest first.
+        restarts: how often it was started again.
 
     Raises:
         BenchError: the server could not be started or reached, or did not initialise in
@@ -220,7 +315,8 @@ class McpBackend:
     def __init__(self, command: str | None = None, args: Sequence[str] = (), *,
                  env: dict[str, str] | None = None, startup_timeout_s: float = 30.0,
                  url: str | None = None, cwd: Path | None = None,
-                 errlog: Path | None = None, names: Mapping[str, str] | None = None) -> None:
+                 errlog: Path | None = None, names: Mapping[str, str] | None = None,
+                 name: str | None = None, max_restarts: int = MAX_RESTARTS) -> None:
         from mcp import Client, StdioServerParameters
 
         from bench.redact import register_command_secrets
@@ -240,47 +336,72 @@ class McpBackend:
         self._names = dict(names or {})
         self._remote: dict[str, str] = {}  # bench name -> the server's name
         self._client_type = Client
+        self._command = command
+        self._startup_timeout_s = startup_timeout_s
+        self._stdio = url is None
+        self.what = f"the MCP server of {name}" if name else f"the MCP server '{command}'"
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self.exits: list[ServerExit] = []
+        self._dead: ServerExit | None = None  # the exit not restarted from yet
+        self._stopped: BenchError | None = None  # restarts used up: every later call raises it
+        self._generation = 0
+        self._exit_lock = threading.Lock()
+        self._restart_lock = threading.Lock()
+        self.tools: list[Tool] = []
+        self._start()
+
+    def _start(self) -> None:
+        """Start the server and its session on a new thread with its own event loop; wait
+        until it has listed its tools.
+
+        Raises:
+            BenchError: it did not start, or not within the start-up timeout.
+        """
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._client: Any = None
+        self._process: Any = None
         self._error: BaseException | None = None
-        self.tools: list[Tool] = []
+        self._generation += 1
         self._thread = threading.Thread(target=self._serve, name="mcp-client", daemon=True)
         self._thread.start()
-        if not self._ready.wait(startup_timeout_s):
+        if not self._ready.wait(self._startup_timeout_s):
             self.close()
-            raise BenchError(f"MCP server '{command}' did not start within "
-                             f"{startup_timeout_s:g} s")
+            raise BenchError(f"MCP server '{self._command}' did not start within "
+                             f"{self._startup_timeout_s:g} s")
         if self._error is not None:
             if self._log is not None:
                 self._log.drain()
             error = self._error
             while isinstance(error, BaseExceptionGroup) and error.exceptions:
                 error = error.exceptions[0]
-            raise BenchError(f"MCP server '{command}' failed to start: "
+            raise BenchError(f"MCP server '{self._command}' failed to start: "
                              f"{type(error).__name__}: {error}".split("\n")[0]
-                             + _log_tail(errlog))
+                             + _log_tail(self._errlog))
 
     def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
+        loop, ready = self._loop, self._ready  # this start's: a restart makes new ones
+        asyncio.set_event_loop(loop)
         if self._errlog is not None:  # the SDK's complaints about this server go to its log
             _TO_SERVER_LOG.logs[threading.get_ident()] = self._errlog
         try:
-            self._loop.run_until_complete(self._session())
+            loop.run_until_complete(self._session())
         finally:
             _TO_SERVER_LOG.logs.pop(threading.get_ident(), None)
-            self._ready.set()
-            self._loop.close()
+            ready.set()
+            loop.close()
 
     async def _session(self) -> None:
         self._stop = asyncio.Event()
         try:
             target: Any = self._params
-            if self._errlog is not None and not isinstance(target, str):
+            if not isinstance(target, str):  # our own transport: its process tells its exit
                 from mcp.client.stdio import stdio_client
-                self._log = _RedactedLog(self._errlog)
-                target = stdio_client(target, errlog=self._log.writer)
+                self._log = _RedactedLog(self._errlog) if self._errlog is not None else None
+                target = stdio_client(target, errlog=self._log.writer if self._log is not None
+                                      else sys.stderr)
             try:
                 await self._run_client(target)
             finally:
@@ -296,6 +417,7 @@ class McpBackend:
         async with self._client_type(target) as client:
             if self._log is not None:
                 self._log.close_writer()  # the server holds its copy; EOF when it exits
+            self._process = _process_of(target)
             listed: list[Any] = []
             cursor = None
             for _ in range(MAX_PAGES):  # every page, as the import read them
@@ -320,23 +442,39 @@ class McpBackend:
                     input_schema=tool.input_schema or {"type": "object"},
                     permission="read" if read_only else "write")
 
-    def call(self, name: str, arguments: dict[str, Any], ctx: CallContext) -> Any:
-        """``tools/call`` on the server; raises ToolError for tool and transport failures."""
-        if self._client is None:
+    def call(self, name: str, arguments: dict[str, Any], ctx: CallContext,
+             tool: str | None = None) -> Any:
+        """``tools/call`` of the server's tool ``name`` (bench's name: ``tool``).
+
+        Raises:
+            ToolError: the tool failed (``tool_error``), the transport failed, the call timed
+                out, or the server exited while it ran (``server_exited``; a call that found
+                it gone before it was sent: ``transient`` ``server_restarting``).
+        """
+        generation, client, loop, process = (self._generation, self._client, self._loop,
+                                             self._process)
+        if client is None:
             raise ToolError("transient", "mcp_unavailable", "the MCP session is not running")
+        if self._dead is not None or (process is not None and process.returncode is not None):
+            # it exited before this call was sent: not this call's doing (retried for reads)
+            raise ToolError("transient", "server_restarting", "the MCP server exited before "
+                            "the call was sent; bench starts it again")
         remaining = max(0.001, ctx.deadline - time.monotonic())
-        future = asyncio.run_coroutine_threadsafe(
-            self._client.call_tool(name, arguments, read_timeout_seconds=remaining), self._loop)
         try:
+            future = asyncio.run_coroutine_threadsafe(
+                client.call_tool(name, arguments, read_timeout_seconds=remaining), loop)
             result = future.result(timeout=remaining)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ToolError("timeout", "timeout", f"the MCP server did not answer '{name}' "
                             "in time") from None
-        except (OSError, EOFError, RuntimeError) as exc:
-            raise ToolError("transient", "mcp_transport", f"MCP transport failed: {exc}") \
-                from None
         except Exception as exc:  # noqa: BLE001 - MCPError, httpx errors: classified
+            ended = self._ended(generation, process, tool or name, exc)
+            if ended is not None:
+                raise ended from None
+            if isinstance(exc, (OSError, EOFError, RuntimeError)):
+                raise ToolError("transient", "mcp_transport",
+                                f"MCP transport failed: {exc}") from None
             raise classify_failure(exc, name) from None
         if result.is_error:
             raise ToolError("permanent", "tool_error", " ".join(
@@ -348,9 +486,98 @@ class McpBackend:
         server's tool by the server's own name."""
         def make(tool: Tool) -> Handler:
             remote = self._remote.get(tool.name, tool.name)
-            return Handler(lambda args, ctx: self.call(remote, args, ctx),
-                           permission=tool.permission)
+            return Handler(lambda args, ctx: self.call(remote, args, ctx, tool.name),
+                           permission=tool.permission,
+                           ready=self.ready if self._stdio else None)
         return {tool.name: make(tool) for tool in self.tools}
+
+    def _ended(self, generation: int, process: Any, tool: str,
+               exc: BaseException) -> ToolError | None:
+        """The ``server_exited`` error of a call of ``tool`` that failed with ``exc`` on the
+        server's start ``generation`` (whose process was ``process``) when the server exited
+        or closed its connection meanwhile, the exit recorded (:attr:`exits`); else None."""
+        if not self._stdio:
+            return None  # a URL server: a closed connection is the transport's, classified
+        if not _connection_closed(exc) and (process is None or process.returncode is None):
+            return None
+        deadline = time.monotonic() + _EXIT_WAIT_S
+        while process is not None and process.returncode is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
+        returncode = process.returncode if process is not None else None
+        ended = self._record_exit(generation, returncode, tool)
+        return ToolError("server_exited", ended.code,
+                         f"{self.what} {ended.said} while it ran '{tool}'; bench starts it "
+                         "again for the next call")
+
+    def _record_exit(self, generation: int, returncode: int | None,
+                     tool: str | None) -> ServerExit:
+        """The exit of start ``generation`` (recorded once; ``tool``, a call that was running,
+        added to it)."""
+        with self._exit_lock:
+            found = next((e for e in self.exits if e.generation == generation), None)
+            if found is None:
+                found = ServerExit(generation, returncode)
+                self.exits.append(found)
+                if generation == self._generation:
+                    self._dead = found
+            if tool is not None and tool not in found.tools:
+                found.tools.append(tool)
+            return found
+
+    def ready(self) -> None:
+        """Make the server able to take a call: a stdio server that exited (during a call, or
+        on its own) is started again, at most :attr:`max_restarts` times. The executor calls
+        it before each attempt (:attr:`~bench.executor.backends.base.Handler.ready`), so a
+        restart's time never counts against a call's timeout.
+
+        Raises:
+            BenchError: it exited once more than it may be restarted, or does not start
+                again: one line naming the server and its log (every later call raises it).
+        """
+        process = self._process
+        if self._dead is None and self._stopped is None and \
+                (process is None or process.returncode is None):
+            return
+        with self._restart_lock:
+            if self._stopped is not None:
+                raise self._stopped
+            process = self._process
+            if self._dead is None:
+                if process is None or process.returncode is None:
+                    return  # another call started it again meanwhile
+                self._record_exit(self._generation, process.returncode, None)
+            dead = self._dead
+            assert dead is not None
+            where = f" (its stderr: {self._errlog})" if self._errlog is not None else ""
+            if self.restarts >= self.max_restarts:
+                self._stopped = BenchError(
+                    f"{self.what} exited {count(len(self.exits), 'time')} "
+                    f"({_during(self.exits)}); bench restarted it "
+                    f"{count(self.restarts, 'time')}, its limit for one run (max_restarts), "
+                    f"and stopped: fix what ends it{where}")
+                raise self._stopped
+            self.close()
+            self.restarts += 1
+            self._say(f"bench: the server {dead.said} ({_during([dead])}); starting it again "
+                      f"(restart {self.restarts} of at most {self.max_restarts} in this run)")
+            try:
+                self._start()
+            except BenchError as exc:
+                self._stopped = BenchError(f"{self.what} {dead.said} and did not start "
+                                           f"again: {exc.message}")
+                raise self._stopped from None
+            self._dead = None
+
+    def _say(self, line: str) -> None:
+        """Append bench's ``line`` to the server's log, if it has one."""
+        if self._errlog is None:
+            return
+        try:
+            with open(self._errlog, "a", encoding="utf-8") as log:
+                log.write(line + "\n")
+        except OSError:
+            pass
 
     def close(self) -> None:
         """End the session and the server process."""
@@ -359,3 +586,10 @@ class McpBackend:
         self._thread.join(timeout=10)
         if self._log is not None:
             self._log.drain()
+
+
+def _during(exits: Sequence[ServerExit]) -> str:
+    """``during calls of crash, boom`` (the tools of ``exits``' calls), or ``between
+    calls``."""
+    tools = list(dict.fromkeys(tool for e in exits for tool in e.tools))
+    return f"during calls of {', '.join(tools)}" if tools else "between calls"
