@@ -205,7 +205,7 @@ class RunExecution:
         if mcp_command:
             from bench.executor.backends.mcp import McpBackend
             self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]),
-                                   errlog=self._run_dir / MCP_LOG)
+                                   errlog=self._run_dir / MCP_LOG, name="--execute-mcp")
             mcp_handlers = self.mcp_handlers = self._mcp.handlers()
             source: Any = lambda _toolset: mcp_handlers  # noqa: E731 - one server, every toolset
         else:
@@ -257,7 +257,8 @@ class RunExecution:
                 backend = McpBackend(target.command, target.args,
                                      env=settings.expanded_env(), cwd=self._project_root,
                                      errlog=self._run_dir / f"mcp-server-{toolset}.log",
-                                     names=settings.server_names)
+                                     names=settings.server_names, name=f"toolset '{toolset}'",
+                                     max_restarts=settings.max_restarts)
             self._closers.append(backend)
             handlers = backend.handlers()
         else:
