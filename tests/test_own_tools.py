@@ -486,6 +486,48 @@ def test_init_and_run_on_a_stdio_mcp_server(tmp_path):
     assert manifest(root, "r1")["execution"]["mcp"]["detail"].startswith("MCP server python")
 
 
+@pytest.mark.slow
+def test_a_server_that_exits_during_a_call_is_restarted_and_only_that_call_fails(tmp_path):
+    """crash ends the MCP server (os._exit(3)): its rows fail with server_exited, echo and
+    with_default run on the restarted server in both variants, and the table says the
+    server exited twice during calls of crash; with max_restarts = 1 a third exit stops the
+    run with one line naming the toolset and the server's log."""
+    root = tmp_path / "crashy"
+    root.mkdir()
+    (root / "server.py").write_text((TESTS / "mcp_crash_server.py").read_text(),
+                                    encoding="utf-8")
+    assert bench(root, "init", ".", "--mcp", "python server.py", "--name", "crashy"
+                 ).returncode == 0
+    write_cases(root, "crashy", [
+        {"id": name, "messages": [{"role": "user", "content": f"{name} hi"}],
+         "expected": {"calls": [{"name": name, "arguments": {"x": ["hi"]}}]}}
+        for name in ("crash", "echo", "with_default")])
+    write_answers(root, {name: [{"name": name, "arguments": {"x": "hi"}}]
+                         for name in ("crash", "echo", "with_default")})
+    run = bench(root, "run", "--dataset", "crashy", "--variants", "current,l10",
+                "--provider", "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    got = rows(root, "r1")
+    assert {key: (m["execution_success"], m["execution_errors"]) for key, m in got.items()} \
+        == {(case, variant): (False, {"server_exited": 1}) if case == "crash" else (True, {})
+            for case in ("crash", "echo", "with_default") for variant in ("current", "l10")}
+    log = root / "reports" / "runs" / "r1" / "mcp-server-crashy.log"
+    assert ("note: the MCP server of toolset 'crashy' exited 2 times (during calls of "
+            "crash); restarted") in flat(run.stdout)
+    assert f"its stderr: {log}" in flat(run.stdout)
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("writes = []",
+                                                       "writes = []\nmax_restarts = 1"))
+    stopped = bench(root, "run", "--dataset", "crashy", "--variants", "current,l10",
+                    "--provider", "function:answers:answer", "--run-id", "r2")
+    assert stopped.returncode == 2
+    log = root / "reports" / "runs" / "r2" / "mcp-server-crashy.log"
+    assert (f"error: the MCP server of toolset 'crashy' exited 2 times (during calls of "
+            f"crash); bench restarted it 1 time, its limit for one run (max_restarts), and "
+            f"stopped: fix what ends it (its stderr: {log})") in flat(stopped.stderr)
+    assert "Traceback" not in stopped.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
