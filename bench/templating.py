@@ -9,8 +9,11 @@ otherwise edit the tools it is shown). Undefined names are errors (``StrictUndef
 misspelt variable names the template instead of rendering as an empty string. Output is plain
 text for a model, not HTML (no autoescape).
 
-A template that breaks a sandbox rule, does not parse or fails while rendering is one
-:class:`~bench.errors.BenchError` naming its file (:func:`template_error`).
+A template that breaks a sandbox rule, does not parse or fails while rendering (any
+exception: ``{{ 1/0 }}``, ``{{ total + "x" }}``, an include without a loader, a template that
+includes itself until Python's recursion limit) is one :class:`~bench.errors.BenchError`
+naming its file, and the template line where the failure happened when jinja2's traceback
+gives it (:func:`template_error`); every caller renders through :func:`render_template`.
 """
 
 from __future__ import annotations
@@ -41,9 +44,28 @@ def sandboxed_environment(loader: jinja2.BaseLoader | None = None, *,
         autoescape=False)
 
 
-def template_error(exc: jinja2.TemplateError, file: str | Path) -> BenchError:
-    """``exc`` raised by template ``file`` as one line naming the file (and the line, for a
-    syntax error): a sandbox violation says so."""
+def _template_frame(exc: BaseException) -> tuple[str, int] | None:
+    """The innermost template frame of ``exc``'s traceback, as ``(file, line)``: jinja2
+    rewrites a rendering error's traceback so that frames of template code carry the
+    template's file name and source line (``jinja2.debug.fake_traceback``, which marks them
+    with ``__jinja_exception__`` in their globals); None when no frame is a template's."""
+    found: tuple[str, int] | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if "__jinja_exception__" in frame.f_globals:
+            found = (frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def template_error(exc: BaseException, file: str | Path) -> BenchError:
+    """``exc``, raised while template ``file`` compiled or rendered, as one line naming the
+    file (and the line, for a syntax error and wherever jinja2's traceback gives it): a
+    sandbox violation says so; any other exception (``ZeroDivisionError``, ``TypeError``,
+    ``RecursionError``...) is named by its type and message, never a traceback."""
+    if isinstance(exc, BenchError):
+        return exc
     if isinstance(exc, jinja2.sandbox.SecurityError):
         return BenchError(f"the template did something its sandbox forbids ({exc.message}); "
                           "a template may read the variables it is given, not Python's "
@@ -53,7 +75,24 @@ def template_error(exc: jinja2.TemplateError, file: str | Path) -> BenchError:
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return BenchError(f"template error: {exc.message}", file=exc.filename or file,
                           line=exc.lineno)
-    return BenchError(f"template error: {exc.message or type(exc).__name__}", file=file)
+    where = _template_frame(exc)
+    at_file, at_line = (where if where is not None and where[0] not in ("", "<template>")
+                        else (file, None))
+    if isinstance(exc, jinja2.TemplateError):
+        return BenchError(f"template error: {exc.message or type(exc).__name__}",
+                          file=at_file, line=at_line)
+    if isinstance(exc, RecursionError):
+        return BenchError("template error: it includes or calls itself without end "
+                          "(RecursionError)", file=at_file, line=at_line)
+    if isinstance(exc, UnicodeDecodeError):
+        return BenchError(f"template is not UTF-8 ({exc.reason})", file=at_file, line=at_line)
+    if isinstance(exc, TypeError) and "no loader" in str(exc):
+        return BenchError("template error: it includes, imports or extends another template, "
+                          "and this template can include none (put what it needs in it)",
+                          file=at_file, line=at_line)
+    message = " ".join(str(exc).split())[:200]
+    return BenchError(f"template error: {type(exc).__name__}"
+                      + (f": {message}" if message else ""), file=at_file, line=at_line)
 
 
 def load_template_file(file: Path, *, trim_blocks: bool = False, lstrip_blocks: bool = False,
@@ -87,11 +126,11 @@ def render_template(template: jinja2.Template, file: str | Path | None = None,
         file: the file named in an error (default: the template's own ``filename``).
 
     Raises:
-        BenchError: a sandbox violation, an undefined name or any other failure while
-            rendering (:func:`template_error`).
+        BenchError: a sandbox violation, an undefined name or any other exception while
+            rendering (arithmetic, type, lookup, recursion...: :func:`template_error`).
     """
     try:
         return template.render(**context)
-    except jinja2.TemplateError as exc:
+    except Exception as exc:  # a template is code: any failure is the template's, one line
         raise template_error(exc, file or template.filename or template.name
                              or "<template>") from None

@@ -63,6 +63,22 @@ def test_a_project_template_cannot_reach_python_to_read_files(bare, tmp_path):
     assert raised.value.file is not None and str(raised.value.file).endswith("l3.j2")
 
 
+@pytest.mark.parametrize("body, said", [
+    ('{% include "l3.j2" %}', "it includes or calls itself without end (RecursionError)"),
+    ("{{ 1/0 }}", "ZeroDivisionError: division by zero"),
+    ("{{ spec.name.nope() }}", "template error: "),
+])
+def test_a_project_template_that_fails_while_rendering_is_one_line_naming_its_file(
+        bare, body, said):
+    (bare / "templates").mkdir()
+    mine = bare / "templates" / "l3.j2"
+    mine.write_text("{{ spec.name }}\n" + body + "\n", encoding="utf-8")
+    with pytest.raises(BenchError) as raised:
+        load_variant("shop", "l3", bare)
+    message = str(raised.value)
+    assert message.startswith(f"{mine}:2: ") and said in message and "\n" not in message
+
+
 def test_no_variants_names_the_real_cause(tmp_path):
     root = tmp_path / "descriptions"
     (root / "calendar").mkdir(parents=True)

@@ -163,8 +163,15 @@ def _environment(templates: list[Path]) -> jinja2.Environment:
 
 
 def render_tool(spec: ToolSpec, template: jinja2.Template) -> Tool:
-    """Render one spec with one template into a :class:`Tool` (schema without descriptions)."""
-    text = template.render(spec=spec.model_dump(), params=_params(spec))
+    """Render one spec with one template into a :class:`Tool` (schema without descriptions).
+
+    Raises:
+        BenchError: the template fails while rendering, any exception
+            (:func:`bench.templating.render_template`: names the template file).
+    """
+    from bench.templating import render_template
+
+    text = render_template(template, None, spec=spec.model_dump(), params=_params(spec))
     lines = [line.rstrip() for line in text.strip().splitlines()]
     description = "\n".join(lines)
     return Tool(name=spec.name, description=description,
@@ -340,13 +347,10 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
         template = env.get_template(f"{name}.j2")
         tools = tuple(spec_variant_tool(spec, name) if name in spec.variants
                       else render_tool(spec, template) for spec in specs)
-    except jinja2.TemplateError as exc:
+    except BenchError:
+        raise
+    except Exception as exc:  # does not parse, not UTF-8, a tool the text does not make
         raise template_error(exc, template_file) from None
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"template is not UTF-8 ({exc.reason})", file=template_file) from None
-    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
-        raise BenchError(f"template error: {type(exc).__name__}: {exc}",
-                         file=template_file) from None
     source = template_file.relative_to(root.parent) if root.parent in template_file.parents \
         else Path("bench/data/templates") / template_file.name  # the built-in one
     return Variant(name=name, toolset=toolset, tools=tools, draft_tools=drafts,

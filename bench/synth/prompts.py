@@ -89,11 +89,22 @@ def render(env: jinja2.Environment, kind: str, *, toolset: str, tools: Sequence[
         source, filename, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
     except jinja2.TemplateNotFound as exc:
         raise BenchError(f"no prompt template '{exc.name}' (built-ins: {BUILTIN})") from None
-    except jinja2.TemplateError as exc:
-        raise template_error(exc, name) from None
+    except Exception as exc:  # a syntax error, a file that is not UTF-8: one line
+        raise template_error(exc, _template_file(env, name)) from None
     text = render_template(
         template, filename or name, toolset=toolset, tools=[tool_view(t) for t in tools],
         tool=tool_view(tool), similar=tool_view(similar) if similar is not None else None,
         kind=kind, lang=lang, language=LANGUAGES[lang], index=index, distractor=distractor,
         near_miss=near_miss)
     return Prompt(name, hashlib.sha256(source.encode("utf-8")).hexdigest(), text.strip())
+
+
+def _template_file(env: jinja2.Environment, name: str) -> str:
+    """The file the environment's loader finds for template ``name`` (its name when the
+    loader is not a folder loader or finds none)."""
+    loader = env.loader
+    if isinstance(loader, jinja2.FileSystemLoader):
+        for folder in loader.searchpath:
+            if (Path(folder) / name).is_file():
+                return str(Path(folder) / name)
+    return name
