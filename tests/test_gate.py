@@ -756,6 +756,26 @@ def test_a_gate_without_a_baseline_or_a_floor_fails_saying_how_to_write_them(
 
 
 @pytest.mark.slow
+def test_a_gated_metric_the_baseline_does_not_hold_fails_without_a_floor(
+        tz_baseline: tuple[Path, str, str], tmp_path: Path) -> None:
+    """execution_success added to the gate's metrics after the baseline was written (it
+    holds selection and arguments) and no floor for it: the gate could not fail it on any
+    drop, so that test fails, saying how to write it; selection_correct still passes."""
+    root = _copy(tz_baseline[0], tmp_path)
+    _set_gate(root, 'metrics = ["selection_correct", "arguments_correct"]',
+              'metrics = ["selection_correct", "execution_success"]')
+    assert "execution_success" not in json.loads(
+        (root / "gate/baseline.json").read_text(encoding="utf-8"))["metrics"]
+    result = _pytest_gate(root)
+    assert result.returncode == 1, result.stdout
+    assert "1 failed, 1 passed" in result.stdout
+    assert (f"FAIL: the baseline {(root / 'gate/baseline.json').resolve()} does not hold "
+            "execution_success (written before it was gated) and no floor: nothing to "
+            "compare with, so no drop could fail this metric; write both with: bench "
+            "baseline update (then commit the baseline)") in " ".join(result.stdout.split())
+
+
+@pytest.mark.slow
 def test_an_episode_gate_runs_its_episodes_whatever_its_metrics(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gate of episodes gating an answer-only metric left execution off, and the run

@@ -498,9 +498,10 @@ class Verdict:
     def power_text(self) -> str:
         """One line: the smallest drop the paired test detects here, and on how many pairs."""
         if self.mdd is None or self.mdd_alpha is None:
-            return ("no baseline: only the floor decides" if self.floor is not None else
-                    "no baseline and no floor: this metric cannot fail on a drop (write both "
-                    "with: bench baseline update)")
+            return ("no baseline to pair with: only the floor decides"
+                    if self.floor is not None else
+                    "no baseline to pair with and no floor: this metric cannot fail on a drop "
+                    "(write both with: bench baseline update)")
         alpha = self.mdd_alpha
         where = (f"{count(self.baseline_n or 0, 'pair')}, {POWER:.0%} power, alpha "
                  f"{alpha:.3g}" + (f" = {alpha * self.tests:.3g} / {self.tests} tests (Holm)"
@@ -650,9 +651,11 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
             (:attr:`GateRun.call_errors`).
         split: the split the rows ran (:func:`bench.datasets.splits.run_split`); None: not
             checked.
-        fail_without_reference: a metric with neither a baseline nor a floor fails (it could
-            not fail on any drop); the pytest gate sets it, so that a CI gate whose baseline
-            was never written (or not committed) does not pass in silence.
+        fail_without_reference: a metric with neither a floor nor baseline cases to pair
+            with fails (it could not fail on any drop): no baseline file, a baseline that
+            does not hold the metric, or none of the variant and provider; the pytest gate
+            sets it, so that a CI gate whose baseline was never written (or not committed,
+            or not updated after a metric was added) does not pass in silence.
 
     Returns:
         One :class:`Verdict` per (variant, provider, metric) in config order.
@@ -703,12 +706,11 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                 elif verdict.floor is not None and verdict.rate < verdict.floor:
                     verdict.reasons.append(f"{100 * verdict.rate:.1f}% is below the floor "
                                            f"{100 * verdict.floor:.1f}%")
-                if fail_without_reference and baseline is None and verdict.floor is None:
-                    verdict.reasons.append(
-                        f"no baseline ({config.baseline_path} does not exist) and no floor: "
-                        "nothing to compare with, so no drop could fail this metric; write "
-                        "both with: bench baseline update (then commit the baseline)")
                 test = tests.get((_group(variant, provider), metric))
+                if fail_without_reference and verdict.floor is None and test is None and \
+                        (n or baseline is None):
+                    verdict.reasons.append(_no_reference(config, baseline, metric, variant,
+                                                         provider))
                 if test is not None:
                     verdict.baseline_rate, verdict.baseline_n = test.rate_a, test.n
                     verdict.diff, verdict.diff_low, verdict.diff_high = \
@@ -752,6 +754,24 @@ def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
                     _set_power(verdict, config, test.a_only + test.b_only)
                 verdicts.append(verdict)
     return verdicts
+
+
+def _no_reference(config: GateConfig, baseline: dict[str, Any] | None, metric: str,
+                  variant: str, provider: str) -> str:
+    """Why a gated ``metric`` of (``variant``, ``provider``) without a floor has nothing to
+    compare with, and how to write it: no baseline file, a baseline that does not hold the
+    metric (written before the metric was gated), or one without paired cases of that
+    variant and provider (docs/gate.md: such a metric fails, since no drop could fail it)."""
+    if baseline is None:
+        why = f"no baseline ({config.baseline_path} does not exist)"
+    elif metric not in (baseline.get("metrics") or ()):
+        why = (f"the baseline {config.baseline_path} does not hold {metric} (written before "
+               "it was gated)")
+    else:
+        why = (f"the baseline {config.baseline_path} has no case of {variant} with "
+               f"{provider} paired with this run's")
+    return (f"{why} and no floor: nothing to compare with, so no drop could fail this "
+            "metric; write both with: bench baseline update (then commit the baseline)")
 
 
 def per_case_rule(config: GateConfig, provider: str, has_baseline: bool) -> tuple[bool, str]:
