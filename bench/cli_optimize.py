@@ -102,6 +102,10 @@ def _print(run: object) -> None:
     from bench.optimize import Optimization
     assert isinstance(run, Optimization)
     result = run.result
+    for done in result.rounds:
+        for case_id, why in done.withheld.items():
+            out.print(f"round {done.round}: dev case {case_id} left out of the proposer's "
+                      f"prompt: {why}", markup=False, soft_wrap=True)
     for c in result.candidates:
         dev = f"{c.dev_k}/{c.dev_n}" if c.dev_n else "-"
         out.print(f"round {c.round} {c.name}: dev {dev}, tokens {c.tokens} "

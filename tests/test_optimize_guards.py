@@ -160,3 +160,57 @@ def test_a_prompt_template_cannot_reach_python_to_read_the_test_cases(shop, tmp_
     assert said.startswith(f"{mine}: ") and "\n" not in said
     assert "parcel" not in said  # nothing of the cases in the message either
     assert not (shop / "reports" / "optimize" / "escape").exists()  # nothing sent or kept
+
+
+def test_a_dev_case_that_is_another_datasets_test_case_is_left_out_of_the_prompt(shop):
+    """A dev case of one dataset can be, word for word, a test case of another: its failure
+    is not shown to the proposer (the round records why), the other failures still are, and
+    the report says so."""
+    import json
+
+    query = "where is my parcel right now please"
+    cases = shop / "datasets" / "shop" / "cases.jsonl"
+    with cases.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"id": "dev-99", "toolset": "shop", "lang": "en",
+                                 "split": "dev", "messages": [{"role": "user",
+                                                               "content": query}],
+                                 "expected": {"calls": [{"name": "track_shipment",
+                                                         "arguments": {}}]}}) + "\n")
+    other = shop / "datasets" / "other"
+    other.mkdir()
+    (other / "cases.jsonl").write_text(json.dumps({
+        "id": "other-01", "toolset": "shop", "lang": "en", "split": "test",
+        "messages": [{"role": "user", "content": query}],
+        "expected": {"calls": [{"name": "track_shipment", "arguments": {}}]}}) + "\n",
+        encoding="utf-8")
+    run = bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
+                      opt_id="shared", rounds=1)
+    prompts = (run.folder / "work" / "proposals" / "r1.jsonl").read_text(encoding="utf-8")
+    assert "right now please" not in prompts
+    assert "where is my parcel" in prompts  # the other parcel failures are still shown
+    (round_one,) = run.result.rounds
+    assert round_one.failures == {"track_shipment": 5}  # the case failed, and is counted
+    assert round_one.withheld == {"dev-99": "its query copies test case other-01 of dataset "
+                                            f"other ('{query}')"}
+    report = (run.folder / "report.md").read_text(encoding="utf-8")
+    assert "dev case `dev-99` left out of the proposer's prompt" in report
+
+
+@pytest.mark.parametrize("body, said", [
+    ("{{ 1/0 }}", "ZeroDivisionError: division by zero"),
+    ('{{ total + "x" }}', "TypeError: unsupported operand type(s) for +: 'int' and 'str'"),
+    ('{% include "x" %}', "it includes, imports or extends another template"),
+])
+def test_a_prompt_template_that_fails_while_rendering_is_one_line_naming_its_file(
+        shop, tmp_path, body, said):
+    from bench.errors import BenchError
+
+    mine = tmp_path / "prompt.j2"
+    mine.write_text(f"Improve {{{{ tool.name }}}}.\n{body}\n", encoding="utf-8")
+    with pytest.raises(BenchError) as info:
+        bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
+                    opt_id="broken", template=str(mine))
+    message = str(info.value)
+    assert message.startswith(f"{mine}:2: template error: ") and said in message
+    assert "\n" not in message
+    assert not (shop / "reports" / "optimize" / "broken").exists()  # nothing sent or kept

@@ -244,14 +244,14 @@ def test_review_flow_end_to_end_on_the_command_line(project, run_bench):
 
     # a bad decisions file is one line, exit 2, and changes nothing
     before = (folder / "cases.jsonl").read_text()
-    decisions_file.write_text(json.dumps({"dataset": "x", "decisions": [
+    decisions_file.write_text(json.dumps({"dataset": "mine", "decisions": [
         {"id": pending, "decision": "fix", "expected": {"calls": [
             {"name": "get_weather", "arguments": {"town": ["Wuhan"]}}]}}]}))
     bad = run_bench("review", "mine", "--apply", str(decisions_file))
     assert bad.returncode == 2 and "has no argument 'town'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     assert (folder / "cases.jsonl").read_text() == before
-    decisions_file.write_text(json.dumps({"dataset": "x", "decisions": [
+    decisions_file.write_text(json.dumps({"dataset": "mine", "decisions": [
         {"id": "nope", "decision": "maybe"}]}))
     bad = run_bench("review", "mine", "--apply", str(decisions_file))
     assert bad.returncode == 2 and "decisions.0.decision" in bad.stderr
@@ -360,3 +360,74 @@ def test_a_template_that_breaks_the_sandbox_is_one_line_naming_its_file(project,
     with pytest.raises(BenchError, match="sandbox forbids") as info:
         synthesize(_settings(kinds=("single",), count=1, templates=mine), Project(project))
     assert str(info.value).startswith(f"{mine / 'single.j2'}: ")
+
+
+@pytest.mark.parametrize("body, said", [
+    ("{{ 1/0 }}", ":2: template error: ZeroDivisionError: division by zero"),
+    ("{{ tools[0].parameters + 1 }}", ":2: template error: TypeError: can only concatenate"),
+    ('{% include "single.j2" %}', ":2: template error: it includes or calls itself without "
+                                  "end (RecursionError)"),
+])
+def test_a_template_that_fails_while_rendering_is_one_line_naming_its_file(
+        project, scripted, tmp_path, body, said):
+    mine = tmp_path / "templates"
+    mine.mkdir()
+    (mine / "single.j2").write_text(f"Request {{{{ index }}}}.\n{body}\n")
+    with pytest.raises(BenchError) as info:
+        synthesize(_settings(kinds=("single",), count=1, templates=mine), Project(project))
+    message = str(info.value)
+    assert message.startswith(f"{mine / 'single.j2'}{said}") and "\n" not in message
+    assert not (project / "reports" / "synth" / "ecommerce-synth").exists()
+
+
+def _one_generated_case(project: Path) -> tuple[Path, Case]:
+    synthesize(_settings(kinds=("single",), count=1), Project(project))
+    path = project / "datasets" / "ecommerce-synth" / "cases.jsonl"
+    (case,) = load_dataset(str(path)).cases
+    return path, case
+
+
+def test_apply_refuses_a_fix_that_copies_another_datasets_test_query(project, scripted):
+    path, case = _one_generated_case(project)
+    before = path.read_text()
+    # ecom-0073 is a test case of the shipped ecommerce dataset
+    fix = Decisions.model_validate({"dataset": str(path), "decisions": [
+        {"id": case.id, "decision": "fix", "query": "What's the weather in New York today?"}]})
+    with pytest.raises(BenchError) as info:
+        apply_decisions(path, fix, date="2026-12-03", source=project / "d.json")
+    assert str(info.value) == (
+        f"{project / 'd.json'}: field 'decisions.0.query': case '{case.id}' after the fix "
+        "copies test case ecom-0073 of dataset ecommerce ('what s the weather in new york "
+        "today'): a case may not repeat a test query of any dataset; give it another query "
+        "or reject it")
+    assert path.read_text() == before  # nothing written
+
+
+def test_apply_refuses_decisions_made_for_another_dataset(project, scripted):
+    path, case = _one_generated_case(project)
+    before = path.read_text()
+    other = Decisions.model_validate({
+        "dataset": str(project / "datasets" / "ecommerce" / "cases.jsonl"),
+        "decisions": [{"id": case.id, "decision": "accept"}]})
+    with pytest.raises(BenchError, match="field 'dataset': the decisions are for dataset "
+                                         ".*ecommerce/cases.jsonl', not .*ecommerce-synth"):
+        apply_decisions(path, other, date="2026-12-03")
+    assert path.read_text() == before
+    # the same dataset named by its name (a project moved since) is this one
+    mine = Decisions.model_validate({"dataset": "ecommerce-synth",
+                                     "decisions": [{"id": case.id, "decision": "accept"}]})
+    assert apply_decisions(path, mine, date="2026-12-03").applied == {"accept": 1}
+
+
+def test_apply_stores_a_token_shaped_reviewer_and_note_redacted(project, scripted):
+    path, case = _one_generated_case(project)
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    decisions = Decisions.model_validate({"dataset": str(path), "reviewer": token,
+                                          "decisions": [{"id": case.id, "decision": "accept",
+                                                         "note": f"by {token}"}]})
+    apply_decisions(path, decisions, date="2026-12-03")
+    stored = path.read_text() + (path.parent / "review.jsonl").read_text()
+    assert token not in stored
+    (after,) = load_dataset(str(path)).cases
+    assert after.provenance is not None and after.provenance.review is not None
+    assert after.provenance.review.reviewer == "***"

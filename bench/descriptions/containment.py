@@ -326,6 +326,16 @@ class TestIndex:
                                   _longest_run(query.units, units(item.text))))
         return found
 
+    def case_copies(self, case: Case, threshold: float = CONTAINMENT_THRESHOLD) -> list[Copy]:
+        """:meth:`copies` in what the user says in ``case``: each user message and scripted
+        reply (location ``user message`` / ``user reply``), as the index reads a test case.
+        Checks a case that is not a test case (a ``dev`` case, a generated or reviewed one)
+        against the test queries."""
+        texts = [ModelText("", "user message", m.content) for m in case.messages
+                 if m.role == "user" and m.content]
+        texts += [ModelText("", "user reply", reply) for reply in case.user_replies]
+        return self.copies(texts, threshold)
+
 
 def _longest_run(query: Sequence[str], text: Sequence[str]) -> str:
     """The longest run of consecutive units of ``query`` that occurs in ``text``, normalised

@@ -40,6 +40,13 @@ class Guards:
     config: OptimizeConfig
     everywhere: TestIndex | None = None
 
+    def test_index(self) -> TestIndex:
+        """The test queries no text a model sees may contain: :attr:`everywhere`, else the
+        ``test_cases``."""
+        if self.everywhere is not None:
+            return self.everywhere
+        return TestIndex(("", case) for case in self.test_cases)
+
     def check(self, candidate: Variant, parent: Variant) -> tuple[Rejection | None, list[str]]:
         """Every guard ``candidate`` fails, as one :class:`Rejection` (its kind the first of
         leak, assertive, tokens; round and tool left for the caller) or None, and its flags

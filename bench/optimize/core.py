@@ -160,12 +160,12 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
     from bench.optimize.output import write_outputs
 
     template = load_template(config.template)
-    check_template(template, start.tools, max_tokens_ratio=config.max_tokens_ratio)
+    example = check_template(template, start.tools, max_tokens_ratio=config.max_tokens_ratio)
     guards = Guards(start, tool_tokens(start.tools), select_split(loaded.cases, "test"),
                     reviewed_mirrors(Path(loaded.path).parent / "README.md"), config,
                     everywhere=TestIndex(project_test_cases(
                         workspace.project.datasets_dir, {config.dataset: loaded.cases})))
-    _refuse_leaky_template(config, guards)
+    _refuse_leaky_template(config, guards, example)
     runs = Runs(workspace, config, provider_factory=provider_factory, layers=layers,
                 progress=progress)
     runs.execute_default = any(c.kind == "episode" for c in loaded.cases)
@@ -183,27 +183,31 @@ def _search_and_test(workspace: Workspace, config: OptimizeConfig, loaded: Datas
     return Optimization(result, workspace.root, final)
 
 
-def _refuse_leaky_template(config: OptimizeConfig, guards: Guards) -> None:
+def _refuse_leaky_template(config: OptimizeConfig, guards: Guards, example: str) -> None:
     """Refuse a proposer prompt template (``config.template``, else the shipped one) whose
-    own text contains a test query (the containment signal of
-    :mod:`bench.descriptions.containment`, every test split of the project): only ``dev``
-    cases may inform prompts. The ``dev`` failures a prompt shows are not checked: they are
-    dev cases by construction.
+    own text, or whose prompt rendered for the start variant (``example``:
+    :func:`~bench.optimize.evidence.check_template`, so the start's descriptions too),
+    contains a test query (the containment signal of :mod:`bench.descriptions.containment`,
+    every test split of the project): only ``dev`` cases may inform prompts. The ``dev``
+    failures a round shows are checked in the round
+    (:func:`bench.optimize.evidence.withhold_test_copies`): a dev case of one dataset can be
+    a test case of another.
 
     Raises:
         BenchError: names the template file, the case and the words found.
     """
     from bench.descriptions.containment import ModelText
-    from bench.optimize.evidence import DEFAULT_TEMPLATE
+    from bench.optimize.evidence import DEFAULT_TEMPLATE, refuse_test_copies
 
-    if guards.everywhere is None:
-        return
+    index = guards.test_index()
     file = Path(config.template) if config.template else DEFAULT_TEMPLATE
     text = file.read_text(encoding="utf-8")  # load_template read it already
-    for copy in guards.everywhere.copies([ModelText("", "proposer prompt template", text)]):
+    for copy in index.copies([ModelText("", "proposer prompt template", text)]):
         raise BenchError(f"the proposer's prompt template contains test case {copy.case_id} "
                          f"of dataset {copy.dataset} ('{copy.evidence[:80]}'); prompts may "
                          "quote dev cases only", file=file)
+    refuse_test_copies(example, index, f"the proposer's prompt ({file}, with the tools of "
+                                       f"variant {config.variant})")
 
 
 def _accept(runs: Runs, search: Search, config: OptimizeConfig, start: Variant,

@@ -6,6 +6,12 @@ is False for it. It is filed under each tool it expected and, on a no-call or as
 wrong call), under each tool it called instead: the tool whose description should have kept
 the model away. Only ``dev`` rows ever reach here (:mod:`bench.optimize.loop` runs the
 target on ``dev``; ``test`` is read once, at acceptance).
+
+A ``dev`` case is not shown when a text of its failure (the query, the label, the answer)
+contains a test query of any dataset of the project (:func:`withhold_test_copies`, the
+containment signal of :mod:`bench.descriptions.containment`): a dev case of one dataset may
+be, word for word, a test case of another, and a prompt that quoted it would hand the
+proposer that test query. The round records which cases were left out and why.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Sequence
 
 import jinja2
 
+from bench.descriptions.containment import Copy, ModelText, TestIndex
 from bench.models import Tool
 from bench.results import Row
 from bench.templating import load_template_file, render_template
@@ -105,6 +112,58 @@ def group_failures(rows: Sequence[Row], metric: str, tools: Sequence[str]
     return {name: found for name, found in groups.items() if found}
 
 
+def failure_copies(failure: Failure, index: TestIndex) -> list[Copy]:
+    """The test queries of ``index`` that a text of ``failure`` a prompt shows (its query,
+    label and answer) contains (:meth:`bench.descriptions.containment.TestIndex.copies`;
+    ``Copy.location`` is ``query``, ``expected`` or ``answer``)."""
+    return index.copies(ModelText("", field, text) for field, text in (
+        ("query", failure.query), ("expected", failure.expected), ("answer", failure.answer)))
+
+
+def withhold_test_copies(groups: dict[str, list[Failure]], index: TestIndex
+                         ) -> tuple[dict[str, list[Failure]], dict[str, str]]:
+    """``groups`` (:func:`group_failures`) without the failures whose shown text contains a
+    test query of ``index`` (:func:`failure_copies`; a tool left with none is dropped), and
+    why each such ``dev`` case was left out: ``case id -> "its query copies test case e3 of
+    dataset ex ('...')"``."""
+    withheld: dict[str, str] = {}
+    kept: dict[str, list[Failure]] = {}
+    for tool, found in groups.items():
+        shown = []
+        for failure in found:
+            if failure.case_id not in withheld:
+                copies = failure_copies(failure, index)
+                if copies:
+                    first = copies[0]
+                    of = f" of dataset {first.dataset}" if first.dataset else ""
+                    withheld[failure.case_id] = (f"its {first.location} copies test case "
+                                                 f"{first.case_id}{of} "
+                                                 f"('{first.evidence[:80]}')")
+            if failure.case_id not in withheld:
+                shown.append(failure)
+        if shown:
+            kept[tool] = shown
+    return kept, withheld
+
+
+def refuse_test_copies(prompt: str, index: TestIndex, what: str,
+                       file: str | Path | None = None) -> None:
+    """Refuse to send ``prompt`` (``what`` names it: ``the proposer's prompt for tool x``)
+    when it contains a test query of ``index``: every text a model sees is checked against
+    every test split, whatever put the query there (the template, a description).
+
+    Raises:
+        BenchError: names the test case, its dataset and the words found (and ``file``).
+    """
+    from bench.errors import BenchError
+
+    for copy in index.copies([ModelText("", what, prompt)]):
+        of = f" of dataset {copy.dataset}" if copy.dataset else ""
+        raise BenchError(f"{what} contains test case {copy.case_id}{of} "
+                         f"('{copy.evidence[:80]}'); prompts may quote dev cases only",
+                         file=file)
+
+
 def load_template(path: str | None) -> jinja2.Template:
     """The proposer's prompt template: ``path`` or the shipped ``prompt.j2``, compiled in
     jinja2's sandbox like every user template (:func:`bench.templating.load_template_file`).
@@ -117,18 +176,19 @@ def load_template(path: str | None) -> jinja2.Template:
 
 
 def check_template(template: jinja2.Template, tools: Sequence[Tool], *,
-                   max_tokens_ratio: float) -> None:
+                   max_tokens_ratio: float) -> str:
     """Render ``template`` once for the first of ``tools`` with one made-up failure, before
-    any request is sent, so that a template that breaks a sandbox rule or names a variable it
-    is not given fails at the start (names the file), not after the first ``dev`` run.
+    any request is sent, so that a template that breaks a sandbox rule, names a variable it
+    is not given or fails in any other way fails at the start (names the file), not after
+    the first ``dev`` run; returns the prompt it rendered.
 
     Raises:
         BenchError: as :func:`render_prompt`.
     """
     example = Failure("example", "an example request", "an example label", "no call",
                       "selection_correct", "", (tools[0].name,), ())
-    render_prompt(template, tools[0], tools, [example], max_failures=1,
-                  max_tokens_ratio=max_tokens_ratio)
+    return render_prompt(template, tools[0], tools, [example], max_failures=1,
+                         max_tokens_ratio=max_tokens_ratio)
 
 
 def render_prompt(template: jinja2.Template, tool: Tool, tools: Sequence[Tool],

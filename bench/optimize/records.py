@@ -91,12 +91,20 @@ class Candidate(BaseModel):
 
 
 class Round(BaseModel):
-    """One round: the variant it started from, the proposals it asked, what it kept."""
+    """One round: the variant it started from, the proposals it asked, what it kept.
+
+    Attributes:
+        failures: failed ``dev`` rows per tool (those left out included).
+        withheld: ``dev`` cases left out of the proposer's prompts, case id -> why (a text
+            of the failure contains a test query: :func:`bench.optimize.evidence.
+            withhold_test_copies`).
+    """
 
     round: int
     current: str
     current_dev_rate: float | None
     failures: dict[str, int] = Field(default_factory=dict)
+    withheld: dict[str, str] = Field(default_factory=dict)
     proposals: int = 0
     candidates: list[str] = Field(default_factory=list)
     kept: str | None = None

@@ -58,7 +58,9 @@ def _rounds(result: OptimizeResult) -> Section:
              ", ".join(f"{t}: {n}" for t, n in r.failures.items()) or "none",
              str(r.proposals), ", ".join(r.candidates) or "-", r.kept or "-"]
             for r in result.rounds]
-    return Section("Rounds (dev)", [], ["round", "from", "dev rate", "failures per tool",
+    lines = [f"Round {r.round}: dev case `{case_id}` left out of the proposer's prompt: {why}."
+             for r in result.rounds for case_id, why in r.withheld.items()]
+    return Section("Rounds (dev)", lines, ["round", "from", "dev rate", "failures per tool",
                                         "proposals", "candidates", "kept"], rows)
 
 

@@ -1,6 +1,9 @@
 """The search on ``dev``: run the current variant, show its failures to the proposer, run the
 candidates paired against it, keep the best, until the rounds, the budget or the ideas run
-out. ``test`` is never run here.
+out. ``test`` is never run here, and no prompt shows a test query: a failed ``dev`` case
+whose text copies one (a case shared with another dataset's test split) is left out and
+recorded (:func:`bench.optimize.evidence.withhold_test_copies`), and a rendered prompt that
+still contains one is refused.
 
 Choosing on ``dev`` needs no significance (``dev`` is small; the held-out test decides): a
 candidate is kept when its target-metric rate on ``dev`` is above the current variant's on the
@@ -24,7 +27,8 @@ from bench.api import Evaluation
 from bench.compare.core import compare_rows
 from bench.descriptions.variants import Variant
 from bench.optimize.candidates import Guards, build_candidates
-from bench.optimize.evidence import group_failures, render_prompt
+from bench.optimize.evidence import (group_failures, refuse_test_copies, render_prompt,
+                                     withhold_test_copies)
 from bench.optimize.guards import restraint_calls
 from bench.optimize.records import Candidate, OptimizeResult, Rejection, Round
 from bench.optimize.runs import Runs, variant_rows
@@ -91,11 +95,19 @@ class Search:
         self.result.rounds.append(record)
         if not failures:
             return f"no failures on dev in round {round_no}", None
+        index = self.guards.test_index()
+        failures, record.withheld = withhold_test_copies(failures, index)
+        if not failures:
+            return (f"no failure on dev to show the proposer in round {round_no}: each copies "
+                    "a test query (left out)"), None
         config = self.guards.config
         prompts = {tool: render_prompt(self.template, variant.tool(tool) or variant.tools[0],
                                        variant.tools, found, max_failures=config.max_failures,
                                        max_tokens_ratio=config.max_tokens_ratio)
                    for tool, found in failures.items()}
+        for tool, prompt in prompts.items():  # whatever put a test query there: never sent
+            refuse_test_copies(prompt, index, f"the proposer's prompt for {tool} in round "
+                                              f"{round_no}")
         self.workspace.write_propose_tool([t.name for t in variant.tools])
         answers = self.runs.proposer(round_no, self.workspace.write_proposal_cases(round_no,
                                                                                    prompts))

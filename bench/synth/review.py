@@ -11,6 +11,12 @@ for editing by hand or by a script), or downloaded from the static HTML page
   :func:`bench.datasets.labels.iter_label_problems`), and it gets ``"fixed"``;
 - ``reject``: it leaves ``cases.jsonl``.
 
+A decisions file is applied to its own dataset only (:func:`same_dataset`), and no accepted
+or fixed case may contain a test query of any dataset of the project (the containment signal
+of :mod:`bench.descriptions.containment`): only ``dev`` cases may inform what a model is
+shown, and a reviewed case may stay in ``dev``. The reviewer's name and the notes are stored
+redacted (:func:`bench.redact.redact`).
+
 Every applied decision is appended to the dataset's ``review.jsonl`` (the ledger rejected cases
 are still counted from), the generated cases are split again
 (:func:`bench.datasets.splits.assign_splits` over them alone: reviewed cases may now go to
@@ -26,12 +32,15 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
 from bench.models import Case
+
+if TYPE_CHECKING:
+    from bench.datasets.loader import Dataset
 
 REVIEW_BEGIN, REVIEW_END = "<!-- review:begin -->", "<!-- review:end -->"
 LEDGER = "review.jsonl"
@@ -224,7 +233,7 @@ class Applied:
 
 def apply_decisions(path: Path, decisions: Decisions, *, date: str,
                     dev_fraction: float | None = None, seed: int | None = None,
-                    source: Path | None = None) -> Applied:
+                    source: Path | None = None, datasets_dir: Path | None = None) -> Applied:
     """Apply ``decisions`` to the dataset file ``path`` (see the module docstring).
 
     Args:
@@ -235,11 +244,17 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
             DEFAULT_DEV_FRACTION`); seed: its seed (default the module's).
         source: the decisions file, named by the errors (None: decisions made on the
             terminal).
+        datasets_dir: the project's datasets, whose test splits an accepted or fixed case
+            may not copy (None: the current project's).
+
+    The reviewer's name and the notes are stored redacted (:func:`bench.redact.redact`).
 
     Raises:
-        BenchError: a decision for an unknown or not generated case, a case decided twice,
-            a fix with an empty query, or a fix whose case does not load or whose label does
-            not fit the tools (names the decisions file and entry); nothing is written then.
+        BenchError: decisions for another dataset (``dataset``: :func:`same_dataset`), a
+            decision for an unknown or not generated case, a case decided twice, a fix with
+            an empty query, a fix whose case does not load or whose label does not fit the
+            tools, or an accepted or fixed case that copies a test query of any dataset
+            (names the decisions file and entry); nothing is written then.
     """
     from bench.datasets import load_dataset
     from bench.datasets.labels import iter_label_problems
@@ -248,18 +263,25 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
                                        assign_splits)
     from bench.descriptions import available_variants, load_variant
     from bench.descriptions.leaks import find_leaks, unique_cases
+    from bench.redact import redact
     from bench.runstore import atomic_write_text
 
+    if not same_dataset(decisions.dataset, path):
+        raise BenchError(f"the decisions are for dataset '{decisions.dataset}', not {path}: "
+                         "apply them to that dataset (or correct 'dataset')", file=source,
+                         field="dataset")
     loaded = load_dataset(str(path))
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip()]
     by_id = {row["id"]: row for row in rows}
     seen: set[str] = set()
     fixed_at: dict[str, str] = {}  # case id -> its fix's decisions entry, for the errors
+    kept_at: dict[str, str] = {}  # case id -> its accept or fix entry
     ledger: list[dict[str, Any]] = []
     applied: Counter[str] = Counter()
     pending = 0
-    reviewer = decisions.reviewer
+    # stored in the dataset and its ledger: a token pasted as a name is not kept
+    reviewer = redact(decisions.reviewer) if decisions.reviewer else None
     for i, decision in enumerate(decisions.decisions):
         where = f"decisions.{i}"
         if decision.id in seen:
@@ -276,8 +298,9 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
         review = {"decision": "accepted", "date": date}
         if reviewer:
             review["reviewer"] = reviewer
-        if decision.note:
-            review["note"] = decision.note
+        note = redact(decision.note) if decision.note else None
+        if note:
+            review["note"] = note
         if decision.decision == "reject":
             del by_id[decision.id]
         elif decision.decision == "fix":
@@ -296,8 +319,9 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
             review["decision"] = "fixed"
         if decision.decision != "reject":
             row["provenance"]["review"] = review
+            kept_at[decision.id] = where
         ledger.append({"id": decision.id, "decision": decision.decision, "date": date,
-                       "reviewer": reviewer, "note": decision.note})
+                       "reviewer": reviewer, "note": note})
         applied[decision.decision] += 1
     kept_rows = [r for r in rows if r["id"] in by_id]
     if not kept_rows:
@@ -322,6 +346,8 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
             raise BenchError(f"case '{problem.case_id}' after the fix: {problem.message}",
                              file=source,
                              field=_fix_field(fixed_at.get(problem.case_id), problem.field))
+    _refuse_test_copies(path, loaded, [c for c in cases if c.id in kept_at], kept_at,
+                        fixed_at, source, datasets_dir)
     mirrored: set[str] = set()
     for toolset in tools_of:
         for name in available_variants(toolset):
@@ -356,6 +382,63 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     final = load_dataset(str(path)).cases
     return Applied(dict(applied), pending, dict(Counter(assignment.values())),
                    read_counts(path.parent, final))
+
+
+def same_dataset(named: str, path: Path) -> bool:
+    """Whether a decisions file's ``dataset`` (a ``cases.jsonl`` path, a dataset folder or a
+    dataset name, as :func:`template` and the review page write it) is the dataset file
+    ``path``: the same file once resolved, or the same dataset name (the folder of a
+    ``cases.jsonl``, else the file's stem), so a project moved since keeps its decisions."""
+    given = Path(named)
+    for candidate in (given, given / "cases.jsonl"):
+        try:
+            if candidate.resolve() == path.resolve():
+                return True
+        except OSError:  # a name that is no path on this system
+            pass
+    return _dataset_name(given) == _dataset_name(path)
+
+
+def _dataset_name(path: Path) -> str:
+    if path.name == "cases.jsonl":
+        return path.parent.name
+    return path.stem if path.suffix == ".jsonl" else path.name
+
+
+def _refuse_test_copies(path: Path, loaded: Dataset, kept: Sequence[Case],
+                        kept_at: dict[str, str], fixed_at: dict[str, str],
+                        source: Path | None, datasets_dir: Path | None) -> None:
+    """Refuse an accepted or fixed case whose user text contains a test query of any
+    dataset of the project (the containment signal,
+    :meth:`bench.descriptions.containment.TestIndex.case_copies`, over every test split:
+    :func:`bench.descriptions.containment.project_test_cases`), this dataset's own test
+    cases included except the decided ones: only ``dev`` cases may inform what a model is
+    shown, and a reviewed case may stay in ``dev``.
+
+    Raises:
+        BenchError: names the decisions entry, the case and the test case it copies.
+    """
+    from bench.descriptions.containment import TestIndex, project_test_cases, test_split
+    from bench.project import current_project
+
+    root = datasets_dir if datasets_dir is not None else current_project().datasets_dir
+    here = path.resolve()
+    tests = [(name, case) for name, case in project_test_cases(root)
+             if (root / name / "cases.jsonl").resolve() != here]
+    tests += [(loaded.name, case) for case in test_split(loaded.cases)
+              if case.id not in kept_at]
+    index = TestIndex(tests)
+    for case in kept:
+        copies = index.case_copies(case)
+        if copies:
+            first = copies[0]
+            fixed = case.id in fixed_at
+            field = f"{kept_at[case.id]}.query" if fixed else kept_at[case.id]
+            raise BenchError(f"case '{case.id}'{' after the fix' if fixed else ''} copies test "
+                             f"case {first.case_id} of dataset {first.dataset} "
+                             f"('{first.evidence[:80]}'): a case may not repeat a test query "
+                             "of any dataset; give it another query or reject it",
+                             file=source, field=field)
 
 
 def _fix_field(entry: str | None, field: str | None) -> str | None:
