@@ -43,11 +43,14 @@ def init(
     no_execute: Annotated[bool, typer.Option(
         "--no-execute", help="Declare that calls are never executed: selection and arguments "
                              "only (a tools file always is).")] = False,
-    timeout: Annotated[float, typer.Option(
-        min=0.1, max=600, help="Seconds per executed call; also the import's limit.")] = 10.0,
+    timeout: Annotated[Optional[float], typer.Option(
+        min=0.1, max=600, help="Seconds per executed call; also the import's limit "
+                               "(default: 10, or with --force the earlier table's).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace the files and tables an earlier bench init wrote (never a file "
-                        "bench did not write, nor your cases).")] = False,
+                        "bench did not write, your cases, a spec's variant texts, the gate or "
+                        "the toolset's settings bench init does not write; the notes say what "
+                        "was kept and replaced).")] = False,
 ) -> None:
     """A new project from an MCP server, a tools JSON file or a Python module: a spec per
     tool (the imported text is variant `current`; l3..l50 render the specs), how calls

@@ -83,7 +83,7 @@ import io
 import os
 import re
 import threading
-from typing import Any, Mapping, TextIO, TypeVar
+from typing import Any, Mapping, Sequence, TextIO, TypeVar
 from urllib.parse import unquote
 
 from bench.jsonl import MAX_DEPTH, TOO_DEEP
@@ -572,7 +572,7 @@ def reference_secrets(server: list[str] | str) -> tuple[list[str] | str, dict[st
     return (parts[0] if isinstance(server, str) else parts), found
 
 
-def register_command_secrets(server: list[str] | str | None) -> list[str]:
+def register_command_secrets(server: Sequence[str] | str | None) -> list[str]:
     """Register (:func:`register_secret`) every secret :func:`reference_secrets` finds in an
     MCP server's (or a reset's) command line or URL, before the program starts: what it
     prints on its stderr, a file bench keeps, then never holds them. The value of
@@ -589,7 +589,7 @@ def register_command_secrets(server: list[str] | str | None) -> list[str]:
     """
     if not server:
         return []
-    values = list(_references(server)[1].values())
+    values = list(_references(server if isinstance(server, str) else list(server))[1].values())
     for value in values:
         register_secret(value)
     return values

@@ -296,6 +296,66 @@ def test_init_refuses_bench_files_without_force_and_force_replaces_only_those(tm
     assert current.read_text(encoding="utf-8") == "tools: []\n"
 
 
+DRAFTED = {"l10": {"description": "Find documents by words; a reviewed text.", "draft": False,
+                   "drafted_by": "oracle", "drafted_from": "current sha256:0123456789ab",
+                   "reviewed_at": "2026-01-02T03:04:05Z"},
+           "l30": {"description": "Find documents; a draft not yet reviewed.", "draft": True,
+                   "drafted_by": "oracle", "drafted_from": "current sha256:0123456789ab"}}
+
+
+def test_init_force_keeps_reviewed_variant_texts_the_gate_and_the_users_settings(tmp_path):
+    import tomllib
+
+    import yaml
+
+    from bench.descriptions.specs import load_spec
+    source = _tools_file(tmp_path)
+    root = tmp_path / "p"
+    assert bench(tmp_path, "init", "p", "--tools", str(source)).returncode == 0
+    spec = root / "descriptions/p/specs/find_docs_0.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8")
+                    + yaml.safe_dump({"variants": DRAFTED}, sort_keys=False), encoding="utf-8")
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    # what bench baseline update and the user wrote: floors, a metric, a setting of their own
+    text = text.replace('metrics = ["selection_correct", "arguments_correct"]',
+                        'metrics = ["selection_correct"]\nfloors = {selection_correct = 0.8}')
+    text = text.replace("timeout_s = 10.0", 'timeout_s = 30.0\nerror_pattern = "^Error"')
+    pyproject.write_text(text, encoding="utf-8")
+    gate = tomllib.loads(text)["tool"]["bench"]["gate"]
+    # the server's description changed: that is why one imports again
+    source.write_text(source.read_text().replace("Find documents.", "Find documents fast."))
+    forced = bench(tmp_path, "init", "p", "--tools", str(source), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert yaml.safe_load(spec.read_text())["variants"] == DRAFTED
+    assert load_spec(spec).summary == "Find documents fast."
+    after = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["bench"]
+    assert after["gate"] == gate
+    assert (after["toolsets"]["p"]["error_pattern"], after["toolsets"]["p"]["timeout_s"]) == \
+        ("^Error", 30.0)
+    notes = flat(forced.stdout)
+    assert ("note: pyproject.toml: replaced [tool.bench.toolsets.p]; its [tool.bench.gate] is "
+            "kept as it was (it gates dataset 'p'); the rest of the file is as it was") in notes
+    assert "note: pyproject.toml [tool.bench.toolsets.p]: kept error_pattern, timeout_s" in notes
+    assert ("note: descriptions/p/specs/find_docs_0.yaml: rewritten from the import; its "
+            "variants l10 (accepted), l30 (draft) kept; summary replaced by the import's (the "
+            "earlier text is not kept)") in notes
+
+
+def test_init_force_refuses_a_spec_whose_variants_it_cannot_keep(tmp_path):
+    source = _tools_file(tmp_path)
+    root = tmp_path / "p"
+    assert bench(tmp_path, "init", "p", "--tools", str(source)).returncode == 0
+    spec = root / "descriptions/p/specs/find_docs_0.yaml"
+    broken = spec.read_text(encoding="utf-8") + "variants:\n  l10:\n    text: mine\n"
+    spec.write_text(broken, encoding="utf-8")
+    forced = bench(tmp_path, "init", "p", "--tools", str(source), "--force")
+    assert forced.returncode == 2 and "Traceback" not in forced.stderr, forced.stderr
+    assert flat(forced.stderr).startswith(
+        f"error: {spec}: field 'variants.l10': not a valid variant")
+    assert spec.read_text(encoding="utf-8") == broken
+
+
 def test_every_file_init_writes_says_bench_wrote_it(tmp_path):
     # --force finds its own files by this mark: a file without it would be refused
     from bench.importers.init_files import bench_wrote

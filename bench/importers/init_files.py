@@ -7,8 +7,15 @@ such files and the ``[tool.bench.toolsets.<name>]`` table of ``pyproject.toml`` 
 ``[tool.bench]`` tables are bench's). What else is there stays:
 
 - ``pyproject.toml``: bench's tables are added to it (:func:`merge_pyproject`); every other
-  byte of it is kept (tomlkit's round trip). An existing ``[tool.bench.gate]`` is kept unless
-  ``--force`` and it gates this dataset.
+  byte of it is kept (tomlkit's round trip). An existing ``[tool.bench.gate]`` is always kept
+  as it is (its floors come from ``bench baseline update``, its metrics and margin are the
+  user's), ``--force`` or not. ``--force`` rewrites ``[tool.bench.toolsets.<name>]`` from the
+  import, keeping the settings bench init does not write (``env``, ``reset``, ``compare``,
+  ``error_pattern``...); the notes name each setting kept and each one replaced.
+- a spec bench wrote (``descriptions/<name>/specs/<tool>.yaml``), under ``--force``:
+  rewritten from the import, its ``variants:`` (texts drafted by ``bench variants draft``,
+  accepted or not) kept (:func:`keep_spec_variants`); the notes name the variants kept and
+  the sections the import replaced.
 - ``README.md`` that bench did not write: kept; bench's guide goes to ``BENCH.md``
   (:func:`guide_name`).
 - ``datasets/<name>/cases.jsonl``: kept (it holds the user's cases); a datasheet
@@ -47,9 +54,13 @@ OTHER_GUIDE = "BENCH.md"
 KILL_HOOK = "BENCH_INIT_KILL_AFTER"
 _STAGE = ".bench-init-"
 FileKind = Literal["bench", "guide", "doc", "data", "keep"]
-# the comment bench puts above its tables (pyproject_header), found again to replace it
-_HEADER = re.compile(r"(?m)^# bench project `[^`\n]*`, made by `bench init`[^\n]*\n"
-                     r"(?:# [^\n]*\n){0,2}\n?")
+
+
+def _header(toolset: str) -> re.Pattern[str]:
+    """The comment bench puts above the tables of ``toolset`` (``pyproject_header`` of
+    :mod:`bench.importers.scaffold`), found again to replace it."""
+    return re.compile(r"(?m)^# bench project `" + re.escape(toolset)
+                      + r"`, made by `bench init`[^\n]*\n(?:# [^\n]*\n){0,2}\n?")
 
 
 @dataclass
@@ -121,9 +132,9 @@ def merge_pyproject(path: Path, toolset: str, header: str, toolset_table: str,
                     gate_table: str, force: bool) -> tuple[str | None, list[str]]:
     """The text of an existing ``pyproject.toml`` with bench's tables added: ``header`` (a
     comment), ``toolset_table`` (``[tool.bench.toolsets.<toolset>]``) and ``gate_table``
-    (``[tool.bench.gate]``) appended; every other byte kept (its line ends too). With
-    ``force``, bench's table of ``toolset`` (and a gate of that dataset) is removed first
-    (tomlkit, keeping the rest as it is).
+    (``[tool.bench.gate]``, only when the file has none) appended; every other byte kept
+    (its line ends too). With ``force``, bench's table of ``toolset`` is removed first
+    (tomlkit, keeping the rest as it is); an existing gate is never replaced.
 
     Returns:
         (the new text, notes); (None, []) when the file already has
@@ -154,34 +165,31 @@ def merge_pyproject(path: Path, toolset: str, header: str, toolset_table: str,
     if has_toolset and not force:
         return None, []
     gate = bench.get("gate")
-    keep_gate = gate is not None and not (force and isinstance(gate, dict)
-                                          and gate.get("dataset") == toolset)
+    keep_gate = gate is not None  # its floors and metrics are the user's (baseline update)
     crlf = "\r\n" in text and "\n" not in text.replace("\r\n", "")
     body = text
     notes = []
     try:
-        if has_toolset or (gate is not None and not keep_gate):
+        if has_toolset:  # replaced where it stands, with its header: the file keeps its order
             document = tomlkit.parse(text)
-            table: Any = document["tool"]["bench"]
-            if has_toolset:
-                del table["toolsets"][toolset]
-            if gate is not None and not keep_gate:
-                del table["gate"]
-            # the blank line that led to the removed tables goes with them
-            body = _HEADER.sub("", tomlkit.dumps(document).replace("\r\n", "\n"))
-            body = body.rstrip("\n") + "\n" if body.strip() else ""
+            document["tool"]["bench"]["toolsets"][toolset] = \
+                tomlkit.parse(toolset_table)["tool"]["bench"]["toolsets"][toolset]
+            body = tomlkit.dumps(document).replace("\r\n", "\n")
+            body = _header(toolset).sub(lambda _: header, body, count=1)
             body = body.replace("\n", "\r\n") if crlf else body
     except (TOMLKitError, KeyError, TypeError) as exc:
         raise BenchError(f"cannot replace bench's tables ({exc}): remove "
                          f"[tool.bench.toolsets.{toolset}] by hand, then run bench init "
                          "again", file=path) from None
-    added = header + toolset_table + ("" if keep_gate else "\n" + gate_table)
+    gate_added = "" if keep_gate else gate_table
+    added = gate_added if has_toolset else \
+        header + toolset_table + ("\n" + gate_added if gate_added else "")
     if crlf:
         added = added.replace("\n", "\r\n")
     newline = "\r\n" if crlf else "\n"
     if body and not body.endswith("\n"):
         body += newline
-    merged = body + (newline if body.strip() else "") + added
+    merged = body + (newline if body.strip() and added else "") + added
     try:
         got = tomllib.loads(merged)["tool"]["bench"]
         assert got["toolsets"][toolset] == tomllib.loads(toolset_table)["tool"]["bench"][
@@ -190,14 +198,96 @@ def merge_pyproject(path: Path, toolset: str, header: str, toolset_table: str,
         raise BenchError(f"cannot add bench's tables ({exc}): [tool.bench] is laid out in a "
                          f"way they cannot be appended to; add [tool.bench.toolsets.{toolset}]"
                          " by hand (docs/your-own-tools.md)", file=path) from None
-    notes.append(f"pyproject.toml: added [tool.bench.toolsets.{toolset}]"
+    notes.append(f"pyproject.toml: {'replaced' if has_toolset else 'added'} "
+                 f"[tool.bench.toolsets.{toolset}]"
                  + ("" if keep_gate else " and [tool.bench.gate]")
+                 + ("; its [tool.bench.gate] is kept as it was"
+                    + (f" (it gates dataset '{gate.get('dataset')}')"
+                       if isinstance(gate, dict) and gate.get("dataset") else "")
+                    if keep_gate else "")
                  + "; the rest of the file is as it was")
-    if keep_gate:
-        notes.append("pyproject.toml: its [tool.bench.gate] is kept"
-                     + (f" (it gates dataset '{gate.get('dataset')}')"
-                        if isinstance(gate, dict) and gate.get("dataset") else ""))
     return merged, notes
+
+
+#: The settings of ``[tool.bench.toolsets.<name>]`` that bench init writes (from the source
+#: and its options); ``--force`` writes them again and keeps every other one.
+INIT_SETTINGS = ("execute", "server", "module", "timeout_s", "writes", "read_only",
+                 "server_names", "reason")
+
+
+def earlier_toolset(path: Path, toolset: str) -> dict[str, Any] | None:
+    """The ``[tool.bench.toolsets.<toolset>]`` table of the ``pyproject.toml`` at ``path``
+    as a dict, or None (no file, no such table, or a file that is not TOML:
+    :func:`merge_pyproject` says so)."""
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    tool = data.get("tool")
+    bench = tool.get("bench") if isinstance(tool, dict) else None
+    toolsets = bench.get("toolsets") if isinstance(bench, dict) else None
+    table = toolsets.get(toolset) if isinstance(toolsets, dict) else None
+    return dict(table) if isinstance(table, dict) else None
+
+
+def _variant_state(entry: dict[str, Any]) -> str:
+    """How a spec's variant came to be, in a word: a ``draft``, ``accepted`` (reviewed) or
+    ``written`` (by a person: neither)."""
+    return "draft" if entry.get("draft") else "accepted" if entry.get("reviewed_at") \
+        else "written"
+
+
+def keep_spec_variants(path: Path, rel: Path, text: str) -> tuple[str, str | None]:
+    """A spec bench init rewrites under ``--force``: ``text`` (the new import's spec) with
+    the ``variants:`` of the spec at ``path`` kept (drafted and accepted texts, with their
+    ``draft``, ``drafted_by``, ``drafted_from`` and ``reviewed_at``); ``rel`` is its path in
+    the project, for the note.
+
+    Returns:
+        (the text to write, a note naming the variants kept and the sections of the earlier
+        spec the import replaced; None when the earlier spec has no variant and no section
+        differs).
+
+    Raises:
+        BenchError: the earlier spec cannot be read, or its ``variants:`` are not valid
+            (names the file: its texts would be lost; fix or move it).
+    """
+    import yaml
+
+    from bench.descriptions.drafts import replace_variants_block
+    from bench.descriptions.specs import SpecVariant
+    from bench.yamlio import load_yaml
+
+    try:
+        old = load_yaml(path)[0]
+    except BenchError as exc:
+        raise BenchError(f"cannot read its variants to keep them ({exc.message}): fix or move "
+                         "it, then run bench init --force again", file=path) from None
+    old = old if isinstance(old, dict) else {}
+    variants = old.get("variants") or {}
+    if not isinstance(variants, dict):
+        raise BenchError("variants is not a mapping: fix or move it, then run bench init "
+                         "--force again (its texts would be lost)", file=path,
+                         field="variants")
+    for name, entry in variants.items():
+        try:
+            SpecVariant.model_validate(entry)
+        except ValueError as exc:
+            raise BenchError(f"not a valid variant ({str(exc).splitlines()[-1].strip()}): "
+                             "fix or move it, then run bench init --force again (its text "
+                             "would be lost)", file=path, field=f"variants.{name}") from None
+    new = yaml.safe_load(text) or {}
+    replaced = [key for key in dict.fromkeys([*old, *new]) if key != "variants"
+                and old.get(key) != new.get(key)]
+    if variants:
+        text = replace_variants_block(text, variants)
+    if not variants and not replaced:
+        return text, None
+    kept = ", ".join(f"{name} ({_variant_state(entry)})" for name, entry in variants.items())
+    return text, (f"{rel}: rewritten from the import"
+                  + (f"; its variants {kept} kept" if variants else "")
+                  + (f"; {', '.join(replaced)} replaced by the import's (the earlier text is "
+                     "not kept)" if replaced else ""))
 
 
 def plan_files(dest: Path, files: list[ProjectFile], force: bool) -> tuple[InitPlan, list[str]]:

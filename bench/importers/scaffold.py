@@ -40,8 +40,9 @@ import yaml
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset, check_name, variant_yaml, write_file
-from bench.importers.init_files import (ProjectFile, guide_name, merge_pyproject, plan_files,
-                                        write_project)
+from bench.importers.init_files import (INIT_SETTINGS, ProjectFile, bench_wrote,
+                                        earlier_toolset, guide_name, keep_spec_variants,
+                                        merge_pyproject, plan_files, write_project)
 from bench.models import Tool
 from bench.plural import count
 from bench.toolset_config import PYPROJECT, ToolsetSettings, server_label, settings_toml
@@ -447,9 +448,75 @@ def _from_project(server: list[str] | str | None, dest: Path) -> list[str] | str
             and (here / part).is_file() else part for i, part in enumerate(server)]
 
 
+#: Seconds per call (and for the import) when ``--timeout`` is not given.
+DEFAULT_TIMEOUT_S = 10.0
+#: The settings bench init writes whose earlier value a note may quote (never ``server``:
+#: a command line written in clear may hold a secret).
+_QUOTED = ("execute", "timeout_s", "writes", "read_only")
+
+
+def _still_there(listed: Any, names: set[str]) -> tuple[list[str], list[str]]:
+    """(the names of ``listed``, an earlier table's ``writes`` or ``read_only``, that are
+    tools of the import; the others). Not a list of strings: ([], [])."""
+    if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+        return [], []
+    return [n for n in listed if n in names], [n for n in listed if n not in names]
+
+
+def _carry_settings(toolset: str, settings: ToolsetSettings, earlier: dict[str, Any],
+                    pyproject: Path, dropped: dict[str, list[str]]
+                    ) -> tuple[ToolsetSettings, str | None]:
+    """``settings`` (this init's) with every setting of the ``earlier`` table that bench init
+    does not write (:data:`~bench.importers.init_files.INIT_SETTINGS`: ``env``, ``reset``,
+    ``compare``, ``error_pattern``...) kept, for ``--force``. ``timeout_s``, ``writes`` and
+    ``read_only`` were taken from ``earlier`` already unless given (``dropped``: the names
+    of each that are no tool of the import).
+
+    Returns:
+        (the settings to write, a note naming the settings kept, those this init wrote with
+        another value, and the names dropped; None when there is nothing to say).
+
+    Raises:
+        BenchError: a kept setting is not valid (names the file and field).
+    """
+    from pydantic import ValidationError
+
+    from bench.errors import pydantic_error_field
+
+    carried = {key: value for key, value in earlier.items() if key not in INIT_SETTINGS}
+    if carried:
+        try:
+            settings = ToolsetSettings.model_validate(
+                {**settings.model_dump(exclude_none=True), **carried})
+        except ValidationError as exc:
+            where, message = pydantic_error_field(exc)
+            raise BenchError(f"{message} (a setting bench init --force keeps: fix it, then run "
+                             "bench init again)", file=pyproject,
+                             field=f"tool.bench.toolsets.{toolset}"
+                             + (f".{where}" if where else "")) from None
+    now = settings.model_dump(exclude_none=True)
+    same = [key for key in ("timeout_s", "writes", "read_only")
+            if earlier.get(key) == now.get(key) and earlier.get(key)]
+    gone = {key: names for key, names in dropped.items() if names}
+    replaced = [key for key in INIT_SETTINGS
+                if key in earlier and earlier[key] != now.get(key) and key not in gone]
+    kept = [*carried, *same]
+    if not kept and not replaced and not gone:
+        return settings, None
+
+    def was(key: str) -> str:  # never the server's command line: it may hold a secret
+        return f"{key} (was {json.dumps(earlier[key])})" if key in _QUOTED else key
+
+    parts = ([f"kept {', '.join(kept)}"] if kept else []) + \
+        [f"{key}: dropped {', '.join(names)} (no tool of the import)"
+         for key, names in gone.items()] + \
+        ([f"replaced {', '.join(map(was, replaced))} by this init's"] if replaced else [])
+    return settings, f"pyproject.toml [tool.bench.toolsets.{toolset}]: {'; '.join(parts)}"
+
+
 def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Sequence[str] = (),
-                 writes: Sequence[str] = (), execute: bool = True, timeout_s: float = 10.0,
-                 force: bool = False) -> InitResult:
+                 writes: Sequence[str] = (), execute: bool = True,
+                 timeout_s: float | None = None, force: bool = False) -> InitResult:
     """Write a new project folder for the tools of ``source`` (see the module docstring).
 
     Args:
@@ -461,9 +528,14 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
         writes: write tools whose calls may run (``writes`` of the toolset's settings).
         execute: False declares no-execute mode (``execute = "none"``); a tools JSON file
             has nothing to execute and is always no-execute.
-        timeout_s: per-call timeout written to the settings; also the seconds an MCP
-            server has to answer the import (``bench init --timeout``).
-        force: replace existing files.
+        timeout_s: per-call timeout written to the settings, in seconds; also the seconds
+            an MCP server has to answer the import (``bench init --timeout``). None:
+            :data:`DEFAULT_TIMEOUT_S`, or under ``force`` the earlier table's.
+        force: replace bench's existing files and ``[tool.bench.toolsets.<toolset>]``,
+            keeping each spec's ``variants:`` texts, ``[tool.bench.gate]``, the toolset's
+            settings bench init does not write, and its ``timeout_s``, ``writes`` and
+            ``read_only`` unless given (names of tools no longer imported dropped); the
+            notes name what was kept and replaced.
 
     Returns:
         The files written and the import's notes.
@@ -476,6 +548,12 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
     check_name("toolset", toolset)
     dest = Path(dest).resolve()
     stored_server, secrets = referenced_server(source) if source.kind == "mcp" else (None, {})
+    pyproject = dest / PYPROJECT
+    earlier = earlier_toolset(pyproject, toolset) if force else None
+    if timeout_s is None:
+        old = (earlier or {}).get("timeout_s")
+        timeout_s = float(old) if isinstance(old, (int, float)) and not isinstance(old, bool) \
+            and 0 < old <= 600 else DEFAULT_TIMEOUT_S
     imported = read_source(source, Path.cwd(), timeout=timeout_s)
     if not imported.tools:  # a project needs a tool: its guide and datasheet name one
         why = f" ({'; '.join(imported.notes)})" if imported.notes else ""
@@ -488,13 +566,19 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
         if unknown:
             raise BenchError(f"{option}: no tool named {', '.join(unknown)} (tools: "
                              f"{', '.join(sorted(names))})")
+    dropped: dict[str, list[str]] = {}  # setting -> its names no tool of the import has
+    if earlier is not None:  # not given: the earlier table's, for the tools still there
+        if not read_only:
+            read_only, dropped["read_only"] = _still_there(earlier.get("read_only"), names)
+        if not writes:
+            writes, dropped["writes"] = _still_there(earlier.get("writes"), names)
     tools = [t.model_copy(update={"permission": "read"}) if t.name in read_only else t
              for t in imported.tools]
     label = source.label()
     if source.kind == "tools" or not execute:
         reason = ("a tools file has no implementation to execute" if source.kind == "tools"
                   else "declared by bench init --no-execute")
-        settings = ToolsetSettings(execute="none", reason=reason)
+        settings = ToolsetSettings(execute="none", reason=reason, timeout_s=timeout_s)
     elif source.kind == "mcp":
         # the server's word on a tool's permission and name is its annotation and its
         # listing: --read-only and the import's renames must reach the run (runhook)
@@ -513,6 +597,10 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
                 module = str(absolute)
         settings = ToolsetSettings(execute="python", module=module, timeout_s=timeout_s,
                                    writes=list(writes))
+    settings_note = None
+    if earlier is not None:
+        settings, settings_note = _carry_settings(toolset, settings, earlier, pyproject,
+                                                  dropped)
     result = InitResult(root=dest, toolset=toolset, tools=tools, notes=list(imported.notes),
                         settings=settings, exports=list(secrets))
     header = f"Imported by `bench init` from {label}: variant `current`, word for word."
@@ -542,8 +630,14 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
                     "doc"),
         ProjectFile(Path("gate", ".gitkeep"), "", "keep"),
     ]
+    kept_work = []
+    for item in files:  # a spec's drafted and accepted texts are reviewed work: kept
+        if force and item.rel.parent.name == "specs" and (dest / item.rel).is_file() \
+                and bench_wrote(dest / item.rel):
+            item.text, note = keep_spec_variants(dest / item.rel, item.rel, item.text)
+            if note:
+                kept_work.append(note)
     plan, existing = plan_files(dest, files, force)
-    pyproject = dest / PYPROJECT
     if not pyproject.exists():
         plan.new.insert(0, (Path(PYPROJECT), top + toolset_table + "\n" + gate_table))
     else:
@@ -557,10 +651,11 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
     if existing:
         raise BenchError(f"{count(len(existing), 'file')} of an earlier bench init already "
                          f"exist here, e.g. {existing[0]}: --force replaces bench's files "
-                         "(your own files, your cases and the other tables of pyproject.toml "
-                         "are kept)", file=dest)
+                         "(your own files, your cases, the specs' variant texts, "
+                         "[tool.bench.gate] and the other tables of pyproject.toml are kept)",
+                         file=dest)
     result.written += write_project(dest, plan)
-    result.notes += plan.notes
+    result.notes += plan.notes + ([settings_note] if settings_note else []) + kept_work
     if imported.server_log.strip():  # the server's stderr: kept, not on the terminal
         log = dest / "reports" / INIT_SERVER_LOG
         write_file(log, imported.server_log, force=True)
