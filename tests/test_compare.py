@@ -265,3 +265,49 @@ def test_compare_of_a_partial_run_names_it_and_is_not_a_pass(run_bench, project,
     regressed = run_bench("compare", "l10", "l30", "--run", "cut")
     assert regressed.returncode == 1  # the regression decides
     assert "run 'cut' is interrupted: 120 of 200 rows done" in " ".join(regressed.stderr.split())
+
+
+KILL_ON_VARIANT = '''
+import os
+import signal
+import time
+from pathlib import Path
+
+KILL_ON = {description!r}  # a description of the variant whose first request kills the run
+
+
+def answer(messages, tools, trial):
+    if any(tool.description == KILL_ON for tool in tools):
+        results = Path("reports/runs/k1/results.jsonl")  # the other variant's rows first
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+                not results.exists() or len(results.read_text().splitlines()) < {rows}):
+            time.sleep(0.05)
+        os.kill(os.getppid(), signal.SIGKILL)  # the run (functions run in a child)
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_compare_of_a_killed_run_without_rows_of_a_variant_says_resume_it(run_bench, project):
+    """bench run killed (SIGKILL) at its first l10 request, after the l3 rows: compare l3
+    l10 --run said "run 'k1' has no variant 'l10'" (exit 2, bad input), though l10 is
+    planned and bench run --resume makes its rows: it says the run is incomplete and how to
+    resume it, exit 3; a variant the run never planned stays bad input."""
+    from bench.descriptions import load_variant
+
+    l10 = load_variant("ecommerce", "l10", project / "descriptions").tools[0].description
+    (project / "killer.py").write_text(KILL_ON_VARIANT.format(description=l10, rows=2),
+                                       encoding="utf-8")
+    killed = run_bench("run", "--dataset", "ecommerce", "--variants", "l3,l10", "--limit", "2",
+                       "--provider", "function:killer:answer", "--no-execute", "--run-id",
+                       "k1")
+    assert killed.returncode == -9, killed.stderr
+    result = run_bench("compare", "l3", "l10", "--run", "k1")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert " ".join(result.stderr.split()) == (
+        "incomplete: run 'k1' is crashed: 2 of 4 rows done, none of variant 'l10' yet; "
+        "resume with bench run --resume k1, then compare again")
+    unplanned = run_bench("compare", "l3", "l30", "--run", "k1")
+    assert unplanned.returncode == 2
+    assert "run 'k1' has no variant 'l30' (it has l3)" in unplanned.stderr

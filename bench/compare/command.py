@@ -46,26 +46,48 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr)
 
 
+class Incomplete(Exception):
+    """A stored run lacks the rows a comparison needs because it is unfinished (killed,
+    interrupted, budget-stopped...): ``bench run --resume`` makes them, so it is not bad
+    input. :func:`compare` prints ``incomplete: <message>`` and exits 3, as ``bench run``
+    does for an incomplete run."""
+
+
 def _rows_of(project: Project, run_id: str) -> StoredRows:
-    """The counted rows of stored run ``run_id``, read again on each pass (never held)."""
+    """The counted rows of stored run ``run_id``, read again on each pass (never held).
+
+    Raises:
+        BenchError: no such run, or a finished run without rows.
+        Incomplete: an unfinished run without rows yet.
+    """
     store = project.store(run_id)
     manifest = store.load_manifest()  # BenchError when the run does not exist
     rows = store.stored_rows(manifest)
     if not len(rows):
+        unfinished = _unfinished_state(rows)
+        if unfinished is not None:
+            raise Incomplete(f"{unfinished}; resume with bench run --resume {run_id}, then "
+                             "compare again")
         raise BenchError(f"run '{run_id}' has no finished rows", file=store.results_path)
     return rows
 
 
 def _unfinished(rows: StoredRows) -> str | None:
-    """``run '<id>' is <status>: N of M rows done`` when the stored run has fewer rows than it
-    planned (``manifest.rows_planned``), else None."""
+    """``run '<id>' is <status>: N of M rows done (bench run --resume <id>)`` when the stored
+    run has fewer rows than it planned (``manifest.rows_planned``), else None."""
+    state = _unfinished_state(rows)
+    return None if state is None else f"{state} (bench run --resume {rows.store.run_id})"
+
+
+def _unfinished_state(rows: StoredRows) -> str | None:
+    """``run '<id>' is <status>: N of M rows done`` when the stored run has fewer rows than
+    it planned, else None."""
     planned = rows.manifest.rows_planned
     if len(rows) >= planned:
         return None
     status = rows.store.shown_status(rows.manifest)
-    run_id = rows.store.run_id
-    return (f"run '{run_id}' is {'incomplete' if status == 'complete' else status}: "
-            f"{len(rows)} of {count(planned, 'row')} done (bench run --resume {run_id})")
+    return (f"run '{rows.store.run_id}' is {'incomplete' if status == 'complete' else status}"
+            f": {len(rows)} of {count(planned, 'row')} done")
 
 
 def _is_run(project: Project, name: str) -> bool:
@@ -75,10 +97,23 @@ def _is_run(project: Project, name: str) -> bool:
 
 
 def _split_variant(rows: StoredRows, variant: str, where: str) -> Iterable[Row]:
-    """The rows of ``variant`` (a view, read with ``rows``)."""
+    """The rows of ``variant`` (a view, read with ``rows``).
+
+    Raises:
+        Incomplete: the run planned ``variant`` but is unfinished and has no row of it yet.
+        BenchError: the run has no such variant.
+    """
     from bench.compare.core import RowSelection
+    from bench.models import condition_variant
 
     if variant not in rows.variants:
+        unfinished = _unfinished_state(rows)
+        planned = rows.manifest.variant_names() | set(rows.manifest.config.get("variants")
+                                                      or ())
+        if unfinished is not None and condition_variant(variant) in planned:
+            run_id = rows.store.run_id
+            raise Incomplete(f"{unfinished}, none of variant '{variant}' yet; resume with "
+                             f"bench run --resume {run_id}, then compare again")
         raise BenchError(f"{where} has no variant '{variant}' (it has "
                          f"{', '.join(sorted(rows.variants))})")
     return RowSelection([rows], lambda row: row.variant == variant)
@@ -225,7 +260,28 @@ def compare(
     intervals, Holm correction, minimum detectable difference, and the flipped cases.
 
     Exit code 0: no significant regression; 1: a significant regression beyond --margin;
-    2: bad input; 3: running now, a provider was skipped (one line says which)."""
+    2: bad input; 3: rows are missing (running now, a provider was skipped; a stored run is
+    unfinished): one line says which and how to resume."""
+    try:
+        _compare(a, b, run, variant, dataset, provider, trials, limit, cases, model_path,
+                 run_id, metrics, alpha, margin, n_boot, mid_p, seed, show, as_json)
+    except Incomplete as exc:
+        _console(stderr=True).print(f"incomplete: {exc}", markup=False, soft_wrap=True)
+        raise typer.Exit(3) from None  # bench run's exit code of an incomplete run
+
+
+def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
+             provider: list[str] | None, trials: int, limit: int | None,
+             cases: list[str] | None, model_path: str | None, run_id: str | None,
+             metrics: list[str] | None, alpha: float, margin: float, n_boot: int,
+             mid_p: bool, seed: int, show: int, as_json: bool) -> None:
+    """:func:`compare`'s work (its options, as given).
+
+    Raises:
+        Incomplete: a stored run lacks rows it planned and the comparison needs.
+        BenchError: bad input.
+        typer.Exit: the exit code of the comparison.
+    """
     from bench.compare.core import RowSelection, compare_rows
     from bench.scoring.registry import primary_metrics
 
