@@ -119,10 +119,12 @@ def resolve_draft_tokens(speculative: bool | int | None) -> int:
 
 BATCH_ENV = "BENCH_LOCAL_BATCH"
 # Answers the embedded model decodes at once when neither the provider option nor the
-# environment says (benchmarks/local_batching.py; docs/embedded-model.md#batched-decoding).
+# environment says. 1 (one at a time): on the shared 2-core machine batching gained at most
+# 1.85x at l3 (B=8) and changed 6-12% of answers (llama.cpp's sums differ with the batch), so
+# it is opt-in (benchmarks/RESULTS.md, docs/embedded-model.md#batched-decoding).
 DEFAULT_BATCH = 1
-# The most: each sequence adds BATCH_ROOM_TOKENS KV cells (12 MiB for Qwen2.5-0.5B), and past
-# 16 a step's cost grows about linearly (benchmarks/RESULTS.md).
+# The most: each sequence adds BATCH_ROOM_TOKENS KV cells (12 MiB for Qwen2.5-0.5B); at 16 a
+# step already cost twice as much as at 8 for no gain (benchmarks/RESULTS.md).
 MAX_BATCH = 16
 
 
