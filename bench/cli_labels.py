@@ -7,10 +7,18 @@ bench never runs a call no model made on a system it does not own by itself: thi
 the one place it does, and only after the user agreed to the list of write calls it will make
 (an interactive confirmation, or ``--yes``); a shell that cannot ask refuses without
 ``--yes``. Reference toolsets (bench's own database copy) need no recording and are skipped.
+
+Each case's results reach ``cases.jsonl`` (rewritten atomically) as soon as its calls ran, so
+a stop of any kind (Ctrl-C, ``kill -9``, a power cut) loses at most the case being run: the
+next ``bench labels record`` finds the others recorded and runs none of their calls again (a
+write would change the user's system twice). The case being run is named in a marker file
+(``reports/labels/in-progress-<hash>.json``) until its results are written; a stop leaves
+it there, and the next recording says that case's calls may have run once already.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -27,7 +35,6 @@ labels_app = typer.Typer(no_args_is_help=True, help="Expected results of the lab
                                                      "them on your own system, with consent.")
 out = Console(soft_wrap=True)
 SHOWN_WRITES = 20
-FLUSH_EVERY = 25  # cases recorded between atomic rewrites of cases.jsonl (a stop keeps them)
 _RANK = {"read": 0, "write": 1, "sensitive": 2}
 
 
@@ -136,9 +143,12 @@ def record(
         todo.append((case, built))
     for why, n in skipped.items():
         out.print(f"skipped {count(n, 'case')}: {why}", markup=False)
+    marker = _marker(runs_dir().parent / "labels", Path(loaded.path))
     if not todo:
         out.print("nothing to record", markup=False)
+        marker.unlink(missing_ok=True)  # its case is recorded, or no longer in the dataset
         return
+    _say_stopped(marker)
     toolsets = sorted({case.toolset for case, _ in todo})
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_dir = runs_dir().parent / "labels" / f"record-{stamp}"
@@ -147,9 +157,32 @@ def record(
                              toolsets=toolsets)
     try:
         _consent(todo, tools, execution, yes)
-        _run(loaded, todo, tools, execution, allow_sensitive, run_dir, stamp)
+        _run(loaded, todo, tools, execution, allow_sensitive, run_dir, stamp, marker)
     finally:
         execution.close()
+
+
+def _marker(folder: Path, cases: Path) -> Path:
+    """The in-progress marker of recording ``cases`` (a ``cases.jsonl``): one file per
+    dataset file under ``folder`` (``reports/labels``), named by the SHA-256 of its resolved
+    path."""
+    key = hashlib.sha256(str(cases.resolve()).encode("utf-8")).hexdigest()[:16]
+    return folder / f"in-progress-{key}.json"
+
+
+def _say_stopped(marker: Path) -> None:
+    """One line when the last recording of this dataset stopped while a case's calls ran
+    (``marker`` left behind): they may have run once, and the case is recorded now only if
+    the user agrees again."""
+    try:
+        left = json.loads(marker.read_text(encoding="utf-8"))
+        case, calls = str(left["case"]), [str(c) for c in left["calls"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    out.print(f"note: the last bench labels record of this dataset stopped while case {case}'s "
+              f"label calls ran ({'; '.join(calls)}): they may have run once on your system "
+              "already; its results were not kept, so it is recorded again below",
+              markup=False)
 
 
 def _permission(tool: Any, handler: Any) -> str:
@@ -195,10 +228,13 @@ def _consent(todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[str, Any]]
 
 
 def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[str, Any]],
-         execution: Any, allow_sensitive: bool, run_dir: Path, stamp: str) -> None:
+         execution: Any, allow_sensitive: bool, run_dir: Path, stamp: str,
+         marker: Path) -> None:
     """Run the label calls case by case (after the toolset's reset, if declared) and write
-    the results into the dataset file every :data:`FLUSH_EVERY` cases and at the end (also
-    when stopped: what ran is kept)."""
+    the results into the dataset file after each case (atomically: a stop of any kind keeps
+    every case recorded before it). ``marker`` names the case whose calls run, until its
+    results are written (:func:`_say_stopped` reads it after a stop)."""
+    from bench.runstore import atomic_write_text
     from bench.executor.outcome import RunContext
     from bench.executor.judge import schema_sha256
     from bench.models import RecordedResult, Recording
@@ -211,41 +247,42 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
     refused: list[str] = []
     done = 0
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        for case, built in todo:
-            backend = execution.executor.handlers_for(case.toolset)
-            context = RunContext(run_id=f"labels-record-{stamp}", case_id=case.id,
-                                  allow_writes=True, allow_sensitive=allow_sensitive,
-                                  inject_faults=False, label_side=True)
-            with backend.lock:
-                if backend.reset is not None:
-                    backend.reset()
-                outcomes = [execution.executor.execute(call, tools[case.toolset],
-                                                       case.toolset, context)
-                            for call in built]
-            if any(o.error_code == "permission_denied" for o in outcomes):
-                refused.append(case.id)  # not the label's result: nothing recorded
-                continue
-            results = [RecordedResult(
-                name=call.name, arguments=call.arguments,
-                ok=o.success and not o.fallback_used,
-                # what the file keeps: no secret (bench.redact), which runs compare alike
-                data=redact_data(o.data) if o.success and not o.fallback_used else None,
-                error_code=None if o.success else o.error_code,
-                error=redact(o.error) if not o.success and o.error is not None else None,
-                schema_sha256=schema_sha256(tools[case.toolset][call.name].input_schema)
-                if call.name in tools[case.toolset] else None)
-                for call, o in zip(built, outcomes)]
-            if not all(r.ok for r in results):
-                failed.append(case.id)
-            made = Recording(at=at, system=backend.describe, results=results)
-            pending[loaded.lines[case.id] - 1] = made.model_dump(mode="json")
-            done += 1
-            if done % FLUSH_EVERY == 0:
-                _rewrite(path, lines, pending)
-    finally:
-        if pending:
-            _rewrite(path, lines, pending)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    for case, built in todo:
+        atomic_write_text(marker, json.dumps({
+            "dataset": str(path), "case": case.id,
+            "calls": [_call_text(c.name, c.arguments) for c in built]}))
+        backend = execution.executor.handlers_for(case.toolset)
+        context = RunContext(run_id=f"labels-record-{stamp}", case_id=case.id,
+                             allow_writes=True, allow_sensitive=allow_sensitive,
+                             inject_faults=False, label_side=True)
+        with backend.lock:
+            if backend.reset is not None:
+                backend.reset()
+            outcomes = [execution.executor.execute(call, tools[case.toolset],
+                                                   case.toolset, context)
+                        for call in built]
+        if any(o.error_code == "permission_denied" for o in outcomes):
+            refused.append(case.id)  # not the label's result: nothing recorded
+            marker.unlink(missing_ok=True)  # said below (--allow-sensitive), not a stop
+            continue
+        results = [RecordedResult(
+            name=call.name, arguments=call.arguments,
+            ok=o.success and not o.fallback_used,
+            # what the file keeps: no secret (bench.redact), which runs compare alike
+            data=redact_data(o.data) if o.success and not o.fallback_used else None,
+            error_code=None if o.success else o.error_code,
+            error=redact(o.error) if not o.success and o.error is not None else None,
+            schema_sha256=schema_sha256(tools[case.toolset][call.name].input_schema)
+            if call.name in tools[case.toolset] else None)
+            for call, o in zip(built, outcomes)]
+        if not all(r.ok for r in results):
+            failed.append(case.id)
+        made = Recording(at=at, system=backend.describe, results=results)
+        pending[loaded.lines[case.id] - 1] = made.model_dump(mode="json")
+        _rewrite(path, lines, pending)  # now: a stop must not make it run again
+        marker.unlink(missing_ok=True)
+        done += 1
     out.print(f"recorded {count(done, 'case')} into {path} (traces: {run_dir / 'traces.jsonl'})",
               markup=False)
     if refused:

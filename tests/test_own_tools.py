@@ -969,6 +969,60 @@ def writes(root: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
+#: add_item, but its first call for "eggs" kills bench (SIGKILL) once the item is written:
+#: a kill -9 of ``bench labels record`` in the middle of a case, after its write ran.
+KILLING_ITEM_TOOLS = ITEM_TOOLS.replace('    return {"added": title}', """\
+    flag = Path(__file__).parent / "killed.flag"
+    if title == "eggs" and not flag.exists():
+        flag.write_text("once")
+        import os
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"added": title}""")
+
+
+@pytest.mark.slow
+def test_a_killed_labels_record_keeps_the_cases_recorded_and_never_runs_their_writes_again(
+        tmp_path):
+    """bench labels record killed (SIGKILL) while the second case's write runs: the first
+    case's recording is in cases.jsonl already, so the next recording runs only the cases
+    not recorded (milk is written once in all), saying the stopped case's write may have
+    run; cases.jsonl stays whole throughout."""
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(KILLING_ITEM_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--writes", "add_item",
+                 "--name", "items").returncode == 0
+    write_cases(root, "items", [
+        {"id": f"c{i}", "messages": [{"role": "user", "content": f"add {title}"}],
+         "expected": {"calls": [{"name": "add_item", "arguments": {"title": [title]}}]}}
+        for i, title in enumerate(["milk", "eggs", "bread"], start=1)])
+    cases = root / "datasets" / "items" / "cases.jsonl"
+
+    def recorded() -> dict[str, list]:
+        found = {}
+        for line in cases.read_text(encoding="utf-8").splitlines():
+            case = json.loads(line)  # every line whole: the file was never half written
+            if case["expected"].get("recorded"):
+                found[case["id"]] = [r["data"] for r in case["expected"]["recorded"]["results"]]
+        return found
+    killed = bench(root, "labels", "record", "items", "--yes")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (root / "writes.log").read_text().splitlines() == ["milk", "eggs"]
+    assert recorded() == {"c1": [{"added": "milk"}]}
+    again = bench(root, "labels", "record", "items", "--yes")
+    assert again.returncode == 0, again.stderr
+    said = flat(again.stdout)
+    assert "skipped 1 case: already recorded" in said
+    assert ("note: the last bench labels record of this dataset stopped while case c2's "
+            "label calls ran (add_item(title=\"eggs\")): they may have run once on your "
+            "system already") in said
+    assert (root / "writes.log").read_text().splitlines() == ["milk", "eggs", "eggs", "bread"]
+    assert recorded() == {"c1": [{"added": "milk"}], "c2": [{"added": "eggs"}],
+                          "c3": [{"added": "bread"}]}
+    assert list((root / "reports" / "labels").glob("in-progress-*")) == []
+
+
 @pytest.mark.slow
 def test_a_python_project_never_runs_a_labels_write_and_records_with_consent(tmp_path):
     root = tmp_path / "items"
