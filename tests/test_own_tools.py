@@ -550,8 +550,8 @@ def test_init_and_run_on_a_stdio_mcp_server(tmp_path):
 def test_a_server_that_exits_during_a_call_is_restarted_and_only_that_call_fails(tmp_path):
     """crash ends the MCP server (os._exit(3)): its rows fail with server_exited, echo and
     with_default run on the restarted server in both variants, and the table says the
-    server exited twice during calls of crash; with max_restarts = 1 a third exit stops the
-    run with one line naming the toolset and the server's log."""
+    server exited twice during calls of crash; with max_restarts = 1 the second exit stops
+    the run with one line naming the toolset and the server's log."""
     root = tmp_path / "crashy"
     root.mkdir()
     (root / "server.py").write_text((TESTS / "mcp_crash_server.py").read_text(),
