@@ -595,6 +595,22 @@ def register_command_secrets(server: Sequence[str] | str | None) -> list[str]:
     return values
 
 
+def register_env_secrets(env: Mapping[str, str] | None) -> list[str]:
+    """Register (:func:`register_secret`) the values of ``env`` (a server's own environment,
+    ``env = {...}`` of a toolset) that the environment rule calls secrets (:func:`_credible`:
+    a secret-named variable such as ``API_TOKEN`` with a credible value), so a server that
+    prints its environment logs ``***``. bench's own process environment is covered
+    already; a value written in clear in ``pyproject.toml`` is not in it.
+
+    Returns:
+        The values registered.
+    """
+    values = [value for name, value in (env or {}).items() if _credible(name, value)]
+    for value in values:
+        register_secret(value)
+    return values
+
+
 def _references(server: list[str] | str) -> tuple[list[str], dict[str, str]]:
     """:func:`reference_secrets` without its final check: (the arguments with references,
     ``{NAME: value}``)."""

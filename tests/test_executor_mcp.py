@@ -258,6 +258,25 @@ def test_secrets_given_in_clear_on_a_servers_command_line_never_reach_its_log(tm
 
 
 @pytest.mark.slow
+def test_a_secret_written_in_clear_in_a_servers_env_never_reaches_its_log(tmp_path):
+    """``env = {API_TOKEN = "..."}`` written in clear (no ``${NAME}``): the value is in the
+    server's environment, not bench's, and the server prints it on stderr."""
+    from bench.executor.runhook import RunExecution
+
+    secret = "envtok-in-clear-5521"
+    argv = [sys.executable, str(RENAMED_SERVER), "--plain"]
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.bench.toolsets.ren]\nexecute = \"mcp\"\n"
+        f"server = {json.dumps(argv)}\nenv = {{API_TOKEN = \"{secret}\"}}\n",
+        encoding="utf-8")
+    run_dir = tmp_path / "reports" / "runs" / "r1"
+    RunExecution(run_dir, "r1", project_root=tmp_path, toolsets=["ren"]).close()
+    text = (run_dir / "mcp-server-ren.log").read_text()
+    assert "with token ***" in text, text
+    assert secret not in text
+
+
+@pytest.mark.slow
 def test_server_names_naming_no_tool_of_the_toolset_is_refused_naming_the_field(tmp_path):
     """A key of server_names is a bench tool name, checked as read_only's names are: a
     misspelt one would leave the tool it meant called by the wrong name, without a word."""

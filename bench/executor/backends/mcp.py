@@ -319,9 +319,11 @@ class McpBackend:
                  name: str | None = None, max_restarts: int = MAX_RESTARTS) -> None:
         from mcp import Client, StdioServerParameters
 
-        from bench.redact import register_command_secrets
-        # before it starts: a server that prints its argv (--api-key X) logs them redacted
+        from bench.redact import register_command_secrets, register_env_secrets
+        # before it starts: a server that prints its argv (--api-key X) or its environment
+        # (env = {API_TOKEN = "..."} written in clear) logs them redacted
         register_command_secrets(url if url is not None else [command or "", *args])
+        register_env_secrets(env)
         if url is not None:
             from bench.toolset_config import server_label
             self._params: Any = url
