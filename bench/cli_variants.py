@@ -263,7 +263,7 @@ def variants_draft(
                     "lengths drafted so far are written, the others named.")] = 600.0,
     max_tokens: Annotated[Optional[int], typer.Option(
         min=64, help="Completion cap per request (default: whole, 40 tokens per line of the "
-                     "longest length, at least 256; sections, 512).")] = None,
+                     "longest length, at least 256; sections, 256 per line).")] = None,
 ) -> None:
     """Draft shorter and longer versions (about 3/10/30/50 lines) of each tool's description
     from its imported text (the 'current' variant), so that the length ablation runs on any

@@ -243,25 +243,45 @@ def test_a_usable_answer_is_its_lines_or_its_text():
         "Weather now.\nCity."
 
 
+SECTION_WORDS = (("should the assistant handle", "Edge cases"), ("could type", "Examples"),
+                 ("not serve", "When not to use it"), ("sounds like one", "When not to use it"),
+                 ("Which kind of user request does", "When to use it"),
+                 ("would an assistant call", "When to use it"),
+                 ("Who typically asks", "Business context"), ("tell the user when", "Errors"),
+                 ("most useful", "Business context"), ("Which format", "Constraints"),
+                 ("must always be given", "Constraints"), ("did not expect", "Errors"),
+                 ("never send", "Constraints"), ("do next", "Business context"),
+                 ("gets no answer", "Errors"),
+                 ("return?", "What it returns"), ("Which values", "Constraints"),
+                 ("When should the assistant give", "Constraints"),
+                 ("must be true", "Constraints"), ("typically need", "Business context"),
+                 ("along with", "Business context"), ("missing or invalid", "Errors"),
+                 ("finds nothing", "Errors"), ("lacks a value", "Errors"))
+
+
+def section_of(prompt: str) -> str:
+    """The section a drafting request asks for (its question's words)."""
+    return next(title for words, title in SECTION_WORDS if words in prompt)
+
+
 def section_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
-    """A scripted model for section-by-section drafting: as many lines as the offered tool's
-    ``minItems``; examples with arguments, the first of which breaks the tool's schema."""
+    """A scripted model for section-by-section drafting: one line per question, naming the
+    section, the tool and the question's number; examples whose arguments break the tool's
+    schema on every other question."""
     prompt = messages[-1].content
     PROMPTS.append(prompt)
-    offered = tools[0]
-    name = re.search(r"the tool `([^`]+)`", prompt).group(1)
-    title = re.search(r'Write the section "([^"]+)"', prompt).group(1)
-    if offered.name == "write_examples":
-        count = offered.input_schema["properties"]["examples"]["minItems"]
-        examples = [{"request": f"{name} request {i + 1}?",
-                     "arguments": {"city": f"City{i + 1}", "days": 2}} for i in range(count)]
-        examples[0]["arguments"] = {"days": 99}  # no city, days out of bounds: dropped
-        return [{"name": "write_examples", "arguments": {"examples": examples}}]
-    count = offered.input_schema["properties"]["lines"]["minItems"]
+    name = re.search(r"Tool `([^`]+)`:", prompt).group(1)
+    title = section_of(prompt)
+    number = sum(1 for p in PROMPTS if f"Tool `{name}`:" in p and section_of(p) == title)
+    if tools[0].name == "write_examples":
+        arguments = {"days": 99} if number % 2 else {"city": f"City{number}", "days": 2}
+        return [{"name": "write_examples", "arguments": {"examples": [
+            {"request": f"What will the weather be like in City{number} (asked {name})?",
+             "arguments": arguments}]}}]
     lead = {"When to use it": "Use it when", "When not to use it": "Do not use it when"}.get(
         title, "-")
     return [{"name": "write_section", "arguments": {"lines": [
-        f"{lead} {title.lower()} of {name}, item {i + 1}" for i in range(count)]}}]
+        f"{lead} {title.lower()} of {name}, scripted item {number}"]}}]
 
 
 def test_sections_drafting_fills_the_empty_sections_and_renders_every_length(weather: Path):
@@ -281,15 +301,16 @@ def test_sections_drafting_fills_the_empty_sections_and_renders_every_length(wea
                                       "function:section-drafter", "--toolset", "weather",
                                       "--method", "sections"])
     assert result.exit_code == 0, result.output
-    asked = [re.search(r"tool `(\w+)`.*?section \"([^\"]+)\"", p, re.DOTALL).groups()
-             for p in PROMPTS]
-    assert asked == [("get_weather", t) for t in ("When not to use it", "Constraints", "Errors",
-                                                  "Examples", "Edge cases")] + \
-        [("get_forecast", t) for t in ("When to use it", "When not to use it",
-                                       "What it returns", "Constraints", "Errors", "Examples",
-                                       "Edge cases")]
+    asked = [(re.search(r"Tool `(\w+)`:", p).group(1), section_of(p)) for p in PROMPTS]
+    titles = {tool: {title for t, title in asked if t == tool}
+              for tool in ("get_weather", "get_forecast")}
+    everything = {"When to use it", "When not to use it", "What it returns", "Constraints",
+                  "Business context", "Errors", "Examples", "Edge cases"}
+    assert titles == {"get_weather": everything - {"When to use it", "What it returns"},
+                      "get_forecast": everything}
+    # one progress line per question
     assert len([line for line in result.stderr.splitlines() if line.startswith("draft ")]) \
-        == 12
+        == len(PROMPTS)
     counts = {}
     for name, lines in (("l3", 3), ("l10", 10), ("l30", 30), ("l50", 50)):
         variant = load_variant("weather", name)
@@ -301,13 +322,13 @@ def test_sections_drafting_fills_the_empty_sections_and_renders_every_length(wea
         counts["l30"]["get_forecast"] < counts["l50"]["get_forecast"]
     l3 = load_variant("weather", "l3").tool("get_weather").description.splitlines()
     assert l3 == ["Current weather for a city.", "Use it when the user asks about the weather "
-                  "now.", "Do not use it when when not to use it of get_weather, item 1."]
+                  "now.", "Do not use it when when not to use it of get_weather, scripted item 1."]
     forecast = load_variant("weather", "l50").tool("get_forecast").description
-    assert "Use it when when to use it of get_forecast, item 1." in forecast  # "Use it" once
+    assert "Use it when when to use it of get_forecast, scripted item 2." in forecast  # "Use it" once
     assert "Constraints:" in forecast and "Edge cases:" in forecast
-    examples = [line for line in forecast.splitlines() if line.startswith('- "get_forecast')]
-    assert examples and all('"days": 2' in line for line in examples)  # the bad one dropped
-    assert '"get_forecast request 1?"' not in forecast
+    examples = [line for line in forecast.splitlines() if line.startswith('- "What will')]
+    assert examples and all('"days": 2' in line for line in examples)  # bad ones dropped
+    assert "City1 " not in forecast
 
 
 def slow_section_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
@@ -329,7 +350,7 @@ def test_a_tools_time_budget_stops_its_requests_and_keeps_what_was_drafted(weath
     assert len(PROMPTS) == 2  # one request per tool: the budget was spent after it
     skipped = [line for line in result.stderr.splitlines() if "not asked" in line]
     assert [line.split(":")[0] for line in skipped] == [
-        "draft 2/4 get_weather when_not_to_use", "draft 4/4 get_forecast when_not_to_use"]
+        "draft 6/12 get_weather when_not_to_use", "draft 12/12 get_forecast when_not_to_use"]
     assert "the tool's --tool-timeout of 1 s was spent" in skipped[0]
     # summary and "Use it" line: usable at l3, written, the missing section named
     assert load_variant("weather", "l3").line_counts == {"get_forecast": 2, "get_weather": 2}
@@ -395,3 +416,34 @@ def test_two_drafts_at_once_on_one_toolset_keep_both(tmp_path: Path):
         if sorted(spec.get("variants") or {}) != ["l10", "l30"]:
             lost[f"tool_{i:02d}"] = sorted(spec.get("variants") or {})
     assert lost == {}
+
+
+def test_a_sections_lines_that_copy_the_prompt_or_are_no_sentence_are_dropped():
+    from bench.descriptions.drafts import SECTIONS, read_section
+    from bench.models import Tool, ToolCall
+    from bench.parse import ParsedAnswer
+
+    def lines(*items: str) -> ParsedAnswer:
+        return ParsedAnswer(calls=[ToolCall(id="c0", name="write_section",
+                                            arguments={"lines": list(items)},
+                                            raw_arguments=json.dumps({"lines": items}))])
+
+    tool = Tool(name="get_time", description="Current time in a time zone.",
+                input_schema={"type": "object", "properties": {"timezone": {"type": "string"}}})
+    use = SECTIONS[0]
+    question = use.questions[0].replace("{tool}", "get_time")
+    # what the embedded 0.5B model wrote when its prompt showed headings and instructions
+    junk = ("What it returns: exactly 1 line(s), each what a call returns.", "required.",
+            "additionalProperties", "Answer this question in one short sentence of your own",
+            ". / . / . / . / .", "Which kind of user request does get_time serve? Answer with a "
+            "phrase")
+    assert read_section(lines(*junk, "Use it when the user asks for the time in Tokyo",
+                              "when the user asks for the time in Tokyo."), use, tool,
+                        question) == ["when the user asks for the time in Tokyo."]
+    with pytest.raises(ValueError, match="no usable line: the prompt copied back, not a "
+                                         "sentence"):
+        read_section(lines(*junk), use, tool, question)
+    # a line the tool's sections already hold is not repeated
+    with pytest.raises(ValueError, match="no text"):
+        read_section(lines("when the user asks for the time."), use, tool, question,
+                     taken=["When the user asks for the time."])

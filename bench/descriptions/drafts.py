@@ -14,15 +14,16 @@ tool on its first draft: its name, permission, input schema and, as the required
 Two methods (:data:`METHODS`). ``whole`` asks each length's whole text, offering one tool,
 ``write_description``, whose ``lines`` argument is the draft, one string per line, with
 ``minItems``/``maxItems`` set to the line range asked for (:func:`draft_tool`); a plain-text
-answer is read as the draft too. ``sections`` (the embedded model's default) asks for the
-empty sections of the tool's spec one at a time, a few short lines each (:data:`SECTIONS`,
-:func:`section_tool`; examples as requests with arguments that fit the tool's schema,
-:func:`examples_tool`), and renders each length from the filled spec with its template, as
-the variants of a hand-written spec are rendered. The embedded model answers only in
-grammar-constrained JSON whose free strings are capped at
+answer is read as the draft too. ``sections`` (the embedded model's default) fills the empty
+sections of the tool's spec one line per request, each a short question (:data:`SECTIONS`,
+:func:`section_questions`, :func:`section_prompt`; an example is a request with arguments
+held to the tool's schema, :func:`examples_tool`), and renders each length from the filled
+spec with its template, as the variants of a hand-written spec are rendered. The embedded
+model answers only in grammar-constrained JSON whose free strings are capped at
 :data:`bench.providers.local.prompt.GRAMMAR_MAX_STRING` characters and whose arrays are
 bounded up to :data:`bench.providers.local.prompt.GRAMMAR_MAX_ITEMS` items: a 30- or 50-line
-array ran on to the token cap (minutes per draft, or a hang), eight lines a request do not.
+array ran on to the token cap (minutes per draft, or a hang); asked for several lines at
+once, it wrote its first line again and again; one line per question does neither.
 Requests go through the provider's request pipeline
 (:func:`bench.providers.pipeline.build_pipeline`), as a run's do.
 
@@ -42,6 +43,7 @@ file, comments included, stays as it was.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fcntl
 import functools
@@ -246,7 +248,8 @@ class DraftStep:
         done: requests answered so far, this one included (1-based).
         total: requests planned.
         tool: the tool drafted.
-        part: what was asked: a length (``l10``) or a spec section (``constraints``).
+        part: what was asked: a length (``l10``), or a spec section and the question's
+            number (``constraints 2/3``).
         outcome: a few words: ``10 lines``, ``unusable: <why>``, ``not asked: <why>``.
         seconds: this request's wall time (s).
         elapsed_s: the command's wall time so far (s).
@@ -267,8 +270,9 @@ ProgressHook = Callable[[DraftStep], None]
 
 METHODS = ("auto", "whole", "sections")
 """How drafts are asked. ``whole``: one request per tool and length for the whole text.
-``sections``: one request per empty section of the tool's spec (a few short lines each),
-then each length is its template rendered from the filled spec (:func:`tier_of`).
+``sections``: one request per line of the tool's spec's empty sections (a short question
+each, :func:`section_questions`), then each length is its template rendered from the filled
+spec (:func:`tier_of`).
 ``auto``: ``sections`` for the embedded model (``local``), ``whole`` for any other."""
 
 
@@ -290,62 +294,125 @@ def resolve_method(method: str, provider_id: str) -> str:
 DEFAULT_TOOL_TIMEOUT_S = 600.0
 """Seconds of requests one tool's drafts may take (``--tool-timeout``): no new request is
 sent for a tool once its earlier ones took this long; a request in flight is bounded by
-``--request-timeout``. Ten minutes is about five times what the section-by-section drafts of
-a two-parameter tool took the embedded model on two shared cores (docs/descriptions-and-
-variants.md)."""
+``--request-timeout``. Ten minutes is about six times what the section-by-section drafts of
+a two-parameter tool took the embedded model on two shared cores (98 s: docs/descriptions-
+and-variants.md)."""
 
 
 @dataclass(frozen=True)
 class Section:
-    """A spec section that ``sections`` drafting asks for (:data:`SECTIONS`).
+    """A spec section that ``sections`` drafting fills (:data:`SECTIONS`), one line per
+    question: the embedded 0.5B model, asked for several lines at once, wrote its first line
+    again and again (greedy decoding); a question each gets different lines.
 
     Attributes:
         key: the :class:`~bench.descriptions.specs.ToolSpec` field it fills.
-        title: its name in the prompt.
-        ask: what each of its lines holds (the prompt's words).
+        title: its name in messages (and its template's heading).
         tier: the shortest built-in template that shows it (bench/data/templates: l3.j2
             shows the first item of when_to_use and when_not_to_use, l10.j2 all of them and
-            returns, l30.j2 constraints and errors, l50.j2 examples and edge cases).
-        most: the most lines asked for it.
+            returns, l30.j2 constraints, business context and errors, l50.j2 examples and
+            edge cases).
+        per_parameter: questions asked once per parameter of the tool (``{p}``), first.
+        questions: questions asked once each, then (``{tool}``: the tool's name).
         block: the template shows it under a heading line of its own (which adds a line).
     """
 
     key: str
     title: str
-    ask: str
     tier: int
-    most: int
+    per_parameter: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
     block: bool = False
 
 
+_WHEN = ' Answer with a phrase beginning with "when the user".'
+
 SECTIONS = (
-    Section("when_to_use", "When to use it", 'a kind of request it serves, finishing the '
-            'sentence "Use it ..." (begin with "when")', 3, 3),
-    Section("when_not_to_use", "When not to use it", "a request it cannot serve or that needs "
-            'another tool, finishing the sentence "Do not use it ..." (begin with "when" or '
-            '"for")', 3, 3),
-    Section("returns", "What it returns", "what a call returns", 10, 1),
-    Section("constraints", "Constraints", "a rule its arguments must follow: format, allowed "
-            "values, bounds, which arguments go together", 30, 8, block=True),
-    Section("errors", "Errors", "a way a call can fail (a bad or missing argument, nothing "
-            "found) and what to do then", 30, 6, block=True),
-    Section("examples", "Examples", "a request a user could write that this tool serves, with "
-            "the arguments of the call it needs", 50, 4, block=True),
-    Section("edge_cases", "Edge cases", "an unusual or ambiguous request or value, and how to "
-            "handle it", 50, 8, block=True),
+    Section("when_to_use", "When to use it", 3, questions=(
+        "Which kind of user request does `{tool}` serve?" + _WHEN,
+        "For which user question would an assistant call `{tool}`?" + _WHEN),
+        per_parameter=("When would an assistant call `{tool}` with the parameter `{p}`?"
+                       + _WHEN,)),
+    Section("when_not_to_use", "When not to use it", 3, questions=(
+        "Which kind of user request can `{tool}` not serve?" + _WHEN,
+        "Which user request sounds like one for `{tool}` but needs another tool?" + _WHEN)),
+    Section("returns", "What it returns", 10, questions=("What does a call of `{tool}` return?",)),
+    Section("constraints", "Constraints", 30, block=True, per_parameter=(
+        "Which values does the parameter `{p}` of `{tool}` accept?",
+        "When should the assistant give the parameter `{p}` of `{tool}`, and what happens "
+        "when it is left out?"), questions=(
+        "What must be true before the assistant calls `{tool}`?",
+        "Which format must the values given to `{tool}` have?",
+        "Which arguments of `{tool}` must always be given?",
+        "Which values of the parameters of `{tool}` should the assistant never send?")),
+    Section("business_context", "Business context", 30, block=True, questions=(
+        "Why does a user typically need what `{tool}` does?",
+        "What should the assistant tell the user along with the result of `{tool}`?",
+        "Who typically asks an assistant for what `{tool}` does?",
+        "In which situation is `{tool}` most useful to a user?",
+        "What does a user do next with the result of `{tool}`?")),
+    Section("errors", "Errors", 30, block=True, per_parameter=(
+        "What should the assistant do when the parameter `{p}` of `{tool}` is missing or "
+        "invalid?",), questions=(
+        "What should the assistant do when `{tool}` finds nothing or fails?",
+        "What should the assistant do when the user's request lacks a value that `{tool}` "
+        "needs?",
+        "What should the assistant tell the user when `{tool}` fails?",
+        "What should the assistant do when `{tool}` returns something the user did not "
+        "expect?",
+        "What should the assistant do when a call of `{tool}` gets no answer?")),
+    Section("examples", "Examples", 50, block=True, questions=(
+        "Write one request a user could type that `{tool}` serves, with its call's arguments.",
+        "Write one short, hurried request a user could type for `{tool}`, with its call's "
+        "arguments.",
+        "Write one polite, detailed request a user could type for `{tool}`, with its call's "
+        "arguments.",
+        "Write one request a user could type for `{tool}` as a question, with its call's "
+        "arguments.",
+        "Write one request a user could type for `{tool}` in very plain words, with its "
+        "call's arguments.",
+        "Write one request a user could type for `{tool}` inside a longer message, with its "
+        "call's arguments."), per_parameter=(
+        "Write one request a user could type that gives `{tool}` its parameter `{p}`, with "
+        "its call's arguments.",)),
+    Section("edge_cases", "Edge cases", 50, block=True, per_parameter=(
+        "How should the assistant handle a request that gives the parameter `{p}` of `{tool}` "
+        "in an unusual or ambiguous form?",), questions=(
+        "How should the assistant handle a request that `{tool}` can only partly serve?",
+        "How should the assistant handle a request that needs several calls of `{tool}` at "
+        "once?",
+        "How should the assistant handle a request that is unclear about what it wants from "
+        "`{tool}`?",
+        "How should the assistant handle a request for `{tool}` written in another "
+        "language?",
+        "How should the assistant handle a request for `{tool}` that gives a value it does "
+        "not accept?",
+        "How should the assistant handle a request that mixes what `{tool}` does with "
+        "something else?",
+        "How should the assistant handle a request for `{tool}` that leaves out a value it "
+        "needs?",
+        "How should the assistant handle a request for `{tool}` with a spelling mistake in a "
+        "value?")),
 )
-"""The sections drafted, in the order asked (a tier's later sections are sized by what its
-earlier ones added). ``business_context`` is not asked: nothing in a tool's description tells
-a model the business behind it."""
+"""The sections drafted, each a bank of distinct questions (greedy decoding answers one
+question the same way every time, so a question is never asked twice). The sections of
+l3/l10 are asked in this order; those of l30 and of l50 in turn, one question of each, until
+the length reaches its target (:func:`_draft_sections`)."""
 
-MAX_SECTION_ITEMS = 8
-"""Most lines one section request asks for: the embedded model's grammar bounds an array's
-length up to :data:`bench.providers.local.GRAMMAR_MAX_ITEMS` (8) items only; past that the
-array runs on until the token cap, as 30- and 50-line whole drafts did."""
 
-SECTION_MAX_TOKENS = 512
-"""Default completion cap of one section request: :data:`TOKENS_PER_LINE` for each of
-:data:`MAX_SECTION_ITEMS` lines, with room for an example's arguments (four examples)."""
+def section_questions(section: Section, tool: Tool) -> list[str]:
+    """Every question ``section`` may ask about ``tool``: :attr:`Section.questions`, then
+    :attr:`Section.per_parameter` for each top-level parameter (interleaved per question:
+    each parameter's first question, then each one's second...)."""
+    names = list((tool.input_schema.get("properties") or {}))
+    found = [q.replace("{p}", name) for q in section.per_parameter for name in names]
+    return [q.replace("{tool}", tool.name) for q in list(section.questions) + found]
+
+
+SECTION_MAX_TOKENS = 256
+"""Default completion cap of one section question: one line of at most
+:data:`bench.providers.local.GRAMMAR_MAX_STRING` (160) characters, about 40 tokens, or one
+example with its arguments, with the JSON around it and room to spare."""
 
 TIERS = (3, 10, 30, 50)
 """Target lines of the built-in templates l3.j2 ... l50.j2 (bench/data/templates)."""
@@ -360,13 +427,13 @@ def tier_of(lines: int) -> int:
     return min(TIERS, key=lambda tier: (abs(tier - lines), tier))
 
 
-def section_tool(count: int) -> Tool:
-    """The tool a section request offers: ``write_section(lines: [str x count])``."""
+def section_tool() -> Tool:
+    """The tool a section question offers: ``write_section(lines: [str])``, one line."""
     return Tool(name=SECTION_TOOL, description=(
-        "Write the section you were asked for: each item of `lines` is one line."),
+        "Write the answer you were asked for: one line, the one item of `lines`."),
         input_schema={"type": "object", "properties": {"lines": {
-            "type": "array", "items": {"type": "string"}, "minItems": count, "maxItems": count,
-            "description": f"The section, {count} line(s), one per item."}},
+            "type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1,
+            "description": "The answer: one line."}},
             "required": ["lines"], "additionalProperties": False})
 
 
@@ -388,31 +455,23 @@ def examples_tool(tool: Tool, count: int) -> Tool:
         "required": ["examples"], "additionalProperties": False, **defs})
 
 
-def section_prompt(tool: Tool, filled: dict[str, Any], section: Section, count: int) -> str:
-    """The request for ``count`` lines of ``section`` of ``tool``'s description, showing its
-    current description, its parameters (one plain line each) and the sections ``filled`` so
-    far (so that the model does not repeat them)."""
-    known = []
-    for other in SECTIONS:
-        value = filled.get(other.key)
-        if other.key != "examples" and value:
-            items = value if isinstance(value, list) else [value]
-            known.append(f"{other.title}: " + " / ".join(str(i) for i in items))
+def section_prompt(tool: Tool, section: Section, question: str) -> str:
+    """The request for one line of ``section``: the rules, the ``question``
+    (:func:`section_questions`), then ``tool``'s current description and parameters (one
+    plain line each) as the facts to use. Nothing else: the embedded 0.5B model copied any
+    other text it was shown (headings, other sections, an example answer, the answers it was
+    told not to repeat) into its line; with the question last, it copied the question."""
     answer = EXAMPLES_TOOL if section.key == "examples" else SECTION_TOOL
-    return (
-        f"You are writing one section of the description of the tool `{tool.name}`, read by an "
-        "AI model that chooses tools and fills in their arguments.\n\n"
-        f"Current description:\n{tool.description.strip() or '(none)'}\n\n"
-        "Parameters:\n" + "\n".join(_parameter_lines(tool.input_schema)) + "\n"
-        + ("\nSections written so far:\n" + "\n".join(known) + "\n" if known else "")
-        + f"\nWrite the section \"{section.title}\": exactly {count} line(s), each "
-        f"{section.ask}. Use only what the description and parameters say or plainly imply; "
-        "never invent limits, defaults or values. Do not repeat the sections written so far. "
-        f"One short plain sentence per line. Answer by calling {answer}.\n")
+    return (_QUESTION_RULES.format(answer=answer) + f"\nQuestion: {question}\n\n"
+            f"Facts:\nTool `{tool.name}`: {tool.description.strip() or '(no description)'}\n"
+            "Parameters:\n" + "\n".join(_parameter_lines(tool.input_schema)) + "\n")
 
 
-_SECTION_ECHOES = _ECHOES + ("Sections written so far", "Write the section", SECTION_TOOL,
-                             EXAMPLES_TOOL)
+_QUESTION_RULES = ("Answer this question in one short sentence of your own, using only the "
+                   "facts below, and call {answer} with it.")
+
+
+_SECTION_ECHOES = _ECHOES + ("Parameters:", SECTION_TOOL, EXAMPLES_TOOL)
 _BULLET = re.compile(r"^(?:[-*\u2022]\s+|\d+[.)]\s+)")
 _USE_PREFIX = re.compile(r"^(?:you (?:should|can) |only )?(?:use|call) (?:it|this tool|this|"
                          r"the tool)\b[\s,:]*", re.IGNORECASE)
@@ -420,6 +479,19 @@ _DONT_PREFIX = re.compile(r"^(?:do not|don't|never|avoid) (?:use|call|using|call
                           r"(?:it|this tool|this|the tool)\b[\s,:]*", re.IGNORECASE)
 _RETURNS_PREFIX = re.compile(r"^(?:it |the tool |this tool )?returns?\b\s*:?\s*",
                              re.IGNORECASE)
+_HEADING = re.compile("|".join(re.escape(s.title) + r"\s*:" for s in SECTIONS) + "|line\\(s\\)",
+                      re.IGNORECASE)
+_WORD = re.compile(r"\w+")
+
+COPY_WORDS = 5
+"""An item holding a run of this many words of the prompt's rules copied them (the 0.5B
+model wrote "What it returns: exactly 1 line(s), each what a call returns..."): dropped."""
+
+NEW_WORDS = 3
+"""Words of three letters or more that an item must hold beyond its question's: fewer, and
+it only restates the question ("The assistant should handle a request that `get_time` can
+only partly serve."): dropped. A restatement that adds an answer ("... by asking for the
+city") is kept."""
 
 
 def _check_line(line: str, echoes: Sequence[str]) -> None:
@@ -433,11 +505,44 @@ def _check_line(line: str, echoes: Sequence[str]) -> None:
         raise ValueError(f"a line of {len(line)} characters (at most {MAX_LINE_CHARS})")
 
 
+def _runs(text: str, size: int = COPY_WORDS) -> set[tuple[str, ...]]:
+    """The runs of ``size`` consecutive words of ``text`` (lower case)."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
+
+
+def _item_problem(item: str, question: str) -> str | None:
+    """Why one cleaned line of a section is unusable, or None (see :func:`read_section`)."""
+    try:
+        _check_line(item, _SECTION_ECHOES)
+    except ValueError as exc:
+        return str(exc)
+    if item[0] in "{[":
+        return "a JSON document, not a description"
+    if len(_WORD.findall(item)) < 3 or sum(c.isalpha() for c in item) < len(item) / 2:
+        return "not a sentence"
+    asked = {w.lower() for w in _WORD.findall(question + _QUESTION_RULES)}
+    own = {w.lower() for w in _WORD.findall(item) if len(w) > 2} - asked
+    words = " ".join(w.lower() for w in _WORD.findall(item))
+    if _HEADING.search(item) or _runs(item) & _runs(_QUESTION_RULES) or len(own) < NEW_WORDS \
+            or " ".join(w.lower() for w in _WORD.findall(question)) in words:
+        return "the prompt copied back"
+    return None
+
+
+CUT_CHARS = 150
+"""A line this long is likely cut by the embedded model's grammar, which caps a string at
+:data:`bench.providers.local.GRAMMAR_MAX_STRING` (160) characters: it keeps its whole
+sentences only (when it has one before the cut)."""
+
+
 def _clean_item(text: str, section: Section) -> str:
     """One line of a section as the template shows it: one line (inner breaks and runs of
-    blanks are one space), no bullet or number, no "Use it" the template adds itself, a
-    lower-case "when" after that, and a full stop."""
+    blanks are one space), no bullet or number, no sentence cut at :data:`CUT_CHARS`, no
+    "Use it" the template adds itself, a lower-case "when" after that, and a full stop."""
     item = _BULLET.sub("", " ".join(text.split()))
+    if len(item) >= CUT_CHARS and ". " in item:
+        item = item[:item.rindex(". ") + 1]
     prefix = {"when_to_use": _USE_PREFIX, "when_not_to_use": _DONT_PREFIX,
               "returns": _RETURNS_PREFIX}.get(section.key)
     if prefix is not None:
@@ -449,21 +554,28 @@ def _clean_item(text: str, section: Section) -> str:
     return item
 
 
-def read_section(answer: ParsedAnswer, section: Section, count: int, tool: Tool) -> list[Any]:
-    """The items of ``section`` in a model's answer, at most ``count``: the lines of its
-    :data:`SECTION_TOOL` call (or of its text), each cleaned (:func:`_clean_item`); for
-    ``examples``, ``{"query", "arguments"}`` of each :data:`EXAMPLES_TOOL` item whose
-    arguments validate against ``tool``'s input schema.
+def read_section(answer: ParsedAnswer, section: Section, tool: Tool, question: str,
+                 taken: Iterable[str] = ()) -> list[Any]:
+    """The usable items of ``section`` in a model's answer to ``question``
+    (:func:`section_prompt`): the lines of its :data:`SECTION_TOOL` call (or of its text),
+    each cleaned (:func:`_clean_item`); for ``examples``, ``{"query", "arguments"}`` of each
+    :data:`EXAMPLES_TOOL` item whose arguments validate against ``tool``'s input schema.
+
+    An unusable line is dropped, the others kept: one with control characters, over
+    :data:`MAX_LINE_CHARS`, a JSON document, fewer than three words or mostly not letters,
+    or one that copies the prompt (its words, a section's heading, :data:`COPY_WORDS` words
+    in a row of its rules, fewer than :data:`NEW_WORDS` words of its own beyond the
+    question's); so is a repeat, of this answer or of ``taken`` (the tool's lines so far).
 
     Raises:
         ValueError: no usable item; the message says why in a few words (an invalid or cut
-            answer, no text, lines that are not strings, control characters, an over-long
-            line, the prompt's own words, a JSON document, no example that fits the schema).
+            answer, lines that are not strings, no text, or the reasons its lines were
+            dropped).
     """
     if answer.error is not None:
         raise ValueError(f"invalid answer ({answer.error[:120]})")
     if section.key == "examples":
-        return _read_examples(answer, count, tool)
+        return _read_examples(answer, tool, question, taken)
     call = next((c for c in answer.calls if c.name == SECTION_TOOL), None)
     if call is not None:
         raw = call.arguments.get("lines") if call.valid else None
@@ -471,25 +583,31 @@ def read_section(answer: ParsedAnswer, section: Section, count: int, tool: Tool)
             raise ValueError(f"{SECTION_TOOL} without a list of strings as lines")
     else:
         raw = clean_draft(answer.text or "").splitlines()
+    seen = {line.lower() for line in taken}
     items: list[Any] = []
+    dropped: list[str] = []
     for text in raw:
-        if _CONTROL.search(text):
-            raise ValueError("control characters in the text")
         item = _clean_item(text, section)
-        if not item.strip(". "):
+        if not item.strip(". ") or item.lower() in seen:
             continue
-        _check_line(item, _SECTION_ECHOES)
-        if item[0] in "{[":
-            raise ValueError("a JSON document, not a description")
-        if item not in items:
-            items.append(item)
+        problem = _item_problem(item, question)
+        if problem is not None:
+            dropped.append(problem)
+            continue
+        seen.add(item.lower())
+        items.append(item)
     if not items:
-        raise ValueError("no text")
-    return items[:count]
+        raise ValueError("no text" if not dropped else
+                         "no usable line: " + ", ".join(dict.fromkeys(dropped)))
+    return items
 
 
-def _read_examples(answer: ParsedAnswer, count: int, tool: Tool) -> list[Any]:
-    """The usable examples of an :data:`EXAMPLES_TOOL` answer (see :func:`read_section`)."""
+def _read_examples(answer: ParsedAnswer, tool: Tool, question: str,
+                   taken: Iterable[str]) -> list[Any]:
+    """The usable examples of an :data:`EXAMPLES_TOOL` answer (see :func:`read_section`;
+    ``taken``: requests of earlier examples, not repeated). A request must hold words of its
+    own: one made of the tool's description only ("Current time in a time zone.") is no
+    user's request."""
     import jsonschema
 
     call = next((c for c in answer.calls if c.name == EXAMPLES_TOOL), None)
@@ -497,6 +615,7 @@ def _read_examples(answer: ParsedAnswer, count: int, tool: Tool) -> list[Any]:
     if not isinstance(raw, list):
         raise ValueError(f"no {EXAMPLES_TOOL} call with a list of examples")
     validator = jsonschema.Draft202012Validator(tool.input_schema)
+    seen = {line.lower() for line in taken}
     found: list[Any] = []
     for item in raw:
         request = item.get("request") if isinstance(item, dict) else None
@@ -504,16 +623,15 @@ def _read_examples(answer: ParsedAnswer, count: int, tool: Tool) -> list[Any]:
         if not isinstance(request, str) or not isinstance(arguments, dict):
             continue
         request = " ".join(request.split())
-        try:
-            _check_line(request, _SECTION_ECHOES)
-        except ValueError:
-            continue
-        if request and validator.is_valid(arguments) and \
-                all(example["query"] != request for example in found):
+        own = _runs(request, 3) - _runs(tool.description, 3)
+        if request and own and request.lower() not in seen and \
+                _item_problem(request, question) is None and validator.is_valid(arguments):
+            seen.add(request.lower())
             found.append({"query": request, "arguments": arguments})
     if not found:
-        raise ValueError("no example whose arguments fit the tool's input schema")
-    return found[:count]
+        raise ValueError("no example whose request is a new sentence and whose arguments fit "
+                         "the tool's input schema")
+    return found
 
 
 class _Asker:
@@ -777,6 +895,10 @@ class _Steps:
             self.progress(DraftStep(self.done, self.total, tool, part, outcome, seconds,
                                     time.monotonic() - self.started))
 
+    def skip(self, count: int) -> None:
+        """Count ``count`` planned requests that are not needed, without a line."""
+        self.done += count
+
 
 def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFAULT_LENGTHS,
                    *, source: str = CURRENT, tools: Iterable[str] | None = None,
@@ -788,10 +910,10 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
     them in the specs as drafts (``draft: true``, ``drafted_by``, ``drafted_from``).
 
     ``method`` (:data:`METHODS`) says how: a whole text per tool and length, read by
-    :func:`read_draft`; or the empty sections of each tool's spec one by one
-    (:data:`SECTIONS`, each a few lines, sized so that each length lands near its target,
-    read by :func:`read_section`), each length then rendered by its template
-    (:func:`tier_of`) from the spec with those sections. Every usable draft is written as
+    :func:`read_draft`; or the lines of the empty sections of each tool's spec, one
+    question each (:data:`SECTIONS`, as many as bring each length near its target:
+    :func:`_draft_sections`; read by :func:`read_section`), each length then rendered by its
+    template (:func:`tier_of`) from the spec with those lines. Every usable draft is written as
     soon as it is known (a tool's lengths together with ``sections``), under
     :func:`specs_lock`; the lengths that could not be drafted are named in
     :attr:`DraftResult.failed` and leave the spec's text for them as it was.
@@ -855,8 +977,13 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         total = len(wanted) * len(lengths)
         cap = max_tokens or default_max_tokens(lengths)
     else:
+        render = _Renderer(root)
         plans = {name: _sections_needed(specs[name], lengths) for name in wanted}
-        total = sum(len(plan) for plan in plans.values())
+        total = 0
+        for name in wanted:
+            tool = base.tool(name)
+            assert tool is not None
+            total += sum(len(section_questions(section, tool)) for section in plans[name])
         cap = max_tokens or SECTION_MAX_TOKENS
     steps = _Steps(total, progress)
     asker = _Asker(provider_id, timeout_s, cap)
@@ -871,7 +998,7 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
                                           steps, store)
             else:
                 ready, why = _draft_sections(asker, toolset, tool, specs[name], plans[name],
-                                             lengths, root, tool_timeout_s, steps)
+                                             lengths, render, tool_timeout_s, steps)
                 found, refused = _store(toolset_dir, base, name, ready, before[name],
                                         provider_id, source) if ready else ([], [])
                 why += refused
@@ -922,78 +1049,135 @@ def _draft_whole(asker: _Asker, toolset: str, tool: Tool, lengths: Sequence[int]
     return written, problems
 
 
+def _as_list(value: Any) -> list[str]:
+    """A spec section's lines: a list's strings, a string as one line, else none."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 def _sections_needed(spec: dict[str, Any] | None, lengths: Sequence[int]) -> list[Section]:
-    """The sections a tool's drafts of ``lengths`` ask for: those the longest length's
+    """The sections a tool's drafts of ``lengths`` may fill: those the longest length's
     template shows (:func:`tier_of`) that its spec leaves empty (a person's text is kept)."""
     top = tier_of(max(lengths))
     return [s for s in SECTIONS if s.tier <= top and not (spec or {}).get(s.key)]
 
 
-def _draft_sections(asker: _Asker, toolset: str, tool: Tool, spec: dict[str, Any] | None,
-                    needed: Sequence[Section], lengths: Sequence[int], root: Path,
-                    budget_s: float, steps: _Steps) -> tuple[list[Draft], list[str]]:
-    """Fill ``needed`` sections of ``tool``'s spec one request each, then render each
-    length with its template.
+class _Renderer:
+    """A tool's spec rendered by the templates of ``root`` (the project's, else bench's)."""
 
-    A section of l3/l10 asks for 2 lines (1 when l3 is the longest length asked); one of
-    l30/l50 for as many as bring that length's rendering to its target (the length asked
-    that the template renders, else the template's own), split over the template's empty
-    sections, within :attr:`Section.most`. A section that fails is named and left empty;
+    def __init__(self, root: Path) -> None:
+        from bench.descriptions.variants import _environment, template_dirs
+
+        self.root = root
+        self.env = _environment(template_dirs(root))
+
+    def __call__(self, data: dict[str, Any], tier: int) -> str:
+        """``data`` (a spec's fields) rendered by ``l<tier>.j2``.
+
+        Raises:
+            BenchError: the template fails (names its file).
+        """
+        from bench.descriptions.specs import ToolSpec
+        from bench.descriptions.variants import render_tool
+
+        try:
+            return render_tool(ToolSpec.model_validate(data),
+                               self.env.get_template(f"l{tier}.j2")).description
+        except jinja2.TemplateError as exc:
+            raise BenchError(f"template error: {exc.message or type(exc).__name__}",
+                             file=template_path(self.root, f"l{tier}")) from None
+
+
+def _draft_sections(asker: _Asker, toolset: str, tool: Tool, spec: dict[str, Any] | None,
+                    needed: Sequence[Section], lengths: Sequence[int], render: _Renderer,
+                    budget_s: float, steps: _Steps) -> tuple[list[Draft], list[str]]:
+    """Fill ``needed`` sections of ``tool``'s spec one line per request
+    (:func:`section_prompt`), then render each length with its template from the spec with
+    the lines received.
+
+    The sections of l3 and l10 are asked in order, each question of a section until it has
+    two lines (one when l3 is the longest length asked; ``returns`` one). Those of l30, and
+    then those of l50, are asked in turn, one question of each, until the template's
+    rendering reaches its target (the longest length asked that it renders, else its own:
+    30 or 50 lines) or no question is left. A question whose answer is unusable leaves
+    its line out (its progress line says why; the count is named when a length falls short);
     each length whose rendering is usable (:func:`_check_text`) is a draft.
 
     Returns:
         The drafts to write, and one ``"<section or l<N>>: why"`` per failure.
     """
-    from bench.descriptions.variants import _environment, render_tool, template_dirs
-    from bench.descriptions.specs import ToolSpec
-
-    env = _environment(template_dirs(root))
-    original = spec or _new_spec_data(tool)
-    filled = dict(original)
-
-    def render(data: dict[str, Any], tier: int) -> str:
-        try:
-            return render_tool(ToolSpec.model_validate(data),
-                               env.get_template(f"l{tier}.j2")).description
-        except jinja2.TemplateError as exc:
-            raise BenchError(f"template error: {exc.message or type(exc).__name__}",
-                             file=template_path(root, f"l{tier}")) from None
-
     top = tier_of(max(lengths))
     targets = {tier: tier for tier in TIERS if tier <= top}  # a tier not asked: its own
-    asked_for = {tier_of(lines): lines for lines in lengths}  # ascending: the longest wins
-    targets.update(asked_for)
+    targets.update({tier_of(lines): lines for lines in lengths})  # ascending: longest wins
+    original = spec or _new_spec_data(tool)
+    filled = dict(original)
+    got: dict[str, list[Any]] = {section.key: [] for section in needed}
     problems: list[str] = []
+    unusable: list[str] = []  # why each unusable answer was (its progress line says more)
     started = time.monotonic()
-    for index, section in enumerate(needed):
-        if time.monotonic() - started >= budget_s:
-            why = f"not asked: the tool's --tool-timeout of {budget_s:g} s was spent"
-            problems.append(f"{section.key}: {why}")
-            steps(tool.name, section.key, why)
-            continue
-        if section.tier <= 10:
-            count = 1 if section.key == "returns" or top == 3 else 2
-        else:
-            left = sum(1 for s in needed[index:] if s.tier == section.tier)
-            missing = targets[section.tier] - count_lines(render(filled, section.tier))
-            count = math.ceil(missing / left) - (1 if section.block else 0)
-            count = max(1, min(count, section.most, MAX_SECTION_ITEMS))
-        offered = examples_tool(tool, count) if section.key == "examples" \
-            else section_tool(count)
-        asked = time.monotonic()
-        answer = asker.ask(f"draft|{toolset}|{tool.name}|{section.key}",
-                           section_prompt(tool, filled, section, count), offered)
-        seconds = time.monotonic() - asked
+    queues = {section.key: section_questions(section, tool) for section in needed}
+    asked: dict[str, int] = {section.key: 0 for section in needed}
+
+    def ask(section: Section) -> None:
+        question = queues[section.key].pop(0)
+        asked[section.key] += 1
+        part = f"{section.key} {asked[section.key]}"
+        examples = section.key == "examples"
+        previous = [g["query"] for g in got[section.key]] if examples else got[section.key]
+        began = time.monotonic()
+        answer = asker.ask(f"draft|{toolset}|{tool.name}|{section.key}|{asked[section.key]}",
+                           section_prompt(tool, section, question),
+                           examples_tool(tool, 1) if examples else section_tool())
+        seconds = time.monotonic() - began
+        taken = previous if examples else [
+            line for other in SECTIONS if other.key != "examples"
+            for line in _as_list(filled.get(other.key))]
         try:
             if isinstance(answer, str):
                 raise ValueError(answer)
-            items = read_section(answer, section, count, tool)
+            item = read_section(answer, section, tool, question, taken)[0]
         except ValueError as exc:
-            problems.append(f"{section.key}: {exc}")
-            steps(tool.name, section.key, f"unusable: {exc}", seconds)
-            continue
-        filled[section.key] = items[0] if section.key == "returns" else items
-        steps(tool.name, section.key, f"{len(items)} of {count} lines", seconds)
+            unusable.append(str(exc).split(" (")[0].split(": ")[0])
+            steps(tool.name, part, f"unusable: {exc}", seconds)
+            return
+        got[section.key].append(item)
+        filled[section.key] = item if section.key == "returns" else list(got[section.key])
+        steps(tool.name, part, "1 line", seconds)
+
+    def in_time() -> bool:
+        return time.monotonic() - started < budget_s
+
+    def wanted(section: Section) -> int:
+        return 1 if top == 3 or section.key == "returns" else 2
+
+    for tier in sorted(targets):
+        sections = [section for section in needed if section.tier == tier]
+        if tier <= 10:
+            for section in sections:
+                while queues[section.key] and len(got[section.key]) < wanted(section) and \
+                        in_time():
+                    ask(section)
+            short = [s.key for s in sections
+                     if queues[s.key] and len(got[s.key]) < wanted(s)]
+        else:
+            turn = 0
+            while in_time() and count_lines(render(filled, tier)) < targets[tier]:
+                open_ = [s for s in sections if queues[s.key]]
+                if not open_:
+                    break
+                ask(open_[turn % len(open_)])
+                turn += 1
+            short = [s.key for s in sections if queues[s.key]] \
+                if count_lines(render(filled, tier)) < targets[tier] else []
+        left = sum(len(queues[s.key]) for s in sections)
+        if short and not in_time():  # one line for what the budget left out
+            why = f"not asked: the tool's --tool-timeout of {budget_s:g} s was spent"
+            problems.append(f"{', '.join(short)}: {why}")
+            steps.skip(left - 1)
+            steps(tool.name, ", ".join(short), why)
+        else:
+            steps.skip(left)  # not needed: the length is reached
     drafts = []
     for lines in lengths:
         tier = tier_of(lines)
@@ -1007,6 +1191,11 @@ def _draft_sections(asker: _Asker, toolset: str, tool: Tool, spec: dict[str, Any
             problems.append(f"l{lines}: {exc}")
             continue
         drafts.append(Draft(tool.name, f"l{lines}", lines, count_lines(text), text))
+    if unusable and len(drafts) < len(lengths):  # why a length fell short
+        reasons = ", ".join(f"{why} {n}" for why, n in
+                            collections.Counter(unusable).most_common(3))
+        problems.insert(0, f"{len(unusable)} of {sum(asked.values())} answers unusable "
+                           f"({reasons})")
     return drafts, problems
 
 
