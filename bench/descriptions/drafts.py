@@ -294,8 +294,8 @@ def resolve_method(method: str, provider_id: str) -> str:
 DEFAULT_TOOL_TIMEOUT_S = 600.0
 """Seconds of requests one tool's drafts may take (``--tool-timeout``): no new request is
 sent for a tool once its earlier ones took this long; a request in flight is bounded by
-``--request-timeout``. Ten minutes is about six times what the section-by-section drafts of
-a two-parameter tool took the embedded model on two shared cores (98 s: docs/descriptions-
+``--request-timeout``. Ten minutes is about five times what the section-by-section drafts of
+a two-parameter tool took the embedded model on two shared cores (127 s: docs/descriptions-
 and-variants.md)."""
 
 
@@ -344,13 +344,15 @@ SECTIONS = (
         "What must be true before the assistant calls `{tool}`?",
         "Which format must the values given to `{tool}` have?",
         "Which arguments of `{tool}` must always be given?",
-        "Which values of the parameters of `{tool}` should the assistant never send?")),
+        "Which values of the parameters of `{tool}` should the assistant never send?",
+        "What should the assistant check in the user's request before calling `{tool}`?")),
     Section("business_context", "Business context", 30, block=True, questions=(
         "Why does a user typically need what `{tool}` does?",
         "What should the assistant tell the user along with the result of `{tool}`?",
         "Who typically asks an assistant for what `{tool}` does?",
         "In which situation is `{tool}` most useful to a user?",
-        "What does a user do next with the result of `{tool}`?")),
+        "What does a user do next with the result of `{tool}`?",
+        "What does a user usually ask right before needing `{tool}`?")),
     Section("errors", "Errors", 30, block=True, per_parameter=(
         "What should the assistant do when the parameter `{p}` of `{tool}` is missing or "
         "invalid?",), questions=(
@@ -360,7 +362,9 @@ SECTIONS = (
         "What should the assistant tell the user when `{tool}` fails?",
         "What should the assistant do when `{tool}` returns something the user did not "
         "expect?",
-        "What should the assistant do when a call of `{tool}` gets no answer?")),
+        "What should the assistant do when a call of `{tool}` gets no answer?",
+        "What should the assistant do when the user gives `{tool}` a value it does not "
+        "know?")),
     Section("examples", "Examples", 50, block=True, questions=(
         "Write one request a user could type that `{tool}` serves, with its call's arguments.",
         "Write one short, hurried request a user could type for `{tool}`, with its call's "
@@ -372,6 +376,12 @@ SECTIONS = (
         "Write one request a user could type for `{tool}` in very plain words, with its "
         "call's arguments.",
         "Write one request a user could type for `{tool}` inside a longer message, with its "
+        "call's arguments.",
+        'Write one request a user could type for `{tool}` that starts with "Please", with its '
+        "call's arguments.",
+        'Write one request a user could type for `{tool}` that starts with "Can you", with its '
+        "call's arguments.",
+        'Write one request a user could type for `{tool}` that starts with "I need", with its '
         "call's arguments."), per_parameter=(
         "Write one request a user could type that gives `{tool}` its parameter `{p}`, with "
         "its call's arguments.",)),
@@ -392,7 +402,13 @@ SECTIONS = (
         "How should the assistant handle a request for `{tool}` that leaves out a value it "
         "needs?",
         "How should the assistant handle a request for `{tool}` with a spelling mistake in a "
-        "value?")),
+        "value?",
+        "How should the assistant handle a request for `{tool}` that gives two different "
+        "values for one parameter?",
+        "How should the assistant handle a request for `{tool}` that repeats an earlier "
+        "request?",
+        "How should the assistant handle a request for `{tool}` that gives a value in another "
+        "format than expected?")),
 )
 """The sections drafted, each a bank of distinct questions (greedy decoding answers one
 question the same way every time, so a question is never asked twice). The sections of
