@@ -213,6 +213,39 @@ def test_trajectory_matching_is_optimal_and_counts_order_repeats_recovery_forbid
                            stop_reason="final_answer")["order_violations"] == 1
 
 
+def test_a_value_equal_to_its_schema_default_counts_as_omitted_in_episode_labels():
+    """As in single-answer scoring (bench.scoring.values): a required call whose label lets
+    ``status`` be omitted is done by a call sending its schema default, and a forbidden call
+    that omits ``status`` is made by one sending it; a value other than the default is not."""
+    from bench.models import Tool
+
+    coupons = Tool(name="list_coupons", description="List coupons.", input_schema={
+        "type": "object", "properties": {
+            "customer_id": {"type": "string"},
+            "status": {"type": "string", "enum": ["available", "used"],
+                       "default": "available"}}})
+    case = Case.model_validate(episode(
+        required_calls=[{"name": "list_coupons",
+                         "arguments": {"customer_id": ["C0001"], "status": [None]}}],
+        forbidden_calls=[{"name": "list_coupons",
+                          "arguments": {"customer_id": ["C0002"], "status": [None]}}]))
+
+    def scored(status: str) -> dict:
+        made = [MadeCall(0, "list_coupons", {"customer_id": "C0001", "status": status},
+                         success=True),
+                MadeCall(1, "list_coupons", {"customer_id": "C0002", "status": status},
+                         success=True)]
+        return episode_metrics(case, made, steps=2, final_answer="cancelled",
+                               state_checks=[{"ok": True}], stop_reason="final_answer",
+                               tools=[coupons])
+
+    default = scored("available")
+    assert default["trajectory_recall"] == 1.0
+    assert default["forbidden_calls"] == 1
+    other = scored("used")
+    assert other["trajectory_recall"] == 0.0 and other["forbidden_calls"] == 0
+
+
 def test_a_write_before_the_users_confirmation_is_forbidden_and_after_it_is_not():
     case = Case.model_validate(episode(
         user_replies=["Yes, go ahead."],

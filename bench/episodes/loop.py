@@ -359,7 +359,8 @@ class _Episode:
         metrics = episode_metrics(self.episode.case, self.made, steps=len(self.steps),
                                   final_answer=self.final_answer, state_checks=state_checks,
                                   stop_reason=self.stop_reason,
-                                  confirmed_at=self.confirmed_at)
+                                  confirmed_at=self.confirmed_at,
+                                  tools=list(self.tools.values()))
         caches = self.caches
         cache = None if caches == {None} else "hit" if caches == {"hit"} else "miss"
         return EpisodeOutcome(self.steps, self.final_answer, self.stop_reason, metrics,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from bench.models import Case, ExpectedCall, ForbiddenCall
+from bench.models import Case, ExpectedCall, ForbiddenCall, Tool
 from bench.scoring.assignment import linear_sum_assignment
-from bench.scoring.metrics import value_acceptable
+from bench.scoring.values import listed_argument_acceptable, schema_defaults
 
 REPEAT_GUARD = 3
 """The loop guard: the episode stops when one call (same tool, same canonical arguments) is
@@ -58,36 +58,53 @@ def canonical_call(name: str, arguments: object, valid: bool = True, raw: object
     return name + json.dumps(shown, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def label_matches(call: MadeCall, label: ExpectedCall | ForbiddenCall) -> bool:
+#: Tool name -> its parameters' schema defaults (:func:`bench.scoring.values.schema_defaults`).
+Defaults = Mapping[str, Mapping[str, Any]]
+
+
+def tool_defaults(tools: Sequence[Tool]) -> dict[str, dict[str, Any]]:
+    """Tool name -> the schema defaults of its parameters
+    (:func:`bench.scoring.values.schema_defaults`), for the tools an episode offers."""
+    return {tool.name: schema_defaults(tool.input_schema) for tool in tools}
+
+
+def label_matches(call: MadeCall, label: ExpectedCall | ForbiddenCall,
+                  defaults: Defaults | None = None) -> bool:
     """The call has the label's tool name and every argument the label lists has an
-    acceptable value (arguments the label does not list are free)."""
+    acceptable value (arguments the label does not list are free); a sent value equal to
+    its parameter's schema default counts as omitted where omitting is right, as in
+    single-answer scoring (:func:`bench.scoring.values.listed_argument_acceptable`).
+
+    Args:
+        call: the made call.
+        label: a required or forbidden call of the label.
+        defaults: tool name -> its parameters' schema defaults (:func:`tool_defaults`; None:
+            no defaults).
+    """
     if call.name != label.name or not call.valid:
         return False
     sent = {k: v for k, v in call.arguments.items() if v is not None}
-    for name, acceptable in label.arguments.items():
-        if name in sent:
-            if not value_acceptable(sent[name], acceptable):
-                return False
-        elif None not in acceptable:
-            return False
-    return True
+    own = (defaults or {}).get(call.name)
+    return all(listed_argument_acceptable(name, sent, acceptable, own)
+               for name, acceptable in label.arguments.items())
 
 
-def trajectory_match(required: Sequence[ExpectedCall], made: Sequence[MadeCall]
-                     ) -> list[tuple[int, int]]:
+def trajectory_match(required: Sequence[ExpectedCall], made: Sequence[MadeCall],
+                     defaults: Defaults | None = None) -> list[tuple[int, int]]:
     """``(required index, made index)`` pairs of a maximum matching (the optimal
     assignment of :mod:`bench.scoring.assignment`, never greedy: BRIEF §6). A required call
     is done by a made call that matches its label and succeeded (a call that failed, or that
     the loop guard stopped, did not happen); among those, the pairing that breaks the fewest
     ``after`` constraints is not searched for, but earlier calls are preferred for calls
-    without constraints and later ones for calls that must come after others."""
+    without constraints and later ones for calls that must come after others. ``defaults``:
+    the tools' schema defaults (:func:`label_matches`)."""
     if not required or not made:
         return []
     cost = [[1.0] * len(made) for _ in required]
     for i, label in enumerate(required):
         late = bool(getattr(label, "after", None))
         for j, call in enumerate(made):
-            if call.success and label_matches(call, label):
+            if call.success and label_matches(call, label, defaults):
                 rank = (len(made) - 1 - j) if late else j
                 cost[i][j] = rank / (len(made) * len(required) + 1)
     rows, cols = linear_sum_assignment(cost)
@@ -124,7 +141,8 @@ def _recovered(error: MadeCall, later: MadeCall) -> bool:
 
 def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_answer: str,
                     state_checks: Sequence[Mapping[str, object]] | None,
-                    stop_reason: str, confirmed_at: int | None = None) -> dict[str, object]:
+                    stop_reason: str, confirmed_at: int | None = None,
+                    tools: Sequence[Tool] = ()) -> dict[str, object]:
     """The metrics of one finished episode.
 
     Args:
@@ -137,6 +155,9 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
         stop_reason: ``final_answer``, ``step_limit``, ``loop_guard`` or ``unparseable``.
         confirmed_at: the step after which the first scripted user reply was sent (None:
             none was), for ``until_confirmed`` forbidden calls.
+        tools: the tools the episode offered: a sent value equal to its parameter's schema
+            default counts as omitted where omitting is right (:func:`label_matches`);
+            empty: no defaults.
 
     Returns:
         ``task_success`` (bool; None when the case's checks could not run): the episode ended
@@ -158,9 +179,10 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
     found = [answer_has_fact(final_answer, fact) for fact in facts]
     checks_ok = None if state_checks is None else [bool(c["ok"]) for c in state_checks]
     ended = stop_reason == "final_answer"
+    defaults = tool_defaults(tools)
 
     def forbidden_call(call: MadeCall) -> bool:
-        return any(label_matches(call, f) and not (
+        return any(label_matches(call, f, defaults) and not (
             f.until_confirmed and confirmed_at is not None and call.step > confirmed_at)
             for f in case.forbidden_calls)
 
@@ -169,7 +191,7 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
         task_success = None
     else:
         task_success = ended and all(found) and all(checks_ok or []) and not forbidden
-    pairs = trajectory_match(case.required_calls, made)
+    pairs = trajectory_match(case.required_calls, made, defaults)
     where = {i: made[j].step for i, j in pairs}
     violations = sum(1 for i, label in enumerate(case.required_calls) if i in where
                      for before in label.after if before in where and where[before] >= where[i])

@@ -95,6 +95,29 @@ def schema_defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(spec, Mapping) and spec.get("default") is not None}
 
 
+def listed_argument_acceptable(name: str, sent: Mapping[str, object],
+                               acceptable: Sequence[object],
+                               defaults: Mapping[str, Any] | None = None) -> bool:
+    """Whether a call's argument ``name``, which the label lists with ``acceptable``, is
+    right: sent with an acceptable value (:func:`value_acceptable`), or omitted where the list
+    holds ``None``, a sent value equal to the parameter's schema default counting as omitted
+    (module docstring). The one rule of both single-answer scoring (:func:`argument_results`)
+    and episodes (:func:`bench.scoring.episodes.label_matches`).
+
+    Args:
+        name: the argument.
+        sent: the call's arguments without the ``null`` ones (a sent ``null`` is omitted).
+        acceptable: the label's acceptable values of ``name`` (``None``: may be omitted).
+        defaults: parameter -> schema default of the called tool (:func:`schema_defaults`;
+            None: no defaults).
+    """
+    if name not in sent:
+        return None in acceptable
+    return value_acceptable(sent[name], acceptable) or (
+        None in acceptable and defaults is not None and name in defaults
+        and value_equal(sent[name], defaults[name]))
+
+
 def argument_results(call: ToolCall, expected: ExpectedCall,
                      defaults: Mapping[str, Any] | None = None) -> dict[str, bool]:
     """Per-argument correctness of one call against one expected call.
@@ -115,12 +138,7 @@ def argument_results(call: ToolCall, expected: ExpectedCall,
     defaults = defaults or {}
     results: dict[str, bool] = {}
     for name, acceptable in expected.arguments.items():
-        if name in sent:
-            results[name] = value_acceptable(sent[name], acceptable) or (
-                None in acceptable and name in defaults
-                and value_equal(sent[name], defaults[name]))
-        else:
-            results[name] = None in acceptable
+        results[name] = listed_argument_acceptable(name, sent, acceptable, defaults)
     for name in sent:
         if name not in expected.arguments:
             results[name] = name in defaults and value_equal(sent[name], defaults[name])
