@@ -226,6 +226,27 @@ class LocalProvider(Provider):
         if conn is not None:
             conn.close()
 
+    def _after_death(self, died: WorkerDied) -> None:
+        """The worker died: stop what is left of it and allow one restart per provider.
+
+        Raises:
+            GateClosed: it was killed by :meth:`abandon` (the run is stopping).
+            ProviderError: it died again after its one restart (``permanent``).
+        """
+        from bench.providers.ratelimit import GateClosed
+
+        self._stop()
+        if self._abandoned:  # killed by abandon(): the run is stopping
+            raise GateClosed(self._abandoned) from None
+        if self.restarts >= 1:
+            raise ProviderError(
+                f"the model process died ({died.reason}) again after a restart: "
+                f"{likely_cause(died.reason)}; run bench doctor",
+                error_class="permanent") from None
+        self.restarts += 1
+        print(f"warning: the model process died ({died.reason}); restarting it once",
+              file=sys.stderr, flush=True)
+
     def _stop(self) -> None:
         process, conn = self._process, self._conn
         self._process = self._conn = None
@@ -268,17 +289,7 @@ class LocalProvider(Provider):
                     print(f"local: {reply[1]}", file=sys.stderr, flush=True)
                     reply = self._receive(self.answer_timeout_s)
             except WorkerDied as died:
-                self._stop()
-                if self._abandoned:  # killed by abandon(): the run is stopping
-                    raise GateClosed(self._abandoned) from None
-                if self.restarts >= 1:
-                    raise ProviderError(
-                        f"the model process died ({died.reason}) again after a restart: "
-                        f"{likely_cause(died.reason)}; run bench doctor",
-                        error_class="permanent") from None
-                self.restarts += 1
-                print(f"warning: the model process died ({died.reason}); restarting it once",
-                      file=sys.stderr, flush=True)
+                self._after_death(died)
                 continue
             if reply[0] == "error":
                 raise BenchError(reply[1])
@@ -324,17 +335,7 @@ class LocalProvider(Provider):
                 try:
                     self._exchange(sending)
                 except WorkerDied as died:
-                    self._stop()
-                    if self._abandoned:
-                        raise GateClosed(self._abandoned) from None
-                    if self.restarts >= 1:
-                        raise ProviderError(
-                            f"the model process died ({died.reason}) again after a restart: "
-                            f"{likely_cause(died.reason)}; run bench doctor",
-                            error_class="permanent") from None
-                    self.restarts += 1
-                    print(f"warning: the model process died ({died.reason}); restarting it "
-                          "once", file=sys.stderr, flush=True)
+                    self._after_death(died)
                     with self._lock:
                         self._outbox = sorted(self._jobs)  # all again, to the new worker
         except BaseException as exc:  # every waiting request learns why, then the pump ends
