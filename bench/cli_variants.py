@@ -248,7 +248,9 @@ def variants_draft(
     tools: Annotated[Optional[list[str]], typer.Option(
         "--tools", help="Only these tools (default: all).")] = None,
     force: Annotated[bool, typer.Option(
-        "--force", help="Draft again where a spec already has a text for that length.")]
+        "--force", help="Draft every length again, also where a spec already has a text "
+                        "for it (without it, those are kept and only the missing ones are "
+                        "drafted).")]
     = False,
     method: Annotated[str, typer.Option(
         help="whole: one request per tool and length for the whole text; sections: one "
@@ -272,7 +274,9 @@ def variants_draft(
     and reports mark the variants until bench variants accept. One progress line per request
     on stderr. Every usable draft is written as soon as it is known; a length without one
     (empty, cut, far from the length asked for, out of time...) is named on one line per
-    tool. Exit code 1 when no draft at all was written."""
+    tool. Run again, it resumes: a length a spec already has a text for is kept (one line
+    says which), the others are drafted; --force drafts them all again. Exit code 1 when no
+    draft at all was written."""
     from bench.descriptions.drafts import DraftStep, draft_variants
     from bench.progress import format_duration
 
@@ -294,7 +298,8 @@ def variants_draft(
     result = draft_variants(toolset, provider, wanted, source=source,
                             tools=_split(tools) or None, force=force, method=method,
                             timeout_s=request_timeout, tool_timeout_s=tool_timeout,
-                            max_tokens=max_tokens, progress=say)
+                            max_tokens=max_tokens, progress=say,
+                            notice=lambda line: out.print(line, soft_wrap=True, markup=False))
     if result.drafts:
         table = Table(title=f"drafted by {escape(provider)} from '{escape(source)}' "
                             f"({result.method}; draft: true until bench variants accept)",
@@ -313,7 +318,7 @@ def variants_draft(
         out.print(f"{head} ({escape(visible_text(shorten_message(why)))})", soft_wrap=True)
     if result.failed:
         out.print(f"{len(result.drafts)} of {count(result.asked, 'draft')} written"
-                  + ("; draft the others again with --lengths and --tools (or a larger "
+                  + ("; the same command again drafts only the others (or with a larger "
                      "--tool-timeout, or another --provider)" if result.drafts else ""),
                   soft_wrap=True)
     if result.drafts:

@@ -449,3 +449,92 @@ def test_a_sections_lines_that_copy_the_prompt_or_are_no_sentence_are_dropped():
     with pytest.raises(ValueError, match="no text"):
         read_section(lines("when the user asks for the time."), use, tool, question,
                      taken=["When the user asks for the time."])
+
+
+def l3_only_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
+    """:func:`drafter` for a 3-line draft; a JSON document (unusable) for any other length."""
+    if "Write about 3 non-empty lines" in messages[-1].content:
+        return drafter(messages, tools, trial)
+    return {"tool_calls": [], "text": '{"description": "weather"}'}
+
+
+def test_a_partial_draft_resumes_drafting_only_the_missing_lengths(weather: Path):
+    register_function("l3-drafter", l3_only_drafter)
+    specs = weather / "descriptions/weather/specs"
+    draft = ["variants", "draft", "--toolset", "weather", "--provider"]
+    first = CliRunner().invoke(app, [*draft, "function:l3-drafter", "--lengths", "3,10"])
+    assert first.exit_code == 0, first.output  # l3 written, l10 unusable: a partial draft
+    kept = (specs / "get_weather.yaml").read_text(encoding="utf-8")
+    (specs / "get_weather.yaml").write_text(kept.replace(  # a person's edit of the l3 draft
+        "get_weather: line 1 of the drafted text.", "Weather now, reviewed."), encoding="utf-8")
+
+    PROMPTS.clear()
+    again = CliRunner().invoke(app, [*draft, "function:drafter"])
+    assert again.exit_code == 0, again.output
+    assert "l3 kept; drafting l10, l30, l50" in again.stdout.splitlines()
+    assert sorted(re.search(r"Write about (\d+)", p).group(1) for p in PROMPTS) == \
+        ["10", "10", "30", "30", "50", "50"]  # no length of 3 asked again
+    assert "6 of 6" not in again.stdout and "drafts written" not in again.stdout  # no failure
+    for tool in ("get_weather", "get_forecast"):
+        variants = yaml.safe_load((specs / f"{tool}.yaml").read_text())["variants"]
+        assert sorted(variants) == ["l10", "l3", "l30", "l50"]
+        assert variants["l3"]["description"].count("\n") == 2  # the first run's text
+    assert load_variant("weather", "l3").tool("get_weather").description.splitlines()[0] == \
+        "Weather now, reviewed."
+
+    # nothing left to draft: said, with the way to draft again
+    with pytest.raises(BenchError, match="every tool already has a text for l3, l10, l30, "
+                                         "l50; tool 'get_weather' already has a draft for l3 "
+                                         r"\(pass --force"):
+        draft_variants("weather", "function:drafter")
+    # --force drafts every length again, the kept ones too
+    PROMPTS.clear()
+    forced = CliRunner().invoke(app, [*draft, "function:drafter", "--force", "--lengths", "3"])
+    assert forced.exit_code == 0, forced.output
+    assert len(PROMPTS) == 2 and "kept" not in forced.stdout
+    assert load_variant("weather", "l3").tool("get_weather").description.splitlines()[0] == \
+        "get_weather: line 1 of the drafted text."
+
+
+def test_a_sections_draft_resumes_per_tool_and_names_what_each_keeps(weather: Path):
+    register_function("section-drafter", section_drafter)
+    specs = weather / "descriptions/weather/specs"
+    specs.mkdir()
+    (specs / "get_weather.yaml").write_text(
+        "name: get_weather\nsummary: Current weather for a city.\n"
+        "input_schema: {type: object, properties: {city: {type: string}}}\n"
+        "variants:\n  l3:\n    description: |-\n      Current weather for a city.\n"
+        "      Use it for the weather now.\n    draft: false\n", encoding="utf-8")
+    PROMPTS.clear()
+    result = CliRunner().invoke(app, ["variants", "draft", "--provider",
+                                      "function:section-drafter", "--toolset", "weather",
+                                      "--method", "sections", "--lengths", "3,10"])
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stdout.splitlines() if "draft" in line][:2] == [
+        "get_weather: l3 kept; drafting l10", "get_forecast: drafting l3, l10"]
+    weather_spec = yaml.safe_load((specs / "get_weather.yaml").read_text())
+    assert weather_spec["variants"]["l3"] == {
+        "description": "Current weather for a city.\nUse it for the weather now.",
+        "draft": False}
+    assert weather_spec["variants"]["l10"]["draft"] is True
+    assert sorted(yaml.safe_load((specs / "get_forecast.yaml").read_text())["variants"]) == \
+        ["l10", "l3"]
+
+
+def test_a_spec_with_crlf_line_endings_keeps_them_when_drafts_are_written(weather: Path):
+    specs = weather / "descriptions/weather/specs"
+    specs.mkdir()
+    text = ("# written on Windows\r\nname: get_weather\r\nsummary: Current weather for a "
+            "city.\r\ninput_schema: {type: object, properties: {city: {type: string}}}\r\n")
+    (specs / "get_weather.yaml").write_bytes(text.encode("utf-8"))
+    result = CliRunner().invoke(app, ["variants", "draft", "--provider", "function:drafter",
+                                      "--toolset", "weather", "--lengths", "3",
+                                      "--tools", "get_weather"])
+    assert result.exit_code == 0, result.output
+    written = (specs / "get_weather.yaml").read_bytes()
+    assert written.startswith(text.encode("utf-8"))  # the lines it had, as they were
+    assert b"\n" not in written.replace(b"\r\n", b"")  # every line ends in CRLF
+    assert load_variant("weather", "l3").tool("get_weather").description == \
+        "\n".join(f"get_weather: line {i} of the drafted text." for i in (1, 2, 3))
+    assert accept_drafts("weather", ["l3"]) == [("get_weather", "l3")]
+    assert b"\n" not in (specs / "get_weather.yaml").read_bytes().replace(b"\r\n", b"")

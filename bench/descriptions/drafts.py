@@ -51,7 +51,7 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -231,13 +231,17 @@ class DraftResult:
             the tool's time budget spent, a text written meanwhile by another process). A
             tool's other lengths are written all the same.
         method: how the drafts were asked (``whole`` or ``sections``: :data:`METHODS`).
-        asked: drafts asked for (tools times lengths).
+        asked: drafts asked for (each tool's lengths without a text yet, or all with
+            ``force``).
+        kept: tool -> the lengths (``l<N>``) not asked because its spec already had a text
+            for them (a run that resumes); tools that kept none are absent.
     """
 
     drafts: list[Draft]
     failed: dict[str, str]
     method: str = "whole"
     asked: int = 0
+    kept: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -745,7 +749,10 @@ def _new_spec_text(tool: Tool) -> str:
 def replace_variants_block(text: str, variants: dict[str, Any]) -> str:
     """``text`` (a spec's YAML) with its top-level ``variants:`` block replaced by
     ``variants`` (appended at the end when absent; removed when empty). Every other line,
-    comments included, is kept as it was."""
+    comments included, is kept as it was, line ending included; the new block's lines end
+    as ``text``'s first line does (``\r\n`` in a file written on Windows: YAML 1.2, 5.4,
+    reads either as a line break, and the file keeps one kind of line ending)."""
+    newline = "\r\n" if text.split("\n", 1)[0].endswith("\r") else "\n"
     out: list[str] = []
     skipping = False
     for line in text.splitlines(keepends=True):
@@ -756,11 +763,24 @@ def replace_variants_block(text: str, variants: dict[str, Any]) -> str:
             skipping = False
         if not skipping:
             out.append(line)
-    body = "".join(out).rstrip("\n") + "\n"
+    body = "".join(out).rstrip("\r\n") + newline
     if variants:
         body += yaml.safe_dump({"variants": variants}, allow_unicode=True, sort_keys=False,
-                               width=100)
+                               width=100).replace("\n", newline)
     return body
+
+
+def _read_spec_text(path: Path) -> str:
+    """The text of the spec at ``path`` with its line endings as they are (``read_text``
+    turns ``\r\n`` into ``\n``, so a rewrite changed every line of a Windows file).
+
+    Raises:
+        BenchError: the file is not UTF-8 (names it).
+    """
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
 
 
 def _write_spec(path: Path, text: str) -> None:
@@ -852,8 +872,8 @@ def _store(toolset_dir: Path, base: Variant, name: str, drafts: Sequence[Draft],
             written.append(draft)
         if written:
             try:
-                _write_spec(path, replace_variants_block(path.read_text(encoding="utf-8"),
-                                                         variants))
+                _write_spec(path, replace_variants_block(_read_spec_text(path),
+                                                           variants))
             except BenchError as exc:  # the drafts would make the spec invalid: unchanged
                 return [], [f"{d.variant}: {exc.message}" for d in written] + problems
     return written, problems
@@ -916,14 +936,50 @@ class _Steps:
         self.done += count
 
 
+def _names(lengths: Iterable[int]) -> str:
+    """``l3, l10`` for ``[3, 10]``."""
+    return ", ".join(f"l{n}" for n in lengths)
+
+
+def resume_lines(kept: dict[str, list[int]], missing: dict[str, list[int]]) -> list[str]:
+    """What a run that resumes keeps and drafts, one line per set of tools that share it:
+    ``l3, l10 kept; drafting l30, l50`` when every tool is alike, else each line led by its
+    tools (``get_time: l3 kept; drafting l10``; ``nothing to draft`` for a tool whose lengths
+    are all kept). No line when no tool keeps a length (a first draft, or ``--force``).
+
+    Args:
+        kept: tool -> the lengths whose text its spec already has.
+        missing: tool -> the lengths to draft (same tools as ``kept``).
+    """
+    if not any(kept.values()):
+        return []
+    groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
+    for name in kept:
+        groups.setdefault((tuple(kept[name]), tuple(missing[name])), []).append(name)
+    lines = []
+    for (old, new), names in groups.items():
+        parts = [f"{_names(old)} kept"] if old else []
+        parts.append(f"drafting {_names(new)}" if new else "nothing to draft")
+        text = "; ".join(parts)
+        lines.append(text if len(groups) == 1 else f"{', '.join(names)}: {text}")
+    return lines
+
+
 def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFAULT_LENGTHS,
                    *, source: str = CURRENT, tools: Iterable[str] | None = None,
                    force: bool = False, root: Path | None = None, timeout_s: float = 120.0,
                    max_tokens: int | None = None, method: str = "auto",
                    tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
-                   progress: ProgressHook | None = None) -> DraftResult:
+                   progress: ProgressHook | None = None,
+                   notice: Callable[[str], None] | None = None) -> DraftResult:
     """Draft ``l<N>`` texts for the tools of ``toolset`` from its ``source`` variant and store
     them in the specs as drafts (``draft: true``, ``drafted_by``, ``drafted_from``).
+
+    A run resumes: without ``force``, each tool is asked only the lengths its spec has no text
+    for yet (a draft or an accepted text is kept), so a draft cut short (an unusable answer,
+    the tool's time budget, Ctrl-C) is finished by running the command again; ``notice``
+    hears which lengths are kept and which drafted (:func:`resume_lines`) before the first
+    request. With ``force``, every length is drafted again.
 
     ``method`` (:data:`METHODS`) says how: a whole text per tool and length, read by
     :func:`read_draft`; or the lines of the empty sections of each tool's spec, one
@@ -949,15 +1005,16 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
         method: :data:`METHODS`.
         tool_timeout_s: seconds of requests per tool (:data:`DEFAULT_TOOL_TIMEOUT_S`).
         progress: called once per request (:class:`DraftStep`).
+        notice: called with each line of :func:`resume_lines` when a tool keeps a length.
 
     Returns:
-        The drafts written and, per tool, what was not drafted and why.
+        The drafts written and, per tool, what was not drafted and why, and the lengths kept.
 
     Raises:
         BenchError: an unknown toolset, source variant, tool or method; lengths outside
-            1-200; a spec that does not load (names its file, line and field); a spec that
-            already has a text for a length (without ``force``); a provider that cannot
-            start.
+            1-200; a spec that does not load (names its file, line and field); every tool
+            already has a text for every length (without ``force``: nothing to draft); a
+            provider that cannot start.
     """
     root = root or descriptions_dir()
     base = load_variant(toolset, source, root)
@@ -973,28 +1030,35 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
     method = resolve_method(method, provider_id)
     before: dict[str, dict[str, Any]] = {}
     specs: dict[str, dict[str, Any] | None] = {}
+    missing: dict[str, list[int]] = {}  # tool -> the lengths to draft
     for name in wanted:
         path = _spec_path(toolset_dir, name)
         spec = load_spec(path) if path.is_file() else None  # a broken one: one line
         specs[name] = spec.model_dump(exclude={"variants"}) if spec is not None else None
         before[name] = _variants_of(path)
-        for lines in lengths:
-            variant = f"l{lines}"
-            if variant in before[name] and not force:
-                entry = before[name][variant]
-                state = ("a draft" if isinstance(entry, dict) and entry.get("draft")
-                         else "an accepted text")
-                raise BenchError(f"tool '{name}' already has {state} for {variant} (pass "
-                                 "--force to draft it again)", file=path,
-                                 field=f"variants.{variant}")
+        missing[name] = [n for n in lengths if force or f"l{n}" not in before[name]]
+    if not any(missing.values()):  # nothing left: say where the first text is
+        name, lines = wanted[0], lengths[0]
+        entry = before[name][f"l{lines}"]
+        state = "a draft" if isinstance(entry, dict) and entry.get("draft") else \
+            "an accepted text"
+        raise BenchError(f"every tool already has a text for {_names(lengths)}; tool "
+                         f"'{name}' already has {state} for l{lines} (pass --force to draft "
+                         "them again)", file=_spec_path(toolset_dir, name),
+                         field=f"variants.l{lines}")
+    kept = {name: [n for n in lengths if n not in missing[name]] for name in wanted}
+    if notice is not None:
+        for line in resume_lines(kept, missing):
+            notice(line)
+    wanted = [name for name in wanted if missing[name]]
     drafts: list[Draft] = []
     problems: dict[str, list[str]] = {}
     if method == "whole":
-        total = len(wanted) * len(lengths)
+        total = sum(len(missing[name]) for name in wanted)
         cap = max_tokens or default_max_tokens(lengths)
     else:
         render = _Renderer(root)
-        plans = {name: _sections_needed(specs[name], lengths) for name in wanted}
+        plans = {name: _sections_needed(specs[name], missing[name]) for name in wanted}
         total = 0
         for name in wanted:
             tool = base.tool(name)
@@ -1010,11 +1074,11 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
             if method == "whole":
                 store = functools.partial(_store, toolset_dir, base, name, before=before[name],
                                           provider_id=provider_id, source=source)
-                found, why = _draft_whole(asker, toolset, tool, lengths, tool_timeout_s,
-                                          steps, store)
+                found, why = _draft_whole(asker, toolset, tool, missing[name],
+                                          tool_timeout_s, steps, store)
             else:
                 ready, why = _draft_sections(asker, toolset, tool, specs[name], plans[name],
-                                             lengths, render, tool_timeout_s, steps)
+                                             missing[name], render, tool_timeout_s, steps)
                 found, refused = _store(toolset_dir, base, name, ready, before[name],
                                         provider_id, source) if ready else ([], [])
                 why += refused
@@ -1024,7 +1088,9 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
     finally:
         asker.close()
     return DraftResult(drafts=drafts, failed={n: "; ".join(w) for n, w in problems.items()},
-                       method=method, asked=len(wanted) * len(lengths))
+                       method=method, asked=sum(len(missing[name]) for name in wanted),
+                       kept={name: [f"l{n}" for n in found] for name, found in kept.items()
+                             if found})
 
 
 def _draft_whole(asker: _Asker, toolset: str, tool: Tool, lengths: Sequence[int],
@@ -1259,8 +1325,8 @@ def accept_drafts(toolset: str, variants: Iterable[str] | None = None,
                 accepted.append((path.stem, name))
                 changed = True
             if changed:
-                _write_spec(path, replace_variants_block(path.read_text(encoding="utf-8"),
-                                                         found))
+                _write_spec(path, replace_variants_block(_read_spec_text(path),
+                                                           found))
     if not accepted:
         asked = ", ".join(sorted(only_variants or [])) or "any variant"
         raise BenchError(f"no draft to accept in toolset '{toolset}' for {asked}")
