@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -1314,11 +1315,17 @@ def test_init_from_a_source_without_tools_is_one_line_and_writes_nothing(tmp_pat
                         "error: the MCP server python server.py lists no tools"),
                        (("--tools", "g.json"), "error: g.json: no tools"),
                        (("--tools", "o.json", "--format", "openai"), "error: o.json: no tools")):
+        shutil.rmtree(tmp_path / "p", ignore_errors=True)
         init = bench(tmp_path, "init", "p", *args)
         assert init.returncode == 2 and "Traceback" not in init.stderr, init.stderr
         assert init.stderr.startswith(said) and len(init.stderr.strip().splitlines()) == 1, \
             init.stderr
-        assert not (tmp_path / "p").exists()
+        if args[0] == "--mcp":  # only the server's stderr is kept, and the line names it
+            log = tmp_path / "p" / "reports" / "mcp-server-init.log"
+            assert [p for p in (tmp_path / "p").rglob("*") if p.is_file()] == [log]
+            assert f"the server's stderr is kept in {log}" in flat(init.stderr)
+        else:
+            assert not (tmp_path / "p").exists()
 
 
 def test_a_server_failing_at_import_is_one_line_quoting_its_stderr(tmp_path):
@@ -1370,6 +1377,27 @@ def get_date(timezone: str) -> str:
     """
     return "2026-01-01"
 '''
+
+
+def test_a_failed_init_keeps_the_servers_stderr_redacted_and_names_its_file(tmp_path):
+    """The server prints its argv and a config error, then exits before answering: the
+    whole stderr is kept in reports/mcp-server-init.log (its secret as ***), and the one
+    error line names that file."""
+    (tmp_path / "bad.py").write_text(
+        "import sys\nprint('loading config', sys.argv[1:], file=sys.stderr)\n"
+        "print('fatal: DATABASE_URL is not set', file=sys.stderr)\nsys.exit(3)\n")
+    secret = "pw-init-failed-4711"
+    init = bench(tmp_path, "init", "p", "--mcp", f"python bad.py --password {secret}",
+                 "--timeout", "20")
+    assert init.returncode == 2 and "Traceback" not in init.stderr, init.stderr
+    assert len(init.stderr.strip().splitlines()) == 1, init.stderr
+    log = tmp_path / "p" / "reports" / "mcp-server-init.log"
+    assert f"the server's stderr is kept in {log}" in flat(init.stderr)
+    kept = log.read_text(encoding="utf-8")
+    assert "loading config ['--password', '***']" in kept and \
+        "fatal: DATABASE_URL is not set" in kept
+    assert secret not in kept + init.stderr
+    assert [p.name for p in log.parent.iterdir()] == [log.name]  # no temporary file left
 
 
 @pytest.mark.slow

@@ -177,6 +177,21 @@ def _read_log(errlog: Any) -> str:
         return ""
 
 
+class ServerImportError(BenchError):
+    """A failed import of an MCP server (:func:`import_mcp`), with what a stdio server wrote
+    to its stderr meanwhile, redacted (``server_log``; "" for a URL), for ``bench init`` to
+    keep (:func:`bench.importers.scaffold.kept_server_log`).
+
+    Args:
+        message: the one-line error.
+        server_log: the server's stderr, redacted.
+    """
+
+    def __init__(self, message: str, server_log: str = "") -> None:
+        super().__init__(message)
+        self.server_log = server_log
+
+
 def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> ImportedToolset:
     """Read the tools of an MCP server: start ``command`` over stdio, or connect to a URL.
 
@@ -189,8 +204,9 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
         timeout: seconds allowed for the whole exchange (start, initialize, every page).
 
     Raises:
-        BenchError: the program is not found, the server fails, refuses the connection or
-            times out, or a tool has an invalid schema.
+        ServerImportError: the program is not found, the server fails, refuses the
+            connection or times out (with the server's stderr so far).
+        BenchError: no command, or a tool has an invalid schema.
     """
     import anyio
     from mcp import Client
@@ -221,22 +237,25 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
         try:
             listed = anyio.run(fetch, errlog)
         except BenchError as exc:
-            raise BenchError(exc.message + _stderr_tail(_read_log(errlog))) from None
+            log = _read_log(errlog)
+            raise ServerImportError(exc.message + _stderr_tail(log), log) from None
         except TimeoutError:
-            raise BenchError(f"MCP server '{label}' did not answer tools/list within "
-                             f"{timeout:g} s{_stdout_hint(sdk_log)}"
-                             f"{_stderr_tail(_read_log(errlog))}") from None
+            log = _read_log(errlog)
+            raise ServerImportError(f"MCP server '{label}' did not answer tools/list within "
+                                    f"{timeout:g} s{_stdout_hint(sdk_log)}"
+                                    f"{_stderr_tail(log)}", log) from None
         except OSError as exc:
-            raise BenchError(f"cannot start MCP server '{label}': {exc.strerror or exc}") \
-                from None
+            raise ServerImportError(f"cannot start MCP server '{label}': "
+                                    f"{exc.strerror or exc}", _read_log(errlog)) from None
         except Exception as exc:  # the SDK raises McpError, ExceptionGroup, ValidationError...
             leaf = _leaf(exc)
+            log = _read_log(errlog)
             if isinstance(leaf, OSError):  # e.g. connection refused by an HTTP server
-                raise BenchError(f"cannot reach MCP server '{label}': "
-                                 f"{leaf.strerror or leaf}") from None
-            raise BenchError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
-                             f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)
-                             + _stderr_tail(_read_log(errlog))) from None
+                raise ServerImportError(f"cannot reach MCP server '{label}': "
+                                        f"{leaf.strerror or leaf}", log) from None
+            raise ServerImportError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
+                                    f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)
+                                    + _stderr_tail(log), log) from None
         server_log = _read_log(errlog)
 
     imported = ImportedToolset(server_log=server_log)

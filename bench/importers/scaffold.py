@@ -554,7 +554,50 @@ def init_project(dest: Path, source: InitSource, toolset: str, *, read_only: Seq
         old = (earlier or {}).get("timeout_s")
         timeout_s = float(old) if isinstance(old, (int, float)) and not isinstance(old, bool) \
             and 0 < old <= 600 else DEFAULT_TIMEOUT_S
-    imported = read_source(source, Path.cwd(), timeout=timeout_s)
+    from bench.importers.mcp_server import ServerImportError
+    try:
+        imported = read_source(source, Path.cwd(), timeout=timeout_s)
+    except ServerImportError as exc:
+        raise kept_server_log(dest, exc.server_log, exc) from None
+    try:
+        return _init_imported(dest, source, toolset, imported, read_only=read_only,
+                              writes=writes, execute=execute, timeout_s=timeout_s,
+                              force=force, stored_server=stored_server, secrets=secrets,
+                              earlier=earlier)
+    except BenchError as exc:
+        raise kept_server_log(dest, imported.server_log, exc) from None
+
+
+def kept_server_log(dest: Path, log: str, error: BenchError) -> BenchError:
+    """``error`` of a failed ``bench init`` naming the server's stderr ``log`` (redacted), kept
+    in ``reports/`` :data:`INIT_SERVER_LOG` of ``dest`` (written atomically, replacing an
+    earlier one); ``error`` itself when the server wrote nothing or the log cannot be
+    written."""
+    if not log.strip():
+        return error
+    path = dest / "reports" / INIT_SERVER_LOG
+    try:
+        write_file(path, log, force=True)
+    except (BenchError, OSError):
+        return error
+    kept = BenchError(f"{error.message}; the server's stderr is kept in {path}", file=error.file,
+                      line=error.line, field=error.field)
+    kept.exit_code = error.exit_code
+    return kept
+
+
+def _init_imported(dest: Path, source: InitSource, toolset: str, imported: ImportedToolset,
+                   *, read_only: Sequence[str], writes: Sequence[str], execute: bool,
+                   timeout_s: float, force: bool, stored_server: list[str] | str | None,
+                   secrets: dict[str, str], earlier: dict[str, Any] | None) -> InitResult:
+    """:func:`init_project` once the tools of ``source`` are ``imported`` (its arguments,
+    and what it computed before the import: the server's command line as stored,
+    ``secrets`` it holds, the earlier toolset table under ``force``).
+
+    Raises:
+        BenchError: as :func:`init_project`, after the import.
+    """
+    pyproject = dest / PYPROJECT
     if not imported.tools:  # a project needs a tool: its guide and datasheet name one
         why = f" ({'; '.join(imported.notes)})" if imported.notes else ""
         if source.kind == "tools":
