@@ -257,6 +257,10 @@ def run(
     execute_mcp: Annotated[Optional[str], typer.Option(
         help="Execute the calls on this MCP server (a command line, started over stdio, e.g. "
              "'python server.py') instead of the reference backends.")] = None,
+    error_pattern: Annotated[Optional[str], typer.Option(
+        help="With --execute-mcp: a Python regular expression searched in each text result "
+             "of the server's tools; a match fails the call (for a server that answers its "
+             "errors as text, without isError).")] = None,
     skip_invalid_cases: Annotated[bool, typer.Option(
         "--skip-invalid-cases",
         help="Leave out, and list, cases whose labels do not fit the tools (unknown tool or "
@@ -348,7 +352,7 @@ def run(
                     tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                     openai_strict=openai_strict, stream=stream, request_timeout_s=request_timeout,
                     execute=execute, allow_writes=allow_writes, allow_sensitive=allow_sensitive,
-                    mcp_server=mcp_server,
+                    mcp_server=mcp_server, error_pattern=error_pattern,
                     skip_invalid_cases=skip_invalid_cases, shard=shard,
                     factors={name: _split(values, f"--{name.replace('_', '-')}")
                              for name, values in (("result_format", result_format),

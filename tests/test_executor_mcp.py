@@ -424,3 +424,60 @@ def test_a_server_that_exits_during_a_call_fails_that_call_and_is_restarted_for_
     assert len((tmp_path / "starts.log").read_text().splitlines()) == 2
     assert "bench: the server exited with exit code 3 (during calls of crash); starting it " \
         "again (restart 1 of at most 1 in this run)" in log.read_text()
+
+
+# -- --execute-mcp with --error-pattern (docs/executor.md, "Your own MCP server") -----------
+
+TEXT_ERROR_SERVER = Path(__file__).with_name("mcp_text_errors_server.py")
+
+
+@pytest.mark.slow
+def test_execute_mcp_fails_a_call_whose_text_result_matches_the_error_pattern(tmp_path,
+                                                                              monkeypatch):
+    """The server answers its errors as text, without isError: with --execute-mcp's
+    error_pattern such a result is a failed call (permanent tool_error, its text the
+    message); without one it is a success, and a right answer is one either way."""
+    import sqlite3
+
+    from bench.executor.runhook import RunExecution
+
+    with sqlite3.connect(tmp_path / "shop.db") as db:
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
+        db.execute("INSERT INTO orders (total) VALUES (42.0)")
+    monkeypatch.chdir(tmp_path)  # the server reads shop.db in the folder it starts in
+
+    def outcomes(pattern: str | None) -> list:
+        execution = RunExecution(tmp_path / "run", "r", toolsets=["shop"],
+                                 mcp_command=[sys.executable, str(TEXT_ERROR_SERVER)],
+                                 mcp_error_pattern=pattern)
+        try:
+            tools = execution._mcp.tools
+            return [execution.executor.execute(
+                ToolCall(id=q, name="read_query", arguments={"query": q}), tools, "shop")
+                for q in ("SELECT SUM(amount) FROM orders", "SELECT SUM(total) FROM orders")]
+        finally:
+            execution.close()
+
+    trusted = outcomes(None)
+    assert [o.success for o in trusted] == [True, True]
+    wrong, right = outcomes("^(Database error|Error):")
+    assert (wrong.success, wrong.error_class, wrong.error_code) == \
+        (False, "permanent", "tool_error")
+    assert wrong.error == "Database error: no such column: amount"
+    assert right.success is True
+
+
+@pytest.mark.parametrize("options, said", [
+    (("--execute-mcp", "python server.py", "--error-pattern", "^(Error"),
+     "error: --error-pattern: '^(Error' is not a regular expression: missing ), unterminated "
+     "subpattern at position 1"),
+    (("--error-pattern", "^Error"), "error: --error-pattern goes with --execute-mcp")])
+def test_a_bad_error_pattern_for_execute_mcp_is_one_line_naming_the_option(tmp_path, options,
+                                                                           said):
+    from tests.test_own_tools import bench
+
+    run = bench(tmp_path, "run", "--provider", "oracle", "--run-id", "r", *options)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith(said) and len(run.stderr.strip().splitlines()) == 1, \
+        run.stderr
+    assert not (tmp_path / "reports").exists()

@@ -15,6 +15,7 @@ manifest keeps it under ``execution``, for the table and the report):
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -175,6 +176,10 @@ class RunExecution:
             server's argv (``[program, *args]``), started over stdio; its tools serve every
             toolset (read-only unless the server marks a tool otherwise, see
             :class:`~bench.executor.backends.mcp.McpBackend`).
+        mcp_error_pattern: with ``mcp_command`` (``--error-pattern``): a Python regular
+            expression whose match in a text result of the server's tools fails the call
+            (:func:`~bench.executor.outcome.failing_on_text`), as a toolset's
+            ``error_pattern`` does; None: only ``isError`` fails a call.
         project_root: the project folder whose ``pyproject.toml`` may declare how its own
             toolsets execute (:mod:`bench.toolset_config`); None: none declared.
         toolsets: the run's toolsets: their declared backends start now, so a server that
@@ -190,6 +195,7 @@ class RunExecution:
 
     def __init__(self, run_dir: Path, run_id: str, *, allow_writes: bool = False,
                  allow_sensitive: bool = False, mcp_command: Sequence[str] | None = None,
+                 mcp_error_pattern: str | None = None,
                  project_root: Path | None = None, toolsets: Sequence[str] = ()) -> None:
         self.run_id = run_id
         self.allow_writes = allow_writes
@@ -206,7 +212,12 @@ class RunExecution:
             from bench.executor.backends.mcp import McpBackend
             self._mcp = McpBackend(mcp_command[0], list(mcp_command[1:]),
                                    errlog=self._run_dir / MCP_LOG, name="--execute-mcp")
-            mcp_handlers = self.mcp_handlers = self._mcp.handlers()
+            mcp_handlers = self._mcp.handlers()
+            if mcp_error_pattern:  # errors the server answers as text, without isError
+                pattern = re.compile(mcp_error_pattern)
+                mcp_handlers = {name: dataclasses.replace(handler, run=failing_on_text(
+                    handler.run, pattern)) for name, handler in mcp_handlers.items()}
+            self.mcp_handlers = mcp_handlers
             source: Any = lambda _toolset: mcp_handlers  # noqa: E731 - one server, every toolset
         else:
             reference = ReferenceBackends()

@@ -116,6 +116,10 @@ class RunConfig(BaseModel):
         allow_writes / allow_sensitive: let write / sensitive tools run when executing.
         mcp_server: execute on this MCP server (argv, started over stdio) instead of the
             reference backends.
+        error_pattern: with ``mcp_server`` (``--error-pattern``): a Python regular
+            expression searched in each text result of its tools, a match failing the call
+            as a toolset's ``error_pattern`` does (:mod:`bench.toolset_config`); None: only
+            ``isError`` fails a call.
         skip_invalid_cases: leave out (and list) the cases whose labels do not fit the
             tools (unknown tool or argument, an acceptable value the schema rejects) instead
             of refusing the dataset.
@@ -171,6 +175,7 @@ class RunConfig(BaseModel):
     allow_writes: bool = False
     allow_sensitive: bool = False
     mcp_server: list[str] | None = None
+    error_pattern: str | None = Field(default=None, min_length=1)
     skip_invalid_cases: bool = False
     shard: str | None = None
     factors: dict[str, list[str]] = Field(default_factory=dict)
@@ -190,6 +195,28 @@ class RunConfig(BaseModel):
             raise ValueError("--distractors goes with --tools (distractors are drawn only to "
                              "grow a catalog to a tool count)")
         native_check(self.retrievers, self.providers, self.always_loaded)
+        return self
+
+    @field_validator("error_pattern")
+    @classmethod
+    def _a_regular_expression(cls, value: str | None) -> str | None:
+        """``error_pattern`` compiles (Python ``re``, as a toolset's does:
+        :mod:`bench.toolset_config`), or one line says why not."""
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _error_pattern_with_a_server(self) -> "RunConfig":
+        """``error_pattern`` goes with ``mcp_server``: a project's toolset declares its own
+        in its table."""
+        if self.error_pattern is not None and not self.mcp_server:
+            raise ValueError("--error-pattern goes with --execute-mcp (a toolset of your "
+                             "project declares error_pattern in its [tool.bench.toolsets."
+                             "<name>] table)")
         return self
 
     @field_validator("mcp_server")

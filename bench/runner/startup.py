@@ -212,7 +212,9 @@ def start_execution(session: RunSession) -> RunExecution | None:
         return RunExecution(session.store.dir, session.store.run_id,
                             allow_writes=config.allow_writes,
                             allow_sensitive=config.allow_sensitive,
-                            mcp_command=config.mcp_server, project_root=session.project.root,
+                            mcp_command=config.mcp_server,
+                            mcp_error_pattern=config.error_pattern,
+                            project_root=session.project.root,
                             toolsets=[v.toolset for v in session.variants])
     except BenchError as exc:
         raise ExecutorNotStarted(exc.message, file=exc.file, line=exc.line,
