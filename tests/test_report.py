@@ -210,6 +210,25 @@ def test_reports_state_each_runs_split_and_show_the_buckets(project):
         assert f"| local | l3 | {bucket} |" in markdown
 
 
+def test_a_report_on_a_dataset_without_splits_says_none_of_its_cases_is_held_out(project):
+    """A dataset never split has no test split: the report does not claim one is held out."""
+    cases = project / "datasets" / "ecommerce" / "cases.jsonl"
+    lines = [json.loads(line) for line in cases.read_text(encoding="utf-8").splitlines()]
+    cases.write_text("".join(json.dumps({k: v for k, v in case.items() if k != "split"},
+                                        ensure_ascii=False) + "\n" for case in lines),
+                     encoding="utf-8")
+    make_run("plain", mixed_answer, limit=4)
+    runs = load_runs(["plain"])
+    assert runs[0].manifest.dataset.splits is False
+    said = ("Cases: run plain: ecommerce, all split (4 cases). No case of ecommerce is held "
+            "out: it has no dev/test split, so any case may have informed the descriptions "
+            "(bench split ecommerce assigns one).")
+    markdown = render_markdown(runs, "t")
+    assert markdown.splitlines()[2] == said
+    assert "Only the test split is held out" not in markdown
+    assert f'<p class="split" id="split">{said}' in render_html(runs, "t")
+
+
 def test_junit_has_one_testcase_per_row_and_failures_carry_codes(hostile_run):
     runs = load_runs(["hostile"])
     root = ET.fromstring(render_junit(runs, "t").encode("utf-8"))

@@ -264,17 +264,41 @@ def split_statement(runs: Sequence[LoadedRun]) -> str:
     """Which cases the figures cover, one sentence for a report's headline: each run's
     dataset, split and cases, e.g. ``"Cases: run r1: ecommerce, test split (154 cases)."``.
     ``test`` is the held-out split (descriptions and examples may draw on ``dev`` only,
-    :mod:`bench.datasets.splits`); a run stored before splits ran every case (``all``)."""
+    :mod:`bench.datasets.splits`); a run stored before splits ran every case (``all``).
+    Runs not on ``test`` get a note on what is held out: for a dataset without splits
+    (the manifest's ``dataset.splits`` false), none of its cases; for one with splits, the
+    test split only; for a run that did not record it, words true of both."""
     from bench.datasets.splits import run_split
 
     parts = []
+    unsplit: list[str] = []  # datasets without a dev/test split
+    split_known, unknown = False, False  # runs off test, on a dataset with / maybe with splits
     for run in runs:
         dataset = run.manifest.dataset
         cases = "" if dataset.cases is None else f" ({count(dataset.cases, 'case')})"
-        parts.append(f"run {run.run_id}: {dataset.name or '?'}, "
-                     f"{run_split(run.manifest.config)} split{cases}")
-    note = ("" if all(run_split(r.manifest.config) == "test" for r in runs) else
-            " Only the test split is held out: dev cases may have informed the descriptions.")
+        split = run_split(run.manifest.config)
+        parts.append(f"run {run.run_id}: {dataset.name or '?'}, {split} split{cases}")
+        if split == "test":
+            continue
+        if dataset.splits is False:
+            if (dataset.name or "?") not in unsplit:
+                unsplit.append(dataset.name or "?")
+        elif dataset.splits:
+            split_known = True
+        else:
+            unknown = True
+    note = ""
+    if split_known:
+        note += " Only the test split is held out: dev cases may have informed the descriptions."
+    elif unknown:
+        note += (" Only cases of a test split are held out, and these figures include others:"
+                 " they may have informed the descriptions.")
+    if unsplit:
+        named = ", ".join(unsplit)
+        one = len(unsplit) == 1
+        note += (f" No case of {named} is held out: {'it has' if one else 'they have'} no "
+                 "dev/test split, so any case may have informed the descriptions (bench split "
+                 f"{unsplit[0]} assigns one).")
     return "Cases: " + "; ".join(parts) + "." + note
 
 

@@ -16,6 +16,8 @@ class ManifestDataset(_Record):
     path: str | None = Field(None, description="the cases file when the run started")
     sha256: str | None = Field(None, description="SHA-256 of the cases file")
     cases: int | None = Field(None, description="cases planned (after --limit / --case)")
+    splits: bool | None = Field(None, description="its cases carry a dev/test split (bench "
+                                "split); None: a run from before it was recorded")
 
 
 class ManifestVariant(_Record):

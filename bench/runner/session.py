@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from bench.datasets import Dataset, load_dataset
 from bench.datasets.labels import LabelProblem
-from bench.datasets.splits import resolve_split
+from bench.datasets.splits import has_splits, resolve_split
 from bench.descriptions import Variant
 from bench.episodes.factors import factor_grid
 from bench.errors import BenchError
@@ -241,7 +241,8 @@ class RunSession:
             "command": self.command,
             "config": self.config.model_dump(),
             "dataset": {"name": self.dataset.name, "path": str(self.dataset.path),
-                        "sha256": self.dataset.sha256, "cases": len(self.cases)},
+                        "sha256": self.dataset.sha256, "cases": len(self.cases),
+                        "splits": has_splits(self.dataset.cases)},
             "cases_skipped": [{"case": p.case_id, "line": p.line, "field": p.field,
                                "why": p.message} for p in self.invalid_cases],
             "bfcl": None if not self.bfcl_path else {
