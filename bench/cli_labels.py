@@ -6,7 +6,7 @@ later runs compare the model's results with them instead of running the label's 
 bench never runs a call no model made on a system it does not own by itself: this command is
 the one place it does, and only after the user agreed to the list of write calls it will make
 (an interactive confirmation, or ``--yes``); a shell that cannot ask refuses without
-``--yes``. Reference toolsets (bench's own database copy) need no recording and are skipped.
+``--yes``. Labels whose calls all read run without asking. Reference toolsets (bench's own database copy) need no recording and are skipped.
 
 Each case's results reach ``cases.jsonl`` (rewritten atomically) as soon as its calls ran, so
 a stop of any kind (Ctrl-C, ``kill -9``, a power cut) loses at most the case being run: the
@@ -95,7 +95,8 @@ def record(
 ) -> None:
     """Run each label's calls once on your toolset's system (its MCP server or Python module,
     pyproject.toml [tool.bench.toolsets.<name>]) and store the results with the case
-    (expected.recorded in cases.jsonl), after you agree to the write calls listed.
+    (expected.recorded in cases.jsonl), after you agree to the write calls listed (none:
+    no question).
 
     Runs then compare the model's results with these instead of running a label's calls on
     your system. Labels with only patterns ($regex, $any) cannot be built and are skipped;
@@ -194,6 +195,8 @@ def _permission(tool: Any, handler: Any) -> str:
 def _consent(todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[str, Any]],
              execution: Any, yes: bool) -> None:
     """List the write calls and ask (or take ``--yes``); refuse where no one can be asked.
+    Labels without a write call (every tool read-only) run without a word: consent is for
+    what changes the user's system.
 
     Raises:
         BenchError: no terminal and no ``--yes``.
@@ -209,6 +212,8 @@ def _consent(todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[str, Any]]
             calls += 1
             if _permission(tools[case.toolset].get(call.name), backend.get(call.name)) != "read":
                 writes.append(f"{case.id}: {_call_text(call.name, call.arguments)}")
+    if not writes:
+        return
     where = ", ".join(sorted(systems))
     out.print(f"bench labels record runs {count(calls, 'label call')} of "
               f"{count(len(todo), 'case')} once on your system ({where}), "

@@ -1024,6 +1024,38 @@ def test_a_killed_labels_record_keeps_the_cases_recorded_and_never_runs_their_wr
     assert list((root / "reports" / "labels").glob("in-progress-*")) == []
 
 
+COUNT_TOOLS = """\
+def count_items(title: str) -> dict:
+    \"\"\"Count the items of one title on the shopping list.
+
+    Args:
+        title: The item's title.
+    \"\"\"
+    return {"title": title, "count": 2}
+"""
+
+
+@pytest.mark.slow
+def test_labels_record_of_calls_that_only_read_runs_without_asking(tmp_path):
+    """No label calls a write tool: nothing to agree to, so no list, no question and no
+    --yes needed where bench cannot ask (stdin is no terminal here)."""
+    root = tmp_path / "items"
+    root.mkdir()
+    (root / "tools.py").write_text(COUNT_TOOLS, encoding="utf-8")
+    assert bench(root, "init", ".", "--python", "tools.py", "--read-only", "count_items",
+                 "--name", "items").returncode == 0
+    write_cases(root, "items", [
+        {"id": "c1", "messages": [{"role": "user", "content": "how many milk?"}],
+         "expected": {"calls": [{"name": "count_items", "arguments": {"title": ["milk"]}}]}}])
+    recorded = bench(root, "labels", "record", "items")
+    assert recorded.returncode == 0, recorded.stderr
+    said = flat(recorded.stdout + recorded.stderr)
+    assert "write call" not in said and "--yes" not in said and "Run them now" not in said
+    case = json.loads((root / "datasets" / "items" / "cases.jsonl").read_text())
+    assert [r["data"] for r in case["expected"]["recorded"]["results"]] == \
+        [{"title": "milk", "count": 2}]
+
+
 @pytest.mark.slow
 def test_a_python_project_never_runs_a_labels_write_and_records_with_consent(tmp_path):
     root = tmp_path / "items"
