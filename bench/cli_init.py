@@ -58,6 +58,7 @@ def init(
     and a README (BENCH.md beside yours). Secrets in --mcp become ${NAME} references."""
     from bench.importers.common import check_name
     from bench.importers.scaffold import InitSource, init_project
+    from bench.toolset_config import read_only_fix
 
     given = [option for option, value in (("--mcp", mcp), ("--tools", tools),
                                           ("--python", python)) if value]
@@ -117,7 +118,8 @@ def init(
                    if t.permission != "read" and t.name not in settings.writes]
         out.print(f"execution: {settings.execute}, {settings.timeout_s:g} s per call"
                   + (f"; writes refused for {', '.join(refused)} until listed in writes = "
-                     "[...] of pyproject.toml" if refused else ""), markup=False)
+                     f"[...] of pyproject.toml; {read_only_fix(refused)}" if refused else ""),
+                  markup=False)
     go = "" if folder.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} and "
     follow = f"follow {result.guide} (add" if result.guide else "add"
     out.print(f"next: {go}{follow} cases to datasets/{toolset}/cases.jsonl, then bench run"

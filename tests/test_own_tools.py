@@ -1456,3 +1456,94 @@ def test_init_and_run_name_the_variants_that_render_the_same_text(tmp_path):
              if "render the same text" in line]
     assert len(notes) == 1 and notes[0].startswith(
         "variants l30 and l50 of toolset 'sky' render the same text"), run.stderr
+
+
+@pytest.mark.slow
+def test_bench_variants_marks_the_variants_that_render_the_same_text(tmp_path):
+    (tmp_path / "sky_tools.py").write_text(SKY_TOOLS, encoding="utf-8")
+    assert bench(tmp_path, "init", "sky", "--python", "sky_tools.py",
+                 "--read-only", "get_time,get_date").returncode == 0
+    root = tmp_path / "sky"
+    listed = bench(root, "variants", "--toolset", "sky")
+    assert listed.returncode == 0, listed.stderr
+    said = flat(listed.stdout)
+    assert "l30 (same text as l10)" in said and "l50 (same text as l10)" in said
+    assert "l3 (same" not in said and "current (same" not in said
+    assert "note: variants l10, l30 and l50 of toolset 'sky' render the same text, so " \
+           "comparing them measures nothing;" in said
+    as_json = bench(root, "variants", "--toolset", "sky", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    same = {row["variant"]: row["same_text_as"] for row in json.loads(as_json.stdout)["variants"]}
+    assert same == {"l3": None, "l10": None, "l30": "l10", "l50": "l10", "current": None}
+    # variants of different text are not marked
+    apart = bench(root, "variants", "--toolset", "sky", "--variants", "l3,l10")
+    assert apart.returncode == 0 and "same text" not in apart.stdout, apart.stdout
+
+
+@pytest.mark.slow
+def test_the_guide_suggests_comparing_only_variants_that_render_different_text(tmp_path):
+    (tmp_path / "sky_tools.py").write_text(SKY_TOOLS, encoding="utf-8")
+    assert bench(tmp_path, "init", "sky", "--python", "sky_tools.py",
+                 "--read-only", "get_time,get_date").returncode == 0
+    guide = flat((tmp_path / "sky" / "README.md").read_text(encoding="utf-8"))
+    assert "`bench run --dataset sky --variants current,l10 --provider local`" in guide
+    assert "`l30` is left out: it renders the same text as `l10`, until the sections the " \
+           "longer templates add are filled in `descriptions/sky/specs/`, or drafted: " \
+           "`bench variants draft --toolset sky --provider local`" in guide
+    # the calendar's docstrings fill l30's sections: all three differ, none is left out
+    assert bench(tmp_path, "init", "cal", "--python", str(CALENDAR),
+                 "--read-only", "list_events,get_event,slow_lookup").returncode == 0
+    guide = flat((tmp_path / "cal" / "README.md").read_text(encoding="utf-8"))
+    assert "`bench run --dataset cal --variants current,l10,l30 --provider local`" in guide
+    assert "left out" not in guide
+    assert len({load_variant("cal", name, tmp_path / "cal" / "descriptions").sha256
+                for name in ("current", "l10", "l30")}) == 3
+
+
+def test_init_shows_how_to_declare_errors_answered_as_text(tmp_path):
+    """The toolset table bench init writes carries a commented error_pattern that works
+    once uncommented, and the guide says when it is needed."""
+    from bench.toolset_config import load_toolset_settings
+    (tmp_path / "sky_tools.py").write_text(SKY_TOOLS, encoding="utf-8")
+    assert bench(tmp_path, "init", "sky", "--python", "sky_tools.py",
+                 "--read-only", "get_time,get_date").returncode == 0
+    root = tmp_path / "sky"
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    example = '# error_pattern = "^(Error|Database error):"'
+    assert example in text
+    assert load_toolset_settings(root)["sky"].error_pattern is None  # only an example
+    pyproject.write_text(text.replace(example, example[2:]), encoding="utf-8")
+    pattern = load_toolset_settings(root)["sky"].error_regex()
+    assert pattern is not None and pattern.search("Database error: no such column: amount")
+    guide = flat((root / "README.md").read_text(encoding="utf-8"))
+    assert "If your tools answer their errors as ordinary text (`Error: no such note`), " \
+           "those calls count as successes until `error_pattern`" in guide
+
+
+@pytest.mark.slow
+def test_a_refused_write_of_a_tool_that_only_reads_names_read_only_and_that_fix_works(
+        tmp_path):
+    """list_events only reads but was not marked so at init: its call is refused, and the
+    note under the table names writes and the read-only marking in one sentence; doing what
+    it says (bench init --force --read-only) lets the call run."""
+    root = tmp_path / "cal"
+    assert bench(tmp_path, "init", "cal", "--python", str(CALENDAR)).returncode == 0
+    write_cases(root, "cal", [c for c in CAL_CASES if c["id"] == "c1"])
+    write_answers(root, CAL_ANSWERS)
+    run = bench(root, "run", "--dataset", "cal", "--variants", "current", "--provider",
+                "function:answers:answer", "--run-id", "r1")
+    assert run.returncode == 0, run.stderr
+    assert rows(root, "r1")[("c1", "current")]["write_refused"] is True
+    assert ('Allow one with writes = ["list_events"] under [tool.bench.toolsets.cal] in '
+            "pyproject.toml, or all with bench run --allow-writes; if it only reads, mark it "
+            'read-only instead: read_only = ["list_events"] and permission: read in its spec '
+            "and variants/current.yaml (bench init --force --read-only list_events writes "
+            "them)") in flat(run.stdout)
+    assert bench(tmp_path, "init", "cal", "--python", str(CALENDAR), "--force",
+                 "--read-only", "list_events").returncode == 0
+    again = bench(root, "run", "--dataset", "cal", "--variants", "current", "--provider",
+                  "function:answers:answer", "--run-id", "r2")
+    assert again.returncode == 0, again.stderr
+    got = rows(root, "r2")[("c1", "current")]
+    assert got["write_refused"] is False and got["execution_success"] is True

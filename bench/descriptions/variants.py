@@ -332,13 +332,33 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
                          f"has none (expected {toolset_dir / 'specs'}/<tool>.yaml); its "
                          "hand-written variants: "
                          f"{', '.join(available_variants(toolset, root)) or 'none'}")
+    return specs_variant(toolset, name, specs, root,
+                         source=str((toolset_dir / "specs").relative_to(root.parent))
+                         if root.parent in toolset_dir.parents else str(toolset_dir / "specs"))
+
+
+def specs_variant(toolset: str, name: str, specs: Sequence[ToolSpec], root: Path,
+                  source: str = "specs") -> Variant:
+    """Variant ``name`` of ``toolset`` made from ``specs`` (already loaded, or not yet
+    written: ``bench init`` compares its variants before writing its guide): each spec's own
+    text for ``name`` (``variants:``), the others rendered by the template ``name.j2`` of
+    :func:`template_dirs` of ``root`` (the ``descriptions/`` folder). ``source`` is what the
+    manifest names when every tool has its own text.
+
+    Raises:
+        BenchError: a tool has no text of its own and there is no template ``name.j2``, or
+            the template fails (:func:`bench.templating.template_error`: names its file).
+    """
+    own = [spec for spec in specs if name in spec.variants]
     drafts = tuple(spec.name for spec in own if spec.variants[name].draft)
     if len(own) == len(specs):  # every tool has its own text: no template needed
         return Variant(name=name, toolset=toolset, draft_tools=drafts,
                        tools=tuple(spec_variant_tool(spec, name) for spec in specs),
-                       source=str((toolset_dir / "specs").relative_to(root.parent))
-                       if root.parent in toolset_dir.parents else str(toolset_dir / "specs"))
-    assert found is not None  # a tool without its own text is rendered by the template
+                       source=source)
+    found = template_path(root, name)
+    if found is None:
+        raise BenchError(f"variant '{name}' of toolset '{toolset}': no template {name}.j2 "
+                         "renders the tools without a text of their own for it")
     template_file = found
     from bench.templating import template_error
 
@@ -351,10 +371,11 @@ def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:
         raise
     except Exception as exc:  # does not parse, not UTF-8, a tool the text does not make
         raise template_error(exc, template_file) from None
-    source = template_file.relative_to(root.parent) if root.parent in template_file.parents \
+    rendered_from = template_file.relative_to(root.parent) \
+        if root.parent in template_file.parents \
         else Path("bench/data/templates") / template_file.name  # the built-in one
     return Variant(name=name, toolset=toolset, tools=tools, draft_tools=drafts,
-                   source=str(source))
+                   source=str(rendered_from))
 
 
 def spec_variant_tool(spec: ToolSpec, name: str) -> Tool:

@@ -284,9 +284,64 @@ descriptions may quote `dev` cases, never `test` ones.
 """
 
 
+#: The variants the guide's first run compares, when they differ (:func:`suggested_variants`).
+SUGGESTED_VARIANTS = ("current", "l10", "l30")
+
+
+def suggested_variants(toolset: str, tools: Sequence[Tool], spec_texts: Sequence[str],
+                       root: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The variants of :data:`SUGGESTED_VARIANTS` worth comparing in a first run, and the
+    sets among them that render the same text (:func:`bench.descriptions.variants.
+    same_text_groups`: an imported toolset's l30 is its l10 until the specs' longer
+    sections are filled), rendered in memory before anything is written.
+
+    Args:
+        toolset: the toolset's name.
+        tools: the imported tools (the variant ``current``, word for word).
+        spec_texts: the YAML texts of the specs bench init writes.
+        root: the project's ``descriptions/`` folder (its own templates, if any, apply).
+
+    Returns:
+        ``(names, same)``: the first of each set of equal variants, in the order of
+        :data:`SUGGESTED_VARIANTS`; ``same``: ``(toolset, names)`` per set of two or more.
+        All of them and ``[]`` when a spec or template does not render (the run says why).
+    """
+    from bench.descriptions.specs import ToolSpec
+    from bench.descriptions.variants import CURRENT, Variant, same_text_groups, specs_variant
+
+    try:
+        specs = sorted((ToolSpec.model_validate(yaml.safe_load(text)) for text in spec_texts),
+                       key=lambda spec: spec.name)  # load_specs's order
+        variants = [Variant(name=CURRENT, toolset=toolset, tools=tuple(tools), source="")] + [
+            specs_variant(toolset, name, specs, root) for name in SUGGESTED_VARIANTS[1:]]
+    except (BenchError, ValueError, yaml.YAMLError):
+        return list(SUGGESTED_VARIANTS), []
+    same = same_text_groups(variants)
+    later = {name for _, names in same for name in names[1:]}
+    return [name for name in SUGGESTED_VARIANTS if name not in later], same
+
+
 def project_readme(toolset: str, result_tools: list[Tool], source: str,
-                   settings: ToolsetSettings) -> str:
-    """The project's ``README.md``: its layout and the steps to a report and a gate."""
+                   settings: ToolsetSettings,
+                   suggested: tuple[list[str], list[tuple[str, list[str]]]] | None = None
+                   ) -> str:
+    """The project's ``README.md``: its layout and the steps to a report and a gate.
+    ``suggested``: :func:`suggested_variants` (None: all of :data:`SUGGESTED_VARIANTS`),
+    the variants step 3 compares, with a word on those left out for rendering the same
+    text."""
+    names, same = suggested or (list(SUGGESTED_VARIANTS), [])
+    said = []
+    for _, group in same:
+        later = [f"`{name}`" for name in group[1:]]
+        said.append(f"{' and '.join(later)} {'is' if len(later) == 1 else 'are'} left out: "
+                    f"{'it renders' if len(later) == 1 else 'they render'} the same text as "
+                    f"`{group[0]}`")
+    left_out = ""
+    if said:
+        left_out = (f"\n   {'; '.join(said)}, until the sections the longer templates add "
+                    f"are filled in `descriptions/{toolset}/specs/`, or drafted: `bench "
+                    f"variants draft --toolset {toolset} --provider local`, then `bench "
+                    f"variants accept --toolset {toolset}`.")
     allowed = set(settings.writes)
     writes = [t.name for t in result_tools if t.permission != "read" and t.name not in allowed]
     if settings.execute == "none":
@@ -305,6 +360,11 @@ def project_readme(toolset: str, result_tools: list[Tool], source: str,
                           + (", and list it in `read_only = [...]` there (the server's "
                              "missing `readOnlyHint` makes it a write otherwise)."
                              if settings.execute == "mcp" else "."))
+        execution += ("\n\nA call fails when its tool says so: `isError` in an MCP result, "
+                      "an exception of a Python function. If your tools answer their errors "
+                      "as ordinary text (`Error: no such note`), those calls count as "
+                      "successes until `error_pattern` in that table says how an error looks "
+                      "(a regular expression; a commented example is there).")
     return f"""# bench project: `{toolset}`
 
 Made by `bench init` from {source}: {count(len(result_tools), 'tool')}
@@ -328,9 +388,9 @@ Run every command in this folder (or set `BENCH_HOME` to it).
 2. Look at the variants: `bench variants --toolset {toolset}` (lines and tokens per variant),
    `bench lint --toolset {toolset}` (description problems).
 3. Run and read the report:
-   `bench run --dataset {toolset} --variants current,l10,l30 --provider local`, then
+   `bench run --dataset {toolset} --variants {','.join(names)} --provider local`, then
    `bench report <run-id>` (HTML under `reports/<run-id>/`). Any provider works:
-   `openai:<model>`, `anthropic:<model>`, `gemini:<model>`, `function:<module>:<callable>`.
+   `openai:<model>`, `anthropic:<model>`, `gemini:<model>`, `function:<module>:<callable>`.{left_out}
 4. The gate: record the answers once,
    `bench run --dataset {toolset} --variants current --split all --provider local --cache write --cache-path gate/responses.sqlite`,
    set `providers = ["replay:gate/responses.sqlite"]` in `[tool.bench.gate]` (it is), then
@@ -339,11 +399,25 @@ Run every command in this folder (or set `BENCH_HOME` to it).
 """
 
 
+#: The toolset table's word on errors answered as text (after :data:`LABELS_TOML`): exec
+#: success trusts an MCP result's ``isError`` and a Python exception; ``error_pattern``
+#: (:class:`bench.toolset_config.ToolsetSettings`) is how a tool that answers its errors as
+#: text says so. Nothing at import time tells such a tool apart (only a failing call shows
+#: it), so this is a commented example, not a guess.
+ERRORS_TOML = """\
+# A call fails when its tool says so: isError in an MCP result, an exception in Python. A
+# tool that answers its errors as ordinary text (mcp-server-sqlite: "Database error: no such
+# column: x") scores them as successes until error_pattern says how they look: a regular
+# expression searched in each text result (docs/your-own-tools.md of bench).
+# error_pattern = "^(Error|Database error):"
+"""
+
+
 LABELS_TOML = """\
 # bench never runs a label's calls on your system by itself. exec match compares the model's
 # results with results you record once (`bench labels record <dataset>`: it lists the write
-# calls and asks first), or, when a command can put your system back, declare it: bench then
-# runs it before each case and may run the labels' calls (docs/your-own-tools.md).
+# calls, if any, and asks first), or, when a command can put your system back, declare it:
+# bench then runs it before each case and may run the labels' calls (docs/your-own-tools.md).
 # reset = ["git", "checkout", "--", "data/"]
 # Results that depend on the clock or on state: per tool "exact" (default), "shape" (types
 # and keys only), "none" (not compared) or {ignore = ["field", ...]}.
@@ -659,11 +733,9 @@ def _init_imported(dest: Path, source: InitSource, toolset: str, imported: Impor
         "read_only": "tools that only read: their calls always run",
         "server_names": "bench name -> the server's own name",
         "reason": "shown in the table and report"}) \
-        + ("" if settings.execute == "none" else LABELS_TOML)
+        + ("" if settings.execute == "none" else LABELS_TOML + ERRORS_TOML)
     gate_table = gate_toml(toolset, guide or "README.md")
     files = [
-        *([ProjectFile(Path(guide), project_readme(toolset, tools, label, settings), "guide")]
-          if guide else []),
         ProjectFile(Path("descriptions", toolset, "variants", "current.yaml"),
                     variant_yaml(tools, header), "bench"),
         *[ProjectFile(Path("descriptions", toolset, "specs", f"{t.name}.yaml"),
@@ -680,6 +752,12 @@ def _init_imported(dest: Path, source: InitSource, toolset: str, imported: Impor
             item.text, note = keep_spec_variants(dest / item.rel, item.rel, item.text)
             if note:
                 kept_work.append(note)
+    if guide:  # its first run compares only variants that differ (specs as written)
+        suggested = suggested_variants(toolset, tools, [item.text for item in files
+                                                        if item.rel.parent.name == "specs"],
+                                       dest / "descriptions")
+        files.insert(0, ProjectFile(Path(guide), project_readme(toolset, tools, label,
+                                                                settings, suggested), "guide"))
     plan, existing = plan_files(dest, files, force)
     if not pyproject.exists():
         plan.new.insert(0, (Path(PYPROJECT), top + toolset_table + "\n" + gate_table))

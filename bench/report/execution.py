@@ -104,7 +104,8 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     its figures score selection and arguments only`` and ``write calls refused (writes not
     allowed for these tools), counted per tool: create_event 3; a refusal ... is the run's
     policy, not an execution failure ...; allow one with writes = ["create_event"] under
-    [tool.bench.toolsets.calendar] in pyproject.toml, or bench run --allow-writes``
+    [tool.bench.toolsets.calendar] in pyproject.toml, or bench run --allow-writes; if it only
+    reads, mark it read-only instead: ...`` (:func:`bench.toolset_config.read_only_fix`)
     (:mod:`bench.executor.judge` leaves refused calls out of ``execution_success`` and
     counts them in ``write_refused``).
 
@@ -145,12 +146,13 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
         where = (f"under [tool.bench.toolsets.{own[0]}] in pyproject.toml" if len(own) == 1
                  else "in its toolset's [tool.bench.toolsets.<name>] in pyproject.toml")
         example = sorted(refused)[0]
+        from bench.toolset_config import read_only_fix
         notes.append(f"write calls refused (this run does not allow these tools to write), "
                      f"counted per tool: {tools}; a refusal (permission_denied) is the run's "
                      "policy, not an execution failure: exec success counts only the calls "
                      "that ran, and writes refused the rows with a refused call. Allow one "
                      f"with writes = [\"{example}\"] {where}, or all with bench run "
-                     "--allow-writes")
+                     f"--allow-writes; {read_only_fix([example])}")
     if exited and run_dir is not None:
         notes += _exit_notes(server_exits(exited, run_dir / "results.jsonl"), execution,
                              run_dir)

@@ -61,6 +61,7 @@ from bench.project import Project
 from bench.synth.proposals import (CATEGORY, KINDS, LANGUAGES, NoCallProposal,
                                    Proposal, generator_tools, label_for, missing_required,
                                    parse_proposal, proposal_json, shape_problem)
+from bench.toolset_config import read_only_fix
 
 #: Rejection reasons, in the order the checks run.
 REASONS = ("format", "language", "kind", "schema", "duplicate", "leak", "execution",
@@ -530,7 +531,7 @@ def refused_calls(case: Case, permission: Mapping[str, str], *, allow_writes: bo
         level = permission.get(name)
         if level == "write" and not (allow_writes or name in write_tools):
             out.append(f"write refused: {name} is not in writes = [...] of its toolset's "
-                       "table (or pass --allow-writes)")
+                       f"table (or pass --allow-writes; {read_only_fix([name])})")
         elif level == "sensitive" and not allow_sensitive:
             out.append(f"sensitive call refused: {name} needs --allow-sensitive")
     return out
