@@ -481,3 +481,41 @@ def test_a_bad_error_pattern_for_execute_mcp_is_one_line_naming_the_option(tmp_p
     assert run.stderr.startswith(said) and len(run.stderr.strip().splitlines()) == 1, \
         run.stderr
     assert not (tmp_path / "reports").exists()
+
+
+# -- the oracle never sends a placeholder (bench/providers/oracle.py) -----------------------
+
+@pytest.mark.slow
+def test_the_oracle_never_sends_a_placeholder_for_a_pattern_only_argument(tmp_path):
+    """c3's label accepts any plant milk by pattern, without "$example", and its query does
+    not match the pattern: the oracle has no value to send. Its call is not executed (the
+    server's writes.log gets the two literal labels' items only, never the placeholder),
+    the row has no exec success and no argument score, and a note under the table says how
+    many label calls were not executed and why."""
+    from bench.executor.traces import read_traces
+    from tests.test_own_tools import ITEM_CASES, flat, rows, write_cases, writes
+
+    root, bench = _item_project(tmp_path)
+    pattern = {"id": "c3", "messages": [{"role": "user", "content": "add a plant milk"}],
+               "expected": {"calls": [{"name": "add_item", "arguments": {
+                   "title": [{"$regex": "^(oat|soy) milk$"}]}}]}}
+    write_cases(root, "items", [*ITEM_CASES, pattern])
+    run = bench(root, "run", "--dataset", "items", "--variants", "current",
+                "--provider", "oracle", "--run-id", "oracle")
+    assert run.returncode == 0, run.stderr
+    assert (root / "writes.log").read_text().splitlines() == ["milk", "eggs"]
+    assert writes(root) == 2
+    got = rows(root, "oracle")
+    c3 = got[("c3", "current")]
+    assert (c3["execution_success"], c3["execution_match"]) == (None, None)
+    assert (c3["arguments_correct"], c3["arguments_correct_lenient"]) == (None, None)
+    assert c3["selection_correct"] is True
+    assert all(got[(c, "current")]["arguments_correct"] is True for c in ("c1", "c2"))
+    final = [r for r in read_traces(root / "reports/runs/oracle/traces.jsonl")
+             if r.final and r.case_id == "c3"]
+    assert [(r.status, r.error_code) for r in final] == [("rejected", "no_literal_value")]
+    said = flat(run.stdout)
+    assert "the oracle could not answer 1 row of toolset 'items' as labelled (cases c3): " \
+        "add_item.title is only a pattern" in said, said
+    assert "1 label call was not executed" in said
+    assert "arguments score of those rows is not meaningful, so it is not counted" in said

@@ -52,6 +52,34 @@ def test_oracle_scores_the_shipped_ecommerce_labels_right(project):
     assert "ecommerce sha256:" in json.dumps(manifest["providers"])
 
 
+def test_the_oracle_makes_no_episode_call_it_has_no_value_for():
+    """An episode's required call whose argument is only a pattern (no "$example", and the
+    query does not match it) gets no value: the oracle makes the other ready call, and
+    when only that one is left it ends the episode saying why, never sending the
+    placeholder to a system."""
+    from bench.models import Case, Message, Tool
+    from bench.providers.oracle import NO_LITERAL, episode_step
+
+    tools = [Tool(name=name, description=name, input_schema={
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
+        for name in ("search", "lookup")]
+    case = Case.model_validate({
+        "id": "e1", "toolset": "t", "lang": "en", "kind": "episode",
+        "messages": [{"role": "user", "content": "find the thing"}],
+        "success": {"answer_facts": [["found"]]},
+        "required_calls": [{"name": "lookup", "arguments": {"q": ["thing"]}},
+                           {"name": "search", "arguments": {"q": [{"$regex": "^SELECT"}]}}]})
+    first = episode_step(case, case.messages, tools)
+    assert first["tool_calls"] == [{"name": "lookup", "arguments": {"q": "thing"}}]
+    done = [*case.messages,
+            Message(role="assistant", tool_calls=[{"id": "c1", "name": "lookup",
+                                                   "arguments": {"q": "thing"}}]),
+            Message(role="tool", tool_call_id="c1", content='{"ok": true}')]
+    last = episode_step(case, done, tools)
+    assert last["tool_calls"] == [] and NO_LITERAL not in json.dumps(last)
+    assert last["text"].startswith("I cannot make search: its label gives no value")
+
+
 def test_function_provider_by_registered_name_and_by_module_path(project):
     register_function("first-tool", first_tool)
     runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=5, execute=False,

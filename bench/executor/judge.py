@@ -26,7 +26,10 @@ match (BRIEF §6: execution success, execution match).
 
 A call of a tool that has no implementation in a backed toolset (``no_backend``: e.g. a
 pydantic model imported as a schema-only tool) was not run: both metrics are None for that
-answer, as for a toolset without any backend.
+answer, as for a toolset without any backend. So is a call the answer marks unexecutable
+(``no_literal_value``: the ``oracle`` provider's call of a label whose argument is only a
+pattern, answered with a placeholder, :mod:`bench.providers.oracle`): it is refused before
+the pipeline starts, so no placeholder ever reaches a system; the answer's other calls run.
 
 Where the expected results come from (docs/executor.md, "Where expected results come from"):
 a label's calls run only on a system bench may run them on
@@ -51,11 +54,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any, Sequence
 
-from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext
+from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext, ToolError
 from bench.executor.pipeline import Executor
 from bench.jsonl import canonical_bytes
 from bench.models import Expected, ExpectedCall, RecordedResult, Tool, ToolCall
@@ -65,10 +68,17 @@ from bench.toolset_config import Comparison
 _NOT_BUILDABLE = object()
 #: The error code of a call the run's permissions refused (bench.executor.pipeline).
 REFUSED = "permission_denied"
+#: The error code of a call refused because it holds a placeholder, not a value
+#: (:meth:`ExecutionJudge.metrics`' ``unexecutable``).
+NO_LITERAL_VALUE = "no_literal_value"
+#: Error codes of calls that were not run for reasons not the answer's: the run's policy
+#: (``permission_denied``) or a placeholder (``no_literal_value``).
+_NOT_RUN = frozenset({REFUSED, NO_LITERAL_VALUE})
 
 
 def execute_answer(calls: Sequence[ToolCall], tools: Sequence[Tool], toolset: str,
-                   executor: Executor, context: RunContext) -> list[ExecutionOutcome]:
+                   executor: Executor, context: RunContext,
+                   unexecutable: Collection[int] = ()) -> list[ExecutionOutcome]:
     """Execute an answer's calls in order, each with its own context.
 
     Args:
@@ -77,12 +87,18 @@ def execute_answer(calls: Sequence[ToolCall], tools: Sequence[Tool], toolset: st
         toolset: the backend toolset.
         executor: the executor (shared; thread-safe).
         context: run id, case id, trial, user and permissions.
+        unexecutable: indices of calls never to run (they hold a placeholder, not a value):
+            each is refused with :data:`NO_LITERAL_VALUE` (:meth:`Executor.refuse`).
 
     Returns:
         One :class:`ExecutionOutcome` per call, in the same order.
     """
     by_name = {t.name: t for t in tools}
-    return [executor.execute(call, by_name, toolset, context) for call in calls]
+    return [executor.refuse(call, ToolError(
+                "permanent", NO_LITERAL_VALUE, f"'{call.name}' was not executed: an argument "
+                "holds a placeholder, not a value (its label gives only a pattern)"), context)
+            if index in unexecutable else executor.execute(call, by_name, toolset, context)
+            for index, call in enumerate(calls)]
 
 
 def _literal(value: Any) -> bool:
@@ -360,7 +376,8 @@ class ExecutionJudge:
             return self._reference_keys(expected, tools, toolset, context)[1]
 
     def _run(self, expected: Expected, calls: Sequence[ToolCall], tools: Sequence[Tool],
-             toolset: str, context: RunContext) -> tuple[list[ExecutionOutcome], Reference]:
+             toolset: str, context: RunContext, unexecutable: Collection[int] = ()
+             ) -> tuple[list[ExecutionOutcome], Reference]:
         """The answer's outcomes and the label's reference (:meth:`_reference_keys`; none
         for a label without calls). On a backend with a reset, one row at a time: the label
         runs first (from a reset), then the system is reset again for the answer's calls."""
@@ -371,10 +388,12 @@ class ExecutionJudge:
                 reference = self._reference_keys(expected, tools, toolset, context)
             if backend.reset is not None:
                 backend.reset()
-            return execute_answer(calls, tools, toolset, self.executor, context), reference
+            return execute_answer(calls, tools, toolset, self.executor, context,
+                                  unexecutable), reference
 
     def metrics(self, expected: Expected, calls: Sequence[ToolCall] | None,
-                tools: Sequence[Tool], toolset: str, context: RunContext) -> dict[str, Any]:
+                tools: Sequence[Tool], toolset: str, context: RunContext,
+                unexecutable: Collection[int] = ()) -> dict[str, Any]:
         """``execution_success``, ``execution_match``, ``execution_errors`` and
         ``write_refused`` of one answer.
 
@@ -384,6 +403,8 @@ class ExecutionJudge:
             tools: the tools the model was shown.
             toolset: the backend toolset.
             context: run id, case id, trial, user and permissions.
+            unexecutable: indices of ``calls`` that hold a placeholder, never run (module
+                docstring): both metrics are None for the answer.
 
         Returns:
             A dict to merge into a result row's ``metrics`` (see the module docstring).
@@ -398,18 +419,22 @@ class ExecutionJudge:
                     "execution_match": False if expects_calls and not unscored else None,
                     "execution_errors": {}, "write_refused": None,
                     **({"execution_match_skipped": unscored} if unscored else {})}
-        outcomes, (want, why) = self._run(expected, calls, tools, toolset, context)
-        # refused by the run's permissions: the policy's outcome, not the answer's failure
-        ran = [o for o in outcomes if o.error_code != REFUSED]
+        outcomes, (want, why) = self._run(expected, calls, tools, toolset, context,
+                                          unexecutable)
+        # refused by the run's permissions: the policy's outcome, not the answer's failure;
+        # a placeholder never ran either
+        ran = [o for o in outcomes if o.error_code not in _NOT_RUN]
         errors = Counter(o.error_class for o in ran if not o.success or o.fallback_used)
         result: dict[str, Any] = {
             "execution_errors": {c: errors[c] for c in ERROR_CLASSES if errors[c]},
             "execution_success": None, "execution_match": None, "write_refused": None}
         if not expects_calls:
             return result
-        result["write_refused"] = len(ran) < len(outcomes)
-        if any(o.error_code == "no_backend" for o in outcomes):
-            return result  # a tool without an implementation (e.g. a schema-only one): not run
+        result["write_refused"] = any(o.error_code == REFUSED for o in outcomes)
+        if any(o.error_code in ("no_backend", NO_LITERAL_VALUE) for o in outcomes):
+            # a tool without an implementation (e.g. a schema-only one), or a placeholder:
+            # not run, nothing to judge
+            return result
         if ran or not outcomes:  # every call refused: nothing ran to judge, success stays None
             result["execution_success"] = bool(ran) and all(
                 o.success and not o.fallback_used for o in ran)

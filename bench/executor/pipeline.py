@@ -275,17 +275,32 @@ class Executor:
         try:
             handler, arguments, permission = self._admit(call, by_name, toolset, run, outcome)
         except ToolError as error:
-            self._fail(outcome, error)
-            outcome.attempts.append(Attempt(attempt=0, status="rejected",
-                                            error_class=error.error_class,
-                                            error_code=error.code))
-            self._trace(run, call, outcome.attempts[-1], final=True)
+            self._reject(call, run, error, outcome)
             outcome.duration_ms = (time.perf_counter() - started) * 1000
             return outcome
         outcome.arguments = arguments
         self._attempts(call, handler, arguments, permission, toolset, run, outcome)
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         return outcome
+
+    def refuse(self, call: ToolCall, error: ToolError,
+               run: RunContext | None = None) -> ExecutionOutcome:
+        """The outcome of ``call`` refused before the pipeline starts: nothing of it runs
+        (no backend, no rule, no rate limit is touched); one ``rejected`` trace line, as for
+        a call the pipeline rejects. E.g. a call holding a placeholder instead of a value
+        (``no_literal_value``: :mod:`bench.executor.judge`)."""
+        outcome = ExecutionOutcome(call_id=call.id, tool=call.name, success=False,
+                                   arguments=call.arguments)
+        self._reject(call, run or RunContext(), error, outcome)
+        return outcome
+
+    def _reject(self, call: ToolCall, run: RunContext, error: ToolError,
+                outcome: ExecutionOutcome) -> None:
+        """Fail ``outcome`` with ``error`` as a call rejected before any attempt ran."""
+        self._fail(outcome, error)
+        outcome.attempts.append(Attempt(attempt=0, status="rejected",
+                                        error_class=error.error_class, error_code=error.code))
+        self._trace(run, call, outcome.attempts[-1], final=True)
 
     def _admit(self, call: ToolCall, by_name: Mapping[str, Tool], toolset: str,
                run: RunContext, outcome: ExecutionOutcome) -> tuple[Handler, dict[str, Any], str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
@@ -311,7 +311,7 @@ class RunExecution:
                        describe=f"{settings.execute} toolset '{toolset}'")
 
     def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
-                    trial: int) -> dict[str, Any]:
+                    trial: int, unexecutable: Collection[int] = ()) -> dict[str, Any]:
         """Execution metrics for one row (see :mod:`bench.executor.judge`).
 
         Args:
@@ -320,10 +320,12 @@ class RunExecution:
             toolset: the case's toolset.
             parsed: the :class:`~bench.parse.ParsedAnswer` (``error`` set: undecodable).
             trial: the trial number.
+            unexecutable: indices of the answer's calls that hold a placeholder, never run
+                (the ``oracle``'s ``request.unexecutable_calls``).
         """
         calls = None if parsed.error is not None else parsed.calls
         return self.judge.metrics(case.expected, calls, tools, toolset,
-                                  self._context(case, trial))
+                                  self._context(case, trial), unexecutable)
 
     def prepare(self, case: Any, tools: Any, toolset: str) -> None:
         """Compute (and memoise) the reference results of ``case``'s label under ``tools``

@@ -15,8 +15,13 @@ An argument whose values are all ``null`` (may or must be omitted) is left out. 
 ``{"$regex": ...}`` argument gets its ``"$example"`` (a SQL label's example query), else the
 case's query when the query matches it (free-text arguments), else the first literal alternative; ``{"$any": true}`` gets the first ``enum``
 value or a value of the schema's type. An argument with only a ``$regex`` the query does not
-match (e.g. a SQL pattern) cannot be produced: it is sent as ``"<no literal label>"`` and listed
-in the row's ``request.unlabeled``, so the row shows where the label has no example value.
+match (e.g. a SQL pattern) cannot be produced: the answer holds ``"<no literal label>"`` there,
+the row's ``request.unlabeled`` lists it and ``request.unexecutable_calls`` the call's index,
+and that call is never executed: bench sends no placeholder to a system (the runner's
+executor refuses it, ``no_literal_value``), and the row's argument scores are left empty
+(:func:`bench.runner.rows.build_row`), since the oracle could not produce the label's value. A
+table note counts such rows and calls (:mod:`bench.report.labels`). In an episode the oracle
+does not make such a call (:func:`episode_step`).
 
 The oracle finds a case by its conversation (the messages it is sent); two cases with the same
 conversation are told apart by the tools offered, else the first one answers.
@@ -81,13 +86,17 @@ def _argument(values: list[Any], schema: dict[str, Any], query: str
     return True, NO_LITERAL, False
 
 
-def label_answer(case: Case, tools: Sequence[Tool]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The calls that answer ``case`` from its label, and the arguments no label value could
-    produce (``"<tool>.<argument>"``); see the module docstring."""
+def label_answer(case: Case, tools: Sequence[Tool]
+                 ) -> tuple[list[dict[str, Any]], list[str], list[int]]:
+    """The calls that answer ``case`` from its label, the arguments no label value could
+    produce (``"<tool>.<argument>"``), and the indices (0-based, in the answer) of the calls
+    holding such an argument, which must never be executed; see the module docstring."""
     if case.expected.no_call or case.expected.ask:
-        return [], []
+        return [], [], []
     schemas = {t.name: t.input_schema for t in tools}
-    calls, unlabeled = [], []
+    calls: list[dict[str, Any]] = []
+    unlabeled: list[str] = []
+    unexecutable: list[int] = []
     for expected in case.expected.calls:
         properties = (schemas.get(expected.name) or {}).get("properties") or {}
         arguments = {}
@@ -97,8 +106,10 @@ def label_answer(case: Case, tools: Sequence[Tool]) -> tuple[list[dict[str, Any]
                 arguments[name] = value
             if not labeled:
                 unlabeled.append(f"{expected.name}.{name}")
+                if len(calls) not in unexecutable:
+                    unexecutable.append(len(calls))
         calls.append({"name": expected.name, "arguments": arguments})
-    return calls, unlabeled
+    return calls, unlabeled, unexecutable
 
 
 def _canonical(name: str, arguments: Any) -> str:
@@ -141,6 +152,9 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
     predecessors succeeded, together in one answer; a failed one again, as a retry), a
     question instead of a call that an ``until_confirmed`` forbidden call guards while the user
     has not replied, and then a final answer naming the first alternative of each answer fact.
+    A ready call with an argument no label value can produce (``$regex`` without
+    ``$example``) is not made: when no other call is ready, the answer ends the episode saying
+    so (bench sends no placeholder to a system).
 
     Returns:
         ``{"tool_calls": [...], "text": ...}`` as :meth:`FunctionProvider.response` takes it.
@@ -176,13 +190,20 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
         succeeded[key] -= 1
     ready = [i for i, call in enumerate(case.required_calls)
              if not done[i] and all(done[j] for j in call.after)]
-    if ready:
+    sendable = [i for i in ready if NO_LITERAL not in planned[i][1].values()]
+    if sendable:
+        ready = sendable
         if not replies and case.user_replies and any(
                 _needs_confirmation(case, *planned[i]) for i in ready):
             names = ", ".join(planned[i][0] for i in ready)
             return {"tool_calls": [], "text": f"Shall I go ahead with {names}? Please confirm."}
         return {"tool_calls": [{"name": planned[i][0], "arguments": planned[i][1]}
                                for i in ready], "text": None}
+    if ready:  # never a placeholder to a system: the label gives no value to send
+        names = ", ".join(planned[i][0] for i in ready)
+        return {"tool_calls": [], "text": f"I cannot make {names}: its label gives no value "
+                "for an argument (a pattern without \"$example\"), and I send no "
+                "placeholder."}
     facts = [alternatives[0] for alternatives in (case.success.answer_facts
                                                   if case.success else [])]
     return {"tool_calls": [], "text": " ".join(facts) if facts else "Done."}
@@ -243,7 +264,8 @@ class OracleProvider(FunctionProvider):
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool], *,
                        variant_key: str, trial: int) -> ProviderResponse:
         """The case's label as an answer (computed on the loop: a dict lookup);
-        ``request.unlabeled`` lists the arguments sent as ``"<no literal label>"``.
+        ``request.unlabeled`` lists the arguments answered ``"<no literal label>"`` and
+        ``request.unexecutable_calls`` the indices of their calls, never executed.
 
         Raises:
             BenchError: the conversation is not one of the dataset's cases.
@@ -252,12 +274,13 @@ class OracleProvider(FunctionProvider):
         case = self.find(messages, tools)
         if case.kind == "episode":
             return self.response(episode_step(case, messages, tools), tools, started)
-        calls, unlabeled = label_answer(case, tools)
+        calls, unlabeled, unexecutable = label_answer(case, tools)
         # an ask case's reply names what is missing, as its label says
         response = self.response({"tool_calls": calls, "text": ask_text(case)}
                                  if case.expected.ask else calls, tools, started)
         if unlabeled:
             response.request["unlabeled"] = unlabeled
+            response.request["unexecutable_calls"] = unexecutable
         return response
 
     def describe(self) -> dict[str, Any]:

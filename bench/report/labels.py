@@ -34,6 +34,12 @@ class LabelCounts:
         oracle_rows: toolset -> the oracle's rows with an ``execution_match``.
         oracle_missed: toolset -> the oracle's rows without a match.
         oracle_misses: toolset -> tool -> the oracle's rows without a match that call it.
+        unlabeled_cases: toolset -> case ids of the oracle's rows that answered an argument
+            with a placeholder (``request.unlabeled``: a pattern without ``$example``).
+        unlabeled_rows: toolset -> such rows.
+        unlabeled_arguments: toolset -> the arguments so answered (``"<tool>.<argument>"``).
+        unexecuted_calls: toolset -> the calls of such rows never executed
+            (``request.unexecutable_calls``).
     """
 
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -42,6 +48,10 @@ class LabelCounts:
     oracle_rows: Counter[str] = field(default_factory=Counter)
     oracle_missed: Counter[str] = field(default_factory=Counter)
     oracle_misses: dict[str, Counter[str]] = field(default_factory=dict)
+    unlabeled_cases: dict[str, set[str]] = field(default_factory=dict)
+    unlabeled_rows: Counter[str] = field(default_factory=Counter)
+    unlabeled_arguments: dict[str, set[str]] = field(default_factory=dict)
+    unexecuted_calls: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Count one decoded row (anything not shaped like a row is ignored)."""
@@ -49,6 +59,16 @@ class LabelCounts:
         if not isinstance(metrics, dict):
             return
         toolset = str(row.get("toolset") or "")
+        request = row.get("request")
+        request = request if isinstance(request, dict) else {}
+        unlabeled = request.get("unlabeled")
+        if row.get("provider") == ORACLE and isinstance(unlabeled, list) and unlabeled:
+            self.unlabeled_rows[toolset] += 1
+            self.unlabeled_cases.setdefault(toolset, set()).add(str(row.get("case_id")))
+            self.unlabeled_arguments.setdefault(toolset, set()).update(map(str, unlabeled))
+            unexecuted = request.get("unexecutable_calls")
+            self.unexecuted_calls[toolset] += len(unexecuted) \
+                if isinstance(unexecuted, list) else 0
         why = metrics.get("execution_match_skipped")
         if isinstance(why, str):
             self.skipped[(toolset, why)] += 1
@@ -80,7 +100,7 @@ def count_rows(run_dir: Path) -> LabelCounts:
     try:
         with open(path, "rb") as handle:
             for line in handle:
-                if b"execution_match" not in line:
+                if b"execution_match" not in line and b'"unlabeled"' not in line:
                     continue  # an unexecuted row: nothing to count (no JSON decoding)
                 try:
                     row = json.loads(line)
@@ -107,7 +127,9 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     manifest's entry for an executed user toolset has no ``labels``: its exec match came from
     labels run there, not comparable), state carried over (a user's system with writes
     allowed and no ``reset``), rows without a comparison per reason (:data:`bench.executor.judge.
-    SKIP_REASONS`), and the oracle's exec match below 100% (naming the tools).
+    SKIP_REASONS`), the oracle's rows with a placeholder for a pattern-only argument (its
+    label calls not executed, its arguments score not counted: :mod:`bench.providers.oracle`),
+    and the oracle's exec match below 100% (naming the tools).
 
     Args:
         execution: the manifest's ``execution`` (None: runs made before it existed).
@@ -165,6 +187,19 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
         elif why == "not_compared":
             notes.append(f"exec match empty for {where}: every tool called is compare = "
                          "\"none\"")
+    for toolset, rows in sorted(counts.unlabeled_rows.items()):
+        cases = counts.unlabeled_cases.get(toolset, set())
+        arguments = sorted(counts.unlabeled_arguments.get(toolset, set()))
+        calls = counts.unexecuted_calls[toolset]
+        notes.append(f"the oracle could not answer {count(rows, 'row')} of toolset "
+                     f"'{toolset}' as labelled (cases {_cases(cases)}): "
+                     f"{_cases(set(arguments))} {'is' if len(arguments) == 1 else 'are'} only "
+                     "a pattern ($regex without \"$example\") its query does not match, so "
+                     "there is no value to send. bench sends no placeholder to a system: "
+                     f"{count(calls, 'label call')} {'was' if calls == 1 else 'were'} not "
+                     "executed (those rows have no exec success or exec match), and the "
+                     "oracle's arguments score of those rows is not meaningful, so it is not "
+                     "counted; add \"$example\" to the pattern to check the label")
     for toolset, misses in sorted(counts.oracle_misses.items()):
         rows = counts.oracle_rows[toolset]
         rate = 100 * (1 - counts.oracle_missed[toolset] / rows) if rows else 0.0

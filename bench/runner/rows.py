@@ -120,7 +120,10 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
               bfcl: BfclSource | None = None) -> Row:
     """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost,
     built through the results contract (:class:`bench.results.Row`: a row that does not fit
-    it is a bench bug, caught here rather than by the next reader).
+    it is a bench bug, caught here rather than by the next reader). An answer of the
+    ``oracle`` holding a placeholder for a pattern-only argument (``request.unlabeled``) has
+    no argument scores, and its calls listed in ``request.unexecutable_calls`` are never
+    executed (:mod:`bench.providers.oracle`).
 
     Raises:
         pydantic.ValidationError: the row does not fit the contract (a bug in bench).
@@ -147,9 +150,14 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
     messages_sha256, expected = case_summary
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
     metrics = score.as_dict()
+    if response.request.get("unlabeled"):
+        # the oracle answered a pattern-only argument with a placeholder: its argument
+        # scores say nothing about the label (bench.providers.oracle; a table note counts it)
+        metrics["arguments_correct"] = metrics["arguments_correct_lenient"] = None
     if execution is not None:
-        metrics.update(execution.row_metrics(item.case, item.variant.tools, item.case.toolset,
-                                             response.parsed, item.trial))
+        metrics.update(execution.row_metrics(
+            item.case, item.variant.tools, item.case.toolset, response.parsed, item.trial,
+            unexecutable=response.request.get("unexecutable_calls") or ()))
     extra: dict[str, Any] = {}
     if item.space is not None and item.retrieved is not None:
         # a native retriever's retrieval is what the answer's tool search loaded
