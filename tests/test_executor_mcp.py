@@ -519,3 +519,36 @@ def test_the_oracle_never_sends_a_placeholder_for_a_pattern_only_argument(tmp_pa
         "add_item.title is only a pattern" in said, said
     assert "1 label call was not executed" in said
     assert "arguments score of those rows is not meaningful, so it is not counted" in said
+
+
+@pytest.mark.slow
+def test_bench_starts_a_stdio_server_itself_and_reads_its_exit_status_from_its_process(
+        tmp_path):
+    """The server is bench's own child (bench.executor.backends.mcp_stdio, a Transport as
+    mcp.Client takes one), not a local read out of the SDK's stdio_client generator: the
+    process handed over tells the exit status of a server that exits during a call, and a
+    server left running is stopped when the session ends."""
+    import anyio
+    from mcp import Client
+
+    from bench.executor.backends.mcp_stdio import stdio_transport
+
+    started: list = []
+
+    async def session(server: Path, tool: str) -> str:
+        with open(tmp_path / "stderr.log", "ab") as errlog:
+            async with Client(stdio_transport(sys.executable, [str(server)], env=None,
+                                              cwd=tmp_path, errlog=errlog,
+                                              started=started.append)) as client:
+                assert tool in {t.name for t in (await client.list_tools()).tools}
+                try:
+                    result = await client.call_tool(tool, {"x": "hi"})
+                except Exception as exc:  # noqa: BLE001 - the SDK's Connection closed
+                    return f"{type(exc).__name__}: {exc}"
+                return str(result.content[0].text)
+
+    said = anyio.run(session, CRASH_SERVER, "crash")
+    assert "Connection closed" in said
+    assert started[0].returncode == 3
+    assert anyio.run(session, CRASH_SERVER, "echo") == "hi"
+    assert started[1].returncode is not None  # stopped with the session, not left running

@@ -24,8 +24,10 @@ a call runs fails that call with the error class ``server_exited`` (code ``exit_
 (:meth:`McpBackend.ready`, called by the executor before each attempt and outside its
 timeout), at most ``max_restarts`` times; then the run stops with one line naming the server
 and its log. Before, every later call of every tool failed on the closed connection as if it
-were the tool's own failure. The exit status comes from the SDK's process object, read from
-the ``process`` local of its ``stdio_client`` generator (the SDK exposes no other handle).
+were the tool's own failure. The exit status comes from the server's process, which bench
+starts itself through its own stdio transport (:mod:`bench.executor.backends.mcp_stdio`, a
+``Transport`` as ``mcp.Client`` takes one): the SDK's ``stdio_client`` exposes no handle on
+the process it starts.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def _log_tail(errlog: Path | None) -> str:
 #: a traceback per line on bench's terminal, between its progress lines.
 _SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.client", "mcp.client.streamable_http",
                 "mcp.shared.jsonrpc_dispatcher", "mcp.shared.dispatcher",
-                "mcp.os.posix.utilities", "client")
+                "mcp.os.posix.utilities", "client", "bench.executor.backends.mcp_stdio")
 
 
 class _ToServerLog(logging.Filter):
@@ -231,15 +233,6 @@ def _connection_closed(exc: BaseException) -> bool:
         return True
     return isinstance(exc, (OSError, EOFError)) or any(
         cls.__name__ in _TRANSPORT_ERRORS for cls in type(exc).__mro__)
-
-
-def _process_of(transport: Any) -> Any:
-    """The server process of an entered ``stdio_client`` (``anyio.abc.Process``: its
-    ``returncode`` is None while it runs), or None when the SDK's generator does not hold one
-    under that name."""
-    frame = getattr(getattr(transport, "gen", None), "ag_frame", None)
-    process = frame.f_locals.get("process") if frame is not None else None
-    return process if hasattr(process, "returncode") else None
 
 
 @dataclass
@@ -400,10 +393,12 @@ class McpBackend:
         try:
             target: Any = self._params
             if not isinstance(target, str):  # our own transport: its process tells its exit
-                from mcp.client.stdio import stdio_client
+                from bench.executor.backends.mcp_stdio import stdio_transport
                 self._log = _RedactedLog(self._errlog) if self._errlog is not None else None
-                target = stdio_client(target, errlog=self._log.writer if self._log is not None
-                                      else sys.stderr)
+                target = stdio_transport(
+                    target.command, target.args, env=target.env, cwd=target.cwd,
+                    errlog=self._log.writer if self._log is not None else sys.stderr,
+                    started=self._started)
             try:
                 await self._run_client(target)
             finally:
@@ -419,7 +414,6 @@ class McpBackend:
         async with self._client_type(target) as client:
             if self._log is not None:
                 self._log.close_writer()  # the server holds its copy; EOF when it exits
-            self._process = _process_of(target)
             listed: list[Any] = []
             cursor = None
             for _ in range(MAX_PAGES):  # every page, as the import read them
@@ -435,6 +429,11 @@ class McpBackend:
             self._ready.set()
             assert self._stop is not None
             await self._stop.wait()
+
+    def _started(self, process: Any) -> None:
+        """Keep the server ``process`` of this start (:func:`~bench.executor.backends.
+        mcp_stdio.stdio_transport` calls it): its ``returncode`` tells an exit."""
+        self._process = process
 
     @staticmethod
     def _tool(tool: Any, name: str) -> Tool:
