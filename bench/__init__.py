@@ -64,7 +64,7 @@ _EXPORTS = {
     "Row": "bench.results",
     "Manifest": "bench.results",
     "TraceRecord": "bench.results",
-    "RunStore": "bench.runstore",
+    "RunStore": "bench.store",
     "Project": "bench.project",
     # errors
     "BenchError": "bench.errors",

@@ -70,7 +70,7 @@ def _print_summary(run_id: str, variant_order: list[str], project: Any = None,
                    running: RunningSummary | None = None) -> None:
     """Print the per-variant table of run ``run_id`` of ``project`` (a
     :class:`bench.project.Project`; default: the one the environment names), made of
-    ``rows`` (default: the run's rows, :meth:`bench.runstore.RunStore.load_rows`), read
+    ``rows`` (default: the run's rows, :meth:`bench.store.RunStore.load_rows`), read
     once and summed as they stream (:class:`bench.stats.running.RunningSummary`: no frame of
     every row, no pandas); or of ``running``, already summed while the run wrote its rows."""
     from bench.project import Project
@@ -616,7 +616,7 @@ def show(run_id: Annotated[str, typer.Argument(help="A run id under reports/runs
     mid-way."""
     from bench.project import Project
     from bench.replan import planned_keys
-    from bench.runstore import CRASHED, RowsRead
+    from bench.store import CRASHED, RowsRead
 
     project = Project.from_env()  # the command line's edge
     store = project.store(run_id)

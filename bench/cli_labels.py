@@ -64,7 +64,7 @@ def _rewrite(path: Path, lines: list[str], recorded: dict[int, dict[str, Any]]) 
     set on the lines (0-based) in ``recorded``, each keeping its line end; every other line
     is kept byte for byte, the file its BOM and its permission bits, and a symlinked
     ``cases.jsonl`` is written where it points (the link stays a link)."""
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     text = []
     for number, line in enumerate(lines):
@@ -239,7 +239,7 @@ def _run(loaded: Any, todo: list[tuple[Any, list[Any]]], tools: dict[str, dict[s
     the results into the dataset file after each case (atomically: a stop of any kind keeps
     every case recorded before it). ``marker`` names the case whose calls run, until its
     results are written (:func:`_say_stopped` reads it after a stop)."""
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
     from bench.executor.outcome import RunContext
     from bench.executor.judge import schema_sha256
     from bench.models import RecordedResult, Recording

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from bench.plural import count
 from bench.results import Manifest
-from bench.runstore import RunStore
+from bench.store import RunStore
 
 
 def print_per_tool(out: Console, store: RunStore, manifest: Manifest,

@@ -41,7 +41,7 @@ def split(
     from bench.datasets.splits import assign_splits, render_splits
     from bench.descriptions import available_variants, load_variant
     from bench.descriptions.leaks import find_leaks, reviewed_mirrors, unique_cases
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     loaded = load_dataset(dataset)
     path = Path(loaded.path)

@@ -143,7 +143,7 @@ def review(
     """
     from bench.datasets import load_dataset
     from bench.project import current_project
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
     from bench.synth.review import (case_summary, load_decisions,
                                     render_html, template, unreviewed, dataset_file)
 

@@ -23,7 +23,7 @@ The merged run is an ordinary run under ``reports/runs/NEW`` (``bench show``, ``
 ``compare``, ``traces`` and ``run --resume`` read it): its config is the first shard's with
 ``shard`` unset, its rows and traces are the shards' (``run_id`` set to NEW; a key repeated in
 one run is kept once, the first, with a warning when the copies differ:
-:meth:`bench.runstore.RunStore.read_rows`), and its manifest lists the shards under
+:meth:`bench.store.RunStore.read_rows`), and its manifest lists the shards under
 ``merged_from``. It is written in a hidden folder beside it and renamed into place only when
 complete, so a failed or stopped merge leaves no run behind; the hidden folder of a merge
 killed before its cleanup (kill -9) is removed by the next merge (:data:`MERGE_PREFIX`).
@@ -51,7 +51,7 @@ from bench.paths import runs_dir
 from bench.plural import count
 from bench.replan import rebuild_plan
 from bench.results import Manifest, TraceRecord, validation_problem
-from bench.runstore import CRASHED, RowsRead, RunStore, check_run_id, new_run_id
+from bench.store import CRASHED, RowsRead, RunStore, check_run_id, new_run_id
 from bench.runner.manifest import summed_cache
 from bench.shard import format_shard, parse_shard, shard_plan
 
@@ -101,7 +101,7 @@ class MergeResult:
             complete (only with ``allow_partial``).
         commits: the distinct ``git_commit`` values the shards ran at (more than one: the
             shards ran different bench code).
-        warnings: what reading the shards' rows found (:meth:`bench.runstore.RowsRead.report`:
+        warnings: what reading the shards' rows found (:meth:`bench.store.RowsRead.report`:
             copies of a key unlike its first row, which alone is merged; a last line cut
             mid-way), one line each.
     """

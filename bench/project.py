@@ -23,7 +23,7 @@ from bench.errors import BenchError
 
 if TYPE_CHECKING:
     from bench.results import Row
-    from bench.runstore import RunStore
+    from bench.store import RunStore
 
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 USER_PRICING_NAME = "pricing.yaml"
@@ -121,12 +121,12 @@ class Project:
         Raises:
             BenchError: an invalid run id.
         """
-        from bench.runstore import RunStore
+        from bench.store import RunStore
         return RunStore(self.runs_dir, run_id)
 
     def rows(self, run_id: str) -> list["Row"]:
         """The finished rows of run ``run_id`` as :class:`bench.results.Row`, in file order,
-        each checked against the run's plan (:meth:`bench.runstore.RunStore.load_rows`).
+        each checked against the run's plan (:meth:`bench.store.RunStore.load_rows`).
 
         Raises:
             BenchError: an invalid run id, a run without manifest, or a row that does not fit

@@ -16,7 +16,7 @@ from bench.datasets.loader import HF_PREFIX
 from bench.errors import BenchError
 from bench.project import Project
 from bench.results import Manifest
-from bench.runstore import RunStore
+from bench.store import RunStore
 
 if TYPE_CHECKING:  # the session is imported when a plan is rebuilt, not with this module
     from bench.runner import PlanItem, RunConfig

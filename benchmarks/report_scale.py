@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.runstore import RunStore
+from bench.store import RunStore
 
 
 def build_run(source: Path, home: Path, rows: int, providers: int) -> int:

@@ -32,7 +32,7 @@ from bench.datasets import load_dataset
 from bench.descriptions import load_variant
 from bench.models import Case, Tool, ToolCall
 from bench.parse import ParsedAnswer
-from bench.runstore import RunStore
+from bench.store import RunStore
 from bench.scoring import score_case
 from bench.scoring.metrics import score_memo_stats, validation_memo_stats
 from bench.stats.aggregate import aggregate, pass_k_table, selection_confusion, \

@@ -1,11 +1,11 @@
 """Test helper: a run's stored rows as the JSON objects ``results.jsonl`` holds, read through
-the typed reader (:meth:`bench.runstore.RunStore.written_rows`)."""
+the typed reader (:meth:`bench.store.RunStore.written_rows`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.runstore import RunStore
+from bench.store import RunStore
 
 
 def row_dicts(store: RunStore) -> list[dict[str, Any]]:

@@ -98,7 +98,7 @@ def test_a_hostile_tools_file_is_one_line(tmp_path, text, fragment):
 def test_a_hostile_manifest_baseline_and_lock_are_one_line(tmp_path, text):
     from bench.descriptions.lock import read_lock
     from bench.gate.core import load_baseline
-    from bench.runstore import RunStore
+    from bench.store import RunStore
 
     (tmp_path / "lock.json").write_text(text, encoding="utf-8")
     with pytest.raises(BenchError, match="lock.json"):

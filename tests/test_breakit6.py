@@ -97,7 +97,7 @@ def test_a_server_that_says_why_it_exits_keeps_its_log_and_says_how_to_go_on(tmp
 
 
 def test_a_run_folder_with_a_row_or_another_file_is_never_discarded(tmp_path):
-    from bench.runstore import RunStore
+    from bench.store import RunStore
 
     store = RunStore(tmp_path, "r")
     store.make_dir()

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from bench.compare import compare_rows
-from bench.runstore import RunStore
+from bench.store import RunStore
 from conftest import requires_local_model
 
 

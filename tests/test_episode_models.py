@@ -18,7 +18,7 @@ import pytest
 
 from bench.models import Case, Message
 from bench.providers.cache import messages_digest
-from bench.runstore import RunStore
+from bench.store import RunStore
 from conftest import requires_local_model
 from fakeserver import FakeServer, Recorded, Reply
 from test_llama_server import serve

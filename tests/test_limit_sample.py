@@ -7,7 +7,7 @@ import json
 from bench.datasets import load_dataset
 from bench.datasets.sample import NO_CALL, stratified_order, stratified_sample, stratum
 from bench.runner import RunConfig, Runner, select_cases
-from bench.runstore import RunStore
+from bench.store import RunStore
 from stored import row_dicts
 
 

@@ -18,7 +18,7 @@ from bench.report.html import render_html, script_json
 from bench.report.junit import render_junit, xml_text
 from bench.results import Row
 from bench.report.markdown import md_cell, render_markdown
-from bench.runstore import RunStore
+from bench.store import RunStore
 from bench.stats.codes import error_code_counts
 from bench.stats.frontier import pareto_frontier
 from report_runs import HOSTILE, expected_answer, hostile_answer, make_run, mixed_answer
@@ -378,7 +378,7 @@ def test_a_disk_full_fsync_fails_the_run_with_its_manifest_written(project, monk
     import errno
     import os
 
-    import bench.runstore as runstore
+    import bench.store.writer as runstore
     real_fsync = os.fsync
 
     def full(fd):

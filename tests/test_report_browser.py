@@ -128,7 +128,7 @@ def test_hostile_output_shows_as_text_and_never_runs(page):
 def test_headline_fits_a_1400_px_window(browser, project):
     """All eight rates, cost and a long provider id at 1400 px: the page never scrolls
     sideways and the headline fits its box (which would scroll it otherwise)."""
-    from bench.runstore import RunStore
+    from bench.store import RunStore
 
     make_run("wide", half_hostile, limit=12, execute=True, first=False,  # no-call, ask too
              providers=("openai-compat:qwen2.5-7b-instruct@http://127.0.0.1:8080/v1",))

@@ -15,7 +15,8 @@ from bench.errors import BenchError
 from bench.report.data import drilldown, load_runs
 from bench.report.html import drilldown_json, render_html
 from bench.report.junit import render_junit
-from bench.runstore import RowsRead, RunStore, atomic_writer
+from bench.store import RowsRead, RunStore
+from bench.store.files import atomic_writer
 from bench.stats.frame import compact_frame, results_frame
 from report_runs import hostile_answer, make_run, mixed_answer
 

@@ -21,7 +21,7 @@ from bench.errors import BenchError
 from bench.executor.traces import read_traces
 from bench.project import Project, current_project
 from bench.results import SCHEMA_VERSION, Manifest, Row, row_from_build
-from bench.runstore import RunStore
+from bench.store import RunStore
 
 LEGACY = Path(__file__).parent / "data" / "runs-v0" / "legacy"
 

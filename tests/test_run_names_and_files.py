@@ -16,7 +16,7 @@ import pytest
 
 from bench.datasets import load_dataset
 from bench.errors import BenchError
-from bench.runstore import RESERVED_NAMES, RunStore
+from bench.store import RESERVED_NAMES, RunStore
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from bench.errors import BenchError
-from bench.runstore import ROW_FIELDS, RunStore
+from bench.store import ROW_FIELDS, RunStore
 from stored import row_dicts
 
 
@@ -74,7 +74,7 @@ def test_manifest_is_replaced_atomically(tmp_path):
 
 def test_atomic_write_keeps_a_private_files_mode(tmp_path):
     from bench.importers.common import write_file
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
     cases = tmp_path / "cases.jsonl"
     cases.write_text("old\n")
     cases.chmod(0o600)
@@ -89,7 +89,7 @@ def test_atomic_write_keeps_a_private_files_mode(tmp_path):
 
 def test_atomic_write_writes_through_a_symbolic_link(tmp_path):
     from bench.importers.common import write_file
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
     shared = tmp_path / "shared"
     shared.mkdir()
     real = shared / "cases.jsonl"
@@ -167,7 +167,7 @@ def locked_by_another_process(root, run_id):
     """Hold run ``run_id``'s write lock from a second Python process for the block."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pathlib import Path\n"
-         "from bench.runstore import RunStore\n"
+         "from bench.store import RunStore\n"
          f"with RunStore(Path({str(root)!r}), {run_id!r}).writing():\n"
          "    print('locked', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -244,7 +244,7 @@ def test_row_writer_fsyncs_in_the_background_and_on_close(tmp_path, monkeypatch)
     import threading
     import time
 
-    import bench.runstore as runstore
+    import bench.store.writer as runstore
     synced: list[str] = []
     real_fsync = os.fsync
     monkeypatch.setattr(runstore.os, "fsync", lambda fd: (
@@ -267,7 +267,7 @@ def test_a_failed_background_fsync_is_raised_to_the_writer(tmp_path, monkeypatch
     import errno
     import time
 
-    import bench.runstore as runstore
+    import bench.store.writer as runstore
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")

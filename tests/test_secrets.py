@@ -258,7 +258,7 @@ def test_credentials_of_a_credible_form_are_redacted(text, kept):
 
 def test_a_stored_row_keeps_its_identifiers_and_data_and_loses_the_key_in_its_free_text(
         tmp_path, monkeypatch):
-    from bench.runstore import RunStore
+    from bench.store import RunStore
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("MYSQL_PASSWORD", "ecommerce")
     case = "case_sk-abcdefghijklmnopqrstuvwx"  # key-shaped, but an id

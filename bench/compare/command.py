@@ -30,7 +30,7 @@ from bench.errors import BenchError
 from bench.plural import count
 from bench.project import Project
 from bench.results import Row
-from bench.runstore import StoredRows
+from bench.store import StoredRows
 from bench.traces_cmd import terminal_text
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
@@ -91,7 +91,7 @@ def _unfinished_state(rows: StoredRows) -> str | None:
 
 
 def _is_run(project: Project, name: str) -> bool:
-    from bench.runstore import RUN_ID_PATTERN
+    from bench.store import RUN_ID_PATTERN
 
     return bool(RUN_ID_PATTERN.fullmatch(name)) and project.store(name).exists()
 

@@ -155,7 +155,7 @@ def render_splits(path: Path, cases: Sequence[Case], assignment: dict[str, Split
                   forced: Iterable[str] = ()) -> tuple[str, SplitSummary]:
     """The text of ``path`` (a ``cases.jsonl``) with ``assignment`` recorded in each line as
     a ``split`` field placed after ``lang``; every other field keeps its order and value.
-    The caller writes it (atomically: :func:`bench.runstore.atomic_write_text`).
+    The caller writes it (atomically: :func:`bench.store.files.atomic_write_text`).
 
     Raises:
         BenchError: a line that is not a JSON object, or a case id missing from ``assignment``.

@@ -792,7 +792,7 @@ def _write_spec(path: Path, text: str) -> None:
     """
     import tempfile
 
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".check-") as folder:
         check = Path(folder) / path.name
@@ -822,7 +822,7 @@ def specs_lock(toolset_dir: Path) -> Iterator[None]:
     of its spec files, waiting for another holder (two ``bench variants draft`` on one
     toolset, or an accept): without it, each rewrote a spec from what it had read, and the
     later write dropped the other's drafts. The folder itself is locked, not a file in it,
-    as :meth:`bench.runstore.RunStore.writing` does: nothing is left behind."""
+    as :meth:`bench.store.RunStore.writing` does: nothing is left behind."""
     fd = os.open(toolset_dir, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

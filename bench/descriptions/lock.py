@@ -124,7 +124,7 @@ def write_lock(toolset: str, hashes: Mapping[str, Mapping[str, Mapping[str, str]
     Raises:
         BenchError: the existing lock is unreadable (and ``replace`` is False).
     """
-    from bench.runstore import atomic_write_json
+    from bench.store.files import atomic_write_json
 
     path = lock_path(toolset, root)
     old = {} if replace else ((read_lock(path) or {}).get("variants") or {})

@@ -277,7 +277,7 @@ def nearest_records(variant: Variant, cases: Sequence[Case], embedder: E5Embedde
 
 def write_nearest(path: Path, records: Iterable[dict[str, object]]) -> None:
     """Write ``records`` to ``path`` as JSON lines (atomically), sorted by variant and case."""
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     ordered = sorted(records, key=lambda r: (str(r["variant"]), str(r["case_id"])))
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"

@@ -63,7 +63,7 @@ class TraceWriter:
                 self._handle.write(line + "\n")
                 self._handle.flush()
             except OSError as exc:  # e.g. the disk is full: name the file
-                from bench.runstore import named_os_error
+                from bench.store.files import named_os_error
                 raise named_os_error(exc, self.path) from None
 
     def close(self) -> None:

@@ -223,7 +223,7 @@ def write_floors(path: Path, floors: dict[str, float], comment: str) -> None:
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     inline = "{" + ", ".join(f"{k} = {v:g}" for k, v in floors.items()) + "}"
     try:

@@ -48,7 +48,7 @@ from bench.gate.config import ANSWER_ONLY_METRICS, GateConfig
 from bench.plural import count
 from bench.project import Project
 from bench.results import Manifest, Row, TraceRecord, as_rows
-from bench.runstore import atomic_write_json
+from bench.store.files import atomic_write_json
 from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
 

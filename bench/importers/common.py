@@ -125,9 +125,9 @@ def check_name(kind: str, value: str) -> str:
 
 def _atomic_write(path: Path, text: str, force: bool) -> None:
     """Write ``text`` to ``path`` with bench's one atomic writer
-    (:func:`bench.runstore.atomic_write_text`: an existing file keeps its mode, a symbolic
+    (:func:`bench.store.files.atomic_write_text`: an existing file keeps its mode, a symbolic
     link stays a link), refusing an existing file unless ``force``."""
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     if path.exists() and not force:
         raise BenchError("already exists (pass --force to replace it)", file=path)

@@ -362,7 +362,7 @@ def _move_into(source: Path, target: Path, skipped: list[Path]) -> None:
 
 def write_project(dest: Path, plan: InitPlan) -> list[Path]:
     """Carry out ``plan`` in ``dest`` (the module docstring's "all at once"): stage the new
-    files (each by :func:`bench.runstore.atomic_write_text`), rewrite the replaced ones in
+    files (each by :func:`bench.store.files.atomic_write_text`), rewrite the replaced ones in
     place (the same writer: mode and symbolic links kept), then move the staged ones in.
     On an error the staging folder is removed and nothing is moved.
 
@@ -373,7 +373,7 @@ def write_project(dest: Path, plan: InitPlan) -> list[Path]:
         BenchError: ``dest`` is not a folder.
         OSError: a write fails (naming the file).
     """
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     if _there(dest) and not dest.is_dir():
         raise BenchError("is not a folder: bench init makes a project folder here",

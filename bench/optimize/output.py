@@ -21,7 +21,7 @@ from bench.optimize.report import diff_markdown, write_report
 from bench.optimize.records import OptimizeResult
 from bench.optimize.workspace import Workspace
 from bench.project import Project
-from bench.runstore import atomic_write_json, atomic_write_text
+from bench.store.files import atomic_write_json, atomic_write_text
 
 
 

@@ -19,7 +19,7 @@ from bench.descriptions.variants import Variant
 from bench.optimize.config import OptimizeConfig
 from bench.optimize.records import OptimizeResult
 from bench.optimize.workspace import Workspace
-from bench.runstore import atomic_write_text
+from bench.store.files import atomic_write_text
 
 
 @dataclass

@@ -32,8 +32,8 @@ from bench.optimize.config import OptimizeConfig
 from bench.optimize.proposals import PROPOSER_TOOLSET, propose_tool
 from bench.project import Project
 from bench.runner.config import DEFAULT_CACHE_PATH
-from bench.runstore import (atomic_write_json, atomic_write_text, check_run_id,
-                            remove_if_no_rows)
+from bench.store import check_run_id
+from bench.store.files import atomic_write_json, atomic_write_text, remove_if_no_rows
 
 PROPOSE_VARIANT = "propose"
 #: Settings a resumed optimization may change: more rounds, a larger budget.
@@ -91,7 +91,7 @@ class Workspace:
     def discard_if_unstarted(self) -> bool:
         """Remove the optimization's folder when none of its runs wrote a row (a new
         optimization that failed at its start, e.g. a provider that does not start); return
-        True when removed (:func:`bench.runstore.remove_if_no_rows`). Its runs' answers stay
+        True when removed (:func:`bench.store.files.remove_if_no_rows`). Its runs' answers stay
         in the main project's response cache.
         """
         return remove_if_no_rows(self.root)

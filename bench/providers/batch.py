@@ -27,7 +27,7 @@ from bench.providers.base import HTTPProvider
 from bench.providers.errors import error_from_exception
 from bench.providers.replies import MalformedReply, ReplyModel, read_reply
 from bench.redact import one_line
-from bench.runstore import atomic_write_json
+from bench.store.files import atomic_write_json
 
 BatchKind = Literal["openai", "anthropic"]
 LEDGER = "batches.json"

@@ -14,7 +14,8 @@ import typer
 from bench.errors import BenchError
 from bench.project import Project, current_project
 from bench.plural import noun
-from bench.runstore import RESERVED_NAMES, atomic_writer
+from bench.store import RESERVED_NAMES
+from bench.store.files import atomic_writer
 
 
 class ReportFormat(str, Enum):
@@ -53,7 +54,7 @@ def report_path(name: str, fmt: ReportFormat, project: Project | None = None) ->
 
     Raises:
         BenchError: ``name`` is not a plain folder name (letters, digits, ``.``, ``_``, ``-``,
-            ``+``), or is one bench uses itself (:data:`bench.runstore.RESERVED_NAMES`).
+            ``+``), or is one bench uses itself (:data:`bench.store.ids.RESERVED_NAMES`).
     """
     if not REPORT_NAME_PATTERN.fullmatch(name) or name.casefold() in RESERVED_NAMES:
         raise BenchError(f"invalid report name '{name}' (letters, digits, '.', '_', '-', '+'; "

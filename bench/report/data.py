@@ -1,6 +1,6 @@
 """Everything a report shows, gathered from stored runs (no rendering here).
 
-Rows are read through :class:`bench.runstore.RunStore`; rates and intervals come from
+Rows are read through :class:`bench.store.RunStore`; rates and intervals come from
 ``bench.stats``. The report's own rules are few and live here: a row's outcome (pass / fail /
 unparseable), how several runs are labelled, and what of each row the drill-down embeds.
 """
@@ -21,7 +21,7 @@ from bench.plural import count, noun
 from bench.project import Project, current_project
 from bench.models import condition_variant
 from bench.results import Manifest, Row
-from bench.runstore import RowsRead, StoredRows
+from bench.store import RowsRead, StoredRows
 from bench.scoring.registry import get_metric, metric_names
 from bench.stats.aggregate import aggregate
 from bench.stats.frame import compact_frame
@@ -102,7 +102,7 @@ def load_runs(run_ids: Sequence[str], project: Project | None = None) -> list[Lo
 
     When several runs share a (variant, provider) pair, each row's variant is relabelled
     ``<run-id>/<variant>`` so the runs stay apart in every table and chart. A manifest's
-    ``status`` is the one to show (:meth:`bench.runstore.RunStore.shown_status`: ``crashed``
+    ``status`` is the one to show (:meth:`bench.store.RunStore.shown_status`: ``crashed``
     for a run that says ``running`` while no process writes it); the file is not changed.
 
     Raises:
@@ -644,7 +644,7 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
 
 
 # Why a run's rows fall short of its plan, per manifest status (bench.runner, and "crashed"
-# from bench.runstore.RunStore.shown_status); any other status but "complete" is shown as is.
+# from bench.store.RunStore.shown_status); any other status but "complete" is shown as is.
 INCOMPLETE_REASONS = {
     "interrupted": "stopped by Ctrl-C or SIGTERM",
     "failed": "stopped by an error",

@@ -3,7 +3,7 @@
 A run (``reports/runs/<run-id>/``) is ``manifest.json`` (:class:`Manifest`), ``results.jsonl``
 (one :class:`Row` per line) and, when the executor ran, ``traces.jsonl`` (one
 :class:`TraceRecord` per line). Every reader (report, compare, gate, traces, ``bench show``,
-replay) gets these objects from :class:`bench.runstore.RunStore` and reads fields as
+replay) gets these objects from :class:`bench.store.RunStore` and reads fields as
 attributes; writers build them (or dicts of the same shape) and the store stamps
 :data:`SCHEMA_VERSION`.
 

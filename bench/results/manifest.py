@@ -58,7 +58,7 @@ class Manifest(_Record):
 
     ``status``: ``running``, ``complete``, ``partial`` (a provider was skipped),
     ``interrupted``, ``budget_exhausted`` or ``failed``; readers may show ``crashed``
-    (:meth:`bench.runstore.RunStore.shown_status`), which is never stored.
+    (:meth:`bench.store.RunStore.shown_status`), which is never stored.
     """
 
     schema_version: int = Field(SCHEMA_VERSION, description="the contract's version")

@@ -30,7 +30,7 @@ from bench.runner.session import RunSession
 from bench.runner.signals import StopSignals
 from bench.runner.startup import ProviderFactory, StartedProviders
 from bench.runner.startup import default_factory as _default_factory
-from bench.runstore import RunStore
+from bench.store import RunStore
 
 __all__ = ["Runner", "_default_factory"]
 
@@ -182,7 +182,7 @@ class Runner:
         no second read of ``results.jsonl``).
 
         Runs one asyncio event loop (:func:`asyncio.run`) for the whole run, holding the run's
-        write lock throughout (:meth:`bench.runstore.RunStore.writing`): a second process
+        write lock throughout (:meth:`bench.store.RunStore.writing`): a second process
         resuming the same run gets a one-line error instead of duplicate rows. See
         :class:`~bench.runner.scheduler.Scheduler` for what a run does and raises.
 

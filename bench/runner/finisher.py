@@ -25,7 +25,7 @@ from bench.runner.session import RunSession
 
 if TYPE_CHECKING:
     from bench.executor.runhook import RunExecution
-    from bench.runstore import RowWriter
+    from bench.store import RowWriter
 
 Answer = Union[Outcome, EpisodeOutcome]
 Priced = tuple[float | None, float | None]  # one answer's (cost, billed) in USD (Ledger.charge)

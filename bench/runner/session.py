@@ -44,7 +44,8 @@ from bench.runner.plan import (
     skip_invalid_cases,
 )
 from bench.runner.rows import _git_commit, _now, _versions
-from bench.runstore import RunStore, named_os_error, new_run_id, write_fix
+from bench.store import RunStore, new_run_id
+from bench.store.files import named_os_error, write_fix
 from bench.scoring.bfcl import BfclSource, load_sources, sources_path
 from bench.shard import parse_shard, shard_plan
 from bench.toolspace.setup import SpaceSetup, catalog_digests, changed_catalog
@@ -354,7 +355,7 @@ class RunSession:
     def write_failure(self, exc: OSError) -> BenchError:
         """The one-line error for a run file that could not be written (a full disk, a
         file-size limit, a read-only or immutable file): names the file, says the finished
-        rows are kept, what to do (:func:`bench.runstore.write_fix`) and how to resume."""
+        rows are kept, what to do (:func:`bench.store.files.write_fix`) and how to resume."""
         where = f"{exc.filename}: " if exc.filename else ""
         return BenchError(f"{where}{exc.strerror or exc} while writing the run; finished rows "
                           f"are kept: {write_fix(exc)}, then: {self.resume_hint}")

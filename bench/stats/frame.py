@@ -108,7 +108,7 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     """Flatten result rows into the frame described in this module's docstring.
 
     Args:
-        rows: :class:`bench.results.Row` objects (as :meth:`bench.runstore.RunStore.load_rows`
+        rows: :class:`bench.results.Row` objects (as :meth:`bench.store.RunStore.load_rows`
             gives them) or dicts as stored in ``results.jsonl`` (validated into rows:
             :func:`bench.results.as_row`); rows written before a metric existed simply lack it
             (its column then holds <NA> for them). The registry's metric readers

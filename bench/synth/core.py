@@ -251,7 +251,7 @@ def answer_agrees(case: Case, metrics: dict[str, Any]) -> bool:
 
 
 def _stamp() -> str:
-    from bench.runstore import new_run_id
+    from bench.store import new_run_id
     return new_run_id()
 
 
@@ -303,7 +303,7 @@ def _scratch(project: Project, settings: SynthSettings, tools: Sequence[Tool],
              requests: Sequence[Request]) -> tuple[Project, Path]:
     """The generator's scratch project (its toolset and the requests as a dataset), sharing
     the project's cache folder (the embedded model's file is assembled once)."""
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     root = project.reports_dir / "synth" / settings.dataset
     variant = root / "descriptions" / GENERATOR_TOOLSET / "variants" / f"{GENERATOR_VARIANT}.yaml"
@@ -416,7 +416,7 @@ def check_schema(candidates: Sequence[Candidate], tools: Sequence[Tool], toolset
     tool's required arguments."""
     from bench.datasets import load_dataset
     from bench.datasets.labels import iter_label_problems
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     path = work / "candidate.jsonl"
     for candidate in candidates:
@@ -579,7 +579,7 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     was left to verify)."""
     from bench.api import evaluate
     from bench.providers.registry import kind_of
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
     from bench.toolset_config import load_toolset_settings
 
     live = [c for c in candidates if c.reason is None and c.case is not None]
@@ -765,7 +765,7 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
     from bench.descriptions import load_variant
     from bench.descriptions.containment import project_test_cases
     from bench.providers.registry import kind_of, known_provider
-    from bench.runstore import atomic_write_json, atomic_write_text, remove_if_no_rows
+    from bench.store.files import atomic_write_json, atomic_write_text, remove_if_no_rows
     from bench.synth.review import refresh_datasheet
 
     check_dataset_name(settings.dataset)

@@ -203,7 +203,7 @@ def refresh_datasheet(folder: Path, toolset: str | None = None) -> Path:
     """
     from bench.datasets import load_dataset
     from bench.datasets.stats import BEGIN, END, markdown, toolset_tools
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     dataset = load_dataset(str(folder / "cases.jsonl"))
     readme = folder / "README.md"
@@ -264,7 +264,7 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
     from bench.descriptions import available_variants, load_variant
     from bench.descriptions.leaks import find_leaks, unique_cases
     from bench.redact import redact
-    from bench.runstore import atomic_write_text
+    from bench.store.files import atomic_write_text
 
     if not same_dataset(decisions.dataset, path):
         raise BenchError(f"the decisions are for dataset '{decisions.dataset}', not {path}: "
