@@ -145,9 +145,7 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
 
     from bench.errors import pydantic_error_field
     from bench.providers.function_process import exit_if_main_reimported
-    from bench.runner.core import Runner
-    from bench.runner.errors import ExecutorNotStarted
-    from bench.runner.session import RunSession
+    from bench.runner.lifecycle import RunHooks, execute_run, open_run
 
     # a worker process re-running an unguarded script: it ends here, its parent says why
     exit_if_main_reimported()
@@ -167,31 +165,12 @@ def evaluate(dataset: str | Path, variants: Sequence[str],
     existing = run_id is not None and project.store(run_id).exists()
     if existing and not resume:
         raise BenchError(f"run '{run_id}' exists; pass resume=True to finish it")
-    if existing and run_id is not None:
-        session = RunSession.resume(run_id, fields, project=project, command=[],
-                                         will_run=True)
-    else:
-        session = RunSession(config, run_id=run_id, project=project, command=[],
-                             will_run=True)
-    session.resume_hint = f"evaluate(..., run_id={session.store.run_id!r}) again"
-    runner = Runner.of(session, provider_factory=provider_factory, layers=layers)
-    with project.activate():
-        if session.pending():
-            runner.open_providers()  # a missing model fails here, before anything is sent
-            if not runner.providers:
-                runner.close_providers()
-                reasons = "; ".join(f"{pid}: {why}" for pid, why in runner.skipped.items())
-                raise BenchError(f"evaluate(): every provider was skipped ({reasons}); "
-                                 "nothing to run")
-    try:
-        runner.run(progress)
-    except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
-        raise session.failed_before_rows(exc) from None
-    except BenchError:  # e.g. invalid [tool.bench.toolsets.*]: before any manifest
-        if not existing and not session.store.exists():
-            session.store.discard_if_empty()
-        raise
-    return _results(session, project)
+    runner = open_run(project, resume=run_id if existing else None, overrides=fields,
+                      config=None if existing else config, run_id=run_id, command=[],
+                      provider_factory=provider_factory, layers=layers)
+    runner.session.resume_hint = f"evaluate(..., run_id={runner.store.run_id!r}) again"
+    execute_run(runner, RunHooks(progress=progress))
+    return _results(runner.session, project)
 
 
 def _project(project: object) -> Project:

@@ -9,7 +9,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, NoReturn, Optional
 
 import typer
 from pydantic import ValidationError
@@ -26,6 +26,7 @@ from bench.cli_toolspace import OPTION_FIELDS as SPACE_OPTIONS
 from bench.collector import paused_until_the_run
 from bench.cli_toolspace import (SignalAhead, option_value, print_signal, space_fields,
                                  toolspace_notes)
+from bench.episodes.factors import FACTORS
 from bench.errors import BenchError, RunIncomplete, pydantic_error_field, shorten_message
 from bench.limits import (DEFAULT_ATTEMPTS,
                           DEFAULT_CONCURRENCY, DEFAULT_PROVIDERS, DEFAULT_VARIANTS,
@@ -33,8 +34,10 @@ from bench.limits import (DEFAULT_ATTEMPTS,
 from bench.plural import count
 
 if TYPE_CHECKING:
-    from bench.stats.running import RunningSummary
     from bench.results import Row
+    from bench.runner import Runner
+    from bench.runner.plan import PendingItems
+    from bench.stats.running import RunningSummary
 
 # The run ended incomplete and can be resumed: it stopped at --max-usd / --max-total-tokens
 # (status budget_exhausted), or a provider was skipped, e.g. for a missing key (partial).
@@ -169,7 +172,32 @@ def _shard_option(value: str | None) -> str | None:
         raise typer.BadParameter(str(exc)) from None
 
 
+def _with_factors(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` (whose last parameter is ``**factor_values``) with one keyword option per
+    episode factor of :data:`bench.episodes.factors.FACTORS` in its signature, as typer reads
+    it (``inspect.signature``, then the annotations): ``--<factor>`` takes comma-separated or
+    repeated settings and reaches ``factor_values[<factor>]``. A new factor needs no edit
+    here (docs/extending.md, "Add an episode factor").
+    """
+    import inspect
+
+    from bench.episodes.factors import FACTOR_HELP, FACTORS
+
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation=Annotated[Optional[list[str]],
+                                                    typer.Option(help=FACTOR_HELP[name])])
+             for name in FACTORS]
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*fixed, *added])
+    command.__annotations__ = {**{p.name: p.annotation for p in fixed},
+                               **{p.name: p.annotation for p in added}, "return": None}
+    return command
+
+
 @app.command()
+@_with_factors
 def run(
     ctx: typer.Context,
     dataset: Annotated[Optional[str], typer.Option(
@@ -271,18 +299,6 @@ def run(
         help="Run only shard I of N of the plan (1/4 .. 4/4), e.g. one per CI machine; join "
              "the shards' runs with bench merge. Every shard needs the same other options.")]
     = None,
-    result_format: Annotated[Optional[list[str]], typer.Option(
-        help="Episodes: how results go back: envelope ({success, data, error}) and/or raw; "
-             "comma-separated, each one a condition crossed with the variants.")] = None,
-    error_style: Annotated[Optional[list[str]], typer.Option(
-        help="Episodes: actionable (readable errors naming the fix) and/or bare ('Error "
-             "400').")] = None,
-    result_budget: Annotated[Optional[list[str]], typer.Option(
-        help="Episodes: capped (results cut to 2,000 tokens with a paging hint) and/or "
-             "uncapped.")] = None,
-    fault: Annotated[Optional[list[str]], typer.Option(
-        help="Episodes: none, timeout, 503, 429, huge: the first call to each tool fails so "
-             "(or returns ~8 MB).")] = None,
     tools: Annotated[Optional[list[str]], typer.Option(
         help="Grow each case's toolset to N tools with seeded distractors from the other "
              "toolsets (comma-separated counts, each a condition: l3~tools=40).")] = None,
@@ -299,6 +315,7 @@ def run(
     always_loaded: Annotated[Optional[list[str]], typer.Option(
         help="With --retriever native: tools sent without defer_loading (comma-separated; "
              "default none).")] = None,
+    **factor_values: Optional[list[str]],  # one option per episode factor: _with_factors
 ) -> None:
     """Run every case x variant x provider x trial, score it and print a per-variant table.
 
@@ -309,8 +326,8 @@ def run(
         # no collection while the run starts; its own setting once it runs (bench.collector)
         start_the_run = stack.enter_context(paused_until_the_run())
         from bench.project import Project
-        from bench.runner import RunConfig, Runner
-        from bench.runner.errors import ExecutorNotStarted
+        from bench.runner import RunConfig
+        from bench.runner.lifecycle import RunHooks, execute_run, open_run
         from bench.runner.plan import plan_conditions
 
         project = Project.from_env()  # the command line's edge: BENCH_HOME or the cwd
@@ -329,8 +346,8 @@ def run(
         if resume:
             # options given again are compared with the stored config: only a change is refused
             given, options = _resume_settings(ctx)
-            runner = Runner.resume(resume, overrides={**throughput, **given}, project=project,
-                                   setting_names=options)
+            runner = open_run(project, resume=resume, overrides={**throughput, **given},
+                              setting_names=options)
             _resume_credentials(resume, _split(provider, "--provider"),
                                 runner.config.providers)
             # before anything reads the rows or starts a provider: another process may be writing
@@ -355,39 +372,16 @@ def run(
                     mcp_server=mcp_server, error_pattern=error_pattern,
                     skip_invalid_cases=skip_invalid_cases, shard=shard,
                     factors={name: _split(values, f"--{name.replace('_', '-')}")
-                             for name, values in (("result_format", result_format),
-                                                  ("error_style", error_style),
-                                                  ("result_budget", result_budget),
-                                                  ("fault", fault)) if values},
+                             for name, values in factor_values.items() if values},
                     **space_fields(tools, retriever, top_k, distractors, always_loaded),
                     **{k: v for k, v in throughput.items() if v is not None}))
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
                 raise BenchError(f"--{field.replace('_', '-')}: {message}" if field
                                  else message) from None
-            runner = Runner(config, run_id=run_id, project=project)
-            if runner.store.exists():
-                raise BenchError(f"run '{runner.store.run_id}' already exists; use --resume")
-            runner.store.check_dir()  # e.g. a dangling link: said before any provider starts
+            runner = open_run(project, config=config, run_id=run_id)
         run_name = runner.store.run_id
-        if runner.config.split == "all" and not resume:
-            from bench.datasets.splits import has_splits
-            if not has_splits(runner.dataset.cases):
-                err.print(f"note: dataset '{runner.config.dataset}' has no dev/test split: "
-                          "figures are on all its cases ('bench split' adds one)", markup=False)
-        for problem in runner.invalid_cases:
-            _say(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
-                 f"{problem.field}): {problem.message}")
-        if runner.invalid_cases:
-            skipped_cases = len({p.case_id for p in runner.invalid_cases})
-            err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
-                      "tools", markup=False)
-        for line in toolspace_notes(runner):
-            err.print(line, markup=False, soft_wrap=True)
-        from bench.descriptions.variants import same_text_groups, same_text_note
-        for same_toolset, same_names in same_text_groups(runner.variants):
-            err.print(f"note: {same_text_note(same_toolset, same_names)}", markup=False,
-                      soft_wrap=True)
+        _print_start_notes(runner, resumed=bool(resume))
         pending = runner.pending()
         if resume and not pending and runner.store.load_manifest().status == "complete":
             err.print(f"run {run_name} is already complete ({count(len(runner.plan), 'row')}); "
@@ -397,26 +391,6 @@ def run(
         if resume:
             err.print(f"resuming run {run_name}: {len(runner.plan) - len(pending)} of "
                       f"{count(len(runner.plan), 'row')} already done")
-        if pending:
-            try:
-                runner.open_providers()  # fail on a missing model before any output
-            except KeyboardInterrupt:  # e.g. while a model loads
-                runner.close_providers()
-                err.print(f"{'terminated' if _terminated else 'interrupted'} while starting the "
-                          "providers; nothing was sent")
-                raise typer.Exit(_stopped(143 if _terminated else 130)) from None
-            for skipped, reason in runner.skipped.items():
-                _say(f"provider {skipped} skipped: {reason}")
-            if not runner.providers:
-                raise BenchError("every provider was skipped; nothing to run")
-        conditions = len(plan_conditions(runner.plan))
-        shown = count(len(runner.variants), 'variant') if conditions <= len(runner.variants) \
-            else count(conditions, 'condition')  # variants crossed with --tools, faults...
-        err.print(f"run {run_name}: {count(len(runner.cases), 'case')} x {shown} x "
-                  f"{count(len(runner.config.providers), 'provider')} x "
-                  f"{count(runner.config.trials, 'trial')}"
-                  + (f", shard {runner.config.shard}: {count(len(runner.plan), 'row')}"
-                     if runner.config.shard else "") + f" -> {runner.store.dir}")
         from bench.progress import RunProgress
         from bench.stats.running import RunningSummary
 
@@ -425,46 +399,45 @@ def run(
             if len(pending) == len(runner.plan) else None
         with RunProgress(err) as progress:  # a bar on a terminal, plain lines in CI logs
             signal_ahead = SignalAhead(runner, progress)
-            # the time left, per condition at its own pace (a skipped provider's rows are not sent)
-            progress.set_plan(pending.without(runner.skipped))
-            incomplete = None
-            try:
+
+            running_now: list[bool] = []  # set once the providers run: a stop is then kept rows
+
+            def started(runner: Runner, pending: PendingItems) -> None:
+                running_now.append(True)
+                _print_run_line(runner)
+                # the time left, per condition at its own pace (a skipped provider's rows are
+                # not sent)
+                progress.set_plan(pending.without(runner.skipped))
                 # Objects made so far (modules, dataset, variants, providers) live as long as
                 # the command: frozen out of the collector's sight, which starts now
                 start_the_run()
-                manifest = runner.run(progress=signal_ahead,
-                                      on_row=running.add if running is not None else None)
+
+            hooks = RunHooks(provider_skipped=lambda pid, why: _say(
+                                 f"provider {pid} skipped: {why}"),
+                             started=started, progress=signal_ahead,
+                             on_row=running.add if running is not None else None)
+            incomplete = None
+            try:
+                manifest = execute_run(runner, hooks, pending=pending)
             except RunIncomplete as exc:  # rows left for a resume: show what is done
                 progress.stop()
-                incomplete, manifest = exc, runner.store.load_manifest().to_json_dict()
-            except ExecutorNotStarted as exc:  # a new run's empty folder is not left behind
+                incomplete, manifest = exc, runner.store.load_manifest()
+            except BenchError:
                 progress.stop()
-                raise runner.session.failed_before_rows(exc) from None
-            except BenchError:  # e.g. invalid [tool.bench.toolsets.*]: before any manifest
-                progress.stop()
-                if not resume and not runner.store.exists():
-                    runner.store.discard_if_empty()
                 raise
             except KeyboardInterrupt:
                 progress.stop()
-                kept = sum(1 for _ in runner.store.load_rows())
-                terminated = _terminated or (runner.signals is not None
-                                             and runner.signals.signum == signal.SIGTERM)
-                err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
-                          f"{count(len(runner.plan), 'row')} kept in "
-                          f"{runner.store.results_path}; see them with: bench show {run_name}; "
-                          f"finish with: bench run --resume {run_name}")
-                raise typer.Exit(_stopped(143 if terminated else 130)) from None
+                _say_stopped(runner, starting=not running_now)
         # the project found at the start: code the run called may have changed the cwd since
         _print_summary(run_name, runner.config.variants, project, running=running)
         print_signal(runner, out, err, signal_ahead.future)
         _say_server_logs(runner.store.dir)
-        err.print(f"{count(manifest['rows_done'], 'row')} in {runner.store.results_path} "
-                  f"({manifest['started_at']} -> {manifest['ended_at']})")
-        if manifest["status"] == "complete" and not manifest["rows_done"]:
+        err.print(f"{count(manifest.rows_done or 0, 'row')} in {runner.store.results_path} "
+                  f"({manifest.started_at} -> {manifest.ended_at})")
+        if manifest.status == "complete" and not manifest.rows_done:
             err.print("this run planned no rows (a shard larger than the plan, or no case "
                       "selected): nothing to report")
-        elif manifest["status"] == "complete":
+        elif manifest.status == "complete":
             # the first two conditions (variant names, or names with factors: l3~tools=40)
             compared = plan_conditions(runner.plan)[:2]
             err.print(f"next: bench report {run_name} (HTML in reports/{run_name}/)"
@@ -473,17 +446,80 @@ def run(
         if incomplete is not None:
             _say(f"partial run: {incomplete}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
-        if manifest["status"] == "budget_exhausted":  # incomplete: not to be taken as done
-            err.print(f"budget reached ({manifest['spent']}): {manifest['rows_done']} of "
+        if manifest.status == "budget_exhausted":  # incomplete: not to be taken as done
+            err.print(f"budget reached ({manifest.to_json_dict().get('spent')}): "
+                      f"{manifest.rows_done} of "
                       f"{count(len(runner.plan), 'row')}; continue with: bench run --resume "
                       f"{run_name} --max-usd N / --max-total-tokens N")
             raise typer.Exit(BUDGET_EXIT_CODE)
-        if manifest["status"] == "partial":  # a skipped provider's rows are missing
+        if manifest.status == "partial":  # a skipped provider's rows are missing
             skipped = ", ".join(f"{p['provider']} ({p['reason']})"
-                                for p in manifest.get("providers_skipped") or [])
-            _say(f"partial run: {manifest['rows_done']} of {count(len(runner.plan), 'row')}; "
+                                for p in manifest.providers_skipped or [])
+            _say(f"partial run: {manifest.rows_done} of {count(len(runner.plan), 'row')}; "
                  f"skipped {skipped}; fix that, then: bench run --resume {run_name}")
             raise typer.Exit(INCOMPLETE_EXIT_CODE)
+
+
+def _print_start_notes(runner: Runner, resumed: bool) -> None:
+    """The notes ``bench run`` prints before its providers start: a dataset without a split,
+    cases left out by ``--skip-invalid-cases``, the tool space's, and variants that render
+    the same text (stderr)."""
+    from bench.descriptions.variants import same_text_groups, same_text_note
+
+    if runner.config.split == "all" and not resumed:
+        from bench.datasets.splits import has_splits
+        if not has_splits(runner.dataset.cases):
+            err.print(f"note: dataset '{runner.config.dataset}' has no dev/test split: "
+                      "figures are on all its cases ('bench split' adds one)", markup=False)
+    for problem in runner.invalid_cases:
+        _say(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
+             f"{problem.field}): {problem.message}")
+    if runner.invalid_cases:
+        skipped_cases = len({p.case_id for p in runner.invalid_cases})
+        err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
+                  "tools", markup=False)
+    for line in toolspace_notes(runner):
+        err.print(line, markup=False, soft_wrap=True)
+    for same_toolset, same_names in same_text_groups(runner.variants):
+        err.print(f"note: {same_text_note(same_toolset, same_names)}", markup=False,
+                  soft_wrap=True)
+
+
+def _print_run_line(runner: Runner) -> None:
+    """``run <id>: N cases x M variants x P providers x T trials -> <folder>`` (stderr)."""
+    from bench.runner.plan import plan_conditions
+
+    conditions = len(plan_conditions(runner.plan))
+    shown = count(len(runner.variants), 'variant') if conditions <= len(runner.variants) \
+        else count(conditions, 'condition')  # variants crossed with --tools, faults...
+    err.print(f"run {runner.store.run_id}: {count(len(runner.cases), 'case')} x {shown} x "
+              f"{count(len(runner.config.providers), 'provider')} x "
+              f"{count(runner.config.trials, 'trial')}"
+              + (f", shard {runner.config.shard}: {count(len(runner.plan), 'row')}"
+                 if runner.config.shard else "") + f" -> {runner.store.dir}")
+
+
+def _say_stopped(runner: Runner, starting: bool) -> NoReturn:
+    """Say what a stop (Ctrl-C, SIGTERM) kept and how to finish, then exit 130 or 143.
+
+    Args:
+        starting: it came while the providers started (nothing was sent).
+
+    Raises:
+        typer.Exit: always.
+    """
+    terminated = _terminated or (runner.signals is not None
+                                 and runner.signals.signum == signal.SIGTERM)
+    if starting:
+        err.print(f"{'terminated' if terminated else 'interrupted'} while starting the "
+                  "providers; nothing was sent")
+        raise typer.Exit(_stopped(143 if terminated else 130))
+    kept = sum(1 for _ in runner.store.load_rows())
+    err.print(f"{'terminated' if terminated else 'interrupted'}: {kept} of "
+              f"{count(len(runner.plan), 'row')} kept in {runner.store.results_path}; see "
+              f"them with: bench show {runner.store.run_id}; finish with: bench run --resume "
+              f"{runner.store.run_id}")
+    raise typer.Exit(_stopped(143 if terminated else 130))
 
 
 def _say_server_logs(run_dir: Path) -> None:
@@ -520,7 +556,7 @@ def _mcp_argv(execute_mcp: str | None) -> list[str] | None:
 # factors.<option>.
 _OPTION_FIELDS = {"cases": "case_ids", "request_timeout": "request_timeout_s",
                   "execute_mcp": "mcp_server"}
-_FACTOR_OPTIONS = ("result_format", "error_style", "result_budget", "fault")
+_FACTOR_OPTIONS = tuple(FACTORS)
 
 
 def _resume_settings(ctx: typer.Context) -> tuple[dict[str, Any], dict[str, str]]:

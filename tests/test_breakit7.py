@@ -220,5 +220,5 @@ def test_a_compare_run_now_with_a_skipped_provider_is_not_a_pass(project, run_be
     alone = run_bench("compare", "l3", "l10", "--provider", "openai:gpt-4o-mini", "--limit",
                       "3", "--run-id", "cmp2")
     assert alone.returncode == 2
-    assert "error: every provider was skipped; nothing to compare" in alone.stderr
+    assert "error: every provider was skipped; nothing to run" in alone.stderr
     assert "has no variant" not in alone.stderr

@@ -810,3 +810,27 @@ def test_an_episode_gate_runs_its_episodes_whatever_its_metrics(
     assert str(refused.value) == (
         f"{root / 'pyproject.toml'}: field 'tool.bench.gate.execute': the dataset holds "
         "episodes, which run their calls on the executor: remove execute = false")
+
+
+def test_a_gate_whose_every_provider_is_skipped_fails_naming_each_and_leaves_no_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate runs through the one run lifecycle (bench.runner.lifecycle): a provider
+    that cannot run here (no API key) is named with why, and nothing is sent or kept.
+    Before, the gate's run ended "partial" with an empty run folder left behind."""
+    from bench.errors import BenchError
+    from bench.gate.config import GateConfig
+    from bench.gate.core import run_gate
+
+    repo = Path(__file__).resolve().parent.parent
+    root = tmp_path / "project"
+    shutil.copytree(repo / "datasets", root / "datasets")
+    shutil.copytree(repo / "descriptions", root / "descriptions")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = GateConfig(dataset="ecommerce", variants=["l3"],
+                        providers=["openai:gpt-4o-mini"], limit=2,
+                        root=root, source=root / "pyproject.toml")
+    with pytest.raises(BenchError, match=r"every provider was skipped \(openai:gpt-4o-mini: "
+                                         r".*OPENAI_API_KEY"):
+        run_gate(config, run_id="gate-nokey")
+    assert not (root / "reports" / "runs" / "gate-nokey").exists()

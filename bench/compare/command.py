@@ -181,33 +181,30 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
         BenchError: every provider was skipped, or as :class:`bench.runner.Runner`.
         KeyboardInterrupt: a stop signal ended the run (its finished rows are kept).
     """
-    from bench.runner import RunConfig, Runner, RunSession
+    from bench.runner import RunConfig
+    from bench.runner.lifecycle import RunHooks, execute_run, open_run
 
     config = RunConfig(dataset=dataset, variants=[variant_a, variant_b],
                        providers=providers or ["local"], trials=trials, limit=limit,
                        case_ids=cases or None, model_path=model_path, seed=seed)
-    session = RunSession(config, run_id=run_id, project=project, will_run=True)
-    store = session.store
-    if store.exists():
-        raise BenchError(f"run '{store.run_id}' already exists; compare it with "
-                         f"--run {store.run_id}")
-    runner = Runner.of(session)
-    runner.open_providers()  # as bench run: a skipped provider is said before any row
-    for skipped, reason in runner.skipped.items():
-        _console(stderr=True).print(f"provider {skipped} skipped: {reason}", markup=False,
-                                    soft_wrap=True)
-    if not runner.providers:
-        raise BenchError("every provider was skipped; nothing to compare")
-    _console(stderr=True).print(f"running {variant_a} and {variant_b}: "
-                                f"{count(len(session.plan), 'row')} -> {store.dir}")
+    runner = open_run(project, config=config, run_id=run_id,
+                      taken=f"compare it with --run {run_id}")
+    store = runner.store
+    say = _console(stderr=True)
+    hooks = RunHooks(
+        # as bench run: a skipped provider is said before any row
+        provider_skipped=lambda pid, why: say.print(f"provider {pid} skipped: {why}",
+                                                    markup=False, soft_wrap=True),
+        started=lambda run, pending: say.print(f"running {variant_a} and {variant_b}: "
+                                               f"{count(len(run.plan), 'row')} -> {store.dir}"))
     try:
-        runner.run()
+        execute_run(runner, hooks)
     except KeyboardInterrupt:  # its finished rows are kept: say how to finish and compare
         kept = sum(1 for _ in store.load_rows())
-        _console(stderr=True).print(
-            f"{kept} of {count(len(session.plan), 'row')} kept in {store.results_path}; "
-            f"finish with: bench run --resume {store.run_id}, then: bench compare "
-            f"{variant_a} {variant_b} --run {store.run_id}", markup=False, soft_wrap=True)
+        say.print(f"{kept} of {count(len(runner.plan), 'row')} kept in {store.results_path}; "
+                  f"finish with: bench run --resume {store.run_id}, then: bench compare "
+                  f"{variant_a} {variant_b} --run {store.run_id}", markup=False,
+                  soft_wrap=True)
         raise
     return store.stored_rows(store.load_manifest()), dict(runner.skipped)
 

@@ -41,6 +41,18 @@ FACTORS: dict[str, tuple[str, ...]] = {
 }
 """Each factor's settings; the first is the default."""
 
+FACTOR_HELP: dict[str, str] = {
+    "result_format": "Episodes: how results go back: envelope ({success, data, error}) and/or "
+                     "raw; comma-separated, each one a condition crossed with the variants.",
+    "error_style": "Episodes: actionable (readable errors naming the fix) and/or bare ('Error "
+                   "400').",
+    "result_budget": "Episodes: capped (results cut to 2,000 tokens with a paging hint) and/or "
+                     "uncapped.",
+    "fault": "Episodes: none, timeout, 503, 429, huge: the first call to each tool fails so "
+             "(or returns ~8 MB).",
+}
+"""Each factor's ``bench run --<factor>`` help (the option is made from :data:`FACTORS`)."""
+
 SEPARATOR = CONDITION_SEPARATOR
 
 # HTTP-like status of an executor error class or code, for the bare style (RFC 9110 §15).

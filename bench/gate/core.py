@@ -108,8 +108,9 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
             the command that records it; a toolset's backend that cannot start (the gate
             executes) names the toolset and its command (:func:`backend_error`).
     """
-    from bench.runner import RunConfig, Runner  # the runner loads providers and the executor
+    from bench.runner import RunConfig  # the runner loads providers and the executor
     from bench.runner.errors import ExecutorNotStarted
+    from bench.runner.lifecycle import execute_run, open_run
 
     project = project or gate_project(config)
     run_id = run_id or "gate-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -120,10 +121,12 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
                            providers=config.providers, trials=config.trials,
                            limit=config.limit, case_ids=config.cases,
                            execute=gate_executes(config, dataset, project), split=config.split)
-    runner = Runner(run_config, run_id=run_id, command=["bench-gate", str(config.source)],
-                    project=project)
+    runner = open_run(project, config=run_config, run_id=run_id,
+                      command=["bench-gate", str(config.source)],
+                      taken="run the gate again (its runs are named by the time)")
+    runner.session.resume_hint = "run the gate again"
     try:
-        runner.run()
+        execute_run(runner)
     except ExecutorNotStarted as exc:  # e.g. the toolset's MCP server is not installed in CI
         raise backend_error(config, project, [v.toolset for v in runner.variants],
                             exc) from None

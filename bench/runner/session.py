@@ -348,7 +348,7 @@ class RunSession:
                 return exc  # the error already says how to resume
         except (BenchError, OSError):  # another process writes it, or it cannot be read
             return exc
-        return BenchError(f"{exc.message}; no row was written; the run's files are kept in "
+        return type(exc)(f"{exc.message}; no row was written; the run's files are kept in "
                           f"{self.store.dir}: fix the cause, then {self.resume_hint} (or "
                           "delete that folder)", file=exc.file, line=exc.line, field=exc.field)
 
