@@ -53,7 +53,8 @@ def lint(
     """
     from bench.descriptions import available_variants, check_toolset, load_variant
     from bench.descriptions.containment import TestIndex
-    from bench.descriptions.lint import RULES, LintConfig, leak_findings, lint_variant
+    from bench.descriptions.lint import (RULES, LintConfig, leak_findings,
+                                         length_order_findings, lint_variant)
     from bench.descriptions.paraphrase import paraphrase_findings
     from bench.paths import descriptions_dir
 
@@ -73,8 +74,10 @@ def lint(
     everywhere = _everywhere(_split(dataset))
     nothing = TestIndex(())
     for name in toolsets:
+        of_toolset = []
         for v in _split(variant) or available_variants(name):
             loaded = load_variant(name, v)
+            of_toolset.append(loaded)
             findings += lint_variant(loaded, config)
             for cases, datasheet in tests.get(name, []):
                 findings += leak_findings(loaded, cases, datasheet, everywhere=nothing)
@@ -82,6 +85,7 @@ def lint(
             if everywhere is not None:  # containment: every test split, once per variant
                 findings += leak_findings(loaded, [], None, everywhere=everywhere)
             linted.append((name, v))
+        findings += length_order_findings(of_toolset)  # BL018: l50 shorter than l10...
     from bench.datasets.label_results import lint_findings  # BL015: labels whose calls fail
     findings += lint_findings(_split(dataset), linted)
     if as_json:

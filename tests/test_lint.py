@@ -174,7 +174,7 @@ def test_gemini_schema():
 
 def test_rule_codes_are_stable_and_unique():
     codes = [r.code for r in RULES.values()]
-    assert codes == [f"BL{i:03d}" for i in range(1, 17)]
+    assert codes == [f"BL{i:03d}" for i in range(1, 19)]
 
 
 @pytest.mark.slow

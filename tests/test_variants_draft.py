@@ -538,3 +538,77 @@ def test_a_spec_with_crlf_line_endings_keeps_them_when_drafts_are_written(weathe
         "\n".join(f"get_weather: line {i} of the drafted text." for i in (1, 2, 3))
     assert accept_drafts("weather", ["l3"]) == [("get_weather", "l3")]
     assert b"\n" not in (specs / "get_weather.yaml").read_bytes().replace(b"\r\n", b"")
+
+
+# lines the embedded 0.5B model wrote in `bench variants draft --provider local --method
+# sections` on the two tools of mcp-server-time (get_current_time, convert_time)
+COPIED_FACTS = (
+    "Tool `get_current_time`: Get current time in a specific timezones.",
+    "The parameter `timezone` of `get_current_time` accepts a string, required, and IANA "
+    "timezone name (e.g., 'America/New_York', 'Europe/London').",
+    "The arguments of convert_time must always be given: source_timezone (string, required): "
+    "Source IANA timezone name (e.g., 'America/New_York', 'Europe/London').")
+UNFINISHED_WHEN = ("when the user, `get_current_time` serves to retrieve the current time in a "
+                   "specific timezone.")
+
+
+def test_a_sections_lines_that_copy_the_prompts_facts_or_drop_its_phrase_are_dropped():
+    from bench.descriptions.drafts import SECTIONS, read_section
+    from bench.models import Tool, ToolCall
+    from bench.parse import ParsedAnswer
+
+    def lines(*items: str) -> ParsedAnswer:
+        return ParsedAnswer(calls=[ToolCall(id="c0", name="write_section",
+                                            arguments={"lines": list(items)},
+                                            raw_arguments=json.dumps({"lines": items}))])
+
+    tool = Tool(name="get_current_time", description="Get current time in a specific timezones",
+                input_schema={"type": "object", "properties": {"timezone": {"type": "string"}},
+                              "required": ["timezone"]})
+    sections = {s.key: s for s in SECTIONS}
+    constraints = sections["constraints"]
+    question = constraints.questions[2].replace("{tool}", "get_current_time")
+    good = "Give the zone as an IANA name such as Europe/London, never as an offset."
+    assert read_section(lines(*COPIED_FACTS, good), constraints, tool, question) == [good]
+    for line in COPIED_FACTS:
+        with pytest.raises(ValueError, match="the prompt copied back"):
+            read_section(lines(line), constraints, tool, question)
+    use = sections["when_to_use"]
+    with pytest.raises(ValueError, match="the prompt copied back"):
+        read_section(lines(UNFINISHED_WHEN), use, tool,
+                     use.questions[0].replace("{tool}", "get_current_time"))
+
+
+def test_lint_warns_on_drafted_lines_copied_from_the_prompt_and_on_a_longer_length_that_is_shorter(
+        weather: Path):
+    specs = weather / "descriptions/weather/specs"
+    specs.mkdir()
+    l10 = "\n".join(["Current weather for a city.", "Use it " + UNFINISHED_WHEN,
+                     *(f"- fact {i} about the weather in a city." for i in range(7)),
+                     "Returns: the temperature."])
+    l30 = "\n".join(["Current weather for a city.", "Use it when the user asks for the weather.",
+                     "Constraints: exactly 8 line(s), each a constraint.",
+                     *(f"- {line}" for line in COPIED_FACTS),
+                     "- city (string, required): the city's name."])  # a template's own line
+    (specs / "get_weather.yaml").write_text(yaml.safe_dump({
+        "name": "get_weather", "summary": "Current weather for a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "variants": {"l10": {"description": l10, "draft": True},
+                     "l30": {"description": l30, "draft": True}}}), encoding="utf-8")
+    (specs / "get_forecast.yaml").write_text(
+        "name: get_forecast\nsummary: Weather forecast for the next days.\n"
+        "input_schema: {type: object}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["lint", "--toolset", "weather", "--dataset", "none",
+                                      "--json"])
+    found = [(f["code"], f["variant"], f["tool"], f["message"])
+             for f in json.loads(result.stdout)["findings"] if f["code"] in ("BL017", "BL018")]
+    assert found == [
+        ("BL017", "l10", "get_weather", "1 line copied from the drafting prompt: 'Use it when "
+         "the user, `get_current_time` serves to retrieve the curren' ('Use it when the user,')"),
+        ("BL017", "l30", "get_weather", "4 lines copied from the drafting prompt: 'Constraints: "
+         "exactly 8 line(s), each a constraint.' ('line(s)'); '- Tool `get_current_time`: Get "
+         "current time in a specific timezones.' ('Tool `get_current_time`:'); +2 more"),
+        ("BL018", "l30", "get_weather", "7 lines, fewer than l10 (10)"),
+        # l50 is not drafted: its template renders the spec's summary and parameters
+        ("BL018", "l50", "get_weather", "3 lines, fewer than l10 (10)")]
+    assert result.exit_code == 0  # warnings

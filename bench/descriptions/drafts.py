@@ -502,6 +502,25 @@ _RETURNS_PREFIX = re.compile(r"^(?:it |the tool |this tool )?returns?\b\s*:?\s*"
 _HEADING = re.compile("|".join(re.escape(s.title) + r"\s*:" for s in SECTIONS) + "|line\\(s\\)",
                       re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+_FACTS = re.compile(r"\bTool `[^`]+`\s*:|\b(?:string|integer|number|boolean|array|object|"
+                    r"any), (?:required|optional)\b")
+"""The wording of a section prompt's facts (``Tool `get_time`: ...``, and a parameter's
+``(string, required)``, :func:`_parameter_lines`): the embedded 0.5B model copied them into
+its lines ("Tool `get_current_time`: Get current time in a specific timezones.", "The
+parameter `timezone` of `get_current_time` accepts a string, required, and IANA timezone
+name"); a template writes the parameters itself."""
+
+_UNFINISHED = re.compile(r"^when the user,", re.IGNORECASE)
+"""A when-to-use line that begins with the phrase its question asks for and then drops it
+("when the user, `convert_time` serves to convert time between timezones.", rendered "Use it
+when the user, ..."): the instruction's words, not an answer."""
+
+PROMPT_PHRASES = ("line(s)", "non-empty lines", "Answer this question", "sentence of your own",
+                  "the facts below", "Answer with a phrase", "Rewrite the description of the "
+                  "tool", "Current description:", "Input schema (JSON Schema)", "Question:",
+                  "Facts:", DRAFT_TOOL, SECTION_TOOL, EXAMPLES_TOOL, "reply_to_user")
+"""Words of bench's drafting prompts and answer tools (:func:`draft_prompt`,
+:func:`section_prompt`) that no description of a tool holds unless it copied the prompt."""
 
 COPY_WORDS = 5
 """An item holding a run of this many words of the prompt's rules copied them (the 0.5B
@@ -544,10 +563,49 @@ def _item_problem(item: str, question: str) -> str | None:
     asked = {w.lower() for w in _WORD.findall(question + _QUESTION_RULES)}
     own = {w.lower() for w in _WORD.findall(item) if len(w) > 2} - asked
     words = " ".join(w.lower() for w in _WORD.findall(item))
-    if _HEADING.search(item) or _runs(item) & _runs(_QUESTION_RULES) or len(own) < NEW_WORDS \
-            or " ".join(w.lower() for w in _WORD.findall(question)) in words:
+    if _HEADING.search(item) or _FACTS.search(item) or _UNFINISHED.match(item) or \
+            _runs(item) & _runs(_QUESTION_RULES) or len(own) < NEW_WORDS or \
+            " ".join(w.lower() for w in _WORD.findall(question)) in words:
         return "the prompt copied back"
     return None
+
+
+_PARAMETER_LINE = re.compile(r"^\s*[-*]?\s*`?[\w.$-]+`? \(")
+
+
+@functools.lru_cache(maxsize=1)
+def _question_patterns() -> re.Pattern[str]:
+    """Every question of :data:`SECTIONS`, its tool and parameter names as wildcards."""
+    texts = {q for section in SECTIONS for q in section.questions + section.per_parameter}
+    return re.compile("|".join(
+        re.escape(q).replace(re.escape("{tool}"), r"\S+").replace(re.escape("{p}"), r"\S+")
+        for q in sorted(texts)), re.IGNORECASE)
+
+
+def prompt_wording(line: str) -> str | None:
+    """The wording of bench's drafting prompts that one line of a description holds, or None:
+    a phrase of :data:`PROMPT_PHRASES`, a run of :data:`COPY_WORDS` words of the section
+    rules, a whole question of :data:`SECTIONS`, the facts' ``Tool `x`:`` or ``string,
+    required`` outside a template's parameter line (``- city (string, required): ...``), or
+    a when-to-use line that begins "when the user," and drops the phrase. ``bench lint``
+    warns on such lines (BL017): a drafted text that copied its prompt.
+
+    Returns:
+        The words found (at most 60 characters), for a message.
+    """
+    lowered = line.lower()
+    found = next((p for p in PROMPT_PHRASES if p.lower() in lowered), None)
+    if found is not None:
+        return found
+    copied = _runs(line) & _runs(_QUESTION_RULES)
+    if copied:
+        return " ".join(min(copied))
+    for pattern in (_question_patterns(), _FACTS):
+        match = pattern.search(line)
+        if match and (pattern is not _FACTS or not _PARAMETER_LINE.match(line)):
+            return match.group(0)[:60]
+    match = re.search(r"\b(?:use it|do not use it) when the user,", line, re.IGNORECASE)
+    return match.group(0) if match else None
 
 
 CUT_CHARS = 150

@@ -60,6 +60,11 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("BL016", "paraphrases-test-case", WARNING,
          "an example or edge case paraphrases a test case (embedding score; bench lint "
          "--dataset; bench.descriptions.paraphrase)"),
+    Rule("BL017", "copies-drafting-prompt", WARNING,
+         "a line holds the wording of bench variants draft's prompt (a drafted text that "
+         "copied its instructions)"),
+    Rule("BL018", "length-order", WARNING,
+         "a longer length (l<N>) of a tool has fewer lines than a shorter one"),
 )}
 
 
@@ -304,6 +309,11 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
         for rule_name, param, message, hint in _rule_texts(tool.name, tool.description,
                                                            tool.input_schema, config):
             add(rule_name, tool.name, param, message, hint)
+        copied = _prompt_copies(tool.description)
+        if copied:
+            add("copies-drafting-prompt", tool.name, None, copied,
+                "rewrite the line in the tool's own words, or draft the length again "
+                "(bench variants draft --force --lengths N --tools TOOL)")
         for rule_name, param, message, hint in _rule_params(tool.description, tool.input_schema):
             add(rule_name, tool.name, param, message, hint)
         strict = dialect("openai-strict").problems(tool.input_schema)
@@ -331,6 +341,53 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
                         "say in each when to use the other one instead, and what differs")
     order = {t.name: i for i, t in enumerate(tools)}
     return sorted(findings, key=lambda f: (order.get(f.tool, 0), f.code, f.param or ""))
+
+
+def _prompt_copies(description: str) -> str | None:
+    """BL017's message: the lines of ``description`` that hold the drafting prompts' wording
+    (:func:`bench.descriptions.drafts.prompt_wording`), the first two quoted, or None."""
+    from bench.descriptions.drafts import prompt_wording
+
+    found = [(line.strip(), words) for line in description.splitlines()
+             if (words := prompt_wording(line)) is not None]
+    if not found:
+        return None
+    shown = "; ".join(f"'{line[:70]}' ('{words}')" for line, words in found[:2])
+    more = f"; +{len(found) - 2} more" if len(found) > 2 else ""
+    return f"{count(len(found), 'line')} copied from the drafting prompt: {shown}{more}"
+
+
+_LENGTH = re.compile(r"^l(\d+)$")
+
+
+def length_order_findings(variants: Sequence[Variant]) -> list[Finding]:
+    """BL018: for each tool, a length variant (``l<N>``) with fewer non-empty lines than a
+    shorter length of the same toolset (``l50`` 5 lines, ``l10`` 8: a length left undrafted
+    renders from a spec with empty sections, or a draft came out short), so the length
+    ablation would measure the wrong order. One finding per longer variant and tool, naming
+    the shorter length it undercuts the most.
+
+    Args:
+        variants: the variants of one toolset (others than ``l<N>`` are ignored).
+    """
+    lengths = sorted(((int(m.group(1)), v) for v in variants if (m := _LENGTH.match(v.name))),
+                     key=lambda item: item[0])
+    rule = RULES["length-order"]
+    found = []
+    for i, (target, variant) in enumerate(lengths):
+        for tool, lines in variant.line_counts.items():
+            shorter = [(other.line_counts[tool], n) for n, other in lengths[:i]
+                       if n < target and other.line_counts.get(tool, 0) > lines]
+            if not shorter:
+                continue
+            most, name = max(shorter)
+            found.append(Finding(rule.code, rule.name, rule.severity, variant.toolset,
+                                 variant.name, tool, None,
+                                 f"{count(lines, 'line')}, fewer than l{name} ({most})",
+                                 f"draft it (bench variants draft --lengths {target} --tools "
+                                 f"{tool}; --force over a text it has) or fill the sections "
+                                 f"l{target} adds in its spec"))
+    return found
 
 
 def _first_problems(problems: list[tuple[str, str]], shown: int = 4) -> str:
