@@ -246,3 +246,39 @@ def test_an_explicit_version_0_is_migrated_and_a_negative_one_refused():
     for version in (-1, -5):
         with pytest.raises(ValidationError, match=f"schema_version {version} is not a version"):
             Row.model_validate({**old, "schema_version": version})
+
+
+def test_every_metric_scoring_computes_is_declared_on_the_row():
+    """A CaseScore field or built-in metric missing from RowMetrics would land in the row's
+    ``model_extra`` unchecked (no type, no range) and unseen by typed readers."""
+    import dataclasses
+
+    from bench.results.metrics import RowMetrics
+    from bench.scoring.metrics import CaseScore
+    from bench.scoring.registry import metric_specs
+
+    declared = set(RowMetrics.model_fields)
+    assert {f.name for f in dataclasses.fields(CaseScore)} - declared == set()
+    # built-in metrics read from row.metrics (the others read usage, latency, cost)
+    in_metrics = {s.name for s in metric_specs() if s.value is None and s.path == ()}
+    assert in_metrics and in_metrics - declared == set()
+
+
+@pytest.mark.slow
+def test_rows_of_answers_episodes_and_retrieval_carry_only_declared_metrics(project):
+    """Single answers executed on the reference backends, episodes, and a retrieval
+    condition, each scored by the oracle: every metric the runner writes is a declared
+    RowMetrics field (``model_extra`` holds only metrics a user registers)."""
+    from bench import evaluate
+
+    runs = [evaluate("ecommerce", ["l3"], ["oracle"], project=project, limit=4),
+            evaluate("ecommerce-episodes", ["l3"], ["oracle"], project=project, limit=2),
+            evaluate("ecommerce", ["l3"], ["oracle"], project=project, limit=4,
+                     tools=[20], retrievers=["bm25"], execute=False)]
+    for result in runs:
+        assert result.rows
+        for row in result.rows:
+            assert row.metrics.model_extra in (None, {}), (row.key, row.metrics.model_extra)
+    assert any(row.metrics.execution_success is not None for row in runs[0].rows)
+    assert any(row.metrics.task_success is not None for row in runs[1].rows)
+    assert any(row.metrics.retrieval_recall is not None for row in runs[2].rows)
