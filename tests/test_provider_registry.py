@@ -222,3 +222,25 @@ def test_a_function_that_misbehaves_stops_the_run_in_one_line(project, answer, w
     assert why in str(raised.value) and "\n" not in str(raised.value)
     manifest = json.loads((runs_dir() / answer.__name__ / "manifest.json").read_text())
     assert manifest["status"] == "failed"
+
+
+def test_what_a_provider_is_comes_from_its_kinds_declaration_not_its_name():
+    """The runner, synth and drafting ask the registry what a provider is (the embedded
+    model, answers from labels, a recording) rather than comparing ids with "local",
+    "oracle" or "replay:"; a kind registered elsewhere gets the same treatment."""
+    from bench.providers.registry import (answers_from_labels, is_recorded, provider,
+                                          runs_embedded_model, unregister_provider)
+
+    assert runs_embedded_model("local") and not runs_embedded_model("openai:gpt-4o-mini")
+    assert answers_from_labels("oracle") and not answers_from_labels("local")
+    assert is_recorded("replay:run-1") and not is_recorded("oracle")
+    assert not runs_embedded_model("no-such-kind")
+
+    @provider("my-gguf", options="local", deterministic=True)
+    def _my_gguf():  # a second embedded runtime, as a plugin would add one
+        raise AssertionError("not built here")
+
+    try:
+        assert runs_embedded_model("my-gguf") and not answers_from_labels("my-gguf")
+    finally:
+        unregister_provider("my-gguf")

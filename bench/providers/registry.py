@@ -117,6 +117,27 @@ def kind_of(provider_id: str) -> str:
     return provider_id.partition(":")[0]
 
 
+def runs_embedded_model(provider_id: str) -> bool:
+    """True when ``provider_id``'s kind runs bench's embedded llama.cpp model (it declares the
+    ``local`` option set): no key, no network, one model process at a time."""
+    spec = provider_spec(provider_id)
+    return spec is not None and spec.options == "local"
+
+
+def answers_from_labels(provider_id: str) -> bool:
+    """True when ``provider_id``'s kind answers from the dataset's labels (it declares the
+    ``dataset`` option set, as ``oracle`` does): its answers confirm nothing about a label."""
+    spec = provider_spec(provider_id)
+    return spec is not None and spec.options == "dataset"
+
+
+def is_recorded(provider_id: str) -> bool:
+    """True when ``provider_id``'s answers come from a recording
+    (:attr:`ProviderSpec.recorded`, e.g. ``replay:<run>``)."""
+    spec = provider_spec(provider_id)
+    return spec is not None and spec.recorded
+
+
 def provider_spec(provider_id: str) -> ProviderSpec | None:
     """The spec of ``provider_id``'s kind; an unregistered kind's module
     ``bench.providers.<kind>`` is imported once to let it register. None: unknown kind."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from bench.errors import BenchError, RunIncomplete
 from bench.plural import count
 from bench.providers.errors import ProviderError
+from bench.providers.registry import is_recorded
 from bench.providers.replay import ReplayMiss
 from bench.runner.plan import PlanItem
 
@@ -94,7 +95,7 @@ def replay_misses_error(misses: Sequence[tuple[PlanItem, ReplayMiss]], dataset: 
     for (provider_id, variant, factors), (items, exc) in groups.items():
         cases = list(dict.fromkeys(item.case.id for item in items))
         trials = max(item.trial for item in items) + 1
-        recorded = sorted(p for p in exc.recorded_providers if not p.startswith("replay:"))
+        recorded = sorted(p for p in exc.recorded_providers if not is_recorded(p))
         source = Path(exc.source)
         cache = (source if source.is_absolute() else root / source).resolve()
         is_cache = cache.is_file() or cache.suffix in (".sqlite", ".db")

@@ -330,13 +330,14 @@ def generate(project: Project, settings: SynthSettings, tools: Sequence[Tool],
         The candidates, the generator's run id, and its trial seeds (request id -> seed).
     """
     from bench.api import evaluate
+    from bench.providers.registry import runs_embedded_model
 
     scratch, path = _scratch(project, settings, tools, requests)
     extra: dict[str, Any] = {}
-    if settings.generator == "local":
+    if runs_embedded_model(settings.generator):
         # offered a way to decline, a small model sometimes takes it instead of proposing
         extra["no_call_layout"] = "empty-list"
-    if settings.model and settings.generator == "local":
+    if settings.model and runs_embedded_model(settings.generator):
         extra["model"] = settings.model
     result = evaluate(path, [GENERATOR_VARIANT], [settings.generator], project=scratch,
                       run_id=f"synth-gen-{_stamp()}", execute=False, seed=settings.seed,
@@ -578,7 +579,7 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
     ``execution`` is :data:`USERS_SYSTEM_SKIP`). Returns the run id (None when no candidate
     was left to verify)."""
     from bench.api import evaluate
-    from bench.providers.registry import kind_of
+    from bench.providers.registry import runs_embedded_model
     from bench.store.files import atomic_write_text
     from bench.toolset_config import load_toolset_settings
 
@@ -648,7 +649,8 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
         for row in mine:
             if row.provider == "oracle":
                 continue
-            trial = 0 if kind_of(row.provider) == "local" else row.trial  # greedy: one answer
+            # the embedded model decodes greedily: its trials are one answer
+            trial = 0 if runs_embedded_model(row.provider) else row.trial
             answers.add((row.provider, trial))
             if answer_agrees(case, row.metrics.model_dump()):
                 agree.add((row.provider, trial))
@@ -764,7 +766,8 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
     from bench.datasets.loader import check_dataset_name
     from bench.descriptions import load_variant
     from bench.descriptions.containment import project_test_cases
-    from bench.providers.registry import kind_of, known_provider
+    from bench.providers.registry import (answers_from_labels, known_provider,
+                                          runs_embedded_model)
     from bench.store.files import atomic_write_json, atomic_write_text, remove_if_no_rows
     from bench.synth.review import refresh_datasheet
 
@@ -785,10 +788,10 @@ def synthesize(settings: SynthSettings, project: Project) -> SynthReport:
         except BenchError as exc:
             raise BenchError(f"{option}: {exc.message}") from None
     for solver in settings.solvers:
-        if kind_of(solver) == "oracle":
+        if answers_from_labels(solver):
             raise BenchError("--solver oracle answers from the label itself, so it cannot "
                              "confirm a label (it already checks execution); name a model")
-    independent = sum(1 if kind_of(s) == "local" else settings.solver_trials
+    independent = sum(1 if runs_embedded_model(s) else settings.solver_trials
                       for s in dict.fromkeys(settings.solvers))
     if settings.min_agree < 1 or independent < settings.min_agree:
         raise BenchError(f"--min-agree {settings.min_agree}: the solvers give "
