@@ -329,7 +329,8 @@ def variants_draft(
     if result.failed:
         out.print(f"{len(result.drafts)} of {count(result.asked, 'draft')} written"
                   + ("; the same command again drafts only the others (or with a larger "
-                     "--tool-timeout, or another --provider)" if result.drafts else ""),
+                     "--tool-timeout, or another --provider)"
+                     if result.drafts and len(result.drafts) < result.asked else ""),
                   soft_wrap=True)
     if result.drafts:
         out.print(f"review the texts in descriptions/{escape(toolset)}/specs/, then: bench "
