@@ -636,7 +636,7 @@ def doctor(
     failed check (each says its fix)."""
     if model and model_path:
         raise BenchError("--model and --model-path both name the model: give one")
-    from bench.doctor import main as doctor_main
+    from bench.providers.local.doctor import main as doctor_main
     raise typer.Exit(doctor_main(model, model_path))
 
 

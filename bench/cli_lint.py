@@ -86,7 +86,7 @@ def lint(
                 findings += leak_findings(loaded, [], None, everywhere=everywhere)
             linted.append((name, v))
         findings += length_order_findings(of_toolset)  # BL018: l50 shorter than l10...
-    from bench.datasets.label_results import lint_findings  # BL015: labels whose calls fail
+    from bench.executor.label_results import lint_findings  # BL015: labels whose calls fail
     findings += lint_findings(_split(dataset), linted)
     if as_json:
         print(json.dumps({"findings": [f.to_dict() for f in findings],

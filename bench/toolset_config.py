@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -263,6 +264,27 @@ def read_only_fix(tools: Sequence[str]) -> str:
             f"{','.join(tools)} writes them)")
 
 
+def read_tool_table(path: Path, name: str) -> dict | None:
+    """The ``[tool.bench.<name>]`` table of a TOML file (``gate``, ``toolsets``), or None
+    when it has none.
+
+    Raises:
+        BenchError: the file is not valid TOML (names file and TOML's line/column message).
+    """
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise BenchError(f"invalid TOML: {exc}", file=path) from None
+    except OSError as exc:
+        raise BenchError(f"cannot read: {exc.strerror}", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    table: Any = data
+    for key in ("tool", "bench", name):  # another tool's [tool] layout is not ours to judge
+        table = table.get(key) if isinstance(table, dict) else None
+    return table if isinstance(table, dict) else None
+
+
 def load_toolset_settings(root: Path) -> dict[str, ToolsetSettings]:
     """The ``[tool.bench.toolsets.*]`` tables of ``<root>/pyproject.toml`` ({} without the
     file or the tables).
@@ -271,7 +293,6 @@ def load_toolset_settings(root: Path) -> dict[str, ToolsetSettings]:
         BenchError: invalid TOML, or a table with an invalid field (names the file and
             ``tool.bench.toolsets.<name>.<field>``).
     """
-    from bench.gate.config import read_tool_table
 
     path = Path(root) / PYPROJECT
     if not path.is_file():

@@ -263,7 +263,7 @@ REFERENCE_DATASETS = ("ecommerce", "analytics", "logistics")
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REFERENCE_DATASETS)
 def test_every_shipped_label_executes_on_its_state_or_declares_why_not(name):
-    from bench.datasets.label_results import label_failures
+    from bench.executor.label_results import label_failures
     dataset = load_dataset(name)
     failures = [f"{f.case_id} call {f.index} ({f.tool}): {f.error}"
                 for toolset in dataset.toolsets

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.doctor import CpuInfo, build_features, busy_cores, check_build, cpu_info
+from bench.providers.local.doctor import CpuInfo, build_features, busy_cores, check_build, cpu_info
 from conftest import requires_local_model
 
 PORTABLE = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
@@ -66,7 +66,7 @@ def test_busy_cores_finds_a_spinning_process():
 def test_the_readme_and_ci_install_with_the_doctors_build_flags():
     """One build recipe: the README's commands, .ci/run and the doctor's fix name the same
     CMAKE_ARGS and the constraints file."""
-    from bench.doctor import PORTABLE_CMAKE_ARGS
+    from bench.providers.local.doctor import PORTABLE_CMAKE_ARGS
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text(encoding="utf-8")
     ci = (root / ".ci" / "run").read_text(encoding="utf-8")

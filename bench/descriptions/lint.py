@@ -55,7 +55,7 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "an example in another language has a test case's exact arguments: a translation?"),
     Rule("BL015", "label-call-fails", WARNING,
          "a label's own call returns an error: its rows get no exec match (bench lint "
-         "--dataset; bench.datasets.label_results); an error for a label run on bench's "
+         "--dataset; bench.executor.label_results); an error for a label run on bench's "
          "reference backend, a warning for a failure recorded on a user's system"),
     Rule("BL016", "paraphrases-test-case", WARNING,
          "an example or edge case paraphrases a test case (embedding score; bench lint "

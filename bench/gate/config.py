@@ -32,6 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.errors import BenchError, pydantic_error_field
+from bench.toolset_config import read_tool_table
 from bench.scoring.registry import gate_metrics, primary_metrics
 
 
@@ -159,27 +160,6 @@ def read_gate_table(path: Path) -> dict | None:
         BenchError: the file is not valid TOML (names file and TOML's line/column message).
     """
     return read_tool_table(path, "gate")
-
-
-def read_tool_table(path: Path, name: str) -> dict | None:
-    """The ``[tool.bench.<name>]`` table of a TOML file (``gate``, ``toolsets``), or None
-    when it has none.
-
-    Raises:
-        BenchError: the file is not valid TOML (names file and TOML's line/column message).
-    """
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise BenchError(f"invalid TOML: {exc}", file=path) from None
-    except OSError as exc:
-        raise BenchError(f"cannot read: {exc.strerror}", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise BenchError(f"not UTF-8 text ({exc.reason})", file=path) from None
-    table: Any = data
-    for key in ("tool", "bench", name):  # another tool's [tool] layout is not ours to judge
-        table = table.get(key) if isinstance(table, dict) else None
-    return table if isinstance(table, dict) else None
 
 
 def load_gate_config(path: Path) -> GateConfig | None:

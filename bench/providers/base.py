@@ -97,6 +97,15 @@ class Provider(ABC):
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the provider: model id, file hash, settings."""
 
+    def start_notes(self) -> list[str]:
+        """Lines a run prints on stderr once this provider has started (e.g. the embedded
+        model's hardware checks); default none.
+
+        Raises:
+            BenchError: a check finds the provider unusable here (the line says the fix).
+        """
+        return []
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (models, connections)."""
 

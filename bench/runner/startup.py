@@ -101,7 +101,8 @@ class StartedProviders:
                 continue
             self.providers[provider_id] = provider
             self._check_identity(provider_id, provider)
-            _say_local_checks(provider)
+            for note in provider.start_notes():
+                print(note, file=sys.stderr, flush=True)
             if not self.session.spaces.spaces:
                 for variant in self.session.variants:
                     provider.prepare(variant.tools, variant_key=variant.sha256,
@@ -181,20 +182,6 @@ class StartedProviders:
                 pid, provider, concurrency=self.concurrency(pid), attempts=config.attempts,
                 cache=cache, batcher=batchers.get(pid), extra=layers)
         return pipelines, batchers
-
-
-def _say_local_checks(provider: Provider) -> None:
-    """For the embedded model: ``bench doctor``'s quick checks and what its first row costs,
-    on stderr."""
-    from bench.providers.local import LocalProvider
-    if not isinstance(provider, LocalProvider):
-        return
-    from bench.doctor import quick_checks
-    for finding in quick_checks(provider):
-        if finding.level == "warn":
-            print(f"warning: {finding.text}; {finding.fix}", file=sys.stderr, flush=True)
-    print(f"local: model {provider.model_id}; the first row of a variant reads its tools "
-          "block (minutes, unless saved by an earlier run)", file=sys.stderr, flush=True)
 
 
 def start_execution(session: RunSession) -> RunExecution | None:

@@ -480,6 +480,19 @@ class LocalProvider(Provider):
         measured: dict[str, float] = self._request("speed", prompt_tokens, decode_tokens)
         return measured
 
+    def start_notes(self) -> list[str]:
+        """``bench doctor``'s quick checks that warn (:func:`bench.providers.local.doctor.
+        quick_checks`) and what the first row of a variant costs.
+
+        Raises:
+            BenchError: a check that the run would crash or could not be trusted, with its fix.
+        """
+        from bench.providers.local.doctor import quick_checks
+        notes = [f"warning: {finding.text}; {finding.fix}" for finding in quick_checks(self)
+                 if finding.level == "warn"]
+        return [*notes, f"local: model {self.model_id}; the first row of a variant reads its "
+                        "tools block (minutes, unless saved by an earlier run)"]
+
     def describe(self) -> dict[str, Any]:
         """Model id, file path and SHA-256, settings, llama.cpp build; see
         :meth:`Provider.describe`."""

@@ -236,8 +236,8 @@ def estimate_default_run(speed: dict[str, float], cases: int,
     rows = reference["rows"]
     if not all(name in rows for name in DEFAULT_VARIANTS):
         return None
-    seconds = sum(rows[n][0] + (cases - 1) * rows[n][1] for n in DEFAULT_VARIANTS)
-    return seconds * reference["decode_tokens_per_s"] / speed["decode_tokens_per_s"]
+    seconds = sum(float(rows[n][0]) + (cases - 1) * float(rows[n][1]) for n in DEFAULT_VARIANTS)
+    return seconds * float(reference["decode_tokens_per_s"]) / speed["decode_tokens_per_s"]
 
 
 def _versions() -> dict[str, str]:
