@@ -31,3 +31,16 @@ def test_ruff_finds_nothing():
     benchmarks and the root conftest."""
     result = _run("ruff", "check", "--no-cache", "bench", "tests", "benchmarks", "conftest.py")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_imports_run_only_down_bench_s_tiers():
+    """``lint-imports``: the layers contract of [tool.importlinter] (every top-level module
+    of bench placed in a tier; an import from a lower tier to a higher one, direct or through
+    a chain, breaks it and names the chain)."""
+    result = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import "
+                             "lint_imports_command; sys.exit(lint_imports_command())",
+                             "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
