@@ -264,7 +264,7 @@ def read_only_fix(tools: Sequence[str]) -> str:
             f"{','.join(tools)} writes them)")
 
 
-def read_tool_table(path: Path, name: str) -> dict | None:
+def read_tool_table(path: Path, name: str) -> dict[str, object] | None:
     """The ``[tool.bench.<name>]`` table of a TOML file (``gate``, ``toolsets``), or None
     when it has none.
 

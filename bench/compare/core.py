@@ -30,7 +30,7 @@ is significant but no larger than the margin; else ``no significant difference``
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, overload
 
 import numpy as np
 import pandas as pd
@@ -163,7 +163,12 @@ def _binom() -> Any:
     return binom
 
 
-def mcnemar_exact(a_only, b_only, mid_p: bool = False):
+@overload
+def mcnemar_exact(a_only: int, b_only: int, mid_p: bool = False) -> float: ...
+@overload
+def mcnemar_exact(a_only: np.ndarray, b_only: np.ndarray, mid_p: bool = False) -> np.ndarray: ...
+def mcnemar_exact(a_only: int | np.ndarray, b_only: int | np.ndarray,
+                  mid_p: bool = False) -> float | np.ndarray:
     """Two-sided McNemar p-value(s) from the discordant counts (McNemar 1947), exact.
 
     Under "no difference" the discordant pairs split 50/50, so the p-value is the exact

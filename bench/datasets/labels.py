@@ -7,7 +7,7 @@ Used by :func:`check_against_tools` (which stops at the first) and by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import jsonschema
 
@@ -83,7 +83,8 @@ def iter_label_problems(dataset: Dataset, toolset: str,
                                        f"one of the label's values {acceptable!r}")
 
 
-def value_validator(schema: dict, root: dict | None = None) -> jsonschema.Draft202012Validator:
+def value_validator(schema: dict[str, Any], root: dict[str, Any] | None = None
+                    ) -> jsonschema.Draft202012Validator:
     """The validator labels are checked with: JSON Schema 2020-12, formats checked.
 
     Args:

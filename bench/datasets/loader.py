@@ -15,11 +15,13 @@ Every source goes through the Hugging Face ``datasets`` library (BRIEF §9):
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import re
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Iterable
 
 import regex
@@ -120,10 +122,10 @@ def load_dataset(name: str, root: Path | None = None) -> Dataset:
                   name=path.parent.name if path.name == "cases.jsonl" else path.stem)
 
 
-def _hf():
+def _hf() -> ModuleType:
     """Import ``datasets`` quietly (no progress bars or info logs on the user's terminal)."""
-    import datasets
-
+    # by name: to mypy, run from the project root, `import datasets` is the datasets/ folder
+    datasets = importlib.import_module("datasets")
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
     return datasets

@@ -53,7 +53,8 @@ class ToolDiff:
     description_diff: list[str] = field(default_factory=list)
 
 
-def _params(schema: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dict, bool]]:
+def _params(schema: dict[str, Any], prefix: str = ""
+            ) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """(path, schema, required) of every parameter, nested objects and array items included."""
     required = set(schema.get("required", []))
     for name, sub in (schema.get("properties") or {}).items():
@@ -64,7 +65,7 @@ def _params(schema: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, dic
         yield from _nested(sub, path)
 
 
-def _nested(sub: dict[str, Any], path: str) -> Iterator[tuple[str, dict, bool]]:
+def _nested(sub: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any], bool]]:
     if isinstance(sub.get("properties"), dict):
         yield from _params(sub, f"{path}.")
     items = sub.get("items")
@@ -84,7 +85,8 @@ def _shape(schema: dict[str, Any]) -> str:
     return json.dumps(strip(schema), sort_keys=True)
 
 
-def _param_changes(path: str, a: dict, b: dict, req_a: bool, req_b: bool) -> list[Change]:
+def _param_changes(path: str, a: dict[str, Any], b: dict[str, Any], req_a: bool,
+                   req_b: bool) -> list[Change]:
     changes: list[Change] = []
     if req_a != req_b:
         changes.append(Change("required", path, req_a, req_b,

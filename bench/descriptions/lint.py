@@ -209,7 +209,7 @@ def _param_text(name: str, sub: dict[str, Any], description: str,
     return " ".join([str(sub.get("description") or "")] + lines)
 
 
-def _rule_texts(tool_name: str, description: str, schema: dict, cfg: LintConfig
+def _rule_texts(tool_name: str, description: str, schema: dict[str, Any], cfg: LintConfig
                 ) -> Iterator[tuple[str, str | None, str, str]]:
     """(rule, param, message, hint) of the per-tool prose rules."""
     words = _words(description)
@@ -240,7 +240,8 @@ def _rule_texts(tool_name: str, description: str, schema: dict, cfg: LintConfig
                 break
 
 
-def _rule_params(description: str, schema: dict) -> Iterator[tuple[str, str | None, str, str]]:
+def _rule_params(description: str, schema: dict[str, Any]
+                 ) -> Iterator[tuple[str, str | None, str, str]]:
     names = list(schema.get("properties") or {})
     for name, sub, required in _top_params(schema):
         text = _param_text(name, sub, description, names)
@@ -279,7 +280,9 @@ def tfidf_cosine(texts: Sequence[str]) -> list[list[float]]:
         TfidfVectorizer = None
     if TfidfVectorizer is not None:
         matrix = TfidfVectorizer(analyzer=_tokens).fit_transform(texts)
-        return (matrix @ matrix.T).toarray().tolist()
+        # a sparse float matrix: its dense rows are lists of floats
+        similarity: list[list[float]] = (matrix @ matrix.T).toarray().tolist()
+        return similarity
     docs = [Counter(_tokens(t)) for t in texts]
     n = len(docs)
     df = Counter(term for doc in docs for term in doc)

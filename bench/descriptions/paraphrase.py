@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from bench.descriptions.leaks import (datasheet_case_list, jaccard, quoted_phras
 from bench.descriptions.variants import Variant
 from bench.errors import BenchError
 from bench.models import Case
+
+if TYPE_CHECKING:  # imported where the findings are built (paraphrase_findings)
+    from bench.descriptions.lint import Finding
 
 #: Weight of the lexical Jaccard similarity (0-1) added to the cosine similarity in a score.
 LEXICAL_WEIGHT = 0.5
@@ -316,7 +319,7 @@ def lookup_nearest(folder: Path, variant_sha256: str, case: Case) -> dict[str, o
 
 
 def paraphrase_findings(variant: Variant, cases: Sequence[Case], datasheet: Path | None,
-                        embedder: E5Embedder | None = None) -> list:
+                        embedder: E5Embedder | None = None) -> list[Finding]:
     """``bench lint``'s BL016 findings (``paraphrases-test-case``) of ``variant`` against a
     dataset's ``test`` cases: a case listed under :data:`REVIEWED_HEADING` of ``datasheet``
     that is still a test case (error: a reviewed mirror), and each case whose nearest unit

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from bench.descriptions.schema_dialects import dialect
 from bench.models import Tool
 
 
+class _Encoding(Protocol):
+    """What bench uses of a ``bpe_openai`` encoding (the package ships no type information)."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+
 @lru_cache(maxsize=1)
-def _o200k():
+def _o200k() -> _Encoding:
     import bpe_openai
-    return bpe_openai.get_encoding("o200k_base")
+    encoding: _Encoding = bpe_openai.get_encoding("o200k_base")
+    return encoding
 
 
 def openai_tools_json(tools: Sequence[Tool]) -> str:

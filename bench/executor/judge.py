@@ -267,7 +267,8 @@ class ExecutionJudge:
         self.executor = executor
         self._expected_cache: dict[tuple[Any, ...], ExecutionOutcome] = {}
         # per (label, tool list) object pair: the reference result keys (see _reference_keys)
-        self._reference_memo: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+        self._reference_memo: dict[tuple[Any, ...],
+                                   tuple[Expected, Sequence[Tool], Reference]] = {}
 
     @staticmethod
     def _key(call: ToolCall, tools: dict[str, Tool], toolset: str,

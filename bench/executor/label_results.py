@@ -15,9 +15,12 @@ such labels before a run, where it can check without touching a user's system:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from bench.models import Case, Tool
+
+if TYPE_CHECKING:  # imported where the findings are built (lint_findings)
+    from bench.descriptions.lint import Finding
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def _reference_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Too
         executor.close()
 
 
-def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list:
+def lint_findings(names: list[str], linted: Sequence[tuple[str, str]]) -> list[Finding]:
     """BL015 findings (``label-call-fails``) of the datasets ``names`` (``["none"]``: none;
     empty: every dataset under ``datasets/`` that uses a linted toolset), every split, one
     per failing label call, reported on the toolset's first linted variant (``l50`` when

@@ -153,7 +153,7 @@ class GateConfig(BaseModel):
         return (self.root / self.baseline).resolve()
 
 
-def read_gate_table(path: Path) -> dict | None:
+def read_gate_table(path: Path) -> dict[str, object] | None:
     """The ``[tool.bench.gate]`` table of a TOML file, or None when it has none.
 
     Raises:

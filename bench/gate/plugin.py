@@ -27,7 +27,7 @@ carries each item's figures as ``<properties>``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 from bench.errors import BenchError
 
-_STATE = pytest.StashKey[dict]()
+_STATE: pytest.StashKey[dict[str, GateState]] = pytest.StashKey()
 
 
 class GateState:
@@ -71,7 +71,7 @@ class GateState:
                 raise
         return self._run
 
-    def baseline(self) -> dict | None:
+    def baseline(self) -> dict[str, Any] | None:
         """The baseline document, or None when the file does not exist yet."""
         from bench.gate.core import load_baseline
         return load_baseline(self.config.baseline_path)
@@ -127,7 +127,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 class GateFile(pytest.File):
     """A ``pyproject.toml`` with a gate: one :class:`GateItem` per (variant, provider, metric)."""
 
-    def collect(self):  # noqa: ANN201 - pytest's collector protocol
+    def collect(self) -> Iterator[GateItem]:
         """Yield the gate's items (config errors surface as a one-line collection error)."""
         try:
             state = _state(self.config, self.path)

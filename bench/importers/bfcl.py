@@ -59,8 +59,10 @@ from pydantic import ValidationError
 
 from bench.errors import BenchError, json_line, pydantic_error_field, read_text_file
 from bench.importers.common import ImportedToolset, make_tool, tool_name
-from bench.scoring.bfcl import SOURCES_FILE as SOURCE_FILE  # noqa: F401 - re-exported
+from bench.scoring.bfcl import SOURCES_FILE
 from bench.models import Case, Tool
+
+SOURCE_FILE = SOURCES_FILE  # the file `bench import bfcl` writes the sources to
 
 # BFCL parameter type -> JSON Schema type (None: no type constraint). From the type table BFCL
 # uses to build OpenAPI tools (bfcl_eval/constants/type_mappings.py, GORILLA_TO_OPENAPI), with
@@ -387,7 +389,7 @@ def _check_labels(case: dict[str, Any], offered: dict[str, str], tools: dict[str
                   answer: tuple[Path, int, Any] | None) -> list[LabelConflict]:
     """Drop the acceptable values of ``case`` that break their tool's schema, in place, and
     return the conflicts (see the module docstring for what is dropped or excluded)."""
-    pending = case.pop("_conflicts", [])
+    pending: list[LabelConflict] = case.pop("_conflicts", [])  # as _entry_case stores them
     if answer is None:
         return pending
     where = f"{answer[0]}:{answer[1]}"

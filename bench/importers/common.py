@@ -157,7 +157,9 @@ def variant_yaml(tools: Iterable[Tool], header: str = "") -> str:
         if tool.permission != "read":
             item["permission"] = tool.permission
         items.append(item)
-    body = yaml.safe_dump({"tools": items}, allow_unicode=True, sort_keys=False, width=100)
+    # without a stream safe_dump returns the document as str
+    body: str = yaml.safe_dump({"tools": items}, allow_unicode=True, sort_keys=False,
+                               width=100)
     comments = "".join(f"# {line}\n" for line in header.splitlines())
     return comments + body
 

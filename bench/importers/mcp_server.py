@@ -27,11 +27,14 @@ import logging
 import re
 import shutil
 import tempfile
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset, make_tool, tool_name
 from bench.toolset_config import server_label  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:  # mcp is an optional extra, imported where a server is started
+    from mcp.types import Tool as McpTool
 
 MAX_PAGES = 100  # a server whose cursors never end is a broken server, not a big one
 _VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # bench.models.Tool.name (OpenAI's rule)
@@ -219,8 +222,8 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
     params = server_target(command)
     label = server_label(command)
 
-    async def fetch(errlog: Any) -> list:
-        tools: list = []
+    async def fetch(errlog: Any) -> list[McpTool]:
+        tools: list[McpTool] = []
         target = params if isinstance(params, str) else stdio_client(params, errlog=errlog)
         with anyio.fail_after(timeout):
             async with Client(target, read_timeout_seconds=timeout) as client:

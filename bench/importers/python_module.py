@@ -313,7 +313,8 @@ def module_tools(module: ModuleType) -> list[PythonTool]:
 
 def tool_schema(tool: PythonTool) -> dict[str, Any]:
     """The JSON Schema of a tool's arguments (titles removed)."""
-    schema = _without_titles(tool.arguments.model_json_schema())
+    # a dict stays a dict in _without_titles
+    schema: dict[str, Any] = _without_titles(tool.arguments.model_json_schema())
     schema.pop("description", None)  # a model's docstring: the tool's description already
     schema.setdefault("properties", {})
     return schema

@@ -204,7 +204,9 @@ def spec_yaml(tool: Tool, source: str, toolset: str) -> str:
               "# sensitive), input_schema.\n")
     if not data["summary"]:
         header += "# TODO: the imported tool has no description: write its summary.\n"
-    return header + yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
+    # without a stream safe_dump returns the document as str
+    body: str = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
+    return header + body
 
 
 def _example_case(toolset: str, tool: Tool) -> str:

@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 
 from bench.scoring.registry import get_metric, primary_metrics  # noqa: E402
 from bench.stats.frontier import pareto_frontier  # noqa: E402
-from bench.report.table import bounds  # noqa: E402  (re-exported: charts.bounds)
+from bench.report.table import bounds  # noqa: E402
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

@@ -426,7 +426,7 @@ def _cut(text: object, limit: int = TEXT_LIMIT) -> str | None:
     return text[:limit] + f"\n[... {more} in results.jsonl]"
 
 
-def cap_text(value: Any, limit: int = TEXT_LIMIT) -> str | None:
+def cap_text(value: object, limit: int = TEXT_LIMIT) -> str | None:
     """``value`` as text (JSON for non-strings) cut to ``limit`` characters plus a note of
     how many more ``results.jsonl`` holds; None stays None. For every model-controlled string
     a report shows (tool names, arguments, errors, answers)."""

@@ -34,7 +34,7 @@ from bench.report.data import (ERROR_LIMIT, bucket_section, draft_variants, rena
                                run_metadata,
                                shown_metrics, variant_order)
 from bench.report.pertool import METHOD_NOTE, pairs_view, per_tool_groups
-from bench.report.table import bucket_view, format_rate
+from bench.report.table import bounds, bucket_view, format_rate
 from bench.report.toolspace import toolspace_view
 from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
@@ -90,7 +90,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("bench.report", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["rate"] = lambda r, p: format_rate(r[f"{p}_rate"], *charts.bounds(r, p),
+    env.filters["rate"] = lambda r, p: format_rate(r[f"{p}_rate"], *bounds(r, p),
                                                    r[f"{p}_n"])
     env.filters["rate_parts"] = _rate_parts
     env.filters["frac"] = lambda r, p: f"{r[f'{p}_k']}/{r[f'{p}_n']}" if r[f"{p}_n"] else ""
@@ -102,7 +102,7 @@ def _rate_parts(record: Any, prefix: str) -> tuple[str, str]:
     """``("62.5%", "[51.2-72.6]")``: :func:`bench.report.table.format_rate` of a metric in an
     aggregate record, split so that the interval can go on its own line; ``("-", "")`` when
     no row applies."""
-    text = format_rate(record[f"{prefix}_rate"], *charts.bounds(record, prefix),
+    text = format_rate(record[f"{prefix}_rate"], *bounds(record, prefix),
                        record[f"{prefix}_n"])
     rate, _, interval = text.partition(" ")
     return rate, interval

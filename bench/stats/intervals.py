@@ -9,9 +9,11 @@ from bench.plural import count
 
 if TYPE_CHECKING:  # imported where an array is made: `bench run`'s table starts without it
     import numpy as np
+    from numpy.typing import ArrayLike
 
 
-def wilson_arrays(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def wilson_arrays(successes: ArrayLike, n: ArrayLike,
+                  confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score intervals (Wilson 1927), vectorised over arrays of counts.
 
     ``(p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)`` with ``z`` the normal quantile of
@@ -57,7 +59,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return float(low[0]), float(high[0])
 
 
-def cluster_bootstrap_interval(successes_per_case, n_per_case, confidence: float = 0.95,
+def cluster_bootstrap_interval(successes_per_case: ArrayLike, n_per_case: ArrayLike,
+                               confidence: float = 0.95,
                                n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of a pooled rate, resampling whole cases (clusters).
 
@@ -91,7 +94,8 @@ def cluster_bootstrap_interval(successes_per_case, n_per_case, confidence: float
     return float(low), float(high)
 
 
-def _trial_counts(n, c, k: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _trial_counts(n: ArrayLike, c: ArrayLike, k: int,
+                  name: str) -> tuple[np.ndarray, np.ndarray]:
     import numpy as np
 
     n = np.asarray(n, dtype=int)
@@ -101,7 +105,7 @@ def _trial_counts(n, c, k: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     return n, c
 
 
-def pass_at_k(n, c, k: int) -> np.ndarray:
+def pass_at_k(n: ArrayLike, c: ArrayLike, k: int) -> np.ndarray:
     """Unbiased pass@k per case: the chance that at least one of k trials drawn without
     replacement from the case's n trials succeeds, ``1 - C(n-c, k) / C(n, k)`` (Chen et al.
     2021, "Evaluating Large Language Models Trained on Code", eq. 1 and its numerically stable
@@ -126,7 +130,7 @@ def pass_at_k(n, c, k: int) -> np.ndarray:
                      for trials, good in zip(n, c)], dtype=float)
 
 
-def pass_hat_k(n, c, k: int) -> np.ndarray:
+def pass_hat_k(n: ArrayLike, c: ArrayLike, k: int) -> np.ndarray:
     """Unbiased pass^k per case: the chance that all k trials drawn without replacement from
     the case's n trials succeed, ``C(c, k) / C(n, k)`` (Yao et al. 2024, "τ-bench", §4).
 

@@ -52,7 +52,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from bench.descriptions.variants import default_variant
 from bench.errors import BenchError
@@ -62,6 +62,9 @@ from bench.synth.proposals import (CATEGORY, KINDS, LANGUAGES, NoCallProposal,
                                    Proposal, generator_tools, label_for, missing_required,
                                    parse_proposal, proposal_json, shape_problem)
 from bench.toolset_config import read_only_fix
+
+if TYPE_CHECKING:  # the run's rows, read where the verification runs
+    from bench.results import Row
 
 #: Rejection reasons, in the order the checks run.
 REASONS = ("format", "language", "kind", "schema", "duplicate", "leak", "execution",
@@ -603,7 +606,7 @@ def verify_by_answers(project: Project, settings: SynthSettings, variant: str,
                       execute=settings.execute and not users_system,
                       allow_writes=settings.allow_writes,
                       allow_sensitive=settings.allow_sensitive, seed=settings.seed, **extra)
-    rows: dict[str, list] = {}
+    rows: dict[str, list[Row]] = {}
     for row in result.rows:
         rows.setdefault(row.case_id, []).append(row)
     permission = {t.name: t.permission for t in tools}

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
-from bench.models import Case
+from bench.models import Case, Tool
 
 if TYPE_CHECKING:
     from bench.datasets.loader import Dataset
@@ -335,7 +335,7 @@ def apply_decisions(path: Path, decisions: Decisions, *, date: str,
             field, message = pydantic_error_field(exc)
             raise BenchError(f"case '{row['id']}' after the fix: {message}", file=source,
                              field=_fix_field(fixed_at.get(row["id"]), field)) from None
-    tools_of: dict[str, list] = {}
+    tools_of: dict[str, list[Tool]] = {}
     for toolset in {c.toolset for c in cases}:
         tools_of[toolset] = list(load_variant(toolset, _any_variant(toolset)).tools)
     check = Dataset(loaded.name, path, tuple(cases), loaded.sha256,

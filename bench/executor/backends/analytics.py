@@ -125,7 +125,8 @@ class AnalyticsBackend:
                                    " address")
 
     def _descending(self, args: dict[str, Any]) -> bool:
-        return args.get("sort_order", self.sort_values[1]) == self.sort_values[1]
+        descending: bool = args.get("sort_order", self.sort_values[1]) == self.sort_values[1]
+        return descending
 
     def _issue(self, tool: str, args: dict[str, Any], rows: int) -> str:
         result_id = stable_id("res_", tool, sorted(args.items()))

@@ -34,7 +34,9 @@ def _customer(ctx: CallContext) -> str:
 
 
 def _order(conn: sqlite3.Connection, order_id: str, ctx: CallContext) -> sqlite3.Row:
-    row = conn.execute("SELECT * FROM orders WHERE order_id = ?", (order_id,)).fetchone()
+    # ShopDB.reading and .sandbox yield connections whose rows are sqlite3.Row
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM orders WHERE order_id = ?",
+                                           (order_id,)).fetchone()
     if row is None or (ctx.run.user_id and row["customer_id"] != ctx.run.user_id):
         raise not_found("order", order_id, "check the id with the customer, or find the order "
                         "with search_orders")

@@ -27,8 +27,10 @@ _SCAN_CODES = ("created", "picked_up", "arrived_hub", "departed_hub", "out_for_d
 
 def billed_weight(parcel: dict[str, Any]) -> float:
     """The larger of real weight and volumetric weight l*w*h/6000 (kg), per the spec."""
-    dims = parcel["dims_cm"]
-    return round(max(parcel["weight_kg"], dims["l"] * dims["w"] * dims["h"] / 6000), 2)
+    # numbers: the tools' input schemas say so
+    dims: dict[str, float] = parcel["dims_cm"]
+    weight: float = parcel["weight_kg"]
+    return round(max(weight, dims["l"] * dims["w"] * dims["h"] / 6000), 2)
 
 
 def _minutes(hhmm: str) -> int:

@@ -18,6 +18,7 @@ import random
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -184,13 +185,17 @@ def _ts(moment: datetime) -> str:
 
 
 def _tracking_number(rng: random.Random, carrier: str) -> str:
-    digits = lambda n: "".join(rng.choice("0123456789") for _ in range(n))  # noqa: E731
-    return {"sf": lambda: "SF" + digits(10), "jd": lambda: "JDVA" + digits(11),
-            "yto": lambda: "YT" + digits(10), "zto": lambda: "7" + digits(13),
-            "sto": lambda: "773" + digits(12), "ems": lambda: "E" + rng.choice("ABM")
-            + digits(9) + "CN", "ups": lambda: "1Z" + "".join(
-                rng.choice("0123456789ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(16)),
-            "fedex": lambda: digits(12)}[carrier]()
+    def digits(n: int) -> str:
+        return "".join(rng.choice("0123456789") for _ in range(n))
+
+    formats: dict[str, Callable[[], str]] = {
+        "sf": lambda: "SF" + digits(10), "jd": lambda: "JDVA" + digits(11),
+        "yto": lambda: "YT" + digits(10), "zto": lambda: "7" + digits(13),
+        "sto": lambda: "773" + digits(12), "ems": lambda: "E" + rng.choice("ABM")
+        + digits(9) + "CN", "ups": lambda: "1Z" + "".join(
+            rng.choice("0123456789ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(16)),
+        "fedex": lambda: digits(12)}
+    return formats[carrier]()
 
 
 def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
