@@ -377,8 +377,9 @@ def run(
                     **{k: v for k, v in throughput.items() if v is not None}))
             except ValidationError as exc:  # a limit the options do not state
                 field, message = pydantic_error_field(exc)
-                raise BenchError(f"--{field.replace('_', '-')}: {message}" if field
-                                 else message) from None
+                # a factor's setting (factors.error_style) is its own option (--error-style)
+                option = (field or "").removeprefix("factors.").replace("_", "-")
+                raise BenchError(f"--{option}: {message}" if field else message) from None
             runner = open_run(project, config=config, run_id=run_id)
         run_name = runner.store.run_id
         _print_start_notes(runner, resumed=bool(resume))
@@ -462,8 +463,8 @@ def run(
 
 def _print_start_notes(runner: Runner, resumed: bool) -> None:
     """The notes ``bench run`` prints before its providers start: a dataset without a split,
-    cases left out by ``--skip-invalid-cases``, the tool space's, and variants that render
-    the same text (stderr)."""
+    cases left out by ``--skip-invalid-cases``, the session's (:attr:`bench.runner.session.
+    RunSession.notes`), the tool space's, and variants that render the same text (stderr)."""
     from bench.descriptions.variants import same_text_groups, same_text_note
 
     if runner.config.split == "all" and not resumed:
@@ -478,7 +479,7 @@ def _print_start_notes(runner: Runner, resumed: bool) -> None:
         skipped_cases = len({p.case_id for p in runner.invalid_cases})
         err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
                   "tools", markup=False)
-    for line in toolspace_notes(runner):
+    for line in [*runner.session.notes, *toolspace_notes(runner)]:  # session: episode factors
         err.print(line, markup=False, soft_wrap=True)
     for same_toolset, same_names in same_text_groups(runner.variants):
         err.print(f"note: {same_text_note(same_toolset, same_names)}", markup=False,

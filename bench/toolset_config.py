@@ -50,7 +50,9 @@ success; ``error_pattern`` declares how the toolset's errors look: a Python regu
 expression searched (``re.search``) in every text result of the toolset (a result that is a
 string, or each string of a list of strings: an MCP result's text blocks; a JSON object or
 number is not text), a match making the call a ``permanent`` ``tool_error`` with that text as
-its message (:func:`bench.executor.outcome.failing_on_text`).
+its message (:func:`bench.executor.outcome.failing_on_text`). A search that runs longer than
+0.1 s on one result (a pattern that backtracks, ``^(a|a)+$``) fails the call with
+``error_pattern_timeout`` instead of hanging the run.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+import regex
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
@@ -101,9 +104,10 @@ class ToolsetSettings(BaseModel):
         timeout_s: per-call timeout in seconds (the executor's attempt timeout).
         writes: tools whose write calls may run (the per-tool allowance; empty: none).
         reason: why the toolset is not executed (``execute = "none"``; shown in the table).
-        error_pattern: a regular expression (Python ``re``) that a text result of this
-            toolset matches when it is an error the tool answered as text (module
-            docstring); None: only ``isError`` and exceptions fail a call.
+        error_pattern: a regular expression (Python ``re`` syntax, searched with the
+            ``regex`` module and a time limit) that a text result of this toolset matches
+            when it is an error the tool answered as text (module docstring); None: only
+            ``isError`` and exceptions fail a call.
         reset: a command (argv, ``${NAME}`` expanded) that puts the system back into its
             starting state; run in the project folder before a label's calls and before each
             row's calls, so labels may run there and no state carries over between cases.
@@ -161,17 +165,19 @@ class ToolsetSettings(BaseModel):
     @field_validator("error_pattern")
     @classmethod
     def _a_regular_expression(cls, value: str | None) -> str | None:
-        """``error_pattern`` compiles (Python ``re``), or one line says why not."""
+        """``error_pattern`` compiles (the ``regex`` module, Python ``re`` syntax, as it is
+        searched: :meth:`error_regex`), or one line says why not."""
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
+                regex.compile(value)
+            except regex.error as exc:
                 raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
         return value
 
-    def error_regex(self) -> re.Pattern[str] | None:
-        """``error_pattern`` compiled (None when not declared)."""
-        return re.compile(self.error_pattern) if self.error_pattern else None
+    def error_regex(self) -> regex.Pattern[str] | None:
+        """``error_pattern`` compiled with the ``regex`` module, whose searches take a time
+        limit (:func:`bench.executor.outcome.text_error`); None when not declared."""
+        return regex.compile(self.error_pattern) if self.error_pattern else None
 
     def comparisons(self) -> dict[str, Comparison]:
         """``compare`` as the judge takes it: a mode, or the tuple of field names to drop."""

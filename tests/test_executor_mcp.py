@@ -76,6 +76,24 @@ def test_a_server_that_cannot_start_is_a_clear_error():
 
 
 @pytest.mark.slow
+def test_a_resumed_run_whose_server_does_not_start_says_how_to_resume_it(run_bench, project):
+    """The new run's message ended "fix the cause, then bench run --resume r"; the resumed
+    run's, with its server still missing, ended at the server's error without a word on
+    how to go on. Both say it now, and the resumed run's folder is kept."""
+    gone = project / "moved-away.py"  # never written: the server's program is missing
+    first = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                      "--execute-mcp", f"{sys.executable} {gone}", "--run-id", "r")
+    assert first.returncode == 2 and "then bench run --resume r (or delete" in first.stderr, \
+        first.stderr
+    again = run_bench("run", "--resume", "r")
+    assert again.returncode == 2, again.stderr
+    said = " ".join(again.stderr.split())
+    assert "moved-away.py" in said and said.endswith(
+        "; fix the cause, then bench run --resume r (its finished rows are kept)"), said
+    assert (project / "reports" / "runs" / "r" / "manifest.json").is_file()
+
+
+@pytest.mark.slow
 def test_a_run_can_execute_on_an_mcp_server_instead_of_the_reference_backends(mcp_backend,
                                                                               tmp_path):
     from bench.executor.runhook import RunExecution
@@ -469,8 +487,8 @@ def test_execute_mcp_fails_a_call_whose_text_result_matches_the_error_pattern(tm
 
 @pytest.mark.parametrize("options, said", [
     (("--execute-mcp", "python server.py", "--error-pattern", "^(Error"),
-     "error: --error-pattern: '^(Error' is not a regular expression: missing ), unterminated "
-     "subpattern at position 1"),
+     "error: --error-pattern: '^(Error' is not a regular expression: missing ) at position "
+     "7"),
     (("--error-pattern", "^Error"), "error: --error-pattern goes with --execute-mcp")])
 def test_a_bad_error_pattern_for_execute_mcp_is_one_line_naming_the_option(tmp_path, options,
                                                                            said):
@@ -486,19 +504,21 @@ def test_a_bad_error_pattern_for_execute_mcp_is_one_line_naming_the_option(tmp_p
 # -- the oracle never sends a placeholder (bench/providers/oracle.py) -----------------------
 
 @pytest.mark.slow
-def test_the_oracle_never_sends_a_placeholder_for_a_pattern_only_argument(tmp_path):
+@pytest.mark.parametrize("title", [{"$regex": "^(oat|soy) milk$"}, {"$any": True}])
+def test_the_oracle_never_sends_a_placeholder_for_a_pattern_only_argument(tmp_path, title):
     """c3's label accepts any plant milk by pattern, without "$example", and its query does
-    not match the pattern: the oracle has no value to send. Its call is not executed (the
-    server's writes.log gets the two literal labels' items only, never the placeholder),
-    the row has no exec success and no argument score, and a note under the table says how
-    many label calls were not executed and why."""
+    not match the pattern (or accepts any title, $any): the oracle has no value to send. Its
+    call is not executed (the server's writes.log gets the two literal labels' items only,
+    never the placeholder nor an invented "x"), the row has no exec success and no argument
+    score, and a note under the table says how many label calls were not executed and
+    why."""
     from bench.executor.traces import read_traces
     from tests.test_own_tools import ITEM_CASES, flat, rows, write_cases, writes
 
     root, bench = _item_project(tmp_path)
     pattern = {"id": "c3", "messages": [{"role": "user", "content": "add a plant milk"}],
                "expected": {"calls": [{"name": "add_item", "arguments": {
-                   "title": [{"$regex": "^(oat|soy) milk$"}]}}]}}
+                   "title": [title]}}]}}
     write_cases(root, "items", [*ITEM_CASES, pattern])
     run = bench(root, "run", "--dataset", "items", "--variants", "current",
                 "--provider", "oracle", "--run-id", "oracle")

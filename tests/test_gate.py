@@ -834,3 +834,29 @@ def test_a_gate_whose_every_provider_is_skipped_fails_naming_each_and_leaves_no_
                                          r".*OPENAI_API_KEY"):
         run_gate(config, run_id="gate-nokey")
     assert not (root / "reports" / "runs" / "gate-nokey").exists()
+
+
+def test_a_gate_run_left_partial_by_a_skipped_provider_names_it_and_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With providers oracle and openai:gpt-4o-mini and no OPENAI_API_KEY, the oracle's rows
+    ran and the gate failed with "ended with status partial: see its manifest". It names
+    the skipped provider and why now."""
+    from bench.errors import BenchError
+    from bench.gate.config import GateConfig
+    from bench.gate.core import run_gate
+
+    repo = Path(__file__).resolve().parent.parent
+    root = tmp_path / "project"
+    shutil.copytree(repo / "datasets", root / "datasets")
+    shutil.copytree(repo / "descriptions", root / "descriptions")
+    monkeypatch.setenv("BENCH_HOME", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = GateConfig(dataset="ecommerce", variants=["l3"],
+                        providers=["oracle", "openai:gpt-4o-mini"], limit=2,
+                        root=root, source=root / "pyproject.toml")
+    with pytest.raises(BenchError) as partial:
+        run_gate(config, run_id="gate-half")
+    said = str(partial.value)
+    assert "gate run 'gate-half' ended with status partial: provider skipped: " \
+        "openai:gpt-4o-mini (" in said and "OPENAI_API_KEY" in said, said
+    assert "see its manifest" not in said

@@ -927,8 +927,49 @@ def test_a_python_tools_error_returned_as_text_fails_the_call_with_the_toolsets_
     assert right.success is True and right.data == "42.0"
 
 
+ECHO_TOOLS = '''\
+def echo(text: str) -> str:
+    """Answer the text it is given.
+
+    Args:
+        text: The text.
+    """
+    return text
+'''
+
+
+def test_an_error_pattern_that_backtracks_on_a_result_fails_that_call_instead_of_hanging(
+        tmp_path):
+    """^(a|a)+$ backtracks exponentially on 'aaa...a!': searched without a time limit
+    (Python re) the call ran on for seconds, minutes at 30 characters, and counted as a
+    success when it ended. With error_pattern's 0.1 s limit per result, the call fails at
+    once as a permanent error_pattern_timeout that says why; other results still match."""
+    from bench.executor.outcome import RunContext
+    from bench.executor.runhook import RunExecution
+    from bench.importers.python_module import import_python
+    from bench.models import ToolCall
+    (tmp_path / "echo_tools.py").write_text(ECHO_TOOLS, encoding="utf-8")
+    imported, _ = import_python("echo_tools.py", base=tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.bench.toolsets.echo]\nexecute = "python"\nmodule = "echo_tools.py"\n'
+        "error_pattern = '^(a|a)+$'\n", encoding="utf-8")
+    execution = RunExecution(tmp_path / "run", "r", project_root=tmp_path, toolsets=["echo"])
+    try:
+        slow, matched = (execution.executor.execute(
+            ToolCall(id=text, name="echo", arguments={"text": text}), imported.tools, "echo",
+            RunContext(allow_writes=True)) for text in ("a" * 24 + "!", "aaa"))
+    finally:
+        execution.close()
+    assert (slow.success, slow.error_class, slow.error_code) == \
+        (False, "permanent", "error_pattern_timeout")
+    assert slow.error == ("error_pattern '^(a|a)+$' took longer than 0.1 s on this result (a "
+                          "pattern that backtracks: simplify it); the call counts as failed")
+    assert len(slow.attempts) == 1  # never retried: the same text would be searched again
+    assert (matched.success, matched.error_code) == (False, "tool_error")
+
+
 @pytest.mark.parametrize("pattern, said", [
-    ('"^(Database error"', "is not a regular expression: missing ), unterminated subpattern"),
+    ('"^(Database error"', "is not a regular expression: missing ) at position 16"),
     ('""', "at least 1 character")])
 def test_an_error_pattern_that_is_not_a_regular_expression_is_one_line_naming_the_field(
         tmp_path, pattern, said):

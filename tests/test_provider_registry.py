@@ -80,6 +80,41 @@ def test_the_oracle_makes_no_episode_call_it_has_no_value_for():
     assert last["text"].startswith("I cannot make search: its label gives no value")
 
 
+def test_the_oracle_sends_only_values_its_case_holds_never_one_it_makes_up():
+    """$any gave the oracle a value of the schema's type ("x", 0, the first enum value),
+    sent to the user's system as a call no label made. Now an argument gets only a literal,
+    a $regex's $example, or the query's own text when a $regex matches it; $any is left out
+    when the argument may be omitted (null), else its call is marked unexecutable, like a
+    pattern without an example."""
+    from bench.models import Case, Tool
+    from bench.providers.oracle import NO_LITERAL, label_answer
+
+    tools = [Tool(name="find", description="find", input_schema={
+        "type": "object", "properties": {
+            "q": {"type": "string"}, "kind": {"type": "string", "enum": ["a", "b"]},
+            "limit": {"type": "integer", "minimum": 1}}})]
+
+    def answer(arguments: dict, query: str = "please find the blue bottle"):
+        case = Case.model_validate({
+            "id": "c1", "toolset": "t", "lang": "en",
+            "messages": [{"role": "user", "content": query}],
+            "expected": {"calls": [{"name": "find", "arguments": arguments}]}})
+        return label_answer(case, tools)
+
+    for label in ({"q": [{"$any": True}]}, {"kind": [{"$any": True}]},
+                  {"limit": [{"$any": True}]}):
+        name = next(iter(label))
+        assert answer(label) == ([{"name": "find", "arguments": {name: NO_LITERAL}}],
+                                 [f"find.{name}"], [0]), label
+    assert answer({"q": ["bottle"], "limit": [{"$any": True}, None]}) == (
+        [{"name": "find", "arguments": {"q": "bottle"}}], [], [])
+    assert answer({"limit": [{"$any": True}, 20]}) == (
+        [{"name": "find", "arguments": {"limit": 20}}], [], [])
+    # text a $regex matches in the query is the user's own words: sent as it is
+    assert answer({"q": [{"$regex": "blue"}]}) == (
+        [{"name": "find", "arguments": {"q": "please find the blue bottle"}}], [], [])
+
+
 def test_function_provider_by_registered_name_and_by_module_path(project):
     register_function("first-tool", first_tool)
     runner = Runner(RunConfig(dataset="ecommerce", variants=["l3"], limit=5, execute=False,

@@ -33,6 +33,17 @@ def test_a_given_value_the_config_refuses_is_named_by_its_option():
                          {"factors.fault": "--fault"})
 
 
+def test_a_check_across_settings_names_its_options_once_on_a_resume():
+    """--error-pattern given to a resume of a run without --execute-mcp said "--error-pattern:
+    --error-pattern goes with --execute-mcp": the option, then the check that names it.
+    Said as a new run says it now."""
+    with pytest.raises(BenchError) as refused:
+        changed_settings(RunConfig(), {"error_pattern": "^E"},
+                         {"error_pattern": "--error-pattern"})
+    assert str(refused.value).startswith("--error-pattern goes with --execute-mcp (")
+    assert str(refused.value).count("--error-pattern") == 1
+
+
 @pytest.mark.slow
 def test_resume_accepts_options_equal_to_the_stored_ones_and_names_a_change(run_bench):
     """Before: `bench run --resume X --trials 1` with 1 stored was refused like a change

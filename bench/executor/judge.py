@@ -96,7 +96,8 @@ def execute_answer(calls: Sequence[ToolCall], tools: Sequence[Tool], toolset: st
     by_name = {t.name: t for t in tools}
     return [executor.refuse(call, ToolError(
                 "permanent", NO_LITERAL_VALUE, f"'{call.name}' was not executed: an argument "
-                "holds a placeholder, not a value (its label gives only a pattern)"), context)
+                "holds a placeholder, not a value (its label gives only a pattern: $any, or a "
+                "$regex without \"$example\")"), context)
             if index in unexecutable else executor.execute(call, by_name, toolset, context)
             for index, call in enumerate(calls)]
 

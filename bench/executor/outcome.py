@@ -11,12 +11,14 @@ likely end the restarted server again (:mod:`bench.executor.backends.mcp`).
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+import regex
 from pydantic import BaseModel, Field
+
+from bench.scoring.values import REGEX_TIMEOUT_S
 
 ErrorClass = Literal["transient", "rate_limited", "timeout", "permanent", "validation",
                      "server_exited"]
@@ -58,26 +60,52 @@ def permanent_error(code: str, message: str) -> ToolError:
 
 #: Characters of a text error kept as its message (the whole text is the tool's answer).
 _TEXT_ERROR_CHARS = 2000
+#: Seconds an ``error_pattern`` may search one text result: a label's ``$regex`` limit
+#: (:data:`bench.scoring.values.REGEX_TIMEOUT_S`). A backtracking pattern (``^(a|a)+$``)
+#: would otherwise take minutes on a 30-character result, in C code no Ctrl-C stops.
+ERROR_PATTERN_TIMEOUT_S = REGEX_TIMEOUT_S
+#: The error code of a call whose result ``error_pattern`` could not search in time.
+ERROR_PATTERN_TIMEOUT = "error_pattern_timeout"
 
 
-def text_error(data: Any, pattern: re.Pattern[str]) -> ToolError | None:
+def compile_error_pattern(pattern: str) -> regex.Pattern[str]:
+    """An ``error_pattern`` (``--error-pattern``, a toolset's) compiled with the ``regex``
+    module (Python ``re`` syntax), whose searches take a time limit.
+
+    Raises:
+        regex.error: ``pattern`` is not a regular expression.
+    """
+    return regex.compile(pattern)
+
+
+def text_error(data: Any, pattern: regex.Pattern[str]) -> ToolError | None:
     """The error a tool answered as text, or None: ``data`` is a string, or a list of
     strings (an MCP result's text blocks), and ``pattern`` is found in one of them
-    (``re.search``). A JSON object, number or list of objects is never text.
+    (``re.search`` semantics). A JSON object, number or list of objects is never text.
 
     Returns:
         A ``permanent`` ``tool_error`` (the class and code of an MCP result's ``isError``)
-        whose message is the text, whitespace made single spaces, at most 2,000 characters.
+        whose message is the text, whitespace made single spaces, at most 2,000 characters;
+        or, when the search of one text runs longer than :data:`ERROR_PATTERN_TIMEOUT_S`, a
+        ``permanent`` :data:`ERROR_PATTERN_TIMEOUT` saying so: the call's result is not
+        known to be a success, and a retry would search the same text again.
     """
     texts = [data] if isinstance(data, str) else data \
         if isinstance(data, list) and all(isinstance(item, str) for item in data) else []
-    if not any(pattern.search(text) for text in texts):
-        return None
+    try:
+        if not any(pattern.search(text, timeout=ERROR_PATTERN_TIMEOUT_S) for text in texts):
+            return None
+    except TimeoutError:
+        return permanent_error(ERROR_PATTERN_TIMEOUT, (
+            f"error_pattern {pattern.pattern!r} took longer than {ERROR_PATTERN_TIMEOUT_S:g} s "
+            "on this result (a pattern that backtracks: simplify it); the call counts as "
+            "failed"))
     return permanent_error("tool_error", " ".join(" ".join(texts).split())[:_TEXT_ERROR_CHARS])
 
 
 def failing_on_text(run: Callable[[dict[str, Any], "CallContext"], Any],
-                    pattern: re.Pattern[str]) -> Callable[[dict[str, Any], "CallContext"], Any]:
+                    pattern: regex.Pattern[str]
+                    ) -> Callable[[dict[str, Any], "CallContext"], Any]:
     """``run`` (a handler's ``(arguments, context) -> data``) raising :func:`text_error`'s
     error when its data is an error answered as text: a toolset's ``error_pattern``
     (:mod:`bench.toolset_config`), for servers that answer errors without ``isError``."""

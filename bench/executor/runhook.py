@@ -15,7 +15,6 @@ manifest keeps it under ``execution``, for the table and the report):
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
@@ -23,7 +22,7 @@ from bench.errors import BenchError
 from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
 from bench.executor.backends.base import Backend, Handler, Owner
 from bench.executor.judge import ExecutionJudge
-from bench.executor.outcome import RunContext, failing_on_text
+from bench.executor.outcome import RunContext, compile_error_pattern, failing_on_text
 from bench.executor.pipeline import Executor
 from bench.executor.traces import TRACES, TraceWriter
 from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_settings,
@@ -178,7 +177,8 @@ class RunExecution:
             :class:`~bench.executor.backends.mcp.McpBackend`).
         mcp_error_pattern: with ``mcp_command`` (``--error-pattern``): a Python regular
             expression whose match in a text result of the server's tools fails the call
-            (:func:`~bench.executor.outcome.failing_on_text`), as a toolset's
+            (:func:`~bench.executor.outcome.failing_on_text`; searched with a time limit,
+            :data:`~bench.executor.outcome.ERROR_PATTERN_TIMEOUT_S`), as a toolset's
             ``error_pattern`` does; None: only ``isError`` fails a call.
         project_root: the project folder whose ``pyproject.toml`` may declare how its own
             toolsets execute (:mod:`bench.toolset_config`); None: none declared.
@@ -214,7 +214,7 @@ class RunExecution:
                                    errlog=self._run_dir / MCP_LOG, name="--execute-mcp")
             mcp_handlers = self._mcp.handlers()
             if mcp_error_pattern:  # errors the server answers as text, without isError
-                pattern = re.compile(mcp_error_pattern)
+                pattern = compile_error_pattern(mcp_error_pattern)
                 mcp_handlers = {name: dataclasses.replace(handler, run=failing_on_text(
                     handler.run, pattern)) for name, handler in mcp_handlers.items()}
             self.mcp_handlers = mcp_handlers

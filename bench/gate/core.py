@@ -135,8 +135,22 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
     call_errors = read_call_errors(runner.store.dir / "traces.jsonl")
     if manifest.status != "complete":
         raise BenchError(f"gate run '{run_id}' ended with status {manifest.status}: "
-                         f"{manifest.error or 'see its manifest'}", file=config.source)
+                         f"{manifest.error or _skipped(manifest) or 'see its manifest'}",
+                         file=config.source)
     return GateRun(rows=rows, manifest=manifest, run_id=run_id, call_errors=call_errors)
+
+
+def _skipped(manifest: Manifest) -> str:
+    """The providers a run skipped and why (``manifest.providers_skipped``: no key, SDK
+    missing), or ``""``: the rows a ``partial`` gate run lacks."""
+    skipped = [f"{entry.get('provider')} ({entry.get('reason')})"
+               for entry in manifest.providers_skipped or []]
+    if not skipped:
+        return ""
+    its, it = ("their", "them") if len(skipped) > 1 else ("its", "it")
+    return (f"provider{'s' if len(skipped) > 1 else ''} skipped: {'; '.join(skipped)}; {its} "
+            f"rows were not run, so the gate cannot judge {it}: make {it} available here, or "
+            f"drop {it} from the gate's providers")
 
 
 def gate_executes(config: GateConfig, dataset: str, project: Project) -> bool:

@@ -10,15 +10,18 @@ backend lacks, which the oracle's rows show.
 
 How a label becomes an answer (:func:`label_answer`): a no-call or ask case answers without a
 call (an ask case with words that name its ``ask_for`` items, :func:`ask_text`); otherwise
-each expected call in label order, with each argument's first acceptable value.
-An argument whose values are all ``null`` (may or must be omitted) is left out. Matchers: a
-``{"$regex": ...}`` argument gets its ``"$example"`` (a SQL label's example query), else the
-case's query when the query matches it (free-text arguments), else the first literal alternative; ``{"$any": true}`` gets the first ``enum``
-value or a value of the schema's type. An argument with only a ``$regex`` the query does not
-match (e.g. a SQL pattern) cannot be produced: the answer holds ``"<no literal label>"`` there,
-the row's ``request.unlabeled`` lists it and ``request.unexecutable_calls`` the call's index,
-and that call is never executed: bench sends no placeholder to a system (the runner's
-executor refuses it, ``no_literal_value``), and the row's argument scores are left empty
+each expected call in label order, with each argument's first acceptable value the label
+itself gives. An argument whose values are all ``null`` (may or must be omitted) is left out.
+Matchers: a ``{"$regex": ...}`` argument gets its ``"$example"`` (a SQL label's example
+query), else the case's query, verbatim, when the query matches it (free-text arguments: text
+the user wrote, not made up), else the first literal alternative. The oracle never invents a
+value: ``{"$any": true}``, and a ``$regex`` with no ``$example`` that the query does not match
+(e.g. a SQL pattern), give none; the argument is left out when the label lets it be omitted
+(``null`` among its values), else it cannot be produced: the answer holds
+``"<no literal label>"`` there, the row's ``request.unlabeled`` lists it and
+``request.unexecutable_calls`` the call's index, and that call is never executed: bench sends
+no placeholder, nor any value no label gave, to a system (the runner's executor refuses it,
+``no_literal_value``), and the row's argument scores are left empty
 (:func:`bench.runner.rows.build_row`), since the oracle could not produce the label's value. A
 table note counts such rows and calls (:mod:`bench.report.labels`). In an episode the oracle
 does not make such a call (:func:`episode_step`).
@@ -43,29 +46,17 @@ from bench.providers.function import FunctionProvider
 from bench.providers.registry import Builder, provider
 
 NO_LITERAL = "<no literal label>"
-_TYPE_VALUES = {"string": "x", "integer": 0, "number": 0, "boolean": True, "array": [],
-                "object": {}}
 
 
 def _is_matcher(value: Any) -> bool:
     return isinstance(value, dict) and any(str(k).startswith("$") for k in value)
 
 
-def _typed_value(schema: dict[str, Any]) -> Any:
-    """A value ``{"$any": true}`` accepts: the first enum value, else one of the schema's type
-    (its minimum for numbers)."""
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
-    if kind in ("integer", "number") and isinstance(schema.get("minimum"), (int, float)):
-        return schema["minimum"]
-    return _TYPE_VALUES.get(kind, "x") if isinstance(kind, str) else "x"
-
-
-def _argument(values: list[Any], schema: dict[str, Any], query: str
-              ) -> tuple[bool, Any, bool]:
-    """(send it?, value, produced from a label?) for one argument's acceptable values."""
+def _argument(values: list[Any], query: str) -> tuple[bool, Any, bool]:
+    """(send it?, value, produced from a label?) for one argument's acceptable values: the
+    first literal, ``$example`` or query text a ``$regex`` matches; else left out when it may
+    be omitted; else the placeholder (``$any``, or a ``$regex`` with none of those: the
+    module docstring)."""
     present = [v for v in values if v is not None]
     if not present:
         return False, None, True
@@ -73,8 +64,6 @@ def _argument(values: list[Any], schema: dict[str, Any], query: str
     for value in present:
         if not _is_matcher(value):
             return True, value, True
-        if "$any" in value:
-            return True, _typed_value(schema), True
         if "$regex" in value and isinstance(value.get("$example"), str):
             return True, value["$example"], True
         if "$regex" in value and query and regex.search(value["$regex"], query):
@@ -93,15 +82,13 @@ def label_answer(case: Case, tools: Sequence[Tool]
     holding such an argument, which must never be executed; see the module docstring."""
     if case.expected.no_call or case.expected.ask:
         return [], [], []
-    schemas = {t.name: t.input_schema for t in tools}
     calls: list[dict[str, Any]] = []
     unlabeled: list[str] = []
     unexecutable: list[int] = []
     for expected in case.expected.calls:
-        properties = (schemas.get(expected.name) or {}).get("properties") or {}
         arguments = {}
         for name, values in expected.arguments.items():
-            send, value, labeled = _argument(values, properties.get(name) or {}, case.query)
+            send, value, labeled = _argument(values, case.query)
             if send:
                 arguments[name] = value
             if not labeled:
@@ -152,9 +139,9 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
     predecessors succeeded, together in one answer; a failed one again, as a retry), a
     question instead of a call that an ``until_confirmed`` forbidden call guards while the user
     has not replied, and then a final answer naming the first alternative of each answer fact.
-    A ready call with an argument no label value can produce (``$regex`` without
-    ``$example``) is not made: when no other call is ready, the answer ends the episode saying
-    so (bench sends no placeholder to a system).
+    A ready call with an argument no label value can produce (``$any``, ``$regex`` without
+    ``$example``, and not to be omitted) is not made: when no other call is ready, the answer
+    ends the episode saying so (bench sends no placeholder to a system).
 
     Returns:
         ``{"tool_calls": [...], "text": ...}`` as :meth:`FunctionProvider.response` takes it.
@@ -171,12 +158,11 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
     planned = []
     for call in case.required_calls:
         schema = schemas.get(call.name) or {}
-        properties = schema.get("properties") or {}
         arguments = dict(call.example or {})
         for name, values in call.arguments.items():
             if name in arguments:
                 continue
-            send, value, _ = _argument(values, properties.get(name) or {}, case.query)
+            send, value, _ = _argument(values, case.query)
             if send:
                 arguments[name] = value
         for name in schema.get("required") or []:  # free in the label: an earlier result's
@@ -202,8 +188,8 @@ def episode_step(case: Case, messages: Sequence[Message], tools: Sequence[Tool]
     if ready:  # never a placeholder to a system: the label gives no value to send
         names = ", ".join(planned[i][0] for i in ready)
         return {"tool_calls": [], "text": f"I cannot make {names}: its label gives no value "
-                "for an argument (a pattern without \"$example\"), and I send no "
-                "placeholder."}
+                "for an argument ($any, or a pattern without \"$example\"), and I send "
+                "no placeholder."}
     facts = [alternatives[0] for alternatives in (case.success.answer_facts
                                                   if case.success else [])]
     return {"tool_calls": [], "text": " ".join(facts) if facts else "Done."}

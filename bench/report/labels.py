@@ -35,7 +35,8 @@ class LabelCounts:
         oracle_missed: toolset -> the oracle's rows without a match.
         oracle_misses: toolset -> tool -> the oracle's rows without a match that call it.
         unlabeled_cases: toolset -> case ids of the oracle's rows that answered an argument
-            with a placeholder (``request.unlabeled``: a pattern without ``$example``).
+            with a placeholder (``request.unlabeled``: ``$any``, or a ``$regex`` without
+            ``$example`` its query does not match).
         unlabeled_rows: toolset -> such rows.
         unlabeled_arguments: toolset -> the arguments so answered (``"<tool>.<argument>"``).
         unexecuted_calls: toolset -> the calls of such rows never executed
@@ -194,12 +195,14 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
         notes.append(f"the oracle could not answer {count(rows, 'row')} of toolset "
                      f"'{toolset}' as labelled (cases {_cases(cases)}): "
                      f"{_cases(set(arguments))} {'is' if len(arguments) == 1 else 'are'} only "
-                     "a pattern ($regex without \"$example\") its query does not match, so "
-                     "there is no value to send. bench sends no placeholder to a system: "
+                     "a pattern ($any, or $regex without \"$example\" that its query does "
+                     "not match), so the label gives no value to send. bench sends no "
+                     "placeholder, nor a value no label gave, to a system: "
                      f"{count(calls, 'label call')} {'was' if calls == 1 else 'were'} not "
                      "executed (those rows have no exec success or exec match), and the "
                      "oracle's arguments score of those rows is not meaningful, so it is not "
-                     "counted; add \"$example\" to the pattern to check the label")
+                     "counted; add a literal value to the argument's values, or \"$example\" "
+                     "to its $regex, to check the label")
     for toolset, misses in sorted(counts.oracle_misses.items()):
         rows = counts.oracle_rows[toolset]
         rate = 100 * (1 - counts.oracle_missed[toolset] / rows) if rows else 0.0

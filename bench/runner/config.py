@@ -7,9 +7,10 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bench.errors import BenchError, pydantic_error_field
+from bench.errors import BenchError, FieldValueError, pydantic_error_field
 from bench.limits import (
     DEFAULT_ATTEMPTS,
     DEFAULT_CONCURRENCY,
@@ -200,12 +201,13 @@ class RunConfig(BaseModel):
     @field_validator("error_pattern")
     @classmethod
     def _a_regular_expression(cls, value: str | None) -> str | None:
-        """``error_pattern`` compiles (Python ``re``, as a toolset's does:
-        :mod:`bench.toolset_config`), or one line says why not."""
+        """``error_pattern`` compiles (the ``regex`` module that searches it, Python ``re``
+        syntax, as a toolset's does: :mod:`bench.toolset_config`), or one line says why
+        not."""
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
+                regex.compile(value)
+            except regex.error as exc:
                 raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
         return value
 
@@ -243,8 +245,17 @@ class RunConfig(BaseModel):
     @field_validator("factors")
     @classmethod
     def _factors(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        from bench.episodes.factors import factor_grid
-        factor_grid(value)  # raises ValueError naming the unknown factor or setting
+        """Known factors and settings, each setting once; a bad setting's error is located
+        at ``factors.<factor>`` (:class:`FieldValueError`), so that the CLI names the
+        factor's option (``--error-style``), not ``--factors``."""
+        from bench.episodes.factors import FACTORS, factor_grid
+        for name, settings in value.items():
+            try:
+                factor_grid({name: settings})  # raises ValueError naming the setting
+            except ValueError as exc:
+                if name not in FACTORS:
+                    raise  # an unknown factor: the field itself is wrong
+                raise FieldValueError(name, str(exc)) from None
         return {k: list(dict.fromkeys(v)) for k, v in value.items() if v}
 
     @field_validator("cache")
@@ -373,8 +384,11 @@ def changed_settings(stored: RunConfig, given: Mapping[str, Any],
         try:
             checked = RunConfig.model_validate({**base, field: value})
         except ValidationError as exc:
-            message = pydantic_error_field(exc)[1]
-            raise BenchError(f"{(names or {}).get(setting, setting)}: {message}") from None
+            where, message = pydantic_error_field(exc)
+            # a check across settings (no field) names its options itself, as a new run
+            # says it (bench.cli): "--error-pattern goes with --execute-mcp"
+            raise BenchError(f"{(names or {}).get(setting, setting)}: {message}" if where
+                             else message) from None
         if field == "factors":  # a factor not set runs its default setting alone
             name = setting.partition(".")[2]
             before, after = (config.factors.get(name) or [FACTORS[name][0]]

@@ -69,8 +69,10 @@ def open_run(project: Project, *, config: RunConfig | None = None, run_id: str |
         taken: what to do when a new run's id is taken, ending the one-line refusal.
 
     Raises:
-        BenchError: bad settings or inputs (one line naming file and field); a new run whose
-            id is taken, or whose folder cannot be made (a file or dangling link in its way).
+        BenchError: bad settings or inputs (one line naming file and field; a new run's
+            episode factors with no episode among its cases:
+            :meth:`RunSession.check_new`); a new run whose id is taken, or whose
+            folder cannot be made (a file or dangling link in its way).
     """
     if (config is None) == (resume is None):
         raise ValueError("open_run(): give a new run's config or the id to resume, not both")
@@ -82,6 +84,7 @@ def open_run(project: Project, *, config: RunConfig | None = None, run_id: str |
     assert config is not None  # checked above
     session = RunSession(config, run_id=run_id, project=project, command=command,
                          will_run=True)
+    session.check_new()
     if session.store.exists():
         raise BenchError(f"run '{session.store.run_id}' already exists; {taken}")
     session.store.check_dir()  # e.g. a dangling link: said before any provider starts

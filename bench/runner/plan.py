@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_right
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -203,6 +203,44 @@ def check_episodes(dataset: Dataset, cases: Sequence[Case], execute: bool) -> No
         except StateError as exc:
             raise BenchError(exc.message, file=dataset.path, line=line,
                              field=exc.field) from None
+
+
+def episode_factor_note(factors: Mapping[str, Sequence[str]], dataset: Dataset,
+                        cases: Sequence[Case]) -> str | None:
+    """Check a new run's episode factors (``bench run --fault`` ...: :data:`bench.episodes.
+    factors.FACTORS`) against its cases: they change only episodes (:func:`make_plan`).
+
+    Args:
+        factors: the run's ``factors`` (factor -> settings; empty: none given).
+        dataset: the run's dataset (named in the messages).
+        cases: the run's selected cases.
+
+    Returns:
+        None, or a note when the cases mix episodes with single-answer cases (those run once,
+        without the factors).
+
+    Raises:
+        BenchError: factors given and no case of the run is an episode (one line naming each
+            factor's option), since they would change nothing.
+    """
+    given = [name for name, settings in factors.items() if settings]
+    if not given:
+        return None
+    options = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+    episodes = sum(1 for case in cases if case.kind == "episode")
+    if not episodes:
+        where = f"dataset '{dataset.name}' has no episode cases" if not any(
+            case.kind == "episode" for case in dataset.cases) else \
+            f"none of the run's {count(len(cases), 'case')} of dataset '{dataset.name}' is " \
+            "an episode"
+        raise BenchError(f"{options}: {where}; episode factors change only episodes: drop "
+                         f"{'it' if len(given) == 1 else 'them'}, or run a dataset of "
+                         "episodes")
+    if episodes < len(cases):
+        return (f"note: episode factors ({options}) change only episodes: "
+                f"{episodes} of the run's {count(len(cases), 'case')}; the single-answer "
+                "cases run once, as they are")
+    return None
 
 
 @dataclass(frozen=True, slots=True)

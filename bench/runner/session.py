@@ -38,6 +38,7 @@ from bench.runner.plan import (
     PendingItems,
     PlanItem,
     check_episodes,
+    episode_factor_note,
     load_variants,
     make_plan,
     select_cases,
@@ -76,6 +77,8 @@ class RunSession:
     Attributes:
         manifest: the stored manifest of a resumed run (its config with the overrides given),
             else None.
+        notes: lines a new run's command shows before it starts (e.g. episode factors on a
+            dataset that mixes episodes with single-answer cases: :meth:`check_new`).
 
     Raises:
         BenchError: a bad dataset, variant, split, shard or episode setting (one line naming
@@ -84,12 +87,25 @@ class RunSession:
 
     manifest: Manifest | None = None
 
+    def check_new(self) -> None:
+        """The checks of a new run only (a stored run resumes with what it has): its episode
+        factors fit its cases (:func:`bench.runner.plan.episode_factor_note`, whose note
+        goes to :attr:`notes`).
+
+        Raises:
+            BenchError: episode factors given and no case of the run is an episode.
+        """
+        note = episode_factor_note(self.config.factors, self.dataset, self.cases)
+        if note is not None:
+            self.notes.append(note)
+
     def __init__(self, config: RunConfig, *, store: RunStore | None = None,
                  run_id: str | None = None, command: Sequence[str] | None = None,
                  project: Project | None = None, will_run: bool = False) -> None:
         #: Whether this session's plan is about to run (a runner's, not ``bench show``'s):
         #: only then is the executor's database generated alongside the loading.
         self.will_run = will_run
+        self.notes: list[str] = []
         self.project = project or current_project()
         with self.project.activate():  # loaders below that take no root read it
             self._load(config)
@@ -330,17 +346,20 @@ class RunSession:
         return self.pending_and_spent()[0]
 
     def failed_before_rows(self, exc: BenchError) -> BenchError:
-        """The error to show for a new run whose executor did not start (``exc``, an
-        :class:`~bench.runner.errors.ExecutorNotStarted`): unchanged when the run
-        folder held nothing worth keeping and was removed (:meth:`RunStore.discard_if_empty`),
-        or when it has rows (a resumed run, or rows written before the failure); otherwise
-        ``exc`` followed by where its files are kept and how to resume or remove them (e.g.
-        an MCP server's log says why it did not start).
+        """The error to show for a run whose executor did not start (``exc``, an
+        :class:`~bench.runner.errors.ExecutorNotStarted`): for a new run, unchanged when the
+        run folder held nothing worth keeping and was removed
+        (:meth:`RunStore.discard_if_empty`), or when it has rows (written before the
+        failure); otherwise ``exc`` followed by where its files are kept and how to resume or
+        remove them (e.g. an MCP server's log says why it did not start). For a resumed run,
+        ``exc`` followed by how to resume it again once the cause is fixed.
 
         A resumed run's folder is never removed.
         """
-        if self.manifest is not None:
-            return exc
+        if self.manifest is not None:  # resumed: its folder and rows stay as they are
+            return type(exc)(f"{exc.message}; fix the cause, then {self.resume_hint} "
+                             "(its finished rows are kept)", file=exc.file, line=exc.line,
+                             field=exc.field)
         try:
             if self.store.discard_if_empty():
                 return exc
