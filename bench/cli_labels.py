@@ -29,7 +29,7 @@ import typer
 from rich.console import Console
 
 from bench.errors import BenchError
-from bench.plural import count
+from bench.plural import count, first_few
 
 labels_app = typer.Typer(no_args_is_help=True, help="Expected results of the labels: record "
                                                      "them on your own system, with consent.")
@@ -99,7 +99,8 @@ def record(
     no question).
 
     Runs then compare the model's results with these instead of running a label's calls on
-    your system. Labels with only patterns ($regex, $any) cannot be built and are skipped;
+    your system. A $regex gives its "$example"; labels with an argument that offers only
+    patterns without one ($any, a bare $regex) cannot be built and are skipped (named);
     a label whose call fails is recorded as failing and reported (a label problem).
     """
     from bench.datasets import load_dataset
@@ -116,7 +117,7 @@ def record(
         raise BenchError(f"{dataset}: only a local cases.jsonl can hold recorded results")
     settings = load_toolset_settings(root)
     todo: list[tuple[Any, list[Any]]] = []  # (case, built calls)
-    skipped: dict[str, int] = {}
+    skipped: dict[str, list[str]] = {}  # why -> case ids
     tools: dict[str, dict[str, Any]] = {}  # toolset -> tool name -> the variant's Tool
     for case in loaded.cases:
         if case.kind == "episode" or not case.expected.calls:
@@ -125,12 +126,13 @@ def record(
         if own is None or own.execute == "none":
             why = (f"toolset '{case.toolset}' is not executed on your system (bench's own "
                    "backend, or none): nothing to record")
-            skipped[why] = skipped.get(why, 0) + 1
+            skipped.setdefault(why, []).append(case.id)
             continue
         built = [build_expected_call(e, i) for i, e in enumerate(case.expected.calls)]
         if any(b is None for b in built):
-            why = "an argument offers only patterns ($regex, $any): the call cannot be built"
-            skipped[why] = skipped.get(why, 0) + 1
+            why = ("an argument offers only patterns without \"$example\" ($any, $regex): the "
+                   "call cannot be built")
+            skipped.setdefault(why, []).append(case.id)
             continue
         if case.toolset not in tools:
             tools[case.toolset] = {tool.name: tool for tool in load_variant(
@@ -139,11 +141,12 @@ def record(
                 recording_current(case.expected.recorded.results, case.expected,
                                   tools[case.toolset]):
             why = "already recorded (bench labels record --again records them again)"
-            skipped[why] = skipped.get(why, 0) + 1
+            skipped.setdefault(why, []).append(case.id)
             continue
         todo.append((case, built))
-    for why, n in skipped.items():
-        out.print(f"skipped {count(n, 'case')}: {why}", markup=False)
+    for why, ids in skipped.items():
+        out.print(f"skipped {count(len(ids), 'case')} ({first_few(ids)}): {why}", markup=False,
+                  soft_wrap=True)
     marker = _marker(runs_dir().parent / "labels", Path(loaded.path))
     if not todo:
         out.print("nothing to record", markup=False)

@@ -70,7 +70,8 @@ def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]
 @variants_app.callback()
 def variants_list(
     ctx: typer.Context,
-    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")] = "ecommerce",
+    toolset: Annotated[Optional[str], typer.Option(
+        help="Toolset under descriptions/ (default: the project's only one).")] = None,
     names: Annotated[Optional[list[str]], typer.Option(
         "--variants", "-v", help="Variants to show (default: all).")] = None,
     model_path: Annotated[Optional[str], typer.Option(help="GGUF whose tokenizer counts.")]
@@ -91,9 +92,10 @@ def variants_list(
         return
     from bench.descriptions import available_variants, check_toolset, load_variant
     from bench.descriptions.cost import anthropic_cost, openai_costs
-    from bench.descriptions.variants import (no_variants_reason, same_text_groups,
-                                             same_text_note)
+    from bench.descriptions.variants import (default_toolset, no_variants_reason,
+                                             same_text_groups, same_text_note)
 
+    toolset = default_toolset(toolset)
     check_toolset(toolset)  # an unknown one: the message lists the known toolsets
     chosen = _split(names) or available_variants(toolset)
     if not chosen:
@@ -154,7 +156,8 @@ def variants_list(
 def variants_diff(
     a: Annotated[str, typer.Argument(help="The variant before (e.g. l30).")],
     b: Annotated[str, typer.Argument(help="The variant after (e.g. variant_a).")],
-    toolset: Annotated[str, typer.Option(help="Toolset under descriptions/.")] = "ecommerce",
+    toolset: Annotated[Optional[str], typer.Option(
+        help="Toolset under descriptions/ (default: the project's only one).")] = None,
     dataset: Annotated[Optional[list[str]], typer.Option(
         help="Datasets whose labels are re-checked (default: every dataset using the "
              "toolset).")] = None,
@@ -173,7 +176,9 @@ def variants_diff(
     from bench.descriptions.diff import diff_to_json, diff_variants, label_breaks
 
     from bench.descriptions.aliases import load_aliases
+    from bench.descriptions.variants import default_toolset
 
+    toolset = default_toolset(toolset)
     va, vb = load_variant(toolset, a), load_variant(toolset, b)
     renamed = load_aliases(toolset)
     diffs = diff_variants(va.tools, vb.tools, renamed)

@@ -17,3 +17,10 @@ def noun(n: int | float, singular: str, plural: str | None = None) -> str:
 def count(n: int | float, singular: str, plural: str | None = None) -> str:
     """``"1 row"``, ``"3 rows"``: ``n`` and :func:`noun` of it."""
     return f"{n} {noun(n, singular, plural)}"
+
+
+def first_few(items: list[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``items`` comma-separated, then ``"and N more"`` for the rest:
+    ``"a, b, c and 4 more"`` (``""`` for none)."""
+    listed = ", ".join(items[:shown])
+    return listed + (f" and {len(items) - shown} more" if len(items) > shown else "")

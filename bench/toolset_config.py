@@ -238,10 +238,24 @@ def expand(text: str, environ: dict[str, str] | None = None) -> str:
     return _VARIABLE.sub(value, text)
 
 
+#: Programs that run a package named by their first argument that is not an option (npm's
+#: ``npx``, pnpm's ``pnpx``, Bun's ``bunx``, uv's ``uvx``), and two-word ones (``pipx run``,
+#: ``pnpm dlx``, ``yarn dlx``, ``uv tool run``): a server's label names the package.
+_PACKAGE_RUNNERS = {("npx",): 1, ("pnpx",): 1, ("bunx",): 1, ("uvx",): 1, ("pipx", "run"): 2,
+                    ("pnpm", "dlx"): 2, ("yarn", "dlx"): 2, ("uv", "tool", "run"): 3}
+#: A package name as npm (``@scope/name``, lowercase, optional ``@version``) or PyPI (letters,
+#: digits, ``.``, ``_``, ``-``; PEP 508 ``==`` pin) spell it: what a label may quote.
+_PACKAGE = re.compile(r"(@[a-z0-9][a-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]{0,100}"
+                      r"(@[A-Za-z0-9._^~-]+|==[A-Za-z0-9.+!-]+)?")
+
+
 def server_label(server: str | Sequence[str]) -> str:
     """What messages call the server: a URL without userinfo and query, or the program's
-    file name and its script's (``python notes_server.py``); never the whole command line,
-    which may carry a token."""
+    file name and what it runs: its script's file name (``python notes_server.py``), a
+    module (``python -m mcp_server_time``) or the package a package runner starts (``npx
+    @modelcontextprotocol/server-memory``, ``uvx mcp-server-time``); never the whole command
+    line, which may carry a token: a word is quoted only when it has a script's, module's or
+    package's shape and :func:`bench.redact.redact` leaves it whole (no secret it knows)."""
     if isinstance(server, str):
         from urllib.parse import urlsplit
         parts = urlsplit(server)
@@ -249,7 +263,27 @@ def server_label(server: str | Sequence[str]) -> str:
                f"{parts.path}"
     if not server:
         return "?"
+    from bench.redact import redact
+
     label = Path(server[0]).name
+    if label == "env":  # env NAME=value... program: named by its program (never a value)
+        rest = list(server[1:])
+        while rest and (rest[0].startswith("-") or re.fullmatch(r"\w+=.*", rest[0], re.S)):
+            if rest.pop(0) in ("-u", "--unset", "-C", "--chdir"):  # options taking a value
+                rest = rest[1:]
+        return server_label(rest) if rest else label
+    words = [label, *server[1:]]
+    runner = next((n for prefix, n in _PACKAGE_RUNNERS.items()
+                   if tuple(words[:len(prefix)]) == prefix), 0)
+    if runner:
+        label = " ".join(words[:runner])
+        package = next((part for part in words[runner:] if not part.startswith("-")), None)
+        if package and _PACKAGE.fullmatch(package) and redact(package) == package:
+            label += " " + package
+        return label
+    if len(server) > 2 and server[1] == "-m" and \
+            re.fullmatch(r"[A-Za-z_][\w.]{0,100}", server[2]) and redact(server[2]) == server[2]:
+        return f"{label} -m {server[2]}"  # python -m module
     script = next((part for part in server[1:] if not part.startswith("-")), None)
     if script and re.fullmatch(r"[\w./\\-]+\.(py|js|mjs|ts)", script):  # a script's file name
         label += " " + Path(script).name

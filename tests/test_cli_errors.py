@@ -79,7 +79,7 @@ def test_invalid_schema_in_spec(run_bench, project):
     spec = project / "descriptions" / "ecommerce" / "specs" / "query_database.yaml"
     spec.write_text(spec.read_text(encoding="utf-8").replace("minimum: 1", "minimum: one", 1),
                     encoding="utf-8")
-    assert_one_line_error(run_bench("variants"), str(spec),
+    assert_one_line_error(run_bench("variants", "--toolset", "ecommerce"), str(spec),
                           "field 'input_schema.properties.limit.minimum'", "invalid JSON Schema")
 
 

@@ -115,6 +115,18 @@ def test_expected_call_takes_the_first_literal_and_skips_omittable_arguments():
                                0) is None
 
 
+def test_expected_call_takes_a_patterns_example_as_its_value():
+    """A $regex carrying "$example" names a value (the one the oracle sends): the call is
+    built with it, in the order of the acceptable values; a bare $regex or $any names none."""
+    example = {"$regex": "(?i)^select", "$example": "SELECT 1"}
+    built = build_expected_call(ExpectedCall(name="run_sql", arguments={
+        "sql": [example], "db": [{"$any": True}, None]}), 0)
+    assert built is not None and built.arguments == {"sql": "SELECT 1"}
+    first = build_expected_call(ExpectedCall(name="run_sql", arguments={
+        "sql": [example, "SELECT 2"]}), 0)
+    assert first is not None and first.arguments == {"sql": "SELECT 1"}
+
+
 class OracleProvider(Provider):
     """Answers every case with its label's expected calls (a perfect model)."""
 

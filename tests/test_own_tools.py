@@ -1528,15 +1528,15 @@ def test_the_guide_suggests_comparing_only_variants_that_render_different_text(t
                  "--read-only", "get_time,get_date").returncode == 0
     guide = flat((tmp_path / "sky" / "README.md").read_text(encoding="utf-8"))
     assert "`bench run --dataset sky --variants current,l10 --provider local`" in guide
-    assert "`l30` is left out: it renders the same text as `l10`, until the sections the " \
-           "longer templates add are filled in `descriptions/sky/specs/`, or drafted: " \
-           "`bench variants draft --toolset sky --provider local`" in guide
+    assert "`l30` and `l50` are left out: they render the same text as `l10`, until the " \
+           "sections the longer templates add are filled in `descriptions/sky/specs/`, or " \
+           "drafted: `bench variants draft --toolset sky --provider local`" in guide
     # the calendar's docstrings fill l30's sections: all three differ, none is left out
     assert bench(tmp_path, "init", "cal", "--python", str(CALENDAR),
                  "--read-only", "list_events,get_event,slow_lookup").returncode == 0
     guide = flat((tmp_path / "cal" / "README.md").read_text(encoding="utf-8"))
     assert "`bench run --dataset cal --variants current,l10,l30 --provider local`" in guide
-    assert "left out" not in guide
+    assert not any(f"`{name}` is left out" in guide for name in ("current", "l10", "l30"))
     assert len({load_variant("cal", name, tmp_path / "cal" / "descriptions").sha256
                 for name in ("current", "l10", "l30")}) == 3
 
@@ -1588,3 +1588,116 @@ def test_a_refused_write_of_a_tool_that_only_reads_names_read_only_and_that_fix_
     assert again.returncode == 0, again.stderr
     got = rows(root, "r2")[("c1", "current")]
     assert got["write_refused"] is False and got["execution_success"] is True
+
+
+# -- a new user's findings on real MCP servers (bench init, variants, labels record) -----
+
+
+def _shop(tmp_path: Path, *init_args: str) -> Path:
+    """A project made by ``bench init`` from tests/mcp_server.py (search_orders, ship_to,
+    store_hours) over stdio, as toolset ``shop``."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "server.py").write_text((TESTS / "mcp_server.py").read_text(), encoding="utf-8")
+    init = bench(root, "init", ".", "--mcp", "python server.py", "--name", "shop", *init_args)
+    assert init.returncode == 0, init.stderr
+    return root
+
+
+@pytest.mark.slow
+def test_variants_commands_take_the_projects_only_toolset_without_toolset(tmp_path):
+    """A bench init project has one toolset: bench variants and bench variants diff use it
+    without --toolset; with two, the one error line names both and asks for --toolset."""
+    root = _shop(tmp_path)
+    listed = bench(root, "variants")
+    assert listed.returncode == 0, listed.stderr
+    assert "toolset shop" in listed.stdout and "current" in listed.stdout
+    diff = bench(root, "variants", "diff", "current", "l3")
+    assert diff.returncode == 0, diff.stderr
+    assert "search_orders" in diff.stdout
+    shutil.copytree(root / "descriptions" / "shop", root / "descriptions" / "mall")
+    for args in (("variants",), ("variants", "diff", "current", "l3")):
+        both = bench(root, *args)
+        assert both.returncode == 2 and "Traceback" not in both.stderr, both.stderr
+        assert len(both.stderr.strip().splitlines()) == 1, both.stderr
+        assert "2 toolsets here (mall, shop): name one with --toolset" in flat(both.stderr)
+
+
+@pytest.mark.slow
+def test_labels_record_builds_a_patterns_call_from_its_example_and_names_the_skipped_cases(
+        tmp_path):
+    """A $regex with "$example" gives the call its example (as the oracle sends it), so the
+    label is recorded; labels whose argument is only a bare pattern are skipped, and the
+    skip line names them: the first five, then "and N more"."""
+    root = _shop(tmp_path, "--read-only", "search_orders")
+    example = {"id": "ex", "messages": [{"role": "user", "content": "where is my lamp order?"}],
+               "expected": {"calls": [{"name": "search_orders", "arguments": {
+                   "keyword": [{"$regex": "(?i)lamp", "$example": "desk lamp"}]}}]}}
+    bare = [{"id": f"bare{i}", "messages": [{"role": "user", "content": f"order {i}?"}],
+             "expected": {"calls": [{"name": "search_orders",
+                                     "arguments": {"keyword": [{"$regex": "lamp"}]}}]}}
+            for i in range(1, 8)]
+    write_cases(root, "shop", [example, *bare])
+    recorded = bench(root, "labels", "record", "shop")
+    assert recorded.returncode == 0, recorded.stderr
+    said = flat(recorded.stdout)
+    assert "skipped 7 cases (bare1, bare2, bare3, bare4, bare5 and 2 more): an argument " \
+           "offers only patterns without \"$example\"" in said
+    cases = [json.loads(line) for line in
+             (root / "datasets" / "shop" / "cases.jsonl").read_text().splitlines()]
+    got = {case["id"]: case["expected"].get("recorded") for case in cases}
+    assert [r["data"] for r in got["ex"]["results"]] == ["desk lamp desc 10"]
+    assert all(got[case["id"]] is None for case in bare)
+
+
+@pytest.mark.slow
+def test_init_names_a_server_started_by_a_package_runner_or_module_by_its_package(tmp_path):
+    """``npx -y <package>`` (here an npx on PATH that starts tests/mcp_server.py, a real MCP
+    server over stdio; behind ``env NAME=value``) and ``python -m <module>`` are named by the
+    package or module, not by ``env`` or the runner alone; an argument after the package (a
+    token) is never named."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    npx = shims / "npx"
+    npx.write_text(f"#!/bin/sh\nexec {sys.executable} {TESTS / 'mcp_server.py'}\n")
+    npx.chmod(0o755)
+    path = os.pathsep.join([str(shims), str(Path(sys.executable).parent),
+                            os.environ.get("PATH", "")])
+    token = "tok-4711-never-shown"
+    init = bench(tmp_path, "init", "mem", "--mcp",
+                 f"env MEMORY_FILE_PATH=mem.json npx -y @modelcontextprotocol/server-memory "
+                 f"--api-key {token}",
+                 extra_env={"PATH": path})
+    assert init.returncode == 0, init.stderr
+    assert "imported 3 tools from the MCP server npx @modelcontextprotocol/server-memory " \
+           "into" in flat(init.stdout)
+    assert token not in init.stdout + init.stderr
+    (tmp_path / "shop_server.py").write_text((TESTS / "mcp_server.py").read_text(),
+                                             encoding="utf-8")
+    module = bench(tmp_path, "init", "mod", "--mcp", "python -m shop_server")
+    assert module.returncode == 0, module.stderr
+    assert "from the MCP server python -m shop_server into" in flat(module.stdout)
+
+
+def test_init_from_a_server_that_exits_silently_names_its_exit_status(tmp_path):
+    """A server that exits (status 3) before answering and writes nothing to stderr: the one
+    error line says so, not only the client's "Connection closed"."""
+    init = bench(tmp_path, "init", "p", "--mcp", "python -c 'import sys; sys.exit(3)'",
+                 "--timeout", "20")
+    assert init.returncode == 2 and "Traceback" not in init.stderr, init.stderr
+    assert len(init.stderr.strip().splitlines()) == 1, init.stderr
+    assert flat(init.stderr) == ("error: MCP server 'python' exited with status 3 before "
+                                 "answering; it wrote nothing to stderr")
+
+
+@pytest.mark.slow
+def test_the_guide_names_every_variant_it_leaves_out_and_why(tmp_path):
+    """The guide's first run compares current, l10 and l30 when they differ; every other
+    variant is named with why: l50 renders l30's text (tests/mcp_server.py's descriptions
+    fill l30's sections, not l50's), l3 is left out to keep the first run short."""
+    root = _shop(tmp_path)
+    guide = flat((root / "README.md").read_text(encoding="utf-8"))
+    assert "`bench run --dataset shop --variants current,l10,l30 --provider local`" in guide
+    assert "`l50` is left out: it renders the same text as `l30`, until the sections" in guide
+    assert "`l3` is left out to keep this first run short: add it to `--variants` to " \
+           "compare every length" in guide

@@ -35,6 +35,23 @@ MATCHER_KEYS = ("$regex", "$any")
 # A $regex matcher may carry one value it accepts: what the oracle sends (a SQL label's
 # example query), checked against the pattern at load.
 EXAMPLE_KEY = "$example"
+
+
+def label_literal(value: object) -> tuple[bool, object]:
+    """The value one acceptable value of a label's argument gives to send: ``(True, value)``
+    for a literal, ``(True, its "$example")`` for a ``$regex`` matcher carrying one (a value
+    the pattern accepts, checked when the dataset loads: docs/datasets-and-labels.md), else
+    ``(False, None)``: ``null`` (may be omitted) and a matcher without an example (``$any``,
+    a bare ``$regex``) name no value. Shared by the expected call the executor builds
+    (:func:`bench.executor.judge.build_expected_call`, which ``bench labels record`` runs)
+    and the ``oracle`` provider's answer."""
+    if value is None:
+        return False, None
+    if not (isinstance(value, dict) and any(str(k).startswith("$") for k in value)):
+        return True, value
+    if "$regex" in value and isinstance(value.get(EXAMPLE_KEY), str):
+        return True, value[EXAMPLE_KEY]
+    return False, None
 HF_PREFIX = "hf:"
 # Case fields that a Hub dataset may store as JSON text instead of nested columns.
 _JSON_FIELDS = ("messages", "expected", "tags")

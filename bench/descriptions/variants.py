@@ -285,11 +285,39 @@ def check_toolset(toolset: str, root: Path | None = None) -> Path:
     root = root or descriptions_dir()
     toolset_dir = root / toolset
     if not re.fullmatch(NAME_PATTERN, toolset) or not toolset_dir.is_dir():
-        known = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates") \
-            if root.is_dir() else []
+        known = available_toolsets(root)
         raise BenchError(f"unknown toolset '{toolset}' (known: {', '.join(known) or 'none'})",
                          file=root)
     return toolset_dir
+
+
+def available_toolsets(root: Path | None = None) -> list[str]:
+    """The toolsets under ``root`` (default: ``descriptions/``): its folders other than
+    ``templates`` (a project's own templates), sorted; ``[]`` when there is no such folder."""
+    root = root or descriptions_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "templates")
+
+
+def default_toolset(toolset: str | None, root: Path | None = None) -> str:
+    """The toolset a command works on: ``toolset`` (its ``--toolset``) when given, else the
+    project's only one (a ``bench init`` project has one).
+
+    Raises:
+        BenchError: none given and ``root`` (default: ``descriptions/``) holds no toolset, or
+            several: the message names them and asks for ``--toolset``.
+    """
+    if toolset is not None:
+        return toolset
+    root = root or descriptions_dir()
+    known = available_toolsets(root)
+    if len(known) == 1:
+        return known[0]
+    if not known:
+        raise BenchError("no toolset here (bench init makes a project with one)", file=root)
+    raise BenchError(f"{len(known)} toolsets here ({', '.join(known)}): name one with "
+                     "--toolset", file=root)
 
 
 def load_variant(toolset: str, name: str, root: Path | None = None) -> Variant:

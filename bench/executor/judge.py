@@ -17,8 +17,9 @@ match (BRIEF §6: execution success, execution match).
   answer, a no-call or ask case).
 - ``execution_match``: the predicted calls return what the expected calls return, as
   multisets (in order when the case is ordered). Each expected call is built from the first
-  non-null literal acceptable value of every argument; when an argument offers only matchers
-  (``$regex``, ``$any``) the expected call cannot be built and the metric is None. Results
+  acceptable value of every argument that is a literal or a ``$regex``'s ``"$example"``;
+  when an argument offers only matchers without one (``$any``, a bare ``$regex``) the
+  expected call cannot be built and the metric is None. Results
   compare by tool name and canonical JSON of the data (errors by code and message), so
   ``"Beijing"`` and ``"北京"`` match when the backend answers both alike.
 - ``execution_errors``: counts of the final error classes of the predicted calls that
@@ -58,6 +59,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any, Sequence
 
+from bench.datasets.loader import label_literal
 from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext, ToolError
 from bench.executor.pipeline import Executor
 from bench.jsonl import canonical_bytes
@@ -102,16 +104,14 @@ def execute_answer(calls: Sequence[ToolCall], tools: Sequence[Tool], toolset: st
             for index, call in enumerate(calls)]
 
 
-def _literal(value: Any) -> bool:
-    return not (isinstance(value, dict) and any(str(k).startswith("$") for k in value))
-
-
 def build_expected_call(expected: ExpectedCall, index: int) -> ToolCall | None:
-    """The call the label describes (first non-null literal per argument), or None when an
-    argument has only matchers."""
+    """The call the label describes: per argument its first acceptable value that is a
+    literal or a ``$regex``'s ``"$example"`` (:func:`bench.datasets.loader.label_literal`),
+    an argument that may be omitted (``null``) and has none left out; None when an argument
+    that must be sent has only matchers without an example (``$any``, a bare ``$regex``)."""
     arguments: dict[str, Any] = {}
     for name, acceptable in expected.arguments.items():
-        value = next((v for v in acceptable if v is not None and _literal(v)), _NOT_BUILDABLE)
+        value = next((v for ok, v in map(label_literal, acceptable) if ok), _NOT_BUILDABLE)
         if value is _NOT_BUILDABLE:
             if None in acceptable:
                 continue  # may be omitted

@@ -102,7 +102,8 @@ class _SdkLog(logging.Handler):
         logs one with the pydantic error, whose ``input`` is the line)."""
         exc = record.exc_info[1] if record.exc_info else None
         errors = getattr(exc, "errors", None)
-        if "JSONRPC" in record.getMessage() and callable(errors):
+        if ("JSONRPC" in record.getMessage() or "JSON-RPC" in record.getMessage()) \
+                and callable(errors):
             try:
                 line = errors()[0].get("input")
             except Exception:  # noqa: BLE001 - only a detail of the message
@@ -110,19 +111,41 @@ class _SdkLog(logging.Handler):
             self.not_jsonrpc.append(f"{str(line)[:60]!r}" if line is not None else "?")
 
 
+#: The loggers :class:`_SdkLog` hears: the SDK's, and bench's stdio transport's (which logs
+#: a stdout line that is not JSON-RPC).
+_SDK_LOGGERS = ("mcp", "bench.executor.backends.mcp_stdio")
+
+
 @contextlib.contextmanager
 def _sdk_log() -> Iterator[_SdkLog]:
-    """Route the ``mcp`` logger to a :class:`_SdkLog` for the duration (restored after)."""
-    logger = logging.getLogger("mcp")
+    """Route the loggers of :data:`_SDK_LOGGERS` to a :class:`_SdkLog` for the duration
+    (restored after)."""
+    loggers = [logging.getLogger(name) for name in _SDK_LOGGERS]
     handler = _SdkLog()
-    propagate = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
+    propagate = [logger.propagate for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
     try:
         yield handler
     finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
+        for logger, was in zip(loggers, propagate):
+            logger.removeHandler(handler)
+            logger.propagate = was
+
+
+def _exit_text(returncode: int) -> str:
+    """How a server process ended, from its exit status (negative: the signal that ended it,
+    as :attr:`subprocess.Popen.returncode` says): ``exited with status 3``, ``was killed by
+    signal 9 (SIGKILL)``."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    import signal
+    try:
+        name = f" ({signal.Signals(-returncode).name})"
+    except ValueError:
+        name = ""
+    return f"was killed by signal {-returncode}{name}"
 
 
 def is_url(server: str | Sequence[str]) -> bool:
@@ -213,7 +236,8 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
     """
     import anyio
     from mcp import Client
-    from mcp.client.stdio import stdio_client
+
+    from bench.executor.backends.mcp_stdio import stdio_transport
 
     if not command:
         raise BenchError("no server command given (bench import mcp --name N -- <command...>)")
@@ -221,10 +245,13 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
     register_command_secrets(command)  # before it starts: its stderr may print its argv
     params = server_target(command)
     label = server_label(command)
+    process: list[Any] = []  # the stdio server's process, once started (its exit status)
 
     async def fetch(errlog: Any) -> list[McpTool]:
         tools: list[McpTool] = []
-        target = params if isinstance(params, str) else stdio_client(params, errlog=errlog)
+        target = params if isinstance(params, str) else stdio_transport(
+            params.command, params.args, env=params.env, cwd=params.cwd, errlog=errlog,
+            started=process.append)
         with anyio.fail_after(timeout):
             async with Client(target, read_timeout_seconds=timeout) as client:
                 cursor = None
@@ -256,6 +283,12 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
             if isinstance(leaf, OSError):  # e.g. connection refused by an HTTP server
                 raise ServerImportError(f"cannot reach MCP server '{label}': "
                                         f"{leaf.strerror or leaf}", log) from None
+            returncode = process[0].returncode if process else None
+            if returncode is not None:  # it exited: its status says more than the SDK's error
+                raise ServerImportError(
+                    f"MCP server '{label}' {_exit_text(returncode)} before answering"
+                    + _stdout_hint(sdk_log)
+                    + (_stderr_tail(log) or "; it wrote nothing to stderr"), log) from None
             raise ServerImportError(f"MCP server '{label}' failed: {type(leaf).__name__}: "
                                     f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)
                                     + _stderr_tail(log), log) from None

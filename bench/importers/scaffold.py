@@ -288,14 +288,18 @@ descriptions may quote `dev` cases, never `test` ones.
 
 #: The variants the guide's first run compares, when they differ (:func:`suggested_variants`).
 SUGGESTED_VARIANTS = ("current", "l10", "l30")
+#: Every variant a new project has: the imported text and the built-in templates' lengths.
+PROJECT_VARIANTS = ("current", "l3", "l10", "l30", "l50")
 
 
 def suggested_variants(toolset: str, tools: Sequence[Tool], spec_texts: Sequence[str],
-                       root: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The variants of :data:`SUGGESTED_VARIANTS` worth comparing in a first run, and the
-    sets among them that render the same text (:func:`bench.descriptions.variants.
-    same_text_groups`: an imported toolset's l30 is its l10 until the specs' longer
-    sections are filled), rendered in memory before anything is written.
+                       root: Path) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """The variants of :data:`SUGGESTED_VARIANTS` worth comparing in a first run, and every
+    variant of :data:`PROJECT_VARIANTS` it leaves out with why, rendered in memory before
+    anything is written: a variant that renders the same text as an earlier one (same
+    :attr:`~bench.descriptions.variants.Variant.sha256`: an imported toolset's l30 and l50
+    are its l10 until the specs' longer sections are filled) is left out for it; ``l3`` and
+    ``l50`` are left out of the first run to keep it short.
 
     Args:
         toolset: the toolset's name.
@@ -304,46 +308,67 @@ def suggested_variants(toolset: str, tools: Sequence[Tool], spec_texts: Sequence
         root: the project's ``descriptions/`` folder (its own templates, if any, apply).
 
     Returns:
-        ``(names, same)``: the first of each set of equal variants, in the order of
-        :data:`SUGGESTED_VARIANTS`; ``same``: ``(toolset, names)`` per set of two or more.
-        All of them and ``[]`` when a spec or template does not render (the run says why).
+        ``(names, left_out)``: the suggested variants whose texts differ, in the order of
+        :data:`SUGGESTED_VARIANTS`; ``left_out``: ``(variant, twin)`` for each other variant
+        of :data:`PROJECT_VARIANTS`, in that order, ``twin`` the variant whose text it
+        renders (one of ``names`` when one has it), None when its text differs from all of
+        them. All of :data:`SUGGESTED_VARIANTS` and ``l3``, ``l50`` without a twin when a
+        spec or template does not render (the run says why).
     """
     from bench.descriptions.specs import ToolSpec
-    from bench.descriptions.variants import CURRENT, Variant, same_text_groups, specs_variant
+    from bench.descriptions.variants import CURRENT, Variant, specs_variant
 
     try:
         specs = sorted((ToolSpec.model_validate(yaml.safe_load(text)) for text in spec_texts),
                        key=lambda spec: spec.name)  # load_specs's order
         variants = [Variant(name=CURRENT, toolset=toolset, tools=tuple(tools), source="")] + [
-            specs_variant(toolset, name, specs, root) for name in SUGGESTED_VARIANTS[1:]]
+            specs_variant(toolset, name, specs, root) for name in PROJECT_VARIANTS[1:]]
     except (BenchError, ValueError, yaml.YAMLError):
-        return list(SUGGESTED_VARIANTS), []
-    same = same_text_groups(variants)
-    later = {name for _, names in same for name in names[1:]}
-    return [name for name in SUGGESTED_VARIANTS if name not in later], same
+        return list(SUGGESTED_VARIANTS), [(name, None) for name in PROJECT_VARIANTS
+                                          if name not in SUGGESTED_VARIANTS]
+    text = {variant.name: variant.sha256 for variant in variants}
+    names: list[str] = []
+    for name in SUGGESTED_VARIANTS:
+        if all(text[kept] != text[name] for kept in names):
+            names.append(name)
+    left_out: list[tuple[str, str | None]] = []
+    for index, name in enumerate(PROJECT_VARIANTS):
+        if name in names:
+            continue
+        twins = [k for k in names if text[k] == text[name]] or \
+            [k for k in PROJECT_VARIANTS[:index] if text[k] == text[name]]
+        left_out.append((name, twins[0] if twins else None))
+    return names, left_out
 
 
 def project_readme(toolset: str, result_tools: list[Tool], source: str,
                    settings: ToolsetSettings,
-                   suggested: tuple[list[str], list[tuple[str, list[str]]]] | None = None
+                   suggested: tuple[list[str], list[tuple[str, str | None]]] | None = None
                    ) -> str:
     """The project's ``README.md``: its layout and the steps to a report and a gate.
-    ``suggested``: :func:`suggested_variants` (None: all of :data:`SUGGESTED_VARIANTS`),
-    the variants step 3 compares, with a word on those left out for rendering the same
-    text."""
-    names, same = suggested or (list(SUGGESTED_VARIANTS), [])
+    ``suggested``: :func:`suggested_variants` (None: all of :data:`SUGGESTED_VARIANTS`, and
+    ``l3``, ``l50`` left out), the variants step 3 compares, with why each other variant is
+    left out (it renders the same text as another, or the first run is kept short)."""
+    names, left = suggested or (list(SUGGESTED_VARIANTS), [
+        (name, None) for name in PROJECT_VARIANTS if name not in SUGGESTED_VARIANTS])
     said = []
-    for _, group in same:
-        later = [f"`{name}`" for name in group[1:]]
-        said.append(f"{' and '.join(later)} {'is' if len(later) == 1 else 'are'} left out: "
-                    f"{'it renders' if len(later) == 1 else 'they render'} the same text as "
-                    f"`{group[0]}`")
-    left_out = ""
-    if said:
-        left_out = (f"\n   {'; '.join(said)}, until the sections the longer templates add "
-                    f"are filled in `descriptions/{toolset}/specs/`, or drafted: `bench "
-                    f"variants draft --toolset {toolset} --provider local`, then `bench "
-                    f"variants accept --toolset {toolset}`.")
+    twins: dict[str, list[str]] = {}  # twin -> the variants left out for rendering its text
+    for name, twin in left:
+        if twin is not None:
+            twins.setdefault(twin, []).append(f"`{name}`")
+    for twin, same in twins.items():
+        said.append(f"{' and '.join(same)} {'is' if len(same) == 1 else 'are'} left out: "
+                    f"{'it renders' if len(same) == 1 else 'they render'} the same text as "
+                    f"`{twin}`, until the sections the longer templates add are filled in "
+                    f"`descriptions/{toolset}/specs/`, or drafted: `bench variants draft "
+                    f"--toolset {toolset} --provider local`, then `bench variants accept "
+                    f"--toolset {toolset}`")
+    short = [f"`{name}`" for name, twin in left if twin is None]
+    if short:
+        said.append(f"{' and '.join(short)} {'is' if len(short) == 1 else 'are'} left out to "
+                    f"keep this first run short: add {'it' if len(short) == 1 else 'them'} "
+                    "to `--variants` to compare every length")
+    left_out = f"\n   {'; '.join(said)}." if said else ""
     allowed = set(settings.writes)
     writes = [t.name for t in result_tools if t.permission != "read" and t.name not in allowed]
     if settings.execute == "none":
