@@ -112,3 +112,36 @@ def bfcl_sample_dir() -> Path | None:
         if path and (Path(path) / "BFCL_v4_simple_python.json").is_file():
             return Path(path)
     return None
+
+
+def stop_once_ready(command: list[str], ready: Path, signum: int, *, cwd: Path,
+                    env: dict[str, str], sigint_ignored: bool = False,
+                    timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``command``; once the file ``ready`` exists (the step to interrupt has begun, e.g.
+    a slow import wrote it), send ``signum`` to it; return its result (text output).
+
+    ``sigint_ignored`` starts it with SIGINT ignored, as a non-interactive shell starts a
+    background job (``bench run ... &`` in a script: POSIX Shell Command Language, 2.11
+    "Signals and Error Handling").
+    """
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if sigint_ignored else None)
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                stdout, stderr = process.communicate()
+                raise AssertionError(f"{ready.name} never appeared:\n{stdout}{stderr}")
+            time.sleep(0.1)
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

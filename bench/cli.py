@@ -788,6 +788,10 @@ def main() -> None:
     traceback.
     """
     signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C raises KeyboardInterrupt even when bench inherited SIGINT ignored (a shell
+    # script's `bench ... &`): Python and asyncio.run then leave it ignored, so only the
+    # run loop, which installs its own handler, stopped on it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     atexit.register(_ignore_stop_signals)
     from bench.redact import RedactingStream
     if not isinstance(sys.stderr, RedactingStream):  # every message, from bench or a library

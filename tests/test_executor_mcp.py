@@ -572,3 +572,39 @@ def test_bench_starts_a_stdio_server_itself_and_reads_its_exit_status_from_its_p
     assert started[0].returncode == 3
     assert anyio.run(session, CRASH_SERVER, "echo") == "hi"
     assert started[1].returncode is not None  # stopped with the session, not left running
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_while_the_mcp_server_starts_sends_it_nothing(tmp_path, signame, code):
+    """Ctrl-C or SIGTERM while --execute-mcp's server starts (slowly: it imports a model,
+    say) ends the run there: the server is stopped and never gets a call. The start blocked
+    the run's event loop, so the stop was seen only after it, once the rows were sent: the
+    server wrote both items about 15 s after the signal."""
+    import os
+    import signal
+
+    from conftest import REPO, stop_once_ready
+    from tests.test_own_tools import manifest, writes
+
+    root, _ = _item_project(tmp_path)
+    (root / "slowsrv.py").write_text(SERVER.read_text(encoding="utf-8").replace(
+        'if __name__ == "__main__":\n', 'if __name__ == "__main__":\n'
+        "    import os, pathlib, time\n"
+        "    pathlib.Path('starting').write_text(str(os.getpid()))\n"
+        "    time.sleep(15)\n", 1), encoding="utf-8")  # within its start-up timeout
+    env = {**os.environ, "PYTHONPATH": str(REPO),
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("BENCH_HOME", None)
+    result = stop_once_ready(
+        [sys.executable, "-m", "bench", "run", "--dataset", "items", "--variants", "current",
+         "--provider", "oracle", "--execute-mcp", "python slowsrv.py", "--allow-writes",
+         "--run-id", "stopped"], root / "starting", getattr(signal, signame), cwd=root,
+        env=env)
+    assert result.returncode == code, result.stderr
+    assert "0 of 2 rows kept" in result.stderr and "Traceback" not in result.stderr
+    assert manifest(root, "stopped")["status"] == "interrupted"
+    assert writes(root) == 0
+    server = int((root / "starting").read_text(encoding="utf-8"))
+    state = Path(f"/proc/{server}/stat")  # stopped by bench, not left sleeping
+    assert not state.exists() or state.read_text().split(")")[-1].split()[0] == "Z"

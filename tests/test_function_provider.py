@@ -101,6 +101,29 @@ def test_a_function_raising_keyboard_interrupt_stops_the_run_as_ctrl_c_does(run_
     assert manifest["status"] == "complete" and manifest["rows_done"] == 2
 
 
+@pytest.mark.slow
+def test_ctrl_c_while_the_module_imports_stops_the_run_when_sigint_was_inherited_ignored(
+        project):
+    """A module slow to import (it loads a model, say), run as a script's background job,
+    which starts with SIGINT ignored: Ctrl-C stops before anything is sent, as SIGTERM did.
+    It was ignored until the run loop began: the import was waited for, the run completed."""
+    import signal
+
+    from conftest import stop_once_ready
+    (project / "slowimp.py").write_text(
+        "import pathlib, time\npathlib.Path('importing').touch()\ntime.sleep(30)\n\n"
+        "def answer(messages, tools, trial):\n    return []\n", encoding="utf-8")
+    env = {**os.environ, "BENCH_HOME": str(project),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = stop_once_ready(
+        [sys.executable, "-m", "bench", *RUN, "--provider", "function:slowimp:answer",
+         "--run-id", "s1"], project / "importing", signal.SIGINT, cwd=project, env=env,
+        sigint_ignored=True)
+    assert result.returncode == 130, result.stderr
+    assert _last_line(result.stderr) == \
+        "interrupted while starting the providers; nothing was sent"
+
+
 def raises_keyboard_interrupt(messages, tools, trial):  # noqa: ANN001, ANN201
     raise KeyboardInterrupt
 

@@ -422,6 +422,49 @@ def test_two_drafts_at_once_on_one_toolset_keep_both(tmp_path: Path):
     assert lost == {}
 
 
+#: Drafts the first tool at once, then takes 30 s on the next one after writing ``second``.
+FIRST_THEN_SLOW = '''
+import pathlib, re, time
+
+
+def answer(messages, tools, trial):
+    prompt = messages[-1].content
+    name = re.search(r"the tool `([^`]+)`", prompt).group(1)
+    lines = int(re.search(r"Write about ([0-9]+) non-empty lines", prompt).group(1))
+    asked = pathlib.Path("first")
+    if asked.exists():
+        pathlib.Path("second").touch()
+        time.sleep(30)
+    asked.touch()
+    return {"tool_calls": [], "text": "\\n".join(f"{name}: line {i + 1}." for i in range(lines))}
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_drafting_and_keeps_the_drafts_written_when_sigint_was_inherited_ignored(
+        weather: Path, tmp_path: Path):
+    """Drafting as a script's background job, which starts with SIGINT ignored: Ctrl-C
+    exits 130 with the first tool's draft kept (docs/descriptions-and-variants.md), as
+    SIGTERM did. The drafting loop (asyncio.Runner) left it ignored: every draft was made."""
+    import os
+    import signal
+    import sys
+
+    from conftest import REPO, stop_once_ready
+    (tmp_path / "first_then_slow.py").write_text(FIRST_THEN_SLOW, encoding="utf-8")
+    env = {**os.environ, "BENCH_HOME": str(weather),
+           "PYTHONPATH": str(REPO) + os.pathsep + str(tmp_path)}
+    result = stop_once_ready(
+        [sys.executable, "-m", "bench", "variants", "draft", "--provider",
+         "function:first_then_slow:answer", "--toolset", "weather", "--lengths", "3"],
+        weather / "second", signal.SIGINT, cwd=weather, env=env, sigint_ignored=True)
+    assert result.returncode == 130, result.stdout + result.stderr
+    drafted = {path.stem: sorted((yaml.safe_load(path.read_text(encoding="utf-8"))
+                                  .get("variants") or {}))
+               for path in (weather / "descriptions/weather/specs").glob("*.yaml")}
+    assert sorted(drafted.values()) == [[], ["l3"]], drafted
+
+
 def test_a_sections_lines_that_copy_the_prompt_or_are_no_sentence_are_dropped():
     from bench.descriptions.drafts import SECTIONS, read_section
     from bench.models import Tool, ToolCall

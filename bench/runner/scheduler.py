@@ -269,7 +269,10 @@ class Scheduler:
         # server) that cannot start, fails the run, closes the writer, never leaves "running"
         self.store.write_manifest(self.manifest)
         self.finisher.writer = self.store.writer()
-        self.execution = self.finisher.execution = start_execution(self.session) if todo else None
+        if todo:
+            # blocks the loop (its MCP server starting): a stop meanwhile ends it, not sends
+            with self.signals.raising():
+                self.execution = self.finisher.execution = start_execution(self.session)
         self.in_flight = InFlight(todo, self.started.providers)
         if self.status == "complete":  # a stop may have come before the first dispatch
             self._dispatch()

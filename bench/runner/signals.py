@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 class StopSignals:
@@ -29,21 +30,55 @@ class StopSignals:
         self.count = 0
         self._previous: dict[int, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_stop: Callable[[int], None] | None = None
 
     def install(self, loop: asyncio.AbstractEventLoop, on_stop: Callable[[int], None]) -> None:
         """Route SIGINT and SIGTERM to ``on_stop`` (main thread only; elsewhere a no-op)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        self._loop = loop
+        self._loop, self._on_stop = loop, on_stop
         for signum in (signal.SIGINT, signal.SIGTERM):
             self._previous[signum] = signal.getsignal(signum)
             loop.add_signal_handler(signum, self._handle, signum, on_stop)
 
     def _handle(self, signum: int, on_stop: Callable[[int], None]) -> None:
+        self._note(signum)
+        on_stop(self.count)
+
+    def _note(self, signum: int) -> None:
         if self.signum is None:
             self.signum = signum
         self.count += 1
-        on_stop(self.count)
+
+    def _raise(self, signum: int, frame: object) -> None:
+        self._note(signum)
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def raising(self) -> Iterator[None]:
+        """While the block runs, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in it (noted in
+        :attr:`signum` and :attr:`count`) instead of calling ``on_stop``.
+
+        For a step that blocks the loop's thread (an MCP server starting): the loop's
+        handler would run only after it, so a stop that came meanwhile let the run send to
+        the server before it was seen. Without :meth:`install` (not the main thread) the
+        block runs as is.
+
+        Raises:
+            KeyboardInterrupt: a stop signal came during the block.
+        """
+        loop, on_stop = self._loop, self._on_stop
+        if loop is None or on_stop is None:
+            yield
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, self._raise)
+        try:
+            yield
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, self._handle, signum, on_stop)
 
     def remove(self) -> None:
         """Restore the handlers that were there before :meth:`install`."""
@@ -53,4 +88,4 @@ class StopSignals:
             self._loop.remove_signal_handler(signum)
             signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()
-        self._loop = None
+        self._loop = self._on_stop = None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -360,9 +361,15 @@ class McpBackend:
         self._process: Any = None
         self._error: BaseException | None = None
         self._generation += 1
+        self._session_task: asyncio.Task[None] | None = None
         self._thread = threading.Thread(target=self._serve, name="mcp-client", daemon=True)
         self._thread.start()
-        if not self._ready.wait(self._startup_timeout_s):
+        try:
+            started = self._ready.wait(self._startup_timeout_s)
+        except BaseException:  # Ctrl-C, SIGTERM: the server is stopped before any call
+            self._abort()
+            raise
+        if not started:
             self.close()
             raise BenchError(f"MCP server '{self._command}' did not start within "
                              f"{self._startup_timeout_s:g} s")
@@ -382,7 +389,9 @@ class McpBackend:
         if self._errlog is not None:  # the SDK's complaints about this server go to its log
             _TO_SERVER_LOG.logs[threading.get_ident()] = self._errlog
         try:
-            loop.run_until_complete(self._session())
+            self._session_task = loop.create_task(self._session())
+            with contextlib.suppress(asyncio.CancelledError):  # _abort(): nothing to report
+                loop.run_until_complete(self._session_task)
         finally:
             _TO_SERVER_LOG.logs.pop(threading.get_ident(), None)
             ready.set()
@@ -429,6 +438,18 @@ class McpBackend:
             self._ready.set()
             assert self._stop is not None
             await self._stop.wait()
+
+    def _abort(self) -> None:
+        """Stop a start in progress: its session is cancelled, which stops the server
+        (:func:`~bench.executor.backends.mcp_stdio.stdio_transport`'s shutdown, a few seconds
+        at most); waits for that as :meth:`close` does."""
+        def cancel() -> None:
+            if self._session_task is not None:
+                self._session_task.cancel()
+
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the session is over
+            self._loop.call_soon_threadsafe(cancel)
+        self._thread.join(timeout=10)
 
     def _started(self, process: Any) -> None:
         """Keep the server ``process`` of this start (:func:`~bench.executor.backends.
