@@ -292,7 +292,8 @@ def variants_draft(
     tool. Run again, it resumes: a length a spec already has a text for is kept (one line
     says which), the others are drafted; --force drafts them all again. Exit code 1 when no
     draft at all was written."""
-    from bench.descriptions.drafts import DraftStep, draft_variants
+    from bench.drafting.outcomes import DraftStep
+    from bench.drafting.run import draft_variants
     from bench.progress import format_duration
 
     try:
@@ -353,7 +354,7 @@ def variants_accept(
         "--tools", help="Only these tools (default: all).")] = None,
 ) -> None:
     """Mark reviewed drafts as accepted (draft: false, reviewed_at set in the spec)."""
-    from bench.descriptions.drafts import accept_drafts
+    from bench.drafting.spec_writes import accept_drafts
 
     accepted = accept_drafts(toolset, _split(names) or None, _split(tools) or None)
     for tool, variant in accepted:

@@ -129,7 +129,7 @@ def test_the_embedded_model_drafts_every_default_length_section_by_section(sky: 
     the empty spec sections, a progress line each, and all four lengths of both tools written,
     each within its line range and each text its own (bench at 2a945e9 wrote none of them in
     36 minutes; greedy decoding gives the same answers on every run)."""
-    from bench.descriptions.drafts import usable_range
+    from bench.drafting.filters import usable_range
 
     drafted = bench(sky, "variants", "draft", "--provider", "local", "--toolset", "sky")
     assert drafted.returncode == 0, drafted.stdout + drafted.stderr

@@ -14,8 +14,10 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from bench.descriptions import available_variants, load_variant
-from bench.descriptions.drafts import (accept_drafts, draft_variants, read_draft,
-                                       replace_variants_block)
+from bench.descriptions.spec_files import replace_variants_block
+from bench.drafting.run import draft_variants
+from bench.drafting.spec_writes import accept_drafts
+from bench.drafting.whole import read_draft
 from bench.errors import BenchError
 from bench.providers.function import register_function
 from bench.report.data import load_runs
@@ -287,7 +289,7 @@ def section_drafter(messages, tools, trial):  # noqa: ANN001, ANN201
 
 
 def test_sections_drafting_fills_the_empty_sections_and_renders_every_length(weather: Path):
-    from bench.descriptions.drafts import usable_range
+    from bench.drafting.filters import usable_range
 
     register_function("section-drafter", section_drafter)
     specs = weather / "descriptions/weather/specs"
@@ -466,7 +468,8 @@ def test_ctrl_c_stops_drafting_and_keeps_the_drafts_written_when_sigint_was_inhe
 
 
 def test_a_sections_lines_that_copy_the_prompt_or_are_no_sentence_are_dropped():
-    from bench.descriptions.drafts import SECTIONS, read_section
+    from bench.descriptions.draft_wording import SECTIONS
+    from bench.drafting.sections import read_section
     from bench.models import Tool, ToolCall
     from bench.parse import ParsedAnswer
 
@@ -598,7 +601,8 @@ UNFINISHED_WHEN = ("when the user, `get_current_time` serves to retrieve the cur
 
 
 def test_a_sections_lines_that_copy_the_prompts_facts_are_dropped():
-    from bench.descriptions.drafts import SECTIONS, read_section
+    from bench.descriptions.draft_wording import SECTIONS
+    from bench.drafting.sections import read_section
     from bench.models import Tool, ToolCall
     from bench.parse import ParsedAnswer
 

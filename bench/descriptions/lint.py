@@ -348,8 +348,8 @@ def lint_variant(variant: Variant, config: LintConfig = LintConfig()) -> list[Fi
 
 def _prompt_copies(description: str) -> str | None:
     """BL017's message: the lines of ``description`` that hold the drafting prompts' wording
-    (:func:`bench.descriptions.drafts.prompt_wording`), the first two quoted, or None."""
-    from bench.descriptions.drafts import prompt_wording
+    (:func:`bench.descriptions.draft_wording.prompt_wording`), the first two quoted, or None."""
+    from bench.descriptions.draft_wording import prompt_wording
 
     found = [(line.strip(), words) for line in description.splitlines()
              if (words := prompt_wording(line)) is not None]

@@ -50,7 +50,7 @@ class Variant(BaseModel):
         tools: the tools, in a stable order.
         source: the template or file it came from (relative path, for the manifest).
         draft_tools: the tools whose description in this variant is an unreviewed draft
-            (``draft: true`` in their spec's ``variants``: :mod:`bench.descriptions.drafts`).
+            (``draft: true`` in their spec's ``variants``: :mod:`bench.drafting`).
     """
 
     model_config = ConfigDict(frozen=True)

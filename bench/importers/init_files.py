@@ -254,7 +254,7 @@ def keep_spec_variants(path: Path, rel: Path, text: str) -> tuple[str, str | Non
     """
     import yaml
 
-    from bench.descriptions.drafts import replace_variants_block
+    from bench.descriptions.spec_files import replace_variants_block
     from bench.descriptions.specs import SpecVariant
     from bench.yamlio import load_yaml
 

@@ -185,7 +185,7 @@ def variant_order(runs: Sequence[LoadedRun]) -> list[str]:
 
 def draft_variants(runs: Sequence[LoadedRun]) -> set[str]:
     """Variant labels whose descriptions hold unreviewed drafts (the manifest's
-    ``draft_tools``, :mod:`bench.descriptions.drafts`), for the marks of tables and report."""
+    ``draft_tools``, :mod:`bench.drafting`), for the marks of tables and report."""
     return {variant.shown for run in runs for variant in run.manifest.variants
             if variant.draft_tools and variant.shown is not None}
 
