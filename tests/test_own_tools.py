@@ -1055,7 +1055,7 @@ def test_a_killed_labels_record_keeps_the_cases_recorded_and_never_runs_their_wr
     again = bench(root, "labels", "record", "items", "--yes")
     assert again.returncode == 0, again.stderr
     said = flat(again.stdout)
-    assert "skipped 1 case: already recorded" in said
+    assert "skipped 1 case (c1): already recorded" in said
     assert ("note: the last bench labels record of this dataset stopped while case c2's "
             "label calls ran (add_item(title=\"eggs\")): they may have run once on your "
             "system already") in said

@@ -179,7 +179,8 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                          "label makes, so there is no expected result to compare")
         elif why == "label_unbuildable":
             notes.append(f"exec match empty for {where}: an argument of the label offers only "
-                         "patterns ($regex, $any), so its call cannot be built")
+                         "patterns without \"$example\" ($any, $regex), so its call cannot be "
+                         "built")
         elif why == "label_not_executable":
             cases = counts.unexecutable_cases.get(toolset, set())
             notes.append(f"exec match empty for {where} (cases {_cases(cases)}): the label "
