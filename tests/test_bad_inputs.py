@@ -39,6 +39,7 @@ def bench(project, server, monkeypatch):
     this process, run from the project folder; an escaped exception becomes its traceback
     in stderr (and fails the one-line check)."""
     import bench.cli as cli
+    from bench.cli import stops
 
     monkeypatch.chdir(project)
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "sk-test-corpus-0000")
@@ -62,7 +63,7 @@ def bench(project, server, monkeypatch):
             sys.argv, sys.stdout, sys.stderr = saved[:3]
             for signum, handler in saved[3].items():
                 signal.signal(signum, handler)
-            cli._stop_code, cli._terminated = None, False
+            stops._stop_code, stops._terminated = None, False
         return code, out.getvalue(), err.getvalue()
 
     call.provider = f"openai-compat:fake-model@{server.url}/v1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli_toolspace import option_value
+from bench.cli.options import option_value
 from bench.errors import BenchError
 from bench.models import Tool
 from bench.runner import RunConfig

@@ -134,7 +134,7 @@ def test_a_run_of_a_projects_own_tools_does_not_generate_the_shop_database(tmp_p
 STOPPED = """
 import threading
 from types import SimpleNamespace
-from bench.cli_toolspace import SignalAhead
+from bench.cli.toolspace import SignalAhead
 from bench.datasets import load_dataset
 
 class Unfinished:

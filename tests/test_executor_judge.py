@@ -239,7 +239,7 @@ def test_traces_table_shows_a_models_tool_name_as_inert_text(project, monkeypatc
 
 
 def test_traces_class_cells_list_several_codes_most_frequent_first():
-    from bench.traces_cmd import class_cell
+    from bench.cli.traces import class_cell
     assert class_cell(0, None) == "0"
     assert class_cell(3, {"permission_denied": 1, "not_found": 2}) == \
         "3: not_found 2, permission_denied 1"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bench.cli import app
 from bench.errors import BenchError
-from bench.report.command import compare_suffix
+from bench.report.paths import compare_suffix
 from bench.report.comparison import choose_comparison
 from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json

@@ -485,7 +485,7 @@ def test_a_password_option_of_the_execute_mcp_command_never_reaches_the_run_fold
 def test_the_advice_to_give_base_url_secrets_again_survives_the_screen_guard():
     # "(user:password@, ?key=...)" was printed "(user:password@, ?key=***": the guard took
     # the example and its closing parenthesis for a query key
-    from bench.cli import _resume_credentials
+    from bench.cli.run_config import _resume_credentials
     from bench.errors import BenchError
     from bench.providers import ProviderUnavailable, make_provider
     from bench.redact import redact

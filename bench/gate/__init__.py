@@ -3,5 +3,5 @@
 - :mod:`bench.gate.config`: the ``[tool.bench.gate]`` settings.
 - :mod:`bench.gate.core`: run the gate, write/read the baseline, decide per metric.
 - :mod:`bench.gate.plugin`: the pytest plugin (entry point ``pytest11``).
-- :mod:`bench.gate.command`: ``bench baseline update``.
+- :mod:`bench.cli.gate`: ``bench baseline update``.
 """

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Annotated
 
 import typer
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.cli.output import terminal_text
 from bench.executor.outcome import ERROR_CLASSES
 from bench.executor.traces import TRACES, read_traces, summarize_traces
 from bench.project import Project
@@ -49,17 +49,6 @@ def traces(
                       *(class_cell(int(r.get(c, 0) or 0), (r.get("error_codes") or {}).get(c))
                         for c in ERROR_CLASSES))
     console.print(table)
-
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def terminal_text(text: str) -> str:
-    """Untrusted text (a model's tool name) safe in a rich table cell: control characters
-    shown as ``\\x1b``-style escapes (an ESC sequence could clear or retitle the terminal,
-    or write its clipboard) and ``[`` escaped, so that it is not read as rich markup (a name
-    like ``[/x]`` raised MarkupError)."""
-    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text))
 
 
 def class_cell(count: int, codes: dict[str, int] | None) -> str:

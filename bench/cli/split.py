@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.cli.options import split_list
 from bench.errors import BenchError
 from bench.plural import count
 
@@ -47,7 +48,7 @@ def split(
     path = Path(loaded.path)
     if not path.is_file():
         raise BenchError(f"'{dataset}' is not a .jsonl file bench can write a split into")
-    forced = {v.strip() for value in force_dev or [] for v in value.split(",") if v.strip()}
+    forced = set(split_list(force_dev))
     unknown = sorted(forced - {c.id for c in loaded.cases})
     if unknown:
         raise BenchError(f"--force-dev: unknown case id(s): {', '.join(unknown)}", file=path)

@@ -8,12 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from bench.cli.options import split_list
 from bench.errors import BenchError
 from bench.plural import count
-
-
-def _names(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def check(
@@ -44,13 +41,13 @@ def check(
     from bench.paths import descriptions_dir
 
     root = descriptions_dir()
-    names = _names(toolset) or sorted(
+    names = split_list(toolset) or sorted(
         p.name for p in root.iterdir() if p.is_dir() and p.name != "templates"
         and ((p / "specs").is_dir() or (p / "variants").is_dir())) if root.is_dir() else []
     if not names:
         raise BenchError("no toolset to check (no folder under descriptions/ with specs/ or "
                          "variants/)", file=root)
-    chosen = _names(variants) or None
+    chosen = split_list(variants) or None
     report = []
     failed = False
     for name in names:

@@ -12,14 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.cli.options import split_list
+from bench.cli.output import out
 from bench.errors import BenchError, shorten_message, visible_text
 from bench.plural import count
 
 variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
                            help="List variants (lines, tokens per provider) or diff two.")
-out = Console()
-if not out.is_terminal and "COLUMNS" not in os.environ:
-    out = Console(width=200)
 
 
 class _CostRow(TypedDict):
@@ -47,10 +46,6 @@ class _VariantRow(TypedDict):
     draft_tools: int
     same_text_as: str | None
     costs: list[_CostRow]
-
-
-def _split(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
@@ -97,7 +92,7 @@ def variants_list(
 
     toolset = default_toolset(toolset)
     check_toolset(toolset)  # an unknown one: the message lists the known toolsets
-    chosen = _split(names) or available_variants(toolset)
+    chosen = split_list(names) or available_variants(toolset)
     if not chosen:
         raise BenchError(f"toolset '{toolset}' has no variants: "
                          f"{no_variants_reason(toolset)}")
@@ -182,7 +177,7 @@ def variants_diff(
     va, vb = load_variant(toolset, a), load_variant(toolset, b)
     renamed = load_aliases(toolset)
     diffs = diff_variants(va.tools, vb.tools, renamed)
-    names = _split(dataset)
+    names = split_list(dataset)
     if names:
         datasets = [load_dataset(n) for n in names]
     else:
@@ -297,7 +292,7 @@ def variants_draft(
     from bench.progress import format_duration
 
     try:
-        wanted = sorted({int(v) for v in _split([lengths])})
+        wanted = sorted({int(v) for v in split_list([lengths])})
     except ValueError:
         raise BenchError(f"--lengths: whole line counts, comma-separated (got '{lengths}')") \
             from None
@@ -312,7 +307,7 @@ def variants_draft(
                   markup=False)
 
     result = draft_variants(toolset, provider, wanted, source=source,
-                            tools=_split(tools) or None, force=force, method=method,
+                            tools=split_list(tools) or None, force=force, method=method,
                             timeout_s=request_timeout, tool_timeout_s=tool_timeout,
                             max_tokens=max_tokens, progress=say,
                             notice=lambda line: out.print(line, soft_wrap=True, markup=False))
@@ -356,7 +351,7 @@ def variants_accept(
     """Mark reviewed drafts as accepted (draft: false, reviewed_at set in the spec)."""
     from bench.drafting.spec_writes import accept_drafts
 
-    accepted = accept_drafts(toolset, _split(names) or None, _split(tools) or None)
+    accepted = accept_drafts(toolset, split_list(names) or None, split_list(tools) or None)
     for tool, variant in accepted:
         out.print(f"accepted {escape(tool)} {escape(variant)}")
     out.print(f"{count(len(accepted), 'draft')} accepted")

@@ -4,26 +4,18 @@ output variant into ``descriptions/``. The work is :func:`bench.optimize.optimiz
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
+from bench.cli.options import split_list
+from bench.cli.output import piped_console
 
-out = Console(highlight=False)
-if not out.is_terminal and "COLUMNS" not in os.environ:
-    out = Console(width=200, highlight=False)
+out = piped_console(highlight=False)
 
 optimize_app = typer.Typer(no_args_is_help=True, help="Optimize descriptions from failures "
                                                       "on dev; accept on test only.")
 #: Exit code of ``bench optimize run`` when the final variant was not accepted.
 NOT_ACCEPTED_EXIT_CODE = 1
-
-
-def _list(values: Optional[list[str]]) -> list[str] | None:
-    if not values:
-        return None
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
 @optimize_app.command("run")
@@ -86,7 +78,7 @@ def run(
         "max_tokens_ratio": max_tokens_ratio, "also_provider": also_provider, "name": name,
         "template": template, "limit": limit, "max_failures": max_failures,
         "allow_assertive": allow_assertive, "seed": seed, "settings": settings}
-    gated = _list(gate)
+    gated = split_list(gate) if gate else None
     if gated is not None:
         options["gated"] = gated
     project = Project.from_env()

@@ -9,14 +9,11 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from bench.cli.options import split_list
 from bench.errors import BenchError, terminal_safe
 from bench.plural import count
 
 out = Console(soft_wrap=True)
-
-
-def _names(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def init(
@@ -90,8 +87,8 @@ def init(
             raise
         raise BenchError(f"{exc.message}: the folder's name is the toolset's unless "
                          "--name NAME gives one") from None
-    result = init_project(folder, source, toolset, read_only=_names(read_only),
-                          writes=_names(writes), execute=not no_execute, timeout_s=timeout,
+    result = init_project(folder, source, toolset, read_only=split_list(read_only),
+                          writes=split_list(writes), execute=not no_execute, timeout_s=timeout,
                           force=force)
     for note in result.notes:
         out.print(f"note: {terminal_safe(note)}", markup=False)

@@ -3,31 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from collections import Counter
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.cli.options import split_list
+from bench.cli.output import err, out
 from bench.errors import BenchError
 from bench.plural import count
 
 if TYPE_CHECKING:
     from bench.descriptions.containment import TestIndex
-
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
-if not out.is_terminal and "COLUMNS" not in os.environ:
-    out = Console(width=200)
-
-
-def _split(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-
 
 def lint(
     toolset: Annotated[Optional[list[str]], typer.Option(
@@ -59,23 +49,23 @@ def lint(
     from bench.paths import descriptions_dir
 
     root = descriptions_dir()
-    toolsets = _split(toolset) or sorted(
+    toolsets = split_list(toolset) or sorted(
         p.name for p in root.iterdir() if p.is_dir() and p.name != "templates")
     config = LintConfig(min_lines=min_lines, max_lines=max_lines, overlap=overlap)
     findings = []
     linted: list[tuple[str, str]] = []
-    for name in _split(toolset):  # named ones must exist: nothing linted is no pass
+    for name in split_list(toolset):  # named ones must exist: nothing linted is no pass
         check_toolset(name, root)
-        if not _split(variant) and not available_variants(name, root):
+        if not split_list(variant) and not available_variants(name, root):
             from bench.descriptions.variants import no_variants_reason
             raise BenchError(f"toolset '{name}' has no variants: "
                              f"{no_variants_reason(name, root)}")
-    tests = _test_cases(_split(dataset), toolsets)
-    everywhere = _everywhere(_split(dataset))
+    tests = _test_cases(split_list(dataset), toolsets)
+    everywhere = _everywhere(split_list(dataset))
     nothing = TestIndex(())
     for name in toolsets:
         of_toolset = []
-        for v in _split(variant) or available_variants(name):
+        for v in split_list(variant) or available_variants(name):
             loaded = load_variant(name, v)
             of_toolset.append(loaded)
             findings += lint_variant(loaded, config)
@@ -87,7 +77,7 @@ def lint(
             linted.append((name, v))
         findings += length_order_findings(of_toolset)  # BL018: l50 shorter than l10...
     from bench.executor.label_results import lint_findings  # BL015: labels whose calls fail
-    findings += lint_findings(_split(dataset), linted)
+    findings += lint_findings(split_list(dataset), linted)
     if as_json:
         print(json.dumps({"findings": [f.to_dict() for f in findings],
                           "rules": {r.code: r.__dict__ for r in RULES.values()}},

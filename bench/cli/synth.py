@@ -5,36 +5,24 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from bench.errors import BenchError, visible_text
+from bench.cli.options import split_list
+from bench.cli.output import piped_console, shown_text
+from bench.errors import BenchError
 from bench.plural import count
 
 if TYPE_CHECKING:
     from bench.synth.review import Decision, Decisions
 
-out = Console()
-if not out.is_terminal and "COLUMNS" not in os.environ:
-    out = Console(width=160)
-
-
-def _shown(text: str) -> str:
-    """Model-written ``text`` for the terminal: control and bidirectional formatting
-    characters escaped (:func:`bench.errors.visible_text`), rich markup escaped."""
-    return escape(visible_text(text))
-
-
-def _names(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+out = piped_console(160)
 
 
 def synth(
@@ -86,11 +74,11 @@ def synth(
     from bench.project import current_project
     from bench.synth.core import SynthSettings, synthesize
 
-    solvers = _names(solver)
+    solvers = split_list(solver)
     settings = SynthSettings(
         toolset=toolset, generator=generator, solvers=tuple(solvers),
-        dataset=dataset or f"{toolset}-synth", kinds=tuple(_names([kinds])),
-        languages=tuple(_names([languages])), count=count_, variant=variant,
+        dataset=dataset or f"{toolset}-synth", kinds=tuple(split_list([kinds])),
+        languages=tuple(split_list([languages])), count=count_, variant=variant,
         distractors=distractors, templates=templates, seed=seed,
         solver_trials=solver_trials, min_agree=min_agree, execute=execute,
         allow_writes=allow_writes, allow_sensitive=allow_sensitive, model=model)
@@ -164,12 +152,12 @@ def review(
     asking = sys.stdin.isatty() if interactive is None else interactive
     for i, case in enumerate(todo, 1):
         summary = case_summary(case)
-        body = (f"[bold]{_shown(summary['query'])}[/bold]\n"
-                f"label: {_shown(json.dumps(summary['expected'], ensure_ascii=False))}\n"
-                f"tags: {_shown(', '.join(summary['tags']))}; generator "
-                f"{_shown(str(summary['generator']))}\n" +
-                "; ".join(f"{_shown(k)}: {_shown(v)}" for k, v in summary["verdicts"].items()))
-        out.print(Panel(body, title=f"{i}/{len(todo)} {_shown(case.id)} ({case.lang})",
+        body = (f"[bold]{shown_text(summary['query'])}[/bold]\n"
+                f"label: {shown_text(json.dumps(summary['expected'], ensure_ascii=False))}\n"
+                f"tags: {shown_text(', '.join(summary['tags']))}; generator "
+                f"{shown_text(str(summary['generator']))}\n" +
+                "; ".join(f"{shown_text(k)}: {shown_text(v)}" for k, v in summary["verdicts"].items()))
+        out.print(Panel(body, title=f"{i}/{len(todo)} {shown_text(case.id)} ({case.lang})",
                         title_align="left"))
         if asking:
             decisions.decisions[i - 1] = _ask(decisions.decisions[i - 1])

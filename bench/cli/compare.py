@@ -25,13 +25,14 @@ from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
+from bench.cli.options import split_list
+from bench.cli.output import terminal_text
 from bench.compare import cells
 from bench.errors import BenchError
 from bench.plural import count
 from bench.project import Project
 from bench.results import Row
 from bench.store import StoredRows
-from bench.traces_cmd import terminal_text
 
 if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
     from bench.compare.core import Comparison
@@ -209,10 +210,6 @@ def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str],
     return store.stored_rows(store.load_manifest()), dict(runner.skipped)
 
 
-def _split(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-
-
 def compare(
     a: Annotated[str, typer.Argument(help="Variant A (the baseline), or a run id.")],
     b: Annotated[str, typer.Argument(help="Variant B (the candidate), or a run id.")],
@@ -333,8 +330,8 @@ def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
                 raise BenchError(f"'{name}' is a condition of a stored run, not a variant "
                                  "compare can run now: give --run RUN (bench run ... "
                                  f"then bench compare {a} {b} --run RUN)")
-        rows, skipped = _run_now(a, b, dataset, _split(provider), trials, limit,
-                                 _split(cases), model_path, seed, run_id, project)
+        rows, skipped = _run_now(a, b, dataset, split_list(provider), trials, limit,
+                                 split_list(cases), model_path, seed, run_id, project)
         if skipped:
             new_run = rows.store.run_id
             partial = (f"partial: {', '.join(skipped)} not compared (skipped); fix that, "
@@ -345,7 +342,7 @@ def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
         label_a, label_b = a, b
     try:
         comparison = compare_rows(rows_a, rows_b, label_a=label_a, label_b=label_b,
-                                  metrics=_split(metrics) or None, group_by=group_by,
+                                  metrics=split_list(metrics) or None, group_by=group_by,
                                   alpha=alpha, margin=margin, n_boot=n_boot, seed=seed,
                                   mid_p=mid_p)
     except ValueError as exc:

@@ -1,84 +1,15 @@
-"""``bench run``'s tool-space options (``--tools``, ``--retriever``, ``--top-k``,
-``--distractors``, ``--always-loaded``: :mod:`bench.toolspace`) read into :class:`bench.runner.RunConfig` fields,
-and the retrieval signal printed under the run's table (recall@k per variant, no
-generation: :mod:`bench.toolspace.signal`)."""
+"""What ``bench run`` prints of its tool space (:mod:`bench.toolspace`; its options are read
+in :mod:`bench.cli.options`): the grown catalogs, and the retrieval signal printed under the
+run's table (recall@k per variant, no generation: :mod:`bench.toolspace.signal`)."""
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from bench.errors import BenchError
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
-
-OPTION_FIELDS = {"tools": "tools", "retriever": "retrievers", "top_k": "top_k",
-                 "distractors": "distractors", "always_loaded": "always_loaded"}
-"""``bench run`` option (parameter name) -> :class:`bench.runner.RunConfig` field."""
-
-
-def _names(values: Sequence[str] | None, option: str) -> list[str]:
-    items = [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-    if values is not None and not items:
-        raise BenchError(f"{option} needs at least one value (got "
-                         f"{', '.join(map(repr, values))})")
-    return items
-
-
-def _counts(values: Sequence[str] | None, option: str) -> list[int]:
-    """Each count of ``values``: ASCII digits only (``str.isdigit`` also takes ``²`` and
-    other digits ``int`` refuses), between 1 and :data:`bench.toolspace.space.MAX_TOOLS`
-    (checked on the text first, so a number of thousands of digits is not converted)."""
-    from bench.toolspace.space import MAX_TOOLS
-
-    out = []
-    for item in _names(values, option):
-        digits = item.lstrip("0")
-        if not _DIGITS.fullmatch(item) or not digits:
-            raise BenchError(f"{option}: '{_short(item)}' is not a whole number of at least 1")
-        if len(digits) > len(str(MAX_TOOLS)) or int(digits) > MAX_TOOLS:
-            raise BenchError(f"{option}: '{_short(item)}' is more than {MAX_TOOLS} (the most "
-                             "tools a catalog holds)")
-        out.append(int(digits))
-    return out
-
-
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def _short(item: str, limit: int = 40) -> str:
-    """``item`` cut to ``limit`` characters for an error line."""
-    return item if len(item) <= limit else f"{item[:limit]}... ({len(item)} characters)"
-
-
-def option_value(name: str, values: Sequence[str] | None) -> Any:
-    """The :class:`RunConfig` value of tool-space option ``name`` (a parameter name of
-    :data:`OPTION_FIELDS`) given as comma-separated, repeatable ``values``.
-
-    Raises:
-        BenchError: an empty value, or a count that is not a whole number (ASCII digits)
-            from 1 to :data:`bench.toolspace.space.MAX_TOOLS` (names the option).
-    """
-    option = f"--{name.replace('_', '-')}"
-    if name in ("tools", "top_k"):
-        return _counts(values, option)
-    return _names(values, option)
-
-
-def space_fields(tools: Sequence[str] | None, retriever: Sequence[str] | None,
-                 top_k: Sequence[str] | None, distractors: Sequence[str] | None,
-                 always_loaded: Sequence[str] | None = None) -> dict[str, Any]:
-    """The :class:`RunConfig` fields of the tool-space options given (those not given are
-    left out, so the config's defaults hold).
-
-    Raises:
-        BenchError: as :func:`option_value`.
-    """
-    given = {"tools": tools, "retriever": retriever, "top_k": top_k,
-             "distractors": distractors, "always_loaded": always_loaded}
-    return {OPTION_FIELDS[name]: option_value(name, values)
-            for name, values in given.items() if values is not None}
 
 
 def toolspace_notes(runner: Any) -> list[str]:
