@@ -190,7 +190,7 @@ def test_flipped_answers_print_model_control_characters_escaped():
 
     from rich.console import Console
 
-    from bench.cli.compare import print_flips
+    from bench.cli.compare_table import print_flips
     from bench.compare.core import Comparison, Flip
 
     flip = Flip(direction="lost", group="all", metric="selection_correct", case_id="c1",

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from bench.cli.options import split_list
 from bench.errors import BenchError
 from bench.plural import count
+
+if TYPE_CHECKING:
+    from bench.descriptions.lock import ToolChange
 
 
 def check(
@@ -36,7 +40,7 @@ def check(
     does not fit a variant.
     """
     from bench.descriptions.aliases import check_aliases
-    from bench.descriptions.lock import (LOCK_FILE, LockError, current_hashes, lock_changes,
+    from bench.descriptions.lock import (LockError, current_hashes, lock_changes,
                                          lock_path, write_lock)
     from bench.paths import descriptions_dir
 
@@ -75,36 +79,45 @@ def check(
         elif changes is None or changes:
             failed = True
         report.append(entry)
-        if as_json:
-            continue
-        if unreadable:
-            typer.echo(f"{name}: the lock ({path.name}) was unreadable ("
-                       f"{unreadable.split('; rewrite it')[0]}): replaced")
-            continue
-        if changes is None:
-            typer.echo(f"{name}: no lock yet ({path.name})"
-                       + (": written" if update else "; write one with: bench check "
-                          f"--update --toolset {name}"))
-            continue
-        if not changes:
-            typer.echo(f"{name}: no tool changed since the lock ({LOCK_FILE})")
-        else:
-            tools = {c.tool for c in changes if c.tool}
-            where = {c.variant for c in changes if c.kind != "new_variant"}
-            new = [c.variant for c in changes if c.kind == "new_variant"]
-            if tools:
-                typer.echo(f"{name}: {count(len(tools), 'tool')} changed since the lock "
-                           f"({LOCK_FILE}), in {count(len(where), 'variant')}:")
-                for change in changes:
-                    if change.kind != "new_variant":
-                        typer.echo(f"  {change.line()}")
-            if new:  # e.g. bench baseline update locks only the gate's variants
-                typer.echo(f"{name}: {count(len(new), 'variant')} not in the lock "
-                           f"({LOCK_FILE}): {', '.join(new)}; lock them with: bench check "
-                           f"--update --toolset {name}")
-        if update:
-            typer.echo(f"{name}: lock updated: {path}")
+        if not as_json:
+            _print_lock_state(name, path, changes, unreadable, update)
     if as_json:
         print(json.dumps({"toolsets": report}, ensure_ascii=False, indent=2))
     if failed:
         raise typer.Exit(1)
+
+
+def _print_lock_state(name: str, path: Path, changes: list[ToolChange] | None,
+                      unreadable: str | None, update: bool) -> None:
+    """What ``bench check`` says of toolset ``name``'s lock at ``path``: replaced when it was
+    ``unreadable`` (its message), missing (``changes`` None), unchanged, or the tools and
+    variants that changed; then ``lock updated`` when ``update`` wrote it."""
+    from bench.descriptions.lock import LOCK_FILE
+
+    if unreadable:
+        typer.echo(f"{name}: the lock ({path.name}) was unreadable ("
+                   f"{unreadable.split('; rewrite it')[0]}): replaced")
+        return
+    if changes is None:
+        typer.echo(f"{name}: no lock yet ({path.name})"
+                   + (": written" if update else "; write one with: bench check "
+                      f"--update --toolset {name}"))
+        return
+    if not changes:
+        typer.echo(f"{name}: no tool changed since the lock ({LOCK_FILE})")
+    else:
+        tools = {c.tool for c in changes if c.tool}
+        where = {c.variant for c in changes if c.kind != "new_variant"}
+        new = [c.variant for c in changes if c.kind == "new_variant"]
+        if tools:
+            typer.echo(f"{name}: {count(len(tools), 'tool')} changed since the lock "
+                       f"({LOCK_FILE}), in {count(len(where), 'variant')}:")
+            for change in changes:
+                if change.kind != "new_variant":
+                    typer.echo(f"  {change.line()}")
+        if new:  # e.g. bench baseline update locks only the gate's variants
+            typer.echo(f"{name}: {count(len(new), 'variant')} not in the lock "
+                       f"({LOCK_FILE}): {', '.join(new)}; lock them with: bench check "
+                       f"--update --toolset {name}")
+    if update:
+        typer.echo(f"{name}: lock updated: {path}")

@@ -18,27 +18,18 @@ a budget stop), so the comparison is not a pass.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated, Iterable, Optional
+from typing import Annotated, Iterable, Optional
 
 import typer
-from rich.console import Console, JustifyMethod
-from rich.markup import escape
-from rich.table import Table
+from rich.console import Console
 
+from bench.cli.compare_table import print_comparison
 from bench.cli.options import split_list
-from bench.cli.output import terminal_text
-from bench.compare import cells
 from bench.errors import BenchError
 from bench.plural import count
 from bench.project import Project
 from bench.results import Row
 from bench.store import StoredRows
-
-if TYPE_CHECKING:  # the core loads pandas and scipy: imported only when a command runs
-    from bench.compare.core import Comparison
-
-_VERDICT_STYLE = {"regression": "bold red", "improvement": "bold green",
-                  "within margin": "yellow", "no significant difference": "dim"}
 
 
 def _console(stderr: bool = False) -> Console:
@@ -118,58 +109,6 @@ def _split_variant(rows: StoredRows, variant: str, where: str) -> Iterable[Row]:
         raise BenchError(f"{where} has no variant '{variant}' (it has "
                          f"{', '.join(sorted(rows.variants))})")
     return RowSelection([rows], lambda row: row.variant == variant)
-
-
-def comparison_table(comparison: Comparison) -> Table:
-    """A rich Table of a :class:`~bench.compare.core.Comparison`, one row per test."""
-    level = round(comparison.confidence * 100)
-    table = Table(title=f"{comparison.label_a} (A) vs {comparison.label_b} (B), paired; "
-                        f"alpha {comparison.alpha}, margin {comparison.margin * 100:.1f} points",
-                  title_justify="left")
-    justify: JustifyMethod
-    for column, justify in (("group", "left"), ("metric", "left"), ("pairs", "right"),
-                            ("A", "right"), ("B", "right"),
-                            (f"B-A points [{level}% CI]", "right"), ("A only/B only", "right"),
-                            ("p (McNemar mid-p)" if comparison.mid_p else "p (McNemar exact)",
-                             "right"), ("p (Holm)", "right"),
-                            (f"MDD {round(comparison.power * 100)}% power", "right"),
-                            ("verdict", "left")):
-        table.add_column(column, justify=justify)
-    for test in comparison.tests:
-        table.add_row(escape(test.group), test.metric, str(test.n), cells.pct(test.rate_a),
-                      cells.pct(test.rate_b),
-                      f"{cells.points(test.diff)} [{cells.points(test.diff_low)}, {cells.points(test.diff_high)}]",
-                      f"{test.a_only}/{test.b_only}", cells.p_value(test.p_value), cells.p_value(test.p_holm),
-                      cells.mdd(test.mdd),
-                      f"[{_VERDICT_STYLE[test.verdict]}]{test.verdict}[/]")
-    return table
-
-
-def print_flips(console: Console, comparison: Comparison, metrics: list[str],
-                show: int) -> None:
-    """Print flipped cases of ``metrics`` both ways, at most ``show`` per direction."""
-    if show == 0:
-        return
-    for metric in metrics:
-        for direction, title in (("lost", f"right in {comparison.label_a}, wrong in "
-                                          f"{comparison.label_b}"),
-                                 ("gained", f"wrong in {comparison.label_a}, right in "
-                                            f"{comparison.label_b}")):
-            flips = [f for f in comparison.flips if f.metric == metric
-                     and f.direction == direction]
-            if not flips:
-                continue
-            console.print(f"\n[bold]{metric}: {len(flips)} {title}[/]"
-                          + (f" (first {show})" if len(flips) > show else ""))
-            for flip in flips[:show]:
-                trial = f" trial {flip.trial}" if flip.trial else ""
-                # answers are model output: control characters shown escaped, as in traces
-                console.print(f"  [cyan]{terminal_text(flip.case_id)}[/]{trial} "
-                              f"[{terminal_text(flip.group)}] {terminal_text(flip.query)}",
-                              soft_wrap=True)
-                console.print(f"    expected: {terminal_text(flip.expected)}", soft_wrap=True)
-                console.print(f"    A: {terminal_text(flip.answer_a)}", soft_wrap=True)
-                console.print(f"    B: {terminal_text(flip.answer_b)}", soft_wrap=True)
 
 
 def _run_now(variant_a: str, variant_b: str, dataset: str, providers: list[str], trials: int,
@@ -276,8 +215,7 @@ def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
         BenchError: bad input.
         typer.Exit: the exit code of the comparison.
     """
-    from bench.compare.core import RowSelection, compare_rows
-    from bench.scoring.registry import primary_metrics
+    from bench.compare.core import compare_rows
 
     project = Project.from_env()  # the command line's edge
     group_by: tuple[str, ...] = ("provider",)
@@ -292,31 +230,7 @@ def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
         rows_b = _split_variant(rows, b, f"run '{run}'")
         label_a, label_b = a, b
     elif _is_run(project, a) and _is_run(project, b):
-        from bench.datasets.splits import refuse_mixed_splits, run_split
-        refuse_mixed_splits({name: run_split(project.store(name).load_manifest().config)
-                             for name in (a, b)})
-        stored_a, stored_b = _rows_of(project, a), _rows_of(project, b)
-        unfinished = [_unfinished(stored_a), _unfinished(stored_b)]
-        rows_a, rows_b = stored_a, stored_b
-        variants_a, variants_b = set(stored_a.variants), set(stored_b.variants)
-        if variant:
-            rows_a = _split_variant(stored_a, variant, f"run '{a}'")
-            rows_b = _split_variant(stored_b, variant, f"run '{b}'")
-            variants_a = variants_b = {variant}
-        shared = variants_a & variants_b
-        if variants_a == variants_b:
-            group_by = ("provider", "variant")
-        elif shared and not (len(variants_a) == 1 and len(variants_b) == 1):
-            # paired variant by variant on the variants both runs have
-            rows_a = RowSelection([stored_a], lambda row: row.variant in shared)
-            rows_b = RowSelection([stored_b], lambda row: row.variant in shared)
-            group_by = ("provider", "variant")
-            _console(stderr=True).print(f"comparing the variants both runs have: {', '.join(sorted(shared))} "
-                      f"(left out: {', '.join(sorted((variants_a | variants_b) - shared))})")
-        elif not (len(variants_a) == 1 and len(variants_b) == 1):
-            raise BenchError(f"runs '{a}' and '{b}' have different variants "
-                             f"({', '.join(sorted(variants_a))} vs "
-                             f"{', '.join(sorted(variants_b))}); pick one with --variant")
+        rows_a, rows_b, group_by, unfinished = _two_runs(project, a, b, variant)
         label_a, label_b = a, b
     elif _is_run(project, a) or _is_run(project, b):  # one run id: the other is no run
         run_id, other = (a, b) if _is_run(project, a) else (b, a)
@@ -347,26 +261,10 @@ def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
                                   mid_p=mid_p)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
-    out = _console()
     if as_json:
         print(comparison.model_dump_json(indent=2))
     else:
-        out.print(comparison_table(comparison))
-        if comparison.unpaired_a or comparison.unpaired_b:
-            out.print(f"unpaired rows left out: {comparison.unpaired_a} of A, "
-                      f"{comparison.unpaired_b} of B")
-        decided = [t.metric for t in comparison.tests
-                   if t.verdict in ("regression", "improvement")]
-        tested = {t.metric for t in comparison.tests}
-        headline = [m for m in primary_metrics() if m in tested]
-        if not headline and "task_success" in tested:  # agent episodes only: their outcome
-            headline = ["task_success"]
-        shown = list(dict.fromkeys(decided + headline))
-        print_flips(out, comparison, shown, show)
-        regressions = comparison.regressions
-        out.print("\n" + (f"[bold red]significant regression[/] in "
-                          f"{', '.join(f'{t.metric} ({t.group})' for t in regressions)}"
-                          if regressions else "no significant regression"))
+        print_comparison(_console(), comparison, show)
     said = [text for text in unfinished if text]  # stored runs that lack rows of their plan
     if said:
         partial = (f"{'; '.join(said)}; the comparison covers the pairs done only (not a "
@@ -376,3 +274,45 @@ def _compare(a: str, b: str, run: str | None, variant: str | None, dataset: str,
         if comparison.exit_code == 0:
             raise typer.Exit(3)  # bench run's exit code of an incomplete run
     raise typer.Exit(comparison.exit_code)
+
+
+def _two_runs(project: Project, a: str, b: str, variant: str | None
+              ) -> tuple[Iterable[Row], Iterable[Row], tuple[str, ...], list[str | None]]:
+    """The rows of stored runs ``a`` and ``b`` to compare (only ``variant``'s if given),
+    how to group them (by provider, and by variant when both runs have the same variants
+    or share some), and each run's :func:`_unfinished` line.
+
+    Raises:
+        BenchError: the runs differ in split, or in variants that cannot be paired.
+        Incomplete: a run is unfinished and has no row (of ``variant``) yet.
+    """
+    from bench.compare.core import RowSelection
+    from bench.datasets.splits import refuse_mixed_splits, run_split
+
+    refuse_mixed_splits({name: run_split(project.store(name).load_manifest().config)
+                         for name in (a, b)})
+    stored_a, stored_b = _rows_of(project, a), _rows_of(project, b)
+    unfinished = [_unfinished(stored_a), _unfinished(stored_b)]
+    rows_a: Iterable[Row] = stored_a
+    rows_b: Iterable[Row] = stored_b
+    group_by: tuple[str, ...] = ("provider",)
+    variants_a, variants_b = set(stored_a.variants), set(stored_b.variants)
+    if variant:
+        rows_a = _split_variant(stored_a, variant, f"run '{a}'")
+        rows_b = _split_variant(stored_b, variant, f"run '{b}'")
+        variants_a = variants_b = {variant}
+    shared = variants_a & variants_b
+    if variants_a == variants_b:
+        group_by = ("provider", "variant")
+    elif shared and not (len(variants_a) == 1 and len(variants_b) == 1):
+        # paired variant by variant on the variants both runs have
+        rows_a = RowSelection([stored_a], lambda row: row.variant in shared)
+        rows_b = RowSelection([stored_b], lambda row: row.variant in shared)
+        group_by = ("provider", "variant")
+        _console(stderr=True).print(f"comparing the variants both runs have: {', '.join(sorted(shared))} "
+                  f"(left out: {', '.join(sorted((variants_a | variants_b) - shared))})")
+    elif not (len(variants_a) == 1 and len(variants_b) == 1):
+        raise BenchError(f"runs '{a}' and '{b}' have different variants "
+                         f"({', '.join(sorted(variants_a))} vs "
+                         f"{', '.join(sorted(variants_b))}); pick one with --variant")
+    return rows_a, rows_b, group_by, unfinished

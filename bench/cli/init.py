@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -12,6 +12,9 @@ from rich.console import Console
 from bench.cli.options import split_list
 from bench.errors import BenchError, terminal_safe
 from bench.plural import count
+
+if TYPE_CHECKING:
+    from bench.importers.scaffold import InitResult, InitSource
 
 out = Console(soft_wrap=True)
 
@@ -54,8 +57,33 @@ def init(
     execute and a gate in pyproject.toml (added to yours), an empty dataset with its format,
     and a README (BENCH.md beside yours). Secrets in --mcp become ${NAME} references."""
     from bench.importers.common import check_name
-    from bench.importers.scaffold import InitSource, init_project
-    from bench.toolset_config import read_only_fix
+    from bench.importers.scaffold import init_project
+
+    source = _source(mcp, tools, tools_format, python)
+    toolset = name or folder.resolve().name
+    try:
+        check_name("toolset", toolset)
+    except BenchError as exc:
+        if name:
+            raise
+        raise BenchError(f"{exc.message}: the folder's name is the toolset's unless "
+                         "--name NAME gives one") from None
+    result = init_project(folder, source, toolset, read_only=split_list(read_only),
+                          writes=split_list(writes), execute=not no_execute, timeout_s=timeout,
+                          force=force)
+    _print_result(folder, toolset, source, result)
+
+
+def _source(mcp: str | None, tools: Path | None, tools_format: str | None,
+            python: str | None) -> InitSource:
+    """The one source ``bench init`` was given: ``--mcp`` (a command line, split as a shell
+    does, or a URL), ``--tools`` with its ``--format``, or ``--python``.
+
+    Raises:
+        BenchError: none or several sources, ``--format`` without ``--tools`` or not a known
+            format, or an ``--mcp`` command line that cannot be split.
+    """
+    from bench.importers.scaffold import InitSource
 
     given = [option for option, value in (("--mcp", mcp), ("--tools", tools),
                                           ("--python", python)) if value]
@@ -74,25 +102,20 @@ def init(
                 server = shlex.split(mcp)
             except ValueError as exc:
                 raise BenchError(f"--mcp: {exc} in '{mcp}'") from None
-        source = InitSource("mcp", server=server)
-    elif tools:
-        source = InitSource("tools", path=tools, fmt=tools_format)
-    else:
-        source = InitSource("python", module=python)
-    toolset = name or folder.resolve().name
-    try:
-        check_name("toolset", toolset)
-    except BenchError as exc:
-        if name:
-            raise
-        raise BenchError(f"{exc.message}: the folder's name is the toolset's unless "
-                         "--name NAME gives one") from None
-    result = init_project(folder, source, toolset, read_only=split_list(read_only),
-                          writes=split_list(writes), execute=not no_execute, timeout_s=timeout,
-                          force=force)
+        return InitSource("mcp", server=server)
+    if tools:
+        return InitSource("tools", path=tools, fmt=tools_format)
+    return InitSource("python", module=python)
+
+
+def _print_result(folder: Path, toolset: str, source: InitSource, result: InitResult) -> None:
+    """What ``bench init`` made (stdout): its notes, the tools imported, the files written,
+    the secrets to export, how calls execute, and what to do next."""
+    from bench.descriptions.variants import same_text_notes
+    from bench.toolset_config import read_only_fix
+
     for note in result.notes:
         out.print(f"note: {terminal_safe(note)}", markup=False)
-    from bench.descriptions.variants import same_text_notes
     for note in same_text_notes(toolset, result.root / "descriptions"):
         out.print(f"note: {terminal_safe(note)}", markup=False)
     out.print(f"imported {count(len(result.tools), 'tool')} from {source.label()} into "

@@ -299,7 +299,7 @@ def _print_start_notes(runner: Runner, resumed: bool) -> None:
                       "figures are on all its cases ('bench split' adds one)", markup=False)
     for problem in runner.invalid_cases:
         say(f"skipped case '{problem.case_id}' ({runner.dataset.path}:{problem.line}, "
-             f"{problem.field}): {problem.message}")
+            f"{problem.field}): {problem.message}")
     if runner.invalid_cases:
         skipped_cases = len({p.case_id for p in runner.invalid_cases})
         err.print(f"{count(skipped_cases, 'case')} skipped for labels that do not fit the "
@@ -335,7 +335,7 @@ def _say_stopped(runner: Runner, starting: bool) -> NoReturn:
         typer.Exit: always.
     """
     terminated = was_terminated() or (runner.signals is not None
-                                 and runner.signals.signum == signal.SIGTERM)
+                                      and runner.signals.signum == signal.SIGTERM)
     if starting:
         err.print(f"{'terminated' if terminated else 'interrupted'} while starting the "
                   "providers; nothing was sent")

@@ -17,7 +17,7 @@ from bench.limits import DEFAULT_PROVIDERS, DEFAULT_VARIANTS
 
 if TYPE_CHECKING:
     from bench.project import Project
-    from bench.runner import Runner
+    from bench.runner import RunConfig, Runner
 
 # the settings a resume may change (the model's SHA-256 is checked against the run's)
 _THROUGHPUT = ("concurrency", "max_usd", "cache", "max_total_tokens", "cache_path", "pricing",
@@ -57,7 +57,7 @@ def open_from_options(ctx: typer.Context, project: Project, options: dict[str, A
     return runner
 
 
-def _new_config(options: dict[str, Any], throughput: dict[str, Any]) -> Any:
+def _new_config(options: dict[str, Any], throughput: dict[str, Any]) -> RunConfig:
     """The :class:`bench.runner.RunConfig` of a new run from ``bench run``'s ``options``
     (their raw values, checked by RunConfig: e.g. ``--split``'s text).
 
