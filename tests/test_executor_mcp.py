@@ -544,14 +544,14 @@ def test_the_oracle_never_sends_a_placeholder_for_a_pattern_only_argument(tmp_pa
 @pytest.mark.slow
 def test_bench_starts_a_stdio_server_itself_and_reads_its_exit_status_from_its_process(
         tmp_path):
-    """The server is bench's own child (bench.executor.backends.mcp_stdio, a Transport as
+    """The server is bench's own child (bench.mcp_stdio, a Transport as
     mcp.Client takes one), not a local read out of the SDK's stdio_client generator: the
     process handed over tells the exit status of a server that exits during a call, and a
     server left running is stopped when the session ends."""
     import anyio
     from mcp import Client
 
-    from bench.executor.backends.mcp_stdio import stdio_transport
+    from bench.mcp_stdio import stdio_transport
 
     started: list = []
 

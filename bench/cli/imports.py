@@ -16,6 +16,7 @@ from bench.paths import project_root
 from bench.plural import count
 
 if TYPE_CHECKING:  # the importers load when a command runs
+    from bench.importers.common import ImportedToolset
     from bench.importers.toollists import Format
 
 import_app = typer.Typer(no_args_is_help=True, help="Import toolsets (and BFCL cases) from "
@@ -32,7 +33,7 @@ def _default_name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", path.stem).strip("_-")[:64] or "imported"
 
 
-def _report(imported, variant_path: Path) -> None:  # noqa: ANN001 - ImportedToolset
+def _report(imported: ImportedToolset, variant_path: Path) -> None:
     for note in imported.notes:
         out.print(f"note: {note}", soft_wrap=True, markup=False)
     if imported.renamed:

@@ -18,6 +18,8 @@ from bench.plural import count
 
 if TYPE_CHECKING:
     from bench.descriptions.containment import TestIndex
+    from bench.descriptions.lint import Finding
+    from bench.models import Case
 
 def lint(
     toolset: Annotated[Optional[list[str]], typer.Option(
@@ -88,7 +90,8 @@ def lint(
         raise typer.Exit(1)
 
 
-def _test_cases(names: list[str], toolsets: list[str]) -> dict[str, list[tuple[list, Path]]]:
+def _test_cases(names: list[str], toolsets: list[str]
+                ) -> dict[str, list[tuple[list[Case], Path]]]:
     """``toolset -> [(test cases, datasheet)]`` of the datasets to check for leaks: ``names``
     (``["none"]``: none), else every dataset under ``datasets/`` using a linted toolset. A
     dataset without splits counts every case as test. Labels are read through each
@@ -104,7 +107,7 @@ def _test_cases(names: list[str], toolsets: list[str]) -> dict[str, list[tuple[l
 
     if names == ["none"]:
         return {}
-    out: dict[str, list[tuple[list, Path]]] = {}
+    out: dict[str, list[tuple[list[Case], Path]]] = {}
     for name in names or available_datasets():
         if not names and _no_cases_yet(name):
             # a new project (bench init) lints its descriptions before it has cases
@@ -156,7 +159,7 @@ def _no_cases_yet(name: str) -> bool:
         return False  # load_dataset names the problem
 
 
-def _print(findings, linted) -> None:  # noqa: ANN001 - plain data
+def _print(findings: list[Finding], linted: list[tuple[str, str]]) -> None:
     from bench.descriptions.lint import RULES
 
     table = Table(show_header=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Optional, TypedDict
+from typing import TYPE_CHECKING, Annotated, Optional, TypedDict
 
 import typer
 from rich.console import Console
@@ -16,6 +16,12 @@ from bench.cli.options import split_list
 from bench.cli.output import out
 from bench.errors import BenchError, shorten_message, visible_text
 from bench.plural import count
+
+if TYPE_CHECKING:
+    from bench.datasets import Dataset
+    from bench.datasets.labels import LabelProblem
+    from bench.descriptions.diff import ToolDiff
+    from bench.descriptions.variants import Variant
 
 variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
                            help="List variants (lines, tokens per provider) or diff two.")
@@ -48,7 +54,7 @@ class _VariantRow(TypedDict):
     costs: list[_CostRow]
 
 
-def _local_tool_tokens(variants: list, model_path: str | None) -> dict[str, int]:
+def _local_tool_tokens(variants: list[Variant], model_path: str | None) -> dict[str, int]:
     """Tools-block tokens in the local model's tokenizer; {} without the 'local' extra."""
     from bench.providers.local import find_default_model, tools_block_tokens
 
@@ -206,7 +212,8 @@ def variants_diff(
         raise typer.Exit(1)
 
 
-def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001 - plain data
+def _print_diff(toolset: str, a: str, b: str, diffs: list[ToolDiff], datasets: list[Dataset],
+                broken: list[tuple[Dataset, LabelProblem, bool]]) -> None:
     out.print(f"[bold]{escape(toolset)}: {escape(a)} -> {escape(b)}[/bold]: "
               f"{count(len(diffs), 'tool')} changed")
     table = Table(show_header=True, title_justify="left")
@@ -240,7 +247,9 @@ def _print_diff(toolset, a, b, diffs, datasets, broken) -> None:  # noqa: ANN001
         for column in ("case", "where", "field", "problem", "new"):
             table.add_column(column)
         for ds, problem, is_new in broken:
-            table.add_row(problem.case_id, f"{ds.path.name}:{problem.line}", problem.field,
+            # an hf: dataset's path is its spec string, not a file
+            where = ds.path.name if not isinstance(ds.path, str) else ds.path
+            table.add_row(problem.case_id, f"{where}:{problem.line}", problem.field,
                           escape(problem.message), "yes" if is_new else "already")
         out.print(table)
 

@@ -113,7 +113,7 @@ class _SdkLog(logging.Handler):
 
 #: The loggers :class:`_SdkLog` hears: the SDK's, and bench's stdio transport's (which logs
 #: a stdout line that is not JSON-RPC).
-_SDK_LOGGERS = ("mcp", "bench.executor.backends.mcp_stdio")
+_SDK_LOGGERS = ("mcp", "bench.mcp_stdio")
 
 
 @contextlib.contextmanager
@@ -237,7 +237,7 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
     import anyio
     from mcp import Client
 
-    from bench.executor.backends.mcp_stdio import stdio_transport
+    from bench.mcp_stdio import stdio_transport
 
     if not command:
         raise BenchError("no server command given (bench import mcp --name N -- <command...>)")

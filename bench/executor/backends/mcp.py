@@ -25,7 +25,7 @@ a call runs fails that call with the error class ``server_exited`` (code ``exit_
 timeout), at most ``max_restarts`` times; then the run stops with one line naming the server
 and its log. Before, every later call of every tool failed on the closed connection as if it
 were the tool's own failure. The exit status comes from the server's process, which bench
-starts itself through its own stdio transport (:mod:`bench.executor.backends.mcp_stdio`, a
+starts itself through its own stdio transport (:mod:`bench.mcp_stdio`, a
 ``Transport`` as ``mcp.Client`` takes one): the SDK's ``stdio_client`` exposes no handle on
 the process it starts.
 """
@@ -136,7 +136,7 @@ def _log_tail(errlog: Path | None) -> str:
 #: a traceback per line on bench's terminal, between its progress lines.
 _SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.client", "mcp.client.streamable_http",
                 "mcp.shared.jsonrpc_dispatcher", "mcp.shared.dispatcher",
-                "mcp.os.posix.utilities", "client", "bench.executor.backends.mcp_stdio")
+                "mcp.os.posix.utilities", "client", "bench.mcp_stdio")
 
 
 class _ToServerLog(logging.Filter):
@@ -402,7 +402,7 @@ class McpBackend:
         try:
             target: Any = self._params
             if not isinstance(target, str):  # our own transport: its process tells its exit
-                from bench.executor.backends.mcp_stdio import stdio_transport
+                from bench.mcp_stdio import stdio_transport
                 self._log = _RedactedLog(self._errlog) if self._errlog is not None else None
                 target = stdio_transport(
                     target.command, target.args, env=target.env, cwd=target.cwd,
@@ -441,7 +441,7 @@ class McpBackend:
 
     def _abort(self) -> None:
         """Stop a start in progress: its session is cancelled, which stops the server
-        (:func:`~bench.executor.backends.mcp_stdio.stdio_transport`'s shutdown, a few seconds
+        (:func:`~bench.mcp_stdio.stdio_transport`'s shutdown, a few seconds
         at most); waits for that as :meth:`close` does."""
         def cancel() -> None:
             if self._session_task is not None:
@@ -452,8 +452,8 @@ class McpBackend:
         self._thread.join(timeout=10)
 
     def _started(self, process: Any) -> None:
-        """Keep the server ``process`` of this start (:func:`~bench.executor.backends.
-        mcp_stdio.stdio_transport` calls it): its ``returncode`` tells an exit."""
+        """Keep the server ``process`` of this start (:func:`~bench.mcp_stdio.stdio_transport`
+        calls it): its ``returncode`` tells an exit."""
         self._process = process
 
     @staticmethod

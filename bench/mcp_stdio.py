@@ -17,7 +17,7 @@ closes its stdin, waits :data:`EXIT_WAIT_S`, then terminates the group (SIGTERM,
 initiate shutdown by first closing the input stream to the child process ... sending SIGTERM
 if the server does not exit within a reasonable time ... SIGKILL if the server does not exit
 within a reasonable time after SIGTERM"). A line the server prints on stdout that is not
-JSON-RPC is logged (logger ``bench.executor.backends.mcp_stdio``, which
+JSON-RPC is logged (logger ``bench.mcp_stdio``, which
 :mod:`bench.executor.backends.mcp` writes to the server's log) and handed to the session as
 an exception, as the SDK does.
 """
