@@ -52,7 +52,8 @@ def signal_retrievers(config: Any) -> list[str]:
     """The retrievers of the run's fast signal: BM25 always; the embedding retriever when the
     run asks for it, or runs the embedded model (``local``)."""
     wanted = ["bm25"]
-    if "embedding" in config.retrievers or any(p == "local" or p.startswith("local:")
+    from bench.providers.registry import runs_embedded_model
+    if "embedding" in config.retrievers or any(runs_embedded_model(p)
                                                for p in config.providers):
         wanted.append("embedding")
     return wanted

@@ -24,13 +24,13 @@ def resolve_method(method: str, provider_id: str) -> str:
     Raises:
         BenchError: ``method`` is not one of :data:`METHODS`.
     """
-    from bench.providers.registry import kind_of
+    from bench.providers.registry import runs_embedded_model
 
     if method not in METHODS:
         raise BenchError(f"--method must be {', '.join(METHODS)}, not '{method}'")
     if method != "auto":
         return method
-    return "sections" if kind_of(provider_id) == "local" else "whole"
+    return "sections" if runs_embedded_model(provider_id) else "whole"
 
 
 class Asker:
@@ -46,7 +46,7 @@ class Asker:
         from bench.providers.local.prompt import EPISODE_NO_CALL_LAYOUT
         from bench.providers.pipeline import build_pipeline
         from bench.providers import make_provider
-        from bench.providers.registry import kind_of
+        from bench.providers.registry import runs_embedded_model
         from bench.runner.config import RunConfig
         from bench.runner.startup import default_factory
 
@@ -54,7 +54,7 @@ class Asker:
         # carries words (an episode's final answer) lets it answer in text as well
         config = RunConfig(providers=[provider_id], request_timeout_s=timeout_s,
                            max_tokens=max_tokens, no_call_layout=EPISODE_NO_CALL_LAYOUT)
-        if kind_of(provider_id) == "local":  # a run's settings, and a hang bounded by ours
+        if runs_embedded_model(provider_id):  # a run's settings, and a hang bounded by ours
             self.provider = make_provider(provider_id, max_tokens=max_tokens,
                                           no_call_layout=EPISODE_NO_CALL_LAYOUT,
                                           answer_timeout_s=timeout_s)
