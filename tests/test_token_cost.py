@@ -86,12 +86,12 @@ def test_openai_encodings_grow_with_the_description(project):
 @pytest.mark.slow
 def test_variants_command_shows_every_family(run_bench, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    result = run_bench("variants", "--variants", "l3,l30", "--json")
+    result = run_bench("variants", "--toolset", "ecommerce", "--variants", "l3,l30", "--json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["variants"]
     assert [r["variant"] for r in rows] == ["l3", "l30"]
     families = [(c["family"], c["label"], c["estimate"]) for c in rows[0]["costs"]]
     assert families == [("openai", "o200k", True), ("openai", "cl100k", True),
                         ("anthropic", "estimate", True)]
-    table = run_bench("variants", "--variants", "l3")
+    table = run_bench("variants", "--toolset", "ecommerce", "--variants", "l3")
     assert "anthropic estimate*" in table.stdout and "+346" in table.stdout
