@@ -165,14 +165,8 @@ class ToolsetSettings(BaseModel):
     @field_validator("error_pattern")
     @classmethod
     def _a_regular_expression(cls, value: str | None) -> str | None:
-        """``error_pattern`` compiles (the ``regex`` module, Python ``re`` syntax, as it is
-        searched: :meth:`error_regex`), or one line says why not."""
-        if value is not None:
-            try:
-                regex.compile(value)
-            except regex.error as exc:
-                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
-        return value
+        """``error_pattern`` compiles (:func:`checked_error_pattern`)."""
+        return checked_error_pattern(value)
 
     def error_regex(self) -> regex.Pattern[str] | None:
         """``error_pattern`` compiled with the ``regex`` module, whose searches take a time
@@ -302,6 +296,21 @@ def read_only_fix(tools: Sequence[str]) -> str:
             f"permission: read in {'its spec' if one else 'their specs'} and "
             "variants/current.yaml (bench init --force --read-only "
             f"{','.join(tools)} writes them)")
+
+
+def checked_error_pattern(value: str | None) -> str | None:
+    """``value`` when it compiles with the ``regex`` module that searches it (Python ``re``
+    syntax): a toolset's ``error_pattern`` and ``bench run --error-pattern`` alike.
+
+    Raises:
+        ValueError: one line, it is not a regular expression and why.
+    """
+    if value is not None:
+        try:
+            regex.compile(value)
+        except regex.error as exc:
+            raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+    return value
 
 
 def read_tool_table(path: Path, name: str) -> dict[str, object] | None:

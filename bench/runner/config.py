@@ -7,7 +7,6 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import BenchError, FieldValueError, pydantic_error_field
@@ -25,6 +24,7 @@ from bench.providers.cache import (
     CACHE_MODES,
 )
 from bench.shard import format_shard, parse_shard
+from bench.toolset_config import checked_error_pattern
 
 DEFAULT_CACHE_PATH = ("reports", "cache", "responses.sqlite")
 # After a stop signal, requests in flight get their SDK timeout plus this (s) to answer; then
@@ -201,15 +201,9 @@ class RunConfig(BaseModel):
     @field_validator("error_pattern")
     @classmethod
     def _a_regular_expression(cls, value: str | None) -> str | None:
-        """``error_pattern`` compiles (the ``regex`` module that searches it, Python ``re``
-        syntax, as a toolset's does: :mod:`bench.toolset_config`), or one line says why
-        not."""
-        if value is not None:
-            try:
-                regex.compile(value)
-            except regex.error as exc:
-                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
-        return value
+        """``error_pattern`` compiles as a toolset's does
+        (:func:`bench.toolset_config.checked_error_pattern`)."""
+        return checked_error_pattern(value)
 
     @model_validator(mode="after")
     def _error_pattern_with_a_server(self) -> "RunConfig":
