@@ -236,7 +236,7 @@ def test_datasheet_counts_are_generated_from_the_cases(name):
     data = dataset(name)
     names = [t for ts in data.toolsets for t in tools(ts)]
     assert block == markdown(data, names).strip(), (
-        f"run: python -m bench.datasets.stats {name} --write")
+        f"run: python -m bench.descriptions.datasheet {name} --write")
 
 
 def test_call_check_rejects_a_bad_label():

@@ -1,8 +1,10 @@
 """Dataset statistics for datasheets: counts per category, language and tool.
 
-``python -m bench.datasets.stats ecommerce`` prints the Markdown tables; ``--write`` replaces
-the block between ``<!-- stats:begin -->`` and ``<!-- stats:end -->`` in the dataset's
-``README.md`` so that the datasheet's figures are generated, never typed.
+:func:`markdown` makes the Markdown tables and :func:`write_block` replaces the block between
+``<!-- stats:begin -->`` and ``<!-- stats:end -->`` in the dataset's ``README.md`` so that the
+datasheet's figures are generated, never typed (the command is
+``python -m bench.descriptions.datasheet ecommerce --write``: it needs the toolset's tool
+names, which the descriptions tier above this one reads).
 
 Categories (one tag per case, after BFCL's simple / multiple / parallel / parallel-multiple /
 irrelevance split, plus ask and multi-turn): see :data:`CATEGORIES` and
@@ -11,14 +13,11 @@ irrelevance split, plus ask and multi-turn): see :data:`CATEGORIES` and
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
 
-import typer
 
-from bench.datasets.loader import Dataset, load_dataset
+from bench.datasets.loader import Dataset
 from bench.errors import BenchError
 from bench.models import Case
 from bench.plural import count
@@ -138,40 +137,3 @@ def write_block(readme: Path, block: str) -> bool:
     if new != text:
         readme.write_text(new, encoding="utf-8")
     return new != text
-
-
-def toolset_tools(dataset: Dataset) -> list[str] | None:
-    """Tool names of the dataset's toolset(s) from their l50 variant, or None if unknown."""
-    from bench.descriptions.variants import load_variant
-
-    names: list[str] = []
-    for toolset in dataset.toolsets:
-        try:
-            names += [t.name for t in load_variant(toolset, "l50").tools]
-        except BenchError:
-            return None
-    return names
-
-
-def main(
-    datasets: Annotated[list[str], typer.Argument(help="Dataset names under datasets/.")],
-    write: Annotated[bool, typer.Option(
-        "--write", help="Replace the stats block in datasets/<name>/README.md.")] = False,
-) -> None:
-    """Print (or write into each datasheet) the datasets' count tables."""
-    try:
-        for name in datasets:
-            dataset = load_dataset(name)
-            block = markdown(dataset, toolset_tools(dataset))
-            if write and isinstance(dataset.path, Path):
-                readme = dataset.path.parent / "README.md"
-                print(f"{readme}: {'updated' if write_block(readme, block) else 'up to date'}")
-            else:
-                print(block)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(exc.exit_code) from None
-
-
-if __name__ == "__main__":
-    typer.run(main)

@@ -202,7 +202,8 @@ def refresh_datasheet(folder: Path, toolset: str | None = None) -> Path:
         BenchError: the folder's ``cases.jsonl`` does not load.
     """
     from bench.datasets import load_dataset
-    from bench.datasets.stats import BEGIN, END, markdown, toolset_tools
+    from bench.datasets.stats import BEGIN, END, markdown
+    from bench.descriptions.datasheet import toolset_tools
     from bench.store.files import atomic_write_text
 
     dataset = load_dataset(str(folder / "cases.jsonl"))
