@@ -61,7 +61,7 @@ def test_a_state_check_that_writes_is_refused_at_load_time():
 
 
 def test_label_sql_that_never_ends_is_stopped_with_its_field(monkeypatch):
-    monkeypatch.setattr("bench.episodes.state.LABEL_SQL_BUDGET_S", 0.2)
+    monkeypatch.setattr("bench.executor.backends.states.LABEL_SQL_BUDGET_S", 0.2)
     forever = ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) "
                "SELECT count(*) FROM n")
     with pytest.raises(StateError, match="ran longer than") as check:

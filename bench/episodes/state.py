@@ -12,18 +12,22 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections import deque
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from bench.episodes.stored import CappedText, stored, stored_json
 from bench.executor.backends import ReferenceBackends
 from bench.executor.backends.base import MemoryShopDB, _read_only_authorizer
-from bench.executor.backends.shopcache import shop_db_path
 from bench.executor.backends.shopdb import DEFAULT_SEED
+# the label SQL rules live below both users (a single-answer case's state and an episode's
+# database); their names are kept here for callers of this module
+from bench.executor.backends.states import LABEL_GROWTH_BYTES as LABEL_GROWTH_BYTES
+from bench.executor.backends.states import LABEL_SQL_BUDGET_S as LABEL_SQL_BUDGET_S
+from bench.executor.backends.states import LABEL_VALUE_BYTES as LABEL_VALUE_BYTES
 from bench.executor.backends.states import StateError as StateError  # raised here too
+from bench.executor.backends.states import (label_sql, run_label_sql, run_overrides,
+                                            seeded_image)
 from bench.jsonl import dumps
 from bench.models import StateCheck
 
@@ -75,7 +79,7 @@ class EpisodeDatabase:
         try:
             if self.overrides:
                 with db.lock:
-                    _run_overrides(db.connection, self.overrides)
+                    run_overrides(db.connection, self.overrides)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -124,138 +128,6 @@ def _release(db: MemoryShopDB, seed: int, clean: bool) -> None:
     db.close()
 
 
-_IMAGES: dict[int, tuple[Path, bytes]] = {}
-_IMAGES_LOCK = threading.Lock()
-
-
-def seeded_image(seed: int = DEFAULT_SEED) -> tuple[Path, bytes]:
-    """The seeded shop database's file and its bytes, read once per process and seed (about
-    3.6 MB held; the file is generated on first use, :func:`shop_db_path`)."""
-    with _IMAGES_LOCK:
-        if seed not in _IMAGES:
-            path = shop_db_path(seed)
-            _IMAGES[seed] = (path, path.read_bytes())
-        return _IMAGES[seed]
-
-
-LABEL_SQL_BUDGET_S = 10.0
-"""Wall time one label statement (an override or a state check) may run: a recursive CTE
-without an end would otherwise hang the load-time check and every episode."""
-
-LABEL_VALUE_BYTES = 1_000_000
-"""Longest string or blob label SQL may build, bytes (SQLite's ``SQLITE_LIMIT_LENGTH`` on its
-connections): one SQL function call (``randomblob``, ``printf('%.*c', ...)``) is never
-stopped by the time budget, and ``SELECT randomblob(400000000)`` took 3.1 GB. The seeded
-database's longest value is 54 bytes and the shipped labels' longest SQL 91 characters;
-1 MB still plants a note that overflows the 2,000-token result budget 100 times over."""
-
-LABEL_GROWTH_BYTES = 64 * 2**20
-"""How much label SQL may grow an episode's database (its main and its temp schema each),
-bytes (SQLite's ``max_page_count``): the time budget alone let a recursive CTE insert
-3,000,000 rows of 200 bytes in 4 s, 749 MB held by the load-time check, each statement of a
-label 10 s of it. The seeded database is 3.6 MB and the shipped labels add a few rows."""
-
-# Rows fetched at once from label SQL, never all of an unbounded result: at most 100 MB held
-# (values of LABEL_VALUE_BYTES), and a 200,000-row result reads about as fast as with 1,000.
-_FETCH_ROWS = 100
-
-# Label SQL runs on a copy, so it may write that copy's tables; it may not reach beyond it:
-# ATTACH (and VACUUM, which attaches its target) creates files anywhere, a transaction
-# statement would end the load-time check's transaction, a PRAGMA can change how the file is
-# kept (journal_mode, writable_schema), a trigger would run inside the model's writes, where
-# no label budget applies; a virtual table's module runs its own SQL (fts5 reads PRAGMA
-# data_version and then fails as "vtable constructor failed"), and no tool reads one.
-# Codes: sqlite.org/c3ref/c_alter_table.html
-_LABEL_DENIED = {sqlite3.SQLITE_ATTACH: "ATTACH", sqlite3.SQLITE_DETACH: "DETACH",
-                 sqlite3.SQLITE_TRANSACTION: "a transaction statement",
-                 sqlite3.SQLITE_PRAGMA: "PRAGMA",
-                 getattr(sqlite3, "SQLITE_SAVEPOINT", 32): "SAVEPOINT",
-                 sqlite3.SQLITE_CREATE_TRIGGER: "CREATE TRIGGER",
-                 sqlite3.SQLITE_CREATE_TEMP_TRIGGER: "CREATE TRIGGER",
-                 sqlite3.SQLITE_CREATE_VTABLE: "CREATE VIRTUAL TABLE",
-                 sqlite3.SQLITE_DROP_VTABLE: "DROP TABLE of a virtual table"}
-_DENIED_HERE = threading.local()  # what _label_authorizer last refused, in this thread
-
-
-def _label_authorizer(action: int, *_: Any) -> int:
-    if action in _LABEL_DENIED:
-        _DENIED_HERE.action = action
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
-
-
-@contextmanager
-def _label_sql(conn: sqlite3.Connection,
-               authorizer: Callable[..., int] = _label_authorizer) -> Iterator[list[float]]:
-    """Run label SQL on ``conn`` under ``authorizer``, :data:`LABEL_SQL_BUDGET_S` (each
-    statement's own budget, SQLite's progress handler), :data:`LABEL_VALUE_BYTES` and
-    :data:`LABEL_GROWTH_BYTES`; yields the one-item deadline list that :func:`_run_label_sql`
-    sets. Under the read-only authorizer nothing can add pages, so the growth limit (two
-    schemas' worth of PRAGMAs, the larger part of a state check's cost) is left out."""
-    deadline = [0.0]
-    # bench's own PRAGMAs, before the authorizer that refuses the label's
-    most = {} if authorizer is _read_only_authorizer else {
-        schema: _pragma(conn, schema, "max_page_count") for schema in ("main", "temp")}
-    for schema in most:
-        growth = LABEL_GROWTH_BYTES // _pragma(conn, schema, "page_size")
-        _pragma(conn, schema, "max_page_count",
-                _pragma(conn, schema, "page_count") + growth)
-    conn.set_authorizer(authorizer)
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline[0]), 10_000)
-    length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LABEL_VALUE_BYTES)
-    try:
-        yield deadline
-    finally:
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
-        conn.set_progress_handler(None, 0)
-        conn.set_authorizer(None)
-        for schema, pages in most.items():
-            _pragma(conn, schema, "max_page_count", pages)
-
-
-def _pragma(conn: sqlite3.Connection, schema: str, name: str, value: int | None = None) -> int:
-    """``PRAGMA schema.name`` (set to ``value`` when given), its integer answer."""
-    assigned = "" if value is None else f" = {int(value)}"
-    return int(conn.execute(f"PRAGMA {schema}.{name}{assigned}").fetchone()[0])
-
-
-def _run_label_sql(conn: sqlite3.Connection, sql: str,
-                   deadline: list[float]) -> Iterator[list[tuple[Any, ...]]]:
-    """``sql``'s rows in batches of at most :data:`_FETCH_ROWS` (a result of millions of
-    rows is never held whole), its budget starting at the first; SQLite's errors made
-    readable."""
-    deadline[0] = time.monotonic() + LABEL_SQL_BUDGET_S
-    _DENIED_HERE.action = None
-    try:
-        cursor = conn.execute(sql)
-        while rows := cursor.fetchmany(_FETCH_ROWS):
-            yield rows
-    except sqlite3.DataError as exc:
-        if "too big" in str(exc):
-            raise sqlite3.DataError(
-                f"builds a value over {LABEL_VALUE_BYTES:,} bytes, the label limit "
-                f"({exc})") from None
-        raise
-    except sqlite3.DatabaseError as exc:
-        if "database or disk is full" in str(exc):
-            raise sqlite3.OperationalError(
-                f"grows the database by more than {LABEL_GROWTH_BYTES // 2**20} MB, the label "
-                f"limit, or the disk is full ({exc})") from None
-        if "interrupted" in str(exc):
-            raise sqlite3.OperationalError(
-                f"ran longer than {LABEL_SQL_BUDGET_S:g} s and was stopped (a recursive "
-                "query without an end?)") from None
-        denied = _LABEL_DENIED.get(_DENIED_HERE.action)
-        if denied or "not authorized" in str(exc) or "authorization denied" in str(exc):
-            # a virtual table's module reports a refusal as its own failure: name the rule
-            said = f"{denied} is refused" if denied else str(exc)
-            raise sqlite3.OperationalError(
-                f"{said} (label SQL may change the episode's copy only: no ATTACH, VACUUM, "
-                "PRAGMA, trigger, virtual table or transaction statements; a state check only "
-                "reads)") from None
-        raise
-
-
 def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
     """Run each SQL statement of ``overrides`` on the database file ``path``, committed
     (under the label rules: no ATTACH, VACUUM, PRAGMA, trigger or transaction statements,
@@ -268,24 +140,9 @@ def apply_overrides(path: Path, overrides: Sequence[str]) -> None:
         return
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        _run_overrides(conn, overrides)
+        run_overrides(conn, overrides)
     finally:
         conn.close()
-
-
-def _run_overrides(conn: sqlite3.Connection, overrides: Sequence[str]) -> None:
-    """Each override on ``conn`` under the label rules (:func:`apply_overrides`).
-
-    Raises:
-        StateError: the first that fails (field ``state.overrides.<i>``).
-    """
-    with _label_sql(conn) as deadline:
-        for i, sql in enumerate(overrides):
-            try:
-                deque(_run_label_sql(conn, sql, deadline), maxlen=0)  # run to its end
-            except (sqlite3.Error, sqlite3.Warning) as exc:
-                raise StateError(f"state.overrides.{i}",
-                                 f"override does not run: {exc}") from None
 
 
 def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
@@ -309,12 +166,12 @@ def run_checks(path: Path, checks: Sequence[StateCheck]) -> list[dict[str, Any]]
 def _checks_on(conn: sqlite3.Connection, checks: Sequence[StateCheck]) -> list[dict[str, Any]]:
     """Each check's query on ``conn`` under the read-only label rules (:func:`run_checks`)."""
     out = []
-    with _label_sql(conn, _read_only_authorizer) as deadline:
+    with label_sql(conn, _read_only_authorizer) as deadline:
         for check in checks:
             expect = [[_canonical(v) for v in row]
                       for row in json.loads(json.dumps(check.expect))]
             try:
-                got, ok = _checked_rows(_run_label_sql(conn, check.sql, deadline), expect)
+                got, ok = _checked_rows(run_label_sql(conn, check.sql, deadline), expect)
             except (sqlite3.Error, sqlite3.Warning) as exc:
                 got, ok = {"got": {"error": str(exc)}}, False
             out.append({**stored(check.sql, "sql"), **stored_json(check.expect, "expect"),
@@ -375,15 +232,15 @@ def check_label_state(overrides: Sequence[str], checks: Sequence[StateCheck],
             _PRISTINE[seed] = conn
         conn.execute("BEGIN")
         try:
-            _run_overrides(conn, overrides)
+            run_overrides(conn, overrides)
             if user_id is not None and conn.execute(
                     "SELECT 1 FROM customers WHERE customer_id = ?", (user_id,)).fetchone() is None:
                 raise StateError("state.user_id", f"unknown customer {user_id!r}: no row of "
                                  "the shop database's customers has this customer_id")
-            with _label_sql(conn, _read_only_authorizer) as deadline:
+            with label_sql(conn, _read_only_authorizer) as deadline:
                 for i, check in enumerate(checks):
                     try:
-                        deque(_run_label_sql(conn, check.sql, deadline), maxlen=0)
+                        deque(run_label_sql(conn, check.sql, deadline), maxlen=0)
                     except (sqlite3.Error, sqlite3.Warning) as exc:
                         raise StateError(f"success.state_checks.{i}.sql",
                                          f"state check does not run: {exc}") from None
