@@ -27,22 +27,71 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generator, Hashable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Generator, Hashable, Protocol, Sequence
 
 import numpy as np
 
 from bench.models import Message, Tool
-from bench.providers.local.decoding import Decoding, PreparedVariant
-from bench.providers.local.engine import EngineAnswer, _common_prefix
+from bench.providers.local.decoding import (Decoding, EngineAnswer, GreedyPicker,
+                                            PreparedVariant, common_prefix)
+from bench.providers.local.prompt import NoCallLayout
 
 if TYPE_CHECKING:
-    from llama_cpp.llama_cpp import llama_sampler_p
-
-    from bench.providers.local.engine import LocalEngine
+    from llama_cpp import Llama
+    from llama_cpp.llama_cpp import llama_context_p, llama_sampler_p
 
 # Cells reserved per answer beyond its token budget: the engine's JSON punctuation and the
 # rest of tool names it writes (tens of tokens for three calls).
 PUNCTUATION_ROOM = 128
+
+
+class BatchEngine(Protocol):
+    """The engine as a :class:`BatchDecoder` uses it (read only): a loaded
+    :class:`~bench.providers.local.engine.LocalEngine`, which builds its decoder
+    (``LocalEngine(batch=size)``). Named here so that this module imports nothing of the
+    engine, which imports it."""
+
+    @property
+    def llm(self) -> Llama:
+        """The loaded model (``n_batch``: tokens per ``llama_decode``)."""
+
+    @property
+    def n_ctx(self) -> int:
+        """The context window of one answer, tokens."""
+
+    @property
+    def layout(self) -> NoCallLayout:
+        """How the prompt offers "no tool fits" (its ``decline_tool``)."""
+
+    @property
+    def _lib(self) -> ModuleType:
+        """``llama_cpp``, imported by the engine."""
+
+    @property
+    def _ctx(self) -> llama_context_p:
+        """The model's llama.cpp context."""
+
+    @property
+    def _picker(self) -> GreedyPicker:
+        """The greedy token picker reading the context's logits."""
+
+    @property
+    def _first(self) -> llama_sampler_p:
+        """The grammar before an answer's first call."""
+
+    @property
+    def _more(self) -> llama_sampler_p:
+        """The grammar after a call."""
+
+    def variant_for(self, tools: Sequence[Tool], variant_key: str) -> PreparedVariant:
+        """The prepared variant of ``variant_key`` (prepared now if new)."""
+
+    def render(self, variant: PreparedVariant, messages: Sequence[Message]) -> list[int]:
+        """The whole prompt of a case, tokens."""
+
+    def hold_prefix(self, variant: PreparedVariant) -> None:
+        """Make sequence 0 hold exactly the variant's prefix."""
 
 
 @dataclass
@@ -87,7 +136,7 @@ class BatchDecoder:
             benchmarks).
     """
 
-    def __init__(self, engine: LocalEngine, size: int, cells: int) -> None:
+    def __init__(self, engine: BatchEngine, size: int, cells: int) -> None:
         self.engine = engine
         self.lib = engine._lib
         self.size = size
@@ -137,7 +186,7 @@ class BatchDecoder:
             engine.hold_prefix(variant)  # may read the tools block (minutes) or load it
             self._variant, self.variant_key = variant, variant_key
         shared = min(len(variant.prefix), len(prompt) - 1,
-                     _common_prefix(variant.prefix, prompt))
+                     common_prefix(variant.prefix, prompt))
         reserved = len(prompt) - shared + max_tokens + PUNCTUATION_ROOM
         if self._slots and (len(variant.prefix) + sum(s.reserved for s in self._slots)
                             + reserved > self.cells):

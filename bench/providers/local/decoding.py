@@ -30,6 +30,11 @@ grammar-constrained step would choose there anyway, and the KV cache of the rest
 Inference from Transformers via Speculative Decoding", section 2.3 at temperature 0): answers
 are the same as long as llama.cpp computes a token's logits the same in a batch as alone
 (``benchmarks/speculative_decoding.py`` counts the rows that differ: 1 of 12 did, so it is off).
+
+What an answer comes to (:class:`EngineAnswer`) and the prefix the KV cache shares
+(:func:`common_prefix`) are here, below both the engine (:mod:`bench.providers.local.engine`)
+and the batch decoder (:mod:`bench.providers.local.batching`), which answer with them: the
+engine builds the batch decoder, which imports nothing of the engine.
 """
 
 from __future__ import annotations
@@ -63,6 +68,48 @@ class PreparedVariant:
     state_file: Path | None = None
     label: str = "variant"
     transient: bool = False  # a per-case tool list, never saved (LocalEngine.prepare)
+
+
+@dataclass
+class EngineAnswer:
+    """One decoded answer.
+
+    Attributes:
+        text: the answer's JSON text.
+        finish_reason: ``stop``, ``length`` (the budget ran out) or ``error``.
+        prompt_tokens / completion_tokens / cached_tokens: token counts (completion counts
+            every answer token, the engine's punctuation included).
+        sampled_tokens: tokens the model chose (the rest were written by the engine).
+        full_grammar_passes: steps where the grammar rejected the most likely token.
+        tool_tokens: tokens of the variant's tools block.
+        error: why decoding stopped early (``finish_reason == "error"``), else None.
+        drafted_tokens / accepted_tokens: tokens guessed by prompt-lookup speculation, and
+            guesses kept (0 when it is off).
+    """
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    sampled_tokens: int
+    full_grammar_passes: int
+    tool_tokens: int = 0
+    error: str | None = None
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+
+
+def common_prefix(first: Sequence[int] | np.ndarray, second: Sequence[int] | np.ndarray
+                  ) -> int:
+    """Length of the common start of two token sequences (lists or 1-d integer arrays)."""
+    size = min(len(first), len(second))
+    if not size:
+        return 0
+    a = np.asarray(first[:size], dtype=np.int64)
+    b = np.asarray(second[:size], dtype=np.int64)
+    different = np.flatnonzero(a != b)
+    return int(different[0]) if different.size else size
 
 
 class GreedyPicker:

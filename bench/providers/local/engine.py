@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
@@ -22,7 +21,9 @@ import numpy as np
 
 from bench.errors import BenchError
 from bench.models import Message, Tool
-from bench.providers.local.decoding import Decoding, GreedyPicker, PreparedVariant
+from bench.providers.local.decoding import EngineAnswer as EngineAnswer  # what it answers
+from bench.providers.local.decoding import (Decoding, GreedyPicker, PreparedVariant,
+                                           common_prefix)
 from bench.providers.local.logs import (capture_native_errors, last_native_error,
                                         quiet_native_stderr)
 from bench.providers.local.prompt import (NoCallLayout, chat_messages, grammar_schema,
@@ -53,36 +54,6 @@ ANNOUNCED_PREFIX_TOKENS = 1024
 # fills. 12 KiB of f16 K and V per cell for Qwen2.5-0.5B (24 layers x 2 KV heads x 64 x 2 x 2
 # bytes): 12 MiB per sequence.
 BATCH_ROOM_TOKENS = 1024
-
-
-@dataclass
-class EngineAnswer:
-    """One decoded answer.
-
-    Attributes:
-        text: the answer's JSON text.
-        finish_reason: ``stop``, ``length`` (the budget ran out) or ``error``.
-        prompt_tokens / completion_tokens / cached_tokens: token counts (completion counts
-            every answer token, the engine's punctuation included).
-        sampled_tokens: tokens the model chose (the rest were written by the engine).
-        full_grammar_passes: steps where the grammar rejected the most likely token.
-        tool_tokens: tokens of the variant's tools block.
-        error: why decoding stopped early (``finish_reason == "error"``), else None.
-        drafted_tokens / accepted_tokens: tokens guessed by prompt-lookup speculation, and
-            guesses kept (0 when it is off).
-    """
-
-    text: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    sampled_tokens: int
-    full_grammar_passes: int
-    tool_tokens: int = 0
-    error: str | None = None
-    drafted_tokens: int = 0
-    accepted_tokens: int = 0
 
 
 class LocalEngine:
@@ -263,7 +234,7 @@ class LocalEngine:
                               {"role": "user", "content": "A"}])
         second = self._render([{"role": "system", "content": system},
                                {"role": "user", "content": "B"}])
-        same = _common_prefix(first, second)
+        same = common_prefix(first, second)
         return first[:max(0, same - 1)]
 
     def _state_key(self, prefix: list[int]) -> str:
@@ -287,7 +258,7 @@ class LocalEngine:
         KV state is the same whether it was computed now or loaded from disk.
         """
         llm = self.llm
-        reuse = _common_prefix(llm.input_ids[:llm.n_tokens], tokens)
+        reuse = common_prefix(llm.input_ids[:llm.n_tokens], tokens)
         prefix = variant.prefix
         if reuse < len(prefix) and tokens[:len(prefix)] == prefix:
             self._load_prefix(variant, reuse)
@@ -320,7 +291,7 @@ class LocalEngine:
         nothing after it: the cells that batched sequences share
         (:class:`~bench.providers.local.batching.BatchDecoder`)."""
         llm, prefix = self.llm, variant.prefix
-        reuse = _common_prefix(llm.input_ids[:llm.n_tokens], prefix)
+        reuse = common_prefix(llm.input_ids[:llm.n_tokens], prefix)
         if reuse < len(prefix):
             self._load_prefix(variant, reuse)
         llm.n_tokens = len(prefix)
@@ -393,7 +364,7 @@ class LocalEngine:
         answers alike)."""
         held = self.llm.input_ids[:self.llm.n_tokens]
         known = [len(v.prefix) for v in self._variants.values()
-                 if _common_prefix(held, v.prefix) == len(v.prefix)]
+                 if common_prefix(held, v.prefix) == len(v.prefix)]
         self.llm.n_tokens = min(self.llm.n_tokens, max(known, default=0))
 
     def speed(self, prompt_tokens: int = 512, decode_tokens: int = 32) -> dict[str, float]:
@@ -462,15 +433,3 @@ def _context_params(low: Any, **fields: Any) -> Iterator[None]:
         yield
     finally:
         low.llama_context_default_params = original
-
-
-def _common_prefix(first: Sequence[int] | np.ndarray, second: Sequence[int] | np.ndarray
-                   ) -> int:
-    """Length of the common start of two token sequences (lists or 1-d integer arrays)."""
-    size = min(len(first), len(second))
-    if not size:
-        return 0
-    a = np.asarray(first[:size], dtype=np.int64)
-    b = np.asarray(second[:size], dtype=np.int64)
-    different = np.flatnonzero(a != b)
-    return int(different[0]) if different.size else size
