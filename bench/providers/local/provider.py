@@ -481,13 +481,13 @@ class LocalProvider(Provider):
         return measured
 
     def start_notes(self) -> list[str]:
-        """``bench doctor``'s quick checks that warn (:func:`bench.providers.local.doctor.
+        """``bench doctor``'s quick checks that warn (:func:`bench.providers.local.machine.
         quick_checks`) and what the first row of a variant costs.
 
         Raises:
             BenchError: a check that the run would crash or could not be trusted, with its fix.
         """
-        from bench.providers.local.doctor import quick_checks
+        from bench.providers.local.machine import quick_checks
         notes = [f"warning: {finding.text}; {finding.fix}" for finding in quick_checks(self)
                  if finding.level == "warn"]
         return [*notes, f"local: model {self.model_id}; the first row of a variant reads its "
