@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from bench.project import Project
     from bench.runner import RunConfig, Runner
 
-# the settings a resume may change (the model's SHA-256 is checked against the run's)
-_THROUGHPUT = ("concurrency", "max_usd", "cache", "max_total_tokens", "cache_path", "pricing",
-               "attempts", "batch", "batch_poll_s", "model", "model_path")
+# bench run's parameters that are not a RunConfig field given as it is: read on their own
+# (defaults, lists, argv, factors, the tool space), the settings a resume may change
+# (RESUME_OVERRIDES, given when not None), and the command's own (ctx, --run-id, --resume)
+_READ_APART = frozenset({"ctx", "dataset", "variants", "provider", "cases", "execute_mcp",
+                         "factor_values", "run_id", "resume", *SPACE_OPTIONS})
 
 
 def open_from_options(ctx: typer.Context, project: Project, options: dict[str, Any],
@@ -35,9 +37,11 @@ def open_from_options(ctx: typer.Context, project: Project, options: dict[str, A
     Raises:
         BenchError: an option's value is invalid, or changes a resumed run's setting.
     """
+    from bench.runner.config import RESUME_OVERRIDES
     from bench.runner.lifecycle import open_run
 
-    throughput = {name: options[name] for name in _THROUGHPUT}
+    # the settings a resume may change (the model's SHA-256 is checked against the run's)
+    throughput = {name: options[name] for name in RESUME_OVERRIDES}
     cache, resume = options["cache"], options["resume"]
     if cache is not None and cache not in ("off", "read", "write", "readwrite"):
         raise BenchError(f"--cache must be off, read, write or readwrite, not '{cache}'")
@@ -57,6 +61,20 @@ def open_from_options(ctx: typer.Context, project: Project, options: dict[str, A
     return runner
 
 
+def given_as_they_are(options: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`bench.runner.RunConfig` fields that ``bench run``'s ``options`` give as
+    they are: each parameter named as its field (or mapped in
+    :data:`bench.cli.options.OPTION_FIELDS`) that is not read apart, with its value as typer
+    gave it (None included). A new run option named as its RunConfig field needs no edit
+    here (docs/extending.md, "Add a run option")."""
+    from bench.runner import RunConfig
+    from bench.runner.config import RESUME_OVERRIDES
+
+    apart = _READ_APART | set(RESUME_OVERRIDES)
+    return {OPTION_FIELDS.get(name, name): value for name, value in options.items()
+            if name not in apart and OPTION_FIELDS.get(name, name) in RunConfig.model_fields}
+
+
 def _new_config(options: dict[str, Any], throughput: dict[str, Any]) -> RunConfig:
     """The :class:`bench.runner.RunConfig` of a new run from ``bench run``'s ``options``
     (their raw values, checked by RunConfig: e.g. ``--split``'s text).
@@ -74,16 +92,9 @@ def _new_config(options: dict[str, Any], throughput: dict[str, Any]) -> RunConfi
             dataset=o["dataset"] or _default_dataset(),
             variants=split_list(o["variants"], "--variants") or list(DEFAULT_VARIANTS),
             providers=split_list(o["provider"], "--provider") or list(DEFAULT_PROVIDERS),
-            trials=o["trials"], limit=o["limit"], split=o["split"],
             case_ids=split_list(o["cases"], "--cases") or None,
-            seed=o["seed"], max_tokens=o["max_tokens"], no_call_layout=o["no_call_layout"],
-            threads=o["threads"], tool_choice=o["tool_choice"],
-            parallel_tool_calls=o["parallel_tool_calls"], openai_strict=o["openai_strict"],
-            stream=o["stream"], request_timeout_s=o["request_timeout"],
-            execute=o["execute"], allow_writes=o["allow_writes"],
-            allow_sensitive=o["allow_sensitive"], mcp_server=mcp_server,
-            error_pattern=o["error_pattern"], skip_invalid_cases=o["skip_invalid_cases"],
-            shard=o["shard"],
+            mcp_server=mcp_server,
+            **given_as_they_are(o),
             factors={name: split_list(values, option_name(name))
                      for name, values in o["factor_values"].items() if values},
             **space_fields(o["tools"], o["retriever"], o["top_k"], o["distractors"],
