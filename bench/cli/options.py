@@ -36,8 +36,8 @@ def split_list(values: Sequence[str] | None, option: str | None = None,
     return items
 
 
-OPTION_FIELDS = {"cases": "case_ids", "request_timeout": "request_timeout_s",
-                 "execute_mcp": "mcp_server"}
+OPTION_FIELDS = {"provider": "providers", "cases": "case_ids",
+                 "request_timeout": "request_timeout_s", "execute_mcp": "mcp_server"}
 """``bench run`` options (parameter names) whose :class:`bench.runner.RunConfig` field has
 another name; the tool-space options are in :data:`SPACE_OPTIONS`, the factor options set
 ``factors.<option>`` (:data:`FACTOR_OPTIONS`)."""
