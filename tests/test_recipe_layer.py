@@ -68,6 +68,7 @@ def test_a_layer_of_yours_sits_under_invalid_as_answer_and_above_the_cache(my_la
     assert pipeline.layers == ["InvalidAsAnswer", "Logged", "Cached", "Retrying", "Send"]
 
 
+@pytest.mark.slow
 def test_every_request_of_a_run_goes_through_your_layer(project, my_layers):
     """A real oracle run with the response cache: the layer sees each of its 8 requests
     with the tools the variant offers; a second run answered from the cache still goes

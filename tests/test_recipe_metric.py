@@ -65,6 +65,7 @@ def my_metrics(tmp_path, monkeypatch):
         sys.modules.pop("my_metrics", None)
 
 
+@pytest.mark.slow
 def test_a_metric_registered_in_a_module_of_yours_shows_in_every_view(project, my_metrics):
     """A real oracle run of 12 ecommerce cases in two variants, after importing the user's
     module: the metric's counts are the rows' own, in each view."""
@@ -101,6 +102,7 @@ def test_a_metric_registered_in_a_module_of_yours_shows_in_every_view(project, m
         [("one_call_at_most", 12, expected["l3"])]
 
 
+@pytest.mark.slow
 def test_every_registered_metric_reaches_every_reader(project):
     """One MetricSpec is the whole change for a metric read from the row: every registered
     metric that a real run's rows carry (its own reader, ``MetricSpec.row_value``, finds a
