@@ -97,7 +97,7 @@ def test_a_hostile_tools_file_is_one_line(tmp_path, text, fragment):
 @pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[1" + "0" * 5000 + "]"])
 def test_a_hostile_manifest_baseline_and_lock_are_one_line(tmp_path, text):
     from bench.descriptions.lock import read_lock
-    from bench.gate.core import load_baseline
+    from bench.gate.baseline import load_baseline
     from bench.store import RunStore
 
     (tmp_path / "lock.json").write_text(text, encoding="utf-8")

@@ -469,7 +469,8 @@ def test_bench_run_prints_pass_at_k_and_pass_hat_k_of_task_success(run_bench, pr
 
 def test_the_gate_gates_episode_task_success_against_its_baseline(project):
     from bench.gate.config import GateConfig
-    from bench.gate.core import build_baseline, compare_with_baseline, run_gate
+    from bench.gate.baseline import build_baseline, compare_with_baseline
+    from bench.gate.run import run_gate
 
     register_function("careful-gate", agent)
     register_function("stubborn-gate", stubborn)

@@ -519,7 +519,9 @@ def test_sampled_answers_keep_the_paired_test_and_say_the_per_case_rule_is_off(
     per-case rule does not apply and says why; the paired test alone passes the drop at
     p = 0.125 and the verdict carries the power warning."""
     from bench.gate.config import load_gate_config
-    from bench.gate.core import evaluate, load_baseline, run_gate
+    from bench.gate.baseline import load_baseline
+    from bench.gate.core import evaluate
+    from bench.gate.run import run_gate
 
     config = load_gate_config(tz_regressed / "pyproject.toml")
     config = config.model_copy(update={"floors": {}})
@@ -784,7 +786,8 @@ def test_an_episode_gate_runs_its_episodes_whatever_its_metrics(
     refused in one line naming the gate's field."""
     from bench.errors import BenchError
     from bench.gate.config import GateConfig
-    from bench.gate.core import evaluate, run_gate
+    from bench.gate.core import evaluate
+    from bench.gate.run import run_gate
     from bench.providers.function import register_function
     from tests.test_episodes import agent, episode
 
@@ -819,7 +822,7 @@ def test_a_gate_whose_every_provider_is_skipped_fails_naming_each_and_leaves_no_
     Before, the gate's run ended "partial" with an empty run folder left behind."""
     from bench.errors import BenchError
     from bench.gate.config import GateConfig
-    from bench.gate.core import run_gate
+    from bench.gate.run import run_gate
 
     repo = Path(__file__).resolve().parent.parent
     root = tmp_path / "project"
@@ -843,7 +846,7 @@ def test_a_gate_run_left_partial_by_a_skipped_provider_names_it_and_why(
     the skipped provider and why now."""
     from bench.errors import BenchError
     from bench.gate.config import GateConfig
-    from bench.gate.core import run_gate
+    from bench.gate.run import run_gate
 
     repo = Path(__file__).resolve().parent.parent
     root = tmp_path / "project"

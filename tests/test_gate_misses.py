@@ -22,7 +22,8 @@ import pytest
 
 from bench.errors import BenchError
 from bench.gate.config import load_gate_config
-from bench.gate.core import evaluate, run_gate
+from bench.gate.core import evaluate
+from bench.gate.run import run_gate
 
 REPO = Path(__file__).resolve().parent.parent
 

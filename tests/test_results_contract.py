@@ -176,7 +176,7 @@ def test_the_gate_changes_no_cwd_and_no_environment(tmp_path, monkeypatch):
     project, and leaves the process's cwd and environment as they were."""
     import test_gate
     from bench.gate.config import load_gate_config
-    from bench.gate.core import run_gate
+    from bench.gate.run import run_gate
 
     root = tmp_path / "team"
     root.mkdir()

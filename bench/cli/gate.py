@@ -23,27 +23,27 @@ def update(
     """Run the gate's plan and write the baseline file named in the tool.bench.gate table.
     When the table has no floors key yet, floors from the baseline's rates are added to it."""
     from bench.gate.config import load_gate_config, read_gate_table, write_floors
-    from bench.gate.core import (GateRun, baseline_floors, gate_project, load_baseline,
-                                 run_gate, write_baseline)
+    from bench.gate import baseline as gate_baseline, run as gate_run
 
     gate = load_gate_config(config)
     if gate is None:
         raise BenchError("no [tool.bench.gate] table", file=config)
-    project = gate_project(gate)
+    project = gate_run.gate_project(gate)
     if run:
         store = project.store(run)
         if not store.exists():
             raise BenchError(f"unknown run '{run}' under {project.runs_dir}")
         manifest = store.load_manifest()
-        result = GateRun(rows=list(store.load_rows(manifest)), manifest=manifest, run_id=run)
+        result = gate_run.GateRun(rows=list(store.load_rows(manifest)), manifest=manifest,
+                                  run_id=run)
     else:
-        result = run_gate(gate, project=project)
-    path = write_baseline(gate, result)
+        result = gate_run.run_gate(gate, project=project)
+    path = gate_baseline.write_baseline(gate, result)
     typer.echo(f"baseline written: {path} (run {result.run_id}, {count(len(result.rows), 'row')})")
     table = read_gate_table(config) or {}
     if "floors" not in table:  # the first baseline: a gate never runs without floors
-        document = load_baseline(path)
-        floors = baseline_floors(document) if document else {}
+        document = gate_baseline.load_baseline(path)
+        floors = gate_baseline.baseline_floors(document) if document else {}
         if floors:
             write_floors(config, floors, "written by the first bench baseline update: the "
                          "lower end of the baseline rate's 99% Wilson interval (docs/gate.md)")

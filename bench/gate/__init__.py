@@ -1,7 +1,10 @@
 """The pytest regression gate (issue 8): config, run, baseline, decision and plugin.
 
 - :mod:`bench.gate.config`: the ``[tool.bench.gate]`` settings.
-- :mod:`bench.gate.core`: run the gate, write/read the baseline, decide per metric.
+- :mod:`bench.gate.run`: run the gate's plan in its project.
+- :mod:`bench.gate.baseline`: write and read the baseline, floors from it, pair a run with it.
+- :mod:`bench.gate.core`: decide pass or fail per (variant, provider, metric).
+- :mod:`bench.gate.verdict`: a decision (:class:`~bench.gate.verdict.Verdict`) and its text.
 - :mod:`bench.gate.plugin`: the pytest plugin (entry point ``pytest11``).
 - :mod:`bench.cli.gate`: ``bench baseline update``.
 """

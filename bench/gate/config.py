@@ -142,7 +142,7 @@ class GateConfig(BaseModel):
         """Whether the gate's run executes the answers' calls: ``execute`` when set, else
         False only when every gated metric is scored from the answer alone
         (:data:`ANSWER_ONLY_METRICS`). A dataset of episodes executes whatever its metrics
-        (:func:`bench.gate.core.gate_executes`: an episode runs on the executor)."""
+        (:func:`bench.gate.run.gate_executes`: an episode runs on the executor)."""
         if self.execute is not None:
             return self.execute
         return not all(m in ANSWER_ONLY_METRICS for m in self.gated_metrics)

@@ -59,8 +59,8 @@ class GateState:
         self._error: BenchError | None = None
 
     def run(self) -> Any:
-        """The :class:`bench.gate.core.GateRun` (run on first use; errors are re-raised)."""
-        from bench.gate.core import run_gate
+        """The :class:`bench.gate.run.GateRun` (run on first use; errors are re-raised)."""
+        from bench.gate.run import run_gate
         if self._error is not None:
             raise self._error
         if self._run is None:
@@ -73,7 +73,7 @@ class GateState:
 
     def baseline(self) -> dict[str, Any] | None:
         """The baseline document, or None when the file does not exist yet."""
-        from bench.gate.core import load_baseline
+        from bench.gate.baseline import load_baseline
         return load_baseline(self.config.baseline_path)
 
     def verdicts(self) -> dict[str, Any]:
@@ -216,7 +216,7 @@ def bench_compare(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """A callable ``(metrics=None, margin=None, alpha=None) -> Comparison | None`` comparing
     the baseline (A) with the current run (B) per (variant, provider); None without a
     baseline. Defaults come from the gate's settings."""
-    from bench.gate.core import compare_with_baseline
+    from bench.gate.baseline import compare_with_baseline
     state = _fixture_state(request)
 
     def compare(metrics: list[str] | None = None, margin: float | None = None,
