@@ -17,38 +17,36 @@ Decision rule (issue 8), per gated metric of each (variant, provider):
   baseline can be updated.
 
 Every verdict also carries the gate's power: the smallest drop the paired test detects with
-80% power (:data:`POWER`) at its number of pairs,
+80% power (:data:`bench.gate.verdict.POWER`) at its number of pairs,
 :func:`bench.compare.core.minimum_detectable_difference` at ``alpha / m`` for ``m`` tests of
 the gate (the threshold of Holm's first step, the one a lone regression must pass), and a
 warning when that drop is larger than the regression the gate is meant to catch: the distance
 from the baseline rate to the floor when a floor lies beyond the margin, else the margin.
 
 Running the gate is :mod:`bench.gate.run`, its baseline :mod:`bench.gate.baseline`, a
-verdict and its text :mod:`bench.gate.verdict`.
+verdict and its text :mod:`bench.gate.verdict`, the power :mod:`bench.gate.power` and the
+description lock's changes :mod:`bench.gate.changes`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from bench.compare.core import (Comparison, MetricComparison, _short_expected,
-                                mcnemar_power, minimum_detectable_difference)
+from bench.compare.core import Comparison, MetricComparison, _short_expected
 from bench.datasets.splits import refuse_mixed_splits
-from bench.errors import BenchError
 from bench.gate.baseline import compare_with_baseline, group_name
+from bench.gate.changes import unevaluated_changes
 from bench.gate.config import ANSWER_ONLY_METRICS, GateConfig
-from bench.gate.verdict import POWER, FlippedCase, Verdict
+from bench.gate.power import set_power
+from bench.gate.verdict import FlippedCase, Verdict
 from bench.plural import count
 from bench.results import Row, as_rows
 from bench.stats.frame import results_frame
 from bench.stats.intervals import wilson_interval
-
-PAIRS_CAP = 100_000  # "pairs needed" is searched up to this many
 
 
 def _short_answer(row: Row, limit: int = 240) -> str:
@@ -71,57 +69,6 @@ def _short_errors(row: Row, call_errors: Sequence[str], limit: int = 240) -> str
         parts.append("scoring: " + ", ".join(codes))
     text = " | ".join(parts)
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _unevaluated_changes(config: GateConfig, frame: pd.DataFrame, rows: Sequence[Row]
-                         ) -> dict[str, list[tuple[str, bool]]]:
-    """Per gated variant, what the description lock says changed, as ``(text, fails)``:
-    the changed tools the run re-evaluated (a note), those no case of the run expects (a
-    failure with ``require_reevaluation``, else a note), or a toolset without a lock (a
-    failure with ``require_reevaluation``; nothing otherwise)."""
-    from bench.descriptions.lock import changed_tools, lock_changes
-
-    found: dict[str, list[tuple[str, bool]]] = {}
-    strict = config.require_reevaluation
-    toolsets = sorted({r.toolset for r in rows if r.toolset})
-    root = config.root / "descriptions"
-    for toolset in toolsets:
-        wanted = [v for v in config.variants if (root / toolset).is_dir()]
-        if not wanted:
-            continue
-        try:
-            changes, path = lock_changes(toolset, wanted, root)
-        except BenchError as exc:
-            if strict:
-                raise
-            for variant in wanted:
-                found.setdefault(variant, []).append((f"description lock not read: {exc}",
-                                                      False))
-            continue
-        if changes is None:
-            if strict:
-                for variant in wanted:
-                    found.setdefault(variant, []).append(
-                        (f"toolset {toolset} has no description lock ({path}); write it "
-                         "with: bench check --update (or bench baseline update)", True))
-            continue
-        for variant, tools in changed_tools(changes).items():
-            part = frame[(frame["variant"] == variant) & (frame["toolset"] == toolset)] \
-                if not frame.empty else frame
-            covered = {name for names in part.get("expected_tools", []) for name in names}
-            missed = sorted(tools - covered)
-            done = sorted(tools & covered)
-            if done:
-                found.setdefault(variant, []).append(
-                    (f"changed since the description lock and re-evaluated here: "
-                     f"{', '.join(done)} (accept with: bench baseline update)", False))
-            if missed:
-                found.setdefault(variant, []).append(
-                    (f"changed since the description lock but expected by no case of this "
-                     f"gate: {', '.join(missed)}: add cases for "
-                     f"{'it' if len(missed) == 1 else 'them'}"
-                     + (" (require_reevaluation)" if strict else ""), strict))
-    return found
 
 
 def evaluate(config: GateConfig, rows: Sequence[Row | Mapping[str, Any]],
@@ -183,7 +130,7 @@ class _Reference:
         baseline_sha, current_sha: each variant's description hash in the baseline and in
             the current rows.
         stale: what the description lock says changed, per variant
-            (:func:`_unevaluated_changes`).
+            (:func:`unevaluated_changes`).
         unknown_allowed: cases of ``allow_flips`` this gate did not run.
         tests_count: the number of tests of the gate (Holm's family).
     """
@@ -209,14 +156,14 @@ def _reference(config: GateConfig, rows: Sequence[Row], frame: pd.DataFrame,
 
     Raises:
         BenchError: a description lock that cannot be read with ``require_reevaluation``
-            (:func:`_unevaluated_changes`).
+            (:func:`unevaluated_changes`).
     """
     comparison = compare_with_baseline(config, frame, baseline) if baseline else None
     tests = {(t.group, t.metric): t for t in comparison.tests} if comparison else {}
     baseline_sha = {v.get("name"): v.get("sha256") for v in (baseline or {}).get("variants") or []}
     current_sha = {r.variant: r.request.variant_sha256 if r.request is not None else None
                    for r in rows}
-    stale = _unevaluated_changes(config, frame, rows)
+    stale = unevaluated_changes(config, frame, rows)
     tests_count = len(comparison.tests) if comparison else \
         len(config.variants) * len(config.providers) * len(config.gated_metrics)
     ran = {r.case_id for r in rows}
@@ -247,7 +194,7 @@ def _decide(against: _Reference, part: pd.DataFrame, variant: str, provider: str
     _lost_cases(verdict, against)
     _apply_per_case_rule(verdict, against.unknown_allowed)
     if test is not None:
-        _set_power(verdict, config, test.a_only + test.b_only)
+        set_power(verdict, config, test.a_only + test.b_only)
     return verdict
 
 
@@ -307,7 +254,7 @@ def _paired_test(verdict: Verdict, config: GateConfig, test: MetricComparison | 
 
 def _description_notes(verdict: Verdict, against: _Reference) -> None:
     """Note a description changed since the baseline, and add what the description lock says
-    changed (:func:`_unevaluated_changes`: a reason or a note each)."""
+    changed (:func:`unevaluated_changes`: a reason or a note each)."""
     variant = verdict.variant
     was_sha, now_sha = against.baseline_sha.get(variant), against.current_sha.get(variant)
     if was_sha and now_sha and was_sha != now_sha:
@@ -393,69 +340,3 @@ def _apply_per_case_rule(verdict: Verdict, unknown_allowed: Sequence[str]) -> No
     if verdict.per_case and unknown_allowed:
         verdict.notes.append(f"allow_flips names cases this gate did not run: "
                              f"{', '.join(unknown_allowed)}")
-
-
-def _set_power(verdict: Verdict, config: GateConfig, discordant: int) -> None:
-    """Fill the verdict's power fields and warning (see the module docstring).
-
-    ``discordant``: pairs that differ between the baseline and now (the share ψ of
-    :func:`bench.compare.core.minimum_detectable_difference`)."""
-    n = verdict.baseline_n or 0
-    if n <= 0:
-        return
-    alpha = config.alpha / verdict.tests
-    share = discordant / n
-    verdict.mdd_alpha = alpha
-    verdict.mdd = minimum_detectable_difference(n, share, alpha, POWER)
-    floor, base = verdict.floor, verdict.baseline_rate
-    distance = None if floor is None or base is None else base - floor
-    if floor is not None and distance is not None and distance > config.margin:
-        verdict.target = distance
-        verdict.target_text = (f"more than the {100 * distance:.1f} points from the baseline "
-                               f"down to the floor {100 * floor:.1f}%")
-        missed = "a smaller drop, one the floor does not catch, can pass unnoticed"
-    else:
-        verdict.target = config.margin
-        verdict.target_text = (f"more than the margin of {100 * config.margin:.1f} points"
-                               if config.margin else
-                               "while this gate is meant to catch any drop (margin 0)")
-        missed = "a smaller real regression can pass unnoticed"
-    if verdict.per_case or not (math.isnan(verdict.mdd) or verdict.mdd > verdict.target):
-        return
-    if verdict.target > 0:
-        verdict.pairs_needed = pairs_needed(verdict.target, share, alpha)
-    smallest = ("no drop at all, not even 100 points," if math.isnan(verdict.mdd)
-                else f"only drops of {100 * verdict.mdd:.0f} points or more")
-    need = "" if verdict.pairs_needed is None else (
-        f"; detecting {100 * verdict.target:.1f} points takes about "
-        + (f"{verdict.pairs_needed:,} pairs" if verdict.pairs_needed <= PAIRS_CAP
-           else f"more than {PAIRS_CAP:,} pairs"))
-    verdict.warning = (f"at {count(n, 'pair')} the paired test detects {smallest} with "
-                       f"{POWER:.0%} power, {verdict.target_text}: {missed}{need}")
-
-
-def pairs_needed(drop: float, discordant_share: float, alpha: float,
-                 power: float = POWER) -> int:
-    """The number of pairs at which McNemar's exact test detects a drop of ``drop``
-    (fraction > 0) with ``power`` at two-sided ``alpha``, the discordant share being
-    ``max(discordant_share, drop)`` (:func:`bench.compare.core.mcnemar_power`); searched by
-    doubling then bisection, so "about" (an exact test's power is not monotone in n);
-    ``PAIRS_CAP + 1`` when even :data:`PAIRS_CAP` pairs fall short."""
-    share = max(discordant_share, drop)
-
-    def enough(n: int) -> bool:
-        return mcnemar_power(n, share, -drop, alpha) >= power
-
-    high = 8
-    while not enough(high):
-        if high >= PAIRS_CAP:
-            return PAIRS_CAP + 1
-        high = min(high * 2, PAIRS_CAP)
-    low = high // 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        if enough(middle):
-            high = middle
-        else:
-            low = middle
-    return high

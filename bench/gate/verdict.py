@@ -71,7 +71,7 @@ class Verdict:
             the margin).
         pairs_needed: pairs the paired test would need to detect ``target`` (None: not
             computed; ``PAIRS_CAP + 1``: more than
-            :data:`bench.gate.core.PAIRS_CAP`).
+            :data:`bench.gate.power.PAIRS_CAP`).
         warning: the power warning (None: none).
     """
 
