@@ -19,7 +19,9 @@ from bench.errors import BenchError
 from bench.models import Case
 from bench.project import Project
 from bench.providers.function import register_function
-from bench.synth.core import REASONS, SynthSettings, near_duplicate, query_tokens, synthesize
+from bench.synth.candidates import REASONS, SynthSettings
+from bench.synth.checks import near_duplicate, query_tokens
+from bench.synth.core import synthesize
 from bench.synth.prompts import BUILTIN
 from bench.synth.review import (Decisions, apply_decisions, load_decisions, read_counts,
                                 render_html, template)

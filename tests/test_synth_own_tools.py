@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.models import Case
-from bench.synth.core import USERS_SYSTEM_SKIP, _execution_skip, refused_calls
+from bench.synth.verify import USERS_SYSTEM_SKIP, _execution_skip, refused_calls
 
 HERE = Path(__file__).parent
 EXEC_SERVER = HERE / "mcp_exec_server.py"

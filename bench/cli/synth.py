@@ -72,17 +72,17 @@ def synth(
     synth-report.json and synth-report.md beside them. Review them with 'bench review'.
     """
     from bench.project import current_project
-    from bench.synth.core import SynthSettings, synthesize
+    from bench.synth import candidates as synth_candidates, core as synth_core
 
     solvers = split_list(solver)
-    settings = SynthSettings(
+    settings = synth_candidates.SynthSettings(
         toolset=toolset, generator=generator, solvers=tuple(solvers),
         dataset=dataset or f"{toolset}-synth", kinds=tuple(split_list([kinds])),
         languages=tuple(split_list([languages])), count=count_, variant=variant,
         distractors=distractors, templates=templates, seed=seed,
         solver_trials=solver_trials, min_agree=min_agree, execute=execute,
         allow_writes=allow_writes, allow_sensitive=allow_sensitive, model=model)
-    report = synthesize(settings, current_project())
+    report = synth_core.synthesize(settings, current_project())
     if json_out:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=1))
         return

@@ -6,8 +6,12 @@ Modules:
 - :mod:`bench.synth.proposals`: what the generator is asked for (its tools' JSON Schemas) and
   the pydantic models its answers are validated with; a proposal becomes a case label.
 - :mod:`bench.synth.prompts`: the jinja2 prompt templates (built-in, overridable per file).
-- :mod:`bench.synth.core`: generation and verification through :func:`bench.evaluate`, and
-  the synthesis report.
+- :mod:`bench.synth.core`: ``bench synth`` from settings to kept cases: the steps in order.
+- :mod:`bench.synth.candidates`: the settings, the generation requests and the candidates.
+- :mod:`bench.synth.generate`: generation through :func:`bench.evaluate`.
+- :mod:`bench.synth.checks`: the checks that need no run (language, schema, duplicate, leak).
+- :mod:`bench.synth.verify`: the checks by answers (execution, unsolvable).
+- :mod:`bench.synth.report`: the synthesis report.
 - :mod:`bench.synth.review`: decisions files, the terminal and HTML review, applying them.
 
 See docs/synth.md.
