@@ -23,8 +23,8 @@ from bench.synth.candidates import REASONS, SynthSettings
 from bench.synth.checks import near_duplicate, query_tokens
 from bench.synth.core import synthesize
 from bench.synth.prompts import BUILTIN
-from bench.synth.review import (Decisions, apply_decisions, load_decisions, read_counts,
-                                render_html, template)
+from bench.synth.apply import apply_decisions
+from bench.synth.review import Decisions, load_decisions, read_counts, render_html, template
 from conftest import requires_local_model
 
 SCRIPT = Path(__file__).parent / "data" / "synth" / "synth_script.py"

@@ -199,7 +199,7 @@ def _ask(decision: Decision) -> Decision:
 
 
 def _apply(path: Path, decisions: Decisions, today: str, source: Path | None = None) -> None:
-    from bench.synth.review import apply_decisions
+    from bench.synth.apply import apply_decisions
 
     done = apply_decisions(path, decisions, date=today, source=source)
     c = done.counts

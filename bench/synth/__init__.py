@@ -12,7 +12,9 @@ Modules:
 - :mod:`bench.synth.checks`: the checks that need no run (language, schema, duplicate, leak).
 - :mod:`bench.synth.verify`: the checks by answers (execution, unsolvable).
 - :mod:`bench.synth.report`: the synthesis report.
-- :mod:`bench.synth.review`: decisions files, the terminal and HTML review, applying them.
+- :mod:`bench.synth.review`: decisions files, the terminal and HTML review, the datasheet's
+  review block.
+- :mod:`bench.synth.apply`: applying a decisions file to its dataset.
 
 See docs/synth.md.
 """
