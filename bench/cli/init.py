@@ -14,7 +14,8 @@ from bench.errors import BenchError, terminal_safe
 from bench.plural import count
 
 if TYPE_CHECKING:
-    from bench.importers.scaffold import InitResult, InitSource
+    from bench.importers.init_source import InitSource
+    from bench.importers.scaffold import InitResult
 
 out = Console(soft_wrap=True)
 
@@ -83,7 +84,7 @@ def _source(mcp: str | None, tools: Path | None, tools_format: str | None,
         BenchError: none or several sources, ``--format`` without ``--tools`` or not a known
             format, or an ``--mcp`` command line that cannot be split.
     """
-    from bench.importers.scaffold import InitSource
+    from bench.importers.init_source import InitSource
 
     given = [option for option, value in (("--mcp", mcp), ("--tools", tools),
                                           ("--python", python)) if value]
