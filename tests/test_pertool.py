@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from bench.report.data import execution_codes, load_runs
-from bench.report.html import (MAX_CONFUSION_COLUMNS, confusion_layout, confusion_matrices,
-                               render_html)
+from bench.report.answer_views import (MAX_CONFUSION_COLUMNS, confusion_layout,
+                                       confusion_matrices)
+from bench.report.html import render_html
 from bench.results import Row
 from bench.stats.intervals import wilson_interval
 from bench.stats.pertool import call_checks, confusion_pairs, per_tool_table, row_counts

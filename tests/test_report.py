@@ -396,7 +396,8 @@ def test_charts_without_token_counts_say_so_instead_of_warning(project):
     import warnings
 
     from bench.report import charts
-    from bench.report.data import frame_of, headline
+    from bench.report.data import frame_of
+    from bench.report.rates import headline
 
     make_run("notokens", mixed_answer, limit=4)
     runs = load_runs(["notokens"])
@@ -430,7 +431,8 @@ def test_the_drilldown_is_the_same_whatever_the_hash_seed(project):
 
     make_run("seeded", two_tools, variants=("l3",), limit=12)
     script = ("import json\n"
-              "from bench.report.data import drilldown, load_runs\n"
+              "from bench.report.data import load_runs\n"
+              "from bench.report.drilldown import drilldown\n"
               "print(json.dumps(drilldown(load_runs(['seeded']))))\n")
     outputs = {subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True,

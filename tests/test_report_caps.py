@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import json
 
-from bench.report.data import (ARGUMENTS_LIMIT, ERROR_LIMIT, LIST_LIMIT, NAME_LIMIT,
-                               drilldown, load_runs)
+from bench.report.caps import ARGUMENTS_LIMIT, ERROR_LIMIT, LIST_LIMIT, NAME_LIMIT
+from bench.report.data import load_runs
+from bench.report.drilldown import drilldown
 from bench.report.html import render_html
 from report_runs import expected_answer, make_run
 

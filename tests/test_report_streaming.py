@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from bench.errors import BenchError
-from bench.report.data import drilldown, load_runs
+from bench.report.data import load_runs
+from bench.report.drilldown import drilldown
 from bench.report.html import drilldown_json, render_html
 from bench.report.junit import render_junit
 from bench.store import RowsRead, RunStore

@@ -81,7 +81,7 @@ def ablation_chart(summary: pd.DataFrame, x_column: str, x_label: str,
     """Accuracy against description size, one line per provider with its 95% interval band.
 
     Args:
-        summary: :func:`bench.report.data.headline` output (rates of
+        summary: :func:`bench.report.rates.headline` output (rates of
             :func:`bench.stats.aggregate.aggregate`) with ``x_column``; one row per
             (provider, variant).
         x_column: the size column, e.g. ``mean_lines`` (lines per tool) or
@@ -130,7 +130,7 @@ def pareto_chart(summary: pd.DataFrame, metric: str = "selection_correct",
     Pareto frontier (:func:`bench.stats.frontier.pareto_frontier`) drawn as a step line.
 
     Args:
-        summary: :func:`bench.report.data.headline` output.
+        summary: :func:`bench.report.rates.headline` output.
         metric: the metric to plot (``<metric>_rate`` and its interval columns).
         metric_label: y axis title.
 

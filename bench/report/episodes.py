@@ -5,7 +5,7 @@ Episode rows are the rows with an ``episode`` trajectory (:class:`bench.results.
 their ``factors`` and ``variant`` (the condition's name, ``l3~error_style=bare``) come from
 :mod:`bench.episodes.factors`. Every model-controlled string (answer text, tool names,
 arguments, final answer) and every tool result is returned as plain text cut to the report's
-limits (:func:`bench.report.data.cap_text`); the HTML template escapes it.
+limits (:func:`bench.report.caps.cap_text`); the HTML template escapes it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import pandas as pd
 
 from bench.episodes.factors import FACTORS, split_condition
 from bench.plural import count
-from bench.report.data import (ARGUMENTS_LIMIT, ERROR_LIMIT, NAME_LIMIT, TEXT_LIMIT,
-                               LoadedRun, cap_text, row_outcome,
-                               variant_order)
+from bench.report.caps import ARGUMENTS_LIMIT, ERROR_LIMIT, NAME_LIMIT, TEXT_LIMIT, cap_text
+from bench.report.data import LoadedRun, row_outcome, variant_order
 from bench.results import EpisodeStep, Row, RowUsage, StepResult
 from bench.stats.intervals import pass_at_k, pass_hat_k, wilson_interval
 

@@ -28,15 +28,15 @@ from bench.report.execution import execution_notes
 from bench.report.episodes import (FACTOR_NAMES, condition_summary, episodes_section,
                                    factor_pairs,
                                    factor_success)
-from bench.report.data import (ERROR_LIMIT, bucket_section, draft_variants, renamed_tools, split_statement, NAME_LIMIT, LoadedRun, all_rows,
-                               Drilldown, cap_text, drilldown_rows, frame_of,
-                               group_metrics, group_rates, headline, incomplete_runs, now_utc,
-                               run_metadata,
-                               shown_metrics, variant_order)
+from bench.report.answer_views import confusion_matrices, top_errors_table
+from bench.report.data import (LoadedRun, all_rows, draft_variants, frame_of, incomplete_runs,
+                               now_utc, renamed_tools, run_metadata, variant_order)
+from bench.report.drilldown import Drilldown, drilldown_rows
+from bench.report.rates import (bucket_section, group_metrics, group_rates, headline,
+                                shown_metrics, split_statement)
 from bench.report.pertool import METHOD_NOTE, pairs_view, per_tool_groups
 from bench.report.table import bounds, bucket_view, format_rate
 from bench.report.toolspace import toolspace_view
-from bench.stats.aggregate import selection_confusion, top_argument_errors
 from bench.stats.codes import error_code_counts
 
 _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -63,7 +63,7 @@ DRILLDOWN_PIECE_ROWS = 500
 
 def drilldown_json(runs: Sequence[LoadedRun], anchors: Mapping[str, str] | None = None,
                    piece_rows: int = DRILLDOWN_PIECE_ROWS) -> Iterator[str]:
-    """:func:`bench.report.data.drilldown` as :func:`script_json` text, in pieces of
+    """:func:`bench.report.drilldown.drilldown` as :func:`script_json` text, in pieces of
     ``piece_rows`` rows: joined, the pieces are one JSON object equal to the drill-down
     (``rows`` first, the lookups the rows index into last), and no piece holds ``<>&``. The
     rows are made as they are written, so a large run's page never holds them all."""
@@ -124,7 +124,7 @@ def _asset(name: str) -> str:
 
 
 def pivot_groups(groups: pd.DataFrame) -> dict[str, Any]:
-    """Lay out :func:`bench.report.data.group_rates` output as a grid for the page.
+    """Lay out :func:`bench.report.rates.group_rates` output as a grid for the page.
 
     Returns:
         ``{"columns": ["variant" or "provider · variant", ...], "rows": [{"group": str,
@@ -153,77 +153,13 @@ def _renamed_groups(view: dict[str, Any], renamed: Mapping[str, str]) -> dict[st
     return view
 
 
-MAX_CONFUSION_CHARTS = 8
-MAX_CONFUSION_COLUMNS = 12
-
-
-def confusion_layout(frame: pd.DataFrame, limit: int = MAX_CONFUSION_COLUMNS
-                     ) -> tuple[list[str], list[str], list[str]]:
-    """The rows and columns every confusion panel of a report shares, chosen once from all
-    its rows (so that panels line up: the same tool sits in the same column of l3 and l50).
-
-    Columns: every expected tool (never folded away: a correct pick always has its own
-    column), then the most frequent other chosen names (made-up tools, ``(no call)``,
-    ``(unparseable)``) while fewer than ``limit`` columns are taken; the remaining chosen
-    names are summed into one ``(other N)`` column.
-
-    Returns:
-        ``(rows, columns, folded)``: the expected tools (matrix order), the shown chosen
-        names (the matrix's order: tools sorted, special columns last), and the chosen names
-        summed into ``(other N)`` (empty when none).
-    """
-    whole = selection_confusion(frame)
-    if whole.empty:
-        return [], [], []
-    rows = list(whole.index)
-    expected = [c for c in whole.columns if c in set(rows)]
-    others = whole[[c for c in whole.columns if c not in set(rows)]].sum()
-    room = max(0, limit - len(expected) - 1)
-    ranked = list(others.sort_values(ascending=False, kind="stable").index)
-    kept = set(ranked[:room] if len(ranked) > room + 1 else ranked)
-    columns = [c for c in whole.columns if c in set(expected) or c in kept]
-    folded = [c for c in whole.columns if c not in set(columns)]
-    return rows, columns, folded
-
-
-def confusion_matrices(frame: pd.DataFrame, order: Sequence[str]
-                       ) -> list[tuple[str, pd.DataFrame]]:
-    """The matrices of :func:`confusion_charts`: ``[(label, counts)]``, one per (provider,
-    variant), or one per provider when there would be more than
-    :data:`MAX_CONFUSION_CHARTS`; every matrix has the rows and columns of
-    :func:`confusion_layout` (chosen once from all of ``frame``), names cut to
-    :data:`bench.report.data.NAME_LIMIT`."""
-    if frame.empty:
-        return []
-    keys = ["provider", "variant"]
-    if frame.groupby(keys).ngroups > MAX_CONFUSION_CHARTS:
-        keys = ["provider"]
-    rank = {name: i for i, name in enumerate(order)}
-    groups = sorted(frame.groupby(keys, sort=False),
-                    key=lambda item: tuple(rank.get(k, -1) if i else k
-                                           for i, k in enumerate(item[0])))
-    rows, columns, folded = confusion_layout(frame)
-    out = []
-    for key, part in groups:
-        matrix = selection_confusion(part)
-        matrix = matrix.reindex(index=rows, columns=[*columns, *folded], fill_value=0)
-        if folded:
-            matrix = matrix[columns].assign(
-                **{f"(other {len(folded)})": matrix[folded].sum(axis=1)})
-        # made-up tool names are model output: cut them (issue 19, item 5)
-        matrix = matrix.rename(columns=lambda c: cap_text(str(c), NAME_LIMIT),
-                               index=lambda c: cap_text(str(c), NAME_LIMIT))
-        label = " · ".join(str(k) for k in key) + (" (all variants)" if len(keys) == 1 else "")
-        out.append((label, matrix))
-    return out
-
-
 def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str, str]]:
     """Heatmaps of :func:`bench.stats.aggregate.selection_confusion`, one per
-    :func:`confusion_matrices` matrix: every panel has the same rows and columns
-    (:func:`confusion_layout`); every expected tool has a column; chosen names beyond
-    :data:`MAX_CONFUSION_COLUMNS` (made-up names can be many) are summed into one
-    ``(other N)`` column.
+    :func:`bench.report.answer_views.confusion_matrices` matrix: every panel has the same
+    rows and columns (:func:`~bench.report.answer_views.confusion_layout`); every expected
+    tool has a column; chosen names beyond
+    :data:`~bench.report.answer_views.MAX_CONFUSION_COLUMNS` (made-up names can be many) are
+    summed into one ``(other N)`` column.
 
     Returns:
         ``[{"label": str, "uri": data URI}]``.
@@ -231,29 +167,6 @@ def confusion_charts(frame: pd.DataFrame, order: Sequence[str]) -> list[dict[str
     return [{"label": label, "uri": svg_data_uri(charts.heatmap(
         matrix, label, "chosen tool", "expected tool"))}
         for label, matrix in confusion_matrices(frame, order)]
-
-
-def top_errors_table(frame: pd.DataFrame, order: Sequence[str], limit: int = 20
-                     ) -> dict[str, Any] | None:
-    """The ``limit`` most frequent argument errors over all rows
-    (:func:`bench.stats.aggregate.top_argument_errors`) with their count per (provider,
-    variant); None when there is none."""
-    top = top_argument_errors(frame, limit=limit)
-    if top.empty:
-        return None
-    per_group = top_argument_errors(frame, limit=10**9, by=("provider", "variant"))
-    per_group = per_group[per_group["argument_error"].isin(set(top["argument_error"]))]
-    pairs = sorted(set(zip(per_group["provider"], per_group["variant"])),
-                   key=lambda pv: (pv[0], order.index(pv[1]) if pv[1] in order else 10**6))
-    counts = {(r["provider"], r["variant"], r["argument_error"]): r["count"]
-              for r in per_group.to_dict("records")}
-    several = len({p for p, _ in pairs}) > 1
-    columns = ["argument error (tool.argument: expected -> got)", "rows"] + \
-        [f"{p} · {v}" if several else v for p, v in pairs]
-    rows = [[cap_text(r["argument_error"], ERROR_LIMIT), r["count"],
-             *[counts.get((p, v, r["argument_error"]), 0) for p, v in pairs]]
-            for r in top.to_dict("records")]
-    return {"columns": columns, "rows": rows}
 
 
 def render_html(runs: Sequence[LoadedRun], title: str,
@@ -292,48 +205,15 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
     summary = headline(runs, frame)
     metrics = shown_metrics(summary)
     episodes = episodes_section(runs)
-    # the ablation panels: the primary metrics, and task success when the run has episodes
-    panels = charts.ablation_metrics() + [
-        m for m in shown_metrics(summary, ["task_success"]) if episodes]
-    chart_uris = {
-        "lines": svg_data_uri(charts.ablation_chart(summary, "mean_lines",
-                                                    "description lines per tool (mean)",
-                                                    panels)),
-        "tokens": svg_data_uri(charts.ablation_chart(summary, "tool_definition_tokens",
-                                                     "tool-definition tokens", panels)),
-        "pareto": svg_data_uri(charts.pareto_chart(summary)),
-    }
-    factors = None
-    if episodes:
-        table = factor_success(runs)
-        factors = {"uri": svg_data_uri(charts.factor_chart(table, FACTOR_NAMES)),
-                   "names": list(FACTOR_NAMES),
-                   "rows": [[r["factor"], r["level"], r["provider"], f"{r['k']}/{r['n']}",
-                             format_rate(r["rate"], r["low"], r["high"], r["n"])]
-                            for r in table.to_dict("records")],
-                   "conditions": [{**c, "rate_text": format_rate(c["rate"], c["low"],
-                                                                 c["high"], c["n"])}
-                                  for c in condition_summary(runs)],
-                   "pairs": [[p["factor"], f"{p['level']} vs {p['base']}", p["provider"],
-                              str(p["pairs"]), f"{p['base_only']}/{p['level_only']}",
-                              f"{100 * p['diff']:+.1f} [{100 * p['diff_low']:+.1f}, "
-                              f"{100 * p['diff_high']:+.1f}]", f"{p['p_value']:.3g}"]
-                             for p in factor_pairs(runs)]}
-    # a single answer's views (confusion, argument errors) leave episode rows out: an
-    # episode's calls live in its trajectory, not in one parsed answer
-    single = frame[~frame["key"].isin({run.label(key) for run in runs
-                                        for key in run.stats.episode_keys})] \
-        if episodes else frame
+    chart_uris = _ablation_charts(summary, bool(episodes))
+    factors = _factors_view(runs) if episodes else None
+    single = _single_answers(runs, frame) if episodes else frame
     renamed, drafts = renamed_tools(runs), draft_variants(runs)
-    many_tools = toolspace_view(all_rows(runs))
-    if many_tools is not None:
-        many_tools = {"uri": svg_data_uri(many_tools["svg"]), "rows": many_tools["rows"]}
+    many_tools = _toolspace(runs)
     by_tool = group_rates(runs, "tool", frame)
     by_tag = group_rates(runs, "tag", frame)
     script, style = _asset("report.js"), _asset("report.css")
-    counts = error_code_counts(all_rows(runs))
-    rank = {name: i for i, name in enumerate(order)}
-    counts.sort(key=lambda g: (g["provider"], rank.get(g["variant"], len(rank))))
+    counts = _error_counts(runs, order)
     # no escaped text can hold it: it is made of letters and digits chosen now
     placeholder = f"bench-drilldown-{secrets.token_hex(16)}"
     buckets = bucket_section(runs, frame)  # rows of datasets whose kappa allows, and why
@@ -385,3 +265,63 @@ def write_html(runs: Sequence[LoadedRun], title: str, out: IO[str],
     for piece in drilldown_json(runs, episodes["anchors"] if episodes else None):
         out.write(piece)
     out.write(tail)
+
+
+def _ablation_charts(summary: pd.DataFrame, episodes: bool) -> dict[str, str]:
+    """The page's ablation and Pareto charts as data URIs (``lines``, ``tokens``,
+    ``pareto``): the primary metrics' panels, and task success when the run has episodes."""
+    panels = charts.ablation_metrics() + [
+        m for m in shown_metrics(summary, ["task_success"]) if episodes]
+    return {
+        "lines": svg_data_uri(charts.ablation_chart(summary, "mean_lines",
+                                                    "description lines per tool (mean)",
+                                                    panels)),
+        "tokens": svg_data_uri(charts.ablation_chart(summary, "tool_definition_tokens",
+                                                     "tool-definition tokens", panels)),
+        "pareto": svg_data_uri(charts.pareto_chart(summary)),
+    }
+
+
+def _factors_view(runs: Sequence[LoadedRun]) -> dict[str, Any]:
+    """The episodes' factor section: its chart (a data URI), factor names, the success rate
+    per factor level, per condition, and the paired differences between levels."""
+    table = factor_success(runs)
+    return {"uri": svg_data_uri(charts.factor_chart(table, FACTOR_NAMES)),
+            "names": list(FACTOR_NAMES),
+            "rows": [[r["factor"], r["level"], r["provider"], f"{r['k']}/{r['n']}",
+                      format_rate(r["rate"], r["low"], r["high"], r["n"])]
+                     for r in table.to_dict("records")],
+            "conditions": [{**c, "rate_text": format_rate(c["rate"], c["low"],
+                                                          c["high"], c["n"])}
+                           for c in condition_summary(runs)],
+            "pairs": [[p["factor"], f"{p['level']} vs {p['base']}", p["provider"],
+                       str(p["pairs"]), f"{p['base_only']}/{p['level_only']}",
+                       f"{100 * p['diff']:+.1f} [{100 * p['diff_low']:+.1f}, "
+                       f"{100 * p['diff_high']:+.1f}]", f"{p['p_value']:.3g}"]
+                      for p in factor_pairs(runs)]}
+
+
+def _error_counts(runs: Sequence[LoadedRun], order: Sequence[str]) -> list[dict[str, Any]]:
+    """Error-code counts per (provider, variant) (:func:`bench.stats.codes.error_code_counts`),
+    by provider, variants in ``order``."""
+    counts = error_code_counts(all_rows(runs))
+    rank = {name: i for i, name in enumerate(order)}
+    counts.sort(key=lambda g: (g["provider"], rank.get(g["variant"], len(rank))))
+    return counts
+
+
+def _single_answers(runs: Sequence[LoadedRun], frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without its episode rows: a single answer's views (confusion, argument
+    errors) leave them out, an episode's calls live in its trajectory, not in one parsed
+    answer."""
+    return frame[~frame["key"].isin({run.label(key) for run in runs
+                                     for key in run.stats.episode_keys})]
+
+
+def _toolspace(runs: Sequence[LoadedRun]) -> dict[str, Any] | None:
+    """The tool-space section (:func:`bench.report.toolspace.toolspace_view`, its chart as
+    a data URI), or None when no row carries a tool count."""
+    many_tools = toolspace_view(all_rows(runs))
+    if many_tools is None:
+        return None
+    return {"uri": svg_data_uri(many_tools["svg"]), "rows": many_tools["rows"]}

@@ -10,7 +10,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from typing import IO, Any, Sequence
 
-from bench.report.data import TEXT_LIMIT, LoadedRun, all_rows, row_outcome, variant_order
+from bench.report.caps import TEXT_LIMIT
+from bench.report.data import LoadedRun, all_rows, row_outcome, variant_order
 from bench.results import Row
 
 # Characters XML 1.0 forbids (model output may hold them); they become U+FFFD.

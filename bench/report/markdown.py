@@ -8,8 +8,8 @@ from typing import Any, Sequence
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.plural import count
-from bench.report.data import (LoadedRun, all_rows, bucket_section, frame_of, headline,
-                               incomplete_runs, row_outcome, shown_metrics, split_statement)
+from bench.report.data import LoadedRun, all_rows, frame_of, incomplete_runs, row_outcome
+from bench.report.rates import bucket_section, headline, shown_metrics, split_statement
 from bench.report.episodes import condition_summary
 from bench.report.table import bounds, bucket_view, format_pass_k, format_rate
 from bench.stats.codes import error_code_counts

@@ -3,7 +3,7 @@ recall and F1 per tool with intervals, the confusion pairs, and the required / f
 calls per tool (the figures: :mod:`bench.stats.pertool`).
 
 Tool names can come from model output (a made-up tool): the page escapes them (jinja2
-autoescaping) and both views cut them to :data:`bench.report.data.NAME_LIMIT` characters.
+autoescaping) and both views cut them to :data:`bench.report.caps.NAME_LIMIT` characters.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.errors import terminal_safe
-from bench.report.data import NAME_LIMIT, cap_text
+from bench.report.caps import NAME_LIMIT, cap_text
 from bench.report.table import format_rate
 from bench.stats.pertool import call_checks, confusion_pairs, per_tool_table, shown_tool
 
