@@ -28,6 +28,9 @@ were the tool's own failure. The exit status comes from the server's process, wh
 starts itself through its own stdio transport (:mod:`bench.mcp_stdio`, a
 ``Transport`` as ``mcp.Client`` takes one): the SDK's ``stdio_client`` exposes no handle on
 the process it starts.
+
+The server's log is :mod:`bench.executor.backends.mcp_log`; failures, connections gone and
+exits are classed by :mod:`bench.executor.backends.mcp_errors`.
 """
 
 from __future__ import annotations
@@ -35,245 +38,25 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
-import logging
-import os
-import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bench.errors import BenchError
 from bench.executor.backends.base import Handler
+from bench.executor.backends.mcp_errors import (EXIT_WAIT_S, ServerExit, classify_failure,
+                                                connection_closed, during, result_data)
+from bench.executor.backends.mcp_log import TO_SERVER_LOG, RedactedLog, log_tail
 from bench.executor.outcome import CallContext, ToolError
 from bench.models import Tool
 from bench.plural import count
-
-
-def _data(result: Any) -> Any:
-    """A CallToolResult's data: its structured content, else its text parsed as JSON, else
-    the texts."""
-    if result.structured_content is not None:
-        content = result.structured_content
-        return content.get("result", content) if set(content) == {"result"} else content
-    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
-    if len(texts) == 1:
-        try:
-            return json.loads(texts[0])
-        except ValueError:
-            return texts[0]
-    return texts
-
-
-# httpx exception names that mean the connection, not the tool, failed (retryable)
-_TRANSPORT_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ReadError", "ReadTimeout",
-                               "WriteError", "WriteTimeout", "PoolTimeout", "RemoteProtocolError",
-                               "NetworkError", "TransportError", "TimeoutException",
-                               "ClosedResourceError", "BrokenResourceError",
-                               "EndOfStream"})
-
-
-def classify_failure(exc: BaseException, name: str) -> ToolError:
-    """A failure of ``tools/call`` as a :class:`ToolError` classed like the reference
-    executor's (:mod:`bench.executor.outcome`): a lost connection or a transport timeout ->
-    ``transient``; an HTTP status -> ``rate_limited`` (429, with Retry-After), ``transient``
-    (5xx) or ``permanent`` (other 4xx); anything else the SDK raised (a JSON-RPC error the
-    server answered) -> ``permanent``."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    if isinstance(status, int):
-        if status == 429:
-            retry_after = None
-            try:
-                retry_after = float(response.headers.get("retry-after"))  # type: ignore[union-attr]
-            except (TypeError, ValueError, AttributeError):
-                pass
-            return ToolError("rate_limited", "http_429", f"the MCP server is rate-limiting "
-                             f"'{name}'; wait and retry", retry_after_s=retry_after, status=429)
-        if status >= 500:
-            return ToolError("transient", f"http_{status}", f"the MCP server failed on "
-                             f"'{name}' (HTTP {status}); retry once", status=status)
-        return ToolError("permanent", f"http_{status}", f"the MCP server refused '{name}' "
-                         f"(HTTP {status})", status=status)
-    if isinstance(exc, (OSError, EOFError)) or any(
-            cls.__name__ in _TRANSPORT_ERRORS for cls in type(exc).__mro__):
-        return ToolError("transient", "mcp_transport", f"MCP transport failed: "
-                         f"{type(exc).__name__}: {exc}")
-    return ToolError("permanent", "mcp_error", f"MCP error: {exc}")
-
-
-#: Bytes read from the end of a server's stderr log to quote its last line in an error.
-_TAIL_BYTES = 4096
-
-
-def _log_tail(errlog: Path | None) -> str:
-    """``"; its stderr ends with: <last line> (all of it: <errlog>)"`` when a stdio server
-    wrote to its log ``errlog``, else ``""``: a server that exits at once usually says why
-    on stderr."""
-    if errlog is None:
-        return ""
-    try:
-        with open(errlog, "rb") as log:
-            log.seek(0, 2)
-            log.seek(max(0, log.tell() - _TAIL_BYTES))
-            lines = log.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
-    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
-    if not last:
-        return ""
-    from bench.errors import terminal_safe
-    return f"; its stderr ends with: {terminal_safe(last)[:200]} (all of it: {errlog})"
-
-
-#: The ``mcp`` SDK's client-side loggers. The stdio client logs each line a server prints on
-#: its stdout that is not JSON-RPC (a stray ``print``, a traceback) with ``logger.exception``:
-#: a traceback per line on bench's terminal, between its progress lines.
-_SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.client", "mcp.client.streamable_http",
-                "mcp.shared.jsonrpc_dispatcher", "mcp.shared.dispatcher",
-                "mcp.os.posix.utilities", "client", "bench.mcp_stdio")
-
-
-class _ToServerLog(logging.Filter):
-    """A filter on the SDK's loggers: a record logged on a backend's own thread (its event
-    loop's) goes to that backend's server log as one line and is dropped, so it never reaches
-    bench's terminal; other records pass."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.logs: dict[int, Path] = {}  # thread ident -> the server's log file
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        path = self.logs.get(record.thread or 0)
-        if path is None:
-            return True
-        text = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            error = record.exc_info[1]
-            text += f": {type(error).__name__}: {error}"
-        from bench.redact import one_line
-        try:
-            with open(path, "a", encoding="utf-8") as log:
-                log.write("bench: " + one_line(text, 2000) + "\n")
-        except OSError:
-            pass
-        return False
-
-
-_TO_SERVER_LOG = _ToServerLog()
-for _name in _SDK_LOGGERS:
-    logging.getLogger(_name).addFilter(_TO_SERVER_LOG)
-
-
-#: Seconds to wait for a server's last stderr lines to reach its log (a child of the server
-#: that keeps stderr open must not hold bench up).
-_LOG_DRAIN_S = 5.0
-
-
-class _RedactedLog:
-    """A stdio server's stderr: the write end of a pipe (:attr:`writer`, handed to the SDK);
-    a thread appends each line read from the other end to ``path``, redacted, so a secret
-    the server prints never reaches the file.
-
-    Args:
-        path: the log file (appended; its folder is created).
-    """
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w", encoding="utf-8")  # only its fd is used
-        self._reader = os.fdopen(read_fd, "rb")
-        self._path = path
-        self._thread = threading.Thread(target=self._copy, name="mcp-stderr", daemon=True)
-        self._thread.start()
-
-    def _copy(self) -> None:
-        from bench.redact import redact_bytes
-        with self._reader, open(self._path, "ab") as log:
-            for line in self._reader:  # ends when every copy of the write end is closed
-                log.write(redact_bytes(line))
-                log.flush()
-
-    def close_writer(self) -> None:
-        """Close bench's copy of the write end (the server holds its own until it exits)."""
-        self.writer.close()
-
-    def drain(self, timeout_s: float = _LOG_DRAIN_S) -> None:
-        """Wait up to ``timeout_s`` seconds for the lines still in the pipe."""
-        self._thread.join(timeout_s)
-
 
 #: Restarts of a stdio server that exited, per backend (one run); one more exit stops the run.
 #: Ten lets a run get past a few crashing cases while a server that dies on every call stops
 #: it early (each restart costs the server's start-up time).
 MAX_RESTARTS = 10
-
-#: Seconds to wait, after the connection closed, for the server's exit status (the SDK reaps
-#: the process on its own loop; a server that keeps running is stopped at its restart).
-_EXIT_WAIT_S = 2.0
-
-#: The JSON-RPC error code the SDK answers a request with once its connection is closed
-#: (``mcp_types.CONNECTION_CLOSED``).
-_CONNECTION_CLOSED = -32000
-
-
-def _connection_closed(exc: BaseException) -> bool:
-    """True when ``exc`` (a failed ``tools/call``) says the connection to the server is gone:
-    the SDK's ``Connection closed`` error, or a transport error (:data:`_TRANSPORT_ERRORS`,
-    ``OSError``, ``EOFError``)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if getattr(exc, "code", None) == _CONNECTION_CLOSED and \
-            str(getattr(exc, "message", "")).lower() == "connection closed":
-        return True
-    return isinstance(exc, (OSError, EOFError)) or any(
-        cls.__name__ in _TRANSPORT_ERRORS for cls in type(exc).__mro__)
-
-
-@dataclass
-class ServerExit:
-    """One exit of a stdio server.
-
-    Attributes:
-        generation: which start of the server exited (1 = the first).
-        returncode: its exit status (negative: killed by that signal), None when it closed
-            its connection but had not exited within :data:`_EXIT_WAIT_S`.
-        tools: the bench names of the tools whose calls were running when it exited (empty:
-            it exited between calls).
-    """
-
-    generation: int
-    returncode: int | None
-    tools: list[str] = field(default_factory=list)
-
-    @property
-    def code(self) -> str:
-        """The error code of the calls it failed: ``exit_3``, ``signal_9`` or
-        ``connection_closed``."""
-        if self.returncode is None:
-            return "connection_closed"
-        return f"exit_{self.returncode}" if self.returncode >= 0 else \
-            f"signal_{-self.returncode}"
-
-    @property
-    def said(self) -> str:
-        """What happened, e.g. ``exited with exit code 3``."""
-        if self.returncode is None:
-            return "closed its connection"
-        if self.returncode >= 0:
-            return f"exited with exit code {self.returncode}"
-        try:
-            name = f" ({signal.Signals(-self.returncode).name})"
-        except ValueError:
-            name = ""
-        return f"was killed by signal {-self.returncode}{name}"
-
 
 class McpBackend:
     """One MCP server: a subprocess spoken to over stdio, or a URL (Streamable HTTP).
@@ -290,7 +73,7 @@ class McpBackend:
             (appended; None: this process's stderr), so its log lines do not mix with
             bench's output; the SDK's own log records about this server (e.g. a stray
             non-JSON line on its stdout) are appended there too, one line each
-            (:class:`_ToServerLog`).
+            (:class:`~bench.executor.backends.mcp_log.ToServerLog`).
         names: bench tool name -> the server's own name, for tools renamed at import (a
             toolset's ``server_names``; see :func:`~bench.importers.mcp_server.bench_names`).
         name: what messages call the server, e.g. ``"toolset 'notes'"`` (None: its
@@ -328,7 +111,7 @@ class McpBackend:
             self._params = StdioServerParameters(command=command, args=list(args), env=env,
                                                  cwd=cwd)
         self._errlog = errlog
-        self._log: _RedactedLog | None = None
+        self._log: RedactedLog | None = None
         self._names = dict(names or {})
         self._remote: dict[str, str] = {}  # bench name -> the server's name
         self._client_type = Client
@@ -381,19 +164,19 @@ class McpBackend:
                 error = error.exceptions[0]
             raise BenchError(f"MCP server '{self._command}' failed to start: "
                              f"{type(error).__name__}: {error}".split("\n")[0]
-                             + _log_tail(self._errlog))
+                             + log_tail(self._errlog))
 
     def _serve(self) -> None:
         loop, ready = self._loop, self._ready  # this start's: a restart makes new ones
         asyncio.set_event_loop(loop)
         if self._errlog is not None:  # the SDK's complaints about this server go to its log
-            _TO_SERVER_LOG.logs[threading.get_ident()] = self._errlog
+            TO_SERVER_LOG.logs[threading.get_ident()] = self._errlog
         try:
             self._session_task = loop.create_task(self._session())
             with contextlib.suppress(asyncio.CancelledError):  # _abort(): nothing to report
                 loop.run_until_complete(self._session_task)
         finally:
-            _TO_SERVER_LOG.logs.pop(threading.get_ident(), None)
+            TO_SERVER_LOG.logs.pop(threading.get_ident(), None)
             ready.set()
             loop.close()
 
@@ -403,7 +186,7 @@ class McpBackend:
             target: Any = self._params
             if not isinstance(target, str):  # our own transport: its process tells its exit
                 from bench.mcp_stdio import stdio_transport
-                self._log = _RedactedLog(self._errlog) if self._errlog is not None else None
+                self._log = RedactedLog(self._errlog) if self._errlog is not None else None
                 target = stdio_transport(
                     target.command, target.args, env=target.env, cwd=target.cwd,
                     errlog=self._log.writer if self._log is not None else sys.stderr,
@@ -501,7 +284,7 @@ class McpBackend:
         if result.is_error:
             raise ToolError("permanent", "tool_error", " ".join(
                 getattr(b, "text", "") for b in result.content).strip() or "the tool failed")
-        return _data(result)
+        return result_data(result)
 
     def handlers(self) -> dict[str, Handler]:
         """One handler per tool the server lists, under its bench name; each calls the
@@ -520,9 +303,9 @@ class McpBackend:
         or closed its connection meanwhile, the exit recorded (:attr:`exits`); else None."""
         if not self._stdio:
             return None  # a URL server: a closed connection is the transport's, classified
-        if not _connection_closed(exc) and (process is None or process.returncode is None):
+        if not connection_closed(exc) and (process is None or process.returncode is None):
             return None
-        deadline = time.monotonic() + _EXIT_WAIT_S
+        deadline = time.monotonic() + EXIT_WAIT_S
         while process is not None and process.returncode is None and \
                 time.monotonic() < deadline:
             time.sleep(0.02)
@@ -575,13 +358,13 @@ class McpBackend:
             if self.restarts >= self.max_restarts:
                 self._stopped = BenchError(
                     f"{self.what} exited {count(len(self.exits), 'time')} "
-                    f"({_during(self.exits)}); bench restarted it "
+                    f"({during(self.exits)}); bench restarted it "
                     f"{count(self.restarts, 'time')}, its limit for one run (max_restarts), "
                     f"and stopped: fix what ends it{where}")
                 raise self._stopped
             self.close()
             self.restarts += 1
-            self._say(f"bench: the server {dead.said} ({_during([dead])}); starting it again "
+            self._say(f"bench: the server {dead.said} ({during([dead])}); starting it again "
                       f"(restart {self.restarts} of at most {self.max_restarts} in this run)")
             try:
                 self._start()
@@ -608,10 +391,3 @@ class McpBackend:
         self._thread.join(timeout=10)
         if self._log is not None:
             self._log.drain()
-
-
-def _during(exits: Sequence[ServerExit]) -> str:
-    """``during calls of crash, boom`` (the tools of ``exits``' calls), or ``between
-    calls``."""
-    tools = list(dict.fromkeys(tool for e in exits for tool in e.tools))
-    return f"during calls of {', '.join(tools)}" if tools else "between calls"
