@@ -18,7 +18,7 @@ import random
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -206,12 +206,60 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     writes a temporary file and renames it
     (:func:`bench.executor.backends.shopcache.shop_db_path`). An fsync per statement
     made the first run's start-up 0.4 s longer here.
+
+    The steps draw from one random generator in a fixed order (places and weather,
+    customers, products, inventory, orders, coupons, coupons held): the same seed gives the
+    same file, byte for byte.
     """
     rng = random.Random(seed)
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")
     conn.executescript(SCHEMA)
+    _insert_places(conn, rng)
+    customers = _customers(rng)
+    products = _products(rng)
+    conn.executemany("INSERT INTO products VALUES (?,?,?,?,?,?,?,?,?)", products)
+    conn.executemany("INSERT INTO inventory VALUES (?,?,?,?,?)", [
+        (p[1], w[0], on_hand, rng.randint(0, min(on_hand, 30)), rng.choice([0, 0, 0, 50, 100]))
+        for p in products for w in WAREHOUSES for on_hand in [rng.randint(0, 300)]])
+    sales = _Sales()
+    for year in (2025, 2026):
+        _sell_year(rng, year, customers, products, sales)
+    for n, customer in enumerate(customers):
+        growth = round(sales.spend.get(customer[0], 0.0), 2)
+        level = [lvl[0] for lvl in VIP_LEVELS if growth >= lvl[1]][-1]
+        customers[n] = (*customer[:7], level, growth, customer[9])
+    conn.executemany("INSERT INTO customers VALUES (?,?,?,?,?,?,?,?,?,?)", customers)
+    conn.executemany("INSERT INTO orders VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", sales.orders)
+    conn.executemany("INSERT INTO order_items VALUES (?,?,?,?)", sales.items)
+    conn.executemany("INSERT INTO shipments VALUES (?,?,?,?,?,?,?,?,?,?,?)", sales.shipments)
+    conn.executemany("INSERT INTO shipment_events VALUES (?,?,?,?,?)", sales.events)
+    conn.executemany("INSERT INTO points_ledger (customer_id, change, reason, order_id, "
+                     "created_at) VALUES (?,?,?,?,?)", sales.ledger)
+    coupons = _coupons(rng)
+    conn.executemany("INSERT INTO coupons VALUES (?,?,?,?,?,?)", coupons)
+    conn.executemany("INSERT INTO customer_coupons VALUES (?,?,?,?,?)",
+                     _held_coupons(rng, customers, coupons))
+    conn.commit()
+    conn.close()
+    with open(path, "rb") as written:  # on disk before a caller renames it into place
+        os.fsync(written.fileno())
+
+
+#: A customer row: (customer_id, name, email, city, lang, created_at, phone, vip level,
+#: growth, birthday); the level and growth are set once the orders are made.
+_Customer = tuple[str, str, str, str, str, str, str, str, float, str]
+#: A product row: (product_id, sku, name_zh, name_en, category, price, sales, stock hint,
+#: listed_at), as the ``products`` table holds it.
+_Product = tuple[str, str, str, str, str, float, int, int, str]
+#: A coupon row: (coupon_id, kind, value, threshold, category or None, expires_at).
+_Coupon = tuple[str, str, int, int, str | None, str]
+
+
+def _insert_places(conn: sqlite3.Connection, rng: random.Random) -> None:
+    """Insert the cities, their aliases, a week of weather per city, the warehouses and the
+    VIP levels."""
     city_rows = [(c[0], c[1], c[2], c[3]) for c in CITIES]
     conn.executemany("INSERT INTO cities VALUES (?,?,?,?)", city_rows)
     aliases = {}
@@ -231,10 +279,12 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
     conn.executemany("INSERT INTO warehouses VALUES (?,?,?)", WAREHOUSES)
     conn.executemany("INSERT INTO vip_levels VALUES (?,?,?,?,?)", VIP_LEVELS)
 
+
+def _customers(rng: random.Random) -> list[_Customer]:
+    """:data:`N_CUSTOMERS` customers, 70% Chinese-speaking (mostly in Chinese cities), all
+    ``regular`` with no growth yet."""
     cn_cities = [c for c in CITIES if c[3] == "CN"]
-    # (customer_id, name, email, city, lang, created_at, phone, vip level, growth, birthday);
-    # the level and growth are set once the orders are made
-    customers: list[tuple[str, str, str, str, str, str, str, str, float, str]] = []
+    customers: list[_Customer] = []
     for i in range(1, N_CUSTOMERS + 1):
         is_zh = rng.random() < 0.7
         home = rng.choice(cn_cities if is_zh or rng.random() < 0.6 else CITIES)
@@ -246,6 +296,12 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
                           "1" + rng.choice("3456789") + "".join(rng.choice("0123456789")
                                                                 for _ in range(9)),
                           "regular", 0.0, f"{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"))
+    return customers
+
+
+def _products(rng: random.Random) -> list[_Product]:
+    """:data:`N_PRODUCTS` products spread over :data:`CATEGORIES` (base names times
+    variants), priced within their category's range."""
     products = []
     counter = 0
     for index, category in enumerate(CATEGORIES):
@@ -261,108 +317,124 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
             products.append((f"P{counter:04d}", f"SKU-{100000 + counter:06d}", f"{vzh}{zh}".strip(), f"{en} {ven}".strip(),
                              category, round(price, 2), rng.choice([0, 0] + list(range(1, 400))),
                              rng.randint(0, 900), _ts(listed)))
-    conn.executemany("INSERT INTO products VALUES (?,?,?,?,?,?,?,?,?)", products)
-    conn.executemany("INSERT INTO inventory VALUES (?,?,?,?,?)", [
-        (p[1], w[0], on_hand, rng.randint(0, min(on_hand, 30)), rng.choice([0, 0, 0, 50, 100]))
-        for p in products for w in WAREHOUSES for on_hand in [rng.randint(0, 300)]])
+    return products
 
-    orders, items, shipments, events, ledger = [], [], [], [], []
-    spend: dict[str, float] = {}
-    for year in (2025, 2026):
-        start = datetime(year, 1, 1)
-        span = ((datetime(TODAY.year, TODAY.month, TODAY.day, 12) if year == TODAY.year
-                 else datetime(year + 1, 1, 1)) - start).total_seconds()
-        moments = sorted(start + timedelta(seconds=rng.uniform(0, span))
-                         for _ in range(ORDERS_PER_YEAR))
-        for seq, created in enumerate(moments, start=1):
-            order_id = f"ORD{year}{seq:04d}"
-            customer = customers[min(int(rng.paretovariate(1.2)) - 1, N_CUSTOMERS - 1)
-                                 if rng.random() < 0.15 else rng.randrange(N_CUSTOMERS)]
-            age = (datetime(TODAY.year, TODAY.month, TODAY.day, 23) - created).days
-            if age < 2:
-                status = rng.choice(["pending_payment", "paid", "paid", "shipped"])
-            elif age < 8:
-                status = rng.choice(["paid", "shipped", "shipped", "delivered", "cancelled"])
-            else:
-                status = rng.choices(ORDER_STATUSES, weights=(1, 1, 2, 80, 9, 7))[0]
-            lines = rng.sample(products, k=rng.choice([1, 1, 1, 2, 2, 3]))
-            total = 0.0
-            for product in lines:
-                qty = rng.choice([1, 1, 1, 2, 3])
-                items.append((order_id, product[0], qty, product[5]))
-                total += qty * product[5]
-            total = round(total, 2)
-            payment = {"pending_payment": "unpaid", "cancelled": rng.choice(["unpaid",
-                                                                             "refunded"]),
-                       "refunded": "refunded"}.get(status, "paid")
-            updated = created + timedelta(hours=rng.randint(1, 72))
-            city = customer[3]
-            orders.append((order_id, customer[0], status, payment, total, _ts(created),
-                           _ts(min(updated, datetime(TODAY.year, TODAY.month, TODAY.day, 23))),
-                           rng.choice(_NOTES), f"{city} {rng.randint(1, 999)}号",
-                           customer[1], customer[6], None, 0))
-            if status in ("paid", "shipped", "delivered", "refunded"):
-                spend[customer[0]] = spend.get(customer[0], 0.0) + (
-                    total if status != "refunded" else 0.0)
-                ledger.append((customer[0], int(total), "order", order_id,
-                               _ts(created + timedelta(hours=1))))
-                if status == "refunded":
-                    ledger.append((customer[0], -int(total), "refund", order_id,
-                                   _ts(updated + timedelta(days=3))))
-            if status in ("shipped", "delivered", "refunded") or (
-                    status == "paid" and rng.random() < 0.4):
-                carrier = rng.choices(CARRIERS, weights=(30, 20, 15, 12, 10, 6, 4, 3))[0]
-                number = _tracking_number(rng, carrier)
-                shipped = created + timedelta(hours=rng.randint(6, 48))
-                eta = (shipped + timedelta(days=rng.randint(2, 5))).date()
-                delivered = None
-                ship_status = "in_transit"
-                if status == "paid":
-                    ship_status = "label_created"
-                elif status != "shipped":
-                    delivered = shipped + timedelta(hours=rng.randint(30, 130))
-                    ship_status = "delivered"
-                elif rng.random() < 0.1:
-                    ship_status = "exception"
-                elif (TODAY - shipped.date()).days >= 2:
-                    ship_status = "out_for_delivery"
-                warehouse = rng.choice(WAREHOUSES)
-                shipments.append((number, order_id, carrier, ship_status, _ts(shipped),
-                                  _ts(delivered) if delivered else None, eta.isoformat(),
-                                  warehouse[0], city, orders[-1][8],
-                                  round(8 + 4 * rng.random() * (1 + (carrier in ("ups", "fedex"))),
-                                        1)))
-                stops = [(shipped - timedelta(hours=2), warehouse[2] + "仓", "created",
-                          "电子面单已打印 label created")]
-                if ship_status != "label_created":
-                    stops += [(shipped, warehouse[2] + "仓", "picked_up", "已揽收 picked up"),
-                              (shipped + timedelta(hours=rng.randint(4, 20)),
-                               warehouse[2] + "转运中心", "departed_hub", "已发出 departed hub"),
-                              (shipped + timedelta(hours=rng.randint(24, 40)), city + "转运中心",
-                               "arrived_hub", "到达目的地 arrived in destination city")]
-                if ship_status == "out_for_delivery":
-                    stops.append((shipped + timedelta(hours=42), city, "out_for_delivery",
-                                  "派送中 out for delivery"))
-                if ship_status == "exception":
-                    stops.append((shipped + timedelta(hours=44), city, "exception",
-                                  "地址不详 address problem, contact customer service"))
-                if delivered:
-                    stops.append((delivered, city, "delivered", "已签收 delivered"))
-                for moment, location, ev_status, note in stops:
-                    if moment.date() <= TODAY:
-                        events.append((number, _ts(moment), location, ev_status, note))
-    for n, customer in enumerate(customers):
-        growth = round(spend.get(customer[0], 0.0), 2)
-        level = [lvl[0] for lvl in VIP_LEVELS if growth >= lvl[1]][-1]
-        customers[n] = (*customer[:7], level, growth, customer[9])
-    conn.executemany("INSERT INTO customers VALUES (?,?,?,?,?,?,?,?,?,?)", customers)
-    conn.executemany("INSERT INTO orders VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", orders)
-    conn.executemany("INSERT INTO order_items VALUES (?,?,?,?)", items)
-    conn.executemany("INSERT INTO shipments VALUES (?,?,?,?,?,?,?,?,?,?,?)", shipments)
-    conn.executemany("INSERT INTO shipment_events VALUES (?,?,?,?,?)", events)
-    conn.executemany("INSERT INTO points_ledger (customer_id, change, reason, order_id, "
-                     "created_at) VALUES (?,?,?,?,?)", ledger)
-    coupons = []
+
+class _Sales:
+    """The rows the orders make (:func:`_sell_year`): ``orders``, their ``items``,
+    ``shipments`` and their tracking ``events``, the points ``ledger``, and each customer's
+    ``spend`` (the growth their VIP level follows). A plain class: this file runs as a
+    child that imports as little as it can (``python -I -S shopdb.py``)."""
+
+    def __init__(self) -> None:
+        self.orders: list[tuple[object, ...]] = []
+        self.items: list[tuple[object, ...]] = []
+        self.shipments: list[tuple[object, ...]] = []
+        self.events: list[tuple[object, ...]] = []
+        self.ledger: list[tuple[object, ...]] = []
+        self.spend: dict[str, float] = {}
+
+
+def _sell_year(rng: random.Random, year: int, customers: Sequence[_Customer],
+               products: Sequence[_Product], sales: _Sales) -> None:
+    """Add :data:`ORDERS_PER_YEAR` orders of ``year`` (up to :data:`TODAY`) to ``sales``,
+    each with its items, points and, once paid, its shipment."""
+    start = datetime(year, 1, 1)
+    span = ((datetime(TODAY.year, TODAY.month, TODAY.day, 12) if year == TODAY.year
+             else datetime(year + 1, 1, 1)) - start).total_seconds()
+    moments = sorted(start + timedelta(seconds=rng.uniform(0, span))
+                     for _ in range(ORDERS_PER_YEAR))
+    for seq, created in enumerate(moments, start=1):
+        order_id = f"ORD{year}{seq:04d}"
+        customer = customers[min(int(rng.paretovariate(1.2)) - 1, N_CUSTOMERS - 1)
+                             if rng.random() < 0.15 else rng.randrange(N_CUSTOMERS)]
+        age = (datetime(TODAY.year, TODAY.month, TODAY.day, 23) - created).days
+        if age < 2:
+            status = rng.choice(["pending_payment", "paid", "paid", "shipped"])
+        elif age < 8:
+            status = rng.choice(["paid", "shipped", "shipped", "delivered", "cancelled"])
+        else:
+            status = rng.choices(ORDER_STATUSES, weights=(1, 1, 2, 80, 9, 7))[0]
+        lines = rng.sample(products, k=rng.choice([1, 1, 1, 2, 2, 3]))
+        total = 0.0
+        for product in lines:
+            qty = rng.choice([1, 1, 1, 2, 3])
+            sales.items.append((order_id, product[0], qty, product[5]))
+            total += qty * product[5]
+        total = round(total, 2)
+        payment = {"pending_payment": "unpaid", "cancelled": rng.choice(["unpaid",
+                                                                         "refunded"]),
+                   "refunded": "refunded"}.get(status, "paid")
+        updated = created + timedelta(hours=rng.randint(1, 72))
+        city = customer[3]
+        sales.orders.append((order_id, customer[0], status, payment, total, _ts(created),
+                             _ts(min(updated, datetime(TODAY.year, TODAY.month, TODAY.day,
+                                                       23))),
+                             rng.choice(_NOTES), f"{city} {rng.randint(1, 999)}号",
+                             customer[1], customer[6], None, 0))
+        if status in ("paid", "shipped", "delivered", "refunded"):
+            sales.spend[customer[0]] = sales.spend.get(customer[0], 0.0) + (
+                total if status != "refunded" else 0.0)
+            sales.ledger.append((customer[0], int(total), "order", order_id,
+                                 _ts(created + timedelta(hours=1))))
+            if status == "refunded":
+                sales.ledger.append((customer[0], -int(total), "refund", order_id,
+                                     _ts(updated + timedelta(days=3))))
+        if status in ("shipped", "delivered", "refunded") or (
+                status == "paid" and rng.random() < 0.4):
+            _ship(rng, order_id, status, created, city, sales)
+
+
+def _ship(rng: random.Random, order_id: str, status: str, created: datetime, city: str,
+          sales: _Sales) -> None:
+    """Add the shipment of order ``order_id`` (its last order row: the address) and its
+    tracking events up to :data:`TODAY` to ``sales``; its state follows the order's
+    ``status``."""
+    carrier = rng.choices(CARRIERS, weights=(30, 20, 15, 12, 10, 6, 4, 3))[0]
+    number = _tracking_number(rng, carrier)
+    shipped = created + timedelta(hours=rng.randint(6, 48))
+    eta = (shipped + timedelta(days=rng.randint(2, 5))).date()
+    delivered = None
+    ship_status = "in_transit"
+    if status == "paid":
+        ship_status = "label_created"
+    elif status != "shipped":
+        delivered = shipped + timedelta(hours=rng.randint(30, 130))
+        ship_status = "delivered"
+    elif rng.random() < 0.1:
+        ship_status = "exception"
+    elif (TODAY - shipped.date()).days >= 2:
+        ship_status = "out_for_delivery"
+    warehouse = rng.choice(WAREHOUSES)
+    sales.shipments.append((number, order_id, carrier, ship_status, _ts(shipped),
+                            _ts(delivered) if delivered else None, eta.isoformat(),
+                            warehouse[0], city, sales.orders[-1][8],
+                            round(8 + 4 * rng.random() * (1 + (carrier in ("ups", "fedex"))),
+                                  1)))
+    stops = [(shipped - timedelta(hours=2), warehouse[2] + "仓", "created",
+              "电子面单已打印 label created")]
+    if ship_status != "label_created":
+        stops += [(shipped, warehouse[2] + "仓", "picked_up", "已揽收 picked up"),
+                  (shipped + timedelta(hours=rng.randint(4, 20)),
+                   warehouse[2] + "转运中心", "departed_hub", "已发出 departed hub"),
+                  (shipped + timedelta(hours=rng.randint(24, 40)), city + "转运中心",
+                   "arrived_hub", "到达目的地 arrived in destination city")]
+    if ship_status == "out_for_delivery":
+        stops.append((shipped + timedelta(hours=42), city, "out_for_delivery",
+                      "派送中 out for delivery"))
+    if ship_status == "exception":
+        stops.append((shipped + timedelta(hours=44), city, "exception",
+                      "地址不详 address problem, contact customer service"))
+    if delivered:
+        stops.append((delivered, city, "delivered", "已签收 delivered"))
+    for moment, location, ev_status, note in stops:
+        if moment.date() <= TODAY:
+            sales.events.append((number, _ts(moment), location, ev_status, note))
+
+
+def _coupons(rng: random.Random) -> list[_Coupon]:
+    """Forty coupons (fixed, percent or free shipping), some of them expired."""
+    coupons: list[_Coupon] = []
     for i in range(1, 41):
         kind = rng.choice(["fixed", "fixed", "percent", "free_shipping"])
         threshold = rng.choice([0, 99, 199, 300, 500, 1000])
@@ -371,7 +443,12 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
         expires = TODAY + timedelta(days=rng.randint(-90, 120))
         coupons.append((f"CPN{i:04d}", kind, value, threshold,
                         rng.choice([None, None, *CATEGORIES]), expires.isoformat() + " 23:59:59"))
-    conn.executemany("INSERT INTO coupons VALUES (?,?,?,?,?,?)", coupons)
+    return coupons
+
+
+def _held_coupons(rng: random.Random, customers: Sequence[_Customer],
+                  coupons: Sequence[_Coupon]) -> list[tuple[str, str, str, str, None]]:
+    """Up to five coupons per customer: expired, available or used."""
     held = []
     for customer in customers:
         for coupon in rng.sample(coupons, k=rng.randint(0, 5)):
@@ -379,11 +456,7 @@ def generate(path: Path, seed: int = DEFAULT_SEED) -> None:
             status = "expired" if expired else rng.choice(["available", "available", "used"])
             held.append((customer[0], coupon[0], status,
                          _ts(datetime(2026, 1, 1) + timedelta(days=rng.randint(0, 300))), None))
-    conn.executemany("INSERT INTO customer_coupons VALUES (?,?,?,?,?)", held)
-    conn.commit()
-    conn.close()
-    with open(path, "rb") as written:  # on disk before a caller renames it into place
-        os.fsync(written.fileno())
+    return held
 
 
 def write_whole(path: Path, seed: int = DEFAULT_SEED) -> None:
