@@ -338,6 +338,41 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
     Raises:
         ValueError: no metric to compare, an unknown metric, or no pair shared by A and B.
     """
+    present = _shared_metrics(frame_a, frame_b, metrics)
+    merged = _pairs(frame_a, frame_b, present, group_by, label_a, label_b)
+    result = Comparison(label_a=label_a, label_b=label_b, alpha=alpha, margin=margin,
+                        confidence=confidence, power=power, n_boot=n_boot, seed=seed,
+                        mid_p=mid_p, unpaired_a=len(frame_a) - len(merged),
+                        unpaired_b=len(frame_b) - len(merged))
+    flipped_records: list[_FlipRecord] = []
+    for group, part in merged.groupby("group", sort=True):
+        for metric in present:
+            both = part[part[f"{metric}_a"].notna() & part[f"{metric}_b"].notna()]
+            if both.empty:
+                continue
+            result.tests.append(_paired_test(str(group), metric, both, result))
+            flipped_records += _flipped(str(group), metric, both)
+    if rows_of is not None and flipped_records:
+        rows_a, rows_b = rows_of({r[5] for r in flipped_records},
+                                 {r[6] for r in flipped_records})
+    result.flips = _flips(flipped_records, rows_a, rows_b)
+    _holm_verdicts(result.tests, alpha, margin)
+    return result
+
+
+#: A flipped pair before its rows are read: (direction, group, metric, case id, trial, key in
+#: A, key in B).
+_FlipRecord = tuple[Literal["lost", "gained"], str, str, str, int, str, str]
+
+
+def _shared_metrics(frame_a: pd.DataFrame, frame_b: pd.DataFrame,
+                    metrics: Iterable[str] | None) -> list[str]:
+    """The metrics to compare: ``metrics`` (default: every comparable one) that both frames
+    carry.
+
+    Raises:
+        ValueError: an unknown metric, or none shared.
+    """
     known = comparable_metrics()
     wanted = list(metrics) if metrics is not None else known
     unknown = [m for m in wanted if m not in known]
@@ -347,6 +382,18 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
     present = [m for m in metric_columns(frame_a, wanted) if m in frame_b.columns]
     if not present:
         raise ValueError("A and B share none of the metrics " + ", ".join(wanted))
+    return present
+
+
+def _pairs(frame_a: pd.DataFrame, frame_b: pd.DataFrame, present: Sequence[str],
+           group_by: Sequence[str], label_a: str, label_b: str) -> pd.DataFrame:
+    """The (case, trial) pairs A and B share within each group: one row per pair, each
+    metric as ``<metric>_a`` / ``<metric>_b``, the rows' keys as ``key_a`` / ``key_b``.
+
+    Raises:
+        ValueError: a frame without rows or the columns to pair on, or no shared pair
+            (naming the groups each side has).
+    """
     keys = [*group_by, *PAIR_ON]
     for name, frame in (("A", frame_a), ("B", frame_b)):
         missing = [k for k in keys if k not in frame.columns]
@@ -364,42 +411,50 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
         raise ValueError(f"{label_a} and {label_b} share no (case, trial) pair"
                          + (f" within the same {'/'.join(group_by)}" if group_by else "")
                          + sides)
-    result = Comparison(label_a=label_a, label_b=label_b, alpha=alpha, margin=margin,
-                        confidence=confidence, power=power, n_boot=n_boot, seed=seed,
-                        mid_p=mid_p, unpaired_a=len(frame_a) - len(merged),
-                        unpaired_b=len(frame_b) - len(merged))
-    flipped_records: list[tuple[Literal["lost", "gained"], str, str, str, int, str, str]] = []
-    for group, part in merged.groupby("group", sort=True):
-        for metric in present:
-            both = part[part[f"{metric}_a"].notna() & part[f"{metric}_b"].notna()]
-            if both.empty:
-                continue
-            a = both[f"{metric}_a"].to_numpy(dtype=bool)
-            b = both[f"{metric}_b"].to_numpy(dtype=bool)
-            higher = get_metric(metric).polarity == "higher"
-            good_a, good_b = (a, b) if higher else (~a, ~b)
-            a_only, b_only = int((good_a & ~good_b).sum()), int((~good_a & good_b).sum())
-            n = len(both)
-            low, high = _paired_bootstrap(a, b, both["case_id"].to_numpy(), confidence,
-                                          n_boot, seed)
-            result.tests.append(MetricComparison(
-                group=str(group), metric=metric, n=n, cases=int(both["case_id"].nunique()),
-                rate_a=float(a.mean()), rate_b=float(b.mean()),
-                diff=float(b.mean() - a.mean()), diff_low=low, diff_high=high,
-                a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only, mid_p),
-                mdd=minimum_detectable_difference(n, (a_only + b_only) / n, alpha, power,
-                                                  mid_p)))
-            flipped = both[a != b]
-            for record in flipped.to_dict("records"):
-                flipped_records.append((
-                    "lost" if bool(record[f"{metric}_a"]) == higher else "gained",
-                    str(group), metric, str(record["case_id"]), int(record["trial"]),
-                    str(record["key_a"]), str(record["key_b"])))
-    if rows_of is not None and flipped_records:
-        rows_a, rows_b = rows_of({r[5] for r in flipped_records},
-                                 {r[6] for r in flipped_records})
+    return merged
+
+
+def _paired_test(group: str, metric: str, both: pd.DataFrame,
+                 settings: Comparison) -> MetricComparison:
+    """The paired test of ``metric`` in ``group`` over the pairs ``both`` where it applies
+    on both sides: rates, the paired bootstrap interval of the difference, McNemar's exact
+    p-value and the minimum detectable difference (``settings``: the comparison's alpha,
+    power, bootstrap and mid-p settings)."""
+    a = both[f"{metric}_a"].to_numpy(dtype=bool)
+    b = both[f"{metric}_b"].to_numpy(dtype=bool)
+    higher = get_metric(metric).polarity == "higher"
+    good_a, good_b = (a, b) if higher else (~a, ~b)
+    a_only, b_only = int((good_a & ~good_b).sum()), int((~good_a & good_b).sum())
+    n = len(both)
+    low, high = _paired_bootstrap(a, b, both["case_id"].to_numpy(), settings.confidence,
+                                  settings.n_boot, settings.seed)
+    return MetricComparison(
+        group=group, metric=metric, n=n, cases=int(both["case_id"].nunique()),
+        rate_a=float(a.mean()), rate_b=float(b.mean()),
+        diff=float(b.mean() - a.mean()), diff_low=low, diff_high=high,
+        a_only=a_only, b_only=b_only, p_value=mcnemar_exact(a_only, b_only, settings.mid_p),
+        mdd=minimum_detectable_difference(n, (a_only + b_only) / n, settings.alpha,
+                                          settings.power, settings.mid_p))
+
+
+def _flipped(group: str, metric: str, both: pd.DataFrame) -> list[_FlipRecord]:
+    """The pairs of ``both`` whose ``metric`` differs between A and B, each ``lost`` (good
+    in A) or ``gained``."""
+    a = both[f"{metric}_a"].to_numpy(dtype=bool)
+    b = both[f"{metric}_b"].to_numpy(dtype=bool)
+    higher = get_metric(metric).polarity == "higher"
+    return [("lost" if bool(record[f"{metric}_a"]) == higher else "gained",
+             group, metric, str(record["case_id"]), int(record["trial"]),
+             str(record["key_a"]), str(record["key_b"]))
+            for record in both[a != b].to_dict("records")]
+
+
+def _flips(records: Sequence[_FlipRecord], rows_a: Mapping[str, Row] | None,
+           rows_b: Mapping[str, Row] | None) -> list[Flip]:
+    """Each flipped pair as a :class:`Flip`, with its query, label and both answers in short
+    form when its rows are given."""
     flips: list[Flip] = []
-    for direction, group_name, metric, case_id, trial, key_a, key_b in flipped_records:
+    for direction, group_name, metric, case_id, trial, key_a, key_b in records:
         row_a = (rows_a or {}).get(key_a)
         row_b = (rows_b or {}).get(key_b)
         flips.append(Flip(
@@ -408,7 +463,14 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
             expected=_short_expected(row_a.expected) if row_a else "",
             answer_a=_short_answer(row_a) if row_a else "",
             answer_b=_short_answer(row_b) if row_b else ""))
-    for test, adjusted in zip(result.tests, holm_adjust([t.p_value for t in result.tests])):
+    return flips
+
+
+def _holm_verdicts(tests: Sequence[MetricComparison], alpha: float, margin: float) -> None:
+    """Set each test's Holm-adjusted p-value (across all ``tests``) and, when it is below
+    ``alpha``, its verdict: a regression or an improvement beyond ``margin`` (in the
+    metric's good direction), else within the margin."""
+    for test, adjusted in zip(tests, holm_adjust([t.p_value for t in tests])):
         test.p_holm = adjusted
         if adjusted < alpha:
             gain = test.diff if get_metric(test.metric).polarity == "higher" else -test.diff
@@ -418,8 +480,6 @@ def compare_frames(frame_a: pd.DataFrame, frame_b: pd.DataFrame, *, label_a: str
                 test.verdict = "improvement"
             else:
                 test.verdict = "within margin"
-    result.flips = flips
-    return result
 
 
 def compare_rows(rows_a: Iterable[Row | Mapping[str, Any]],
