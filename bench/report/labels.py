@@ -136,7 +136,19 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
         execution: the manifest's ``execution`` (None: runs made before it existed).
         run_dir: the run folder (None: only the manifest's facts).
     """
-    execution = execution or {}
+    notes = _manifest_notes(execution or {})
+    counts = count_rows(run_dir) if run_dir is not None else LabelCounts()
+    for (toolset, why), rows in sorted(counts.skipped.items()):
+        note = _skipped_note(toolset, why, rows, counts)
+        if note is not None:
+            notes.append(note)
+    notes += _oracle_notes(counts)
+    return notes
+
+
+def _manifest_notes(execution: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The facts the manifest's ``execution`` gives away: a run made before labels stopped
+    running on a user's system, and state carried over between cases."""
     notes: list[str] = []
     for toolset, entry in execution.items():
         if entry.get("mode") in ("mcp", "python") and "labels" not in entry:
@@ -156,39 +168,50 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                          f"'{toolset}' runs on your system with writes allowed ({allowed}) "
                          "and no reset = [...] under its [tool.bench.toolsets."
                          f"{toolset}]: a row may see what an earlier row wrote")
-    counts = count_rows(run_dir) if run_dir is not None else LabelCounts()
-    for (toolset, why), rows in sorted(counts.skipped.items()):
-        where = f"{count(rows, 'row')} of toolset '{toolset}'"
-        if why == "label_failed":
-            cases = counts.failed_cases.get(toolset, set())
-            notes.append(f"label call failed: {where} (cases {_cases(cases)}): the label's "
-                         "own call returns an error, so exec match is empty there; fix the "
-                         "label (bench lint lists such labels)")
-        elif why == "not_recorded":
-            notes.append(f"exec match empty for {where}: bench does not run a label's calls "
-                         "on your system; record the expected results once with bench labels "
-                         "record (it asks first), or declare reset = [...] under "
-                         f"[tool.bench.toolsets.{toolset}]")
-        elif why == "recording_stale":
-            notes.append(f"exec match empty for {where}: the label or a called tool's input "
-                         "schema changed since its results were recorded (or they were "
-                         "recorded before bench stored the schema); record them again with "
-                         "bench labels record")
-        elif why == "label_refused":
-            notes.append(f"exec match empty for {where}: the run does not allow a write the "
-                         "label makes, so there is no expected result to compare")
-        elif why == "label_unbuildable":
-            notes.append(f"exec match empty for {where}: an argument of the label offers only "
-                         "patterns without \"$example\" ($any, $regex), so its call cannot be "
-                         "built")
-        elif why == "label_not_executable":
-            cases = counts.unexecutable_cases.get(toolset, set())
-            notes.append(f"exec match empty for {where} (cases {_cases(cases)}): the label "
-                         "declares why its calls cannot run on their own (not_executable, "
-                         "e.g. a result id issued in the conversation's history)")
-        elif why == "not_compared":
-            notes.append(f"exec match empty for {where}: every tool called is compare = "
-                         "\"none\"")
+    return notes
+
+
+def _skipped_note(toolset: str, why: str, rows: int, counts: LabelCounts) -> str | None:
+    """The sentence for ``rows`` of ``toolset`` without an exec match for reason ``why``
+    (:data:`bench.executor.judge.SKIP_REASONS`); None for a reason without one."""
+    where = f"{count(rows, 'row')} of toolset '{toolset}'"
+    if why == "label_failed":
+        cases = counts.failed_cases.get(toolset, set())
+        return (f"label call failed: {where} (cases {_cases(cases)}): the label's "
+                "own call returns an error, so exec match is empty there; fix the "
+                "label (bench lint lists such labels)")
+    if why == "not_recorded":
+        return (f"exec match empty for {where}: bench does not run a label's calls "
+                "on your system; record the expected results once with bench labels "
+                "record (it asks first), or declare reset = [...] under "
+                f"[tool.bench.toolsets.{toolset}]")
+    if why == "recording_stale":
+        return (f"exec match empty for {where}: the label or a called tool's input "
+                "schema changed since its results were recorded (or they were "
+                "recorded before bench stored the schema); record them again with "
+                "bench labels record")
+    if why == "label_refused":
+        return (f"exec match empty for {where}: the run does not allow a write the "
+                "label makes, so there is no expected result to compare")
+    if why == "label_unbuildable":
+        return (f"exec match empty for {where}: an argument of the label offers only "
+                "patterns without \"$example\" ($any, $regex), so its call cannot be "
+                "built")
+    if why == "label_not_executable":
+        cases = counts.unexecutable_cases.get(toolset, set())
+        return (f"exec match empty for {where} (cases {_cases(cases)}): the label "
+                "declares why its calls cannot run on their own (not_executable, "
+                "e.g. a result id issued in the conversation's history)")
+    if why == "not_compared":
+        return (f"exec match empty for {where}: every tool called is compare = "
+                "\"none\"")
+    return None
+
+
+def _oracle_notes(counts: LabelCounts) -> list[str]:
+    """The oracle's rows: those with a placeholder for a pattern-only argument (their label
+    calls not executed), and its exec match below 100% (naming the tools)."""
+    notes: list[str] = []
     for toolset, rows in sorted(counts.unlabeled_rows.items()):
         cases = counts.unlabeled_cases.get(toolset, set())
         arguments = sorted(counts.unlabeled_arguments.get(toolset, set()))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
+import pandas as pd
+
 from bench.compare.core import Comparison
 from bench.report.comparison import comparison_view
 from bench.plural import count
@@ -74,12 +76,31 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
     """
     frame = frame_of(runs)
     summary = headline(runs, frame)
-    metrics = shown_metrics(summary)
     lines = [f"### {md_cell(title)}", ""]
     for run in incomplete_runs(runs):  # before any figure: they cover only the rows written
         lines += [f"> **Incomplete run: {run['done']} of {run['planned']} planned rows.** "
                   f"{md_cell(run['text'])}", ""]
     lines += [md_cell(split_statement(runs)), ""]
+    lines += _headline_lines(runs, summary)
+    lines += _bucket_lines(runs, frame)
+    lines += _episode_lines(runs)
+    lines += _error_code_lines(runs)
+    if comparison is not None:
+        lines += _comparison_lines(comparison)
+    runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.status)}, "
+                          f"commit `{md_cell(str(r.manifest.git_commit)[:12])}`)"
+                          for r in runs)
+    lines += ["", f"Runs: {runs_text}."]
+    if report_path:
+        lines.append(f"Full report: `{md_cell(report_path)}`.")
+    return "\n".join(lines) + "\n"
+
+
+def _headline_lines(runs: Sequence[LoadedRun], summary: pd.DataFrame) -> list[str]:
+    """The headline table: per (provider, variant) of ``summary``
+    (:func:`bench.report.rates.headline`), its cases, rates with 95% intervals,
+    tool-definition tokens, cost and pass / fail / unparseable counts."""
+    metrics = shown_metrics(summary)
     rows = []
     outcomes: dict[tuple[str, str], dict[str, int]] = {}
     for row in all_rows(runs):
@@ -102,7 +123,13 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
     header = ["provider", "variant", "cases", *[f"{label} (95% CI)" for _, label in metrics],
               "tool-def tokens", *(["cost USD"] if "cost_usd" in summary else []),
               "pass / fail / unparseable"]
-    lines += _table(header, rows, right_from=2)
+    return _table(header, rows, right_from=2)
+
+
+def _bucket_lines(runs: Sequence[LoadedRun], frame: pd.DataFrame) -> list[str]:
+    """The per-bucket table (folded) and the agreement it rests on, or why it is not
+    shown (:func:`bench.report.rates.bucket_section`); none without buckets."""
+    lines: list[str] = []
     bucket_rows, agreement = bucket_section(runs, frame)
     buckets = bucket_view(bucket_rows)
     if buckets:
@@ -114,30 +141,32 @@ def render_markdown(runs: Sequence[LoadedRun], title: str, report_path: str | No
         lines += ["", "</details>"]
     if agreement:  # the kappa beside the table, or why there is none
         lines += ["", *(f"{md_cell(line)}  " for line in agreement)]
-    lines += _episode_lines(runs)
+    return lines
+
+
+def _error_code_lines(runs: Sequence[LoadedRun]) -> list[str]:
+    """The error-code counts per (provider, variant), folded; none without a code."""
     code_counts = error_code_counts(all_rows(runs))
     codes = sorted({c for g in code_counts for c in g["counts"]})
-    if codes:
-        lines += ["", "<details><summary>error codes (rows with each code)</summary>", ""]
-        lines += _table(["provider", "variant", *codes],
-                        [[g["provider"], g["variant"], *[g["counts"].get(c, 0) for c in codes]]
-                         for g in code_counts], right_from=2)
-        lines += ["", "</details>"]
-    if comparison is not None:
-        view = comparison_view(comparison)
-        keep = [0, 1, 3, 4, 5, 8, 10]  # group, metric, A, B, B-A [CI], p (Holm), verdict
-        lines += ["", f"**Comparison: {md_cell(view['title'])}** ({md_cell(view['settings'])})",
-                  ""]
-        lines += _table([view["tests"]["columns"][i] for i in keep],
-                        [[row[i] for i in keep] for row in view["tests"]["rows"]], right_from=2,
-                        right_to=len(keep) - 1)
-        lost = sum(f.direction == "lost" for f in comparison.flips)
-        lines += ["", f"Flipped (case, trial, metric) pairs: {lost} right in A but wrong in B, "
-                      f"{len(comparison.flips) - lost} wrong in A but right in B."]
-    runs_text = ", ".join(f"`{md_cell(r.run_id)}` ({md_cell(r.manifest.status)}, "
-                          f"commit `{md_cell(str(r.manifest.git_commit)[:12])}`)"
-                          for r in runs)
-    lines += ["", f"Runs: {runs_text}."]
-    if report_path:
-        lines.append(f"Full report: `{md_cell(report_path)}`.")
-    return "\n".join(lines) + "\n"
+    if not codes:
+        return []
+    lines = ["", "<details><summary>error codes (rows with each code)</summary>", ""]
+    lines += _table(["provider", "variant", *codes],
+                    [[g["provider"], g["variant"], *[g["counts"].get(c, 0) for c in codes]]
+                     for g in code_counts], right_from=2)
+    return lines + ["", "</details>"]
+
+
+def _comparison_lines(comparison: Comparison) -> list[str]:
+    """The comparison's tests (group, metric, A, B, B-A with its interval, Holm p, verdict)
+    and the number of flipped pairs each way."""
+    view = comparison_view(comparison)
+    keep = [0, 1, 3, 4, 5, 8, 10]  # group, metric, A, B, B-A [CI], p (Holm), verdict
+    lines = ["", f"**Comparison: {md_cell(view['title'])}** ({md_cell(view['settings'])})",
+             ""]
+    lines += _table([view["tests"]["columns"][i] for i in keep],
+                    [[row[i] for i in keep] for row in view["tests"]["rows"]], right_from=2,
+                    right_to=len(keep) - 1)
+    lost = sum(f.direction == "lost" for f in comparison.flips)
+    return lines + ["", f"Flipped (case, trial, metric) pairs: {lost} right in A but wrong "
+                        f"in B, {len(comparison.flips) - lost} wrong in A but right in B."]
