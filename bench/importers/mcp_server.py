@@ -234,6 +234,44 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
             connection or times out (with the server's stderr so far).
         BenchError: no command, or a tool has an invalid schema.
     """
+    listed, server_log, not_jsonrpc = _list_tools(command, timeout)
+    imported = ImportedToolset(server_log=server_log)
+    if not_jsonrpc:
+        imported.notes.append(f"the server printed {len(not_jsonrpc)} stdout line(s) "
+                              f"that are not JSON-RPC (first: {not_jsonrpc[0]}); "
+                              "they were ignored")
+    names = bench_names([tool.name for tool in listed])
+    seen: set[str] = set()
+    for index, (tool, name) in enumerate(zip(listed, names)):
+        if name != tool.name:
+            imported.renamed[tool.name] = name
+            imported.source_names[name] = tool.name
+            imported.notes.append(
+                f"the server lists tool '{tool.name}' more than once: this one is '{name}' "
+                f"(the server tells them apart by name only: calls of '{name}' go to its "
+                f"'{tool.name}')" if tool.name in seen else
+                f"tool '{tool.name}' renamed '{name}' (calls still go to '{tool.name}')")
+        seen.add(tool.name)
+        made = make_tool(name, _clean(tool.description), tool.input_schema,
+                         source=f"MCP tools/list item {index}")
+        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+        imported.tools.append(made if read_only else made.model_copy(
+            update={"permission": "write"}))
+    return imported
+
+
+def _list_tools(command: str | Sequence[str], timeout: float
+                ) -> tuple[list[McpTool], str, list[str]]:
+    """``tools/list`` of the server (every page), within ``timeout`` seconds.
+
+    Returns:
+        (the listed tools, the server's stderr redacted, the lines it printed on stdout that
+        are not JSON-RPC).
+
+    Raises:
+        ServerImportError: as :func:`import_mcp`, the server's stderr so far attached.
+        BenchError: no command.
+    """
     import anyio
     from mcp import Client
 
@@ -293,27 +331,4 @@ def import_mcp(command: str | Sequence[str], *, timeout: float = 30.0) -> Import
                                     f"{leaf}".split("\n")[0] + _stdout_hint(sdk_log)
                                     + _stderr_tail(log), log) from None
         server_log = _read_log(errlog)
-
-    imported = ImportedToolset(server_log=server_log)
-    if sdk_log.not_jsonrpc:
-        imported.notes.append(f"the server printed {len(sdk_log.not_jsonrpc)} stdout line(s) "
-                              f"that are not JSON-RPC (first: {sdk_log.not_jsonrpc[0]}); "
-                              "they were ignored")
-    names = bench_names([tool.name for tool in listed])
-    seen: set[str] = set()
-    for index, (tool, name) in enumerate(zip(listed, names)):
-        if name != tool.name:
-            imported.renamed[tool.name] = name
-            imported.source_names[name] = tool.name
-            imported.notes.append(
-                f"the server lists tool '{tool.name}' more than once: this one is '{name}' "
-                f"(the server tells them apart by name only: calls of '{name}' go to its "
-                f"'{tool.name}')" if tool.name in seen else
-                f"tool '{tool.name}' renamed '{name}' (calls still go to '{tool.name}')")
-        seen.add(tool.name)
-        made = make_tool(name, _clean(tool.description), tool.input_schema,
-                         source=f"MCP tools/list item {index}")
-        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
-        imported.tools.append(made if read_only else made.model_copy(
-            update={"permission": "write"}))
-    return imported
+    return listed, server_log, list(sdk_log.not_jsonrpc)
