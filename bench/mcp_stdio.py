@@ -32,6 +32,7 @@ from typing import IO, Any, AsyncIterator, Callable
 
 import anyio
 from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 logger = logging.getLogger(__name__)
 
@@ -108,49 +109,13 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
-    async def read_stdout() -> None:
-        assert process.stdout is not None
-        buffer = b""
-        listening = True  # until the session is gone; then the rest is read and dropped
-        try:
-            async with read_writer:
-                async for chunk in process.stdout:
-                    lines = (buffer + chunk).split(b"\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        if not listening or not line.strip():
-                            continue
-                        item: SessionMessage | Exception
-                        try:
-                            item = SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(
-                                line.decode("utf-8", "replace"), by_name=False))
-                        except ValueError as exc:  # its text and the parser's error
-                            logger.warning("a line the server printed on stdout is not "
-                                           "JSON-RPC (a stdio server writes only protocol "
-                                           "messages there)", exc_info=exc)
-                            item = exc
-                        try:
-                            await read_writer.send(item)
-                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                            listening = False  # keep reading: a server blocked on a full
-                            # stdout pipe could not exit
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            pass  # the pipe was closed under the read: the connection is over
-
-    async def write_stdin() -> None:
-        assert process.stdin is not None
-        try:
-            async with write_reader:
-                async for message in write_reader:
-                    text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send((text + "\n").encode("utf-8"))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            # the server closed its stdin (it exited): the session must see the end
-            await read_writer.aclose()
+    def decode(line: bytes) -> SessionMessage:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(
+            line.decode("utf-8", "replace"), by_name=False))
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(read_stdout)
-        tasks.start_soon(write_stdin)
+        tasks.start_soon(_read_stdout, process, read_writer, decode)
+        tasks.start_soon(_write_stdin, process, write_reader, read_writer)
         try:
             yield read_stream, write_stream
         finally:
@@ -164,3 +129,53 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
                     if process.stdout is not None:
                         await process.stdout.aclose()
             tasks.cancel_scope.cancel()  # a pipe a child of the server still holds
+
+
+async def _read_stdout(process: Process, read_writer: MemoryObjectSendStream[Any],
+                       decode: Callable[[bytes], Any]) -> None:
+    """Hand each line the server prints on stdout to the session (``read_writer``) as a
+    message (``decode``: one JSON-RPC message of a line), or as the parser's error with the
+    line logged; once the session is gone, read on and drop the rest (a server blocked on a
+    full stdout pipe could not exit)."""
+    assert process.stdout is not None
+    buffer = b""
+    listening = True  # until the session is gone; then the rest is read and dropped
+    try:
+        async with read_writer:
+            async for chunk in process.stdout:
+                lines = (buffer + chunk).split(b"\n")
+                buffer = lines.pop()
+                for line in lines:
+                    if not listening or not line.strip():
+                        continue
+                    item: Any
+                    try:
+                        item = decode(line)
+                    except ValueError as exc:  # its text and the parser's error
+                        logger.warning("a line the server printed on stdout is not "
+                                       "JSON-RPC (a stdio server writes only protocol "
+                                       "messages there)", exc_info=exc)
+                        item = exc
+                    try:
+                        await read_writer.send(item)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        listening = False  # keep reading: a server blocked on a full
+                        # stdout pipe could not exit
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass  # the pipe was closed under the read: the connection is over
+
+
+async def _write_stdin(process: Process, write_reader: MemoryObjectReceiveStream[Any],
+                       read_writer: MemoryObjectSendStream[Any]) -> None:
+    """Write each message of the session (``write_reader``) to the server's stdin as one
+    line of JSON; when the server closed its stdin (it exited), close the session's read
+    side (``read_writer``) so the session sees the end."""
+    assert process.stdin is not None
+    try:
+        async with write_reader:
+            async for message in write_reader:
+                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await process.stdin.send((text + "\n").encode("utf-8"))
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        # the server closed its stdin (it exited): the session must see the end
+        await read_writer.aclose()
