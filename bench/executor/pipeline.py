@@ -366,38 +366,18 @@ class Executor:
                 handler.ready()  # raises BenchError when it cannot: the caller stops
             t0 = time.perf_counter()
             record = Attempt(attempt=attempt, status="error", waited_s=round(wait_before, 6))
-            error: ToolError | None = None
-            try:
-                if not breaker.allow():
-                    raise ToolError("transient", "circuit_open",
-                                    f"'{call.name}' is failing and calls to it are paused "
-                                    f"for up to {self.config.breaker_cooldown_s:g} s; try again "
-                                    "later or use another way")
-                if self.limiter.enabled:
-                    record.waited_s += self.limiter.acquire(f"{toolset}.{call.name}",
-                                                            run.user_id or "anonymous")
-                rule = faults.pick(call.name, call.id, attempt) if faults else None
-                record.fault = rule.kind if rule else None
-                run_fn = wrap(handler.run, rule, hang_s=self.config.timeout_s * 4 + 1) \
-                    if rule else handler.run
-                data = _normalise(self._run_with_timeout(run_fn, arguments, call, attempt, run,
-                                                         handler.cooperative,
-                                                         handler.timeout_s))
-                capped = _capped(data, self.config.result_token_budget)
-            except ToolError as exc:
-                error = exc
-            except Exception as exc:  # noqa: BLE001 - a handler bug is reported, never raised
-                error = permanent_error("internal_error", f"the tool failed unexpectedly "
-                                        f"({type(exc).__name__}: {exc}); do not retry")
+            result = self._attempt(call, handler, arguments, toolset, run, breaker, faults,
+                                   attempt, record)
             record.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
-            if error is None:
+            if not isinstance(result, ToolError):
                 breaker.record_success()
                 record.status = "ok"
                 outcome.attempts.append(record)
                 self._trace(run, call, record, final=True)
                 outcome.success = True
-                outcome.data, outcome.truncated, outcome.result_tokens = capped
+                outcome.data, outcome.truncated, outcome.result_tokens = result
                 return
+            error = result
             record.error_class, record.error_code = error.error_class, error.code
             if error.code != "circuit_open":
                 if error.error_class in ("transient", "timeout"):
@@ -423,24 +403,64 @@ class Executor:
             attempt += 1
         if attempt:
             suffix += f" (after {attempt + 1} attempts)"
-        if handler.fallback is not None and error.error_class in ("transient", "timeout",
-                                                                  "rate_limited"):
-            try:
-                data = _normalise(handler.fallback(arguments, self._context(call, attempt, run),
-                                                   error))
-                capped = _capped(data, self.config.result_token_budget)
-            except Exception:  # noqa: BLE001 - a failing fallback leaves the original error
-                data = None
-            else:
-                outcome.success = True
-                outcome.fallback_used = True
-                outcome.data, outcome.truncated, outcome.result_tokens = capped
-                record = Attempt(attempt=attempt, status="fallback",
-                                 error_class=error.error_class, error_code=error.code)
-                outcome.attempts.append(record)
-                self._trace(run, call, record, final=True)
-                return
-        self._fail(outcome, error, suffix)
+        if not self._fell_back(call, handler, arguments, attempt, run, error, outcome):
+            self._fail(outcome, error, suffix)
+
+    def _attempt(self, call: ToolCall, handler: Handler, arguments: dict[str, Any],
+                 toolset: str, run: RunContext, breaker: CircuitBreaker,
+                 faults: FaultConfig | None, attempt: int, record: Attempt
+                 ) -> tuple[Any, bool, int] | ToolError:
+        """One attempt of ``call``: through its breaker and the rate limiter (the wait added
+        to ``record``), with the fault the run injects at this attempt (if any), within the
+        timeout. Returns the result capped (:func:`_capped`), or the error: a handler that
+        raises anything else than a :class:`ToolError` is an ``internal_error``."""
+        try:
+            if not breaker.allow():
+                raise ToolError("transient", "circuit_open",
+                                f"'{call.name}' is failing and calls to it are paused "
+                                f"for up to {self.config.breaker_cooldown_s:g} s; try again "
+                                "later or use another way")
+            if self.limiter.enabled:
+                record.waited_s += self.limiter.acquire(f"{toolset}.{call.name}",
+                                                        run.user_id or "anonymous")
+            rule = faults.pick(call.name, call.id, attempt) if faults else None
+            record.fault = rule.kind if rule else None
+            run_fn = wrap(handler.run, rule, hang_s=self.config.timeout_s * 4 + 1) \
+                if rule else handler.run
+            data = _normalise(self._run_with_timeout(run_fn, arguments, call, attempt, run,
+                                                     handler.cooperative,
+                                                     handler.timeout_s))
+            return _capped(data, self.config.result_token_budget)
+        except ToolError as exc:
+            return exc
+        except Exception as exc:  # noqa: BLE001 - a handler bug is reported, never raised
+            return permanent_error("internal_error", f"the tool failed unexpectedly "
+                                   f"({type(exc).__name__}: {exc}); do not retry")
+
+    def _fell_back(self, call: ToolCall, handler: Handler, arguments: dict[str, Any],
+                   attempt: int, run: RunContext, error: ToolError,
+                   outcome: ExecutionOutcome) -> bool:
+        """Answer a call that failed with a transient, timeout or rate-limited ``error`` from
+        its handler's fallback, when it has one that succeeds: the outcome succeeds with the
+        fallback's result (an attempt ``fallback`` recorded and traced). False otherwise (a
+        failing fallback leaves the original error)."""
+        if handler.fallback is None or error.error_class not in ("transient", "timeout",
+                                                                 "rate_limited"):
+            return False
+        try:
+            data = _normalise(handler.fallback(arguments, self._context(call, attempt, run),
+                                               error))
+            capped = _capped(data, self.config.result_token_budget)
+        except Exception:  # noqa: BLE001 - a failing fallback leaves the original error
+            return False
+        outcome.success = True
+        outcome.fallback_used = True
+        outcome.data, outcome.truncated, outcome.result_tokens = capped
+        record = Attempt(attempt=attempt, status="fallback",
+                         error_class=error.error_class, error_code=error.code)
+        outcome.attempts.append(record)
+        self._trace(run, call, record, final=True)
+        return True
 
     def _context(self, call: ToolCall, attempt: int, run: RunContext,
                  timeout_s: float | None = None) -> CallContext:
