@@ -124,13 +124,7 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
     rates = MetricReaders(metric_specs(kind="rate"))
     means = MetricReaders(metric_specs(kind="mean"))
     numbers = MetricReaders(metric_specs(kind=_NUMBER_KINDS))
-    binary = set(rates.names())
-    numeric = set(numbers.names())
-    all_columns = (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
-                   "predicted_tools", *(s.name for s in metric_specs(kind="rate")),
-                   *(s.name for s in metric_specs(kind="mean")), *_LIST_COLUMNS,
-                   *(s.name for s in metric_specs(kind=_NUMBER_KINDS)))
-    columns: dict[str, list[Any]] = {name: [] for name in all_columns}
+    columns: dict[str, list[Any]] = {name: [] for name in _frame_columns()}
     seen: set[str] = set()
     # bound appends, looked up once: this loop runs once per row of the run
     id_get = attrgetter(*_ID_COLUMNS)
@@ -188,6 +182,23 @@ def results_frame(rows: Iterable[Row | Mapping[str, Any]]) -> pd.DataFrame:
             append(value)
     if not seen:
         return pd.DataFrame(columns=list(_ID_COLUMNS))
+    return _typed_frame(columns, set(rates.names()), set(numbers.names()))
+
+
+def _frame_columns() -> tuple[str, ...]:
+    """The frame's columns in order: identifiers, tags, query, the expected and predicted
+    tools, the registry's rates and means, the list columns, then its numbers."""
+    return (*_ID_COLUMNS, "tags", "query", "expected_kind", "expected_tools",
+            "predicted_tools", *(s.name for s in metric_specs(kind="rate")),
+            *(s.name for s in metric_specs(kind="mean")), *_LIST_COLUMNS,
+            *(s.name for s in metric_specs(kind=_NUMBER_KINDS)))
+
+
+def _typed_frame(columns: dict[str, list[Any]], binary: set[str],
+                 numeric: set[str]) -> pd.DataFrame:
+    """The frame of the collected ``columns``, each with its type: ``binary`` metrics as
+    nullable booleans (left out when no row carries one), ``numeric`` ones as floats,
+    ``trial`` as integers, the tuple columns as objects."""
     data: dict[str, Any] = {}
     for name, values in columns.items():
         if name in binary:
