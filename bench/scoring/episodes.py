@@ -180,13 +180,7 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
     checks_ok = None if state_checks is None else [bool(c["ok"]) for c in state_checks]
     ended = stop_reason == "final_answer"
     defaults = tool_defaults(tools)
-
-    def forbidden_call(call: MadeCall) -> bool:
-        return any(label_matches(call, f, defaults) and not (
-            f.until_confirmed and confirmed_at is not None and call.step > confirmed_at)
-            for f in case.forbidden_calls)
-
-    forbidden = sum(1 for call in made if forbidden_call(call))
+    forbidden = _forbidden_count(case, made, defaults, confirmed_at)
     if checks_ok is None and success is not None and success.state_checks:
         task_success = None
     else:
@@ -196,14 +190,7 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
     violations = sum(1 for i, label in enumerate(case.required_calls) if i in where
                      for before in label.after if before in where and where[before] >= where[i])
     repeated = sum(1 for identity in repeat_identities(made) if identity is not None)
-    errors, recovered = 0, 0
-    following: dict[str, MadeCall] = {}  # tool -> its next call, walking backwards: O(calls)
-    for call in reversed(made):
-        if call.success is False:
-            errors += 1
-            later = following.get(call.name)
-            recovered += later is not None and _recovered(call, later)
-        following[call.name] = call
+    errors, recovered = _errors_recovered(made)
     return {
         "task_success": task_success,
         "state_checks_passed": None if not checks_ok else sum(checks_ok) / len(checks_ok),
@@ -221,3 +208,29 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
         "forbidden_calls": forbidden,
         "stopped_by_guard": stop_reason == "loop_guard",
     }
+
+
+def _forbidden_count(case: Case, made: Sequence[MadeCall], defaults: Defaults,
+                     confirmed_at: int | None) -> int:
+    """The calls of ``made`` that a forbidden call of ``case`` matches (an
+    ``until_confirmed`` one only up to the step ``confirmed_at``)."""
+    def forbidden_call(call: MadeCall) -> bool:
+        return any(label_matches(call, f, defaults) and not (
+            f.until_confirmed and confirmed_at is not None and call.step > confirmed_at)
+            for f in case.forbidden_calls)
+
+    return sum(1 for call in made if forbidden_call(call))
+
+
+def _errors_recovered(made: Sequence[MadeCall]) -> tuple[int, int]:
+    """(the calls that returned an error, those whose next call to the same tool fixed what
+    the error named: :func:`_recovered`)."""
+    errors, recovered = 0, 0
+    following: dict[str, MadeCall] = {}  # tool -> its next call, walking backwards: O(calls)
+    for call in reversed(made):
+        if call.success is False:
+            errors += 1
+            later = following.get(call.name)
+            recovered += later is not None and _recovered(call, later)
+        following[call.name] = call
+    return errors, recovered
