@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from bench.descriptions.draft_wording import Section
 from bench.descriptions.specs import load_spec
@@ -132,9 +132,21 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
     total, cap = _requests(base, specs, wanted, plans, lengths, render is None, max_tokens)
     steps = Steps(total, progress)
     run = _Run(toolset, root / toolset, base, provider_id, source, specs, tool_timeout_s)
+    drafts, problems = _draft_tools(run, Asker(provider_id, timeout_s, cap), steps, wanted,
+                                    render, plans)
+    return DraftResult(drafts=drafts, failed={n: "; ".join(w) for n, w in problems.items()},
+                       method=method, asked=sum(len(specs.missing[name]) for name in wanted),
+                       kept={name: [f"l{n}" for n in found] for name, found in
+                             specs.kept.items() if found})
+
+
+def _draft_tools(run: _Run, asker: Asker, steps: Steps, wanted: Sequence[str],
+                 render: Renderer | None, plans: Mapping[str, list[Section]]
+                 ) -> tuple[list[Draft], dict[str, list[str]]]:
+    """Draft each tool of ``wanted`` in turn with ``asker`` (closed after, whatever happens):
+    (the drafts written, tool -> why some of its lengths were not drafted)."""
     drafts: list[Draft] = []
     problems: dict[str, list[str]] = {}
-    asker = Asker(provider_id, timeout_s, cap)
     try:
         for name in wanted:
             found, why = run.draft_tool(asker, steps, name, render, plans.get(name, []))
@@ -143,10 +155,7 @@ def draft_variants(toolset: str, provider_id: str, lengths: Iterable[int] = DEFA
                 problems[name] = why
     finally:
         asker.close()
-    return DraftResult(drafts=drafts, failed={n: "; ".join(w) for n, w in problems.items()},
-                       method=method, asked=sum(len(specs.missing[name]) for name in wanted),
-                       kept={name: [f"l{n}" for n in found] for name, found in
-                             specs.kept.items() if found})
+    return drafts, problems
 
 
 def _asked(base: Variant, toolset: str, source: str, tools: Iterable[str] | None,
