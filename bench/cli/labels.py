@@ -23,13 +23,17 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Mapping, Optional
 
 import typer
 from rich.console import Console
 
 from bench.errors import BenchError
 from bench.plural import count, first_few
+
+if TYPE_CHECKING:
+    from bench.datasets import Dataset
+    from bench.toolset_config import ToolsetSettings
 
 labels_app = typer.Typer(no_args_is_help=True, help="Expected results of the labels: record "
                                                      "them on your own system, with consent.")
@@ -105,8 +109,6 @@ def record(
     """
     from bench.datasets import load_dataset
     from bench.descriptions.aliases import apply_aliases
-    from bench.descriptions.variants import default_variant, load_variant
-    from bench.executor.judge import build_expected_call, recording_current
     from bench.executor.runhook import RunExecution
     from bench.paths import project_root, runs_dir
     from bench.toolset_config import load_toolset_settings
@@ -115,7 +117,42 @@ def record(
     loaded, _ = apply_aliases(load_dataset(dataset))
     if not isinstance(loaded.path, Path):
         raise BenchError(f"{dataset}: only a local cases.jsonl can hold recorded results")
-    settings = load_toolset_settings(root)
+    todo, skipped, tools = _to_record(loaded, load_toolset_settings(root), variant, again)
+    for why, ids in skipped.items():
+        out.print(f"skipped {count(len(ids), 'case')} ({first_few(ids)}): {why}", markup=False,
+                  soft_wrap=True)
+    marker = _marker(runs_dir().parent / "labels", Path(loaded.path))
+    if not todo:
+        out.print("nothing to record", markup=False)
+        marker.unlink(missing_ok=True)  # its case is recorded, or no longer in the dataset
+        return
+    _say_stopped(marker)
+    toolsets = sorted({case.toolset for case, _ in todo})
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_dir = runs_dir().parent / "labels" / f"record-{stamp}"
+    execution = RunExecution(run_dir, f"labels-record-{stamp}", allow_writes=True,
+                             allow_sensitive=allow_sensitive, project_root=root,
+                             toolsets=toolsets)
+    try:
+        _consent(todo, tools, execution, yes)
+        _run(loaded, todo, tools, execution, allow_sensitive, run_dir, stamp, marker)
+    finally:
+        execution.close()
+
+
+def _to_record(loaded: Dataset, settings: Mapping[str, ToolsetSettings], variant: str | None,
+               again: bool) -> tuple[list[tuple[Any, list[Any]]], dict[str, list[str]],
+                                     dict[str, dict[str, Any]]]:
+    """The cases whose labels ``bench labels record`` runs, and those it skips.
+
+    Returns:
+        (``[(case, its calls built)]``, ``{why: case ids}`` skipped: a toolset not executed
+        on the user's system, a call that cannot be built, a recording already current
+        (unless ``again``), ``{toolset: {tool name: the variant's Tool}}``).
+    """
+    from bench.descriptions.variants import default_variant, load_variant
+    from bench.executor.judge import build_expected_call, recording_current
+
     todo: list[tuple[Any, list[Any]]] = []  # (case, built calls)
     skipped: dict[str, list[str]] = {}  # why -> case ids
     tools: dict[str, dict[str, Any]] = {}  # toolset -> tool name -> the variant's Tool
@@ -144,26 +181,7 @@ def record(
             skipped.setdefault(why, []).append(case.id)
             continue
         todo.append((case, built))
-    for why, ids in skipped.items():
-        out.print(f"skipped {count(len(ids), 'case')} ({first_few(ids)}): {why}", markup=False,
-                  soft_wrap=True)
-    marker = _marker(runs_dir().parent / "labels", Path(loaded.path))
-    if not todo:
-        out.print("nothing to record", markup=False)
-        marker.unlink(missing_ok=True)  # its case is recorded, or no longer in the dataset
-        return
-    _say_stopped(marker)
-    toolsets = sorted({case.toolset for case, _ in todo})
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    run_dir = runs_dir().parent / "labels" / f"record-{stamp}"
-    execution = RunExecution(run_dir, f"labels-record-{stamp}", allow_writes=True,
-                             allow_sensitive=allow_sensitive, project_root=root,
-                             toolsets=toolsets)
-    try:
-        _consent(todo, tools, execution, yes)
-        _run(loaded, todo, tools, execution, allow_sensitive, run_dir, stamp, marker)
-    finally:
-        execution.close()
+    return todo, skipped, tools
 
 
 def _marker(folder: Path, cases: Path) -> Path:

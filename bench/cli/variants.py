@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bench.datasets.labels import LabelProblem
     from bench.descriptions.diff import ToolDiff
     from bench.descriptions.variants import Variant
+    from bench.drafting.outcomes import DraftResult
 
 variants_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
                            help="List variants (lines, tokens per provider) or diff two.")
@@ -122,6 +123,15 @@ def variants_list(
     if as_json:
         print(json.dumps({"toolset": toolset, "variants": rows}, ensure_ascii=False, indent=2))
         return
+    _print_variants(toolset, rows, anthropic_model, bool(local),
+                    [same_text_note(same_toolset, names) for same_toolset, names in same])
+
+
+def _print_variants(toolset: str, rows: list[_VariantRow], anthropic_model: str, local: bool,
+                    notes: list[str]) -> None:
+    """The table of ``bench variants`` (one row per variant of ``rows``), its footnotes on
+    estimates and on local tokens (``local``: some were counted), and ``notes``: the
+    variants that render the same text."""
     anth = rows[0]["costs"][-1] if rows else None
     anth_head = "anthropic " + ("count_tokens" if anth and not anth["estimate"]
                                 else "estimate*")
@@ -148,9 +158,8 @@ def variants_list(
                   f"{anthropic_model} (tool_choice auto).", soft_wrap=True)
     if not local:
         out.print("local tokens: install the 'local' extra to count with the model's tokenizer")
-    for same_toolset, same_names in same:  # bench init's and bench run's note
-        out.print(f"note: {same_text_note(same_toolset, same_names)}", markup=False,
-                  soft_wrap=True)
+    for note in notes:  # bench init's and bench run's note
+        out.print(f"note: {note}", markup=False, soft_wrap=True)
 
 
 @variants_app.command("diff")
@@ -320,6 +329,15 @@ def variants_draft(
                             timeout_s=request_timeout, tool_timeout_s=tool_timeout,
                             max_tokens=max_tokens, progress=say,
                             notice=lambda line: out.print(line, soft_wrap=True, markup=False))
+    _print_drafted(result, provider, source, toolset)
+    if not result.drafts:
+        raise typer.Exit(1)
+
+
+def _print_drafted(result: DraftResult, provider: str, source: str, toolset: str) -> None:
+    """What ``bench variants draft`` did: the drafts written (a table), one line per tool
+    with lengths not drafted and why, how many of those asked were written, and the next
+    step."""
     if result.drafts:
         table = Table(title=f"drafted by {escape(provider)} from '{escape(source)}' "
                             f"({result.method}; draft: true until bench variants accept)",
@@ -345,8 +363,6 @@ def variants_draft(
     if result.drafts:
         out.print(f"review the texts in descriptions/{escape(toolset)}/specs/, then: bench "
                   f"variants accept --toolset {escape(toolset)}", soft_wrap=True)
-    if not result.drafts:
-        raise typer.Exit(1)
 
 
 @variants_app.command("accept")
