@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from bench.compare.core import (_paired_bootstrap, holm_adjust, mcnemar_exact, mcnemar_power,
-                                minimum_detectable_difference)
+from bench.compare.paired import (holm_adjust, mcnemar_exact, mcnemar_power,
+                                  minimum_detectable_difference, paired_bootstrap)
 
 ALPHA = 0.05
 SIMS = 2000
@@ -91,7 +91,7 @@ def test_paired_bootstrap_interval_covers_the_true_difference():
         both = rng.random(n) < 0.5
         a = (kind == 0) | ((kind == 2) & both)
         b = (kind == 1) | ((kind == 2) & both)
-        low, high = _paired_bootstrap(a, b, np.arange(n), 0.95, 500, int(rng.integers(1 << 30)))
+        low, high = paired_bootstrap(a, b, np.arange(n), 0.95, 500, int(rng.integers(1 << 30)))
         covered += low <= p_b - p_a <= high
     assert 0.91 <= covered / sims <= 0.985
 

@@ -436,7 +436,7 @@ def test_a_4_of_8_argument_regression_with_deterministic_answers_fails_the_gate(
     """Arguments 4/8 -> 0/8 after the timezone hint is stripped: McNemar p = 0.125 cannot
     see it, the per-case rule does; the failure names each flipped case with what it
     expected and what the model sent, one line each, and the summary prints the power."""
-    from bench.compare.core import minimum_detectable_difference
+    from bench.compare.paired import minimum_detectable_difference
 
     root = _copy(tz_regressed, tmp_path)
     _drop_floors(root)  # the per-case rule on its own

@@ -26,5 +26,5 @@ def p_value(value: float) -> str:
 def mdd(value: float) -> str:
     """A minimum detectable difference (fraction) in points; NaN means that even a 100-point
     difference would not reach the power with this few pairs
-    (:func:`bench.compare.core.minimum_detectable_difference`)."""
+    (:func:`bench.compare.paired.minimum_detectable_difference`)."""
     return "none (too few pairs)" if math.isnan(value) else f"{value * 100:.1f} pts"

@@ -18,7 +18,7 @@ Decision rule (issue 8), per gated metric of each (variant, provider):
 
 Every verdict also carries the gate's power: the smallest drop the paired test detects with
 80% power (:data:`bench.gate.verdict.POWER`) at its number of pairs,
-:func:`bench.compare.core.minimum_detectable_difference` at ``alpha / m`` for ``m`` tests of
+:func:`bench.compare.paired.minimum_detectable_difference` at ``alpha / m`` for ``m`` tests of
 the gate (the threshold of Holm's first step, the one a lone regression must pass), and a
 warning when that drop is larger than the regression the gate is meant to catch: the distance
 from the baseline rate to the floor when a floor lies beyond the margin, else the margin.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from bench.compare.core import mcnemar_power, minimum_detectable_difference
+from bench.compare.paired import mcnemar_power, minimum_detectable_difference
 from bench.gate.config import GateConfig
 from bench.gate.verdict import POWER, Verdict
 from bench.plural import count
@@ -19,7 +19,7 @@ def set_power(verdict: Verdict, config: GateConfig, discordant: int) -> None:
     :mod:`bench.gate.core`).
 
     ``discordant``: pairs that differ between the baseline and now (the share ψ of
-    :func:`bench.compare.core.minimum_detectable_difference`)."""
+    :func:`bench.compare.paired.minimum_detectable_difference`)."""
     n = verdict.baseline_n or 0
     if n <= 0:
         return
@@ -58,7 +58,7 @@ def pairs_needed(drop: float, discordant_share: float, alpha: float,
                  power: float = POWER) -> int:
     """The number of pairs at which McNemar's exact test detects a drop of ``drop``
     (fraction > 0) with ``power`` at two-sided ``alpha``, the discordant share being
-    ``max(discordant_share, drop)`` (:func:`bench.compare.core.mcnemar_power`); searched by
+    ``max(discordant_share, drop)`` (:func:`bench.compare.paired.mcnemar_power`); searched by
     doubling then bisection, so "about" (an exact test's power is not monotone in n);
     ``PAIRS_CAP + 1`` when even :data:`PAIRS_CAP` pairs fall short."""
     share = max(discordant_share, drop)
