@@ -31,15 +31,15 @@ The tests themselves are :mod:`bench.compare.paired`.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from bench.compare.cells import short_answer, short_expected
 from bench.compare.paired import (holm_adjust, mcnemar_exact, minimum_detectable_difference,
                                   paired_bootstrap)
-from bench.results import Row, RowExpected, as_row
+from bench.results import Row, as_row
 from bench.scoring.registry import comparable_metrics, get_metric
 from bench.stats.frame import compact_frame, metric_columns
 
@@ -140,37 +140,6 @@ class Comparison(BaseModel):
         """1 when some test is a significant regression beyond the margin, else 0."""
         return 1 if self.regressions else 0
 
-
-
-def _short_expected(expected: RowExpected | None) -> str:
-    if expected is None:
-        return ""
-    if expected.no_call:
-        return "(no call: nothing fits)"
-    if expected.ask:
-        return "(no call: ask the user)"
-    parts = []
-    for call in expected.calls:
-        args = ", ".join(
-            f"{k}=" + "|".join("omit" if v is None else json.dumps(v, ensure_ascii=False)
-                               for v in values)
-            for k, values in (call.get("arguments") or {}).items())
-        parts.append(f"{call.get('name')}({args})")
-    return "; ".join(parts)
-
-
-def _short_answer(row: Row, limit: int = 300) -> str:
-    if row.episode is not None:  # an episode: its calls, results and ending
-        return row.episode.trajectory_text(limit)
-    if row.parsed is not None and row.parsed.error:
-        text = f"(unparseable: {row.parsed.error})"
-    elif not row.calls():
-        text = "(no call)"
-    else:
-        text = "; ".join(
-            f"{c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})"
-            for c in row.calls())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _group_labels(frame: pd.DataFrame, group_by: Sequence[str]) -> pd.Series:
@@ -321,9 +290,9 @@ def _flips(records: Sequence[_FlipRecord], rows_a: Mapping[str, Row] | None,
         flips.append(Flip(
             direction=direction, group=group_name, metric=metric, case_id=case_id,
             trial=trial, query=str(row_a.query or "") if row_a else "",
-            expected=_short_expected(row_a.expected) if row_a else "",
-            answer_a=_short_answer(row_a) if row_a else "",
-            answer_b=_short_answer(row_b) if row_b else ""))
+            expected=short_expected(row_a.expected) if row_a else "",
+            answer_a=short_answer(row_a) if row_a else "",
+            answer_b=short_answer(row_b) if row_b else ""))
     return flips
 
 

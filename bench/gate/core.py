@@ -36,7 +36,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from bench.compare.core import Comparison, MetricComparison, _short_expected
+from bench.compare.cells import short_expected
+from bench.compare.core import Comparison, MetricComparison
 from bench.datasets.splits import refuse_mixed_splits
 from bench.gate.baseline import compare_with_baseline, group_name
 from bench.gate.changes import unevaluated_changes
@@ -282,7 +283,7 @@ def _lost_cases(verdict: Verdict, against: _Reference) -> None:
             query=str(row.query or ""), answer=_short_answer(row),
             errors=_short_errors(row, against.call_errors.get(
                 (flip.case_id, flip.trial), [])),
-            metric=metric, expected=_short_expected(row.expected),
+            metric=metric, expected=short_expected(row.expected),
             allowed=flip.case_id in against.config.allow_flips))
 
 
