@@ -12,7 +12,7 @@ import argparse
 
 import numpy as np
 
-from bench.compare.core import mcnemar_exact, minimum_detectable_difference
+from bench.compare.paired import mcnemar_exact, minimum_detectable_difference
 
 
 def rejection_rate(rng: np.random.Generator, n: int, a_only: float, b_only: float, sims: int,

@@ -5,7 +5,7 @@
   hand-written variant and ``write_cases`` its labeled cases, and ``bench run`` measures them;
 - an importer shipped with bench is two files: its module under bench/importers/ and its
   ``bench import <format>`` command in bench/cli/imports.py (a ``bench init`` source is two
-  more: bench/importers/scaffold.py and bench/cli/init.py)."""
+  more: bench/importers/init_source.py and bench/cli/init.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench import cli
-from bench.importers.scaffold import SourceKind
+from bench.importers.init_source import SourceKind
 
 # the recipe as a user writes it: a module of their own (the page's spreadsheet importer)
 MY_IMPORTER = '''
@@ -60,6 +60,8 @@ CASES = [
 
 # bench/importers/ modules every importer shares, not formats of their own
 SHARED = {"bench.importers", "bench.importers.common", "bench.importers.init_files",
+          "bench.importers.init_guide", "bench.importers.init_settings",
+          "bench.importers.init_source", "bench.importers.init_specs",
           "bench.importers.scaffold"}
 
 
@@ -99,13 +101,13 @@ def test_a_toolset_your_importer_writes_is_measured_by_bench_run(my_importer, pr
 
 def test_every_shipped_importer_is_reached_by_a_command():
     """Each format module of bench/importers/ is imported by ``bench import``'s commands
-    (bench/cli/imports.py) or by ``bench init`` (bench/importers/scaffold.py): a module
+    (bench/cli/imports.py) or by ``bench init`` (bench/importers/init_source.py): a module
     added without its command fails here."""
     graph = grimp.build_graph("bench", cache_dir=None)
     formats = graph.find_children("bench.importers") - SHARED
     assert {"bench.importers.bfcl", "bench.importers.toollists",
             "bench.importers.mcp_server", "bench.importers.python_module"} <= formats
-    commands = {"bench.cli.imports", "bench.importers.scaffold"}
+    commands = {"bench.cli.imports", "bench.importers.init_source"}
     unreached = sorted(module for module in formats
                        if not graph.find_modules_that_directly_import(module) & commands)
     assert unreached == []
@@ -113,7 +115,7 @@ def test_every_shipped_importer_is_reached_by_a_command():
 
 def test_every_import_command_and_init_source_is_offered():
     """``bench import --help`` lists a command per format, and ``bench init --help`` an
-    option per source kind of bench/importers/scaffold.py."""
+    option per source kind of bench/importers/init_source.py."""
     group = typer.main.get_command(cli.app).commands["import"]  # type: ignore[attr-defined]
     assert set(group.commands) == {"bfcl", "openai", "anthropic", "gemini", "mcp"}
     shown = CliRunner().invoke(cli.app, ["import", "--help"], env={"COLUMNS": "200"}).output

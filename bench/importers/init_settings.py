@@ -1,20 +1,16 @@
-"""The ``[tool.bench.toolsets.<toolset>]`` table ``bench init`` writes: its settings from the
-source (:func:`toolset_settings`), and under ``--force`` what it keeps of the earlier table
-(:func:`still_there`, :func:`carry_settings`).
+"""What ``bench init --force`` keeps of the earlier ``[tool.bench.toolsets.<toolset>]`` table:
+the names of ``writes`` and ``read_only`` still tools of the import (:func:`still_there`)
+and the settings bench init does not write (:func:`carry_settings`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bench.errors import BenchError
-from bench.importers.common import ImportedToolset
 from bench.importers.init_files import INIT_SETTINGS
-from bench.importers.init_source import InitSource
-from bench.models import Tool
 from bench.toolset_config import ToolsetSettings
 
 #: The settings bench init writes whose earlier value a note may quote (never ``server``:
@@ -79,46 +75,3 @@ def carry_settings(toolset: str, settings: ToolsetSettings, earlier: dict[str, A
          for key, names in gone.items()] + \
         ([f"replaced {', '.join(map(was, replaced))} by this init's"] if replaced else [])
     return settings, f"pyproject.toml [tool.bench.toolsets.{toolset}]: {'; '.join(parts)}"
-
-
-def toolset_settings(source: InitSource, dest: Path, imported: ImportedToolset,
-                     tools: Sequence[Tool], *, read_only: Sequence[str],
-                     writes: Sequence[str], execute: bool, timeout_s: float,
-                     stored_server: list[str] | str | None) -> ToolsetSettings:
-    """The ``[tool.bench.toolsets.<toolset>]`` settings this init writes: no execution for a
-    tools file or ``--no-execute``; else the MCP server (its command line as stored, from the
-    project's folder; its tools' bench names) or the Python module (relative to ``dest``
-    when it is inside it)."""
-    if source.kind == "tools" or not execute:
-        reason = ("a tools file has no implementation to execute" if source.kind == "tools"
-                  else "declared by bench init --no-execute")
-        return ToolsetSettings(execute="none", reason=reason, timeout_s=timeout_s)
-    if source.kind == "mcp":
-        # the server's word on a tool's permission and name is its annotation and its
-        # listing: --read-only and the import's renames must reach the run (runhook)
-        return ToolsetSettings(execute="mcp", server=from_project(stored_server, dest),
-                               timeout_s=timeout_s, writes=list(writes),
-                               read_only=[t.name for t in tools if t.name in read_only],
-                               server_names=dict(imported.source_names))
-    module = source.module or ""
-    module_path = Path(module)
-    if module.endswith(".py") or module_path.is_file():
-        absolute = module_path.resolve()
-        try:
-            module = str(absolute.relative_to(dest))
-        except ValueError:
-            module = str(absolute)
-    return ToolsetSettings(execute="python", module=module, timeout_s=timeout_s,
-                           writes=list(writes))
-
-
-def from_project(server: list[str] | str | None, dest: Path) -> list[str] | str | None:
-    """A stdio command as the project will start it (in its own folder): an argument naming
-    an existing file relative to the current directory is made relative to ``dest``."""
-    if not isinstance(server, list):
-        return server
-    here = Path.cwd().resolve()
-    if here == dest:
-        return server
-    return [os.path.relpath(here / part, dest) if i and not Path(part).is_absolute()
-            and (here / part).is_file() else part for i, part in enumerate(server)]

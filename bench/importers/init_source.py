@@ -1,6 +1,8 @@
-"""Where ``bench init`` reads the tools (:class:`InitSource`), reading them through the
-source's importer (:func:`read_source`), and the server's command line as ``pyproject.toml``
-gets it, secrets replaced by ``${NAME}`` references (:func:`referenced_server`).
+"""Everything of ``bench init`` that depends on the kind of source (a new kind is added here
+and in :mod:`bench.cli.init`): where it reads the tools (:class:`InitSource`), reading them
+through the source's importer (:func:`read_source`), the server's command line as
+``pyproject.toml`` gets it, secrets replaced by ``${NAME}`` references
+(:func:`referenced_server`), and how the toolset's calls execute (:func:`toolset_settings`).
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Sequence
 
 from bench.errors import BenchError
 from bench.importers.common import ImportedToolset
-from bench.toolset_config import server_label
+from bench.models import Tool
+from bench.toolset_config import ToolsetSettings, server_label
 
 SourceKind = Literal["mcp", "tools", "python"]
 
@@ -100,3 +103,46 @@ def referenced_server(source: InitSource) -> tuple[list[str] | str | None, dict[
                          "environment variable and write ${NAME} instead (single-quoted, so "
                          "the shell keeps it), e.g. 'https://host/mcp?token=${MCP_TOKEN}'"
                          ) from None
+
+
+def toolset_settings(source: InitSource, dest: Path, imported: ImportedToolset,
+                     tools: Sequence[Tool], *, read_only: Sequence[str],
+                     writes: Sequence[str], execute: bool, timeout_s: float,
+                     stored_server: list[str] | str | None) -> ToolsetSettings:
+    """The ``[tool.bench.toolsets.<toolset>]`` settings this init writes: no execution for a
+    tools file or ``--no-execute``; else the MCP server (its command line as stored, from the
+    project's folder; its tools' bench names) or the Python module (relative to ``dest``
+    when it is inside it)."""
+    if source.kind == "tools" or not execute:
+        reason = ("a tools file has no implementation to execute" if source.kind == "tools"
+                  else "declared by bench init --no-execute")
+        return ToolsetSettings(execute="none", reason=reason, timeout_s=timeout_s)
+    if source.kind == "mcp":
+        # the server's word on a tool's permission and name is its annotation and its
+        # listing: --read-only and the import's renames must reach the run (runhook)
+        return ToolsetSettings(execute="mcp", server=from_project(stored_server, dest),
+                               timeout_s=timeout_s, writes=list(writes),
+                               read_only=[t.name for t in tools if t.name in read_only],
+                               server_names=dict(imported.source_names))
+    module = source.module or ""
+    module_path = Path(module)
+    if module.endswith(".py") or module_path.is_file():
+        absolute = module_path.resolve()
+        try:
+            module = str(absolute.relative_to(dest))
+        except ValueError:
+            module = str(absolute)
+    return ToolsetSettings(execute="python", module=module, timeout_s=timeout_s,
+                           writes=list(writes))
+
+
+def from_project(server: list[str] | str | None, dest: Path) -> list[str] | str | None:
+    """A stdio command as the project will start it (in its own folder): an argument naming
+    an existing file relative to the current directory is made relative to ``dest``."""
+    if not isinstance(server, list):
+        return server
+    here = Path.cwd().resolve()
+    if here == dest:
+        return server
+    return [os.path.relpath(here / part, dest) if i and not Path(part).is_absolute()
+            and (here / part).is_file() else part for i, part in enumerate(server)]

@@ -27,8 +27,9 @@ paragraph is the summary; sentences that start "Use it/this ..." and "Do not use
 other sentence is ``business_context``. Its ``input_schema`` is the tool's, parameter
 descriptions included (the rendered variants move them into the prose).
 
-This module decides and writes; the source is read by :mod:`bench.importers.init_source`, the
-specs are made by :mod:`bench.importers.init_specs`, the toolset's settings by
+This module decides and writes. What depends on the kind of source (reading it, how its
+calls execute) is :mod:`bench.importers.init_source`; the specs are made by
+:mod:`bench.importers.init_specs`, what ``--force`` keeps of the toolset's table by
 :mod:`bench.importers.init_settings`, the guide, datasheet and ``pyproject.toml`` texts by
 :mod:`bench.importers.init_guide`.
 """
@@ -46,8 +47,9 @@ from bench.importers.init_files import (InitPlan, ProjectFile, bench_wrote, earl
                                         plan_files, write_project)
 from bench.importers.init_guide import (ERRORS_TOML, LABELS_TOML, datasheet, gate_toml,
                                         project_readme, pyproject_header, suggested_variants)
-from bench.importers.init_settings import carry_settings, still_there, toolset_settings
-from bench.importers.init_source import InitSource, read_source, referenced_server
+from bench.importers.init_settings import carry_settings, still_there
+from bench.importers.init_source import (InitSource, read_source, referenced_server,
+                                         toolset_settings)
 from bench.importers.init_specs import spec_yaml
 from bench.models import Tool
 from bench.plural import count
