@@ -25,6 +25,7 @@ from bench.executor.judge import ExecutionJudge
 from bench.executor.outcome import RunContext, compile_error_pattern, failing_on_text
 from bench.executor.pipeline import Executor
 from bench.executor.traces import TRACES, TraceWriter
+from bench.results import ManifestExecution
 from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_settings,
                                   server_label)
 
@@ -46,11 +47,12 @@ def server_logs(run_dir: Path) -> list[Path]:
 
 def describe_execution(toolsets: Sequence[str], *, execute: bool,
                        mcp_command: Sequence[str] | None, allow_writes: bool,
-                       settings: Mapping[str, ToolsetSettings]) -> dict[str, dict[str, Any]]:
+                       settings: Mapping[str, ToolsetSettings]) -> dict[str, ManifestExecution]:
     """How each toolset's calls are executed in a run, for its manifest (``execution``).
 
     Returns:
-        toolset -> ``{"mode", "detail", "writes", "labels"}``: ``mode`` is ``reference``,
+        toolset -> its :class:`bench.results.ManifestExecution` (``mode``, ``detail``,
+        ``labels``, ``writes``): ``mode`` is ``reference``,
         ``mcp``, ``python``, ``none`` (declared no-execute), ``off`` (``--no-execute``) or
         ``no_backend``; ``detail`` says where or why in a few words (never a command line: it
         may hold a token); ``writes`` is ``"all"`` (``--allow-writes``) or the write tools
@@ -59,35 +61,37 @@ def describe_execution(toolsets: Sequence[str], *, execute: bool,
         system runs it after the declared reset) or ``recorded`` (the results ``bench labels
         record`` stored; nothing of the label runs).
     """
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, ManifestExecution] = {}
     for toolset in dict.fromkeys(toolsets):
         own = settings.get(toolset)
-        writes: Any = "all" if allow_writes else sorted(own.writes) if own else []
+        writes: str | list[str] = "all" if allow_writes else sorted(own.writes) if own else []
         if not execute:
-            entry = {"mode": "off", "detail": "bench run --no-execute"}
+            mode, detail = "off", "bench run --no-execute"
         elif mcp_command:
-            entry = {"mode": "mcp", "detail": f"--execute-mcp {server_label(mcp_command)}"}
+            mode, detail = "mcp", f"--execute-mcp {server_label(mcp_command)}"
         elif own is not None and own.execute == "none":
-            entry = {"mode": "none", "detail": own.reason or
-                     f"declared execute = \"none\" in [tool.bench.toolsets.{toolset}]"}
+            mode, detail = "none", own.reason or \
+                f"declared execute = \"none\" in [tool.bench.toolsets.{toolset}]"
         elif own is not None and own.execute == "mcp":
             assert own.server is not None
-            entry = {"mode": "mcp", "detail": f"MCP server {server_label(own.server)}, "
-                                              f"{own.timeout_s:g} s per call"}
+            mode, detail = "mcp", (f"MCP server {server_label(own.server)}, "
+                                   f"{own.timeout_s:g} s per call")
         elif own is not None:
-            entry = {"mode": "python", "detail": f"Python module {own.module}, "
-                                                 f"{own.timeout_s:g} s per call"}
+            mode, detail = "python", (f"Python module {own.module}, "
+                                      f"{own.timeout_s:g} s per call")
         elif toolset in REFERENCE_TOOLSETS:
-            entry = {"mode": "reference", "detail": "bench's reference backend"}
+            mode, detail = "reference", "bench's reference backend"
         else:
-            entry = {"mode": "no_backend", "detail": "no backend: declare one under "
-                     f"[tool.bench.toolsets.{toolset}] in {PYPROJECT} (execute = \"mcp\", "
-                     "\"python\" or \"none\")"}
-        if entry["mode"] == "reference":
-            entry["labels"] = "reference"
-        elif entry["mode"] in ("mcp", "python"):
-            entry["labels"] = "reset" if own is not None and own.reset else "recorded"
-        found[toolset] = {**entry, "writes": writes}
+            mode, detail = "no_backend", ("no backend: declare one under "
+                                          f"[tool.bench.toolsets.{toolset}] in {PYPROJECT} "
+                                          "(execute = \"mcp\", \"python\" or \"none\")")
+        entry = ManifestExecution(mode=mode, detail=detail)
+        if mode == "reference":
+            entry.labels = "reference"
+        elif mode in ("mcp", "python"):
+            entry.labels = "reset" if own is not None and own.reset else "recorded"
+        entry.writes = writes
+        found[toolset] = entry
     return found
 
 

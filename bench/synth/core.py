@@ -58,6 +58,7 @@ from bench.descriptions.variants import default_variant
 from bench.errors import BenchError
 from bench.models import Case, Tool
 from bench.project import Project
+from bench.results import ManifestExecution
 from bench.synth.proposals import (CATEGORY, KINDS, LANGUAGES, NoCallProposal,
                                    Proposal, generator_tools, label_for, missing_required,
                                    parse_proposal, proposal_json, shape_problem)
@@ -541,13 +542,13 @@ def refused_calls(case: Case, permission: Mapping[str, str], *, allow_writes: bo
     return out
 
 
-def _execution_skip(plan: dict[str, Any] | None, toolset: str) -> str:
+def _execution_skip(plan: ManifestExecution | None, toolset: str) -> str:
     """The ``skipped: ...`` verdict of a label whose calls were not executed, from the
     verification run's execution plan for ``toolset`` (its manifest's ``execution``)."""
-    plan = plan or {}
-    mode = plan.get("mode")
+    plan = plan or ManifestExecution()
+    mode = plan.mode
     if mode == "none":
-        return f"skipped: toolset '{toolset}' is not executed ({plan.get('detail')})"
+        return f"skipped: toolset '{toolset}' is not executed ({plan.detail})"
     if mode == "off":
         return "skipped: execution off (--no-execute)"
     if mode in ("mcp", "python", "reference"):
