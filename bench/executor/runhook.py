@@ -21,10 +21,12 @@ from typing import Any, Collection, Mapping, Sequence
 from bench.errors import BenchError
 from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
 from bench.executor.backends.base import Backend, Handler, Owner
-from bench.executor.judge import ExecutionJudge
+from bench.executor.judge import ExecutionJudge, ExecutionMetrics
 from bench.executor.outcome import RunContext, compile_error_pattern, failing_on_text
 from bench.executor.pipeline import Executor
 from bench.executor.traces import TRACES, TraceWriter
+from bench.models import Case, Tool
+from bench.parse import ParsedAnswer
 from bench.results import ManifestExecution
 from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_settings,
                                   server_label)
@@ -95,15 +97,16 @@ def describe_execution(toolsets: Sequence[str], *, execute: bool,
     return found
 
 
-def case_context(case: Any, **fields: Any) -> RunContext:
-    """The :class:`RunContext` of ``case``'s calls with ``fields`` (run id, trial,
-    permissions): a single-answer case's ``state`` sets ``state`` (its overrides, run on a
-    private copy of bench's reference database) and ``user_id`` (its signed-in customer).
-    An episode's state is its own database's (:mod:`bench.episodes.state`), not set here."""
-    state = getattr(case, "state", None)
-    if state is not None and getattr(case, "kind", "single") != "episode":
-        fields.update(state=tuple(state.overrides), user_id=state.user_id)
-    return RunContext(case_id=case.id, **fields)
+def case_context(case: Case, context: RunContext) -> RunContext:
+    """``context`` (run id, trial, permissions) for ``case``'s calls: its ``case_id``, and a
+    single-answer case's ``state`` sets ``state`` (its overrides, run on a private copy of
+    bench's reference database) and ``user_id`` (its signed-in customer). An episode's state
+    is its own database's (:mod:`bench.episodes.state`), not set here."""
+    state = case.state
+    if state is not None and case.kind != "episode":
+        return dataclasses.replace(context, case_id=case.id, state=tuple(state.overrides),
+                                   user_id=state.user_id)
+    return dataclasses.replace(context, case_id=case.id)
 
 
 class ResetCommand:
@@ -314,8 +317,9 @@ class RunExecution:
         return Backend(timed, Owner.USER, reset=reset, compare=settings.comparisons(),
                        describe=f"{settings.execute} toolset '{toolset}'")
 
-    def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
-                    trial: int, unexecutable: Collection[int] = ()) -> dict[str, Any]:
+    def row_metrics(self, case: Case, tools: Sequence[Tool], toolset: str,
+                    parsed: ParsedAnswer, trial: int,
+                    unexecutable: Collection[int] = ()) -> ExecutionMetrics:
         """Execution metrics for one row (see :mod:`bench.executor.judge`).
 
         Args:
@@ -331,7 +335,7 @@ class RunExecution:
         return self.judge.metrics(case.expected, calls, tools, toolset,
                                   self._context(case, trial), unexecutable)
 
-    def prepare(self, case: Any, tools: Any, toolset: str) -> None:
+    def prepare(self, case: Case, tools: Sequence[Tool], toolset: str) -> None:
         """Compute (and memoise) the reference results of ``case``'s label under ``tools``
         ahead of its rows; the runner calls it while it waits for answers.
 
@@ -340,14 +344,15 @@ class RunExecution:
         """
         self.judge.prepare(case.expected, tools, toolset, self._context(case, 0))
 
-    def _context(self, case: Any, trial: int) -> RunContext:
+    def _context(self, case: Case, trial: int) -> RunContext:
         """The calls' context of one row of ``case``; a single-answer case's ``state`` (its
         overrides and signed-in customer) applies to its label's calls and its answers'
         alike (:func:`case_context`)."""
-        own = self.settings.get(getattr(case, "toolset", "") or "")
-        return case_context(case, run_id=self.run_id, trial=trial,
-                            allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive,
-                            write_tools=frozenset(own.writes) if own else frozenset())
+        own = self.settings.get(case.toolset or "")
+        return case_context(case, RunContext(
+            run_id=self.run_id, trial=trial, allow_writes=self.allow_writes,
+            allow_sensitive=self.allow_sensitive,
+            write_tools=frozenset(own.writes) if own else frozenset()))
 
     def _close_backends(self) -> None:
         while self._closers:

@@ -104,6 +104,9 @@ class RowEpisode(_Record):
     steps: list[EpisodeStep] = Field(default_factory=list)
     state_checks: list[dict[str, Any]] | None = Field(
         default=None, description="{sql, expect, got, ok} per check; None when not run")
+    # after state_checks: written last, as when it was an extra field
+    final_answer_chars: int | None = Field(default=None, description=(
+        "characters of final_answer, when stored cut"))
 
     def trajectory_text(self, limit: int = 300) -> str:
         """The trajectory in one line, cut to ``limit`` characters (with "…"):

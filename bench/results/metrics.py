@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from bench.results.base import _Record
@@ -84,7 +82,7 @@ class RowMetrics(_Record):
         "or sensitive tool the run does not allow)"))
     execution_match: bool | None = Field(default=None, description="the calls' results equal the "
                                                                    "label's (executor)")
-    execution_errors: dict[str, Any] | None = Field(default=None, description=(
+    execution_errors: dict[str, int] | None = Field(default=None, description=(
         "error class -> failed calls among those allowed to run (executor)"))
     retrieval_recall: float | None = Field(default=None, ge=0, le=1, description=(
         "tool retrieval: fraction of the expected tools the model was sent (recall@k); None "

@@ -21,6 +21,10 @@ class RowExpected(_Record):
     no_call: bool = Field(default=False, description="nothing fits: the model must not call")
     ask: bool = Field(default=False, description="information is missing: the model should ask")
     ordered: bool = Field(default=False, description="the calls must come in the listed order")
+    ask_for: list[list[str]] = Field(default_factory=list, description=(
+        "ask cases: what is missing, one list of alternatives per item"))
+    not_executable: str | None = Field(default=None, description=(
+        "why the label's calls cannot run on their own (absent: they can)"))
 
 
 class RowRequest(_Record):
