@@ -297,8 +297,8 @@ def test_retrieval_metrics_split_errors_into_not_retrieved_and_confused(bfcl_too
     assert tokens["l3~tools=40~retriever=bm25~top_k=3"] < tokens["l3~tools=13"] < \
         tokens["l3~tools=40"]
     manifest = result.manifest
-    catalogs = manifest.toolspace["catalogs"]
-    assert {c["tools"] for c in catalogs} == {13, 40}
+    catalogs = manifest.toolspace.catalogs
+    assert {c.tools for c in catalogs} == {13, 40}
 
 
 def test_the_same_seed_plans_the_same_catalogs_and_retrievals(project):
@@ -310,7 +310,7 @@ def test_the_same_seed_plans_the_same_catalogs_and_retrievals(project):
         return {row.case_id: row.retrieval["offered"] for row in result.rows}
 
     def sha(result):
-        return result.manifest.toolspace["catalogs"][0]["sha256"]
+        return result.manifest.toolspace.catalogs[0].sha256
 
     assert offered(first) == offered(again) and sha(first) == sha(again)
     assert sha(first) != sha(other)

@@ -35,17 +35,15 @@ from bench.results.manifest import (Manifest, ManifestBatchError, ManifestChange
                                     ManifestSpaceSetting, ManifestSpent, ManifestToolspace,
                                     ManifestVariant, TraceRecord)
 from bench.results.metrics import RowMetrics
-from bench.results.rows import (Row, RowExpected, RowRequest, RowResponse, as_row, as_rows,
-                                row_from_build)
+from bench.results.rows import Row, RowExpected, RowRequest, RowResponse, as_row, as_rows
 
 __all__ = ["SCHEMA_VERSION", "EpisodeStep", "JsonObject", "Manifest", "ManifestBatchError",
-           "ManifestChanges",
            "ManifestBfcl", "ManifestBudget", "ManifestCache", "ManifestCatalog",
-           "ManifestCollision", "ManifestDataset", "ManifestExecution", "ManifestHost",
+           "ManifestChanges", "ManifestCollision", "ManifestDataset", "ManifestExecution", "ManifestHost",
            "ManifestPricing", "ManifestPricingFile", "ManifestProviderNote",
            "ManifestRateLimits", "ManifestRequestError", "ManifestShard", "ManifestSkippedCase",
            "ManifestSpaceSetting", "ManifestSpent", "ManifestToolspace", "ManifestVariant",
            "Row", "RowCall", "RowEpisode", "RowExpected", "RowMetrics",
            "RowParsed", "RowRequest", "RowResponse", "RowUsage", "SchemaTooNew", "StepCall",
-           "StepResult", "TraceRecord", "as_row", "as_rows", "migrate", "row_from_build",
+           "StepResult", "TraceRecord", "as_row", "as_rows", "migrate",
            "validation_problem"]

@@ -151,11 +151,3 @@ def as_rows(rows: Iterable[Row | Mapping[str, object]]) -> list[Row]:
     """:func:`as_row` of each row."""
     return [as_row(r) for r in rows]
 
-
-def row_from_build(row: Row | Mapping[str, object]) -> Row:
-    """The :class:`Row` of a row (returned as is) or of a dict of its JSON shape.
-
-    Raises:
-        pydantic.ValidationError: the dict does not fit the contract (a bug in the writer).
-    """
-    return row if isinstance(row, Row) else Row.model_validate(dict(row))
