@@ -139,7 +139,7 @@ def test_name_collisions_are_renamed_and_reported_never_the_own_tools(project):
                         ("dup", "search_orders__dup"): "search_orders__dup__dup"})
     assert len(set(names)) == 15 and set(renamed.values()) <= set(names)
     described = grown.describe()
-    assert described["collisions"] and described["levels"] == {"dup": "v1"}
+    assert described.collisions and described.levels == {"dup": "v1"}
 
 
 def test_a_source_without_the_level_gives_its_nearest_one(project):
