@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Awaitable, Callable, Mapping, Sequence
 
 from bench.datasets import Dataset
 from bench.datasets.labels import LabelProblem
@@ -90,7 +90,7 @@ class Runner:
         return runner
 
     @classmethod
-    def resume(cls, run_id: str, overrides: Mapping[str, Any] | None = None, *,
+    def resume(cls, run_id: str, overrides: Mapping[str, object] | None = None, *,
                project: Project | None = None, setting_names: Mapping[str, str] | None = None,
                command: Sequence[str] | None = None,
                provider_factory: ProviderFactory | None = None,

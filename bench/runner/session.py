@@ -11,7 +11,7 @@ import hashlib
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from bench.datasets import Dataset, load_dataset
 from bench.datasets.labels import LabelProblem
@@ -170,7 +170,7 @@ class RunSession:
             self.plan = shard_plan(self.plan, *parse_shard(config.shard))
 
     @classmethod
-    def resume(cls, run_id: str, overrides: Mapping[str, Any] | None = None, *,
+    def resume(cls, run_id: str, overrides: Mapping[str, object] | None = None, *,
                project: Project | None = None, setting_names: Mapping[str, str] | None = None,
                command: Sequence[str] | None = None, will_run: bool = False) -> "RunSession":
         """Reopen run ``run_id`` with its stored config (finished rows are kept); ``will_run``
@@ -388,7 +388,7 @@ class RunSession:
                           f"are kept: {write_fix(exc)}, then: {self.resume_hint}")
 
 
-def _refuse_changes(run_id: str, config: RunConfig, changes: Mapping[str, Any],
+def _refuse_changes(run_id: str, config: RunConfig, changes: Mapping[str, object],
                     names: Mapping[str, str]) -> None:
     """Refuse settings given to a resume that differ from the stored ones (the stored config
     decides what the run measures).
