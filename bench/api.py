@@ -230,7 +230,7 @@ def _results(session: RunSession, project: Project) -> Evaluation:
     warnings: list[str] = []
     rows = list(store.load_rows(manifest, warn=warnings.append))
     # a provider skipped here (no key, SDK missing): its rows are missing, the run is partial
-    warnings += [f"provider {skipped['provider']} skipped: {skipped['reason']}; its rows are "
+    warnings += [f"provider {skipped.provider} skipped: {skipped.reason}; its rows are "
                  "missing (status partial): fix that, then evaluate again with this run_id"
                  for skipped in manifest.providers_skipped or []]
     summary = summarize(summary_frame(rows), list(session.config.variants)) if rows \

@@ -50,7 +50,9 @@ from bench.owner import claim, sweep_abandoned
 from bench.paths import runs_dir
 from bench.plural import count
 from bench.replan import rebuild_plan
-from bench.results import Manifest, TraceRecord, validation_problem
+from bench.results import (JsonObject, Manifest, ManifestCatalog,
+                           ManifestProviderNote, ManifestShard, ManifestSpent, TraceRecord,
+                           validation_problem)
 from bench.store import CRASHED, RowsRead, RunStore, check_run_id, new_run_id
 from bench.runner.manifest import summed_cache
 from bench.shard import format_shard, parse_shard, shard_plan
@@ -159,8 +161,8 @@ def _differences(first: Shard, other: Shard) -> None:
         b = getattr(other.manifest.dataset, field)
         if a != b:
             raise refuse(f"dataset.{field}", a, b)
-    a_bfcl = (first.manifest.bfcl or {}).get("sha256")
-    b_bfcl = (other.manifest.bfcl or {}).get("sha256")
+    a_bfcl = first.manifest.bfcl.sha256 if first.manifest.bfcl else None
+    b_bfcl = other.manifest.bfcl.sha256 if other.manifest.bfcl else None
     if a_bfcl != b_bfcl:
         raise refuse("bfcl.sha256", a_bfcl, b_bfcl)
     a_variants = {(v.toolset, v.name): v.sha256 for v in first.manifest.variants}
@@ -169,14 +171,19 @@ def _differences(first: Shard, other: Shard) -> None:
         if a_variants.get((toolset, name)) != b_variants.get((toolset, name)):
             raise refuse(f"variants.{name}.sha256 (toolset '{toolset}')",
                          a_variants.get((toolset, name)), b_variants.get((toolset, name)))
-    a_catalogs = catalog_digests(first.manifest.toolspace)
-    b_catalogs = catalog_digests(other.manifest.toolspace)
+    a_catalogs = catalog_digests(_catalogs(first.manifest))
+    b_catalogs = catalog_digests(_catalogs(other.manifest))
     changed = changed_catalog(a_catalogs, b_catalogs)
     if changed is not None:  # distractors drawn from different descriptions/ folders
         key = next(k for k in [*a_catalogs, *b_catalogs]
                    if a_catalogs.get(k) != b_catalogs.get(k))
         raise refuse(f"toolspace.catalogs ({changed}) sha256", a_catalogs.get(key),
                      b_catalogs.get(key))
+
+
+def _catalogs(manifest: Manifest) -> list[ManifestCatalog] | None:
+    """The grown catalogs a manifest records (``toolspace.catalogs``), or None."""
+    return manifest.toolspace.catalogs if manifest.toolspace is not None else None
 
 
 def _check_identities(shards: list[Shard]) -> None:
@@ -187,7 +194,7 @@ def _check_identities(shards: list[Shard]) -> None:
         BenchError: names the later run, the provider, the field and both values.
     """
     from bench.runner import IDENTITY_FIELDS
-    seen: dict[str, tuple[Shard, dict[str, Any]]] = {}
+    seen: dict[str, tuple[Shard, JsonObject]] = {}
     for shard in shards:
         for provider_id, described in _described(shard).items():
             if provider_id not in seen:
@@ -205,10 +212,10 @@ def _check_identities(shards: list[Shard]) -> None:
                         field=f"providers.{provider_id}.{field}")
 
 
-def _described(shard: Shard) -> dict[str, dict[str, Any]]:
+def _described(shard: Shard) -> dict[str, JsonObject]:
     """Provider id -> its ``describe()`` entry in the shard's manifest."""
-    return {p["provider"]: p for p in shard.manifest.providers or []
-            if isinstance(p, dict) and isinstance(p.get("provider"), str)}
+    return {name: p for p in shard.manifest.providers or []
+            if isinstance(name := p.get("provider"), str)}
 
 
 def _check_set(shards: list[Shard], allow_partial: bool) -> list[str]:
@@ -369,7 +376,7 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
     done: set[str] = set()
     unfinished: list[tuple[str, str, int, int]] = []
     warnings: list[str] = []
-    merged_from = []
+    merged_from: list[ManifestShard] = []
     writer = store.writer()
     try:
         for shard in shards:
@@ -381,7 +388,7 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
                                              if row.key in mine else "another shard's row, or "
                                              "a case the run did not select", into=read):
                 kept.add(row.key)
-                writer.append({**row.to_json_dict(), "run_id": run_id})
+                writer.append(row.model_copy(update={"run_id": run_id}))
             if read.outside:  # the merged run would hold a row no shard planned
                 number, key, why = read.outside[0]
                 raise BenchError(f"{shard.name} holds row '{key}', which is not in its shard "
@@ -397,14 +404,14 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
                         file=shard.store.manifest_path, field="status")
                 unfinished.append((shard.store.run_id, shard.status, len(kept), len(mine)))
             done |= kept
-            merged_from.append({
-                "run_id": shard.store.run_id, "shard": shard.config.shard,
-                "status": shard.status, "rows": len(kept),
-                "started_at": shard.manifest.started_at,
-                "ended_at": shard.manifest.ended_at,
-                "git_commit": shard.manifest.git_commit,
-                "host": shard.manifest.host,
-                "providers_skipped": shard.manifest.providers_skipped or []})
+            merged_from.append(ManifestShard(
+                run_id=shard.store.run_id, shard=shard.config.shard,
+                status=shard.status, rows=len(kept),
+                started_at=shard.manifest.started_at,
+                ended_at=shard.manifest.ended_at,
+                git_commit=shard.manifest.git_commit,
+                host=shard.manifest.host,
+                providers_skipped=shard.manifest.providers_skipped or []))
     finally:
         writer.close()
     for shard in shards:
@@ -416,42 +423,51 @@ def _write(shards: list[Shard], slices: list[set[str]], planned: int, missing: l
 
 
 def _manifest(shards: list[Shard], run_id: str, command: list[str], planned: int, done: int,
-              missing: list[str], merged_from: list[dict[str, Any]]) -> Manifest:
+              missing: list[str], merged_from: list[ManifestShard]) -> Manifest:
     """The merged run's manifest: the first shard's, with the merge's counts and times."""
-    first = shards[0].manifest.to_json_dict()
-    providers: dict[str, dict[str, Any]] = {}
+    first = shards[0].manifest
+    providers: dict[str, JsonObject] = {}
     for shard in shards:
         for provider_id, described in _described(shard).items():
             providers.setdefault(provider_id, described)
-    spent = {field: sum(getattr(s.manifest.spent, field) or 0 if s.manifest.spent else 0
-                        for s in shards)
-             for field in ("billed_usd", "billed_tokens", "billed_requests")}
-    spent["billed_usd"] = round(spent["billed_usd"], 6)
+
+    def spent(field: str) -> float:
+        return sum(getattr(s.manifest.spent, field) or 0 if s.manifest.spent else 0
+                   for s in shards)
+
     started = [s.manifest.started_at for s in shards if s.manifest.started_at]
     ended = [s.manifest.ended_at for s in shards if s.manifest.ended_at]
-    skipped: dict[str, Any] = {}
+    skipped: dict[str, ManifestProviderNote] = {}
     for shard in shards:
         for entry in shard.manifest.providers_skipped or []:
-            if isinstance(entry, dict):
-                skipped.setdefault(str(entry.get("provider")), entry)
-    cached = [s.manifest.cache for s in shards if s.manifest.cache]  # shards with the cache on
-    keep = ("dataset", "cases_skipped", "bfcl", "variants", "versions", "git_commit", "host",
-            "pricing", "budget")
-    return Manifest.model_validate({
-        "run_id": run_id,
-        "status": "complete" if done == planned else "partial",
-        "command": command,
-        "config": shards[0].config.model_copy(update={"shard": None}).model_dump(),
-        **{field: first[field] for field in keep if field in first},
-        "providers": list(providers.values()),
-        "providers_skipped": list(skipped.values()),
-        "rows_planned": planned,
-        "rows_done": done,
-        "started_at": min(started) if started else None,
-        "ended_at": max(ended) if ended else None,
-        "merged_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "spent": spent,
-        "cache": summed_cache(cached) if cached else None,
-        "merged_from": merged_from,
-        "shards_missing": missing,
-    })
+            skipped.setdefault(str(entry.provider), entry)
+    cached = [s.manifest.cache for s in shards  # shards with the cache on
+              if s.manifest.cache is not None and s.manifest.cache.model_fields_set]
+    merged = Manifest(
+        run_id=run_id,
+        status="complete" if done == planned else "partial",
+        command=command,
+        config=shards[0].config.model_copy(update={"shard": None}).model_dump(),
+        dataset=first.dataset,
+        variants=first.variants,
+        providers=list(providers.values()),
+        providers_skipped=list(skipped.values()),
+        rows_planned=planned,
+        rows_done=done,
+        started_at=min(started) if started else None,
+        ended_at=max(ended) if ended else None,
+        merged_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        spent=ManifestSpent(billed_usd=round(spent("billed_usd"), 6),
+                            billed_tokens=int(spent("billed_tokens")),
+                            billed_requests=int(spent("billed_requests"))),
+        cache=summed_cache(cached) if cached else None,
+        merged_from=merged_from,
+        shards_missing=missing,
+    )
+    # the first shard's inputs and environment, where its manifest has them (each value
+    # from the same field of a Manifest: of its type)
+    for field in ("cases_skipped", "bfcl", "versions", "git_commit", "host", "pricing",
+                  "budget"):
+        if field in first.model_fields_set:
+            setattr(merged, field, getattr(first, field))
+    return merged

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from bench.jsonl import MAX_DEPTH, TOO_DEEP
 from bench.models import ToolCall
+from bench.results import RowCall, RowParsed
 
 
 # Why an answer is invalid (``ParsedAnswer.error_code``). Reports and ``metrics.error_codes``
@@ -73,6 +74,24 @@ class ParsedAnswer(BaseModel):
     error: str | None = None
     error_code: str | None = None
     text: str | None = None
+
+
+def row_call(call: ToolCall) -> RowCall:
+    """``call`` as a result row stores it (:class:`bench.results.RowCall`): every field, and
+    the provider's ``signature`` (an extra field of the contract) only when it sent one, as
+    the call's dump has it."""
+    stored = RowCall(id=call.id, name=call.name, arguments=call.arguments,
+                     raw_arguments=call.raw_arguments, notes=call.notes, valid=call.valid)
+    if call.signature is None:
+        return stored
+    return stored.model_copy(update={"signature": call.signature})
+
+
+def row_parsed(parsed: ParsedAnswer) -> RowParsed:
+    """``parsed`` as a single-answer row stores it (:class:`bench.results.RowParsed`, every
+    field; the calls as :func:`row_call`)."""
+    return RowParsed(calls=[row_call(c) for c in parsed.calls], declined=parsed.declined,
+                     error=parsed.error, error_code=parsed.error_code, text=parsed.text)
 
 
 def invalid_answer(code: str, message: str, *, text: str | None = None) -> ParsedAnswer:

@@ -10,7 +10,7 @@ dataset would plan other cases.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from bench.datasets.loader import HF_PREFIX
 from bench.errors import BenchError
@@ -33,7 +33,7 @@ def stored_config(store: RunStore, manifest: Manifest) -> "RunConfig":
     return stored_run_config(manifest.config, file=store.manifest_path)
 
 
-def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, store: RunStore,
+def rebuild_plan(config: "RunConfig", manifest: Manifest, store: RunStore,
                  *, ran_with: str, hint: str, project: Project | None = None,
                  check_catalogs: bool = True) -> Sequence["PlanItem"]:
     """The plan of ``config`` (the shard's slice when ``config.shard`` is set), built from
@@ -42,7 +42,7 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
     Args:
         config: the run's config (:func:`stored_config`); its pricing and cache paths are
             ignored (they plan nothing, and may not exist here).
-        manifest: the run's manifest (a dict as stored, or a :class:`Manifest`).
+        manifest: the run's manifest.
         store: the run (the session needs one; nothing is written).
         ran_with: who ran with the files, for messages (``"the shards"``, ``"run 'ID'"``).
         hint: what to do when they differ, appended to the message.
@@ -58,22 +58,20 @@ def rebuild_plan(config: "RunConfig", manifest: Mapping[str, Any] | Manifest, st
     """
     from bench.runner.session import RunSession
     from bench.toolspace.setup import catalog_digests, changed_catalog
-    data: Mapping[str, Any] = (manifest.to_json_dict() if isinstance(manifest, Manifest)
-                               else manifest)
     config = config.model_copy(update={"pricing": None, "cache_path": None})
     session = RunSession(config, store=store, command=[], project=project)
-    if session.dataset.sha256 != (data.get("dataset") or {}).get("sha256"):
+    if session.dataset.sha256 != manifest.dataset.sha256:
         raise BenchError(f"dataset '{config.dataset}' is not the one {ran_with} ran with (its "
                          f"SHA-256 differs); {hint}", file=session.dataset.path)
     for variant in session.variants:
-        ran = next((v.get("sha256") for v in data.get("variants") or []
-                    if v.get("name") == variant.name and v.get("toolset") == variant.toolset),
-                   None)
+        ran = next((v.sha256 for v in manifest.variants
+                    if v.name == variant.name and v.toolset == variant.toolset), None)
         if ran != variant.sha256:
             raise BenchError(f"variant '{variant.name}' of '{variant.toolset}' is not the one "
                              f"{ran_with} ran with (its SHA-256 differs); {hint}")
-    changed = changed_catalog(catalog_digests(data.get("toolspace")),
-                              catalog_digests({"catalogs": session.spaces.describe()})) \
+    stored = manifest.toolspace.catalogs if manifest.toolspace is not None else None
+    changed = changed_catalog(catalog_digests(stored),
+                              catalog_digests(session.spaces.describe())) \
         if check_catalogs else None
     if changed is not None:  # the distractor toolsets under descriptions/ differ
         raise BenchError(f"the catalog {changed} is not the one {ran_with} ran with (its "

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.results import Manifest
 from bench.store import RunStore
 
 
@@ -47,7 +48,7 @@ def build_run(source: Path, home: Path, rows: int, providers: int) -> int:
               "trials": trials}
     manifest.update(run_id="scale", rows_planned=written, rows_done=written, config=config,
                     providers=[{"provider": f"p{i}", "model": "copy"} for i in range(providers)])
-    store.write_manifest(manifest)
+    store.write_manifest(Manifest.model_validate(manifest))
     return written
 
 

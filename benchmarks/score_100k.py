@@ -31,7 +31,9 @@ from pathlib import Path
 from bench.datasets import load_dataset
 from bench.descriptions import load_variant
 from bench.models import Case, Tool, ToolCall
-from bench.parse import ParsedAnswer
+from bench.parse import ParsedAnswer, row_parsed
+from bench.results import Row, RowMetrics, RowRequest, RowResponse, RowUsage
+from bench.runner import summarize_case
 from bench.store import RunStore
 from bench.scoring import score_case
 from bench.scoring.metrics import score_memo_stats, validation_memo_stats
@@ -119,21 +121,22 @@ def run_once(rows: int, seed: int) -> None:
     # run scores each answer as it arrives): keep the garbage collector from re-traversing them.
     gc.freeze()
 
-    expected_dumps = {case.id: case.expected.model_dump() for case in cases}  # once per case
+    expected = {case.id: summarize_case(case)[1] for case in cases}  # once per case, as a run
     store = RunStore(Path(tempfile.mkdtemp(prefix="bench-score100k-")), "bench")
     writer = store.writer()  # rows go to results.jsonl as the runner writes them
     started, cpu_started = time.perf_counter(), time.process_time()
     for (case, variant, provider, trial), answer in zip(plan, answers):
         score = score_case(case.expected, answer, variant.tools)
-        writer.append({"key": f"{case.id}|{variant.name}|{provider}|{trial}", "run_id": "bench",
-                       "case_id": case.id, "toolset": case.toolset, "variant": variant.name,
-                       "provider": provider, "trial": trial, "lang": case.lang,
-                       "tags": case.tags, "query": case.query,
-                       "expected": expected_dumps[case.id], "request": {}, "response": {},
-                       "parsed": answer.model_dump(), "metrics": score.as_dict(),
-                       "usage": {"prompt_tokens": 1000, "completion_tokens": 50,
-                                 "cached_tokens": 900},
-                       "tool_definition_tokens": 800, "latency_s": 1.0})
+        # built by the contract's constructors, as bench.runner.build_row builds a row
+        writer.append(Row(key=f"{case.id}|{variant.name}|{provider}|{trial}", run_id="bench",
+                          case_id=case.id, toolset=case.toolset, variant=variant.name,
+                          provider=provider, trial=trial, lang=case.lang, tags=case.tags,
+                          query=case.query, expected=expected[case.id], request=RowRequest(),
+                          response=RowResponse(), parsed=row_parsed(answer),
+                          metrics=RowMetrics(**score.as_dict()),
+                          usage=RowUsage(prompt_tokens=1000, completion_tokens=50,
+                                         cached_tokens=900),
+                          tool_definition_tokens=800, latency_s=1.0))
     writer.close()
     scored, cpu_scored = time.perf_counter(), time.process_time()
     frame = results_frame(store.load_rows())  # what bench table / report / compare read

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from bench.compare import compare_rows
+from bench.results import Manifest, Row
 from bench.store import RunStore
 from conftest import requires_local_model
 
@@ -93,10 +94,11 @@ def test_providers_are_tested_separately_and_corrected_together():
 
 def write_run(home, run_id, rows, variants):
     store = RunStore(home / "reports" / "runs", run_id)
-    store.write_manifest({"run_id": run_id, "status": "complete", "config": {"variants":
-                          variants}, "dataset": {}, "variants": [], "rows_planned": len(rows)})
+    store.write_manifest(Manifest.model_validate(
+        {"run_id": run_id, "status": "complete", "config": {"variants": variants},
+         "dataset": {}, "variants": [], "rows_planned": len(rows)}))
     for item in rows:
-        store.append({**item, "run_id": run_id})
+        store.append(Row.model_validate({**item, "run_id": run_id}))
 
 
 def bench(home, *args):

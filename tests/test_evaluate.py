@@ -60,7 +60,7 @@ def test_evaluate_resumes_and_reads_the_cache(elsewhere):
     Sent.count = 0
     first = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere, run_id="one",
                            limit=4, cache="readwrite", layers=[Sent])
-    assert Sent.count == 4 and first.manifest.cache["misses"] == 4
+    assert Sent.count == 4 and first.manifest.cache.misses == 4
     # the same run again: resumed, nothing sent
     again = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere, run_id="one",
                            limit=4, cache="readwrite", layers=[Sent])

@@ -7,6 +7,7 @@ import json
 from bench.datasets import load_dataset
 from bench.datasets.sample import NO_CALL, stratified_order, stratified_sample, stratum
 from bench.runner import RunConfig, Runner, select_cases
+from bench.results import Manifest
 from bench.store import RunStore
 from stored import row_dicts
 
@@ -48,7 +49,7 @@ def test_resume_picks_the_cases_the_run_started_with(project):
     # a run recorded before --limit sampled (no limit_sampling stored) keeps its first N
     manifest = store.load_manifest().to_json_dict()
     del manifest["config"]["limit_sampling"]
-    store.write_manifest(manifest)
+    store.write_manifest(Manifest.model_validate(manifest))
     first = [c.id for c in load_dataset("ecommerce").cases if c.split == "test"][:6]
     assert [c.id for c in Runner.resume("sampled").cases] == first
 

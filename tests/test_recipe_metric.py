@@ -124,9 +124,9 @@ def test_every_registered_metric_reaches_every_reader(project):
 
 
 def test_every_value_the_scorer_computes_is_declared_on_the_row_and_registered(project):
-    """A metric the scorer computes: its CaseScore field reaches every stored row with no
-    other edit (CaseScore.as_dict), and needs its typed RowMetrics field and its MetricSpec
-    (a field missing either fails here)."""
+    """A metric the scorer computes: its CaseScore field reaches every stored row through
+    CaseScore.as_dict (a field it does not list fails here), and needs its typed RowMetrics
+    field and its MetricSpec (a field missing either fails here)."""
     figures = {f.name for f in dataclasses.fields(CaseScore)} - SCORE_DETAILS
     assert figures - set(RowMetrics.model_fields) == set()
     registered = {name for spec in metric_specs() for name in (spec.name, *spec.aliases)}

@@ -16,7 +16,7 @@ from bench.report.comparison import choose_comparison
 from bench.report.data import load_runs, row_outcome
 from bench.report.html import render_html, script_json
 from bench.report.junit import render_junit, xml_text
-from bench.results import Row
+from bench.results import Manifest, Row
 from bench.report.markdown import md_cell, render_markdown
 from bench.store import RunStore
 from bench.stats.codes import error_code_counts
@@ -284,10 +284,10 @@ def test_cost_execution_and_cache_show_when_rows_carry_them(project):
     for index, row in enumerate(rows):
         row["metrics"]["execution_success"] = index % 2 == 0
         row["cost_usd"] = 0.25
-        store.append(row)
+        store.append(Row.model_validate(row))
     manifest = store.load_manifest().to_json_dict()
     manifest["cache"] = {"hits": 3, "misses": 1, "writes": 1}
-    store.write_manifest(manifest)
+    store.write_manifest(Manifest.model_validate(manifest))
     html = render_html(load_runs(["plain"]), "t")
     assert "<th>execution success</th>" in html and "50.0% [15.0-85.0]" in html
     assert "<th>cost USD</th>" in html and "<td>1.0000</td>" in html  # 4 rows x 0.25 USD
@@ -501,10 +501,11 @@ def test_an_incomplete_run_says_so_at_the_top_of_the_report(project, status):
     rows = row_dicts(store)
     store.results_path.unlink()
     for row in rows[:4]:
-        store.append(row)
+        store.append(Row.model_validate(row))
     stored = "running" if status == "crashed" else status  # what a dead process leaves
-    store.write_manifest({**manifest, "status": stored, "rows_done": 4, "error": "boom",
-                          "providers_skipped": [{"provider": "openai:x", "reason": "no key"}]})
+    store.write_manifest(Manifest.model_validate(
+        {**manifest, "status": stored, "rows_done": 4, "error": "boom",
+         "providers_skipped": [{"provider": "openai:x", "reason": "no key"}]}))
     html = render_html(load_runs(["cut"]), "t")
     body = html.split("<body>", 1)[1].lstrip()
     assert body.startswith('<div class="banner incomplete" role="alert"><strong>Incomplete '

@@ -128,6 +128,7 @@ def test_hostile_output_shows_as_text_and_never_runs(page):
 def test_headline_fits_a_1400_px_window(browser, project):
     """All eight rates, cost and a long provider id at 1400 px: the page never scrolls
     sideways and the headline fits its box (which would scroll it otherwise)."""
+    from bench.results import Row
     from bench.store import RunStore
 
     make_run("wide", half_hostile, limit=12, execute=True, first=False,  # no-call, ask too
@@ -137,7 +138,7 @@ def test_headline_fits_a_1400_px_window(browser, project):
     store.results_path.unlink()
     for row in rows:
         row["cost_usd"] = 0.001
-        store.append(row)
+        store.append(Row.model_validate(row))
     path = project / "reports" / "wide" / "index.html"
     path.parent.mkdir(parents=True)
     path.write_text(render_html(load_runs(["wide"]), "wide"), encoding="utf-8")

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from bench.errors import BenchError
 from bench.executor.traces import read_traces
 from bench.project import Project, current_project
-from bench.results import SCHEMA_VERSION, Manifest, Row, row_from_build
+from bench.results import SCHEMA_VERSION, Manifest, Row
 from bench.store import RunStore
 
 LEGACY = Path(__file__).parent / "data" / "runs-v0" / "legacy"
@@ -47,15 +47,16 @@ def test_a_row_built_by_the_runner_round_trips_through_the_store(tmp_path):
     response = ProviderResponse(raw=text, parsed=parse_json_tool_calls(text, "stop"),
                                 finish_reason="stop", latency_s=0.25,
                                 usage=Usage(prompt_tokens=120, completion_tokens=9))
-    built = build_row(PlanItem(case, variant, "local", 1), "r1", response, cost_usd=0.0012)
-    row = row_from_build(built)
+    row = build_row(PlanItem(case, variant, "local", 1), "r1", response, cost_usd=0.0012)
     assert row.schema_version == SCHEMA_VERSION and row.usage.prompt_tokens == 120
     assert row.calls()[0].name == "search_orders" and row.cost_usd == 0.0012
     store = RunStore(tmp_path, "r1")
     store.append(row)
-    store.append(built)  # the runner's dict: stamped with the version
+    store.append(Row.model_validate(row.to_json_dict()))  # read back, written again
     first, second = store.load_rows()
     assert first == row and second == row
+    with pytest.raises(TypeError, match="bench.results.Row, not dict"):
+        store.append(row.to_json_dict())  # a dict is built into a Row first
     lines = store.results_path.read_text(encoding="utf-8").splitlines()
     assert all(json.loads(line)["schema_version"] == SCHEMA_VERSION for line in lines)
 
@@ -123,7 +124,9 @@ def test_a_row_of_the_wrong_type_is_named_by_field(tmp_path):
     store = RunStore(tmp_path, "r")
     row = json.loads(LEGACY.joinpath("results.jsonl").read_text(encoding="utf-8")
                      .splitlines()[0])
-    store.append({**row, "usage": {**row["usage"], "prompt_tokens": "113"}})
+    store.make_dir()  # the writer takes rows of the contract: this one is written as text
+    store.results_path.write_text(json.dumps(
+        {**row, "usage": {**row["usage"], "prompt_tokens": "113"}}) + "\n", encoding="utf-8")
     with pytest.raises(BenchError) as raised:
         list(store.load_rows())
     assert raised.value.field == "usage.prompt_tokens" and raised.value.line == 1

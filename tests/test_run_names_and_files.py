@@ -16,6 +16,7 @@ import pytest
 
 from bench.datasets import load_dataset
 from bench.errors import BenchError
+from bench.results import Manifest, ManifestDataset
 from bench.store import RESERVED_NAMES, RunStore
 
 
@@ -177,12 +178,18 @@ def test_a_dangling_link_or_a_file_in_the_run_path_is_named_by_the_store(tmp_pat
         assert info.value.file == str(tmp_path / "file")
 
 
+def manifest(run_id: str, status: str) -> Manifest:
+    """A manifest of an empty run (all the store needs to write one)."""
+    return Manifest(run_id=run_id, status=status, config={}, dataset=ManifestDataset(),
+                    variants=[], rows_planned=0)
+
+
 @pytest.mark.parametrize("blocked", ["file", "folder"])
 def test_a_manifest_that_cannot_be_replaced_is_named_not_its_temp_file(tmp_path, blocked):
     """A folder in the manifest's place, or a run folder that takes no new file: the error
     named `.manifest.json.<random>.tmp`, a file nobody ever sees."""
     store = RunStore(tmp_path, "r1")
-    store.write_manifest({"status": "interrupted"})
+    store.write_manifest(manifest("r1", "interrupted"))
     if blocked == "file":
         store.manifest_path.unlink()
         store.manifest_path.mkdir()
@@ -190,7 +197,7 @@ def test_a_manifest_that_cannot_be_replaced_is_named_not_its_temp_file(tmp_path,
     else:
         context = unwritable(store.dir)
     with context, pytest.raises(OSError) as info:
-        store.write_manifest({"status": "running"})
+        store.write_manifest(manifest("r1", "running"))
     assert info.value.filename == str(store.manifest_path)
     assert [p.name for p in store.dir.iterdir()] == ["manifest.json"]  # no temp file left
 

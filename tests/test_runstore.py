@@ -8,15 +8,24 @@ import sys
 import pytest
 
 from bench.errors import BenchError
+from bench.results import Manifest, Row
 from bench.store import ROW_FIELDS, RunStore
 from stored import row_dicts
 
 
 def row(key, **extra):
-    """A well-formed row (rows are type-checked when read: bench.results.Row)."""
+    """A well-formed row (the writers take rows of the contract: bench.results.Row)."""
     typed = {"case_id": "c1", "toolset": "t", "variant": "v", "provider": "p", "trial": 0,
              "lang": "en", "metrics": {}, "usage": {}, "latency_s": 0.0}
-    return {**{field: None for field in ROW_FIELDS}, **typed, "key": key, **extra}
+    return Row.model_validate({**{field: None for field in ROW_FIELDS}, **typed, "key": key,
+                               **extra})
+
+
+def manifest(run_id, **fields):
+    """A manifest of an empty run."""
+    return Manifest.model_validate({"run_id": run_id, "status": "running", "config": {},
+                                    "dataset": {}, "variants": [], "rows_planned": 0,
+                                    **fields})
 
 
 def test_rows_skip_and_repair_cuts_half_written_line(tmp_path):
@@ -65,8 +74,8 @@ def test_corrupt_complete_line_is_a_clear_error(tmp_path):
 
 def test_manifest_is_replaced_atomically(tmp_path):
     store = RunStore(tmp_path, "r3")
-    store.write_manifest({"status": "running"})
-    store.write_manifest({"status": "complete"})
+    store.write_manifest(manifest("r3", status="running"))
+    store.write_manifest(manifest("r3", status="complete"))
     assert json.loads(store.manifest_path.read_text())["status"] == "complete"
     assert [p.name for p in store.dir.iterdir()] == ["manifest.json"]  # no temp files left
     assert store.manifest_path.stat().st_mode & 0o777 == 0o644
@@ -148,7 +157,8 @@ def test_non_finite_numbers_from_a_model_are_stored_as_null(tmp_path):
 
 def test_manifest_missing_fields_is_a_clear_error(tmp_path):
     store = RunStore(tmp_path, "r6")
-    store.write_manifest({"run_id": "r6"})
+    store.make_dir()  # the store writes manifests of the contract: this one is written as text
+    store.manifest_path.write_text(json.dumps({"run_id": "r6"}))
     with pytest.raises(BenchError) as info:
         store.load_manifest().to_json_dict()
     assert info.value.field == "status"
@@ -206,8 +216,7 @@ def test_resuming_a_run_being_written_stops_before_reading_or_cutting_its_rows(r
 
     make_run("busy", expected_answer, variants=("l3",), limit=2)
     store = RunStore(runs_dir(), "busy")
-    manifest = store.load_manifest().to_json_dict()
-    store.write_manifest({**manifest, "status": "interrupted"})
+    store.write_manifest(store.load_manifest().model_copy(update={"status": "interrupted"}))
     half = b'{"key": "half-writ'
     with store.results_path.open("ab") as handle:
         handle.write(half)
@@ -397,7 +406,7 @@ def test_read_rows_leaves_out_rows_outside_the_plan_and_reports_a_cut_last_line(
     store.append(keyed("c9"))
     store.append(keyed("c2"))
     with store.results_path.open("ab") as handle:
-        handle.write(json.dumps(keyed("c3")).encode()[:40])  # a write cut mid-way
+        handle.write(json.dumps(keyed("c3").to_json_dict()).encode()[:40])  # cut mid-way
     read = store.read_rows(plan=lambda r: None if r.case_id != "c9" else "not planned")
     assert [r.case_id for r in read.rows] == ["c1", "c2"]
     assert read.outside == [(2, "c9|v|p|0", "not planned")] and read.cut_line == 4
@@ -413,7 +422,7 @@ def test_read_rows_leaves_out_rows_outside_the_plan_and_reports_a_cut_last_line(
     assert warned == [read.report()[1]]
     # a key that contradicts its own fields is corrupt, not another plan's row
     store.repair()
-    store.append({**keyed("c4"), "key": "c5|v|p|0"})
+    store.append(keyed("c4").model_copy(update={"key": "c5|v|p|0"}))
     with pytest.raises(BenchError) as info:
         store.read_rows()
     assert (info.value.line, info.value.field) == (4, "key")

@@ -258,6 +258,7 @@ def test_credentials_of_a_credible_form_are_redacted(text, kept):
 
 def test_a_stored_row_keeps_its_identifiers_and_data_and_loses_the_key_in_its_free_text(
         tmp_path, monkeypatch):
+    from bench.results import Row
     from bench.store import RunStore
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("MYSQL_PASSWORD", "ecommerce")
@@ -277,7 +278,7 @@ def test_a_stored_row_keeps_its_identifiers_and_data_and_loses_the_key_in_its_fr
                      "request_id": "req_1"},
     }
     store = RunStore(tmp_path, "r")
-    store.append(stored)
+    store.append(Row.model_validate(stored))
     text = store.results_path.read_text()
     assert KEY not in text and "k-0123456789" not in text
     [row] = row_dicts(store)

@@ -139,7 +139,7 @@ def test_name_collisions_are_renamed_and_reported_never_the_own_tools(project):
                         ("dup", "search_orders__dup"): "search_orders__dup__dup"})
     assert len(set(names)) == 15 and set(renamed.values()) <= set(names)
     described = grown.describe()
-    assert described["collisions"] and described["levels"] == {"dup": "v1"}
+    assert described.collisions and described.levels == {"dup": "v1"}
 
 
 def test_a_source_without_the_level_gives_its_nearest_one(project):
@@ -297,8 +297,8 @@ def test_retrieval_metrics_split_errors_into_not_retrieved_and_confused(bfcl_too
     assert tokens["l3~tools=40~retriever=bm25~top_k=3"] < tokens["l3~tools=13"] < \
         tokens["l3~tools=40"]
     manifest = result.manifest
-    catalogs = manifest.toolspace["catalogs"]
-    assert {c["tools"] for c in catalogs} == {13, 40}
+    catalogs = manifest.toolspace.catalogs
+    assert {c.tools for c in catalogs} == {13, 40}
 
 
 def test_the_same_seed_plans_the_same_catalogs_and_retrievals(project):
@@ -310,7 +310,7 @@ def test_the_same_seed_plans_the_same_catalogs_and_retrievals(project):
         return {row.case_id: row.retrieval["offered"] for row in result.rows}
 
     def sha(result):
-        return result.manifest.toolspace["catalogs"][0]["sha256"]
+        return result.manifest.toolspace.catalogs[0].sha256
 
     assert offered(first) == offered(again) and sha(first) == sha(again)
     assert sha(first) != sha(other)

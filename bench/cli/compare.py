@@ -100,8 +100,9 @@ def _split_variant(rows: StoredRows, variant: str, where: str) -> Iterable[Row]:
 
     if variant not in rows.variants:
         unfinished = _unfinished_state(rows)
-        planned = rows.manifest.variant_names() | set(rows.manifest.config.get("variants")
-                                                      or ())
+        stored = rows.manifest.config.get("variants")
+        planned = rows.manifest.variant_names() | (
+            {str(v) for v in stored} if isinstance(stored, list) else set())
         if unfinished is not None and condition_variant(variant) in planned:
             run_id = rows.store.run_id
             raise Incomplete(f"{unfinished}, none of variant '{variant}' yet; resume with "

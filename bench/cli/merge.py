@@ -45,7 +45,8 @@ def merge(
     if result.missing_shards:
         err.print(f"shard{'s' if len(result.missing_shards) > 1 else ''} "
                   f"{', '.join(result.missing_shards)} missing", markup=False)
-    print_summary(result.run_id, [str(v) for v in manifest.config["variants"]])
+    variants = manifest.config.get("variants")
+    print_summary(result.run_id, [str(v) for v in variants] if isinstance(variants, list) else [])
     err.print(f"merged {count(len(runs), 'run')} into run {result.run_id}: "
               f"{manifest.rows_done} of {count(manifest.rows_planned, 'row')} "
               f"({manifest.status})", markup=False)

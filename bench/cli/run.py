@@ -279,7 +279,7 @@ def _print_end(runner: Runner, manifest: Manifest, incomplete: RunIncomplete | N
                   f"{run_name} --max-usd N / --max-total-tokens N")
         raise typer.Exit(BUDGET_EXIT_CODE)
     if manifest.status == "partial":  # a skipped provider's rows are missing
-        skipped = ", ".join(f"{p['provider']} ({p['reason']})"
+        skipped = ", ".join(f"{p.provider} ({p.reason})"
                             for p in manifest.providers_skipped or [])
         say(f"partial run: {manifest.rows_done} of {count(len(runner.plan), 'row')}; "
             f"skipped {skipped}; fix that, then: bench run --resume {run_name}")

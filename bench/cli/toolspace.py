@@ -18,13 +18,14 @@ def toolspace_notes(runner: Any) -> list[str]:
     renamed distractor (name collisions)."""
     lines = []
     for catalog in runner.session.spaces.describe():
-        sources = ", ".join(f"{n} from {s} ({catalog['levels'][s]})"
-                            for s, n in catalog["sources"].items())
-        lines.append(f"catalog {catalog['toolset']}/{catalog['variant']}: {catalog['tools']} "
-                     f"tools = {catalog['own']} own + {sources or 'no distractor'}")
-        for hit in catalog["collisions"]:
-            lines.append(f"  name collision: {hit['source']}'s {hit['name']} renamed "
-                         f"{hit['renamed']}")
+        levels = catalog.levels or {}
+        sources = ", ".join(f"{n} from {s} ({levels[s]})"
+                            for s, n in (catalog.sources or {}).items())
+        lines.append(f"catalog {catalog.toolset}/{catalog.variant}: {catalog.tools} "
+                     f"tools = {catalog.own} own + {sources or 'no distractor'}")
+        for hit in catalog.collisions or []:
+            lines.append(f"  name collision: {hit.source}'s {hit.name} renamed "
+                         f"{hit.renamed}")
     return lines + whole_catalog_notes(runner)
 
 

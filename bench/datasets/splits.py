@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, Mapping, Sequence
 
 from bench.datasets.sample import stratum
 from bench.errors import BenchError
@@ -115,7 +115,7 @@ def resolve_split(cases: Sequence[Case], asked: SplitChoice | None) -> SplitChoi
     return asked
 
 
-def run_split(config: dict[str, object]) -> str:
+def run_split(config: Mapping[str, object]) -> str:
     """The split a stored run's ``config`` (the manifest's) ran: ``all`` for runs stored before
     splits existed."""
     split = config.get("split")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from bench.executor.capping import BYTES_PER_TOKEN, cap_result, to_json
 from bench.executor.outcome import ExecutionOutcome
@@ -167,6 +167,6 @@ def cap_text(text: str, budget_tokens: int) -> str:
     return f"{head} [... {cut:,} characters cut: over the result budget ...] {tail}"
 
 
-def describe(factors: Factors) -> dict[str, Any]:
+def describe(factors: Factors) -> dict[str, str]:
     """Every setting, as stored in a row's ``factors``."""
-    return {name: getattr(factors, name) for name in FACTORS}
+    return {name: str(getattr(factors, name)) for name in FACTORS}

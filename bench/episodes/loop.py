@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Protocol, Sequence
 
 from bench.episodes.factors import Factors, render_result
 from bench.episodes.state import EpisodeDatabase
-from bench.episodes.stored import answer_record, stored
+from bench.episodes.stored import answer_record, capped
 from bench.executor.backends.base import Handler
 from bench.executor.faults import oversized_payload
 from bench.executor.outcome import CallContext, RunContext, ToolError
@@ -35,7 +35,9 @@ from bench.models import Case, Message, Tool, ToolCall
 from bench.providers.base import ProviderResponse
 from bench.providers.cache import messages_digest
 from bench.providers.pipeline import Outcome
-from bench.scoring.episodes import REPEAT_GUARD, MadeCall, canonical_call, episode_metrics
+from bench.results import EpisodeStep, RowUsage, StepResult
+from bench.scoring.episodes import (REPEAT_GUARD, EpisodeMetrics, MadeCall, canonical_call,
+                                    episode_metrics)
 
 if TYPE_CHECKING:
     from bench.executor.traces import TraceWriter
@@ -63,15 +65,15 @@ class EpisodeOutcome:
         wall_s: the episode's wall time, seconds.
     """
 
-    steps: list[dict[str, Any]]
+    steps: list[EpisodeStep]
     final_answer: str
     stop_reason: str
-    metrics: dict[str, Any]
+    metrics: EpisodeMetrics
     state_checks: list[dict[str, Any]] | None
-    usage: dict[str, Any]
+    usage: RowUsage
     attempts: int
     cache: str | None
-    responses: list[Any] = field(default_factory=list)
+    responses: list[ProviderResponse] = field(default_factory=list)
     wall_s: float = 0.0
 
 
@@ -113,13 +115,13 @@ def _writes(tools: Mapping[str, Any], name: str) -> bool:
     return tool is not None and tool.permission in ("write", "sensitive")
 
 
-def _usage_sum(responses: list[Any]) -> dict[str, Any]:
+def _usage_sum(responses: list[ProviderResponse]) -> RowUsage:
     reasoning = [r.usage.reasoning_tokens for r in responses
                  if r.usage.reasoning_tokens is not None]
-    return {"prompt_tokens": sum(r.usage.prompt_tokens for r in responses),
-            "completion_tokens": sum(r.usage.completion_tokens for r in responses),
-            "cached_tokens": sum(r.usage.cached_tokens for r in responses),
-            "reasoning_tokens": sum(reasoning) if reasoning else None}
+    return RowUsage(prompt_tokens=sum(r.usage.prompt_tokens for r in responses),
+                    completion_tokens=sum(r.usage.completion_tokens for r in responses),
+                    cached_tokens=sum(r.usage.cached_tokens for r in responses),
+                    reasoning_tokens=sum(reasoning) if reasoning else None)
 
 
 def _call_ids(calls: list[ToolCall], used: set[str], step: int) -> list[ToolCall]:
@@ -241,7 +243,7 @@ class _Episode:
         self.episode, self.answer = episode, answer
         self.conversation = list(case.messages)
         self.replies = list(case.user_replies)
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[EpisodeStep] = []
         self.made: list[MadeCall] = []
         self.responses: list[ProviderResponse] = []
         self.attempts = 0
@@ -278,14 +280,18 @@ class _Episode:
         calls = ([] if parsed.error or not parsed.calls
                  else _call_ids(parsed.calls, self.used_ids, number))
         record = answer_record(parsed, calls)
-        stored_parsed = record.pop("parsed")
         # the step's conversation digest and parsed answer: what replay:<run> needs to
         # answer this step again (bench.providers.replay)
-        step: dict[str, Any] = {
-            "step": number, **record, "results": [], "error": parsed.error,
-            "usage": response.usage.model_dump(), "latency_s": round(response.latency_s, 6),
-            "cache": outcome.cache, "finish_reason": response.finish_reason,
-            "messages_sha256": messages_digest(sent), "parsed": stored_parsed}
+        step = EpisodeStep(
+            step=number, text=record.text, calls=record.calls, results=[],
+            error=parsed.error, usage=response.usage.as_row_usage(),
+            latency_s=round(response.latency_s, 6), cache=outcome.cache,
+            finish_reason=response.finish_reason, messages_sha256=messages_digest(sent),
+            parsed=record.parsed)
+        if record.text_chars is not None:
+            step.text_chars = record.text_chars
+        if record.stored_cut:
+            step.stored_cut = True
         self.steps.append(step)
         if parsed.error:
             self.stop_reason = "unparseable"
@@ -301,7 +307,7 @@ class _Episode:
         await self.execute(number, step, parsed.text, calls, executor)
         return False
 
-    def final(self, number: int, step: dict[str, Any], text: str) -> bool:
+    def final(self, number: int, step: EpisodeStep, text: str) -> bool:
         """A final answer: the scripted user answers it when a reply is left (False: the
         episode goes on), else the episode ends (True)."""
         self.final_answer = text
@@ -309,7 +315,7 @@ class _Episode:
             self.stop_reason = "final_answer"
             return True
         reply = self.replies.pop(0)
-        step["user_reply"] = reply
+        step.user_reply = reply
         self.confirmed_at = number if self.confirmed_at is None else self.confirmed_at
         self.conversation += [Message(role="assistant", content=text),
                               Message(role="user", content=reply)]
@@ -326,7 +332,7 @@ class _Episode:
             guard = guard or self.repeats[identity] >= REPEAT_GUARD
         return guard
 
-    async def execute(self, number: int, step: dict[str, Any], text: str | None,
+    async def execute(self, number: int, step: EpisodeStep, text: str | None,
                       calls: list[ToolCall], executor: Executor) -> None:
         """Run the step's calls concurrently on the executor and append the assistant turn
         and one ``tool`` message per result to the conversation."""
@@ -342,10 +348,14 @@ class _Episode:
             content, is_error = render_result(result, self.episode.factors)
             self.conversation.append(Message(role="tool", tool_call_id=call.id,
                                              content=content, is_error=is_error or None))
-            step["results"].append({
-                "call_id": call.id, "tool": call.name, **stored(content, "content"),
-                "is_error": is_error, "success": result.success,
-                "error_code": result.error_code, "truncated": result.truncated})
+            sent_back, chars = capped(content)
+            stored_result = StepResult(call_id=call.id, tool=call.name, content=sent_back,
+                                       is_error=is_error, success=result.success,
+                                       error_code=result.error_code,
+                                       truncated=result.truncated)
+            if chars is not None:
+                stored_result.content_chars = chars
+            step.results.append(stored_result)
             writes = _writes(self.tools, call.name)
             self.made.append(MadeCall(number, call.name, call.arguments, call.valid,
                                       result.success, result.error_code, writes,

@@ -12,11 +12,12 @@ hundreds of MB (a break-it review of agent episodes).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.jsonl import dumps
 from bench.models import ToolCall
 from bench.parse import ParsedAnswer
+from bench.results import RowCall, RowParsed, StepCall
 
 STORED_CHARS = 65_536
 """Characters of one text a row stores whole; a longer one keeps its first and last
@@ -71,6 +72,32 @@ class CappedText:
                        f"characters ...] {tail}", f"{field}_chars": self.chars}
 
 
+class Capped(NamedTuple):
+    """A value as a row stores it: ``value`` (whole, or a text's head and tail) and
+    ``chars``, the full length of the text it was cut from (None: stored whole)."""
+
+    value: object
+    chars: int | None
+
+
+def capped(text: str) -> tuple[str, int | None]:
+    """``(text as stored, its full length when stored cut, else None)``
+    (:meth:`CappedText.record`)."""
+    kept = CappedText()
+    kept.write(text)
+    record = kept.record("text")
+    chars = record.get("text_chars")
+    return str(record["text"]), chars if isinstance(chars, int) else None
+
+
+def capped_json(value: object) -> Capped:
+    """A JSON value as a row stores it: whole when its JSON text (compact,
+    :func:`bench.jsonl.dumps`; a string: itself) has at most :data:`STORED_CHARS`
+    characters, else that text cut (:func:`capped`) with its full length."""
+    text = value if isinstance(value, str) else dumps(value)
+    return Capped(value, None) if len(text) <= STORED_CHARS else Capped(*capped(text))
+
+
 def stored(text: str, field: str) -> dict[str, Any]:
     """The row's record of ``text`` under ``field`` (:meth:`CappedText.record`)."""
     capped = CappedText()
@@ -86,7 +113,18 @@ def stored_json(value: object, field: str) -> dict[str, Any]:
     return {field: value} if len(text) <= STORED_CHARS else stored(text, field)
 
 
-def answer_record(parsed: ParsedAnswer, calls: list[ToolCall]) -> dict[str, Any]:
+class AnswerRecord(NamedTuple):
+    """A step's record of the model's answer (:func:`answer_record`): the fields of its
+    :class:`bench.results.EpisodeStep` (``text_chars``: None when ``text`` is whole)."""
+
+    text: str
+    text_chars: int | None
+    calls: list[StepCall]
+    parsed: RowParsed
+    stored_cut: bool
+
+
+def answer_record(parsed: ParsedAnswer, calls: list[ToolCall]) -> AnswerRecord:
     """A step's record of the model's answer: ``text``, ``calls`` (those the loop went on
     with, under the ids it gave them; ``{id, name, arguments, valid}`` and ``raw_arguments``
     when not valid) and ``parsed`` (the answer as replay rebuilds it).
@@ -100,25 +138,39 @@ def answer_record(parsed: ParsedAnswer, calls: list[ToolCall]) -> dict[str, Any]
     """
     shown = []
     for call in calls:
-        entry = {"id": call.id, "name": call.name, **stored_json(call.arguments, "arguments"),
-                 "valid": call.valid}
+        arguments = capped_json(call.arguments)
+        entry = StepCall(id=call.id, name=call.name, arguments=arguments.value,
+                         valid=call.valid)
+        if arguments.chars is not None:
+            entry.arguments_chars = arguments.chars
         if not call.valid:
-            entry.update(stored_json(call.raw_arguments, "raw_arguments"))
+            raw = capped_json(call.raw_arguments)
+            entry.raw_arguments = raw.value
+            if raw.chars is not None:
+                entry.raw_arguments_chars = raw.chars
         shown.append(entry)
-    record: dict[str, Any] = {**stored(parsed.text or "", "text"), "calls": shown}
-    dump = parsed.model_dump()
-    cut = "text_chars" in record
-    if cut:
-        del dump["text"]
-    for i, kept in enumerate(dump["calls"]):
-        entry = shown[i] if i < len(shown) else {}
-        for key in ("arguments", "raw_arguments"):
-            if f"{key}_chars" in entry or (key not in entry and "arguments_chars" in entry):
-                del kept[key]  # stored cut in calls (a valid call's raw text: its arguments)
-                cut = True
-            elif key not in entry:  # only parsed holds it
-                capped = stored_json(kept[key], key)
-                kept.update(capped)
-                cut = cut or len(capped) > 1
-    record["parsed"] = dump
-    return {**record, "stored_cut": True} if cut else record
+    text, text_chars = capped(parsed.text or "")
+    cut = text_chars is not None
+    kept_calls = []
+    for i, call in enumerate(parsed.calls):
+        given = shown[i].model_fields_set if i < len(shown) else set()
+        kept = RowCall(id=call.id, name=call.name, notes=call.notes, valid=call.valid)
+        extra: dict[str, object] = {} if call.signature is None else {
+            "signature": call.signature}
+        for key, value in (("arguments", call.arguments),
+                           ("raw_arguments", call.raw_arguments)):
+            if f"{key}_chars" in given or (key not in given and "arguments_chars" in given):
+                cut = True  # stored cut in calls (a valid call's raw text: its arguments)
+                continue
+            if key not in given:  # only parsed holds it
+                value, chars = capped_json(value)
+                if chars is not None:
+                    extra[f"{key}_chars"] = chars
+                    cut = True
+            setattr(kept, key, value)  # arguments or raw_arguments: any JSON value
+        kept_calls.append(kept.model_copy(update=extra) if extra else kept)
+    stored_parsed = RowParsed(calls=kept_calls, declined=parsed.declined, error=parsed.error,
+                              error_code=parsed.error_code)
+    if text_chars is None:  # else text holds it, cut
+        stored_parsed.text = parsed.text
+    return AnswerRecord(text, text_chars, shown, stored_parsed, cut)

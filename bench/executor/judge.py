@@ -57,7 +57,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 from bench.datasets.loader import label_literal
 from bench.executor.outcome import ERROR_CLASSES, ExecutionOutcome, RunContext, ToolError
@@ -395,9 +395,10 @@ class ExecutionJudge:
 
     def metrics(self, expected: Expected, calls: Sequence[ToolCall] | None,
                 tools: Sequence[Tool], toolset: str, context: RunContext,
-                unexecutable: Collection[int] = ()) -> dict[str, Any]:
+                unexecutable: Collection[int] = ()) -> ExecutionMetrics:
         """``execution_success``, ``execution_match``, ``execution_errors`` and
-        ``write_refused`` of one answer.
+        ``write_refused`` of one answer (and ``execution_match_skipped``, when the label is
+        why ``execution_match`` is None).
 
         Args:
             expected: the case's label.
@@ -409,27 +410,30 @@ class ExecutionJudge:
                 docstring): both metrics are None for the answer.
 
         Returns:
-            A dict to merge into a result row's ``metrics`` (see the module docstring).
+            The metrics, for a result row's ``metrics`` (see the module docstring).
         """
         expects_calls = bool(expected.calls)
         if not self.executor.handlers_for(toolset):
-            return {"execution_success": None, "execution_match": None, "execution_errors": {},
-                    "write_refused": None}
+            return ExecutionMetrics(execution_success=None, execution_match=None,
+                                    execution_errors={}, write_refused=None)
         if calls is None:
             unscored = self._unscored(expected, tools, toolset, context)
-            return {"execution_success": False if expects_calls else None,
-                    "execution_match": False if expects_calls and not unscored else None,
-                    "execution_errors": {}, "write_refused": None,
-                    **({"execution_match_skipped": unscored} if unscored else {})}
+            undecoded = ExecutionMetrics(
+                execution_success=False if expects_calls else None,
+                execution_match=False if expects_calls and not unscored else None,
+                execution_errors={}, write_refused=None)
+            if unscored:
+                undecoded["execution_match_skipped"] = unscored
+            return undecoded
         outcomes, (want, why) = self._run(expected, calls, tools, toolset, context,
                                           unexecutable)
         # refused by the run's permissions: the policy's outcome, not the answer's failure;
         # a placeholder never ran either
         ran = [o for o in outcomes if o.error_code not in _NOT_RUN]
         errors = Counter(o.error_class for o in ran if not o.success or o.fallback_used)
-        result: dict[str, Any] = {
-            "execution_errors": {c: errors[c] for c in ERROR_CLASSES if errors[c]},
-            "execution_success": None, "execution_match": None, "write_refused": None}
+        result = ExecutionMetrics(
+            execution_errors={c: errors[c] for c in ERROR_CLASSES if errors[c]},
+            execution_success=None, execution_match=None, write_refused=None)
         if not expects_calls:
             return result
         result["write_refused"] = any(o.error_code == REFUSED for o in outcomes)
@@ -456,6 +460,19 @@ class ExecutionJudge:
         result["execution_match"] = want == got if expected.ordered else \
             Counter(want) == Counter(got)
         return result
+
+
+class ExecutionMetrics(TypedDict, total=False):
+    """The execution metrics of one answer (:meth:`ExecutionJudge.metrics`; the module
+    docstring defines them): fields of :class:`bench.results.RowMetrics`, of their types.
+    ``execution_match_skipped`` (one of :data:`SKIP_REASONS`) is there only when the label is
+    why ``execution_match`` is None."""
+
+    execution_success: bool | None
+    execution_match: bool | None
+    execution_errors: dict[str, int]
+    write_refused: bool | None
+    execution_match_skipped: str | None
 
 
 def _compared(keys: list[tuple[str, str]], compare: dict[str, Comparison]) -> Reference:

@@ -82,6 +82,7 @@ def _reference_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Too
     from bench.executor.backends import ReferenceBackends
     from bench.executor.judge import build_expected_call, failed
     from bench.executor.pipeline import Executor
+    from bench.executor.outcome import RunContext
     from bench.executor.runhook import case_context
 
     backends = ReferenceBackends()
@@ -92,9 +93,9 @@ def _reference_failures(cases: Sequence[Case], toolset: str, tools: Sequence[Too
     try:
         for case in cases:
             # the case's state as a run gives it (label and answers alike)
-            context = case_context(case, run_id="lint", allow_writes=True,
-                                   allow_sensitive=True, inject_faults=False, trace=False,
-                                   label_side=True)
+            context = case_context(case, RunContext(
+                run_id="lint", allow_writes=True, allow_sensitive=True, inject_faults=False,
+                trace=False, label_side=True))
             for index, expected in enumerate(case.expected.calls):
                 call = build_expected_call(expected, index)
                 if call is None:

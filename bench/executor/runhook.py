@@ -21,10 +21,13 @@ from typing import Any, Collection, Mapping, Sequence
 from bench.errors import BenchError
 from bench.executor.backends import REFERENCE_TOOLSETS, ReferenceBackends
 from bench.executor.backends.base import Backend, Handler, Owner
-from bench.executor.judge import ExecutionJudge
+from bench.executor.judge import ExecutionJudge, ExecutionMetrics
 from bench.executor.outcome import RunContext, compile_error_pattern, failing_on_text
 from bench.executor.pipeline import Executor
 from bench.executor.traces import TRACES, TraceWriter
+from bench.models import Case, Tool
+from bench.parse import ParsedAnswer
+from bench.results import ManifestExecution
 from bench.toolset_config import (PYPROJECT, ToolsetSettings, load_toolset_settings,
                                   server_label)
 
@@ -46,11 +49,12 @@ def server_logs(run_dir: Path) -> list[Path]:
 
 def describe_execution(toolsets: Sequence[str], *, execute: bool,
                        mcp_command: Sequence[str] | None, allow_writes: bool,
-                       settings: Mapping[str, ToolsetSettings]) -> dict[str, dict[str, Any]]:
+                       settings: Mapping[str, ToolsetSettings]) -> dict[str, ManifestExecution]:
     """How each toolset's calls are executed in a run, for its manifest (``execution``).
 
     Returns:
-        toolset -> ``{"mode", "detail", "writes", "labels"}``: ``mode`` is ``reference``,
+        toolset -> its :class:`bench.results.ManifestExecution` (``mode``, ``detail``,
+        ``labels``, ``writes``): ``mode`` is ``reference``,
         ``mcp``, ``python``, ``none`` (declared no-execute), ``off`` (``--no-execute``) or
         ``no_backend``; ``detail`` says where or why in a few words (never a command line: it
         may hold a token); ``writes`` is ``"all"`` (``--allow-writes``) or the write tools
@@ -59,47 +63,50 @@ def describe_execution(toolsets: Sequence[str], *, execute: bool,
         system runs it after the declared reset) or ``recorded`` (the results ``bench labels
         record`` stored; nothing of the label runs).
     """
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, ManifestExecution] = {}
     for toolset in dict.fromkeys(toolsets):
         own = settings.get(toolset)
-        writes: Any = "all" if allow_writes else sorted(own.writes) if own else []
+        writes: str | list[str] = "all" if allow_writes else sorted(own.writes) if own else []
         if not execute:
-            entry = {"mode": "off", "detail": "bench run --no-execute"}
+            mode, detail = "off", "bench run --no-execute"
         elif mcp_command:
-            entry = {"mode": "mcp", "detail": f"--execute-mcp {server_label(mcp_command)}"}
+            mode, detail = "mcp", f"--execute-mcp {server_label(mcp_command)}"
         elif own is not None and own.execute == "none":
-            entry = {"mode": "none", "detail": own.reason or
-                     f"declared execute = \"none\" in [tool.bench.toolsets.{toolset}]"}
+            mode, detail = "none", own.reason or \
+                f"declared execute = \"none\" in [tool.bench.toolsets.{toolset}]"
         elif own is not None and own.execute == "mcp":
             assert own.server is not None
-            entry = {"mode": "mcp", "detail": f"MCP server {server_label(own.server)}, "
-                                              f"{own.timeout_s:g} s per call"}
+            mode, detail = "mcp", (f"MCP server {server_label(own.server)}, "
+                                   f"{own.timeout_s:g} s per call")
         elif own is not None:
-            entry = {"mode": "python", "detail": f"Python module {own.module}, "
-                                                 f"{own.timeout_s:g} s per call"}
+            mode, detail = "python", (f"Python module {own.module}, "
+                                      f"{own.timeout_s:g} s per call")
         elif toolset in REFERENCE_TOOLSETS:
-            entry = {"mode": "reference", "detail": "bench's reference backend"}
+            mode, detail = "reference", "bench's reference backend"
         else:
-            entry = {"mode": "no_backend", "detail": "no backend: declare one under "
-                     f"[tool.bench.toolsets.{toolset}] in {PYPROJECT} (execute = \"mcp\", "
-                     "\"python\" or \"none\")"}
-        if entry["mode"] == "reference":
-            entry["labels"] = "reference"
-        elif entry["mode"] in ("mcp", "python"):
-            entry["labels"] = "reset" if own is not None and own.reset else "recorded"
-        found[toolset] = {**entry, "writes": writes}
+            mode, detail = "no_backend", ("no backend: declare one under "
+                                          f"[tool.bench.toolsets.{toolset}] in {PYPROJECT} "
+                                          "(execute = \"mcp\", \"python\" or \"none\")")
+        entry = ManifestExecution(mode=mode, detail=detail)
+        if mode == "reference":
+            entry.labels = "reference"
+        elif mode in ("mcp", "python"):
+            entry.labels = "reset" if own is not None and own.reset else "recorded"
+        entry.writes = writes
+        found[toolset] = entry
     return found
 
 
-def case_context(case: Any, **fields: Any) -> RunContext:
-    """The :class:`RunContext` of ``case``'s calls with ``fields`` (run id, trial,
-    permissions): a single-answer case's ``state`` sets ``state`` (its overrides, run on a
-    private copy of bench's reference database) and ``user_id`` (its signed-in customer).
-    An episode's state is its own database's (:mod:`bench.episodes.state`), not set here."""
-    state = getattr(case, "state", None)
-    if state is not None and getattr(case, "kind", "single") != "episode":
-        fields.update(state=tuple(state.overrides), user_id=state.user_id)
-    return RunContext(case_id=case.id, **fields)
+def case_context(case: Case, context: RunContext) -> RunContext:
+    """``context`` (run id, trial, permissions) for ``case``'s calls: its ``case_id``, and a
+    single-answer case's ``state`` sets ``state`` (its overrides, run on a private copy of
+    bench's reference database) and ``user_id`` (its signed-in customer). An episode's state
+    is its own database's (:mod:`bench.episodes.state`), not set here."""
+    state = case.state
+    if state is not None and case.kind != "episode":
+        return dataclasses.replace(context, case_id=case.id, state=tuple(state.overrides),
+                                   user_id=state.user_id)
+    return dataclasses.replace(context, case_id=case.id)
 
 
 class ResetCommand:
@@ -310,8 +317,9 @@ class RunExecution:
         return Backend(timed, Owner.USER, reset=reset, compare=settings.comparisons(),
                        describe=f"{settings.execute} toolset '{toolset}'")
 
-    def row_metrics(self, case: Any, tools: Any, toolset: str, parsed: Any,
-                    trial: int, unexecutable: Collection[int] = ()) -> dict[str, Any]:
+    def row_metrics(self, case: Case, tools: Sequence[Tool], toolset: str,
+                    parsed: ParsedAnswer, trial: int,
+                    unexecutable: Collection[int] = ()) -> ExecutionMetrics:
         """Execution metrics for one row (see :mod:`bench.executor.judge`).
 
         Args:
@@ -327,7 +335,7 @@ class RunExecution:
         return self.judge.metrics(case.expected, calls, tools, toolset,
                                   self._context(case, trial), unexecutable)
 
-    def prepare(self, case: Any, tools: Any, toolset: str) -> None:
+    def prepare(self, case: Case, tools: Sequence[Tool], toolset: str) -> None:
         """Compute (and memoise) the reference results of ``case``'s label under ``tools``
         ahead of its rows; the runner calls it while it waits for answers.
 
@@ -336,14 +344,15 @@ class RunExecution:
         """
         self.judge.prepare(case.expected, tools, toolset, self._context(case, 0))
 
-    def _context(self, case: Any, trial: int) -> RunContext:
+    def _context(self, case: Case, trial: int) -> RunContext:
         """The calls' context of one row of ``case``; a single-answer case's ``state`` (its
         overrides and signed-in customer) applies to its label's calls and its answers'
         alike (:func:`case_context`)."""
-        own = self.settings.get(getattr(case, "toolset", "") or "")
-        return case_context(case, run_id=self.run_id, trial=trial,
-                            allow_writes=self.allow_writes, allow_sensitive=self.allow_sensitive,
-                            write_tools=frozenset(own.writes) if own else frozenset())
+        own = self.settings.get(case.toolset or "")
+        return case_context(case, RunContext(
+            run_id=self.run_id, trial=trial, allow_writes=self.allow_writes,
+            allow_sensitive=self.allow_sensitive,
+            write_tools=frozenset(own.writes) if own else frozenset()))
 
     def _close_backends(self) -> None:
         while self._closers:

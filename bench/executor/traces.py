@@ -14,14 +14,14 @@ import json
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
 from bench.errors import BenchError
 from bench.executor.outcome import ERROR_CLASSES
 from bench.jsonl import canonical_bytes, dumps
-from bench.results import SCHEMA_VERSION, TraceRecord, validation_problem
+from bench.results import TraceRecord, validation_problem
 
 if TYPE_CHECKING:  # pandas costs ~0.4 s to import; only summaries need it
     import pandas as pd
@@ -47,14 +47,20 @@ class TraceWriter:
         self._lock = threading.Lock()
         self._handle = open(self.path, "a", encoding="utf-8")
 
-    def write(self, record: TraceRecord | Mapping[str, Any]) -> None:
-        """Append one record (a :class:`bench.results.TraceRecord` or a dict of its shape) as
-        a JSON line with ``schema_version`` and ``ts`` (now, when the record has none),
-        flushed at once. Written as it is: a trace holds identifiers, codes and numbers, no
-        free text (arguments are hashed), and redacting the ids would part a trace from its
-        row."""
-        data = record.model_dump(exclude_none=False) if isinstance(record, TraceRecord) \
-            else {"schema_version": SCHEMA_VERSION, **record}
+    def write(self, record: TraceRecord) -> None:
+        """Append one record as a JSON line with ``schema_version`` and ``ts`` (now, when the
+        record has none), flushed at once. Written as it is: a trace holds identifiers, codes
+        and numbers, no free text (arguments are hashed), and redacting the ids would part a
+        trace from its row.
+
+        Raises:
+            OSError: the line cannot be written (names the file).
+            TypeError: ``record`` is not a :class:`bench.results.TraceRecord`.
+        """
+        if not isinstance(record, TraceRecord):
+            raise TypeError(f"a trace is a bench.results.TraceRecord, not "
+                            f"{type(record).__name__}")
+        data = record.model_dump(exclude_none=False)
         if not data.get("ts"):
             data["ts"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         line = dumps(data)
@@ -124,7 +130,7 @@ def _trace(path: Path, number: int, line: str) -> TraceRecord:
                          field=field) from None
 
 
-def summarize_traces(records: Iterable[TraceRecord | Mapping[str, Any]]) -> pd.DataFrame:
+def summarize_traces(records: Iterable[TraceRecord]) -> pd.DataFrame:
     """Per tool: calls, attempts, retries, failure rate, latency percentiles, error classes.
 
     Returns:
@@ -138,7 +144,7 @@ def summarize_traces(records: Iterable[TraceRecord | Mapping[str, Any]]) -> pd.D
     import pandas as pd
 
     frame = pd.DataFrame.from_records(
-        [r.model_dump() if isinstance(r, TraceRecord) else dict(r) for r in records])
+        [r.model_dump() for r in records])
     if frame.empty:
         return pd.DataFrame(columns=["tool", "calls", "attempts", "retries", "failed",
                                      "failure_rate", "p50_ms", "p95_ms", "p99_ms", "max_ms",

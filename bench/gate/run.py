@@ -105,7 +105,7 @@ def run_gate(config: GateConfig, *, run_id: str | None = None,
 def _skipped(manifest: Manifest) -> str:
     """The providers a run skipped and why (``manifest.providers_skipped``: no key, SDK
     missing), or ``""``: the rows a ``partial`` gate run lacks."""
-    skipped = [f"{entry.get('provider')} ({entry.get('reason')})"
+    skipped = [f"{entry.provider} ({entry.reason})"
                for entry in manifest.providers_skipped or []]
     if not skipped:
         return ""

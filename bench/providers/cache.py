@@ -27,6 +27,7 @@ from bench.errors import BenchError, pydantic_error_field
 from bench.jsonl import dumps
 from bench.models import Message, Tool
 from bench.providers.base import ProviderResponse
+from bench.results import ManifestCache
 from bench.redact import ANSWER_FREE_TEXT, public_provider_id, redact_fields
 
 CacheMode = Literal["off", "read", "write", "readwrite"]
@@ -220,10 +221,10 @@ class ResponseCache:
             (messages_sha256, tools_sha256, trial)).fetchall()
         return [(str(provider), self._answer(key, body)) for key, provider, body in rows]
 
-    def stats(self) -> dict[str, Any]:
-        """``{"mode", "path", "hits", "misses", "writes"}`` for the manifest."""
-        return {"mode": self.mode, "path": str(self.path) if self.mode != "off" else None,
-                "hits": self.hits, "misses": self.misses, "writes": self.writes}
+    def stats(self) -> ManifestCache:
+        """``mode``, ``path``, ``hits``, ``misses``, ``writes``, for the manifest."""
+        return ManifestCache(mode=self.mode, path=str(self.path) if self.mode != "off" else None,
+                             hits=self.hits, misses=self.misses, writes=self.writes)
 
     def close(self) -> None:
         """Close this thread's connection (other threads' close when they end)."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError, pydantic_error_field
+from bench.results import ManifestPricing, ManifestPricingFile
 from bench.project import USER_PRICING_NAME, Project, current_project  # noqa: F401
 from bench.yamlio import line_of, load_yaml
 
@@ -103,7 +104,8 @@ class Pricing:
     def __init__(self, user_file: str | Path | None = None, *,
                  project: Project | None = None) -> None:
         base = _read(DEFAULT_PRICING)
-        self.sources = [{"file": str(DEFAULT_PRICING), "source": base.source, "date": base.date}]
+        self.sources = [ManifestPricingFile(file=str(DEFAULT_PRICING), source=base.source,
+                                            date=base.date)]
         self.per_tokens = base.per_tokens
         self.aliases = dict(base.aliases)
         self.batch_discount = dict(base.batch_discount)
@@ -119,8 +121,8 @@ class Pricing:
                                              output=price.output * scale,
                                              cached_input=None if price.cached_input is None
                                              else price.cached_input * scale)
-            self.sources.append({"file": str(path.resolve()), "source": user.source,
-                                 "date": user.date})
+            self.sources.append(ManifestPricingFile(file=str(path.resolve()),
+                                                    source=user.source, date=user.date))
             self.aliases.update(user.aliases)
             self.batch_discount.update(user.batch_discount)
             for kind, models in user.models.items():
@@ -149,6 +151,7 @@ class Pricing:
         cached = entry.input if entry.cached_input is None else entry.cached_input
         return ModelPrice(entry.input * factor, cached * factor, entry.output * factor)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ManifestPricing:
         """What the manifest records: the files used, their sources and dates."""
-        return {"unit": f"USD per {self.per_tokens} tokens", "files": self.sources}
+        return ManifestPricing(unit=f"USD per {self.per_tokens} tokens",
+                               files=list(self.sources))

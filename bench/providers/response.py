@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from bench.parse import ParsedAnswer, storable
 from bench.providers.tool_search import ToolSearchOutcome
+from bench.results import RowUsage
 
 
 class Usage(BaseModel):
@@ -32,6 +33,13 @@ class Usage(BaseModel):
     def _non_negative(cls, value: Any) -> Any:
         # A server's negative count would make costs negative and disarm --max-usd.
         return 0 if isinstance(value, (int, float)) and value < 0 else value
+
+    def as_row_usage(self) -> RowUsage:
+        """The usage as a result row stores it (:class:`bench.results.RowUsage`, every
+        field)."""
+        return RowUsage(prompt_tokens=self.prompt_tokens,
+                        completion_tokens=self.completion_tokens,
+                        cached_tokens=self.cached_tokens, reasoning_tokens=self.reasoning_tokens)
 
 
 class ProviderResponse(BaseModel):

@@ -13,7 +13,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import pandas as pd
 
@@ -246,9 +246,10 @@ def run_metadata(run: LoadedRun) -> dict[str, Any]:
         "rows": f"{len(run.rows)} of {manifest.rows_planned} planned",
         "tokens": tokens,
         "cost_usd": run.stats.cost_usd,
-        "cache": manifest.cache,
+        "cache": (manifest.cache.model_dump(exclude_unset=True)
+                  if manifest.cache is not None else None),
         "spent": manifest.spent.model_dump(exclude_unset=True) if manifest.spent else None,
-        "skipped": list(manifest.providers_skipped or []),
+        "skipped": [p.model_dump(exclude_unset=True) for p in manifest.providers_skipped or []],
     }
 
 
@@ -265,18 +266,14 @@ INCOMPLETE_REASONS = {
 }
 
 
-def merge_gaps(manifest: Manifest | Mapping[str, Any]) -> str:
+def merge_gaps(manifest: Manifest) -> str:
     """What a merged run (``bench merge --allow-partial``) lacks, in a few words: its missing
-    shards and its unfinished ones with their status; ``""`` when it lacks neither. A dict of
-    the manifest's JSON shape is validated into a :class:`bench.results.Manifest`."""
-    if not isinstance(manifest, Manifest):
-        manifest = Manifest.model_validate(dict(manifest))
+    shards and its unfinished ones with their status; ``""`` when it lacks neither."""
     missing = [str(s) for s in manifest.shards_missing or []]
     parts = [f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing from the "
              "merge"] if missing else []
-    parts += [f"shard {m.get('shard')} (run {m.get('run_id')}) {m.get('status')}"
-              for m in manifest.merged_from or []
-              if isinstance(m, dict) and m.get("status") != "complete"]
+    parts += [f"shard {m.shard} (run {m.run_id}) {m.status}"
+              for m in manifest.merged_from or [] if m.status != "complete"]
     return "; ".join(parts)
 
 
@@ -302,7 +299,7 @@ def incomplete_runs(runs: Sequence[LoadedRun]) -> list[dict[str, Any]]:
                 continue
             status = "incomplete"  # rows lost from results.jsonl since the run ended
         reason = INCOMPLETE_REASONS.get(status, f"status {status}")
-        skipped = [str(p.get("provider")) for p in run.manifest.providers_skipped or []]
+        skipped = [str(p.provider) for p in run.manifest.providers_skipped or []]
         if status == "partial" and skipped:
             reason = f"skipped provider{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}"
         if status == "partial" and run.manifest.merged_from:  # merge --allow-partial

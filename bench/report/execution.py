@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from bench.errors import BenchError
+from bench.results import ManifestExecution
 
 _NOT_RUN = {"none", "off", "no_backend"}
 
@@ -97,7 +98,7 @@ def refused_writes(traces: Path) -> Counter[str]:
     return rejected_calls(traces)["permission_denied"]
 
 
-def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
+def execution_notes(execution: Mapping[str, ManifestExecution] | None,
                     run_dir: Path | None) -> list[str]:
     """One sentence per toolset not executed and one for the refused writes, e.g.
     ``calls of toolset 'crm' were not executed (no-execute mode: the CRM has no sandbox):
@@ -117,12 +118,12 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     notes: list[str] = []
     execution = execution or {}
     for toolset, entry in execution.items():
-        mode = entry.get("mode")
+        mode = entry.mode
         if mode in _NOT_RUN:
             label = {"none": "no-execute mode", "off": "execution off",
                      "no_backend": "no executor"}[str(mode)]
             notes.append(f"calls of toolset '{toolset}' were not executed ({label}: "
-                         f"{entry.get('detail')}); its exec columns are empty and its "
+                         f"{entry.detail}); its exec columns are empty and its "
                          "figures score selection and arguments only")
     exited: Counter[tuple[str, str]] = Counter()
     try:
@@ -142,7 +143,7 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
                      "Python module, has none")
     if refused:
         tools = ", ".join(f"{tool} {n}" for tool, n in sorted(refused.items()))
-        own = [t for t, e in execution.items() if e.get("mode") in ("mcp", "python")]
+        own = [t for t, e in execution.items() if e.mode in ("mcp", "python")]
         where = (f"under [tool.bench.toolsets.{own[0]}] in pyproject.toml" if len(own) == 1
                  else "in its toolset's [tool.bench.toolsets.<name>] in pyproject.toml")
         example = sorted(refused)[0]
@@ -160,7 +161,7 @@ def execution_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     return notes + label_notes(execution, run_dir)
 
 
-def _exit_notes(exits: Mapping[str, Counter[str]], execution: Mapping[str, Mapping[str, Any]],
+def _exit_notes(exits: Mapping[str, Counter[str]], execution: Mapping[str, ManifestExecution],
                 run_dir: Path) -> list[str]:
     """One sentence per toolset whose MCP server exited during calls (``exits``:
     :func:`server_exits`), naming the tools and the server's log."""
@@ -169,8 +170,8 @@ def _exit_notes(exits: Mapping[str, Counter[str]], execution: Mapping[str, Mappi
 
     notes = []
     for toolset, tools in sorted(exits.items()):
-        shared = str((execution.get(toolset) or {}).get("detail", "")).startswith(
-            "--execute-mcp")
+        entry = execution.get(toolset)
+        shared = (entry is not None and entry.detail or "").startswith("--execute-mcp")
         log = run_dir / (MCP_LOG if shared else f"mcp-server-{toolset}.log")
         what = "the MCP server of --execute-mcp" if shared else \
             f"the MCP server of toolset '{toolset}'"

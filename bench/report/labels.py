@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.plural import count
+from bench.results import ManifestExecution
 
 #: The provider whose answers are the labels' own calls (:mod:`bench.providers.oracle`).
 ORACLE = "oracle"
@@ -119,7 +120,7 @@ def _cases(ids: set[str], shown: int = 3) -> str:
     return ", ".join(first) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
 
 
-def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
+def label_notes(execution: Mapping[str, ManifestExecution] | None,
                 run_dir: Path | None) -> list[str]:
     """One sentence per fact the exec match column hides, e.g. ``label call failed: 2 rows
     (cases c1, c2) of toolset 'notes': ...``; [] when there is nothing to say.
@@ -146,12 +147,12 @@ def label_notes(execution: Mapping[str, Mapping[str, Any]] | None,
     return notes
 
 
-def _manifest_notes(execution: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def _manifest_notes(execution: Mapping[str, ManifestExecution]) -> list[str]:
     """The facts the manifest's ``execution`` gives away: a run made before labels stopped
     running on a user's system, and state carried over between cases."""
     notes: list[str] = []
     for toolset, entry in execution.items():
-        if entry.get("mode") in ("mcp", "python") and "labels" not in entry:
+        if entry.mode in ("mcp", "python") and "labels" not in entry.model_fields_set:
             # every run since labels stopped running on a user's system records where its
             # expected results came from (bench.executor.runhook: "labels"); an older run
             # of an executed user toolset ran its labels there
@@ -160,9 +161,8 @@ def _manifest_notes(execution: Mapping[str, Mapping[str, Any]]) -> list[str]:
                          "your system, so its expected results came from running the labels' "
                          "calls there")
             continue
-        writes = entry.get("writes")
-        if entry.get("mode") in ("mcp", "python") and entry.get("labels") != "reset" \
-                and writes:
+        writes = entry.writes
+        if entry.mode in ("mcp", "python") and entry.labels != "reset" and writes:
             allowed = "all tools (--allow-writes)" if writes == "all" else ", ".join(writes)
             notes.append(f"state carried over between cases and variants: toolset "
                          f"'{toolset}' runs on your system with writes allowed ({allowed}) "

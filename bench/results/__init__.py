@@ -23,16 +23,27 @@ Units: seconds (``*_s``), milliseconds (``*_ms``), tokens (``*_tokens``), US dol
 from __future__ import annotations
 
 from bench.results.answer import RowCall, RowParsed, RowUsage
-from bench.results.base import SCHEMA_VERSION, SchemaTooNew, migrate, validation_problem
+from bench.results.base import (SCHEMA_VERSION, JsonObject, SchemaTooNew, migrate,
+                                validation_problem)
 from bench.results.episode import EpisodeStep, RowEpisode, StepCall, StepResult
-from bench.results.manifest import (Manifest, ManifestDataset, ManifestSpent, ManifestVariant,
-                                    TraceRecord)
+from bench.results.manifest import (Manifest, ManifestBatchError, ManifestChanges, ManifestBfcl,
+                                    ManifestBudget, ManifestCache, ManifestCatalog,
+                                    ManifestCollision, ManifestDataset, ManifestExecution,
+                                    ManifestHost, ManifestPricing, ManifestPricingFile,
+                                    ManifestProviderNote, ManifestRateLimits,
+                                    ManifestRequestError, ManifestShard, ManifestSkippedCase,
+                                    ManifestSpaceSetting, ManifestSpent, ManifestToolspace,
+                                    ManifestVariant, TraceRecord)
 from bench.results.metrics import RowMetrics
-from bench.results.rows import (Row, RowExpected, RowRequest, RowResponse, as_row, as_rows,
-                                row_from_build)
+from bench.results.rows import Row, RowExpected, RowRequest, RowResponse, as_row, as_rows
 
-__all__ = ["SCHEMA_VERSION", "EpisodeStep", "Manifest", "ManifestDataset", "ManifestSpent",
-           "ManifestVariant", "Row", "RowCall", "RowEpisode", "RowExpected", "RowMetrics",
+__all__ = ["SCHEMA_VERSION", "EpisodeStep", "JsonObject", "Manifest", "ManifestBatchError",
+           "ManifestBfcl", "ManifestBudget", "ManifestCache", "ManifestCatalog",
+           "ManifestChanges", "ManifestCollision", "ManifestDataset", "ManifestExecution", "ManifestHost",
+           "ManifestPricing", "ManifestPricingFile", "ManifestProviderNote",
+           "ManifestRateLimits", "ManifestRequestError", "ManifestShard", "ManifestSkippedCase",
+           "ManifestSpaceSetting", "ManifestSpent", "ManifestToolspace", "ManifestVariant",
+           "Row", "RowCall", "RowEpisode", "RowExpected", "RowMetrics",
            "RowParsed", "RowRequest", "RowResponse", "RowUsage", "SchemaTooNew", "StepCall",
-           "StepResult", "TraceRecord", "as_row", "as_rows", "migrate", "row_from_build",
+           "StepResult", "TraceRecord", "as_row", "as_rows", "migrate",
            "validation_problem"]

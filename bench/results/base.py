@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 SCHEMA_VERSION = 1
 """The version of :class:`Row`, :class:`Manifest` and :class:`TraceRecord` this bench writes
 (0: the release before the contract, records without ``schema_version``)."""
+
+JsonObject = dict[str, JsonValue]
+"""A JSON object whose contents bench does not fix: a record of another part's own shape
+(a provider's ``describe()``, a run's configuration as stored, to be migrated on resume).
+Validated as JSON (objects, arrays, strings, numbers, booleans, null), never coerced."""
 
 # allow_inf_nan=False: a hand-edited Infinity passed ``ge=0`` and broke every JSON writer
 # downstream (the report's page data); bench itself writes non-finite numbers as null

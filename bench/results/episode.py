@@ -15,31 +15,38 @@ from bench.results.base import _Record
 class StepCall(_Record):
     """One call of a step, under the id the loop gave it (what it went on with)."""
 
-    id: str | None = Field(None, description="the call's id in the episode (unique)")
-    name: str | None = Field(None, description="the tool name as received")
-    arguments: Any = Field(None, description="decoded arguments (an object), or their JSON "
-                                             "text cut when over 64 KB")
-    arguments_chars: int | None = Field(None, description="characters of the arguments' JSON "
-                                                          "text, when stored cut")
-    valid: bool = Field(True, description="False when the arguments could not be decoded")
-    raw_arguments: Any = Field(None, description="the arguments as received (invalid calls "
-                                                 "only)")
-    raw_arguments_chars: int | None = Field(None, description="characters of raw_arguments, "
-                                                              "when stored cut")
+    id: str | None = Field(default=None, description="the call's id in the episode (unique)")
+    name: str | None = Field(default=None, description="the tool name as received")
+    arguments: Any = Field(
+        default=None, description="decoded arguments (an object), or their JSON "
+                                  "text cut when over 64 KB")
+    arguments_chars: int | None = Field(
+        default=None, description="characters of the arguments' JSON "
+                                  "text, when stored cut")
+    valid: bool = Field(default=True, description="False when the arguments could not be decoded")
+    raw_arguments: Any = Field(
+        default=None, description="the arguments as received (invalid calls "
+                                  "only)")
+    raw_arguments_chars: int | None = Field(
+        default=None, description="characters of raw_arguments, "
+                                  "when stored cut")
 
 
 class StepResult(_Record):
     """One executed call's result, exactly as it was sent back to the model."""
 
-    call_id: str | None = Field(None, description="the id of the call it answers")
-    tool: str | None = Field(None, description="the tool that ran")
-    content: str | None = Field(None, description="the text sent back (cut when over 64 KB)")
-    content_chars: int | None = Field(None, description="characters of content, when stored "
-                                                        "cut")
-    is_error: bool = Field(False, description="sent back as an error")
-    success: bool | None = Field(None, description="the executor ran it and it returned data")
-    error_code: str | None = Field(None, description="the executor's error code")
-    truncated: bool = Field(False, description="cut to the condition's result budget")
+    call_id: str | None = Field(default=None, description="the id of the call it answers")
+    tool: str | None = Field(default=None, description="the tool that ran")
+    content: str | None = Field(
+        default=None, description="the text sent back (cut when over 64 KB)")
+    content_chars: int | None = Field(
+        default=None, description="characters of content, when stored "
+                                  "cut")
+    is_error: bool = Field(default=False, description="sent back as an error")
+    success: bool | None = Field(
+        default=None, description="the executor ran it and it returned data")
+    error_code: str | None = Field(default=None, description="the executor's error code")
+    truncated: bool = Field(default=False, description="cut to the condition's result budget")
 
 
 class EpisodeStep(_Record):
@@ -51,7 +58,7 @@ class EpisodeStep(_Record):
 
     step: int = Field(ge=0, description="0-based step number")
     text: str = Field(description="the answer's prose (cut when over 64 KB)")
-    text_chars: int | None = Field(None, description="characters of text, when stored cut")
+    text_chars: int | None = Field(default=None, description="characters of text, when stored cut")
     calls: list[StepCall] = Field(description="the calls the loop went on with")
     results: list[StepResult] = Field(description="the calls' results, as sent back")
     error: str | None = Field(description="why the answer could not be decoded")
@@ -59,15 +66,16 @@ class EpisodeStep(_Record):
     latency_s: float | None = Field(description="seconds, wall time of the step's request")
     cache: str | None = Field(description="hit, miss, or None (cache off)")
     finish_reason: str | None = Field(description="as the provider said")
-    messages_sha256: str | None = Field(None, description=(
+    messages_sha256: str | None = Field(default=None, description=(
         "digest of the conversation the step was asked with "
         "(bench.providers.cache.messages_digest)"))
-    parsed: RowParsed | None = Field(None, description=(
+    parsed: RowParsed | None = Field(default=None, description=(
         "the answer as bench.parse.ParsedAnswer dumped, less what text and calls hold cut "
         "(replay:<run> answers the step from it)"))
-    user_reply: str | None = Field(None, description="the scripted user's reply to the answer")
-    stored_cut: bool = Field(False, description="a value of the answer is stored cut: the "
-                                                "step is not replayed")
+    user_reply: str | None = Field(
+        default=None, description="the scripted user's reply to the answer")
+    stored_cut: bool = Field(default=False, description="a value of the answer is stored cut: the "
+                                                        "step is not replayed")
 
 
 class RowEpisode(_Record):
@@ -95,7 +103,10 @@ class RowEpisode(_Record):
     final_answer: str | None = None
     steps: list[EpisodeStep] = Field(default_factory=list)
     state_checks: list[dict[str, Any]] | None = Field(
-        None, description="{sql, expect, got, ok} per check; None when not run")
+        default=None, description="{sql, expect, got, ok} per check; None when not run")
+    # after state_checks: written last, as when it was an extra field
+    final_answer_chars: int | None = Field(default=None, description=(
+        "characters of final_answer, when stored cut"))
 
     def trajectory_text(self, limit: int = 300) -> str:
         """The trajectory in one line, cut to ``limit`` characters (with "…"):

@@ -290,7 +290,7 @@ class RunConfig(BaseModel):
         return str(Path(value).resolve()) if value.endswith(".jsonl") else value
 
 
-def migrate_stored_config(stored: Mapping[str, Any]) -> dict[str, Any]:
+def migrate_stored_config(stored: Mapping[str, object]) -> dict[str, object]:
     """A stored config (``manifest.json``'s ``config``) of any release in the current shape,
     the one place where old runs' settings are read forward (resume, merge, shard, replan):
 
@@ -306,7 +306,7 @@ def migrate_stored_config(stored: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def stored_run_config(stored: object, *, file: Path,
-                      overrides: Mapping[str, Any] | None = None) -> RunConfig:
+                      overrides: Mapping[str, object] | None = None) -> RunConfig:
     """The :class:`RunConfig` of a stored run (:func:`migrate_stored_config`), with
     ``overrides`` (field -> value) applied on top (None values are left out; naming the
     model by ``model`` or ``model_path`` clears the stored other).
@@ -334,7 +334,7 @@ def stored_run_config(stored: object, *, file: Path,
                          field=f"config.{field}") from None
 
 
-def changed_settings(stored: RunConfig, given: Mapping[str, Any],
+def changed_settings(stored: RunConfig, given: Mapping[str, object],
                      names: Mapping[str, str] | None = None) -> list[tuple[str, object, object]]:
     """The settings of ``given`` that differ from a resumed run's ``stored`` config.
 
@@ -368,7 +368,7 @@ def changed_settings(stored: RunConfig, given: Mapping[str, Any],
             continue
         if field not in RunConfig.model_fields:
             raise BenchError(f"unknown run setting '{field}'")
-        if field == "factors":
+        if field == "factors" and isinstance(value, Mapping):
             settings += [(f"factors.{name}", field, {**stored.factors, name: chosen})
                          for name, chosen in value.items()]
         else:
@@ -394,13 +394,13 @@ def changed_settings(stored: RunConfig, given: Mapping[str, Any],
     return changes
 
 
-def given_mcp_secrets(stored: RunConfig, given: list[str] | None, run_id: str) -> RunConfig:
+def given_mcp_secrets(stored: RunConfig, given: object, run_id: str) -> RunConfig:
     """``stored`` (a resumed run's config) with the MCP server's command line given again,
     when the stored one had secrets redacted (``***``: the manifest stores it as free text,
     :data:`bench.redact.MANIFEST_FREE_TEXT`).
 
-    ``given`` fits when it has as many arguments and each equals its stored one with every
-    ``***`` standing for some text; that text is then registered as a secret
+    ``given`` (the setting given again: None, or an argv list) fits when it is a list of as
+    many arguments and each equals its stored one with every ``***`` standing for some text; that text is then registered as a secret
     (:func:`bench.redact.register_secret`), so the resumed run's manifest never holds it. A
     ``given`` that does not fit is left to :func:`changed_settings` to name.
 
@@ -417,10 +417,11 @@ def given_mcp_secrets(stored: RunConfig, given: list[str] | None, run_id: str) -
                          f"secrets, which are never stored ({shlex.join(argv)}); resume with "
                          f"it again: bench run --resume {run_id} --execute-mcp "
                          "'<the command line with its secrets>'")
-    if len(given) != len(argv):
+    if not isinstance(given, (list, tuple)) or len(given) != len(argv) \
+            or not all(isinstance(mine, str) for mine in given):
         return stored
-    found = [re.fullmatch("(.+?)".join(re.escape(piece) for piece in part.split(MARK)), mine)
-             for part, mine in zip(argv, given)]
+    found = [re.fullmatch("(.+?)".join(re.escape(piece) for piece in part.split(MARK)),
+                          str(mine)) for part, mine in zip(argv, given)]
     matches = [m for m in found if m is not None]
     if len(matches) != len(found):
         return stored

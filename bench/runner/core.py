@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Awaitable, Callable, Mapping, Sequence
 
 from bench.datasets import Dataset
 from bench.datasets.labels import LabelProblem
@@ -20,10 +20,10 @@ from bench.project import Project
 from bench.providers import Provider
 from bench.providers.pipeline import LayerFactory
 from bench.providers.pricing import Pricing
+from bench.results import ManifestChanges
 from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.config import RunConfig
 from bench.runner.ledger import Ledger
-from bench.runner.manifest import with_fields
 from bench.runner.plan import PendingItems, PlanItem
 from bench.runner.scheduler import Scheduler
 from bench.runner.session import RunSession
@@ -90,7 +90,7 @@ class Runner:
         return runner
 
     @classmethod
-    def resume(cls, run_id: str, overrides: Mapping[str, Any] | None = None, *,
+    def resume(cls, run_id: str, overrides: Mapping[str, object] | None = None, *,
                project: Project | None = None, setting_names: Mapping[str, str] | None = None,
                command: Sequence[str] | None = None,
                provider_factory: ProviderFactory | None = None,
@@ -174,7 +174,7 @@ class Runner:
         return self.started.concurrency(provider_id)
 
     def run(self, progress: ProgressHook | None = None,
-            on_row: RowHook | None = None) -> dict[str, Any]:
+            on_row: RowHook | None = None) -> dict[str, object]:
         """Execute every planned item not yet done; return the final manifest.
 
         ``progress`` is called per row written; ``on_row`` gets each row once it is written
@@ -224,7 +224,7 @@ class Runner:
                         self._early_stops = stops
 
     async def arun(self, progress: ProgressHook | None = None,
-                   on_row: RowHook | None = None) -> dict[str, Any]:
+                   on_row: RowHook | None = None) -> dict[str, object]:
         """:meth:`run` on the caller's event loop (e.g. from async code or a notebook).
 
         Raises:
@@ -233,8 +233,8 @@ class Runner:
         session = self.session
         with session.store.writing(), session.project.activate():
             if session.manifest is not None:  # resumed: another process may have run since
-                session.manifest = with_fields(session.store.load_manifest(),
-                                               config=session.manifest.config)  # overrides
+                session.manifest = session.store.load_manifest().model_copy(
+                    update=ManifestChanges(config=session.manifest.config))  # overrides
             self.signals = StopSignals()
             config = session.config
             ledger = Ledger(self.pricing, max_usd=config.max_usd,

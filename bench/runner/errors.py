@@ -11,6 +11,7 @@ from bench.plural import count
 from bench.providers.errors import ProviderError
 from bench.providers.registry import is_recorded
 from bench.providers.replay import ReplayMiss
+from bench.results import ManifestBatchError, ManifestRequestError
 from bench.runner.plan import PlanItem
 
 if TYPE_CHECKING:  # the session imports this module's callers, not this module
@@ -118,15 +119,15 @@ def replay_misses_error(misses: Sequence[tuple[PlanItem, ReplayMiss]], dataset: 
     return BenchError("; ".join(lines))
 
 
-def incomplete_error(request_errors: Sequence[Mapping[str, str]],
-                     batch_errors: Sequence[Mapping[str, str]], paused: Mapping[str, str],
+def incomplete_error(request_errors: Sequence[ManifestRequestError],
+                     batch_errors: Sequence[ManifestBatchError], paused: Mapping[str, str],
                      resume: str) -> RunIncomplete | None:
     """The failure of a run that left requests for its resume, or None.
 
     Args:
-        request_errors: ``{key, error}`` of requests that failed after every retry (empty
+        request_errors: the key and error of requests that failed after every retry (empty
             when the run was interrupted: the signal is its ending).
-        batch_errors: ``{key, batch, error}`` of requests a batch answered with an error.
+        batch_errors: the key, batch and error of requests a batch answered with an error.
         paused: provider id -> why its remaining items were not sent.
         resume: how to continue the run (``bench run --resume <run-id>``).
     """
@@ -135,13 +136,13 @@ def incomplete_error(request_errors: Sequence[Mapping[str, str]],
         stopped = "".join(f"; stopped sending to {pid}: {why}" for pid, why in paused.items())
         return RunIncomplete(
             f"{count(len(request_errors), 'request')} failed after every retry "
-            f"(first: {first['key']}: {first['error']}){stopped}; finished rows are "
+            f"(first: {first.key}: {first.error}){stopped}; finished rows are "
             f"kept, send the rest again with: {resume}")
     if batch_errors:
-        first = batch_errors[0]
+        first_batch = batch_errors[0]
         return RunIncomplete(
             f"{count(len(batch_errors), 'batch request')} failed (first: "
-            f"{first['key']}: {first['error']}); finished rows are kept, submit the "
+            f"{first_batch.key}: {first_batch.error}); finished rows are kept, submit the "
             f"rest again with: {resume}")
     return None
 
@@ -163,8 +164,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def left_over_error(misses: Sequence[tuple[PlanItem, ReplayMiss]],
-                    request_errors: Sequence[Mapping[str, str]],
-                    batch_errors: Sequence[Mapping[str, str]], paused: Mapping[str, str],
+                    request_errors: Sequence[ManifestRequestError],
+                    batch_errors: Sequence[ManifestBatchError], paused: Mapping[str, str],
                     interrupted: bool, session: "RunSession") -> BenchError | RunIncomplete | None:
     """The failure of a run that is done sending: its replay misses (all named, with the
     commands that record them: :func:`replay_misses_error`) unless it was interrupted, else

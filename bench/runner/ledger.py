@@ -8,7 +8,7 @@ from typing import Iterable, Literal, Sequence
 from bench.providers.base import ProviderResponse
 from bench.providers.pricing import Pricing
 from bench.providers.registry import provider_spec
-from bench.results import Row
+from bench.results import ManifestSpent, Row
 from bench.runner.budget import Spend
 
 BudgetDecision = Literal["send", "wait", "stop"]
@@ -101,7 +101,8 @@ class Ledger:
                 decision = "wait"  # the first request alone gives the estimate
         return "wait" if decision == "wait" else "send"
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> ManifestSpent:
         """The manifest's ``spent`` entry (USD rounded to 1e-6)."""
-        return {"billed_usd": round(self.spend.usd, 6), "billed_tokens": self.spend.tokens,
-                "billed_requests": self.spend.requests}
+        return ManifestSpent(billed_usd=round(self.spend.usd, 6),
+                             billed_tokens=self.spend.tokens,
+                             billed_requests=self.spend.requests)

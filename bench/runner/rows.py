@@ -7,13 +7,14 @@ from collections import deque
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from bench.models import Case
 from bench.paths import PACKAGE_PARENT
 from bench.providers.base import ProviderResponse
 from bench.providers.cache import messages_digest
-from bench.results import Row
+from bench.parse import row_parsed
+from bench.results import Row, RowEpisode, RowExpected, RowMetrics, RowRequest, RowResponse
 from bench.runner.plan import PlanItem
 from bench.scoring import score_case
 from bench.scoring.bfcl import BfclSource, run_verdict
@@ -21,6 +22,7 @@ from bench.toolspace.setup import Retrieved
 
 if TYPE_CHECKING:
     from bench.episodes.loop import EpisodeOutcome
+    from bench.executor.judge import ExecutionMetrics
     from bench.executor.runhook import RunExecution
 
 PACKAGES = ("bench", "llama_cpp_python", "pydantic", "jinja2", "jsonschema", "scipy", "numpy",
@@ -62,11 +64,11 @@ class CaseSummaries:
     provider and trial)."""
 
     def __init__(self) -> None:
-        self._summaries: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._summaries: dict[str, tuple[str, RowExpected]] = {}
         self._prepared: set[tuple[str, str]] = set()
 
-    def of(self, case: Case) -> tuple[str, dict[str, Any]]:
-        """``(messages digest, expected label as a dict)`` of ``case``."""
+    def of(self, case: Case) -> tuple[str, RowExpected]:
+        """``(messages digest, expected label as rows store it)`` of ``case``."""
         summary = self._summaries.get(case.id)
         if summary is None:
             summary = self._summaries[case.id] = summarize_case(case)
@@ -93,37 +95,88 @@ class CaseSummaries:
         return False
 
 
-def summarize_case(case: Case) -> tuple[str, dict[str, Any]]:
-    """``(messages digest, expected label as a dict)`` of a case, as rows store them."""
-    # recorded results (bench labels record) stay with the case, not in every row; an unset
-    # not_executable is left out, as in rows written before it existed
-    left_out = {"recorded"} | ({"not_executable"} if case.expected.not_executable is None
-                               else set())
-    return messages_digest(case.messages), case.expected.model_dump(exclude=left_out)
+def summarize_case(case: Case) -> tuple[str, RowExpected]:
+    """``(messages digest, expected label as rows store it)`` of a case: the label's fields
+    but its recorded results (``bench labels record``: they stay with the case, not in every
+    row), and ``not_executable`` only when set (as in rows written before it existed). One
+    :class:`bench.results.RowExpected` serves every row of the case (never changed)."""
+    label = case.expected
+    expected = RowExpected(calls=[c.model_dump() for c in label.calls], no_call=label.no_call,
+                           ask=label.ask, ordered=label.ordered, ask_for=label.ask_for)
+    if label.not_executable is not None:
+        expected.not_executable = label.not_executable
+    return messages_digest(case.messages), expected
 
 
-def _identity(item: PlanItem, run_id: str, expected: dict[str, Any]) -> dict[str, Any]:
+class RowIdentity(TypedDict):
+    """The fields that say which planned item a row is (:func:`_identity`)."""
+
+    key: str
+    run_id: str
+    case_id: str
+    toolset: str
+    variant: str
+    provider: str
+    trial: int
+    lang: str
+    tags: list[str]
+    info: str | None
+    query: str
+    expected: RowExpected
+
+
+class RowSpace(TypedDict, total=False):
+    """A row's optional fields of the tool space and the description
+    (:func:`space_fields`, the nearest description unit)."""
+
+    tool_count: int
+    retrieval: dict[str, Any]
+    nearest_description: dict[str, object]
+
+
+class RetrievalMetrics(TypedDict, total=False):
+    """A tool-space row's retrieval metrics (:func:`retrieval_metrics`): fields of
+    :class:`bench.results.RowMetrics`, of their types."""
+
+    retrieval_recall: float | None
+    retrieved_all: bool | None
+    error_not_retrieved: bool | None
+    error_confused: bool | None
+
+
+class BfclMetrics(TypedDict, total=False):
+    """BFCL's own verdict on a row of an imported BFCL dataset (:func:`build_row`)."""
+
+    bfcl_valid: bool | None
+    bfcl_error_type: str | None
+
+
+def _identity(item: PlanItem, run_id: str, expected: RowExpected) -> RowIdentity:
     """The fields that say which planned item a row is (its key first); ``variant`` is the
     item's condition (the variant's name unless episode factors changed a setting)."""
-    return {"key": item.key, "run_id": run_id, "case_id": item.case.id,
-            "toolset": item.case.toolset, "variant": item.condition,
-            "provider": item.provider_id, "trial": item.trial, "lang": item.case.lang,
-            "tags": item.case.tags, "info": item.case.info, "query": item.case.query,
-            "expected": expected}
+    return RowIdentity(key=item.key, run_id=run_id, case_id=item.case.id,
+                       toolset=item.case.toolset, variant=item.condition,
+                       provider=item.provider_id, trial=item.trial, lang=item.case.lang,
+                       tags=item.case.tags, info=item.case.info, query=item.case.query,
+                       expected=expected)
+
+
+#: The request summary's fields a row sets itself (an adapter's own keys are kept as they are).
+_ROW_HASHES = frozenset({"variant_sha256", "messages_sha256", "tools_sha256"})
 
 
 def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
               cost_usd: float | None = None, billed_usd: float | None = None,
               attempts: int = 1, cache: str | None = None,
               execution: RunExecution | None = None,
-              case_summary: tuple[str, dict[str, Any]] | None = None,
+              case_summary: tuple[str, RowExpected] | None = None,
               bfcl: BfclSource | None = None) -> Row:
     """One ``results.jsonl`` row: request summary, raw response, parsed calls, metrics, cost,
-    built through the results contract (:class:`bench.results.Row`: a row that does not fit
-    it is a bench bug, caught here rather than by the next reader). An answer of the
-    ``oracle`` holding a placeholder for a pattern-only argument (``request.unlabeled``) has
-    no argument scores, and its calls listed in ``request.unexecutable_calls`` are never
-    executed (:mod:`bench.providers.oracle`).
+    built through the results contract's constructors (:class:`bench.results.Row`: a row
+    that does not fit it is a bench bug, caught here rather than by the next reader). An
+    answer of the ``oracle`` holding a placeholder for a pattern-only argument
+    (``request.unlabeled``) has no argument scores, and its calls listed in
+    ``request.unexecutable_calls`` are never executed (:mod:`bench.providers.oracle`).
 
     Raises:
         pydantic.ValidationError: the row does not fit the contract (a bug in bench).
@@ -138,8 +191,9 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         cache: ``hit``, ``miss`` or None (cache off).
         execution: a :class:`bench.executor.runhook.RunExecution` adding execution metrics, or
             None (not executed).
-        case_summary: ``(messages_sha256, expected as a dict)`` of ``item.case`` when the
-            caller keeps them (the same for every variant, provider and trial), else computed.
+        case_summary: ``(messages_sha256, expected)`` of ``item.case``
+            (:func:`summarize_case`) when the caller keeps them (the same for every variant,
+            provider and trial), else computed.
         bfcl: the case's BFCL entry (imported BFCL datasets): adds BFCL's own verdict as
             metrics ``bfcl_valid`` (bool; None when BFCL's checker cannot judge the entry)
             and ``bfcl_error_type`` (BFCL's error type, None when valid), see
@@ -149,51 +203,53 @@ def build_row(item: PlanItem, run_id: str, response: ProviderResponse, *,
         case_summary = summarize_case(item.case)
     messages_sha256, expected = case_summary
     score = score_case(item.case.expected, response.parsed, item.variant.tools)
-    metrics = score.as_dict()
+    scores = score.as_dict()
     if response.request.get("unlabeled"):
         # the oracle answered a pattern-only argument with a placeholder: its argument
         # scores say nothing about the label (bench.providers.oracle; a table note counts it)
-        metrics["arguments_correct"] = metrics["arguments_correct_lenient"] = None
-    if execution is not None:
-        metrics.update(execution.row_metrics(
-            item.case, item.variant.tools, item.case.toolset, response.parsed, item.trial,
-            unexecutable=response.request.get("unexecutable_calls") or ()))
-    extra: dict[str, Any] = {}
+        scores["arguments_correct"] = scores["arguments_correct_lenient"] = None
+    executed: ExecutionMetrics = {} if execution is None else execution.row_metrics(
+        item.case, item.variant.tools, item.case.toolset, response.parsed, item.trial,
+        unexecutable=response.request.get("unexecutable_calls") or ())
+    retrieval = RetrievalMetrics()
+    extra = RowSpace()
     if item.space is not None and item.retrieved is not None:
         # a native retriever's retrieval is what the answer's tool search loaded
         retrieved = item.retrieved.after_search(response.tool_search)
-        metrics.update(retrieval_metrics(retrieved, score.selection_correct))
+        retrieval = retrieval_metrics(retrieved, score.selection_correct)
         extra = space_fields(item, retrieved)
     nearest = _nearest_description(item)
     if nearest is not None:
         extra["nearest_description"] = nearest
+    verdict = BfclMetrics()
     if bfcl is not None:
-        verdict = run_verdict(bfcl, response.parsed)
-        metrics["bfcl_valid"] = None if verdict.error_type == "bfcl_checker_error" \
-            else verdict.valid
-        metrics["bfcl_error_type"] = verdict.error_type
-    return Row.model_validate({
+        checked = run_verdict(bfcl, response.parsed)
+        verdict = BfclMetrics(
+            bfcl_valid=None if checked.error_type == "bfcl_checker_error" else checked.valid,
+            bfcl_error_type=checked.error_type)
+    adapter = {k: v for k, v in response.request.items() if k not in _ROW_HASHES}
+    return Row(
         **_identity(item, run_id, expected),
-        "request": {**response.request, "variant_sha256": item.variant.sha256,
-                    "messages_sha256": messages_sha256,
-                    "tools_sha256": item.tools_sha256},  # == tools_digest(tools sent)
-        "response": {"raw": response.raw, "finish_reason": response.finish_reason,
-                     "request_id": getattr(response, "request_id", None)},
-        "parsed": response.parsed.model_dump(),
-        "metrics": metrics,
-        "usage": response.usage.model_dump(),
-        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
-        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
-        "attempts": attempts,
-        "cache": cache,
-        "tool_definition_tokens": response.tool_definition_tokens,
-        "latency_s": round(response.latency_s, 6),
-        "finished_at": _now(),
+        request=RowRequest(**adapter, variant_sha256=item.variant.sha256,
+                           messages_sha256=messages_sha256,
+                           tools_sha256=item.tools_sha256),  # == tools_digest(tools sent)
+        response=RowResponse(raw=response.raw, finish_reason=response.finish_reason,
+                             request_id=getattr(response, "request_id", None)),
+        parsed=row_parsed(response.parsed),
+        metrics=RowMetrics(**scores, **executed, **retrieval, **verdict),
+        usage=response.usage.as_row_usage(),
+        cost_usd=None if cost_usd is None else round(cost_usd, 8),
+        billed_usd=None if billed_usd is None else round(billed_usd, 8),
+        attempts=attempts,
+        cache=cache,
+        tool_definition_tokens=response.tool_definition_tokens,
+        latency_s=round(response.latency_s, 6),
+        finished_at=_now(),
         **extra,
-    })
+    )
 
 
-def _nearest_description(item: PlanItem) -> dict[str, Any] | None:
+def _nearest_description(item: PlanItem) -> dict[str, object] | None:
     """The case's nearest description unit in the item's variant, from the toolset folder's
     precomputed file (:func:`bench.descriptions.paraphrase.lookup_nearest`), or None."""
     from bench.descriptions.paraphrase import lookup_nearest
@@ -204,7 +260,7 @@ def _nearest_description(item: PlanItem) -> dict[str, Any] | None:
 
 
 def retrieval_metrics(retrieved: Retrieved, selection_correct: bool | None
-                      ) -> dict[str, Any]:
+                      ) -> RetrievalMetrics:
     """The retrieval metrics of one row (:class:`bench.results.RowMetrics`):
     ``retrieval_recall`` (fraction of the expected tools the model was sent),
     ``retrieved_all`` (every expected tool was sent: recall@k = 1), and the split of a wrong
@@ -213,13 +269,14 @@ def retrieval_metrics(retrieved: Retrieved, selection_correct: bool | None
     model still chose wrong); the two are exclusive and together are the selection errors.
     ``retrieval_recall`` and ``retrieved_all`` are None when the label expects no call."""
     wrong = None if selection_correct is None else not selection_correct
-    return {"retrieval_recall": retrieved.recall,
-            "retrieved_all": None if not retrieved.expected else not retrieved.missing,
-            "error_not_retrieved": None if wrong is None else wrong and bool(retrieved.missing),
-            "error_confused": None if wrong is None else wrong and not retrieved.missing}
+    return RetrievalMetrics(
+        retrieval_recall=retrieved.recall,
+        retrieved_all=None if not retrieved.expected else not retrieved.missing,
+        error_not_retrieved=None if wrong is None else wrong and bool(retrieved.missing),
+        error_confused=None if wrong is None else wrong and not retrieved.missing)
 
 
-def space_fields(item: PlanItem, retrieved: Retrieved | None = None) -> dict[str, Any]:
+def space_fields(item: PlanItem, retrieved: Retrieved | None = None) -> RowSpace:
     """A tool-space row's ``tool_count`` (tools in the catalog) and ``retrieval`` (settings,
     tools sent, their tool-definition tokens, expected tools not sent); ``retrieved``
     (default the item's) is the row's retrieval, a native one after its search
@@ -236,44 +293,49 @@ def space_fields(item: PlanItem, retrieved: Retrieved | None = None) -> dict[str
     if retrieved.tool_search is not None:
         fields["tool_search"] = {**retrieved.tool_search.describe(),
                                  "searches": list(retrieved.searches)}
-    return {"tool_count": retrieved.catalog_size, "retrieval": fields}
+    return RowSpace(tool_count=retrieved.catalog_size, retrieval=fields)
 
 
 def build_episode_row(item: PlanItem, run_id: str, episode: EpisodeOutcome, *,
                       cost_usd: float | None = None, billed_usd: float | None = None,
-                      case_summary: tuple[str, dict[str, Any]] | None = None) -> Row:
+                      case_summary: tuple[str, RowExpected] | None = None) -> Row:
     """One ``results.jsonl`` row for a finished episode (an
     :class:`bench.episodes.loop.EpisodeOutcome`): the episode metrics
     (:func:`bench.scoring.episodes.episode_metrics`), the trajectory, tokens and cost summed
     over the steps (tokens; USD), and the episode's wall time as ``latency_s`` (seconds).
     ``variant`` is the condition's name (:attr:`PlanItem.condition`); a final answer over
     64 KB is stored as its head and tail with ``final_answer_chars``
-    (:func:`bench.episodes.stored.stored`)."""
+    (:func:`bench.episodes.stored.capped`)."""
     from bench.episodes.factors import describe
-    from bench.episodes.stored import stored
+    from bench.episodes.stored import capped
 
     if case_summary is None:
         case_summary = summarize_case(item.case)
     messages_sha256, expected = case_summary
     last = episode.responses[-1] if episode.responses else None
-    return Row.model_validate({
+    final_answer, final_chars = capped(episode.final_answer)
+    trajectory = RowEpisode(stop_reason=episode.stop_reason, final_answer=final_answer,
+                            steps=episode.steps, state_checks=episode.state_checks)
+    if final_chars is not None:
+        trajectory.final_answer_chars = final_chars
+    return Row(
         **_identity(item, run_id, expected),
-        "request": {"variant_sha256": item.variant.sha256, "messages_sha256": messages_sha256,
-                    "tools_sha256": item.tools_sha256, "kind": "episode"},
-        "response": {"raw": None, "finish_reason": getattr(last, "finish_reason", None),
-                     "request_id": getattr(last, "request_id", None)},
-        "metrics": episode.metrics,
-        "usage": episode.usage,
-        "cost_usd": None if cost_usd is None else round(cost_usd, 8),
-        "billed_usd": None if billed_usd is None else round(billed_usd, 8),
-        "attempts": episode.attempts,
-        "cache": episode.cache,
-        "tool_definition_tokens": getattr(last, "tool_definition_tokens", None),
-        "latency_s": round(episode.wall_s, 6),
-        "finished_at": _now(),
-        "factors": describe(item.factors) if item.factors else None,
-        **(space_fields(item) if item.space is not None else {}),
-        "episode": {"stop_reason": episode.stop_reason,
-                    **stored(episode.final_answer, "final_answer"),
-                    "steps": episode.steps, "state_checks": episode.state_checks},
-    })
+        request=RowRequest(variant_sha256=item.variant.sha256,
+                           messages_sha256=messages_sha256,
+                           tools_sha256=item.tools_sha256).model_copy(
+            update={"kind": "episode"}),  # an extra field of the request summary
+        response=RowResponse(raw=None, finish_reason=getattr(last, "finish_reason", None),
+                             request_id=getattr(last, "request_id", None)),
+        metrics=RowMetrics(**episode.metrics),
+        usage=episode.usage,
+        cost_usd=None if cost_usd is None else round(cost_usd, 8),
+        billed_usd=None if billed_usd is None else round(billed_usd, 8),
+        attempts=episode.attempts,
+        cache=episode.cache,
+        tool_definition_tokens=getattr(last, "tool_definition_tokens", None),
+        latency_s=round(episode.wall_s, 6),
+        finished_at=_now(),
+        factors=describe(item.factors) if item.factors else None,
+        **(space_fields(item) if item.space is not None else RowSpace()),
+        episode=trajectory,
+    )

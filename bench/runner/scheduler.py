@@ -22,12 +22,13 @@ from bench.providers.cache import ResponseCache
 from bench.providers.errors import STOPS_RUN, ProviderError, StopRequested
 from bench.providers.pipeline import LayerFactory, Outcome, Pipeline
 from bench.providers.ratelimit import GateClosed
-from bench.results import Manifest
+from bench.results import (Manifest, ManifestBatchError, ManifestCache, ManifestChanges,
+                           ManifestProviderNote, ManifestRequestError)
 from bench.runner.budget import ProgressHook, RowHook
 from bench.runner.config import FAILED_IN_A_ROW_TO_PAUSE, STOP_GRACE_S
 from bench.providers.replay import ReplayMiss
 from bench.runner.errors import cancelled_error, error_text, item_error, left_over_error
-from bench.runner.manifest import final_fields, with_fields, without_fields
+from bench.runner.manifest import final_fields
 from bench.runner.inflight import BudgetStop, InFlight
 from bench.runner.ledger import Ledger
 from bench.runner.plan import PendingItems, PlanItem
@@ -92,7 +93,8 @@ class Scheduler:
         self.cache: ResponseCache | None = None
         # requests that failed after every retry (a resume sends them again) or in a batch;
         # replay misses (the run looks the rest up, then fails naming them all)
-        self.batch_errors, self.request_errors = list[dict[str, Any]](), list[dict[str, Any]]()
+        self.batch_errors: list[ManifestBatchError] = []
+        self.request_errors: list[ManifestRequestError] = []
         self.replay_misses: list[tuple[PlanItem, ReplayMiss]] = []
         self.paused: dict[str, str] = {}  # provider id -> why its remaining items were not sent
         self.in_flight: InFlight[Answer] = InFlight(PendingItems(()), [])
@@ -108,7 +110,7 @@ class Scheduler:
         self.give_up_timer: asyncio.TimerHandle | None = None
         self.gave_up = False  # the run cancelled its tasks
         self.manifest: Manifest = session.manifest or session.new_manifest()
-        self.previous_cache: dict[str, Any] = {}
+        self.previous_cache: ManifestCache | None = None
 
     def _start(self) -> PendingItems:
         """Read what is done, start the providers and build their pipelines; return the
@@ -116,22 +118,22 @@ class Scheduler:
         session, started = self.session, self.started
         todo, self.ledger.spend = session.pending_and_spent()  # a resume keeps its spend
         self.finisher.finished = len(session.plan) - len(todo)
-        self.previous_cache = self.manifest.cache or {}
+        self.previous_cache = self.manifest.cache
         if todo:
             started.open()
-            self.manifest = with_fields(
-                self.manifest, providers=[p.describe() for p in started.providers.values()],
-                providers_skipped=[{"provider": k, "reason": v}
-                                   for k, v in started.skipped.items()])
+            self.manifest = self.manifest.model_copy(update=ManifestChanges(
+                providers=[p.describe() for p in started.providers.values()],
+                providers_skipped=[ManifestProviderNote(provider=k, reason=v)
+                                   for k, v in started.skipped.items()]))
             todo = todo.without(started.skipped)
         if self.config.cache != "off":
             # RunConfig.cache is a str its validator limits to the cache modes
             self.cache = ResponseCache(session.cache_path,
                                        self.config.cache)  # type: ignore[arg-type]
         self._build_pipelines()
-        self.manifest = without_fields(
-            with_fields(self.manifest, status="running", rows_done=self.finisher.finished,
-                        ended_at=None, pricing=self.ledger.pricing.describe()),
+        self.manifest = self.manifest.model_copy(update=ManifestChanges(
+            status="running", rows_done=self.finisher.finished, ended_at=None,
+            pricing=self.ledger.pricing.describe())).without(
             "error", "request_errors", "providers_paused")
         return todo
 
@@ -223,8 +225,8 @@ class Scheduler:
                 print(exc, file=sys.stderr, flush=True)
                 self.stop(1)
         elif isinstance(exc, BatchFailed):
-            self.batch_errors.append({"key": item.key, "batch": exc.batch_id,
-                                      "error": str(exc)})
+            self.batch_errors.append(ManifestBatchError(key=item.key, batch=exc.batch_id,
+                                                        error=str(exc)))
         elif isinstance(exc, ReplayMiss) and self.failure_error is None:
             # looking up is cheap: find every miss, so that one command records them all
             self.replay_misses.append((item, exc))
@@ -254,7 +256,7 @@ class Scheduler:
         """A request that failed after every retry: the item stays pending, the run goes on;
         said at once (the run's own message comes at its end)."""
         pid = item.provider_id
-        self.request_errors.append({"key": item.key, "error": str(exc)})
+        self.request_errors.append(ManifestRequestError(key=item.key, error=str(exc)))
         print(f"{pid}: case '{item.case.id}', variant '{item.condition}', trial {item.trial} "
               f"left for --resume: {exc}", file=sys.stderr, flush=True)
         self.failed_in_a_row[pid] += 1
@@ -320,10 +322,12 @@ class Scheduler:
         except OSError as exc:  # a file of the run could not be written (the disk is full)
             self.status = "failed"
             self.failure_error = self.session.write_failure(exc)
-            self.manifest = with_fields(self.manifest, error=str(self.failure_error))
+            self.manifest = self.manifest.model_copy(
+                update=ManifestChanges(error=str(self.failure_error)))
         except BaseException as exc:
             self.status = "failed"
-            self.manifest = with_fields(self.manifest, error=f"{type(exc).__name__}: {exc}")
+            self.manifest = self.manifest.model_copy(
+                update=ManifestChanges(error=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             # Nothing here awaits before the manifest is written: a signal (a loop callback)
@@ -362,7 +366,7 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - a row that cannot be built fails the run
             self.finisher.queued.clear()
             self.failure_error = self.failure_error or exc
-        changes: dict[str, object] = {}
+        changes = ManifestChanges()
         if self.failure_error is not None:  # resumable rows left (partial), or a failure
             self.status = "partial" if isinstance(self.failure_error, RunIncomplete) \
                 else "failed"
@@ -377,15 +381,16 @@ class Scheduler:
                 if self.failure_error is None:
                     self._fail_write(exc)
                     self.status = "failed"
-                    changes.update(status=self.status, error=str(self.failure_error))
-        self.manifest = with_fields(self.manifest, **changes)
+                    changes.update(ManifestChanges(status=self.status,
+                                                   error=str(self.failure_error)))
+        self.manifest = self.manifest.model_copy(update=changes)
         try:
             self.store.write_manifest(self.manifest)
         except OSError as exc:  # a full disk: the status, at least, must not say running
             self.store.set_status_in_place(self.status)
             self._fail_write(exc)
 
-    def _final_fields(self) -> dict[str, Any]:
+    def _final_fields(self) -> ManifestChanges:
         """The manifest fields a finished run sets (:func:`final_fields`)."""
         return final_fields(
             status=self.status, rows_done=self.finisher.finished, ledger=self.ledger,

@@ -11,7 +11,7 @@ import hashlib
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from bench.datasets import Dataset, load_dataset
 from bench.datasets.labels import LabelProblem
@@ -21,7 +21,9 @@ from bench.episodes.factors import factor_grid
 from bench.errors import BenchError
 from bench.models import Case
 from bench.project import Project, current_project
-from bench.results import Manifest, Row
+from bench.results import (Manifest, ManifestBfcl, ManifestChanges, ManifestDataset,
+                           ManifestExecution, ManifestHost, ManifestSkippedCase,
+                           ManifestVariant, Row)
 from bench.runner.config import (
     DEFAULT_CACHE_PATH,
     RESUME_OVERRIDES,
@@ -33,7 +35,6 @@ from bench.runner.config import (
 )
 from bench.runner.budget import Spend
 from bench.runner.ledger import Ledger
-from bench.runner.manifest import with_fields
 from bench.runner.plan import (
     PendingItems,
     PlanItem,
@@ -169,7 +170,7 @@ class RunSession:
             self.plan = shard_plan(self.plan, *parse_shard(config.shard))
 
     @classmethod
-    def resume(cls, run_id: str, overrides: Mapping[str, Any] | None = None, *,
+    def resume(cls, run_id: str, overrides: Mapping[str, object] | None = None, *,
                project: Project | None = None, setting_names: Mapping[str, str] | None = None,
                command: Sequence[str] | None = None, will_run: bool = False) -> "RunSession":
         """Reopen run ``run_id`` with its stored config (finished rows are kept); ``will_run``
@@ -208,7 +209,8 @@ class RunSession:
         session = cls(config, store=store, project=project, command=command,
                       will_run=will_run)
         session._check_inputs(manifest)
-        session.manifest = with_fields(manifest, config=session.config.model_dump())
+        session.manifest = manifest.model_copy(
+            update=ManifestChanges(config=session.config.model_dump()))
         return session
 
     def _check_inputs(self, manifest: Manifest) -> None:
@@ -227,15 +229,16 @@ class RunSession:
             if stored.get((variant.toolset, variant.name)) != variant.sha256:
                 raise BenchError(f"cannot resume '{run_id}': variant '{variant.name}' of "
                                  f"'{variant.toolset}' changed since the run started")
-        changed = changed_catalog(catalog_digests(manifest.toolspace),
-                                  catalog_digests({"catalogs": self.spaces.describe()}))
+        changed = changed_catalog(
+            catalog_digests(manifest.toolspace.catalogs if manifest.toolspace else None),
+            catalog_digests(self.spaces.describe()))
         if changed is not None:
             raise BenchError(f"cannot resume '{run_id}': the catalog {changed} changed since "
                              "the run started (its distractors come from the toolsets under "
                              "descriptions/: one was added, removed or edited); put them back "
                              "as they were, or start a new run")
 
-    def execution_plan(self) -> dict[str, dict[str, Any]]:
+    def execution_plan(self) -> dict[str, ManifestExecution]:
         """How each toolset of the run is executed
         (:func:`bench.executor.runhook.describe_execution`), for the manifest.
 
@@ -252,40 +255,45 @@ class RunSession:
 
     def new_manifest(self) -> Manifest:
         """A new run's manifest (status ``running``)."""
-        return Manifest.model_validate({
-            "run_id": self.store.run_id,
-            "status": "running",
-            "command": self.command,
-            "config": self.config.model_dump(),
-            "dataset": {"name": self.dataset.name, "path": str(self.dataset.path),
-                        "sha256": self.dataset.sha256, "cases": len(self.cases),
-                        "splits": has_splits(self.dataset.cases)},
-            "cases_skipped": [{"case": p.case_id, "line": p.line, "field": p.field,
-                               "why": p.message} for p in self.invalid_cases],
-            "bfcl": None if not self.bfcl_path else {
-                "path": str(self.bfcl_path), "entries": len(self.bfcl),
-                "sha256": hashlib.sha256(self.bfcl_path.read_bytes()).hexdigest()},
-            "variants": [{"name": v.name, "toolset": v.toolset, "sha256": v.sha256,
-                          "source": v.source, "tools": len(v.tools),
-                          "mean_lines_per_tool": round(v.mean_lines, 2),
-                          "lines_per_tool": v.line_counts,
-                          **({"draft_tools": list(v.draft_tools)} if v.draft_tools else {}),
-                          **({"aliases": self.aliases[v.toolset]}
-                             if v.toolset in self.aliases else {})}
-                         for v in self.variants],
-            "toolspace": None if not self.spaces.spaces else {
-                "settings": [s.describe() for s in self.spaces.spaces],
-                "catalogs": self.spaces.describe()},
-            "providers": [],
-            "execution": self.execution_plan(),
-            "versions": _versions(),
-            "git_commit": _git_commit(),
-            "host": {"platform": platform.platform()},
-            "rows_planned": len(self.plan),
-            "rows_done": 0,
-            "started_at": _now(),
-            "ended_at": None,
-        })
+        return Manifest(
+            run_id=self.store.run_id,
+            status="running",
+            command=self.command,
+            config=self.config.model_dump(),
+            dataset=ManifestDataset(name=self.dataset.name, path=str(self.dataset.path),
+                                    sha256=self.dataset.sha256, cases=len(self.cases),
+                                    splits=has_splits(self.dataset.cases)),
+            cases_skipped=[ManifestSkippedCase(case=p.case_id, line=p.line, field=p.field,
+                                               why=p.message) for p in self.invalid_cases],
+            bfcl=None if not self.bfcl_path else ManifestBfcl(
+                path=str(self.bfcl_path), entries=len(self.bfcl),
+                sha256=hashlib.sha256(self.bfcl_path.read_bytes()).hexdigest()),
+            variants=[self._manifest_variant(v) for v in self.variants],
+            toolspace=self.spaces.manifest_entry(),
+            providers=[],
+            execution=self.execution_plan(),
+            versions=_versions(),
+            git_commit=_git_commit(),
+            host=ManifestHost(platform=platform.platform()),
+            rows_planned=len(self.plan),
+            rows_done=0,
+            started_at=_now(),
+            ended_at=None,
+        )
+
+    def _manifest_variant(self, variant: Variant) -> ManifestVariant:
+        """A variant as the manifest lists it (``draft_tools`` and ``aliases`` only when it
+        has any)."""
+        entry = ManifestVariant(name=variant.name, toolset=variant.toolset,
+                                sha256=variant.sha256, source=variant.source,
+                                tools=len(variant.tools),
+                                mean_lines_per_tool=round(variant.mean_lines, 2),
+                                lines_per_tool=variant.line_counts)
+        if variant.draft_tools:
+            entry.draft_tools = list(variant.draft_tools)
+        if variant.toolset in self.aliases:
+            entry.aliases = self.aliases[variant.toolset]
+        return entry
 
     def written_rows(self) -> Iterator[Row]:
         """The rows of ``results.jsonl`` (a half-written last row is cut first), each in this
@@ -380,7 +388,7 @@ class RunSession:
                           f"are kept: {write_fix(exc)}, then: {self.resume_hint}")
 
 
-def _refuse_changes(run_id: str, config: RunConfig, changes: Mapping[str, Any],
+def _refuse_changes(run_id: str, config: RunConfig, changes: Mapping[str, object],
                     names: Mapping[str, str]) -> None:
     """Refuse settings given to a resume that differ from the stored ones (the stored config
     decides what the run measures).

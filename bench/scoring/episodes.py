@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 from bench.models import Case, ExpectedCall, ForbiddenCall, Tool
 from bench.scoring.assignment import linear_sum_assignment
@@ -142,8 +142,8 @@ def _recovered(error: MadeCall, later: MadeCall) -> bool:
 def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_answer: str,
                     state_checks: Sequence[Mapping[str, object]] | None,
                     stop_reason: str, confirmed_at: int | None = None,
-                    tools: Sequence[Tool] = ()) -> dict[str, object]:
-    """The metrics of one finished episode.
+                    tools: Sequence[Tool] = ()) -> EpisodeMetrics:
+    """The metrics of one finished episode (:class:`EpisodeMetrics`).
 
     Args:
         case: the episode case (its ``success``, ``required_calls``, ``forbidden_calls``).
@@ -191,23 +191,23 @@ def episode_metrics(case: Case, made: Sequence[MadeCall], *, steps: int, final_a
                      for before in label.after if before in where and where[before] >= where[i])
     repeated = sum(1 for identity in repeat_identities(made) if identity is not None)
     errors, recovered = _errors_recovered(made)
-    return {
-        "task_success": task_success,
-        "state_checks_passed": None if not checks_ok else sum(checks_ok) / len(checks_ok),
-        "answer_facts_found": None if not found else sum(found) / len(found),
-        "trajectory_recall": None if not case.required_calls else
+    return EpisodeMetrics(
+        task_success=task_success,
+        state_checks_passed=None if not checks_ok else sum(checks_ok) / len(checks_ok),
+        answer_facts_found=None if not found else sum(found) / len(found),
+        trajectory_recall=None if not case.required_calls else
         len(pairs) / len(case.required_calls),
-        "trajectory_precision": None if not made else len(pairs) / len(made),
-        "order_violations": violations,
-        "steps": steps,
-        "tool_calls": len(made),
-        "repeated_calls": repeated,
-        "errors_seen": errors,
-        "recovery": None if not errors else recovered / errors,
-        "forbidden_attempted": forbidden > 0,
-        "forbidden_calls": forbidden,
-        "stopped_by_guard": stop_reason == "loop_guard",
-    }
+        trajectory_precision=None if not made else len(pairs) / len(made),
+        order_violations=violations,
+        steps=steps,
+        tool_calls=len(made),
+        repeated_calls=repeated,
+        errors_seen=errors,
+        recovery=None if not errors else recovered / errors,
+        forbidden_attempted=forbidden > 0,
+        forbidden_calls=forbidden,
+        stopped_by_guard=stop_reason == "loop_guard",
+    )
 
 
 def _forbidden_count(case: Case, made: Sequence[MadeCall], defaults: Defaults,
@@ -234,3 +234,23 @@ def _errors_recovered(made: Sequence[MadeCall]) -> tuple[int, int]:
             recovered += later is not None and _recovered(call, later)
         following[call.name] = call
     return errors, recovered
+
+
+class EpisodeMetrics(TypedDict):
+    """The metrics of one finished episode (:func:`episode_metrics` defines them): fields of
+    :class:`bench.results.RowMetrics`, of their types."""
+
+    task_success: bool | None
+    state_checks_passed: float | None
+    answer_facts_found: float | None
+    trajectory_recall: float | None
+    trajectory_precision: float | None
+    order_violations: int
+    steps: int
+    tool_calls: int
+    repeated_calls: int
+    errors_seen: int
+    recovery: float | None
+    forbidden_attempted: bool
+    forbidden_calls: int
+    stopped_by_guard: bool

@@ -21,10 +21,9 @@ Error codes (``CaseScore.error_codes``) are the stable taxonomy below; reports, 
 
 from __future__ import annotations
 
-import operator
 from collections import Counter
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence, TypedDict
 
 from bench.models import Expected, ExpectedCall, Tool, ToolCall
 from bench.parse import ParsedAnswer
@@ -46,6 +45,7 @@ __all__ = ["ENUM_CASE", "ERROR_CODES", "EXTRA_CALL", "FALSE_CALL", "FALSE_NO_CAL
            "MISSING_ARGUMENT", "MISSING_CALL", "MISSING_REQUIRED", "REGEX_TIMEOUT_S",
            "REPAIR_DOUBLE_ENCODED", "REPAIRS", "SCHEMA_INVALID", "TYPE_ERROR",
            "UNEXPECTED_ARGUMENT", "UNPARSEABLE", "WRONG_TOOL", "WRONG_VALUE", "CaseScore",
+           "ScoreMetrics",
            "argument_results", "asks_for", "match_calls", "regex_matches", "repair_arguments",
            "schema_errors", "score_case", "score_memo_stats", "validation_memo_stats",
            "value_acceptable", "value_equal"]
@@ -121,13 +121,49 @@ class CaseScore:
     error_codes: list[str] = field(default_factory=list)
     argument_errors: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, object]:
-        """The metrics as a new dict (field name -> value; lists and dicts are shared)."""
-        return dict(zip(_SCORE_FIELDS, _score_values(self)))
+    def as_dict(self) -> ScoreMetrics:
+        """The metrics as a new dict (field name -> value; lists and dicts are shared): a
+        result row's ``metrics`` (:class:`bench.results.RowMetrics`) takes it as it is."""
+        return ScoreMetrics(
+            selection_correct=self.selection_correct,
+            selection_precision=self.selection_precision,
+            selection_recall=self.selection_recall, selection_f1=self.selection_f1,
+            arguments_correct=self.arguments_correct,
+            arguments_correct_lenient=self.arguments_correct_lenient,
+            argument_results=self.argument_results, schema_valid=self.schema_valid,
+            schema_valid_lenient=self.schema_valid_lenient,
+            no_call_correct=self.no_call_correct, ask_correct=self.ask_correct,
+            ask_no_call=self.ask_no_call, hallucinated_tool=self.hallucinated_tool,
+            hallucinated_argument=self.hallucinated_argument,
+            missing_required=self.missing_required, enum_case_error=self.enum_case_error,
+            type_error=self.type_error, lenient_repairs=self.lenient_repairs,
+            error_codes=self.error_codes, argument_errors=self.argument_errors)
 
 
-_SCORE_FIELDS = tuple(f.name for f in fields(CaseScore))
-_score_values = operator.attrgetter(*_SCORE_FIELDS)
+class ScoreMetrics(TypedDict):
+    """:class:`CaseScore` as a dict (:meth:`CaseScore.as_dict`): one key per attribute, of
+    its type, in its order; the keys are fields of :class:`bench.results.RowMetrics`."""
+
+    selection_correct: bool
+    selection_precision: float | None
+    selection_recall: float | None
+    selection_f1: float | None
+    arguments_correct: bool | None
+    arguments_correct_lenient: bool | None
+    argument_results: dict[str, bool]
+    schema_valid: bool | None
+    schema_valid_lenient: bool | None
+    no_call_correct: bool | None
+    ask_correct: bool | None
+    ask_no_call: bool | None
+    hallucinated_tool: bool
+    hallucinated_argument: bool
+    missing_required: bool
+    enum_case_error: bool
+    type_error: bool
+    lenient_repairs: list[str]
+    error_codes: list[str]
+    argument_errors: list[str]
 
 
 #: Tool name -> its parameters' schema defaults (:func:`bench.scoring.values.schema_defaults`).

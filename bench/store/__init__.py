@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Callable, Iterator
 
 from bench.errors import BenchError
 from bench.results import Manifest, Row
@@ -126,7 +126,7 @@ class RunStore:
         (:meth:`bench.store.lock.RunLock.is_being_written`)."""
         return self._lock.is_being_written()
 
-    def shown_status(self, manifest: Manifest | Mapping[str, Any]) -> str:
+    def shown_status(self, manifest: Manifest) -> str:
         """The status to show for ``manifest`` (this run's, as :meth:`load_manifest` returns
         it): ``crashed`` when it says ``running`` but no process holds the run's write lock
         (the process that ran it died without writing its final status: killed, out of
@@ -134,12 +134,13 @@ class RunStore:
         --resume`` finishes a crashed run like an interrupted one."""
         return _manifest.shown_status(manifest, self.is_being_written)
 
-    def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
+    def write_manifest(self, manifest: Manifest) -> None:
         """Replace the manifest atomically, stamped and redacted
         (:func:`bench.store.manifest.write_manifest`).
 
         Raises:
             OSError: the manifest cannot be written; names ``manifest.json`` itself.
+            TypeError: ``manifest`` is not a :class:`Manifest`.
         """
         _manifest.write_manifest(self.manifest_path, manifest)
 
@@ -243,11 +244,15 @@ class RunStore:
         """A :class:`RowWriter` appending to this run's ``results.jsonl``."""
         return RowWriter(self, sync_interval_s)
 
-    def append(self, row: Row | Mapping[str, Any]) -> None:
-        """Append one row (a :class:`Row`, or a dict of its shape: stamped with
-        ``schema_version``) as one line (secrets in its free text redacted:
+    def append(self, row: Row) -> None:
+        """Append one row as one line (secrets in its free text redacted:
         :func:`bench.store.records.row_line`), flushed and fsynced before returning
-        (:func:`bench.store.writer.append_row`)."""
+        (:func:`bench.store.writer.append_row`).
+
+        Raises:
+            OSError: the row cannot be written.
+            TypeError: ``row`` is not a :class:`Row`.
+        """
         self.make_dir()
         append_row(self.results_path, row)
 

@@ -98,8 +98,10 @@ def plan_check(manifest: Manifest) -> Callable[[Row], str | None]:
     of these: :meth:`bench.store.RunStore.read_rows` refuses one that is not)."""
     config = manifest.config
     variants = {v.name for v in manifest.variants}
-    providers = set(config.get("providers") or [])
-    trials = config.get("trials") if type(config.get("trials")) is int else None
+    stored = config.get("providers")
+    providers = {str(p) for p in stored} if isinstance(stored, list) else set()
+    count = config.get("trials")
+    trials = count if isinstance(count, int) and not isinstance(count, bool) else None
     run_id = manifest.run_id
 
     def stray(row: Row) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 from pydantic import ValidationError
 
@@ -44,27 +44,28 @@ def load_manifest(path: Path, run_id: str) -> Manifest:
         raise BenchError(message, file=path, field=field) from None
 
 
-def shown_status(manifest: Manifest | Mapping[str, Any],
-                 is_being_written: Callable[[], bool]) -> str:
+def shown_status(manifest: Manifest, is_being_written: Callable[[], bool]) -> str:
     """The status to show for ``manifest``: ``crashed`` (:data:`bench.store.ids.CRASHED`)
     when it says ``running`` but ``is_being_written()`` (asked only then) says no process
     holds the run's write lock, else the stored status."""
-    status = str(manifest.status if isinstance(manifest, Manifest)
-                 else manifest.get("status"))
+    status = manifest.status
     if status == "running" and not is_being_written():
         return CRASHED
     return status
 
 
-def write_manifest(path: Path, manifest: Manifest | Mapping[str, Any]) -> None:
-    """Replace the manifest ``path`` atomically; a dict without ``schema_version`` is stamped
-    with :data:`bench.results.SCHEMA_VERSION` (the writer writes the current shape). Secrets
-    in its free text (command line, errors, reasons) are redacted; identifiers and the
-    config are written as they are (:data:`bench.redact.MANIFEST_FREE_TEXT`).
+def write_manifest(path: Path, manifest: Manifest) -> None:
+    """Replace the manifest ``path`` atomically (:meth:`Manifest.to_json_dict`). Secrets in
+    its free text (command line, errors, reasons) are redacted; identifiers and the config
+    are written as they are (:data:`bench.redact.MANIFEST_FREE_TEXT`).
 
     Raises:
         OSError: the manifest cannot be written; names ``manifest.json`` itself.
+        TypeError: ``manifest`` is not a :class:`Manifest` (a dict is built into one first).
     """
+    if not isinstance(manifest, Manifest):
+        raise TypeError(f"a manifest is a bench.results.Manifest, not "
+                        f"{type(manifest).__name__}")
     atomic_write_json(path, redact_fields(stamped(manifest), MANIFEST_FREE_TEXT))
 
 

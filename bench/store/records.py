@@ -4,13 +4,11 @@ key a row must have, and the one-line problem of a record that does not fit the 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from pydantic import ValidationError
 
 from bench.jsonl import line_bytes, loads
 from bench.redact import ROW_FREE_TEXT, redact_fields
-from bench.results import SCHEMA_VERSION, Manifest, Row, validation_problem
+from bench.results import Manifest, Row, validation_problem
 
 # The fields every result row and manifest must have (present, possibly null): the
 # required fields of bench.results.Row and bench.results.Manifest.
@@ -41,22 +39,25 @@ def whole_row(line: bytes) -> bool:
     return True
 
 
-def row_line(row: Row | Mapping[str, Any]) -> bytes:
-    """The ``results.jsonl`` line of ``row`` (stamped as :func:`stamped`): secrets in its
-    free text (the provider's answer, error texts) redacted, identifiers (key, case, toolset,
-    variant, provider) and data (labels, parsed calls) written as they are
-    (:data:`bench.redact.ROW_FREE_TEXT`), so that resume, merge and replay read what ran."""
+def row_line(row: Row) -> bytes:
+    """The ``results.jsonl`` line of ``row`` (:func:`stamped`): secrets in its free text (the
+    provider's answer, error texts) redacted, identifiers (key, case, toolset, variant,
+    provider) and data (labels, parsed calls) written as they are
+    (:data:`bench.redact.ROW_FREE_TEXT`), so that resume, merge and replay read what ran.
+
+    Raises:
+        TypeError: ``row`` is not a :class:`bench.results.Row` (a dict is built into one
+            first: ``Row(...)``, or ``Row.model_validate`` for JSON read from elsewhere).
+    """
+    if not isinstance(row, Row):
+        raise TypeError(f"a result row is a bench.results.Row, not {type(row).__name__}")
     return line_bytes(redact_fields(stamped(row), ROW_FREE_TEXT))
 
 
-def stamped(record: Row | Manifest | Mapping[str, Any]) -> Any:
-    """The JSON object to write for ``record``: a model's dump, or the dict with
-    ``schema_version`` first when it has none (writers write the current shape)."""
-    if isinstance(record, (Row, Manifest)):
-        return record.to_json_dict()
-    if "schema_version" in record:
-        return record
-    return {"schema_version": SCHEMA_VERSION, **record}
+def stamped(record: Row | Manifest) -> dict[str, object]:
+    """The JSON object to write for ``record``: its dump, ``schema_version`` first
+    (:meth:`bench.results.Row.to_json_dict`, :meth:`bench.results.Manifest.to_json_dict`)."""
+    return record.to_json_dict()
 
 
 def key_of(row: Row) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Protocol
 
 from bench.results import Row
 from bench.store.files import named_os_error
@@ -26,14 +26,14 @@ class RunFolder(Protocol):
         """Create the run folder if missing (:meth:`bench.store.RunStore.make_dir`)."""
 
 
-def append_row(path: Path, row: Row | Mapping[str, Any]) -> None:
-    """Append one row (a :class:`Row`, or a dict of its shape: stamped with
-    ``schema_version``) to ``path``, whose folder exists, as one line (secrets in its free
+def append_row(path: Path, row: Row) -> None:
+    """Append one row to ``path``, whose folder exists, as one line (secrets in its free
     text redacted: :func:`bench.store.records.row_line`), flushed and fsynced before
     returning.
 
     Raises:
         OSError: ``path`` cannot be opened or written (e.g. the disk is full).
+        TypeError: ``row`` is not a :class:`Row`.
     """
     line = row_line(row)
     with path.open("ab") as handle:
@@ -73,11 +73,15 @@ class RowWriter:
                                         daemon=True)
         self._syncer.start()
 
-    def append(self, row: Row | Mapping[str, Any]) -> None:
-        """Write one row (a :class:`Row`, or a dict of its shape: stamped with
-        ``schema_version``) as one line (secrets in its free text redacted:
+    def append(self, row: Row) -> None:
+        """Write one row as one line (secrets in its free text redacted:
         :func:`bench.store.records.row_line`) and flush it; the background thread fsyncs
-        it."""
+        it.
+
+        Raises:
+            OSError: as the class says.
+            TypeError: ``row`` is not a :class:`Row`.
+        """
         if self._error is not None:
             raise self._error
         try:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from bench.models import Case, Tool
 from bench.project import Project
+from bench.results import ManifestExecution
 from bench.synth.candidates import Candidate, SynthSettings, stamp
 from bench.toolset_config import read_only_fix
 
@@ -65,13 +66,13 @@ def refused_calls(case: Case, permission: Mapping[str, str], *, allow_writes: bo
     return out
 
 
-def _execution_skip(plan: dict[str, Any] | None, toolset: str) -> str:
+def _execution_skip(plan: ManifestExecution | None, toolset: str) -> str:
     """The ``skipped: ...`` verdict of a label whose calls were not executed, from the
     verification run's execution plan for ``toolset`` (its manifest's ``execution``)."""
-    plan = plan or {}
-    mode = plan.get("mode")
+    plan = plan or ManifestExecution()
+    mode = plan.mode
     if mode == "none":
-        return f"skipped: toolset '{toolset}' is not executed ({plan.get('detail')})"
+        return f"skipped: toolset '{toolset}' is not executed ({plan.detail})"
     if mode == "off":
         return "skipped: execution off (--no-execute)"
     if mode in ("mcp", "python", "reference"):
@@ -166,7 +167,7 @@ class _ExecutionCheck:
     settings: SynthSettings
     users_system: bool
     permission: dict[str, str]
-    plan: dict[str, Any] | None
+    plan: ManifestExecution | None
     write_tools: frozenset[str]
     traces: set[tuple[str, str]]
 

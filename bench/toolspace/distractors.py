@@ -36,6 +36,7 @@ from bench.descriptions.variants import available_variants
 from bench.errors import BenchError
 from bench.models import NAME_PATTERN, Tool
 from bench.paths import descriptions_dir
+from bench.results import ManifestCatalog, ManifestCollision
 
 NAME_LIMIT = 64
 """Longest tool name (OpenAI's function-name rule ``^[a-zA-Z0-9_-]{1,64}$``)."""
@@ -75,14 +76,14 @@ class Expansion:
     levels: dict[str, str] = field(default_factory=dict)
     collisions: list[Collision] = field(default_factory=list)
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> ManifestCatalog:
         """As the manifest's ``toolspace`` entry stores it."""
-        return {"toolset": self.variant.toolset, "variant": self.variant.name,
-                "tools": len(self.variant.tools), "own": len(self.own),
-                "sha256": self.variant.sha256, "sources": dict(self.sources),
-                "levels": dict(self.levels),
-                "collisions": [{"source": c.source, "name": c.name, "renamed": c.renamed}
-                               for c in self.collisions]}
+        return ManifestCatalog(
+            toolset=self.variant.toolset, variant=self.variant.name,
+            tools=len(self.variant.tools), own=len(self.own), sha256=self.variant.sha256,
+            sources=dict(self.sources), levels=dict(self.levels),
+            collisions=[ManifestCollision(source=c.source, name=c.name, renamed=c.renamed)
+                        for c in self.collisions])
 
 
 def source_toolsets(toolset: str, root: Path | None = None) -> list[str]:

@@ -12,6 +12,7 @@ from bench.errors import BenchError
 from bench.models import Case, Tool
 from bench.providers.cache import tools_digest
 from bench.providers.tool_search import ToolSearch, ToolSearchOutcome
+from bench.results import ManifestCatalog, ManifestToolspace
 from bench.toolspace.distractors import Expansion, expand_variant
 from bench.toolspace.retrieval import (
     Bm25Retriever,
@@ -219,25 +220,29 @@ class SpaceSetup:
                          sum(tokens[n] for n in loaded), catalog.sha256, search,
                          catalog_tokens=tokens)
 
-    def describe(self) -> list[dict[str, object]]:
+    def describe(self) -> list[ManifestCatalog]:
         """Each grown catalog as the manifest's ``toolspace`` stores it."""
         return [e.describe() for e in self.expansions.values()]
 
-
-def catalog_digests(toolspace: Mapping[str, Any] | None) -> dict[tuple[str, str, int], str]:
-    """(toolset, variant, tools) -> SHA-256 of each grown catalog a manifest's ``toolspace``
-    records (:meth:`SpaceSetup.describe`); empty without one. Entries of another shape are
-    left out (the manifest's ``toolspace`` is free-form)."""
-    found: dict[tuple[str, str, int], str] = {}
-    for entry in (toolspace or {}).get("catalogs") or []:
-        if isinstance(entry, Mapping):
-            key = (str(entry.get("toolset")), str(entry.get("variant")), entry.get("tools"))
-            found[key] = str(entry.get("sha256"))  # type: ignore[index]
-    return found
+    def manifest_entry(self) -> ManifestToolspace | None:
+        """The manifest's ``toolspace``: the settings and the grown catalogs; None when the
+        run plans its variants as they are (no setting)."""
+        if not self.spaces:
+            return None
+        return ManifestToolspace(settings=[s.setting() for s in self.spaces],
+                                 catalogs=self.describe())
 
 
-def changed_catalog(before: Mapping[tuple[str, str, int], str],
-                    after: Mapping[tuple[str, str, int], str]) -> str | None:
+def catalog_digests(catalogs: Sequence[ManifestCatalog] | None
+                    ) -> dict[tuple[str, str, int | None], str]:
+    """(toolset, variant, tools) -> SHA-256 of each grown catalog of ``catalogs`` (a
+    manifest's ``toolspace.catalogs``, :meth:`SpaceSetup.describe`); empty without any."""
+    return {(str(entry.toolset), str(entry.variant), entry.tools): str(entry.sha256)
+            for entry in catalogs or []}
+
+
+def changed_catalog(before: Mapping[tuple[str, str, int | None], str],
+                    after: Mapping[tuple[str, str, int | None], str]) -> str | None:
     """The first grown catalog (``toolset/variant at N tools``) whose SHA-256 differs between
     ``before`` and ``after`` (:func:`catalog_digests`), or that only one of them has; None
     when they agree. A catalog's distractors come from every other toolset under

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from bench.models import CONDITION_SEPARATOR
+from bench.results import ManifestSpaceSetting
 
 RETRIEVERS: tuple[str, ...] = ("none", "bm25", "embedding", "native", "native-bm25")
 """``none``: the model sees the whole catalog; ``bm25``: lexical retrieval
@@ -94,6 +95,12 @@ class ToolSpace:
     def describe(self) -> dict[str, Any]:
         """As stored in a row's ``retrieval`` (``tools`` None: the toolset as it is)."""
         return {"tools": self.tools, "retriever": self.retriever, "top_k": self.top_k}
+
+    def setting(self) -> ManifestSpaceSetting:
+        """As stored in the manifest's ``toolspace.settings`` (the fields of
+        :meth:`describe`)."""
+        return ManifestSpaceSetting(tools=self.tools, retriever=self.retriever,
+                                    top_k=self.top_k)
 
 
 def space_grid(tools: Sequence[int] = (), retrievers: Sequence[str] = (),
