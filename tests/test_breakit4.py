@@ -17,7 +17,7 @@ import bench
 from bench.errors import BenchError
 from bench.providers.function import register_function
 from bench.providers.pipeline import Exchange, Layer, Outcome
-from fakeserver import FakeServer, Reply, chat_body
+from tests.fakeserver import FakeServer, Reply, chat_body
 
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_own_tools import bench  # the same subprocess runner
+from tests.importers.test_own_tools import bench  # the same subprocess runner
 
 from bench.errors import BenchError
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_own_tools import bench  # the same subprocess runner
+from tests.importers.test_own_tools import bench  # the same subprocess runner
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
