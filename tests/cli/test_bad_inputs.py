@@ -21,16 +21,9 @@ from typing import Callable
 
 import pytest
 
-from tests.fakeserver import FakeServer
 
 BASE = json.loads(Path(__file__).resolve().parents[2].joinpath(
     "datasets", "ecommerce", "cases.jsonl").read_text(encoding="utf-8").splitlines()[0])
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeServer() as running:
-        yield running
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import pytest
 
 from bench.providers import make_provider
 from bench.runner import RunConfig, Runner
-from tests.fakeserver import (FakeServer, Reply, anthropic_body, chat_body, gemini_body,
-                              gemini_stream, responses_body, set_dummy_keys)
+from tests.fakeserver import (Reply, anthropic_body, chat_body, gemini_body,
+                              gemini_stream, responses_body)
 from tests.stored import row_dicts
 
 QUESTION = ("Check orders ORD20250002 and ORD99999999, then tell me where the first one's "
@@ -36,20 +36,7 @@ STEP1 = [("get_order_status", {"order_id": FOUND}), ("get_order_status", {"order
 STEP2 = [("track_shipment", {"tracking_number": PARCEL})]
 
 # each run copies the shop database and (first in a session) builds it: seconds per test
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch):
-    """Dummy API keys: the SDKs only ever reach the loopback server."""
-    set_dummy_keys(monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def server():
-    """One fake server for the module (each run clears it first)."""
-    with FakeServer() as fake:
-        yield fake
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("keys")]  # keys: tests/conftest.py
 
 
 def responses_with_ids(calls, call_ids=(), text=None):

@@ -13,13 +13,6 @@ from bench.optimize.guards import assertive_phrases
 from tests.optimize.test_optimize import TARGET, example  # noqa: F401
 
 
-@pytest.fixture
-def shop(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return example.write_project(tmp_path / "proj")
-
-
 def test_an_edit_that_over_triggers_is_rejected_on_dev(shop):
     run = bo.optimize("shop", "start", TARGET, "function:opt-pushy", project=shop,
                       opt_id="pushy", allow_assertive=True)

@@ -22,14 +22,6 @@ example.register()
 TARGET = "function:opt-target"
 
 
-@pytest.fixture
-def shop(tmp_path, monkeypatch):
-    """The worked example's project, the cwd and BENCH_HOME elsewhere."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return example.write_project(tmp_path / "proj")
-
-
 def test_finds_and_accepts_a_real_fix(shop):
     run = bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
                       opt_id="fix", rounds=3)

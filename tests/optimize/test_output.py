@@ -17,14 +17,7 @@ import bench.optimize as bo
 from bench.errors import BenchError
 from bench.optimize.output import adopt
 from bench.project import Project
-from tests.optimize.test_optimize import REPO, TARGET, example
-
-
-@pytest.fixture
-def shop(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return example.write_project(tmp_path / "proj")
+from tests.optimize.test_optimize import REPO, TARGET
 
 
 def test_the_output_folder_and_report(shop):

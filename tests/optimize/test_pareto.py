@@ -8,11 +8,10 @@ import json
 import re
 from typing import Any
 
-import pytest
 
 import bench.optimize as bo
 from bench.providers.function import register_function
-from tests.optimize.test_optimize import TARGET, example
+from tests.optimize.test_optimize import TARGET
 
 
 def worse(messages: Any, tools: Any, trial: int) -> list[dict[str, Any]]:
@@ -28,13 +27,6 @@ def worse(messages: Any, tools: Any, trial: int) -> list[dict[str, Any]]:
 
 
 register_function("opt-worse", worse)
-
-
-@pytest.fixture
-def shop(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return example.write_project(tmp_path / "proj")
 
 
 def test_a_less_accurate_and_longer_candidate_is_not_in_the_pareto_set(shop):

@@ -9,15 +9,8 @@ import pytest
 import bench.optimize as bo
 from bench.errors import BenchError
 from tests.api.test_evaluate import Sent  # counts the requests below the cache
-from tests.optimize.test_optimize import TARGET, example
+from tests.optimize.test_optimize import TARGET
 
-
-
-@pytest.fixture
-def shop(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BENCH_HOME", str(tmp_path / "not-this-one"))
-    return example.write_project(tmp_path / "proj")
 
 
 def _same(result) -> dict:

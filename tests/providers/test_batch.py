@@ -13,7 +13,7 @@ from tests.stored import row_dicts
 
 
 @pytest.fixture(autouse=True)
-def keys(monkeypatch):
+def openai_and_anthropic_keys(monkeypatch):
     """Dummy keys: the SDKs only send them to 127.0.0.1."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")

@@ -13,9 +13,9 @@ from bench.models import Message, Tool
 from bench.parse import strictly_valid
 from bench.providers import ProviderError, ProviderUnavailable, make_provider
 from bench.providers.errors import error_from_exception
-from tests.fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream,
+from tests.fakeserver import (complete_once, Reply, anthropic_body, anthropic_stream,
                               chat_body, chat_stream, error_body, gemini_body, responses_body,
-                              responses_stream, set_dummy_keys)
+                              responses_stream)
 
 WEATHER = Tool(name="get_weather", description="Weather of a city.", input_schema={
     "type": "object",
@@ -29,15 +29,7 @@ ASK = [Message(role="system", content="You are terse."),
        Message(role="user", content="上海天气?")]
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeServer() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch):
-    set_dummy_keys(monkeypatch)
+pytestmark = pytest.mark.usefixtures("keys")  # dummy API keys (tests/conftest.py)
 
 
 def openai(server, **options):

@@ -24,17 +24,14 @@ from bench.providers import make_provider
 from bench.providers.openai_chat import OpenAIChatProvider
 from bench.providers.replies import UnreadableReply, reply_json
 from tests.fakeserver import (complete_once, FakeServer, Reply, anthropic_body, anthropic_stream,
-                              chat_body, gemini_body, responses_body, responses_stream,
-                              set_dummy_keys)
+                              chat_body, gemini_body, responses_body, responses_stream)
 
 PING = Tool(name="ping", description="No parameters.",
             input_schema={"type": "object", "properties": {}})
 ASK = [Message(role="user", content="ping it")]
 
 
-@pytest.fixture(autouse=True)
-def keys(monkeypatch):
-    set_dummy_keys(monkeypatch)
+pytestmark = pytest.mark.usefixtures("keys")  # dummy API keys (tests/conftest.py)
 
 
 def _provider(kind: str, url: str = "http://127.0.0.1:9"):

@@ -13,23 +13,21 @@ from bench.models import Message, Tool
 from bench.providers import ProviderError, make_provider
 from bench.providers.errors import error_from_exception, stream_error_status
 from tests.fakeserver import (complete_once, FakeServer, Reply, anthropic_stream, chat_fragments,
-                              chat_stream, error_body, gemini_body, gemini_stream, responses_body,
-                              set_dummy_keys)
+                              chat_stream, error_body, gemini_body, gemini_stream, responses_body)
 
 WEATHER = Tool(name="get_weather", description="Weather of a city.", input_schema={
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
 ASK = [Message(role="user", content="Weather in Paris?")]
 
 
+pytestmark = pytest.mark.usefixtures("keys")  # dummy API keys (tests/conftest.py)
+
+
 @pytest.fixture
 def server():
+    """A fresh fake server for each test (tests/conftest.py's lasts the module)."""
     with FakeServer() as fake:
         yield fake
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch):
-    set_dummy_keys(monkeypatch)
 
 
 def provider(kind, server, **options):

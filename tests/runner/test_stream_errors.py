@@ -17,7 +17,7 @@ TOKEN_LIMIT = {"code": 400, "message": "Token limit reached"}
 
 
 @pytest.fixture(autouse=True)
-def keys(monkeypatch):
+def compat_and_anthropic_keys(monkeypatch):
     monkeypatch.setenv("OPENAI_COMPAT_API_KEY", "sk-compat")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
 

@@ -36,17 +36,13 @@ from bench.report.toolspace import toolspace_table
 from bench.results import Row
 from bench.runner import RunConfig, Runner
 from bench.toolspace.space import ToolSpace, space_grid
-from tests.fakeserver import (FakeServer, anthropic_tool_search_body, set_dummy_keys,
-                              tool_search_handler)
+from tests.fakeserver import (FakeServer, anthropic_tool_search_body, tool_search_handler)
 from tests.stored import row_dicts
 
 SEARCH_NAMES = {"tool_search_tool_regex", "tool_search_tool_bm25"}
 
 
-@pytest.fixture(autouse=True)
-def keys(monkeypatch):
-    """Dummy API keys: the SDK only ever reaches the loopback server."""
-    set_dummy_keys(monkeypatch)
+pytestmark = pytest.mark.usefixtures("keys")  # dummy API keys (tests/conftest.py)
 
 
 def native_run(project, tmp_path, handler, *, run_id="native", retriever="native",
