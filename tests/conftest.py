@@ -4,6 +4,7 @@ model's skip condition are in the repository root's conftest.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +25,10 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dummy API keys (:data:`tests.fakeserver.DUMMY_KEYS`): the SDKs only ever reach the
     loopback server. A module asks for it with ``pytest.mark.usefixtures("keys")``."""
     set_dummy_keys(monkeypatch)
+
+
+@pytest.fixture
+def proj(elsewhere: Path) -> Path:
+    """A project folder while the cwd and BENCH_HOME point elsewhere (the root conftest's
+    ``elsewhere``, under the name the hostile-input tests of bench.evaluate use)."""
+    return elsewhere

@@ -3,16 +3,21 @@ with the cache and resume, from an explicit project folder (no CLI, no cwd, no B
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import bench
 from bench.errors import BenchError
+from bench.providers.function import register_function
 from bench.providers.pipeline import Exchange, Layer, Outcome
 from conftest import REPO
 
@@ -203,3 +208,114 @@ def test_evaluate_with_a_raising_progress_hook_keeps_the_run_resumable(elsewhere
     done = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=elsewhere,
                           run_id="hooked", limit=3, execute=False, layers=[Sent])
     assert done.status == "complete" and len(done.rows) == 3 and Sent.count == 3
+
+
+# -- evaluate()'s arguments and settings, misused ----------------------------------------------
+
+
+def _manifest(proj: Path, run_id: str) -> dict:
+    return json.loads((proj / "reports" / "runs" / run_id / "manifest.json").read_text())
+
+
+def _rows(proj: Path, run_id: str) -> int:
+    path = proj / "reports" / "runs" / run_id / "results.jsonl"
+    return sum(1 for line in path.open() if line.strip()) if path.exists() else 0
+
+
+@pytest.mark.parametrize("variants, providers", [("l3", ["oracle"]), (["l3"], "oracle")])
+def test_a_single_string_for_a_list_argument_is_named(proj, variants, providers):
+    try:
+        result = bench.evaluate("ecommerce", variants, providers, project=proj, limit=1)
+    except BenchError as exc:
+        assert "'l'" not in str(exc) and "'o'" not in str(exc), str(exc)
+    else:
+        assert result.status == "complete"
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_missing_project_folder_is_named(tmp_path, kind):
+    where = tmp_path / "no-project"
+    if kind == "file":
+        where.write_text("x")
+    with pytest.raises(BenchError, match="no-project"):
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=where, limit=1)
+
+
+@pytest.mark.parametrize("kwargs", [{"variants": None}, {"project": None}, {"run_id": 5}])
+def test_arguments_of_the_wrong_type_are_bench_errors(proj, kwargs):
+    args = {"dataset": "ecommerce", "variants": ["l3"], "providers": ["oracle"],
+            "project": proj, "limit": 1, **kwargs}
+    with pytest.raises(BenchError):
+        bench.evaluate(**args)
+
+
+@pytest.mark.parametrize("setting", [{"cache": "bogus"}, {"max_usd": -5}])
+def test_a_bad_setting_given_to_a_resume_is_named_as_the_callers(proj, setting):
+    bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="r", limit=2)
+    with pytest.raises(BenchError) as caught:
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="r", limit=2,
+                       **setting)
+    assert "stored config is invalid" not in str(caught.value)
+    assert "manifest.json" not in str(caught.value)
+
+
+@pytest.mark.parametrize("kwargs", [{"alpha": 5.0}, {"alpha": -1.0},
+                                    {"margin": float("nan")}, {"metrics": ["nope"]},
+                                    {"metrics": "selection_correct"}])
+def test_compare_refuses_bad_settings(proj, kwargs):
+    result = bench.evaluate("ecommerce", ["l3", "l10"], ["oracle"], project=proj, limit=2)
+    with pytest.raises(BenchError):
+        result.compare("l3", "l10", **kwargs)
+
+
+# -- stopping evaluate() in a notebook ---------------------------------------------------------
+
+_interrupted = threading.Event()
+
+
+def _slowly(messages, tools, trial):
+    # slow once Ctrl-C is sent, so that the run cannot finish its 30 rows before the signal
+    # reaches it, however busy the machine (a fixed 0.02 s raced with the signal)
+    time.sleep(0.5 if _interrupted.is_set() else 0.02)
+    return [{"name": tools[0].name, "arguments": {}}]
+
+
+def test_ctrl_c_stops_evaluate_called_inside_an_event_loop(proj):
+    register_function("evaluate-slow", _slowly)
+    _interrupted.clear()
+
+    def interrupt(done, total, item):
+        if item is not None and done == 2:
+            _interrupted.set()
+            os.kill(os.getpid(), signal.SIGINT)
+
+    async def notebook_cell():
+        return bench.evaluate("ecommerce", ["l3"], ["function:evaluate-slow"], project=proj,
+                              run_id="nb", limit=30, concurrency=1, progress=interrupt)
+
+    loop = asyncio.new_event_loop()  # as a notebook's: no SIGINT handler of asyncio.run
+    try:
+        loop.run_until_complete(notebook_cell())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        loop.close()
+    manifest = _manifest(proj, "nb")
+    assert manifest["status"] == "interrupted"
+    assert _rows(proj, "nb") < 30
+
+
+# -- an error out of evaluate() ----------------------------------------------------------------
+
+
+def _raising(provider_id: str, inner: Layer) -> Layer:
+    async def layer(exchange: Exchange) -> Outcome:
+        raise ValueError("layer bug")
+    return layer
+
+
+def test_an_error_out_of_evaluate_is_not_chained_to_no_running_event_loop(proj):
+    with pytest.raises(ValueError) as caught:
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, limit=1,
+                       layers=[_raising])
+    assert not isinstance(caught.value.__context__, RuntimeError)

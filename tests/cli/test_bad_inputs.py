@@ -21,6 +21,7 @@ from typing import Callable
 
 import pytest
 
+from bench.errors import BenchError
 
 BASE = json.loads(Path(__file__).resolve().parents[2].joinpath(
     "datasets", "ecommerce", "cases.jsonl").read_text(encoding="utf-8").splitlines()[0])
@@ -601,3 +602,25 @@ def test_corpus_size():
               "caches": len(CACHE_ROWS) + 3 + 1}
     print(counts, sum(counts.values()))
     assert sum(counts.values()) >= 100
+
+
+# -- JSON nested too deep or with a 5,000-digit number: a lock, a baseline, a manifest ---------
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[1" + "0" * 5000 + "]"])
+def test_a_hostile_manifest_baseline_and_lock_are_one_line(tmp_path, text):
+    from bench.descriptions.lock import read_lock
+    from bench.gate.core import load_baseline
+    from bench.store import RunStore
+
+    (tmp_path / "lock.json").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match="lock.json"):
+        read_lock(tmp_path / "lock.json")
+    (tmp_path / "baseline.json").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match="baseline.json"):
+        load_baseline(tmp_path / "baseline.json")
+    store = RunStore(tmp_path / "runs", "r1")
+    store.dir.mkdir(parents=True)
+    store.manifest_path.write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match="manifest.json"):
+        store.load_manifest()

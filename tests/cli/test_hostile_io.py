@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakeserver import FakeServer
+from tests.importers.test_own_tools import bench, error_lines, python_project
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,3 +164,19 @@ def test_a_bench_home_that_is_a_file_is_named(tmp_path):
         assert result.stderr.strip() == \
             f"error: {home}: $BENCH_HOME is not a folder (the project holding datasets/ and " \
             "descriptions/)", result.stderr
+
+
+# -- a toolset name that is a path -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "--update", "--toolset", "../.."],
+    ["variants", "accept", "--toolset", "../proj"],
+    ["variants", "--toolset", "../descriptions/proj"],
+])
+def test_a_toolset_name_that_is_a_path_writes_nothing_outside_descriptions(tmp_path, args):
+    project = python_project(tmp_path)
+    before = sorted(p for p in tmp_path.rglob("*") if "__pycache__" not in p.parts)
+    line = error_lines(bench(project, *args))[0]
+    assert f"unknown toolset '{args[-1]}' (known: proj)" in line, line
+    assert sorted(p for p in tmp_path.rglob("*") if "__pycache__" not in p.parts) == before

@@ -6,10 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
 from bench.compare import compare_rows
 from bench.store import RunStore
 from conftest import requires_local_model
+from tests.toolspace.test_toolspace import one_line_error
 
 
 def row(case, variant, ok, provider="local", trial=0, metrics=None, query=None):
@@ -311,3 +313,70 @@ def test_compare_of_a_killed_run_without_rows_of_a_variant_says_resume_it(run_be
     unplanned = run_bench("compare", "l3", "l30", "--run", "k1")
     assert unplanned.returncode == 2
     assert "run 'k1' has no variant 'l30' (it has l3)" in unplanned.stderr
+
+
+# -- bench compare's run-now mode: stopped, with a skipped provider, on conditions -------------
+
+STOPPER = '''import itertools
+_calls = itertools.count(1)
+
+def answer(messages, tools, trial):
+    if next(_calls) == 6:  # as if Ctrl-C were pressed during the sixth request
+        raise KeyboardInterrupt
+    return []
+'''
+
+
+@pytest.mark.slow  # three `bench` subprocesses, each starting a function worker
+def test_a_stopped_compare_says_how_to_finish_its_run_and_compare_it(run_bench, project):
+    (project / "stopper.py").write_text(STOPPER, encoding="utf-8")
+    stopped = run_bench("compare", "l3", "l10", "--provider", "function:stopper:answer",
+                        "--limit", "5", "--run-id", "cmp")
+    assert stopped.returncode == 130, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    said = " ".join(stopped.stderr.split())
+    assert "of 10 rows kept in" in said
+    assert "finish with: bench run --resume cmp, then: bench compare l3 l10 --run cmp" in said
+    # what it says works: the same 10 rows, each once
+    finished = run_bench("run", "--resume", "cmp")
+    assert finished.returncode == 0, finished.stderr
+    compared = run_bench("compare", "l3", "l10", "--run", "cmp")
+    assert compared.returncode == 0, compared.stderr
+    keys = [json.loads(line)["key"] for line in
+            (project / "reports" / "runs" / "cmp" / "results.jsonl").read_text(
+                encoding="utf-8").splitlines()]
+    assert len(keys) == len(set(keys)) == 10
+
+
+def test_a_compare_run_now_with_a_skipped_provider_is_not_a_pass(project, run_bench,
+                                                                 monkeypatch):
+    """One provider has no key: the other's rows are compared, the skip is said, and the exit
+    code is 3 (incomplete), not 0; with no provider left, one line says so."""
+    from bench.cli import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = CliRunner().invoke(app, ["compare", "l3", "l10", "--provider", "oracle",
+                                      "--provider", "openai:gpt-4o-mini", "--limit", "3",
+                                      "--run-id", "cmp"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "provider openai:gpt-4o-mini skipped: OPENAI_API_KEY is not set" in said
+    assert ("partial: openai:gpt-4o-mini not compared (skipped); fix that, then: bench run "
+            "--resume cmp, then: bench compare l3 l10 --run cmp") in said
+    rows = (project / "reports" / "runs" / "cmp" / "results.jsonl").read_text(
+        encoding="utf-8").splitlines()
+    assert {json.loads(line)["provider"] for line in rows} == {"oracle"} and len(rows) == 6
+    alone = run_bench("compare", "l3", "l10", "--provider", "openai:gpt-4o-mini", "--limit",
+                      "3", "--run-id", "cmp2")
+    assert alone.returncode == 2
+    assert "error: every provider was skipped; nothing to run" in alone.stderr
+    assert "has no variant" not in alone.stderr
+
+
+@pytest.mark.slow
+def test_compare_running_now_on_conditions_says_to_give_a_run(run_bench):
+    """``bench compare 'l3~tools=40' 'l50~tools=40'`` (no --run) said ``invalid variant name
+    'l3~tools=40'``: the names are right, the command lacks --run."""
+    one_line_error(run_bench("compare", "l3~tools=40", "l50~tools=40", "--provider", "oracle",
+                             "--limit", "1"),
+                   "'l3~tools=40' is a condition of a stored run", "give --run RUN")

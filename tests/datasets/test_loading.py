@@ -215,3 +215,30 @@ def test_hf_spec_errors_name_spec_row_and_field(tmp_path):
         load_dataset(f"hf:{folder}")
     with pytest.raises(BenchError, match="cannot load .* FileNotFoundError"):
         load_dataset(f"hf:{tmp_path / 'missing'}")
+
+
+# -- YAML: a recursive alias, deep nesting, shared aliases -------------------------------------
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("x: &a [*a]\n", "aliases.yaml:1: invalid YAML: an alias refers to the node that contains"),
+    ("x: &a {k: *a}\n", "aliases.yaml:1: invalid YAML: an alias refers to the node that"),
+    ("a: [" + "[" * 5000 + "]" * 5000 + "]\n", "aliases.yaml:1: invalid YAML: exceeded maximum "
+                                               "nesting depth"),
+])
+def test_a_recursive_or_deep_yaml_file_is_one_line_not_a_hang(tmp_path, text, fragment):
+    from bench.descriptions.aliases import load_aliases
+
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "aliases.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match=fragment):
+        load_aliases("shop", tmp_path)
+
+
+def test_shared_aliases_are_still_sized_once():
+    import yaml
+
+    from bench.yamlio import expanded_size
+
+    node = yaml.compose("a: &b [1, 2]\nc: *b\nd: [*b, *b]\n")
+    assert expanded_size(node) == 1 + 3 + 3 + 3 + (1 + 3 + 3)  # map, keys, a, c, d

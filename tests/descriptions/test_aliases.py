@@ -177,3 +177,19 @@ def test_run_blames_aliases_yaml_not_the_cases_for_a_rename_to_no_tool(shop: Pat
     assert "aliases.yaml:1: field 'get_inventory': 'get_inventory' is renamed to " \
            "'get_stok', which is not a tool" in said
     assert "cases.jsonl" not in said
+
+
+# -- aliases.yaml: a duplicate key, a circle ---------------------------------------------------
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("old: fine\nold: weird\n", "aliases.yaml:2: field 'old': 'old' is renamed twice"),
+    ("a: b\nb: a\n", "aliases.yaml:1: field 'a': 'a' -> 'b' -> 'a' renames in a circle"),
+])
+def test_aliases_a_duplicate_key_or_a_circle_is_refused(tmp_path, text, fragment):
+    from bench.descriptions.aliases import load_aliases
+
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "aliases.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(BenchError, match=fragment):
+        load_aliases("shop", tmp_path)

@@ -21,6 +21,7 @@ from bench.providers.function import register_function
 from bench.report.data import load_runs
 from bench.report.html import render_html
 from bench.runner import RunConfig, Runner
+from tests.importers.test_own_tools import bench, one_error_line
 
 SCHEMA = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
 
@@ -278,3 +279,33 @@ def test_the_oracle_answers_a_renamed_tool_by_its_new_name(shop: Path):
     rows = list(runner.store.load_rows())
     assert len(rows) == 4 and all(r.metrics.selection_correct for r in rows)
     assert {c.name for r in rows for c in r.parsed.calls} == {"get_stock", "find_product"}
+
+
+# -- bench check with a corrupt lock -----------------------------------------------------------
+
+
+def _tools_project(tmp_path: Path) -> Path:
+    (tmp_path / "tools.json").write_text(json.dumps([
+        {"type": "function", "function": {"name": "get_note", "description": "Read a note.",
+                                          "parameters": {"type": "object", "properties": {
+                                              "id": {"type": "string"}}}}}]), encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--tools", "tools.json")
+    assert result.returncode == 0, result.stderr
+    return tmp_path / "proj"
+
+
+@pytest.mark.parametrize("corrupt", ["{", "[]", '{"format": "bench-description-lock/1", '
+                                                 '"variants": []}'])
+def test_bench_check_update_replaces_the_corrupt_lock_its_error_points_to(tmp_path, corrupt):
+    root = _tools_project(tmp_path)
+    lock = root / "descriptions" / "proj" / "descriptions.lock.json"
+    lock.write_text(corrupt, encoding="utf-8")
+    line = one_error_line(bench(root, "check"), "descriptions.lock.json",
+                          "bench check --update --toolset proj")
+    assert "rewrite it with" in line
+    one_error_line(bench(root, "check", "--update", "-v", "current"), "descriptions.lock.json")
+    assert lock.read_text(encoding="utf-8") == corrupt  # merging into it is refused
+    updated = bench(root, "check", "--update")
+    assert updated.returncode == 0, updated.stderr
+    assert "was unreadable" in updated.stdout and "replaced" in updated.stdout
+    assert bench(root, "check").returncode == 0

@@ -9,6 +9,7 @@ import yaml
 
 from bench.descriptions.diff import diff_variants
 from bench.models import Tool
+from tests.importers.test_own_tools import bench, python_project
 
 
 def _tool(name="query_sales", description="Query sales.\nUse it for revenue questions.",
@@ -93,3 +94,28 @@ def test_tool_rename_addition_and_removal():
     diffs = {d.name: [c.kind for c in d.changes] for d in diff_variants(a, b)}
     assert diffs == {"sales_query": ["tool_renamed"], "new_tool": ["tool_added"],
                      "old_report": ["tool_removed"]}
+
+
+# -- control characters of a drafted description -----------------------------------------------
+
+
+def test_variants_diff_shows_a_drafted_descriptions_control_characters_escaped(tmp_path):
+    project = python_project(tmp_path)
+    (project / "drafter.py").write_text(
+        'def draft(messages, tools, trial):\n'
+        '    return {"tool_calls": [], "text": "Adds \\x1b[2J two \\u202e numbers."}\n')
+    drafted = bench(project, "variants", "draft", "--toolset", "proj", "--provider",
+                    "function:drafter:draft", "--lengths", "3")
+    # a draft with control characters is refused, the spec left as it was
+    assert drafted.returncode == 1 and "control characters" in drafted.stdout
+    assert "draft:" not in (project / "descriptions/proj/specs/add.yaml").read_text()
+    # the same text written into the spec by hand is shown escaped
+    spec = project / "descriptions/proj/specs/add.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("summary: Add two numbers.",
+                                 'summary: "Adds \\x1b[2J two \\u202e numbers."'),
+                    encoding="utf-8")
+    shown = bench(project, "variants", "diff", "current", "l3", "--toolset", "proj")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
+    assert "Adds \\x1b[2J two \\u202e numbers." in shown.stdout

@@ -23,6 +23,8 @@ from bench.providers.function import register_function
 from bench.report.data import load_runs
 from bench.report.html import render_html
 from bench.runner import RunConfig, Runner
+from tests.descriptions.test_lock import _tools_project
+from tests.importers.test_own_tools import bench, error_lines, one_error_line, python_project
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city.",
@@ -662,3 +664,41 @@ def test_lint_warns_on_drafted_lines_copied_from_the_prompt_and_on_a_longer_leng
         # l50 is not drafted: its template renders the spec's summary and parameters
         ("BL018", "l50", "get_weather", "3 lines, fewer than l10 (10)")]
     assert result.exit_code == 0  # warnings
+
+
+# -- a spec that is not YAML, or whose variants block is malformed: one error line -------------
+
+
+def test_variants_draft_and_accept_with_a_broken_spec_are_one_line(tmp_path):
+    root = _tools_project(tmp_path)
+    (root / "drafter.py").write_text(
+        "def draft(messages, tools, trial):\n"
+        "    return {'tool_calls': [], 'text': 'Read one note by its id.'}\n", encoding="utf-8")
+    spec = root / "descriptions" / "proj" / "specs" / "get_note.yaml"
+    spec.write_text("name: get_note\n  bad: [\n", encoding="utf-8")
+    drafted = bench(root, "variants", "draft", "-p", "function:drafter:draft", "--toolset",
+                    "proj", "--lengths", "3")
+    one_error_line(drafted, "get_note.yaml:2: invalid YAML")
+    one_error_line(bench(root, "variants", "accept", "--toolset", "proj"),
+                   "get_note.yaml:2: invalid YAML")
+    assert spec.read_text(encoding="utf-8") == "name: get_note\n  bad: [\n"  # kept
+
+
+@pytest.mark.parametrize("block, fragment", [
+    ("variants:\n  l3: just a string\n", "field 'variants.l3'"),
+    ("variants: [1, 2]\n", "field 'variants'"),
+])
+def test_variants_draft_on_a_spec_with_a_malformed_variants_block_is_one_line(
+        tmp_path, block, fragment):
+    project = python_project(tmp_path)
+    (project / "drafter.py").write_text(
+        'def draft(messages, tools, trial):\n'
+        '    return {"tool_calls": [], "text": "Adds two numbers."}\n')
+    spec = project / "descriptions" / "proj" / "specs" / "add.yaml"
+    text = spec.read_text(encoding="utf-8") + block
+    spec.write_text(text, encoding="utf-8")
+    result = bench(project, "variants", "draft", "--toolset", "proj", "--provider",
+                   "function:drafter:draft", "--lengths", "3")
+    line = error_lines(result)[0]
+    assert line.startswith(f"error: {spec}:") and fragment in line, line
+    assert spec.read_text(encoding="utf-8") == text  # nothing overwritten

@@ -4,7 +4,10 @@ sandboxed writes, permissions, and the configurable analytics sort_order."""
 from __future__ import annotations
 
 import hashlib
+import json
+import signal
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from bench.descriptions import load_variant
 from bench.descriptions.specs import load_specs
 from bench.executor.backends import ReferenceBackends, shopcache, shopdb
 from bench.executor.backends.shopcache import shop_db_path
-from bench.executor.backends.shopdb import generate
+from bench.executor.backends.shopdb import GENERATOR_VERSION, N_CUSTOMERS, generate
 from bench.executor.outcome import RunContext
 from bench.executor.pipeline import Executor
 from bench.models import Case, Tool, ToolCall
@@ -396,3 +399,124 @@ def test_a_label_declared_not_executable_is_never_run_and_its_answers_get_no_exe
     assert metrics["execution_match_skipped"] == "label_not_executable"
     assert metrics["execution_match"] is None
     assert metrics["execution_success"] is None
+
+
+# -- a damaged cached shop database ------------------------------------------------------------
+
+
+def _damage(path: Path, how: str) -> None:
+    whole = path.read_bytes()
+    damaged = {"empty": b"", "garbage": b"garbage\n", "cut": whole[:1_000_000],
+               "cut at a page": whole[:4096 * 100],
+               "overwritten head": b"\0" * 100 + whole[100:]}[how]
+    path.write_bytes(damaged)
+
+
+@pytest.mark.parametrize("how", ["empty", "garbage", "cut", "cut at a page",
+                                 "overwritten head"])
+def test_a_damaged_cached_shop_database_is_built_again(tmp_path, how):
+    path = shop_db_path(seed=11, folder=tmp_path)
+    good = path.read_bytes()
+    _damage(path, how)
+    assert shop_db_path(seed=11, folder=tmp_path) == path
+    assert path.read_bytes() == good  # generated again, deterministically
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM customers").fetchone()[0] == N_CUSTOMERS
+    assert not list(tmp_path.glob(".shop-*"))
+
+
+@pytest.mark.slow  # two `bench run` subprocesses
+def test_runs_on_a_damaged_cached_shop_database_score_as_on_a_whole_one(
+        run_bench, project, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(cache))
+    path = shop_db_path(folder=cache / "executor")
+    assert path.name == f"shop-g{GENERATOR_VERSION}-s20261129.sqlite"
+    # episodes: the load-time check read it (a traceback: "file is not a database")
+    path.write_bytes(b"garbage\n")
+    done = run_bench("run", "--dataset", "ecommerce-episodes", "--provider", "oracle",
+                     "--variants", "l3", "--limit", "2", "--run-id", "ep")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    # single answers: every execution failed on a shop without tables, silently
+    path.write_bytes(b"")
+    done = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "6",
+                     "--run-id", "single")
+    assert done.returncode == 0, done.stderr
+    results = project / "reports" / "runs" / "single" / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+    ran = [r["metrics"]["execution_success"] for r in rows
+           if r["metrics"]["execution_success"] is not None]
+    assert ran and all(ran)  # the oracle's calls run
+
+
+# -- the shop database generated ahead, stopped: a SIGTERM to bench's process group while the
+# child wrote it left its temporary file (~3.6 MB) in the cache folder, every time -------------
+
+
+def test_a_terminated_generation_ahead_leaves_no_temporary_file(tmp_path):
+    """``timeout`` or a cancelled CI job sends SIGTERM to the whole group: the child removes
+    its temporary file, and the parent generates the database itself."""
+    for attempt in range(20):  # until the signal lands while the file is being written
+        folder = tmp_path / str(attempt)
+        shopcache.generate_ahead(seed=17, folder=folder)
+        path = shopcache._db_file(17, folder)
+        child = shopcache._AHEAD[path]
+        while child.poll() is None and not list(folder.glob(".shop-*.tmp")):
+            time.sleep(0.001)
+        child.send_signal(signal.SIGTERM)
+        child.wait()
+        if path.exists():  # the child finished first: try again
+            shop_db_path(seed=17, folder=folder)
+            continue
+        assert not list(folder.glob(".shop-*")), list(folder.iterdir())
+        assert child.returncode == 128 + signal.SIGTERM  # it exited through its cleanup
+        made = shop_db_path(seed=17, folder=folder)  # generated here instead
+        assert [p.name for p in folder.iterdir()] == [made.name]
+        return
+    pytest.skip("the child always finished before the signal")
+
+
+# -- a project of its own tools got the 3.6 MB shop database written into its cache by every
+# first run, though nothing of it ever reads that database -------------------------------------
+
+
+def own_toolset_project(root: Path, episode: bool = False) -> Project:
+    """A project with one toolset of its own (``mine``), one case, one variant."""
+    (root / "descriptions" / "mine" / "variants").mkdir(parents=True)
+    (root / "descriptions" / "mine" / "variants" / "current.yaml").write_text(
+        "tools:\n- name: add\n  description: Add two numbers.\n"
+        "  input_schema: {type: object, properties: {a: {type: integer}}}\n",
+        encoding="utf-8")
+    case: dict[str, object] = {"id": "c1", "toolset": "mine", "lang": "en",
+                               "messages": [{"role": "user", "content": "add 1"}]}
+    if episode:
+        case.update(kind="episode", required_calls=[{"name": "add", "arguments": {}}],
+                    success={"answer_facts": [["1"]]})
+    else:
+        case["expected"] = {"calls": [{"name": "add", "arguments": {"a": [1]}}]}
+    (root / "datasets" / "mine").mkdir(parents=True)
+    (root / "datasets" / "mine" / "cases.jsonl").write_text(json.dumps(case) + "\n",
+                                                          encoding="utf-8")
+    return Project(root, root / "cache")
+
+
+def test_a_run_of_a_projects_own_tools_does_not_generate_the_shop_database(tmp_path):
+    project = own_toolset_project(tmp_path / "own")
+    RunSession(RunConfig(dataset="mine", variants=["current"], providers=["oracle"]),
+               run_id="own", command=[], project=project, will_run=True)
+    cached = project.cache_dir / "executor"
+    ahead = shopcache._db_file(shopdb.DEFAULT_SEED, cached)
+    started = shopcache._AHEAD.pop(ahead, None)
+    if started is not None:
+        started.wait()
+    assert started is None and not cached.exists()
+    # an episode's label checks read the shop database, whatever its toolset
+    project = own_toolset_project(tmp_path / "episode", episode=True)
+    RunSession(RunConfig(dataset="mine", variants=["current"], providers=["oracle"]),
+               run_id="ep", command=[], project=project, will_run=True)
+    ahead = shopcache._db_file(shopdb.DEFAULT_SEED, project.cache_dir / "executor")
+    started = shopcache._AHEAD.pop(ahead, None)  # still running when the checks were cached
+    if started is not None:
+        started.wait()
+    assert ahead.is_file()

@@ -15,6 +15,8 @@ from bench.executor.backends.mcp import McpBackend  # noqa: E402
 from bench.executor.outcome import RunContext  # noqa: E402
 from bench.executor.pipeline import Executor  # noqa: E402
 from bench.models import ToolCall  # noqa: E402
+from tests.importers.test_own_tools import (error_lines, python_project, run,  # noqa: E402
+                                            use_mcp_server)
 
 SERVER = Path(__file__).parents[1] / "mcp_exec_server.py"
 
@@ -608,3 +610,83 @@ def test_a_stop_while_the_mcp_server_starts_sends_it_nothing(tmp_path, signame, 
     server = int((root / "starting").read_text(encoding="utf-8"))
     state = Path(f"/proc/{server}/stat")  # stopped by bench, not left sleeping
     assert not state.exists() or state.read_text().split(")")[-1].split()[0] == "Z"
+
+
+# -- a declared server that does not start or exits says why and leaves no run folder ----------
+
+
+def test_an_mcp_command_that_does_not_exist_leaves_no_run_folder(tmp_path):
+    project = python_project(tmp_path)
+    use_mcp_server(project, [str(tmp_path / "no-such-server")])
+    result = run(project, "broken")
+    assert "failed to start" in error_lines(result)[0]
+    assert not (project / "reports" / "runs" / "broken").exists()
+
+
+def test_a_server_that_says_why_it_exits_keeps_its_log_and_says_how_to_go_on(tmp_path):
+    project = python_project(tmp_path)
+    use_mcp_server(project, [sys.executable, "-c",
+                             "import sys; print('no licence key', file=sys.stderr); sys.exit(3)"])
+    result = run(project, "broken")
+    line = error_lines(result)[0]
+    log = project / "reports" / "runs" / "broken" / "mcp-server-proj.log"
+    assert "no licence key" in line and str(log) in line
+    assert "bench run --resume broken" in line
+    assert log.read_text(encoding="utf-8").strip() == "no licence key"
+
+
+# -- what an MCP server prints does not reach bench's terminal ---------------------------------
+
+RAW_SERVER = r'''
+import json, sys, traceback
+TOOL = {"name": "add", "description": "Add two numbers.", "inputSchema": {"type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [TOOL]}
+    elif method == "tools/call":
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            traceback.print_exc()                    # on its stderr
+            traceback.print_exc(file=sys.stdout)     # on its stdout: not JSON-RPC
+            sys.stdout.flush()
+        args = msg["params"]["arguments"]
+        result = {"content": [{"type": "text", "text": str(args["a"] + args["b"])}],
+                  "isError": False}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+'''
+
+
+@pytest.mark.parametrize("how", ["declared", "--execute-mcp"])
+def test_a_servers_tracebacks_go_to_its_log_named_in_one_line(tmp_path, how):
+    project = python_project(tmp_path)
+    (project / "raw_server.py").write_text(RAW_SERVER, encoding="utf-8")
+    server = [sys.executable, str(project / "raw_server.py")]
+    if how == "declared":
+        use_mcp_server(project, server)
+        result = run(project, "tb")
+        log = project / "reports" / "runs" / "tb" / "mcp-server-proj.log"
+    else:
+        result = run(project, "tb", "--execute-mcp", " ".join(server), "--allow-writes")
+        log = project / "reports" / "runs" / "tb" / "mcp-server.log"
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert "ZeroDivisionError" not in result.stderr + result.stdout
+    said = [line for line in result.stderr.splitlines() if "MCP server output" in line]
+    assert said == [f"MCP server output (its stderr) in {log}"]
+    text = log.read_text(encoding="utf-8")
+    assert "ZeroDivisionError: division by zero" in text  # its stderr
+    assert "input_value='Traceback (most recent call last):'" in text  # its stray stdout
+    row = json.loads((project / "reports" / "runs" / "tb" / "results.jsonl").read_text())
+    assert row["metrics"]["execution_success"] is True

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -1701,3 +1702,199 @@ def test_the_guide_names_every_variant_it_leaves_out_and_why(tmp_path):
     assert "`l50` is left out: it renders the same text as `l30`, until the sections" in guide
     assert "`l3` is left out to keep this first run short: add it to `--variants` to " \
            "compare every length" in guide
+
+
+# -- Python tool functions that never return or call sys.exit() --------------------------------
+
+
+def _python_backend(tmp_path: Path, source: str):
+    from bench.executor.backends.python import PythonBackend
+    from bench.importers.python_module import import_python
+
+    (tmp_path / "hostile_tools.py").write_text(source, encoding="utf-8")
+    _, tools = import_python("hostile_tools.py", base=tmp_path)
+    return PythonBackend(tools)
+
+
+def _context(timeout_s: float):
+    from bench.executor.outcome import CallContext, RunContext
+
+    return CallContext(call_id="c0", tool="t", attempt=0, run=RunContext(),
+                       deadline=time.monotonic() + timeout_s)
+
+
+def test_a_function_that_never_returns_times_out_on_a_daemon_thread(tmp_path):
+    from bench.executor.outcome import ToolError
+
+    backend = _python_backend(tmp_path, (
+        "import threading\n\nSTOP = threading.Event()\n\n"
+        "def forever(x: int) -> int:\n    \"\"\"Never returns.\"\"\"\n"
+        "    STOP.wait()\n    return x\n"))
+    handler = backend.handlers()["forever"]
+    assert handler.cooperative  # the pipeline does not hand it to its (joined-at-exit) pool
+    with pytest.raises(ToolError) as caught:
+        handler.run({"x": 1}, _context(0.2))
+    assert caught.value.error_class == "timeout"
+    hung = [t for t in threading.enumerate() if t.name == "tool-forever"]
+    assert hung and all(t.daemon for t in hung)  # it cannot keep the interpreter alive
+    sys.modules["bench_tools_hostile_tools"].STOP.set()
+
+
+def test_a_function_calling_sys_exit_fails_its_call_not_bench(tmp_path):
+    from bench.executor.outcome import ToolError
+
+    backend = _python_backend(tmp_path, (
+        "import sys\n\ndef leave(x: int) -> int:\n    \"\"\"Exits.\"\"\"\n    sys.exit(3)\n"))
+    with pytest.raises(ToolError) as caught:
+        backend.call("leave", {"x": 1}, _context(5))
+    assert (caught.value.error_class, caught.value.code) == ("permanent", "tool_error")
+    assert "SystemExit" in str(caught.value)
+
+
+# -- hostile input of bench init --python and [tool.bench.toolsets.<name>]: one error line -----
+
+
+def one_error_line(result: subprocess.CompletedProcess, *fragments: str) -> str:
+    """Assert ``result`` failed with exit 2 and one ``error:`` line holding ``fragments``."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("source, fragment", [
+    ("import sys\nsys.exit(0)\n", "importing it failed: SystemExit: 0"),
+    ("raise SystemExit('bye')\n", "importing it failed: SystemExit: bye"),
+    ("__all__ = 5\n", "__all__ must be a list of names"),
+    ("__all__ = [1]\n", "__all__ must be a list of names"),
+    ("from pydantic import BaseModel, ConfigDict\n\nclass Thing:\n    pass\n\n"
+     "class M(BaseModel):\n    \"\"\"A model.\"\"\"\n"
+     "    model_config = ConfigDict(arbitrary_types_allowed=True)\n    t: Thing\n",
+     "model 'M': it has no JSON Schema"),
+])
+def test_a_hostile_python_module_is_one_line(tmp_path, source, fragment):
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    result = bench(tmp_path, "init", "proj", "--python", "mod.py")
+    one_error_line(result, fragment)
+    assert not (tmp_path / "proj").exists()
+
+
+def test_writes_naming_an_unknown_tool_is_refused_naming_the_field(tmp_path):
+    (tmp_path / "tools.py").write_text(
+        "def add_note(title: str) -> str:\n    \"\"\"Add a note.\"\"\"\n    return title\n",
+        encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--python", "tools.py", "--writes", "add_note")
+    assert made.returncode == 0, made.stderr
+    root = tmp_path / "proj"
+    (root / "datasets" / "proj" / "cases.jsonl").write_text(json.dumps({
+        "id": "c1", "toolset": "proj", "lang": "en",
+        "messages": [{"role": "user", "content": "note milk"}],
+        "expected": {"calls": [{"name": "add_note", "arguments": {"title": ["milk"]}}]}}) + "\n",
+        encoding="utf-8")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text(encoding="utf-8").replace(
+        'writes = ["add_note"]', 'writes = ["add_notes"]'), encoding="utf-8")
+    result = bench(root, "run", "--dataset", "proj", "--variants", "current", "--split", "all",
+                   "--provider", "oracle", "--run-id", "r1")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert ("pyproject.toml: field 'tool.bench.toolsets.proj.writes': writes names "
+            "'add_notes', not a tool of this toolset (tools: add_note)") in result.stderr
+
+
+# -- a project of one Python tool, fed hostile input (used by other folders' tests too) --------
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """Assert ``result`` failed with exit 2, no traceback; its ``error:`` lines."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors
+
+
+TOOLS_PY = ('def add(a: int, b: int) -> int:\n'
+            '    """Add two numbers. Use it when asked to add."""\n'
+            '    return a + b\n')
+
+ANSWER_PY = ('def answer(messages, tools, trial):\n'
+             '    return [{"name": "add", "arguments": {"a": 1, "b": 2}}]\n')
+
+CASE = {"id": "c1", "toolset": "proj", "lang": "en",
+        "messages": [{"role": "user", "content": "add 1 and 2"}],
+        "expected": {"calls": [{"name": "add", "arguments": {"a": [1], "b": [2]}}]}}
+
+
+def python_project(tmp_path: Path) -> Path:
+    """``bench init proj --python tools.py`` with one case and a scripted answer."""
+    (tmp_path / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    made = bench(tmp_path, "init", "proj", "--python", "tools.py", "--writes", "add")
+    assert made.returncode == 0, made.stderr
+    project = tmp_path / "proj"
+    (project / "datasets" / "proj" / "cases.jsonl").write_text(json.dumps(CASE) + "\n",
+                                                                encoding="utf-8")
+    (project / "ans.py").write_text(ANSWER_PY, encoding="utf-8")
+    return project
+
+
+def use_mcp_server(project: Path, server: list[str]) -> None:
+    """Make the project's toolset execute on the MCP server ``server`` (argv)."""
+    pyproject = project / "pyproject.toml"
+    lines = []
+    for line in pyproject.read_text(encoding="utf-8").splitlines():
+        if line.startswith("execute ="):
+            line = 'execute = "mcp"'
+        elif line.startswith("module ="):
+            line = f"server = {json.dumps(server)}"
+        lines.append(line)
+    pyproject.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def run(project: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess:
+    """``bench run`` of :func:`python_project`'s dataset with its scripted answer."""
+    return bench(project, "run", "--dataset", "proj", "--variants", "current",
+                 "--provider", "function:ans:answer", "--run-id", run_id, *extra)
+
+
+def test_a_tools_module_with_a_syntax_error_leaves_no_run_folder(tmp_path):
+    project = python_project(tmp_path)
+    (tmp_path / "tools.py").write_text(TOOLS_PY + "x = (\n", encoding="utf-8")
+    result = run(project, "broken")
+    assert "SyntaxError" in error_lines(result)[0]
+    assert not (project / "reports" / "runs" / "broken").exists()
+
+
+@pytest.mark.parametrize("source, fragment", [
+    ("import typing\n\ndef f(x: typing.Callable[[int], int]) -> int:\n    \"\"\"F.\"\"\"\n"
+     "    return 1\n", ":3: function 'f': its type hints have no JSON Schema"),
+    ("def f(*args) -> int:\n    \"\"\"F.\"\"\"\n    return 1\n",
+     ":1: function 'f': parameter 'args' is *args"),
+])
+def test_a_python_tool_without_a_schema_names_its_file_and_line(tmp_path, source, fragment):
+    folder = tmp_path / "my tools"
+    folder.mkdir()
+    (folder / "mod é.py").write_text(source, encoding="utf-8")
+    line = error_lines(bench(tmp_path, "init", "proj", "--python", "my tools/mod é.py"))[0]
+    assert line.startswith(f"error: {folder / 'mod é.py'}{fragment}"), line
+    assert not (tmp_path / "proj").exists()
+
+
+@pytest.mark.parametrize("old, new, fragment", [
+    ("timeout_s = 10.0", "timeout_s = -1", "field 'tool.bench.toolsets.proj.timeout_s'"),
+    ("writes = [\"add\"]", "writes = \"add\"", "field 'tool.bench.toolsets.proj.writes'"),
+    ("module = ", "module = \"no_such_module_here\"\n# ",
+     "field 'tool.bench.toolsets.proj.module': cannot import module"),
+])
+def test_invalid_toolset_settings_leave_no_run_folder(tmp_path, old, new, fragment):
+    project = python_project(tmp_path)
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    assert old in text
+    pyproject.write_text(text.replace(old, new, 1), encoding="utf-8")
+    line = error_lines(run(project, "broken"))[0]
+    assert line.startswith(f"error: {pyproject}: ") and fragment in line, line
+    assert not (project / "reports" / "runs" / "broken").exists()

@@ -11,6 +11,7 @@ import pytest
 
 import bench.optimize as bo
 from bench.errors import BenchError
+from tests.importers.test_own_tools import CASE, bench, error_lines, python_project
 
 REPO = Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location("optimize_example",
@@ -100,3 +101,33 @@ def test_proposals_edit_descriptions_and_parameters():
     with pytest.raises(Rejected, match="does not change") as raised:
         apply_proposal([tool], Proposal(tool="t", description="Track."))
     assert raised.value.kind == "no-op"
+
+
+# -- bench optimize run with a bad provider leaves no optimization folder ----------------------
+
+
+def split_project(tmp_path: Path) -> Path:
+    """:func:`python_project` with four cases, two ``dev`` and two ``test``."""
+    project = python_project(tmp_path)
+    cases = [{**CASE, "id": f"c{i}", "split": "dev" if i % 2 else "test",
+              "messages": [{"role": "user", "content": f"add 1 and 2, request {i}"}]}
+             for i in range(4)]
+    (project / "datasets" / "proj" / "cases.jsonl").write_text(
+        "".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    return project
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--target", "nosuch:model", "target: unknown provider 'nosuch:model'"),
+    ("--proposer", "nosuch", "proposer: unknown provider 'nosuch'"),
+    ("--also-provider", "bad id", "also_provider: unknown provider 'bad id'"),
+    ("--target", "function:no_such_module:answer", "cannot import 'no_such_module'"),
+])
+def test_optimize_with_a_bad_provider_leaves_no_folder(tmp_path, option, value, fragment):
+    project = split_project(tmp_path)
+    providers = {"--target": "function:ans:answer", "--proposer": "function:ans:answer",
+                 option: value}
+    result = bench(project, "optimize", "run", "proj", "--variant", "current",
+                   *[arg for pair in providers.items() for arg in pair])
+    assert fragment in error_lines(result)[0]
+    assert not (project / "reports" / "optimize").exists()

@@ -177,3 +177,14 @@ def test_the_command_line(shop):
                     "--proposer", "y")
     assert bad.returncode == 2 and "unknown variant 'nope'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+# -- a result.json without a field -------------------------------------------------------------
+
+
+def test_a_result_json_missing_a_field_names_it(tmp_path):
+    from bench.optimize.output import load_result
+
+    (tmp_path / "result.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(BenchError, match="field 'opt_id': not an optimization result"):
+        load_result(tmp_path)

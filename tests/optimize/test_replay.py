@@ -48,3 +48,23 @@ def test_a_stopped_search_resumes_with_more_rounds(shop):
     with pytest.raises(BenchError, match="exists with other settings \\(min_gain\\)"):
         bo.optimize("shop", "start", TARGET, "function:opt-good", project=shop,
                     opt_id="c", min_gain=0.2)
+
+
+# -- a corrupt stored config -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, fragment", [('{"x":', "config.json:1: the optimization's "
+                                                      "config is not valid JSON"),
+                                            ("[1]", "must be a JSON object")])
+def test_a_corrupt_optimization_config_is_one_error_not_a_traceback(tmp_path, text, fragment):
+    from bench.optimize.config import OptimizeConfig
+    from bench.optimize.workspace import Workspace
+    from bench.project import Project
+
+    workspace = Workspace(Project(tmp_path), "o1", "shop")
+    workspace.root.mkdir(parents=True)
+    (workspace.root / "config.json").write_text(text, encoding="utf-8")
+    config = OptimizeConfig(dataset="shop", variant="l3", target="oracle", proposer="oracle")
+    with pytest.raises(BenchError, match=fragment):
+        workspace.prepare(config)
+    assert (workspace.root / "config.json").read_text(encoding="utf-8") == text  # kept

@@ -4,11 +4,13 @@ server through the real openai SDK and against in-process providers."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter
 
 import pytest
 
+import bench
 from bench.errors import BenchError
 from bench.providers import make_provider
 from bench.providers.base import Provider, ProviderResponse
@@ -16,6 +18,7 @@ from bench.providers.cache import ResponseCache
 from bench.providers.errors import ProviderError
 from bench.providers.pipeline import Exchange, Layer, ModelRequest, Outcome, build_pipeline
 from bench.runner import RunConfig, Runner
+from tests.api.test_evaluate import _manifest
 from tests.fakeserver import FakeServer, Reply, chat_body, error_body
 from tests.stored import row_dicts
 
@@ -189,3 +192,54 @@ def test_a_per_request_tool_choice_a_provider_cannot_send_is_the_rows_invalid_an
     assert len(rows) == 2
     assert all(r["parsed"]["error_code"] == "provider_error"
                and "takes no per-request tool_choice" in r["parsed"]["error"] for r in rows)
+
+
+# -- user layers that break the pipeline's contract --------------------------------------------
+
+
+def _cancelling(provider_id: str, inner: Layer) -> Layer:
+    async def layer(exchange: Exchange) -> Outcome:
+        raise asyncio.CancelledError()  # e.g. a layer whose own task or timeout misfires
+    return layer
+
+
+def test_a_layer_cancelling_its_request_does_not_make_a_complete_run(proj):
+    try:
+        result = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="c",
+                                limit=3, layers=[_cancelling])
+    except BenchError:
+        result = None
+    manifest = _manifest(proj, "c")
+    assert manifest["status"] != "complete" or manifest["rows_done"] == 3
+    assert result is None or len(result.rows) == 3
+
+
+def _returns_none(provider_id: str, inner: Layer) -> Layer:
+    async def layer(exchange: Exchange) -> Outcome:
+        await inner(exchange)
+        return None  # type: ignore[return-value]  # forgot the return value
+    return layer
+
+
+def test_a_layer_returning_none_is_a_one_line_error_naming_the_layer(proj):
+    with pytest.raises(BenchError, match="_returns_none|layer"):
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="n", limit=2,
+                       layers=[_returns_none])
+
+
+def _bogus_outcome(provider_id: str, inner: Layer) -> Layer:
+    async def layer(exchange: Exchange) -> Outcome:
+        outcome = await inner(exchange)
+        return Outcome(outcome.response, -3, "bogus")  # type: ignore[arg-type]
+    return layer
+
+
+def test_a_layer_outcome_out_of_contract_is_not_written_into_rows(proj):
+    try:
+        result = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="o",
+                                limit=1, layers=[_bogus_outcome])
+    except BenchError:
+        return
+    row = result.rows[0]
+    assert row.attempts is None or row.attempts >= 0
+    assert row.cache in (None, "hit", "miss")

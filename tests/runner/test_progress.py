@@ -7,8 +7,10 @@ import re
 
 from rich.console import Console
 
+from bench.datasets import load_dataset
+from bench.descriptions import load_variant
 from bench.progress import RunProgress, format_duration, format_rate
-from bench.runner import RunConfig, Runner
+from bench.runner import PlanItem, RunConfig, Runner
 from tests.report_runs import expected_answer, make_run
 
 LINE = re.compile(r"^progress: (\d+)/(\d+) rows? \((\d+\.\d)%\), (- rows/s|[\d.]+ rows/s), "
@@ -131,3 +133,26 @@ def test_bench_run_in_a_log_prints_progress_lines(run_bench, project):
     assert any("variant l3, provider replay:rec" in line for line in lines)
     assert any("variant l10, provider replay:rec" in line for line in lines)
     assert lines[-1].startswith("progress: 8/8 rows (100.0%)")
+
+
+# -- a skipped provider: the last row sent prints its line -------------------------------------
+
+
+def test_the_last_row_sent_prints_its_progress_line_when_a_provider_was_skipped(project):
+    """8 rows planned, 4 of them a skipped provider's: the 4th row is this session's last and
+    prints its line (the plain log ended at the line before)."""
+    cases = list(load_dataset("ecommerce").cases)
+    l3 = load_variant("ecommerce", "l3")
+    sent = [PlanItem(cases[i], l3, "p", 0) for i in range(4)]
+    out = io.StringIO()
+    times = iter([0.0, 1.0, 2.0, 3.0, 4.0])
+    progress = RunProgress(Console(file=out, width=300), clock=lambda: next(times),
+                           interval_s=3600)
+    progress.set_plan(sent)
+    progress(0, 8, None)
+    for done, item in enumerate(sent, start=1):
+        progress(done, 8, item)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("progress: 1/8 rows")
+    assert lines[-1].startswith("progress: 4/8 rows (50.0%)") and "ETA 0s" in lines[-1]
+    assert len(lines) == 2

@@ -6,8 +6,11 @@ import json
 
 import pytest
 
+import bench
+from bench.errors import BenchError
 from bench.runner import identity_mismatch
 from conftest import requires_local_model
+from tests.api.test_evaluate import _manifest
 
 SMOLLM2 = {"provider": "local", "model": "smollm2-135m-instruct-q4_1",
            "model_sha256": "5" * 64, "model_preset": "smollm2-135m"}
@@ -68,3 +71,38 @@ def test_resuming_a_run_that_another_model_started_is_refused(run_bench, project
     resumed = run_bench("run", "--resume", "mixed")
     assert resumed.returncode == 0, resumed.stderr
     assert len(results.read_text().splitlines()) == 2
+
+
+# -- resumes of hand-edited manifests ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("hits", ["lots", None])
+def test_resume_of_a_manifest_with_bad_cache_counters_never_leaves_it_running(proj, hits):
+    bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="h", limit=3,
+                   cache="readwrite")
+    run = proj / "reports" / "runs" / "h"
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["cache"]["hits"] = hits
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    lines = (run / "results.jsonl").read_text().splitlines(keepends=True)
+    (run / "results.jsonl").write_text("".join(lines[:-1]))  # one row left to do
+    try:
+        bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="h", limit=3,
+                       cache="readwrite")
+    except BenchError:
+        pass
+    assert _manifest(proj, "h")["status"] != "running"
+
+
+def test_resume_of_a_manifest_naming_another_run_is_refused_or_read(proj):
+    bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="x", limit=3)
+    run = proj / "reports" / "runs" / "x"
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["run_id"] = "other"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    try:
+        result = bench.evaluate("ecommerce", ["l3"], ["oracle"], project=proj, run_id="x",
+                                limit=3)
+    except BenchError:
+        return
+    assert len(result.rows) == 3, result.warnings

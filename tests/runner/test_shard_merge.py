@@ -18,6 +18,7 @@ import pytest
 from bench.errors import BenchError
 from bench.shard import parse_shard, shard_plan
 from tests.fakeserver import FakeServer, Reply, chat_body
+from tests.toolspace.test_toolspace import add_toolset, one_line_error
 
 
 def pick_a_tool(request):
@@ -412,3 +413,22 @@ def test_merge_sums_the_shards_response_cache_statistics(project, server, run_be
     merged = manifest_of(project, "cached")["cache"]
     assert {k: merged[k] for k in ("hits", "misses", "writes")} == \
         {k: first[k] + second[k] for k in ("hits", "misses", "writes")}
+
+
+# -- shards whose catalogs were drawn from other toolsets --------------------------------------
+
+
+@pytest.mark.slow
+def test_a_merge_refuses_shards_whose_catalogs_were_drawn_from_other_toolsets(run_bench,
+                                                                             project):
+    args = ("run", "--provider", "oracle", "--variants", "l3", "--limit", "4", "--no-execute",
+            "--tools", "20")
+    first = run_bench(*args, "--shard", "1/2", "--run-id", "s1")
+    assert first.returncode == 0, first.stderr
+    add_toolset(project, "late")  # the second machine has another toolset
+    second = run_bench(*args, "--shard", "2/2", "--run-id", "s2")
+    assert second.returncode == 0, second.stderr
+    merged = run_bench("merge", "s1", "s2", "--run-id", "m")
+    line = one_line_error(merged, "toolspace.catalogs (ecommerce/l3 at 20 tools)")
+    assert "s2" in line
+    assert not (project / "reports" / "runs" / "m").exists()

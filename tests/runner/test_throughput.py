@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import bench
 from bench.errors import BenchError
 from bench.models import Message, Tool
 from bench.providers.cache import ResponseCache, request_key
@@ -673,3 +674,24 @@ def test_out_of_range_run_options_are_usage_errors_not_tracebacks(project, optio
                             cwd=project, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert option[0] in result.stderr and "less than or equal" in result.stderr
+
+
+# -- the USD budget at concurrency 1 -----------------------------------------------------------
+
+
+def test_max_usd_is_passed_by_at_most_one_request_at_concurrency_1(proj, tmp_path):
+    pricing = tmp_path / "pricing.yaml"
+    pricing.write_text("models:\n  openai-compat:\n    m: {input: 10.0, output: 50.0}\n")
+
+    def answer(request):  # 100 prompt + 20 completion tokens: 0.002 USD each
+        return Reply(body=chat_body(text="ok"))
+
+    with FakeServer(handler=answer) as server:
+        result = bench.evaluate("ecommerce", ["l3"], [f"openai-compat:m@{server.url}/v1"],
+                                project=proj, run_id="b", limit=10, concurrency=1,
+                                max_usd=0.005, pricing=str(pricing))
+    assert result.status == "budget_exhausted"
+    # Ledger.decision: with nothing in flight one more request goes while the limit is not
+    # reached, so the run stops after the first request at or over it (3 x 0.002 USD)
+    assert result.manifest.spent.billed_usd <= 0.005 + 0.002
+    assert len(result.rows) == 3

@@ -172,3 +172,28 @@ def test_show_per_tool_fits_the_terminal_without_cutting_a_figure(project, width
         assert interval in text
     for word in ("selection", "arguments", "precision", "recall", "forbidden:"):
         assert word in text
+
+
+# -- bench show --per-tool: a called name with control characters ------------------------------
+
+
+def test_per_tool_tables_escape_control_characters_of_a_called_name():
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    from bench.report.pertool import per_tool_rich_tables
+
+    evil = "\x1b]0;pwned\x07[/x]evil"
+    frame = pd.DataFrame({"case_id": ["c1", "c2"], "provider": "p", "variant": "l10",
+                          "expected_tools": [("a",), ("a",)],
+                          "predicted_tools": [(evil,), ("a",)],
+                          "expected_kind": ["calls", "calls"]})
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=300, force_terminal=False)
+    for table in per_tool_rich_tables(frame, ["l10"], {}, set()):
+        console.print(table)
+    text = buffer.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned\\x07[/x]evil" in text  # shown, escaped, not read as markup

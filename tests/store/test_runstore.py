@@ -484,3 +484,21 @@ def test_show_of_a_shard_leaves_out_rows_of_other_shards_and_cases_and_differing
     assert f"warning: {results}: lines 1, 5 hold row '{mine[0]['key']}' with different " \
            "content; the first (line 1) is counted" in warnings
     assert "status: complete, rows 2/2" in shown.stdout
+
+
+# -- a run folder that bench did not leave empty -----------------------------------------------
+
+
+def test_a_run_folder_with_a_row_or_another_file_is_never_discarded(tmp_path):
+    from bench.store import RunStore
+
+    store = RunStore(tmp_path, "r")
+    store.make_dir()
+    store.manifest_path.write_text("{}", encoding="utf-8")
+    store.results_path.write_text('{"key": "x"}\n', encoding="utf-8")
+    assert not store.discard_if_empty() and store.results_path.is_file()
+    store.results_path.write_text("", encoding="utf-8")
+    (store.dir / "batches.json").write_text("{}", encoding="utf-8")
+    assert not store.discard_if_empty() and store.dir.is_dir()
+    (store.dir / "batches.json").unlink()
+    assert store.discard_if_empty() and not store.dir.exists()

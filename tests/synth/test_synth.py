@@ -24,6 +24,7 @@ from bench.synth.prompts import BUILTIN
 from bench.synth.review import (Decisions, apply_decisions, load_decisions, read_counts,
                                 render_html, template)
 from conftest import requires_local_model
+from tests.importers.test_own_tools import bench, error_lines, python_project
 
 SCRIPT = Path(__file__).parents[1] / "data" / "synth" / "synth_script.py"
 
@@ -431,3 +432,73 @@ def test_apply_stores_a_token_shaped_reviewer_and_note_redacted(project, scripte
     (after,) = load_dataset(str(path)).cases
     assert after.provenance is not None and after.provenance.review is not None
     assert after.provenance.review.reviewer == "***"
+
+
+# -- bench review and bench synth, fed hostile input -------------------------------------------
+
+SYNTH_ROW = {"id": "synth-proj-0001", "toolset": "proj", "lang": "en", "split": "dev",
+             "messages": [{"role": "user", "content": "add 5 and 7 \u202e\x1b[31m please"}],
+             "expected": {"calls": [{"name": "add", "arguments": {"a": [5], "b": [7]}}]},
+             "tags": ["synth", "simple"],
+             "provenance": {"generator": "function:gen:generator", "template": "single.j2",
+                            "template_sha256": "0" * 64, "prompt_sha256": "0" * 64,
+                            "seed": 1234, "run_id": "synth-gen-x",
+                            "verdicts": {"format": "pass", "unsolvable": "pass"}}}
+
+
+def synth_project(tmp_path: Path) -> tuple[Path, Path]:
+    """:func:`python_project` with a generated dataset ``proj-synth`` of one unreviewed case;
+    returns the project and the dataset file."""
+    project = python_project(tmp_path)
+    folder = project / "datasets" / "proj-synth"
+    folder.mkdir()
+    (folder / "cases.jsonl").write_text(json.dumps(SYNTH_ROW) + "\n", encoding="utf-8")
+    return project, folder / "cases.jsonl"
+
+
+def test_review_shows_a_generated_query_with_its_control_characters_escaped(tmp_path):
+    project, _ = synth_project(tmp_path)
+    shown = bench(project, "review", "proj-synth", "--decisions-out", "d.json")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
+    assert "add 5 and 7 \\u202e\\x1b[31m please" in shown.stdout
+
+
+@pytest.mark.parametrize("decision, fragment", [
+    ({"decision": "fix", "query": "  "}, "field 'decisions.0.query': the corrected query is "
+                                         "empty"),
+    ({"decision": "fix", "expected": {"calls": [{"name": "nosuch", "arguments": {}}]}},
+     "field 'decisions.0.expected.calls.0.name'"),
+    ({"id": "nope", "decision": "accept"}, "field 'decisions.0.id'"),
+])
+def test_review_apply_names_the_decisions_file_and_entry_and_writes_nothing(
+        tmp_path, decision, fragment):
+    project, cases = synth_project(tmp_path)
+    before = cases.read_bytes()
+    (project / "my decisions.json").write_text(json.dumps(
+        {"dataset": str(cases), "decisions": [{"id": SYNTH_ROW["id"], **decision}]}))
+    result = bench(project, "review", "proj-synth", "--apply", "my decisions.json")
+    line = error_lines(result)[0]
+    assert line.startswith("error: my decisions.json: ") and fragment in line, line
+    assert cases.read_bytes() == before
+
+
+@pytest.mark.parametrize("generator, solver, fragment", [
+    ("nosuch", "function:gen:solver", "--generator: unknown provider 'nosuch'"),
+    ("function:gen:generator", "nosuch:x", "--solver: unknown provider 'nosuch:x'"),
+    ("function:gen:boom", "function:gen:solver", "RuntimeError: generator exploded"),
+    ("function:no_such_module:x", "function:gen:solver", "cannot import 'no_such_module'"),
+])
+def test_synth_with_a_bad_generator_or_solver_leaves_no_folder(tmp_path, generator, solver,
+                                                               fragment):
+    project = python_project(tmp_path)
+    (project / "gen.py").write_text(
+        'def boom(messages, tools, trial):\n    raise RuntimeError("generator exploded")\n'
+        'def generator(messages, tools, trial):\n    return []\n'
+        'def solver(messages, tools, trial):\n    return []\n')
+    result = bench(project, "synth", "--toolset", "proj", "--generator", generator,
+                   "--solver", solver, "--solver-trials", "2", "--kinds", "single",
+                   "--count", "1", "--dataset", "mine")
+    assert fragment in error_lines(result)[0]
+    assert not (project / "reports" / "synth").exists()
+    assert not (project / "datasets" / "mine").exists()

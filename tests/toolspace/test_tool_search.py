@@ -36,8 +36,9 @@ from bench.report.toolspace import toolspace_table
 from bench.results import Row
 from bench.runner import RunConfig, Runner
 from bench.toolspace.space import ToolSpace, space_grid
-from tests.fakeserver import (FakeServer, anthropic_tool_search_body, tool_search_handler)
+from tests.fakeserver import FakeServer, anthropic_tool_search_body, tool_search_handler
 from tests.stored import row_dicts
+from tests.toolspace.test_toolspace import one_line_error
 
 SEARCH_NAMES = {"tool_search_tool_regex", "tool_search_tool_bm25"}
 
@@ -402,3 +403,18 @@ def test_search_inputs_are_redacted_like_the_answer(project, tmp_path):
         (answer,) = db.execute("SELECT response FROM responses").fetchone()
     searches = json.loads(answer)["tool_search"]["searches"]
     assert "Find my orders" in searches[0]["input"]["query"] and key not in answer
+
+
+# -- the native retriever's option refusals ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_native_retriever_refusals_name_the_option_once(run_bench, monkeypatch):
+    """``error: field 'always_loaded': --always-loaded: ...`` named the setting twice."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")  # refused before any request
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")
+    line = one_line_error(run_bench("run", "--provider", "anthropic:fake", "--variants", "l3",
+                                    "--limit", "1", "--no-execute", "--retriever", "native",
+                                    "--always-loaded", "nonexistent"),
+                          "--always-loaded: 'nonexistent' is not a tool of ecommerce/l3")
+    assert line.startswith("error: --always-loaded: ")

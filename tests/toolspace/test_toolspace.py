@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +29,9 @@ from bench.toolspace.retrieval import (
     tool_document,
 )
 from bench.toolspace.signal import retrieval_signal
-from bench.toolspace.space import ToolSpace, space_grid
+from bench.toolspace.space import MAX_TOOLS, ToolSpace, space_grid
+from conftest import requires_local_model
+from tests.scoring.test_assignment import python
 
 # --- conditions ------------------------------------------------------------------------------
 
@@ -396,3 +400,262 @@ def test_the_report_draws_tool_count_curves_and_the_error_split(bfcl_tools):
     assert int(table[table["variant"] == "l3~fault=timeout"]["n"].sum()) == len(other)
     plain = table[table["variant"] == "l3"]
     assert list(dict.fromkeys(plain["retriever"])) == ["bm25 k=3", "bm25 k=10", "none"]
+
+
+# -- bad, odd and hostile many-tools options: one error line -----------------------------------
+
+
+def one_line_error(result, *fragments: str) -> str:
+    """The one ``error:`` line of a refused command (exit 2, no traceback)."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def rows(project: Path, run_id: str) -> list[dict]:
+    """The stored rows of run ``run_id``, as JSON objects."""
+    path = project / "reports" / "runs" / run_id / "results.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def add_toolset(project: Path, name: str, tool: str = "zz_extra_tool") -> None:
+    """A hand-written toolset under descriptions/ (a distractor source of every run)."""
+    folder = project / "descriptions" / name / "variants"
+    folder.mkdir(parents=True)
+    (folder / "current.yaml").write_text(
+        f"tools:\n- name: {tool}\n  description: Search orders and refunds.\n"
+        "  input_schema: {type: object, properties: {q: {type: string}}}\n", encoding="utf-8")
+
+
+def test_a_top_k_past_the_largest_catalog_is_refused_by_the_config_too():
+    """``--top-k 99999999999999999999999`` used to run, naming a condition ``top_k=9999...``."""
+    with pytest.raises(ValueError, match=f"top_k must be between 1 and {MAX_TOOLS}"):
+        ToolSpace(None, "bm25", MAX_TOOLS + 1)
+    with pytest.raises(ValueError, match="top_k must be between"):
+        RunConfig(retrievers=["bm25"], top_k=[10 ** 30])
+
+
+@pytest.mark.slow
+def test_config_refusals_carry_no_pydantic_prefix(run_bench):
+    """``error: Value error, retriever must be one of ...`` (pydantic's prefix leaked)."""
+    line = one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3",
+                                    "--no-execute", "--retriever", "BM25"),
+                          "retriever must be one of none, bm25", "got 'BM25'")
+    assert "Value error" not in line
+    line = one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3",
+                                    "--no-execute", "--top-k", "3"), "--top-k needs a retriever")
+    assert "Value error" not in line
+
+
+def test_distractors_without_a_tool_count_are_refused():
+    with pytest.raises(ValueError, match="--distractors goes with --tools"):
+        RunConfig(distractors=["analytics"])
+    assert RunConfig(distractors=["analytics"], tools=[20]).distractors == ["analytics"]
+
+
+@pytest.mark.slow
+def test_distractors_without_a_tool_count_are_one_line(run_bench):
+    one_line_error(run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                             "--no-execute", "--distractors", "analytics"),
+                   "--distractors goes with --tools")
+
+
+@pytest.mark.slow
+def test_a_top_k_at_least_the_catalog_is_noted(run_bench):
+    done = run_bench("run", "--provider", "oracle", "--variants", "l3", "--limit", "1",
+                     "--no-execute", "--retriever", "bm25", "--top-k", "5,13", "--run-id", "k")
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: --top-k")]
+    assert notes == ["note: --top-k 13 is at least the 13 tools of catalog ecommerce/l3: bm25 "
+                     "sends every tool (ranked), nothing is left out"]
+
+
+def test_naming_the_cases_own_toolset_as_distractors_says_why_nothing_was_drawn(project):
+    from bench.descriptions import load_variant
+    from bench.toolspace.distractors import expand_variant
+
+    with pytest.raises(BenchError, match="--distractors ecommerce: a toolset is never its own "
+                                         "distractor"):
+        expand_variant(load_variant("ecommerce", "l3"), 20, seed=1, sources=["ecommerce"])
+
+
+def test_a_folder_that_cannot_be_a_toolset_is_not_a_distractor_source(project):
+    """A backup copy ``descriptions/ecommerce.bak`` (or a hidden folder) stopped every
+    ``--tools`` run: ``invalid toolset name 'ecommerce.bak'``, a name the user never gave."""
+    import shutil
+
+    from bench.toolspace.distractors import source_toolsets
+
+    for name in ("ecommerce.bak", ".hidden"):
+        shutil.copytree(project / "descriptions" / "analytics", project / "descriptions" / name)
+    assert source_toolsets("ecommerce") == ["analytics", "logistics"]
+
+
+# -- BM25 tokens: a Latin word, a number or a plane-2 ideograph glued the Chinese after it -----
+
+
+def test_latin_words_and_numbers_written_against_chinese_are_tokens_of_their_own():
+    assert tokenize("查询SKU订单状态") == ["查询", "sku", "订单", "单状", "状态"]
+    assert tokenize("2026年的订单") == ["2026", "年的", "的订", "订单"]  # was '2026年的订单'
+    assert tokenize("帮我查iPhone15的订单") == ["帮我", "我查", "i", "phone15", "的订", "订单"]
+
+
+def test_a_cjk_extension_b_ideograph_is_bigrammed_like_the_others():
+    # U+20BB7 (CJK Extension B): it used to make '𠮷野家的订单' one token, losing '订单'
+    assert tokenize("帮我查𠮷野家的订单") == ["帮我", "我查", "查𠮷", "𠮷野", "野家", "家的",
+                                          "的订", "订单"]
+    assert tokenize("𠀀") == ["𠀀"]
+
+
+def test_bm25_finds_the_order_tool_for_a_query_with_a_number_against_chinese():
+    tools = [Tool(name="get_weather", description="查询天气", input_schema={}),
+             Tool(name="search_orders", description="查询订单", input_schema={})]
+    ranking = Bm25Retriever().rank(tools, ["查2026年的订单"])[0]
+    assert tools[ranking[0]].name == "search_orders"
+
+
+# -- a resume after the distractor toolsets changed --------------------------------------------
+
+STOPPER = '''
+import os
+from pathlib import Path
+
+COUNT = Path(os.environ["STOP_COUNT"])
+
+
+def answer(messages, tools, trial):
+    done = int(COUNT.read_text()) if COUNT.exists() else 0
+    COUNT.write_text(str(done + 1))
+    if done == 3 and not os.environ.get("STOP_NEVER"):
+        raise KeyboardInterrupt
+    return [{"name": tools[0].name, "arguments": {}}]
+'''
+
+
+@pytest.mark.slow
+def test_a_resume_refuses_a_catalog_whose_distractor_toolsets_changed(run_bench, project,
+                                                                      tmp_path, monkeypatch):
+    """A toolset imported between the interrupt and the resume used to change the 20-tool
+    catalog silently: the rows after the resume were drawn from another pool under the same
+    condition name."""
+    (project / "stopper.py").write_text(STOPPER, encoding="utf-8")
+    monkeypatch.setenv("STOP_COUNT", str(tmp_path / "count"))
+    args = ("--provider", "function:stopper:answer", "--variants", "l3", "--limit", "4",
+            "--no-execute", "--tools", "20", "--retriever", "none,bm25", "--top-k", "3",
+            "--concurrency", "1")
+    stopped = run_bench("run", *args, "--run-id", "r")
+    assert stopped.returncode == 130, stopped.stderr
+    kept = rows(project, "r")
+    assert 0 < len(kept) < 8
+    add_toolset(project, "late")
+    refused = run_bench("run", "--resume", "r")
+    one_line_error(refused, "cannot resume 'r': the catalog ecommerce/l3 at 20 tools changed "
+                            "since the run started")
+    assert rows(project, "r") == kept  # nothing written
+    shown = run_bench("show", "r")  # the plan's keys do not depend on the distractors
+    assert shown.returncode == 0 and "rows not checked" not in shown.stderr, shown.stderr
+    (project / "descriptions" / "late" / "variants" / "current.yaml").unlink()
+    (project / "descriptions" / "late" / "variants").rmdir()
+    (project / "descriptions" / "late").rmdir()
+    monkeypatch.setenv("STOP_NEVER", "1")
+    finished = run_bench("run", "--resume", "r")
+    assert finished.returncode == 0, finished.stderr
+    after = rows(project, "r")
+    assert after[:len(kept)] == kept  # nothing computed is lost
+    assert len(after) == 8 and len({r["key"] for r in after}) == 8  # no row twice
+
+
+# -- the embedding retriever's vector cache and model, damaged or given an empty query ---------
+
+
+@pytest.mark.parametrize("content", [b"garbage\n", b"SQLite format 3\x00" + b"\xff" * 200])
+def test_a_damaged_embedding_cache_is_one_error_naming_it(tmp_path, content):
+    """``sqlite3.DatabaseError: file is not a database`` came out as a traceback (a run with
+    ``--retriever embedding``, or its retrieval signal)."""
+    from bench.toolspace.embedding import VectorCache
+
+    path = tmp_path / "embeddings.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(BenchError, match="not a usable embedding cache") as caught:
+        VectorCache(path, "model-sha")
+    assert str(path) in str(caught.value)
+
+
+def test_a_stored_vector_of_broken_bytes_is_embedded_again(tmp_path):
+    import sqlite3
+
+    import numpy as np
+
+    from bench.toolspace.embedding import VectorCache
+
+    cache = VectorCache(tmp_path / "embeddings.sqlite", "m")
+    cache.put({"good": np.ones(4)})
+    with sqlite3.connect(cache.path) as db:
+        db.executemany("INSERT INTO vectors VALUES ('m', ?, ?)",
+                       [("cut", b"\x00\x00\x80"), ("empty", b""), ("text", "not bytes")])
+    found = cache.get(["good", "cut", "empty", "text"])
+    assert list(found) == ["good"] and found["good"].tolist() == [1.0] * 4
+
+
+def test_a_damaged_gguf_for_the_embedding_retriever_is_one_error(tmp_path):
+    """A damaged GGUF given to the embedding retriever is one error naming it (the header
+    check, before llama.cpp sees it)."""
+    from bench.toolspace.embedding import LlamaEmbedder
+
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 4096)
+    with pytest.raises(BenchError, match="broken.gguf: corrupt or hostile header"):
+        LlamaEmbedder(model_path=str(path), cache_path=tmp_path / "vectors.sqlite")
+
+
+@requires_local_model
+def test_an_empty_query_embeds_as_a_zero_vector(tmp_path):
+    """``LlamaEmbedder().embed([""])`` raised ``RuntimeError: llama_decode returned -1`` (a case
+    with no user text under ``--retriever embedding``) and the process then aborted at exit
+    (``double free or corruption``)."""
+    from bench.toolspace.embedding import LlamaEmbedder
+
+    embedder = LlamaEmbedder(threads=1, cache_path=tmp_path / "vectors.sqlite")
+    vectors = embedder.embed(["", "find my orders"])
+    assert vectors.shape[0] == 2 and not vectors[0].any() and vectors[1].any()
+
+
+# -- the BM25 signal's thread held up the exit of a run stopped or failed mid-way until the
+# whole signal was computed (2.8 s instead of 0.4 s after Ctrl-C on 20,000 cases by 4 variants)
+# ----------------------------------------------------------------------------------------------
+
+STOPPED = """
+import threading
+from types import SimpleNamespace
+from bench.cli.toolspace import SignalAhead
+from bench.datasets import load_dataset
+
+class Unfinished:
+    '''A variant whose toolset never comes: stands for a signal still being computed.'''
+    name = "l3"
+
+    @property
+    def toolset(self):
+        threading.Event().wait()
+
+runner = SimpleNamespace(cases=load_dataset("ecommerce").cases[:3], variants=[Unfinished()])
+seen = []
+hook = SignalAhead(runner, lambda done, total, item=None: seen.append(done))
+hook(1, 10, object())  # the first row written: the signal starts
+assert hook.future is not None and not hook.future.done() and seen == [1]
+print("stopping", flush=True)
+raise SystemExit(130)  # the run stopped: nothing waits for the signal
+"""
+
+
+def test_a_stopped_run_exits_without_waiting_for_its_retrieval_signal():
+    try:
+        result = python(STOPPED, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process waited for the unfinished signal thread at exit")
+    assert result.returncode == 130, result.stderr
+    assert result.stdout == "stopping\n" and "Traceback" not in result.stderr

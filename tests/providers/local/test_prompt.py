@@ -7,6 +7,7 @@ import pytest
 from bench.descriptions import load_variant
 from bench.providers.local import (GRAMMAR_MAX_STRING, NO_CALL_LAYOUTS, answer_schema,
                                    json_schema_grammar, tools_block)
+from tests.importers.test_toollists import TREE_SCHEMA
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
@@ -45,3 +46,39 @@ def test_every_variant_grammar_parses():
         tools = load_variant("ecommerce", name).tools
         schema = json.dumps(answer_schema(tools, NO_CALL_LAYOUTS["empty-list"]))
         llama_cpp.LlamaGrammar.from_string(json_schema_grammar(schema), verbose=False)
+
+
+# -- the grammar of a recursive schema ---------------------------------------------------------
+
+
+def _undefined_rules(gbnf: str) -> set[str]:
+    """Rule names a GBNF grammar refers to but does not define."""
+    import re
+    defined, used = set(), set()
+    for line in gbnf.splitlines():
+        name, sep, body = line.partition("::=")
+        if not sep:
+            continue
+        defined.add(name.strip())
+        body = re.sub(r'"(\\.|[^"\\])*"', " ", body)       # literals
+        body = re.sub(r"\[(\\.|[^\]\\])*\]", " ", body)     # character classes
+        body = re.sub(r"\{[0-9, ]*\}", " ", body)           # repetition counts
+        used.update(re.findall(r"[A-Za-z][A-Za-z0-9_-]*", body))
+    return used - defined
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"name": {"type": "string"}, "child": {"$ref": "#"}},
+     "required": ["name"]},
+    {"type": "object", "$defs": {"tree_node": {
+        "type": "object", "properties": {"x": {"type": "integer"},
+                                         "kids": {"type": "array",
+                                                  "items": {"$ref": "#/$defs/tree_node"}}}}},
+     "properties": {"root": {"$ref": "#/$defs/tree_node"}}},
+    TREE_SCHEMA,
+], ids=["ref-to-root", "underscore-def-name", "property-recursion"])
+def test_the_local_models_grammar_of_a_recursive_schema_defines_every_rule(schema):
+    from bench.providers.local.prompt import grammar_schema, json_schema_grammar
+
+    gbnf = json_schema_grammar(json.dumps(grammar_schema(schema)))
+    assert _undefined_rules(gbnf) == set(), gbnf
