@@ -19,7 +19,7 @@ import pytest
 
 from bench import cli, evaluate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # the recipe as a contributor writes it: bench/cli/tally.py
 TALLY = '''

@@ -32,7 +32,7 @@ NO_OPTION = {"limit_sampling": "set only when a stored config from before --limi
 TEXT_VALUES = {"no_call_layout": ("empty-list", "none-tool-first"),
                "tool_choice": ("required", "none"), "shard": ("1/2", "2/2")}
 # options given as they are that this run cannot take, and where they are tested
-NOT_IN_THIS_RUN = {"error_pattern": "needs --execute-mcp (tests/test_executor_mcp.py)"}
+NOT_IN_THIS_RUN = {"error_pattern": "needs --execute-mcp (tests/executor/test_mcp.py)"}
 
 
 def _run_options() -> dict[str, list[str]]:
