@@ -69,7 +69,8 @@ requires_local_model = pytest.mark.skipif(
 
 # Helpers that serve a provider's wire protocol (or MCP) on loopback: a test using one gets
 # the ``server`` marker.
-SERVER_MODULES = frozenset({"fakeserver", "fakebatch", "mcp_server", "mcp_exec_server"})
+SERVER_MODULES = frozenset({"tests.fakeserver", "tests.fakebatch", "tests.mcp_server",
+                            "tests.mcp_exec_server"})
 SERVER_FIXTURES = frozenset({"server", "llama_server", "backend"})
 
 

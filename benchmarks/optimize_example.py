@@ -19,7 +19,7 @@ never says "parcel", so every parcel question fails. The proposers:
     python benchmarks/optimize_example.py --project /tmp/opt-example
 
 The script writes its project into a temporary folder (or ``--project``) and prints what
-docs/optimize.md shows; tests/test_optimize.py checks that the two agree.
+docs/optimize.md shows; tests/optimize/test_optimize.py checks that the two agree.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from email.parser import BytesParser
 from email.policy import default as email_policy
 from typing import Any
 
-from fakeserver import Recorded, Reply, anthropic_body, chat_body, default_reply, error_body
+from tests.fakeserver import Recorded, Reply, anthropic_body, chat_body, default_reply, error_body
 
 _ids = itertools.count(1)
 TIME = "2026-11-29T00:00:00Z"

@@ -1,7 +1,7 @@
 """An MCP server over stdio with a tool that ends the server (``os._exit(3)`` mid-call, the
 way a segfaulting native library or a stray ``sys.exit`` in a tool does), for the MCP
-backend's restart (tests/test_executor_mcp.py, tests/test_own_tools.py). Each start appends
-a line to ``starts.log`` in the folder it starts in."""
+backend's restart (tests/executor/test_mcp.py, tests/importers/test_own_tools.py). Each start
+appends a line to ``starts.log`` in the folder it starts in."""
 
 import os
 

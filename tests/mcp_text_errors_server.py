@@ -1,8 +1,8 @@
 """An MCP server that answers its errors as ordinary text, without ``isError``, the way
 mcp-server-sqlite does (modelcontextprotocol/servers, src/sqlite: ``Database error: ...`` for
 an ``sqlite3.Error``, ``Error: ...`` for anything else): the fixture of a toolset's
-``error_pattern`` (tests/test_own_tools.py). Its one tool runs a SELECT on ``shop.db`` in the
-folder it starts in; stdio only."""
+``error_pattern`` (tests/importers/test_own_tools.py). Its one tool runs a SELECT on ``shop.db``
+in the folder it starts in; stdio only."""
 
 import sqlite3
 

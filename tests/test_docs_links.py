@@ -72,7 +72,7 @@ def test_docs_named_in_code_exist():
     """Docstrings, messages and settings that send the reader to docs/ name real pages and
     headings."""
     broken = []
-    sources = [*ROOT.joinpath("bench").rglob("*.py"), *ROOT.joinpath("tests").glob("*.py"),
+    sources = [*ROOT.joinpath("bench").rglob("*.py"), *ROOT.joinpath("tests").rglob("*.py"),
                *ROOT.joinpath("benchmarks").glob("*.py"), ROOT / "pyproject.toml",
                ROOT / ".ci" / "run"]
     for source in sources:

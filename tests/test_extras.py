@@ -20,8 +20,8 @@ def _extras() -> dict[str, list[str]]:
 
 
 def test_the_test_extra_installs_the_gemini_sdk():
-    """tests/test_recorded_fidelity.py and tests/test_stream_quirks.py run Gemini through
-    google-genai; without it they fail, not skip."""
+    """tests/providers/test_recorded_fidelity.py and tests/providers/test_stream_quirks.py run
+    Gemini through google-genai; without it they fail, not skip."""
     extras = _extras()
     assert set(extras["gemini"]) <= set(extras["test"])
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fakeserver import FakeServer, Recorded, Reply, chat_body, default_reply, error_body
-from stored import row_dicts
+from tests.fakeserver import FakeServer, Recorded, Reply, chat_body, default_reply, error_body
+from tests.stored import row_dicts
 
 USER = "planteduser7"
 PASSWORD = "plantedpass-9f3k2"
@@ -411,7 +411,7 @@ def test_a_printed_message_cut_inside_a_secret_shows_none_of_it(monkeypatch):
 def test_a_provider_error_cut_inside_a_key_stores_none_of_it(monkeypatch):
     # an HTTP 400 whose message echoed the key near its 300th character was stored with the
     # key's first 18 characters (the message was cut before the row was redacted)
-    from fakeserver import FakeServer, Reply, complete_once, error_body
+    from tests.fakeserver import FakeServer, Reply, complete_once, error_body
     from bench.models import Message, Tool
     from bench.providers import make_provider
     from bench.providers.errors import ProviderError

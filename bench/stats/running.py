@@ -3,7 +3,7 @@
 :class:`RunningSummary` gives the same records as :func:`bench.stats.summary.summarize` of
 :func:`bench.stats.summary.summary_frame`, :func:`bench.stats.buckets.bucket_table` and
 :func:`bench.stats.aggregate.pass_k_table` (episode task success) of the same rows, which
-``tests/test_running_summary.py`` checks on real runs. It keeps per (provider, variant)
+``tests/stats/test_running_summary.py`` checks on real runs. It keeps per (provider, variant)
 counts and sums, each row's latency (8 bytes, for the median) and a 64-bit hash of each row
 key (for "a row seen twice counts once"), so memory grows by tens of bytes per row instead of
 a frame's hundreds, and ``bench run`` need not import pandas (about 0.25 s of CPU and 30 MiB

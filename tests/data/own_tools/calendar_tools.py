@@ -1,5 +1,5 @@
 """A small calendar as typed Python functions: the fixture of bench init's Python source and
-of the Python execution backend (tests/test_own_tools.py)."""
+of the Python execution backend (tests/importers/test_own_tools.py)."""
 
 from __future__ import annotations
 

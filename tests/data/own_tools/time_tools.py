@@ -1,5 +1,5 @@
 """Two time tools worded after the reference MCP time server (``mcp-server-time``): the
-fixture of the regression gate's per-case rule (tests/test_gate.py). Its ``timezone``
+fixture of the regression gate's per-case rule (tests/gate/test_gate.py). Its ``timezone``
 parameter carries the hint a model needs, an IANA name with examples."""
 
 from __future__ import annotations
