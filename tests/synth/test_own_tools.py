@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.models import Case
+from bench.results import ManifestExecution
 from bench.synth.verify import USERS_SYSTEM_SKIP, _execution_skip, refused_calls
 
 TESTS = Path(__file__).parents[1]
@@ -208,8 +209,8 @@ def test_refused_calls_follow_the_executor_rule():
 
 
 def test_an_unexecuted_label_says_why_from_the_run_plan():
-    assert _execution_skip({"mode": "none", "detail": "the CRM has no sandbox"}, "crm") == \
+    assert _execution_skip(ManifestExecution(mode="none", detail="the CRM has no sandbox"), "crm") == \
         "skipped: toolset 'crm' is not executed (the CRM has no sandbox)"
-    assert _execution_skip({"mode": "no_backend"}, "x") == \
+    assert _execution_skip(ManifestExecution(mode="no_backend"), "x") == \
         "skipped: toolset 'x' has no executor"
     assert _execution_skip(None, "x") == "skipped: toolset 'x' has no executor"
